@@ -1,0 +1,61 @@
+# Makefile: the front door. Wraps CMake; `make`, `make test`, `make demo`, `make bench`, `make fuzz`.
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD     ?= build
+ASAN      ?= build-asan
+FUZZ      ?= build-fuzz
+TESTDATA  ?= $(if $(OX_TESTDATA),$(OX_TESTDATA),$(CURDIR)/../shared/testdata)
+DEMO_MODEL ?= $(TESTDATA)/models/kjv-15m-q4_k_m.gguf
+FUZZ_SECONDS ?= 20
+# Debian packages the build and tests need (installed by `make deps` when missing and root).
+DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev python3 binutils
+
+.PHONY: all release test test-release test-asan fuzz fuzz-long demo bench deps clean
+
+all: release
+
+release:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing:$$missing"; \
+	    (apt-get install -y $$missing || (apt-get update && apt-get install -y $$missing)) >/dev/null; \
+	  else echo "missing Debian packages:$$missing (run as root or install them)"; exit 1; fi; \
+	fi
+
+# Everything CI runs: release build + tests, ASan/UBSan build + tests, a short fuzz run.
+test: deps
+	$(MAKE) test-release
+	$(MAKE) test-asan
+	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+test-release: release
+	cd $(BUILD) && OX_TESTDATA=$(TESTDATA) ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	CC=clang CXX=clang++ cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DOX_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN) -j $(JOBS)
+	cd $(ASAN) && OX_TESTDATA=$(TESTDATA) ASAN_OPTIONS=detect_leaks=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (clang), each run for FUZZ_SECONDS from a seed corpus of the shared models.
+fuzz:
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=Debug -DOX_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf
+	OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_gguf $(FUZZ_SECONDS)
+
+fuzz-long:
+	$(MAKE) fuzz FUZZ_SECONDS=3600
+
+demo: release
+	$(BUILD)/apps/oxidize/oxidize info $(DEMO_MODEL)
+
+bench: release
+	bench/run.sh $(BUILD) $(TESTDATA)
+
+clean:
+	rm -rf $(BUILD) $(ASAN) $(FUZZ)

@@ -1,0 +1,21 @@
+/* file.h: read-only whole-file access through mmap, with a read() fallback. */
+#ifndef OX_CORE_FILE_H
+#define OX_CORE_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+struct file_map {
+    const uint8_t *data; /* NULL for an empty file */
+    size_t size;
+    bool mapped;         /* true: munmap on close; false: heap copy */
+};
+
+/* Map path read-only (use_mmap) or read it into memory; errors are OX_ERR_IO naming path. */
+enum ox_status file_map_open(const char *path, bool use_mmap, struct file_map *out);
+void file_map_close(struct file_map *map);
+
+#endif

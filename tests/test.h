@@ -1,0 +1,51 @@
+/* test.h: the tiny assertion kit every test executable uses. */
+#ifndef OX_TEST_H
+#define OX_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_failures;
+static int test_checks;
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        test_checks++;                                                           \
+        if (!(cond)) {                                                           \
+            test_failures++;                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                        \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                     \
+    do {                                                                         \
+        test_checks++;                                                           \
+        if (!(cond)) {                                                           \
+            test_failures++;                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+        }                                                                        \
+    } while (0)
+
+#define CHECK_EQ(a, b) CHECK_MSG((a) == (b), "%lld != %lld", (long long)(a), (long long)(b))
+#define CHECK_STR(a, b) CHECK_MSG(strcmp((a), (b)) == 0, "'%s' != '%s'", (a), (b))
+#define CHECK_NEAR(a, b, tol) \
+    CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), "%g vs %g (tol %g)", (double)(a), (double)(b), (double)(tol))
+
+/* The reference data folder: $OX_TESTDATA, else ../shared/testdata beside the repository. */
+static inline const char *test_data_dir(void) {
+    const char *env = getenv("OX_TESTDATA");
+    return env && *env ? env : OX_SOURCE_DIR "/../shared/testdata";
+}
+
+/* Print the summary line and turn the result into the exit status. */
+static inline int test_finish(const char *name) {
+    printf("%s: %d checks, %d passed, %d failed\n", name, test_checks, test_checks - test_failures,
+           test_failures);
+    return test_failures ? 1 : 0;
+}
+
+#endif
