@@ -101,9 +101,14 @@ enum ox_status ox_gguf_array_get(const struct ox_gguf_value *array, uint64_t i,
                                  struct ox_gguf_value *out) {
     if (!array || !out || array->type != OX_GGUF_ARRAY || !array->internal_)
         return ox_fail(OX_ERR_INVALID_ARG, "ox_gguf_array_get: not an array value");
+    const struct gguf_value *arr = array->internal_;
+    if (i < arr->n && arr->elems) { /* export the stored element: its handle must outlive us */
+        export_value(&arr->elems[i], out);
+        return OX_OK;
+    }
     struct gguf_value elem;
-    OX_TRY(gguf_array_elem(array->internal_, i, &elem));
-    export_value(&elem, out);
+    OX_TRY(gguf_array_elem(arr, i, &elem));
+    export_value(&elem, out); /* a fixed-size scalar: nothing keeps pointing at elem */
     return OX_OK;
 }
 

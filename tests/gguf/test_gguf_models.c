@@ -96,6 +96,31 @@ static void check_accessors(void) {
     gguf_free(g);
 }
 
+/* The public API reads nested arrays through handles that stay valid after each call. */
+static void check_public_nested(const uint8_t *buf, size_t n) {
+    struct ox_gguf *g = NULL;
+    CHECK_EQ(ox_gguf_open_buffer(buf, n, &g), OX_OK);
+    struct ox_gguf_value nested, row, x, s;
+    CHECK_EQ(ox_gguf_value(g, ox_gguf_find_key(g, "t.nested"), &nested), OX_OK);
+    CHECK(nested.type == OX_GGUF_ARRAY && nested.elem_type == OX_GGUF_ARRAY && nested.n == 2);
+    CHECK_EQ(ox_gguf_array_get(&nested, 0, &row), OX_OK);
+    CHECK(row.type == OX_GGUF_ARRAY && row.elem_type == OX_GGUF_UINT32 && row.n == 2);
+    CHECK_EQ(ox_gguf_array_get(&row, 1, &x), OX_OK);
+    CHECK(x.type == OX_GGUF_UINT32 && x.v.u == 2);
+    CHECK_EQ(ox_gguf_array_get(&row, 2, &x), OX_ERR_INVALID_ARG);
+    CHECK_EQ(ox_gguf_array_get(&x, 0, &x), OX_ERR_INVALID_ARG); /* not an array */
+    CHECK_EQ(ox_gguf_value(g, ox_gguf_find_key(g, "t.arr_str"), &row), OX_OK);
+    CHECK_EQ(ox_gguf_array_get(&row, 2, &s), OX_OK);
+    CHECK(s.type == OX_GGUF_STRING && s.n == 3 && memcmp(s.v.s, "ccc", 3) == 0);
+    CHECK_EQ(ox_gguf_value(g, ox_gguf_find_key(g, "t.i64"), &x), OX_OK);
+    CHECK(x.v.i == INT64_MIN);
+    CHECK_EQ(ox_gguf_value(g, ox_gguf_find_key(g, "t.f32"), &x), OX_OK);
+    CHECK(x.v.f == 0.25);
+    CHECK(ox_gguf_key(g, 99) == NULL && ox_gguf_find_key(g, "nope") == -1);
+    CHECK_EQ(ox_gguf_value(g, -1, &x), OX_ERR_INVALID_ARG);
+    ox_gguf_free(g);
+}
+
 /* Every value type, nested arrays included, written and read back. */
 static void check_all_value_types(void) {
     struct gguf_writer *w = NULL;
@@ -174,6 +199,7 @@ static void check_all_value_types(void) {
         CHECK(t && t->n_bytes == 256 && memcmp(t->data, data, 256) == 0);
         gguf_free(g);
     }
+    check_public_nested(buf, n);
     free(buf);
 }
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""make_seeds.py: writes small valid GGUF files (every value type, several tensor types) as a
+libFuzzer seed corpus, so mutations start from deep inside the format."""
+import os
+import random
+import struct
+import sys
+
+T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64 = range(13)
+SCALARS = {T_U8: "<B", T_I8: "<b", T_U16: "<H", T_I16: "<h", T_U32: "<I", T_I32: "<i",
+           T_F32: "<f", T_BOOL: "<B", T_U64: "<Q", T_I64: "<q", T_F64: "<d"}
+# (ggml type id, block size, bytes per block)
+TYPES = [(0, 1, 4), (1, 1, 2), (30, 1, 2), (2, 32, 18), (8, 32, 34), (12, 256, 144),
+         (14, 256, 210), (16, 256, 66), (19, 256, 50), (21, 256, 110), (23, 256, 136),
+         (34, 256, 54), (39, 32, 17), (40, 64, 36), (41, 128, 18), (42, 64, 18)]
+
+
+def gstr(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def payload(t, v):
+    if t == T_STR:
+        return gstr(v)
+    if t == T_ARR:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(payload(et, x) for x in items)
+    return struct.pack(SCALARS[t], v)
+
+
+def gguf(kvs, tensors, rng, align=32):
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for key, t, v in kvs:
+        out += gstr(key) + struct.pack("<I", t) + payload(t, v)
+    offset, blobs = 0, []
+    for name, (tid, bs, size), ne in tensors:
+        out += gstr(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
+        out += struct.pack("<IQ", tid, offset)
+        n = 1
+        for x in ne:
+            n *= x
+        blob = bytes(rng.getrandbits(8) for _ in range(n // bs * size))
+        blobs.append(blob)
+        offset += (len(blob) + align - 1) // align * align
+    out += b"\0" * (-len(out) % align)
+    for blob in blobs:
+        out += blob + b"\0" * (-len(blob) % align)
+    return out
+
+
+def main(dest):
+    os.makedirs(dest, exist_ok=True)
+    rng = random.Random(1)
+    kvs = [("general.architecture", T_STR, "llama"), ("llama.block_count", T_U32, 2),
+           ("t.u8", T_U8, 7), ("t.i8", T_I8, -7), ("t.u16", T_U16, 700), ("t.i16", T_I16, -700),
+           ("t.i32", T_I32, -70000), ("t.f32", T_F32, 0.5), ("t.bool", T_BOOL, 1),
+           ("t.u64", T_U64, 1 << 40), ("t.i64", T_I64, -(1 << 40)), ("t.f64", T_F64, 2.5),
+           ("tokenizer.ggml.tokens", T_ARR, (T_STR, ["<s>", "a", "bc"])),
+           ("tokenizer.ggml.scores", T_ARR, (T_F32, [0.0, -1.0, -2.0])),
+           ("t.nested", T_ARR, (T_ARR, [(T_U32, [1, 2]), (T_STR, ["x"])]))]
+    for i, ty in enumerate(TYPES):
+        tensors = [("blk.0.w", ty, [ty[1] * 2, 2]), ("norm", TYPES[0], [8])]
+        with open(os.path.join(dest, "seed_%02d.gguf" % i), "wb") as f:
+            f.write(gguf(kvs[: 3 + i % len(kvs)], tensors, rng))
+    with open(os.path.join(dest, "seed_align64.gguf"), "wb") as f:
+        f.write(gguf([("general.alignment", T_U32, 64)] + kvs, [("a", TYPES[3], [64])], rng, 64))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,18 @@
+#!/bin/sh
+# run.sh: runs a libFuzzer target for N seconds on a fresh seed corpus; fails on any finding.
+set -eu
+target="$1"
+seconds="${2:-20}"
+here="$(cd "$(dirname "$0")" && pwd)"
+work="$(dirname "$target")/corpus-$(basename "$target")"
+mkdir -p "$work/seeds" "$work/found"
+python3 "$here/make_seeds.py" "$work/seeds"
+# -rss_limit_mb / -timeout: an allocation of >2 GiB or a 2 s input is a finding, not a pass
+"$target" "$work/found" "$work/seeds" -max_total_time="$seconds" -max_len=65536 \
+    -rss_limit_mb=2048 -timeout=2 -print_final_stats=1 -artifact_prefix="$work/" 2>&1 |
+    tee "$work/log.txt" | grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==|SUMMARY)" || true
+if grep -q -E "ERROR|SUMMARY|deadly signal|Test unit written" "$work/log.txt"; then
+    echo "fuzz: $(basename "$target") found a problem; see $work/log.txt"
+    exit 1
+fi
+echo "fuzz: $(basename "$target") clean for ${seconds}s: $(grep -o 'stat::number_of_executed_units: [0-9]*' "$work/log.txt")"
