@@ -15,7 +15,7 @@ all: release
 
 release:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	cmake --build $(BUILD) -j $(JOBS)
+	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \

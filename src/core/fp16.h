@@ -22,8 +22,8 @@ static inline float fp16_to_fp32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f;
     uint32_t mant = h & 0x3ff;
-    if (exp == 0x1f) /* inf / nan: keep the payload */
-        return fp32_from_bits(sign | 0x7f800000u | (mant << 13));
+    if (exp == 0x1f) /* inf, or NaN made quiet as the FPU (and so ggml) converts it */
+        return fp32_from_bits(sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0));
     if (exp != 0)
         return fp32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
     if (mant == 0)
