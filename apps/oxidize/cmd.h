@@ -1,0 +1,10 @@
+/* cmd.h: the subcommands of the oxidize binary, one cmd_<name>.c file each. */
+#ifndef OX_APP_CMD_H
+#define OX_APP_CMD_H
+
+/* Every subcommand has this shape: argv[0] is the subcommand's own name ("info") and the rest
+ * are its arguments, so each command parses its arguments as if it were a program of its own.
+ * The return value is the process exit status: 0 ok, 1 failure, 2 bad usage. */
+int cmd_info(int argc, char **argv);
+
+#endif

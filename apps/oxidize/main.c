@@ -1,0 +1,55 @@
+/* main.c: the oxidize command-line binary: dispatches `oxidize <command> [args]`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "oxidize.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+/* New subcommands (run, chat, serve, bench, quantize ...) are one line here plus their file. */
+static const struct command commands[] = {
+    {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: oxidize <command> [args]\n"
+               "       oxidize --help | --version\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'oxidize <command> --help' for a command's options.\n");
+}
+
+static int print_version(void) {
+    char features[512];
+    ox_cpu_features(features, sizeof features);
+    printf("oxidize %s\n", OX_VERSION_STRING);
+    printf("cpu: %s\n", features[0] ? features : "(no optional features)");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(name, "--version") || !strcmp(name, "-V"))
+        return print_version();
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(name, commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "oxidize: unknown command '%s'\n\n", name);
+    usage(stderr);
+    return 2;
+}
