@@ -38,14 +38,14 @@ test-release: release
 
 test-asan:
 	CC=clang CXX=clang++ cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DOX_SANITIZE=ON >/dev/null
-	cmake --build $(ASAN) -j $(JOBS)
+	cmake --build $(ASAN) -j $(JOBS) -- --no-print-directory
 	cd $(ASAN) && OX_TESTDATA=$(TESTDATA) ASAN_OPTIONS=detect_leaks=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 # libFuzzer targets (clang), each run for FUZZ_SECONDS from a seed corpus of the shared models.
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=Debug -DOX_FUZZ=ON >/dev/null
-	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf
+	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf -- --no-print-directory
 	OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_gguf $(FUZZ_SECONDS)
 
 fuzz-long:

@@ -227,6 +227,18 @@ static void check_every_truncation(void) {
     free(b.d);
 }
 
+/* Version 2 has the same layout as version 3 (v3 only added big-endian files): accepted. */
+static void check_version_2(void) {
+    struct buf b = {0};
+    valid_file(&b);
+    b.d[4] = 2;
+    struct ox_gguf *g = NULL;
+    CHECK_MSG(gguf_parse(b.d, b.n, &g) == OX_OK, "%s", ox_last_error());
+    CHECK(g && g->version == 2 && g->n_tensors == 2);
+    gguf_free(g);
+    free(b.d);
+}
+
 int main(void) {
     size_t n_cases = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < n_cases; i++) {
@@ -241,5 +253,6 @@ int main(void) {
     }
     printf("%zu malformed cases\n", n_cases);
     check_every_truncation();
+    check_version_2();
     return test_finish("test_gguf_malformed");
 }

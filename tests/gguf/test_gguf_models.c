@@ -2,6 +2,7 @@
  * and a file with every value type survives write -> read. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "test.h"
@@ -203,6 +204,29 @@ static void check_all_value_types(void) {
     free(buf);
 }
 
+/* write_file goes through a temporary and a rename; a bad directory is a clean OX_ERR_IO. */
+static void check_write_file(void) {
+    struct gguf_writer *w = NULL;
+    CHECK_EQ(gguf_writer_create(&w), OX_OK);
+    CHECK_EQ(gguf_writer_set_str(w, "general.architecture", "llama"), OX_OK);
+    CHECK_EQ(gguf_writer_set_u32(w, "general.alignment", 64), OX_OK);
+    const float x[32] = {1, 2, 3};
+    const int64_t ne[1] = {32};
+    CHECK_EQ(gguf_writer_add_tensor(w, "x", OX_DTYPE_F32, 1, ne, x), OX_OK);
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/ox_test_write_%d.gguf", (int)getpid());
+    CHECK_MSG(gguf_writer_write_file(w, path) == OX_OK, "%s", ox_last_error());
+    CHECK_EQ(gguf_writer_write_file(w, "/nonexistent-dir/x.gguf"), OX_ERR_IO);
+    CHECK(strstr(ox_last_error(), "/nonexistent-dir/") != NULL);
+    gguf_writer_free(w);
+    struct ox_gguf *g = NULL;
+    CHECK_MSG(gguf_open(path, true, &g) == OX_OK, "%s", ox_last_error());
+    CHECK(g && g->alignment == 64 && g->data_offset % 64 == 0 && g->size % 64 == 0);
+    CHECK(g && g->n_tensors == 1 && memcmp(g->tensors[0].data, x, sizeof x) == 0);
+    gguf_free(g);
+    unlink(path);
+}
+
 int main(void) {
     int n_models = check_dir("models");
     int n_vocab = check_dir("vocab");
@@ -211,5 +235,6 @@ int main(void) {
     CHECK(n_vocab >= 10);
     check_accessors();
     check_all_value_types();
+    check_write_file();
     return test_finish("test_gguf_models");
 }
