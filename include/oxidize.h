@@ -139,6 +139,126 @@ OX_API size_t ox_dtype_type_size(enum ox_dtype type);
  * float. Bit-identical with ggml's reference dequantization. */
 OX_API enum ox_status ox_dequantize(enum ox_dtype type, const void *src, float *dst, int64_t n);
 
+/* True for types model weights can be stored in (all but f64, the integers, and the activation
+ * types q8_1 and q8_K, which ox_quantize still produces for dot products). */
+OX_API bool ox_dtype_can_quantize(enum ox_dtype type);
+/* True for types too coarse to quantize without an importance matrix (iq2_xxs, iq2_xs, iq1_s). */
+OX_API bool ox_dtype_needs_imatrix(enum ox_dtype type);
+
+/* Quantize n_rows rows of n_per_row floats (a multiple of the block size) into dst, which holds
+ * n_rows * n_per_row / block_size * type_size bytes. imatrix: NULL, or n_per_row importance
+ * weights (one per column, as in llama.cpp's imatrix files). Byte-identical with llama.cpp's
+ * quantizers. Thread-safe: callers split rows across threads. */
+OX_API enum ox_status ox_quantize(enum ox_dtype type, const float *src, void *dst,
+                                  int64_t n_rows, int64_t n_per_row, const float *imatrix);
+
+/* ---- Quantizing model files ------------------------------------------------------------- */
+
+/* Model file types (llama.cpp's llama_ftype ids, stored as general.file_type): which tensor
+ * type a file is "mostly" made of, and for the _S/_M/_L mixes which tensors get more bits.
+ * X(NAME, id, "name", base dtype) */
+#define OX_FTYPE_LIST(X)                          \
+    X(ALL_F32, 0, "F32", F32)                     \
+    X(MOSTLY_F16, 1, "F16", F16)                  \
+    X(MOSTLY_Q4_0, 2, "Q4_0", Q4_0)               \
+    X(MOSTLY_Q4_1, 3, "Q4_1", Q4_1)               \
+    X(MOSTLY_Q8_0, 7, "Q8_0", Q8_0)               \
+    X(MOSTLY_Q5_0, 8, "Q5_0", Q5_0)               \
+    X(MOSTLY_Q5_1, 9, "Q5_1", Q5_1)               \
+    X(MOSTLY_Q2_K, 10, "Q2_K", Q2_K)              \
+    X(MOSTLY_Q3_K_S, 11, "Q3_K_S", Q3_K)          \
+    X(MOSTLY_Q3_K_M, 12, "Q3_K_M", Q3_K)          \
+    X(MOSTLY_Q3_K_L, 13, "Q3_K_L", Q3_K)          \
+    X(MOSTLY_Q4_K_S, 14, "Q4_K_S", Q4_K)          \
+    X(MOSTLY_Q4_K_M, 15, "Q4_K_M", Q4_K)          \
+    X(MOSTLY_Q5_K_S, 16, "Q5_K_S", Q5_K)          \
+    X(MOSTLY_Q5_K_M, 17, "Q5_K_M", Q5_K)          \
+    X(MOSTLY_Q6_K, 18, "Q6_K", Q6_K)              \
+    X(MOSTLY_IQ2_XXS, 19, "IQ2_XXS", IQ2_XXS)     \
+    X(MOSTLY_IQ2_XS, 20, "IQ2_XS", IQ2_XS)        \
+    X(MOSTLY_Q2_K_S, 21, "Q2_K_S", Q2_K)          \
+    X(MOSTLY_IQ3_XS, 22, "IQ3_XS", IQ3_S)         \
+    X(MOSTLY_IQ3_XXS, 23, "IQ3_XXS", IQ3_XXS)     \
+    X(MOSTLY_IQ1_S, 24, "IQ1_S", IQ1_S)           \
+    X(MOSTLY_IQ4_NL, 25, "IQ4_NL", IQ4_NL)        \
+    X(MOSTLY_IQ3_S, 26, "IQ3_S", IQ3_S)           \
+    X(MOSTLY_IQ3_M, 27, "IQ3_M", IQ3_S)           \
+    X(MOSTLY_IQ2_S, 28, "IQ2_S", IQ2_XS)          \
+    X(MOSTLY_IQ2_M, 29, "IQ2_M", IQ2_S)           \
+    X(MOSTLY_IQ4_XS, 30, "IQ4_XS", IQ4_XS)        \
+    X(MOSTLY_IQ1_M, 31, "IQ1_M", IQ1_M)           \
+    X(MOSTLY_BF16, 32, "BF16", BF16)              \
+    X(MOSTLY_TQ1_0, 36, "TQ1_0", TQ1_0)           \
+    X(MOSTLY_TQ2_0, 37, "TQ2_0", TQ2_0)           \
+    X(MOSTLY_MXFP4_MOE, 38, "MXFP4_MOE", MXFP4)   \
+    X(MOSTLY_Q1_0, 40, "Q1_0", Q1_0)              \
+    X(MOSTLY_Q2_0, 41, "Q2_0", Q2_0)
+
+enum ox_ftype {
+#define OX_X_(name, id, str, base) OX_FTYPE_##name = id,
+    OX_FTYPE_LIST(OX_X_)
+#undef OX_X_
+    OX_FTYPE_COUNT = 42
+};
+
+/* "Q4_K_M", or NULL for an id that is not a file type. */
+OX_API const char *ox_ftype_name(enum ox_ftype ftype);
+/* Parse a file type name as llama-quantize does: case-insensitive, the aliases Q3_K, Q4_K and
+ * Q5_K (= _M), or the numeric id. */
+OX_API enum ox_status ox_ftype_parse(const char *name, enum ox_ftype *out);
+
+/* A per-tensor override: tensors whose name matches the POSIX extended regular expression
+ * `pattern` (searched anywhere in the name) are quantized to `type`. */
+struct ox_tensor_type_override {
+    const char *pattern;
+    enum ox_dtype type;
+};
+
+/* Progress of ox_model_quantize, reported after each tensor. */
+struct ox_quantize_progress {
+    int64_t i_tensor, n_tensors;       /* tensors done (1-based) of all */
+    const char *name;                  /* the tensor just written */
+    enum ox_dtype type_in, type_out;
+    uint64_t bytes_in, bytes_out;      /* its size before and after */
+};
+
+/* Return false to abort the quantization (ox_model_quantize then returns OX_ERR_ABORTED). */
+typedef bool (*ox_quantize_progress_fn)(const struct ox_quantize_progress *progress, void *user);
+
+struct ox_quantize_params {
+    enum ox_ftype ftype;               /* the target mix */
+    int n_threads;                     /* <= 0: one per online CPU */
+    int output_tensor_type;            /* an ox_dtype for output.weight, or -1: the mix decides */
+    int token_embedding_type;          /* an ox_dtype for token_embd.weight, or -1 */
+    bool allow_requantize;             /* accept already-quantized inputs (loses quality) */
+    bool leave_output_tensor;          /* keep output.weight exactly as it is */
+    bool pure;                         /* every tensor in the base type: no k-quant mixing */
+    bool only_copy;                    /* copy tensors unchanged (ftype = the input's) */
+    const char *imatrix_path;          /* NULL, or a llama.cpp importance matrix (GGUF or .dat) */
+    const struct ox_tensor_type_override *overrides; /* first match wins */
+    size_t n_overrides;
+    ox_quantize_progress_fn progress;  /* NULL: none */
+    void *progress_user;
+};
+
+/* What a quantization did (all sizes in bytes of tensor data). */
+struct ox_quantize_result {
+    uint64_t n_params;                 /* elements in all tensors */
+    uint64_t bytes_in, bytes_out;
+    int n_fallback;                    /* tensors whose row size forced a different type */
+    int n_imatrix_entries;             /* importance matrix entries loaded (0 without one) */
+};
+
+OX_API struct ox_quantize_params ox_quantize_params_default(void);
+
+/* Quantize the GGUF model at in_path into out_path (written through a temporary file and
+ * renamed; refuses to overwrite in_path). Tensor types follow llama.cpp's rules for the file
+ * type, so the output is byte-identical with llama-quantize's for the same input and options.
+ * result may be NULL. */
+OX_API enum ox_status ox_model_quantize(const char *in_path, const char *out_path,
+                                        const struct ox_quantize_params *params,
+                                        struct ox_quantize_result *result);
+
 /* ---- GGUF files (read-only inspection) --------------------------------------------------- */
 
 /* GGUF metadata value types, with the file format's numeric ids. */

@@ -6,5 +6,6 @@
  * are its arguments, so each command parses its arguments as if it were a program of its own.
  * The return value is the process exit status: 0 ok, 1 failure, 2 bad usage. */
 int cmd_info(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

@@ -11,9 +11,10 @@ struct command {
     const char *summary;
 };
 
-/* New subcommands (run, chat, serve, bench, quantize ...) are one line here plus their file. */
+/* New subcommands (run, chat, serve, bench ...) are one line here plus their file. */
 static const struct command commands[] = {
     {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},
+    {"quantize", cmd_quantize, "quantize a model file (Q4_K_M, Q8_0, IQ4_XS, ...)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -33,7 +33,8 @@ static inline float fp16_to_fp32(uint16_t h) {
     return fp32_from_bits(sign | fp32_bits(f));
 }
 
-/* Round to nearest, ties to even; overflow gives inf, NaN stays NaN (as ggml's converter). */
+/* Round to nearest, ties to even; overflow gives inf; NaN stays NaN with its top payload bits
+ * (as the F16C instruction does; quant_f16 canonicalises NaN the way llama-quantize does). */
 static inline uint16_t fp32_to_fp16(float f) {
     uint32_t u = fp32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000);

@@ -128,10 +128,21 @@ enum ox_status gguf_writer_set_str_array(struct gguf_writer *w, const char *key,
                                          const char *const *strs, uint64_t n);
 /* Remove key if present. */
 void gguf_writer_remove(struct gguf_writer *w, const char *key);
-/* Append a tensor; data (n_bytes of the type's layout) is borrowed until the write. */
+/* Append a tensor; data (n_bytes of the type's layout) is borrowed until the write (NULL when
+ * the data will be streamed). */
 enum ox_status gguf_writer_add_tensor(struct gguf_writer *w, const char *name,
                                       enum ox_dtype type, int n_dims, const int64_t *ne,
                                       const void *data);
+/* Streaming: write the header, metadata and tensor infos now (tensors may be added with data
+ * NULL), then each tensor's data in order with gguf_stream_tensor, then gguf_stream_close,
+ * which renames the temporary file to path. gguf_stream_abort deletes it instead. Lets a
+ * quantizer write a model larger than memory. */
+struct gguf_stream;
+enum ox_status gguf_writer_stream_open(const struct gguf_writer *w, const char *path,
+                                       struct gguf_stream **out);
+enum ox_status gguf_stream_tensor(struct gguf_stream *s, const void *data, uint64_t n_bytes);
+enum ox_status gguf_stream_close(struct gguf_stream *s);
+void gguf_stream_abort(struct gguf_stream *s);
 /* Write the file atomically (a temporary beside it, then rename). */
 enum ox_status gguf_writer_write_file(struct gguf_writer *w, const char *path);
 /* Write into a malloc'd buffer the caller frees with free(). */

@@ -32,9 +32,11 @@ struct sink {
     FILE *f;
     uint8_t *buf;
     size_t len, cap;
+    uint64_t written; /* bytes so far, for padding */
 };
 
 static enum ox_status sink_write(struct sink *s, const void *p, size_t n) {
+    s->written += n;
     if (s->f) {
         if (n && fwrite(p, 1, n, s->f) != n)
             return ox_fail(OX_ERR_IO, "gguf: write failed: %s", strerror(errno));
@@ -316,8 +318,9 @@ static uint32_t writer_alignment(const struct gguf_writer *w) {
     return GGUF_DEFAULT_ALIGNMENT;
 }
 
-static enum ox_status write_all(const struct gguf_writer *w, struct sink *s) {
-    uint64_t align = writer_alignment(w), offset = 0, pos;
+/* Header, metadata, tensor infos and the padding before the data section. */
+static enum ox_status write_meta(const struct gguf_writer *w, struct sink *s, uint64_t align) {
+    uint64_t offset = 0;
     OX_TRY(sink_write(s, GGUF_MAGIC, 4));
     OX_TRY(sink_u32(s, 3));
     OX_TRY(sink_u64(s, w->n_tensors));
@@ -338,12 +341,23 @@ static enum ox_status write_all(const struct gguf_writer *w, struct sink *s) {
         if (ox_pad_overflows(offset + t->n_bytes, align, &offset))
             return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor data too large");
     }
-    pos = s->f ? (uint64_t)ftell(s->f) : s->len;
-    OX_TRY(sink_zeros(s, (align - pos % align) % align));
+    return sink_zeros(s, (align - s->written % align) % align);
+}
+
+/* One tensor's bytes and the padding after them. */
+static enum ox_status write_data(struct sink *s, const void *data, uint64_t n, uint64_t align) {
+    OX_TRY(sink_write(s, data, (size_t)n));
+    return sink_zeros(s, (align - n % align) % align);
+}
+
+static enum ox_status write_all(const struct gguf_writer *w, struct sink *s) {
+    uint64_t align = writer_alignment(w);
+    OX_TRY(write_meta(w, s, align));
     for (size_t i = 0; i < w->n_tensors; i++) {
-        const struct writer_tensor *t = &w->tensors[i];
-        OX_TRY(sink_write(s, t->data, (size_t)t->n_bytes));
-        OX_TRY(sink_zeros(s, (align - t->n_bytes % align) % align));
+        if (!w->tensors[i].data)
+            return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s' has no data",
+                           w->tensors[i].name);
+        OX_TRY(write_data(s, w->tensors[i].data, w->tensors[i].n_bytes, align));
     }
     return OX_OK;
 }
@@ -362,35 +376,108 @@ enum ox_status gguf_writer_write_mem(struct gguf_writer *w, uint8_t **buf, size_
     return OX_OK;
 }
 
-enum ox_status gguf_writer_write_file(struct gguf_writer *w, const char *path) {
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
-    if (!tmp)
+/* ---- files, written through a temporary and renamed when complete ---------------------- */
+
+struct gguf_stream {
+    const struct gguf_writer *w;
+    struct sink sink;
+    char *tmp, *path;
+    uint64_t align;
+    size_t next; /* index of the next tensor whose data is expected */
+};
+
+void gguf_stream_abort(struct gguf_stream *st) {
+    if (!st)
+        return;
+    if (st->sink.f)
+        fclose(st->sink.f);
+    if (st->tmp && st->tmp[0])
+        unlink(st->tmp);
+    free(st->tmp);
+    free(st->path);
+    free(st);
+}
+
+static enum ox_status open_temp(const char *path, struct gguf_stream *st) {
+    size_t n = strlen(path) + 16;
+    st->tmp = malloc(n);
+    st->path = strdup(path);
+    if (!st->tmp || !st->path)
         return ox_fail(OX_ERR_OOM, "gguf: out of memory");
-    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd >= 0)
-        fchmod(fd, 0644); /* mkstemp's 0600 would make the model private to its writer */
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f) {
-        enum ox_status st = ox_fail(OX_ERR_IO, "gguf: cannot create '%s': %s", tmp,
-                                    strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        free(tmp);
-        return st;
+    snprintf(st->tmp, n, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(st->tmp);
+    if (fd < 0) {
+        st->tmp[0] = 0;
+        return ox_fail(OX_ERR_IO, "gguf: cannot create a file beside '%s': %s", path,
+                       strerror(errno));
     }
-    struct sink s = {.f = f};
-    enum ox_status st = write_all(w, &s);
-    if (fclose(f) != 0 && st == OX_OK)
-        st = ox_fail(OX_ERR_IO, "gguf: cannot write '%s': %s", tmp, strerror(errno));
-    if (st == OX_OK && rename(tmp, path) != 0)
-        st = ox_fail(OX_ERR_IO, "gguf: cannot rename '%s' to '%s': %s", tmp, path,
-                     strerror(errno));
-    if (st != OX_OK)
-        unlink(tmp);
-    free(tmp);
-    return st;
+    fchmod(fd, 0644); /* mkstemp's 0600 would make the model private to its writer */
+    st->sink.f = fdopen(fd, "wb");
+    if (!st->sink.f) {
+        close(fd);
+        return ox_fail(OX_ERR_IO, "gguf: cannot open '%s': %s", st->tmp, strerror(errno));
+    }
+    return OX_OK;
+}
+
+enum ox_status gguf_writer_stream_open(const struct gguf_writer *w, const char *path,
+                                       struct gguf_stream **out) {
+    *out = NULL;
+    struct gguf_stream *st = calloc(1, sizeof *st);
+    if (!st)
+        return ox_fail(OX_ERR_OOM, "gguf: out of memory");
+    st->w = w;
+    st->align = writer_alignment(w);
+    enum ox_status s = open_temp(path, st);
+    if (s == OX_OK)
+        s = write_meta(w, &st->sink, st->align);
+    if (s != OX_OK) {
+        gguf_stream_abort(st);
+        return s;
+    }
+    *out = st;
+    return OX_OK;
+}
+
+enum ox_status gguf_stream_tensor(struct gguf_stream *st, const void *data, uint64_t n_bytes) {
+    if (st->next >= st->w->n_tensors || st->w->tensors[st->next].n_bytes != n_bytes)
+        return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor data #%zu of %llu bytes does not match "
+                       "the tensor infos", st->next, (unsigned long long)n_bytes);
+    OX_TRY(write_data(&st->sink, data, n_bytes, st->align));
+    st->next++;
+    return OX_OK;
+}
+
+enum ox_status gguf_stream_close(struct gguf_stream *st) {
+    enum ox_status s = OX_OK;
+    if (st->next != st->w->n_tensors)
+        s = ox_fail(OX_ERR_INVALID_ARG, "gguf: %zu of %zu tensors written", st->next,
+                    st->w->n_tensors);
+    FILE *f = st->sink.f;
+    st->sink.f = NULL;
+    if (fclose(f) != 0 && s == OX_OK)
+        s = ox_fail(OX_ERR_IO, "gguf: cannot write '%s': %s", st->tmp, strerror(errno));
+    if (s == OX_OK && rename(st->tmp, st->path) != 0)
+        s = ox_fail(OX_ERR_IO, "gguf: cannot rename '%s' to '%s': %s", st->tmp, st->path,
+                    strerror(errno));
+    if (s == OX_OK)
+        st->tmp[0] = 0; /* renamed: nothing left to unlink */
+    gguf_stream_abort(st);
+    return s;
+}
+
+enum ox_status gguf_writer_write_file(struct gguf_writer *w, const char *path) {
+    struct gguf_stream *st;
+    OX_TRY(gguf_writer_stream_open(w, path, &st));
+    for (size_t i = 0; i < w->n_tensors; i++) {
+        enum ox_status s = w->tensors[i].data
+                               ? gguf_stream_tensor(st, w->tensors[i].data, w->tensors[i].n_bytes)
+                               : ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s' has no data",
+                                         w->tensors[i].name);
+        if (s != OX_OK) {
+            gguf_stream_abort(st);
+            return s;
+        }
+    }
+    return gguf_stream_close(st);
 }

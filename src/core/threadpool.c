@@ -1,0 +1,131 @@
+/* threadpool.c: persistent workers woken by a generation counter (spin, then condvar sleep). */
+#define _POSIX_C_SOURCE 200809L
+#include "core/threadpool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Spins before sleeping: long enough to catch the next op of a decode loop, short enough not
+ * to burn a core when the pool idles. */
+#define SPIN_ITERATIONS 20000
+
+struct threadpool {
+    int n_threads;
+    pthread_t *threads;
+    pthread_mutex_t mutex;
+    pthread_cond_t wake, done;
+    atomic_uint generation; /* bumped once per run */
+    atomic_int pending;     /* workers still running the current job */
+    bool stop;
+    threadpool_fn fn;
+    void *arg;
+};
+
+struct worker_start {
+    struct threadpool *pool;
+    int ith;
+};
+
+static void wait_for_generation(struct threadpool *p, unsigned seen) {
+    for (int i = 0; i < SPIN_ITERATIONS; i++)
+        if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen)
+            return;
+    pthread_mutex_lock(&p->mutex);
+    while (atomic_load(&p->generation) == seen)
+        pthread_cond_wait(&p->wake, &p->mutex);
+    pthread_mutex_unlock(&p->mutex);
+}
+
+static void *worker_main(void *argp) {
+    struct worker_start start = *(struct worker_start *)argp;
+    free(argp);
+    struct threadpool *p = start.pool;
+    unsigned seen = 0;
+    for (;;) {
+        wait_for_generation(p, seen);
+        seen = atomic_load(&p->generation);
+        if (p->stop)
+            return NULL;
+        p->fn(p->arg, start.ith, p->n_threads);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+            pthread_mutex_lock(&p->mutex);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mutex);
+        }
+    }
+}
+
+/* Publish a new job (or the stop flag) to every worker. */
+static void bump_generation(struct threadpool *p) {
+    pthread_mutex_lock(&p->mutex);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mutex);
+}
+
+enum ox_status threadpool_create(int n_threads, struct threadpool **out) {
+    *out = NULL;
+    if (n_threads < 1 || n_threads > 1024)
+        return ox_fail(OX_ERR_INVALID_ARG, "threadpool: %d threads (must be 1..1024)", n_threads);
+    struct threadpool *p = calloc(1, sizeof *p);
+    if (!p || !(p->threads = calloc((size_t)n_threads, sizeof *p->threads))) {
+        free(p);
+        return ox_fail(OX_ERR_OOM, "threadpool: out of memory");
+    }
+    p->n_threads = 1;
+    pthread_mutex_init(&p->mutex, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    for (int i = 1; i < n_threads; i++) {
+        struct worker_start *s = malloc(sizeof *s);
+        if (s)
+            *s = (struct worker_start){p, i};
+        if (!s || pthread_create(&p->threads[i], NULL, worker_main, s) != 0) {
+            free(s);
+            threadpool_free(p);
+            return ox_fail(OX_ERR_OOM, "threadpool: cannot start thread %d of %d", i, n_threads);
+        }
+        p->n_threads = i + 1; /* threads[1..i] are running */
+    }
+    *out = p;
+    return OX_OK;
+}
+
+void threadpool_run(struct threadpool *p, threadpool_fn fn, void *arg) {
+    p->fn = fn;
+    p->arg = arg;
+    atomic_store(&p->pending, p->n_threads - 1);
+    bump_generation(p);
+    fn(arg, 0, p->n_threads);
+    for (int i = 0; i < SPIN_ITERATIONS && atomic_load(&p->pending) > 0; i++) {
+    }
+    pthread_mutex_lock(&p->mutex);
+    while (atomic_load(&p->pending) > 0)
+        pthread_cond_wait(&p->done, &p->mutex);
+    pthread_mutex_unlock(&p->mutex);
+}
+
+void threadpool_free(struct threadpool *p) {
+    if (!p)
+        return;
+    p->stop = true;
+    bump_generation(p);
+    for (int i = 1; i < p->n_threads; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->mutex);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->done);
+    free(p->threads);
+    free(p);
+}
+
+int threadpool_size(const struct threadpool *p) {
+    return p->n_threads;
+}
+
+int threadpool_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
