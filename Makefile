@@ -7,7 +7,8 @@ TESTDATA  ?= $(if $(OX_TESTDATA),$(OX_TESTDATA),$(CURDIR)/../shared/testdata)
 DEMO_MODEL ?= $(TESTDATA)/models/kjv-15m-q4_k_m.gguf
 FUZZ_SECONDS ?= 20
 # Debian packages the build and tests need (installed by `make deps` when missing and root).
-DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev python3 binutils
+DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
+               libutf8proc-dev pkg-config python3 binutils
 
 .PHONY: all release test test-release test-asan fuzz fuzz-long demo bench deps clean
 
@@ -45,8 +46,9 @@ test-asan:
 # libFuzzer targets (clang), each run for FUZZ_SECONDS from a seed corpus of the shared models.
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=Debug -DOX_FUZZ=ON >/dev/null
-	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf -- --no-print-directory
+	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer -- --no-print-directory
 	OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_gguf $(FUZZ_SECONDS)
+	OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_tokenizer $(FUZZ_SECONDS)
 
 fuzz-long:
 	$(MAKE) fuzz FUZZ_SECONDS=3600

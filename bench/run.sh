@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh: the benchmarks available so far: GGUF open time and reference dequantization speed
-# per file, then bits/weight, round-trip error and quantize speed per type, and a whole-file
-# `oxidize quantize` run on the shared llama models.
+# per file; bits/weight, round-trip error and quantize speed per type; tokenizer throughput per
+# vocabulary; and a whole-file `oxidize quantize` run on the shared llama models.
 set -eu
 build="$1"
 testdata="$2"
@@ -13,6 +13,9 @@ echo "## Dequantization (reference kernels, one thread)"
 echo
 echo "## Quantization of llama-f32.gguf's matrices, per type"
 "$build/bench/bench_quantize" "$testdata/models/llama-f32.gguf"
+echo
+echo "## Tokenizers (one thread)"
+"$build/bench/bench_tokenize" "$testdata/text/kjv-revelation.txt" "$testdata"/vocab/*.gguf
 echo
 echo "## oxidize quantize llama-f32.gguf Q4_K_M, $(nproc) threads"
 out="$(mktemp -d)"

@@ -259,6 +259,90 @@ OX_API enum ox_status ox_model_quantize(const char *in_path, const char *out_pat
                                         const struct ox_quantize_params *params,
                                         struct ox_quantize_result *result);
 
+/* ---- Tokenizers ------------------------------------------------------------------------- */
+
+typedef int32_t ox_token;
+
+/* Token attributes (bit flags), as llama.cpp defines them. */
+enum ox_token_attr {
+    OX_TOKEN_ATTR_UNDEFINED = 0,
+    OX_TOKEN_ATTR_UNKNOWN = 1 << 0,
+    OX_TOKEN_ATTR_UNUSED = 1 << 1,
+    OX_TOKEN_ATTR_NORMAL = 1 << 2,
+    OX_TOKEN_ATTR_CONTROL = 1 << 3,
+    OX_TOKEN_ATTR_USER_DEFINED = 1 << 4,
+    OX_TOKEN_ATTR_BYTE = 1 << 5,
+    OX_TOKEN_ATTR_NORMALIZED = 1 << 6,
+    OX_TOKEN_ATTR_LSTRIP = 1 << 7,
+    OX_TOKEN_ATTR_RSTRIP = 1 << 8,
+    OX_TOKEN_ATTR_SINGLE_WORD = 1 << 9,
+};
+
+struct ox_vocab;
+
+/* Load the tokenizer of a GGUF file (a model or a vocabulary-only file): SentencePiece
+ * ("llama"), byte-level BPE with its pre-tokenizer ("gpt2"), or WordPiece ("bert"). Every
+ * tokenizer.ggml.* key is validated; unknown models or pre-tokenizers are OX_ERR_UNSUPPORTED. */
+OX_API enum ox_status ox_vocab_load(const char *path, struct ox_vocab **out);
+OX_API void ox_vocab_free(struct ox_vocab *vocab);
+
+/* "spm", "bpe", "wpm" or "none"; and tokenizer.ggml.pre ("default" when absent). */
+OX_API const char *ox_vocab_kind(const struct ox_vocab *vocab);
+OX_API const char *ox_vocab_pre(const struct ox_vocab *vocab);
+OX_API int32_t ox_vocab_n_tokens(const struct ox_vocab *vocab);
+/* Special tokens, -1 when the vocabulary has none. */
+OX_API ox_token ox_vocab_bos(const struct ox_vocab *vocab);
+OX_API ox_token ox_vocab_eos(const struct ox_vocab *vocab);
+OX_API ox_token ox_vocab_eot(const struct ox_vocab *vocab);
+OX_API ox_token ox_vocab_pad(const struct ox_vocab *vocab);
+OX_API ox_token ox_vocab_sep(const struct ox_vocab *vocab);
+OX_API ox_token ox_vocab_unk(const struct ox_vocab *vocab);
+OX_API ox_token ox_vocab_nl(const struct ox_vocab *vocab);
+/* True for tokens that end generation (EOS, EOT, <|im_end|>, ...). */
+OX_API bool ox_vocab_is_eog(const struct ox_vocab *vocab, ox_token token);
+/* Whether tokenizing with add_special prepends BOS / appends EOS. */
+OX_API bool ox_vocab_add_bos(const struct ox_vocab *vocab);
+OX_API bool ox_vocab_add_eos(const struct ox_vocab *vocab);
+/* A token's text as stored in the vocabulary (NUL-terminated; NULL for an invalid id), its
+ * score and attributes (OX_TOKEN_ATTR_* bits; 0 for an invalid id). */
+OX_API const char *ox_vocab_token_text(const struct ox_vocab *vocab, ox_token token);
+OX_API float ox_vocab_token_score(const struct ox_vocab *vocab, ox_token token);
+OX_API uint32_t ox_vocab_token_attr(const struct ox_vocab *vocab, ox_token token);
+
+/* Tokenize text (len bytes, any bytes allowed) as llama.cpp's llama_tokenize does. add_special:
+ * BOS/EOS (CLS/SEP for WordPiece) as the vocabulary asks; parse_special: control tokens written
+ * in the text ("<|im_end|>") become their ids. Writes at most cap ids and sets *n_tokens to the
+ * number the text needs (so a second call with a big enough buffer gets them all). */
+OX_API enum ox_status ox_tokenize(const struct ox_vocab *vocab, const char *text, size_t len,
+                                  ox_token *tokens, size_t cap, size_t *n_tokens,
+                                  bool add_special, bool parse_special);
+
+/* The text of one token (byte tokens as their byte, U+2581 as a space, BPE's byte alphabet
+ * decoded); control tokens only with special. lstrip: drop up to that many leading spaces.
+ * Writes at most cap bytes (no NUL); returns the length needed, or -1 for an invalid id. */
+OX_API int32_t ox_token_to_piece(const struct ox_vocab *vocab, ox_token token, char *buf,
+                                 size_t cap, int32_t lstrip, bool special);
+
+/* The text of a token sequence: remove_special drops the BOS/EOS the vocabulary adds;
+ * unparse_special renders control tokens. Writes at most cap bytes (no NUL) and returns the
+ * length needed. */
+OX_API int64_t ox_detokenize(const struct ox_vocab *vocab, const ox_token *tokens,
+                             size_t n_tokens, char *buf, size_t cap, bool remove_special,
+                             bool unparse_special);
+
+/* Streaming detokenization for generated tokens: text is released only up to the last complete
+ * UTF-8 character, so a character split across tokens is never printed in halves. */
+struct ox_detok_stream;
+OX_API enum ox_status ox_detok_stream_create(const struct ox_vocab *vocab, bool special,
+                                             struct ox_detok_stream **out);
+OX_API void ox_detok_stream_free(struct ox_detok_stream *stream);
+/* Add a token; text and len receive the text now ready (valid until the next call). */
+OX_API enum ox_status ox_detok_stream_push(struct ox_detok_stream *stream, ox_token token,
+                                           const char **text, size_t *len);
+/* Whatever is still held back (an incomplete character at the end of generation). */
+OX_API enum ox_status ox_detok_stream_flush(struct ox_detok_stream *stream, const char **text,
+                                            size_t *len);
+
 /* ---- GGUF files (read-only inspection) --------------------------------------------------- */
 
 /* GGUF metadata value types, with the file format's numeric ids. */

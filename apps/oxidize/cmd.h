@@ -7,5 +7,6 @@
  * The return value is the process exit status: 0 ok, 1 failure, 2 bad usage. */
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

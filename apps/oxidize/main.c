@@ -15,6 +15,7 @@ struct command {
 static const struct command commands[] = {
     {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},
     {"quantize", cmd_quantize, "quantize a model file (Q4_K_M, Q8_0, IQ4_XS, ...)"},
+    {"tokenize", cmd_tokenize, "print the tokens of a text for a model's tokenizer"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

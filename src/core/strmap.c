@@ -58,6 +58,14 @@ enum ox_status strmap_insert(struct strmap *m, const char *key, size_t len, int6
     return OX_OK;
 }
 
+enum ox_status strmap_put(struct strmap *m, const char *key, size_t len, int64_t value) {
+    OX_TRY(grow(m, m->count + 1));
+    struct strmap_slot *s = probe(m, key, len);
+    m->count += s->key == NULL;
+    *s = (struct strmap_slot){key, len, value};
+    return OX_OK;
+}
+
 int64_t strmap_find(const struct strmap *m, const char *key, size_t len) {
     if (!m->cap)
         return -1;

@@ -20,6 +20,8 @@ enum ox_status strmap_reserve(struct strmap *m, size_t n);
  * its value (else -1), so callers can detect duplicates in one step. */
 enum ox_status strmap_insert(struct strmap *m, const char *key, size_t len, int64_t value,
                              int64_t *existing);
+/* Insert key -> value, or point an existing key at the new value (last one wins). */
+enum ox_status strmap_put(struct strmap *m, const char *key, size_t len, int64_t value);
 /* The value of key, or -1. */
 int64_t strmap_find(const struct strmap *m, const char *key, size_t len);
 void strmap_free(struct strmap *m);

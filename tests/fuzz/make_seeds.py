@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""make_seeds.py: writes small valid GGUF files (every value type, several tensor types) as a
-libFuzzer seed corpus, so mutations start from deep inside the format."""
+"""make_seeds.py: seed corpora for the libFuzzer targets, so mutations start deep inside the
+input formats.
+  make_seeds.py gguf DIR        small valid GGUF files (every value type, several tensor types)
+  make_seeds.py tokenizer DIR   llama.cpp's tokenizer test inputs, one file per input, with the
+                                leading byte that picks the vocabulary and flags
+"""
 import os
 import random
 import struct
@@ -49,8 +53,23 @@ def gguf(kvs, tensors, rng, align=32):
     return out
 
 
-def main(dest):
-    os.makedirs(dest, exist_ok=True)
+def tokenizer_seeds(dest):
+    data = os.environ.get("OX_TESTDATA") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "testdata")
+    vocab_dir = os.path.join(data, "vocab")
+    k = 0
+    for name in sorted(os.listdir(vocab_dir)):
+        if not name.endswith(".inp"):
+            continue
+        with open(os.path.join(vocab_dir, name), "rb") as f:
+            cases = f.read().split(b"\n__ggml_vocab_test__\n")
+        for case in cases:
+            with open(os.path.join(dest, "seed_%04d" % k), "wb") as f:
+                f.write(bytes([k % 256]) + case)
+            k += 1
+
+
+def gguf_seeds(dest):
     rng = random.Random(1)
     kvs = [("general.architecture", T_STR, "llama"), ("llama.block_count", T_U32, 2),
            ("t.u8", T_U8, 7), ("t.i8", T_I8, -7), ("t.u16", T_U16, 700), ("t.i16", T_I16, -700),
@@ -68,4 +87,6 @@ def main(dest):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    kind, dest = sys.argv[1], sys.argv[2]
+    os.makedirs(dest, exist_ok=True)
+    {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds}[kind](dest)

@@ -6,7 +6,7 @@ seconds="${2:-20}"
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(dirname "$target")/corpus-$(basename "$target")"
 mkdir -p "$work/seeds" "$work/found"
-python3 "$here/make_seeds.py" "$work/seeds"
+python3 "$here/make_seeds.py" "$(basename "$target" | sed 's/^fuzz_//')" "$work/seeds"
 # -rss_limit_mb / -timeout: an allocation of >2 GiB or a 2 s input is a finding, not a pass
 "$target" "$work/found" "$work/seeds" -max_total_time="$seconds" -max_len=65536 \
     -rss_limit_mb=2048 -timeout=2 -print_final_stats=1 -artifact_prefix="$work/" 2>&1 |

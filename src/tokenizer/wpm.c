@@ -1,0 +1,288 @@
+/* wpm.c: the WordPiece ("bert") encoder: BERT normalization and splitting, then greedy pieces. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <utf8proc.h>
+
+#include "tokenizer/vocab.h"
+
+/* The GGUF converter rewrites Hugging Face's WordPiece vocabulary so that word-start pieces
+ * carry a leading U+2581 and continuation pieces lose their "##". A word is therefore matched
+ * as "\u2581word": the first piece must include the marker, the rest cannot. */
+#define WPM_MARK_CP  0x2581u
+#define WPM_MARK_LEN 3 /* its UTF-8 bytes */
+
+#define WPM_REPLACEMENT 0xFFFDu
+#define WPM_MAX_DECOMP  16 /* canonical decompositions are at most 4 code points long */
+
+/* What the splitter does with one (normalized) code point. */
+enum wpm_class {
+    WPM_DROP,  /* removed: NUL, U+FFFD, controls/format/private/surrogates, stripped accents */
+    WPM_SPACE, /* ends the current word */
+    WPM_ALONE, /* a word of its own: punctuation, ASCII symbols, CJK ideographs */
+    WPM_PART,  /* appended to the current word */
+};
+
+/* The word being built: bytes of "\u2581" + normalized text. Reused across words so a
+ * fragment costs one allocation that grows to its longest word. */
+struct wpm_word {
+    char *buf;
+    size_t len, cap;
+};
+
+/* Decode one code point the way llama.cpp's unicode_cpts_from_utf8 does, so that ids agree
+ * even on bad input: the lead byte alone decides the length, continuation bytes must be
+ * 10xxxxxx and present, overlong forms and surrogates pass through, and anything else
+ * becomes U+FFFD consuming exactly one byte (so the following bytes are decoded afresh).
+ * Values past U+10FFFF (F4 90.. to F7) would make llama.cpp throw when re-encoding; they
+ * become U+FFFD here, which the splitter drops. Never reads past len. */
+static uint32_t wpm_decode(const unsigned char *s, size_t len, size_t *adv) {
+    unsigned b = s[0];
+    size_t n;
+    uint32_t cp;
+    if (b < 0x80) {
+        *adv = 1;
+        return b;
+    }
+    if (b < 0xC0 || b >= 0xF8) { /* stray continuation byte, or no such lead byte */
+        *adv = 1;
+        return WPM_REPLACEMENT;
+    }
+    n = b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    cp = b & (0x7Fu >> n);
+    if (len < n) {
+        *adv = 1;
+        return WPM_REPLACEMENT;
+    }
+    for (size_t k = 1; k < n; k++) {
+        if ((s[k] & 0xC0) != 0x80) {
+            *adv = 1;
+            return WPM_REPLACEMENT;
+        }
+        cp = (cp << 6) | (s[k] & 0x3Fu);
+    }
+    *adv = n;
+    return cp <= 0x10FFFF ? cp : WPM_REPLACEMENT;
+}
+
+/* UTF-8 bytes of a code point <= U+10FFFF into out (4 bytes of room); returns the count. */
+static size_t wpm_encode_utf8(uint32_t cp, char *out) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* The Unicode White_Space property (PropList.txt), which is what BERT splits on; U+0085 and
+ * the ASCII controls 9..13 are in it although their category is Cc. */
+static bool wpm_is_space(uint32_t cp) {
+    switch (cp) {
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return cp >= 0x2000 && cp <= 0x200A;
+    }
+}
+
+/* The "Chinese character" blocks of BERT's BasicTokenizer, which isolates each of them.
+ * The fifth range starts at U+2B920 rather than U+2B820 because Hugging Face's Rust
+ * tokenizer (which produced the expected ids) and llama.cpp both use that value. */
+static bool wpm_is_cjk(uint32_t cp) {
+    static const uint32_t ranges[][2] = {
+        {0x4E00, 0x9FFF},   {0x3400, 0x4DBF},   {0x20000, 0x2A6DF}, {0x2A700, 0x2B73F},
+        {0x2B740, 0x2B81F}, {0x2B920, 0x2CEAF}, {0xF900, 0xFAFF},   {0x2F800, 0x2FA1F},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (cp >= ranges[i][0] && cp <= ranges[i][1])
+            return true;
+    return false;
+}
+
+/* Code points below 0x80, without a table lookup: letters and digits build words, every
+ * other printable character is punctuation or a symbol and stands alone. */
+static enum wpm_class wpm_classify_ascii(uint32_t cp) {
+    if (wpm_is_space(cp))
+        return WPM_SPACE;
+    if (cp < 0x20 || cp == 0x7F)
+        return WPM_DROP;
+    if ((cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z'))
+        return WPM_PART;
+    return WPM_ALONE;
+}
+
+/* Classify by general category. Unassigned code points (Cn) are kept inside words, as
+ * llama.cpp does; only symbols below 0x7F are split off, matching BERT's _is_punctuation. */
+static enum wpm_class wpm_classify(uint32_t cp, bool strip_accents) {
+    if (cp < 0x80)
+        return wpm_classify_ascii(cp);
+    if (wpm_is_space(cp))
+        return WPM_SPACE;
+    if (cp == WPM_REPLACEMENT)
+        return WPM_DROP;
+    switch (utf8proc_category((utf8proc_int32_t)cp)) {
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CS: return WPM_DROP;
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME: return strip_accents ? WPM_DROP : WPM_PART;
+    case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_PD:
+    case UTF8PROC_CATEGORY_PS:
+    case UTF8PROC_CATEGORY_PE:
+    case UTF8PROC_CATEGORY_PI:
+    case UTF8PROC_CATEGORY_PF:
+    case UTF8PROC_CATEGORY_PO: return WPM_ALONE;
+    default: return wpm_is_cjk(cp) ? WPM_ALONE : WPM_PART;
+    }
+}
+
+/* llama.cpp's "NFD" keeps only the first code point of the canonical decomposition (its
+ * table maps each character to one code point). With accent stripping that is the same as
+ * decomposing and dropping the marks for Latin, Greek, Cyrillic, kana etc.; it differs for
+ * Hangul syllables, which become only their leading consonant jamo. We follow llama.cpp. */
+static uint32_t wpm_nfd_first(uint32_t cp) {
+    utf8proc_int32_t dec[WPM_MAX_DECOMP];
+    int boundclass = 0;
+    if (cp < 0xC0) /* nothing below U+00C0 decomposes canonically */
+        return cp;
+    utf8proc_ssize_t n = utf8proc_decompose_char((utf8proc_int32_t)cp, dec, WPM_MAX_DECOMP,
+                                                 UTF8PROC_DECOMPOSE, &boundclass);
+    return n >= 1 && n <= WPM_MAX_DECOMP ? (uint32_t)dec[0] : cp;
+}
+
+static uint32_t wpm_lower(uint32_t cp) {
+    if (cp < 0x80)
+        return cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp;
+    return (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
+}
+
+/* Append one code point, growing the buffer geometrically (amortized O(1)). */
+static enum ox_status wpm_word_add(struct wpm_word *w, uint32_t cp) {
+    if (w->cap - w->len < 4) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        char *buf = realloc(w->buf, cap);
+        if (!buf)
+            return ox_fail(OX_ERR_OOM, "wpm: out of memory for a %zu-byte word", w->len);
+        w->buf = buf;
+        w->cap = cap;
+    }
+    w->len += wpm_encode_utf8(cp, w->buf + w->len);
+    return OX_OK;
+}
+
+/* Greedy longest match over "\u2581word" (n bytes), trying every byte length from the
+ * longest token down, as llama.cpp does. If some position matches nothing, the pieces
+ * already found for this word are taken back and the whole word becomes the unknown token.
+ * Cost: O(n * max_token_len) lookups, so linear in the word. */
+static enum ox_status wpm_match_word(const struct vocab *v, const char *w, size_t n,
+                                     struct tok_list *out) {
+    const size_t start = out->n;
+    const size_t max_len = v->max_token_len;
+    for (size_t i = 0; i < n;) {
+        size_t j = n - i > max_len ? i + max_len : n;
+        int32_t id = -1;
+        for (; j > i; j--) {
+            id = vocab_find(v, w + i, j - i);
+            if (id >= 0)
+                break;
+        }
+        if (id < 0) {
+            out->n = start;
+            break;
+        }
+        OX_TRY(tok_list_push(out, id));
+        i = j;
+    }
+    if (out->n > start)
+        return OX_OK;
+    if (v->unk < 0)
+        return ox_fail(OX_ERR_UNSUPPORTED, "wpm: a word has no pieces in the vocabulary and "
+                                           "the vocabulary has no unknown token");
+    return tok_list_push(out, v->unk);
+}
+
+/* Tokenize the pending word (if it has any text after the marker) and start a new one. */
+static enum ox_status wpm_word_flush(const struct vocab *v, struct wpm_word *w,
+                                     struct tok_list *out) {
+    if (w->len <= WPM_MARK_LEN)
+        return OX_OK;
+    enum ox_status st = wpm_match_word(v, w->buf, w->len, out);
+    w->len = WPM_MARK_LEN;
+    return st;
+}
+
+/* Route one decoded code point: normalize, then end, extend or isolate a word. */
+static enum ox_status wpm_feed(const struct vocab *v, struct wpm_word *w, uint32_t cp,
+                               struct tok_list *out) {
+    const bool strip = v->normalizer_strip_accents;
+    if (strip)
+        cp = wpm_nfd_first(cp);
+    enum wpm_class cls = wpm_classify(cp, strip);
+    if (cls == WPM_DROP)
+        return OX_OK;
+    if (cls == WPM_SPACE)
+        return wpm_word_flush(v, w, out);
+    /* classes come from the unlowered code point; only the word text is lowercased */
+    uint32_t text_cp = v->normalizer_lowercase ? wpm_lower(cp) : cp;
+    if (cls == WPM_PART)
+        return wpm_word_add(w, text_cp);
+    OX_TRY(wpm_word_flush(v, w, out));
+    OX_TRY(wpm_word_add(w, text_cp));
+    return wpm_word_flush(v, w, out);
+}
+
+/* Encode one fragment of plain text. Streams word by word: memory is one word buffer, and
+ * nothing is shared between calls, so concurrent calls on one vocab are safe. */
+static enum ox_status wpm_encode(const struct vocab *v, const char *text, size_t len,
+                                 struct tok_list *out) {
+    struct wpm_word w = {0};
+    enum ox_status st = wpm_word_add(&w, WPM_MARK_CP);
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < len && st == OX_OK;) {
+        size_t adv;
+        uint32_t cp = wpm_decode(s + i, len - i, &adv);
+        i += adv;
+        st = wpm_feed(v, &w, cp, out);
+    }
+    if (st == OX_OK)
+        st = wpm_word_flush(v, &w, out);
+    free(w.buf);
+    return st;
+}
+
+const struct vocab_model_ops vocab_wpm_ops = {
+    .init = NULL,
+    .free = NULL,
+    .encode = wpm_encode,
+};
