@@ -168,7 +168,8 @@ static enum ox_status stream_append(struct ox_detok_stream *s, size_t extra) {
 
 /* Drop what the previous call handed out. */
 static void stream_consume(struct ox_detok_stream *s) {
-    memmove(s->buf, s->buf + s->ready, s->len - s->ready);
+    if (s->ready)
+        memmove(s->buf, s->buf + s->ready, s->len - s->ready);
     s->len -= s->ready;
     s->ready = 0;
 }
@@ -182,11 +183,13 @@ enum ox_status ox_detok_stream_push(struct ox_detok_stream *s, ox_token t, const
     if (n < 0)
         return ox_fail(OX_ERR_INVALID_ARG, "detokenize: token %d is not in the vocabulary",
                        (int)t);
-    OX_TRY(stream_append(s, (size_t)n));
-    vocab_token_to_piece(s->vocab->v, t, s->buf + s->len, (size_t)n, 0, s->special);
-    s->len += (size_t)n;
-    s->ready = complete_prefix((const unsigned char *)s->buf, s->len);
-    *text = s->buf;
+    if (n > 0) {
+        OX_TRY(stream_append(s, (size_t)n));
+        vocab_token_to_piece(s->vocab->v, t, s->buf + s->len, (size_t)n, 0, s->special);
+        s->len += (size_t)n;
+    }
+    s->ready = s->len ? complete_prefix((const unsigned char *)s->buf, s->len) : 0;
+    *text = s->buf ? s->buf : "";
     *len = s->ready;
     return OX_OK;
 }

@@ -1,5 +1,6 @@
 /* fuzz_tokenizer.c: libFuzzer target for tokenize -> detokenize on every shared vocabulary
  * (SPM, BPE with several pre-tokenizers, WordPiece), special-token parsing on and off. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
