@@ -21,22 +21,22 @@ struct quantize_cli {
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: oxidize quantize [options] IN.gguf OUT.gguf TYPE [THREADS]\n"
-            "  Quantize a model file; tensor types follow llama.cpp's rules for TYPE, so the\n"
-            "  output matches llama-quantize's byte for byte.\n"
-            "  TYPE: a file type (Q4_K_M, Q5_K_S, Q8_0, IQ4_XS, ...; Q4_K = Q4_K_M), its number,\n"
-            "        or COPY (tensors unchanged). See docs/quantization.md.\n"
-            "options:\n"
-            "  -t, --threads N              worker threads (default: all CPUs)\n"
-            "  --imatrix FILE               importance matrix (llama.cpp imatrix, GGUF or .dat)\n"
-            "  --allow-requantize           accept inputs that are already quantized\n"
-            "  --leave-output-tensor        keep output.weight as it is\n"
-            "  --pure                       every tensor in TYPE's base type, no mixing\n"
-            "  --output-tensor-type T       tensor type for output.weight (q8_0, f16, ...)\n"
-            "  --token-embedding-type T     tensor type for token_embd.weight\n"
-            "  --tensor-type PATTERN=T      tensors whose name matches PATTERN (a POSIX extended\n"
-            "                               regular expression) become T; repeatable, first wins\n");
+    fprintf(
+        f, "usage: oxidize quantize [options] IN.gguf OUT.gguf TYPE [THREADS]\n"
+           "  Quantize a model file; tensor types follow llama.cpp's rules for TYPE, so the\n"
+           "  output matches llama-quantize's byte for byte.\n"
+           "  TYPE: a file type (Q4_K_M, Q5_K_S, Q8_0, IQ4_XS, ...; Q4_K = Q4_K_M), its number,\n"
+           "        or COPY (tensors unchanged). See docs/quantization.md.\n"
+           "options:\n"
+           "  -t, --threads N              worker threads (default: all CPUs)\n"
+           "  --imatrix FILE               importance matrix (llama.cpp imatrix, GGUF or .dat)\n"
+           "  --allow-requantize           accept inputs that are already quantized\n"
+           "  --leave-output-tensor        keep output.weight as it is\n"
+           "  --pure                       every tensor in TYPE's base type, no mixing\n"
+           "  --output-tensor-type T       tensor type for output.weight (q8_0, f16, ...)\n"
+           "  --token-embedding-type T     tensor type for token_embd.weight\n"
+           "  --tensor-type PATTERN=T      tensors whose name matches PATTERN (a POSIX extended\n"
+           "                               regular expression) become T; repeatable, first wins\n");
 }
 
 /* A ggml tensor type by name, any case ("q4_k", "Q8_0", "f16"). */
@@ -48,8 +48,7 @@ static bool parse_dtype(const char *s, enum ox_dtype *out) {
             return true;
         }
     }
-    fprintf(stderr, "oxidize quantize: '%s' is not a tensor type a model can be quantized to\n",
-            s);
+    fprintf(stderr, "oxidize quantize: '%s' is not a tensor type a model can be quantized to\n", s);
     return false;
 }
 

@@ -28,7 +28,7 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o) {
         const char **value = !strcmp(a, "-m") || !strcmp(a, "--model")    ? &o->model
                              : !strcmp(a, "-p") || !strcmp(a, "--prompt") ? &o->prompt
                              : !strcmp(a, "-f") || !strcmp(a, "--file")   ? &o->file
-                                                                           : NULL;
+                                                                          : NULL;
         if (value && i + 1 < argc)
             *value = argv[++i];
         else if (!strcmp(a, "--no-bos"))

@@ -31,8 +31,8 @@ static void detect(void) {
     bool osxsave = c & (1u << 27);
     bool avx_hw = c & (1u << 28);
     unsigned long long xcr0 = osxsave ? read_xcr0() : 0;
-    bool os_avx = (xcr0 & 0x6) == 0x6;          /* XMM + YMM state */
-    bool os_avx512 = (xcr0 & 0xe6) == 0xe6;     /* + opmask, ZMM_Hi256, Hi16_ZMM */
+    bool os_avx = (xcr0 & 0x6) == 0x6;      /* XMM + YMM state */
+    bool os_avx512 = (xcr0 & 0xe6) == 0xe6; /* + opmask, ZMM_Hi256, Hi16_ZMM */
     features.avx = avx_hw && os_avx;
     features.fma = features.fma && os_avx;
     features.f16c = features.f16c && os_avx;
@@ -80,19 +80,33 @@ const struct cpu_features *cpu_features_get(void) {
 
 size_t ox_cpu_features(char *buf, size_t cap) {
     const struct cpu_features *f = cpu_features_get();
-    const struct { bool on; const char *name; } list[] = {
-        {f->sse3, "sse3"}, {f->ssse3, "ssse3"}, {f->avx, "avx"}, {f->avx2, "avx2"},
-        {f->fma, "fma"}, {f->f16c, "f16c"}, {f->avx512f, "avx512f"}, {f->avx512bw, "avx512bw"},
-        {f->avx512vl, "avx512vl"}, {f->avx512vnni, "avx512vnni"}, {f->avx512bf16, "avx512bf16"},
-        {f->avx_vnni, "avxvnni"}, {f->neon, "neon"}, {f->dotprod, "dotprod"}, {f->i8mm, "i8mm"},
+    const struct {
+        bool on;
+        const char *name;
+    } list[] = {
+        {f->sse3, "sse3"},
+        {f->ssse3, "ssse3"},
+        {f->avx, "avx"},
+        {f->avx2, "avx2"},
+        {f->fma, "fma"},
+        {f->f16c, "f16c"},
+        {f->avx512f, "avx512f"},
+        {f->avx512bw, "avx512bw"},
+        {f->avx512vl, "avx512vl"},
+        {f->avx512vnni, "avx512vnni"},
+        {f->avx512bf16, "avx512bf16"},
+        {f->avx_vnni, "avxvnni"},
+        {f->neon, "neon"},
+        {f->dotprod, "dotprod"},
+        {f->i8mm, "i8mm"},
         {f->fp16, "fp16"},
     };
     char tmp[256] = "";
     size_t len = 0;
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         if (list[i].on)
-            len += (size_t)snprintf(tmp + len, sizeof tmp - len, "%s%s", len ? " " : "",
-                                    list[i].name);
+            len +=
+                (size_t)snprintf(tmp + len, sizeof tmp - len, "%s%s", len ? " " : "", list[i].name);
     }
     if (cap)
         snprintf(buf, cap, "%s", tmp);

@@ -52,8 +52,8 @@ double gguf_value_f64(const struct gguf_value *v) {
     }
 }
 
-static enum ox_status get_typed(const struct ox_gguf *g, const char *key,
-                                enum ox_gguf_type type, const struct gguf_value **out) {
+static enum ox_status get_typed(const struct ox_gguf *g, const char *key, enum ox_gguf_type type,
+                                const struct gguf_value **out) {
     const struct gguf_value *v = gguf_find(g, key);
     if (!v)
         return ox_fail(OX_ERR_FORMAT, "gguf: required key '%s' is missing", key);
@@ -131,8 +131,8 @@ enum ox_status gguf_get_uint(const struct ox_gguf *g, const char *key, uint64_t 
     return OX_OK;
 }
 
-enum ox_status gguf_get_array(const struct ox_gguf *g, const char *key,
-                              enum ox_gguf_type elem_type, const struct gguf_value **out) {
+enum ox_status gguf_get_array(const struct ox_gguf *g, const char *key, enum ox_gguf_type elem_type,
+                              const struct gguf_value **out) {
     const struct gguf_value *v = NULL;
     OX_TRY(get_typed(g, key, OX_GGUF_ARRAY, &v));
     if (v->elem_type != elem_type)
@@ -142,8 +142,7 @@ enum ox_status gguf_get_array(const struct ox_gguf *g, const char *key,
     return OX_OK;
 }
 
-enum ox_status gguf_array_elem(const struct gguf_value *arr, uint64_t i,
-                               struct gguf_value *out) {
+enum ox_status gguf_array_elem(const struct gguf_value *arr, uint64_t i, struct gguf_value *out) {
     if (arr->type != OX_GGUF_ARRAY || i >= arr->n)
         return ox_fail(OX_ERR_INVALID_ARG, "gguf: array index %llu out of range (%llu elements)",
                        (unsigned long long)i, (unsigned long long)arr->n);

@@ -68,21 +68,18 @@ static void export_value(const struct gguf_value *v, struct ox_gguf_value *out) 
     out->type = v->type;
     out->n = v->n;
     switch (v->type) {
-    case OX_GGUF_UINT8: case OX_GGUF_UINT16: case OX_GGUF_UINT32: case OX_GGUF_UINT64:
-        out->v.u = gguf_value_u64(v);
-        break;
-    case OX_GGUF_INT8: case OX_GGUF_INT16: case OX_GGUF_INT32: case OX_GGUF_INT64:
-        out->v.i = gguf_value_i64(v);
-        break;
-    case OX_GGUF_FLOAT32: case OX_GGUF_FLOAT64:
-        out->v.f = gguf_value_f64(v);
-        break;
-    case OX_GGUF_BOOL:
-        out->v.b = v->data[0] != 0;
-        break;
-    case OX_GGUF_STRING:
-        out->v.s = (const char *)v->data;
-        break;
+    case OX_GGUF_UINT8:
+    case OX_GGUF_UINT16:
+    case OX_GGUF_UINT32:
+    case OX_GGUF_UINT64: out->v.u = gguf_value_u64(v); break;
+    case OX_GGUF_INT8:
+    case OX_GGUF_INT16:
+    case OX_GGUF_INT32:
+    case OX_GGUF_INT64: out->v.i = gguf_value_i64(v); break;
+    case OX_GGUF_FLOAT32:
+    case OX_GGUF_FLOAT64: out->v.f = gguf_value_f64(v); break;
+    case OX_GGUF_BOOL: out->v.b = v->data[0] != 0; break;
+    case OX_GGUF_STRING: out->v.s = (const char *)v->data; break;
     default: /* ARRAY */
         out->elem_type = v->elem_type;
         out->internal_ = v;
@@ -122,11 +119,14 @@ int64_t ox_gguf_find_tensor(const struct ox_gguf *g, const char *name) {
 
 enum ox_status ox_gguf_tensor(const struct ox_gguf *g, int64_t i, struct ox_tensor_info *out) {
     if (!g || !out || i < 0 || i >= g->n_tensors)
-        return ox_fail(OX_ERR_INVALID_ARG, "ox_gguf_tensor: index %lld out of range",
-                       (long long)i);
+        return ox_fail(OX_ERR_INVALID_ARG, "ox_gguf_tensor: index %lld out of range", (long long)i);
     const struct gguf_tensor *t = &g->tensors[i];
-    *out = (struct ox_tensor_info){.name = t->name, .type = t->type, .n_dims = t->n_dims,
-                                   .offset = t->offset, .n_bytes = t->n_bytes, .data = t->data};
+    *out = (struct ox_tensor_info){.name = t->name,
+                                   .type = t->type,
+                                   .n_dims = t->n_dims,
+                                   .offset = t->offset,
+                                   .n_bytes = t->n_bytes,
+                                   .data = t->data};
     memcpy(out->ne, t->ne, sizeof out->ne);
     return OX_OK;
 }

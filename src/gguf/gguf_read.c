@@ -21,8 +21,10 @@ static size_t remaining(const struct cursor *c) {
 
 static enum ox_status take(struct cursor *c, uint64_t n, const uint8_t **p, const char *what) {
     if (n > remaining(c))
-        return ox_fail(OX_ERR_FORMAT, "gguf: %s needs %llu bytes at offset %zu, past the end of "
-                       "the %zu-byte file", what, (unsigned long long)n, c->pos, c->size);
+        return ox_fail(OX_ERR_FORMAT,
+                       "gguf: %s needs %llu bytes at offset %zu, past the end of "
+                       "the %zu-byte file",
+                       what, (unsigned long long)n, c->pos, c->size);
     *p = c->buf + c->pos;
     c->pos += (size_t)n;
     return OX_OK;
@@ -61,8 +63,8 @@ size_t gguf_type_size(enum ox_gguf_type type) {
 /* Checks a raw type word before it becomes an enum (an out-of-range enum is UB). */
 static enum ox_status check_type(uint32_t raw, const char *key, const char *what) {
     if (raw >= OX_GGUF_TYPE_COUNT)
-        return ox_fail(OX_ERR_FORMAT, "gguf: key '%s': %s %u is not a GGUF value type", key,
-                       what, raw);
+        return ox_fail(OX_ERR_FORMAT, "gguf: key '%s': %s %u is not a GGUF value type", key, what,
+                       raw);
     return OX_OK;
 }
 
@@ -75,9 +77,11 @@ static enum ox_status parse_array_elems(struct cursor *c, struct gguf_value *v, 
     /* each element takes at least 8 bytes (a string length, or an array's type + count) */
     uint64_t min_size = v->elem_type == OX_GGUF_STRING ? 8 : 12;
     if (v->n > remaining(c) / min_size)
-        return ox_fail(OX_ERR_FORMAT, "gguf: key '%s': array of %llu %s elements cannot fit "
-                       "in the %zu bytes left", key, (unsigned long long)v->n,
-                       ox_gguf_type_name(v->elem_type), remaining(c));
+        return ox_fail(OX_ERR_FORMAT,
+                       "gguf: key '%s': array of %llu %s elements cannot fit "
+                       "in the %zu bytes left",
+                       key, (unsigned long long)v->n, ox_gguf_type_name(v->elem_type),
+                       remaining(c));
     if (v->n == 0)
         return OX_OK;
     struct gguf_value *elems = calloc((size_t)v->n, sizeof *elems);
@@ -106,9 +110,10 @@ static enum ox_status parse_array(struct cursor *c, int depth, const char *key,
     if (esize == 0)
         return parse_array_elems(c, v, depth, key);
     if (v->n > remaining(c) / esize)
-        return ox_fail(OX_ERR_FORMAT, "gguf: key '%s': array of %llu %s elements (%zu bytes "
-                       "each) runs past the end of the file", key, (unsigned long long)v->n,
-                       ox_gguf_type_name(v->elem_type), esize);
+        return ox_fail(OX_ERR_FORMAT,
+                       "gguf: key '%s': array of %llu %s elements (%zu bytes "
+                       "each) runs past the end of the file",
+                       key, (unsigned long long)v->n, ox_gguf_type_name(v->elem_type), esize);
     return take(c, v->n * esize, &v->data, "array data");
 }
 
@@ -184,23 +189,25 @@ static enum ox_status check_tensor_shape(struct gguf_tensor *t, uint32_t raw_typ
                                          const uint64_t *dims) {
     const struct dtype_traits *tr = raw_type < OX_DTYPE_COUNT ? dtype_get((int)raw_type) : NULL;
     if (!tr)
-        return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' has unknown type %u", t->name,
-                       raw_type);
+        return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' has unknown type %u", t->name, raw_type);
     t->type = (enum ox_dtype)raw_type;
     uint64_t n = 1;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         uint64_t ne = d < t->n_dims ? dims[d] : 1;
         if (ne == 0 || ne > (uint64_t)INT64_MAX)
-            return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' dimension %d is %lld (must be "
-                           "positive)", t->name, d, (long long)ne);
+            return ox_fail(OX_ERR_FORMAT,
+                           "gguf: tensor '%s' dimension %d is %lld (must be "
+                           "positive)",
+                           t->name, d, (long long)ne);
         if (ox_mul_overflows(n, ne, &n) || n > (uint64_t)INT64_MAX)
             return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' element count overflows", t->name);
         t->ne[d] = (int64_t)ne;
     }
     if (t->ne[0] % tr->block_size != 0)
-        return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' row of %lld elements is not a multiple "
-                       "of %s's block size %lld", t->name, (long long)t->ne[0], tr->name,
-                       (long long)tr->block_size);
+        return ox_fail(OX_ERR_FORMAT,
+                       "gguf: tensor '%s' row of %lld elements is not a multiple "
+                       "of %s's block size %lld",
+                       t->name, (long long)t->ne[0], tr->name, (long long)tr->block_size);
     if (ox_mul_overflows(n / (uint64_t)tr->block_size, tr->type_size, &t->n_bytes))
         return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' byte size overflows", t->name);
     return OX_OK;
@@ -225,8 +232,8 @@ static enum ox_status parse_tensor_info(struct cursor *c, struct ox_gguf *g, int
     uint32_t n_dims = 0, raw_type = 0;
     OX_TRY(read_u32(c, &n_dims, "tensor n_dims"));
     if (n_dims < 1 || n_dims > GGUF_MAX_DIMS)
-        return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' has %u dimensions (must be 1..%d)",
-                       name, n_dims, GGUF_MAX_DIMS);
+        return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' has %u dimensions (must be 1..%d)", name,
+                       n_dims, GGUF_MAX_DIMS);
     t->n_dims = (int)n_dims;
     uint64_t dims[GGUF_MAX_DIMS];
     for (uint32_t d = 0; d < n_dims; d++)
@@ -245,16 +252,18 @@ static enum ox_status check_tensor_data(struct ox_gguf *g, size_t info_end) {
     for (int64_t i = 0; i < g->n_tensors; i++) {
         struct gguf_tensor *t = &g->tensors[i];
         if (t->offset != expect)
-            return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' data offset %llu, expected %llu "
-                           "(data must be aligned to %u and packed in order)", t->name,
-                           (unsigned long long)t->offset, (unsigned long long)expect,
+            return ox_fail(OX_ERR_FORMAT,
+                           "gguf: tensor '%s' data offset %llu, expected %llu "
+                           "(data must be aligned to %u and packed in order)",
+                           t->name, (unsigned long long)t->offset, (unsigned long long)expect,
                            g->alignment);
         uint64_t start, end;
         if (ox_add_overflows(g->data_offset, t->offset, &start) ||
             ox_add_overflows(start, t->n_bytes, &end) || end > g->size)
-            return ox_fail(OX_ERR_FORMAT, "gguf: tensor '%s' data (%llu bytes at offset %llu) "
-                           "ends past the end of the %zu-byte file", t->name,
-                           (unsigned long long)t->n_bytes, (unsigned long long)t->offset,
+            return ox_fail(OX_ERR_FORMAT,
+                           "gguf: tensor '%s' data (%llu bytes at offset %llu) "
+                           "ends past the end of the %zu-byte file",
+                           t->name, (unsigned long long)t->n_bytes, (unsigned long long)t->offset,
                            g->size);
         t->data = g->buf + start;
         if (ox_pad_overflows(t->offset + t->n_bytes, g->alignment, &expect))
@@ -272,8 +281,10 @@ static enum ox_status parse_header(struct cursor *c, struct ox_gguf *g, uint64_t
                        magic[0], magic[1], magic[2], magic[3]);
     OX_TRY(read_u32(c, &g->version, "version"));
     if ((g->version & 0xffff) == 0 && g->version != 0)
-        return ox_fail(OX_ERR_FORMAT, "gguf: version 0x%08x looks byte-swapped (big-endian "
-                       "files are not supported)", g->version);
+        return ox_fail(OX_ERR_FORMAT,
+                       "gguf: version 0x%08x looks byte-swapped (big-endian "
+                       "files are not supported)",
+                       g->version);
     if (g->version < 2 || g->version > 3)
         return ox_fail(OX_ERR_FORMAT, "gguf: version %u is not supported (only 2 and 3)",
                        g->version);

@@ -109,7 +109,7 @@ static enum ox_status copy_value(const struct gguf_value *src, struct gguf_value
             OX_TRY(copy_value(&src->elems[i], &dst->elems[i]));
         return OX_OK;
     }
-    uint64_t bytes = src->type == OX_GGUF_STRING ? src->n
+    uint64_t bytes = src->type == OX_GGUF_STRING  ? src->n
                      : src->type == OX_GGUF_ARRAY ? src->n * gguf_type_size(src->elem_type)
                                                   : gguf_type_size(src->type);
     return copy_bytes(src->data, bytes, &dst->data);
@@ -218,10 +218,10 @@ enum ox_status gguf_writer_set_str_array(struct gguf_writer *w, const char *key,
     if (!elems)
         return ox_fail(OX_ERR_OOM, "gguf: key '%s': out of memory", key);
     for (uint64_t i = 0; i < n; i++)
-        elems[i] = (struct gguf_value){.type = OX_GGUF_STRING, .n = strlen(strs[i]),
-                                       .data = (const uint8_t *)strs[i]};
-    struct gguf_value v = {.type = OX_GGUF_ARRAY, .elem_type = OX_GGUF_STRING, .n = n,
-                           .elems = elems};
+        elems[i] = (struct gguf_value){
+            .type = OX_GGUF_STRING, .n = strlen(strs[i]), .data = (const uint8_t *)strs[i]};
+    struct gguf_value v = {
+        .type = OX_GGUF_ARRAY, .elem_type = OX_GGUF_STRING, .n = n, .elems = elems};
     enum ox_status s = gguf_writer_set(w, key, &v);
     free(elems);
     return s;
@@ -251,23 +251,23 @@ static enum ox_status check_new_tensor(const struct gguf_writer *w, const char *
     }
     const struct dtype_traits *tr = dtype_get((int)type);
     if (!tr || n_dims < 1 || n_dims > GGUF_MAX_DIMS)
-        return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s': bad type or dimension count",
-                       name);
+        return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s': bad type or dimension count", name);
     uint64_t n = 1;
     for (int d = 0; d < n_dims; d++) {
         if (ne[d] <= 0 || ox_mul_overflows(n, (uint64_t)ne[d], &n) || n > (uint64_t)INT64_MAX)
             return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s': bad dimension %d", name, d);
     }
     if (ne[0] % tr->block_size != 0)
-        return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s': row %lld is not a multiple of "
-                       "the block size %lld", name, (long long)ne[0], (long long)tr->block_size);
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "gguf: tensor '%s': row %lld is not a multiple of "
+                       "the block size %lld",
+                       name, (long long)ne[0], (long long)tr->block_size);
     *n_bytes = n / (uint64_t)tr->block_size * tr->type_size;
     return OX_OK;
 }
 
-enum ox_status gguf_writer_add_tensor(struct gguf_writer *w, const char *name,
-                                      enum ox_dtype type, int n_dims, const int64_t *ne,
-                                      const void *data) {
+enum ox_status gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum ox_dtype type,
+                                      int n_dims, const int64_t *ne, const void *data) {
     uint64_t n_bytes = 0;
     OX_TRY(check_new_tensor(w, name, type, n_dims, ne, &n_bytes));
     char *copy = strdup(name);
@@ -277,8 +277,8 @@ enum ox_status gguf_writer_add_tensor(struct gguf_writer *w, const char *name,
         return ox_fail(OX_ERR_OOM, "gguf: out of memory adding tensor '%s'", name);
     }
     struct writer_tensor *t = &w->tensors[w->n_tensors++];
-    *t = (struct writer_tensor){.name = copy, .type = type, .n_dims = n_dims,
-                                .n_bytes = n_bytes, .data = data};
+    *t = (struct writer_tensor){
+        .name = copy, .type = type, .n_dims = n_dims, .n_bytes = n_bytes, .data = data};
     for (int d = 0; d < GGUF_MAX_DIMS; d++)
         t->ne[d] = d < n_dims ? ne[d] : 1;
     return OX_OK;
@@ -355,8 +355,7 @@ static enum ox_status write_all(const struct gguf_writer *w, struct sink *s) {
     OX_TRY(write_meta(w, s, align));
     for (size_t i = 0; i < w->n_tensors; i++) {
         if (!w->tensors[i].data)
-            return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s' has no data",
-                           w->tensors[i].name);
+            return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s' has no data", w->tensors[i].name);
         OX_TRY(write_data(s, w->tensors[i].data, w->tensors[i].n_bytes, align));
     }
     return OX_OK;
@@ -441,8 +440,10 @@ enum ox_status gguf_writer_stream_open(const struct gguf_writer *w, const char *
 
 enum ox_status gguf_stream_tensor(struct gguf_stream *st, const void *data, uint64_t n_bytes) {
     if (st->next >= st->w->n_tensors || st->w->tensors[st->next].n_bytes != n_bytes)
-        return ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor data #%zu of %llu bytes does not match "
-                       "the tensor infos", st->next, (unsigned long long)n_bytes);
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "gguf: tensor data #%zu of %llu bytes does not match "
+                       "the tensor infos",
+                       st->next, (unsigned long long)n_bytes);
     OX_TRY(write_data(&st->sink, data, n_bytes, st->align));
     st->next++;
     return OX_OK;
@@ -470,10 +471,10 @@ enum ox_status gguf_writer_write_file(struct gguf_writer *w, const char *path) {
     struct gguf_stream *st;
     OX_TRY(gguf_writer_stream_open(w, path, &st));
     for (size_t i = 0; i < w->n_tensors; i++) {
-        enum ox_status s = w->tensors[i].data
-                               ? gguf_stream_tensor(st, w->tensors[i].data, w->tensors[i].n_bytes)
-                               : ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s' has no data",
-                                         w->tensors[i].name);
+        enum ox_status s =
+            w->tensors[i].data
+                ? gguf_stream_tensor(st, w->tensors[i].data, w->tensors[i].n_bytes)
+                : ox_fail(OX_ERR_INVALID_ARG, "gguf: tensor '%s' has no data", w->tensors[i].name);
         if (s != OX_OK) {
             gguf_stream_abort(st);
             return s;

@@ -10,8 +10,8 @@
 #include "core/file.h"
 #include "gguf/gguf.h"
 
-static enum ox_status add_entry(struct imatrix *im, const char *name, size_t name_len,
-                                int64_t n, struct imatrix_entry **out) {
+static enum ox_status add_entry(struct imatrix *im, const char *name, size_t name_len, int64_t n,
+                                struct imatrix_entry **out) {
     struct imatrix_entry *grown = realloc(im->entries, (im->n_entries + 1) * sizeof *grown);
     if (!grown)
         return ox_fail(OX_ERR_OOM, "imatrix: out of memory");
@@ -56,8 +56,10 @@ static enum ox_status gguf_entry(struct imatrix *im, const struct ox_gguf *g, co
     int64_t n_counts = counts ? (int64_t)(counts->n_bytes / 4) : 0;
     int64_t n = sums ? (int64_t)(sums->n_bytes / 4) : 0;
     if (!sums || !counts || n_counts < 1 || n % n_counts != 0)
-        return ox_fail(OX_ERR_FORMAT, "imatrix: entry '%.*s' needs f32 tensors .in_sum2 and "
-                       ".counts with matching sizes", (int)base_len, base);
+        return ox_fail(OX_ERR_FORMAT,
+                       "imatrix: entry '%.*s' needs f32 tensors .in_sum2 and "
+                       ".counts with matching sizes",
+                       (int)base_len, base);
     struct imatrix_entry *e;
     OX_TRY(add_entry(im, base, base_len, n, &e));
     int64_t ne0 = n / n_counts;

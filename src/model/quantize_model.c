@@ -35,8 +35,8 @@ struct quantize_job {
     struct plan_item *plan;
     struct gguf_writer *writer;
     struct threadpool *pool;
-    float *f32;           /* the current tensor as floats */
-    uint8_t *out;         /* its quantized bytes */
+    float *f32;   /* the current tensor as floats */
+    uint8_t *out; /* its quantized bytes */
     struct ox_quantize_result result;
 };
 
@@ -119,8 +119,10 @@ static enum ox_status attach_imatrix(struct quantize_job *j, struct plan_item *i
     /* token_embd rows are looked up, not multiplied: a mismatched entry there is harmless */
     if (quant_category_of(t->name) == CAT_TOKEN_EMBD)
         return OX_OK;
-    return ox_fail(OX_ERR_FORMAT, "quantize: imatrix entry for '%s' has %lld values, the tensor "
-                   "needs %lld", t->name, (long long)e->n, (long long)(t->ne[0] * t->ne[2]));
+    return ox_fail(OX_ERR_FORMAT,
+                   "quantize: imatrix entry for '%s' has %lld values, the tensor "
+                   "needs %lld",
+                   t->name, (long long)e->n, (long long)(t->ne[0] * t->ne[2]));
 }
 
 static enum ox_status plan_tensor(struct quantize_job *j, struct plan_item *it) {
@@ -132,13 +134,17 @@ static enum ox_status plan_tensor(struct quantize_job *j, struct plan_item *it) 
     if (it->type == t->type)
         return OX_OK;
     if (!from->to_float || (from->is_quantized && !j->params.allow_requantize))
-        return ox_fail(OX_ERR_UNSUPPORTED, "quantize: tensor '%s' is already %s; requantizing "
-                       "loses quality (allow it with --allow-requantize)", t->name, from->name);
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "quantize: tensor '%s' is already %s; requantizing "
+                       "loses quality (allow it with --allow-requantize)",
+                       t->name, from->name);
     OX_TRY(attach_imatrix(j, it));
-    if (!it->imatrix && (to->needs_imatrix ||
-                         quant_mix_requires_imatrix(t->name, it->type, j->params.ftype)))
-        return ox_fail(OX_ERR_INVALID_ARG, "quantize: tensor '%s' as %s needs an importance "
-                       "matrix (--imatrix FILE)", t->name, to->name);
+    if (!it->imatrix &&
+        (to->needs_imatrix || quant_mix_requires_imatrix(t->name, it->type, j->params.ftype)))
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "quantize: tensor '%s' as %s needs an importance "
+                       "matrix (--imatrix FILE)",
+                       t->name, to->name);
     return OX_OK;
 }
 
@@ -257,8 +263,10 @@ static enum ox_status load_floats(struct quantize_job *j, const struct gguf_tens
     }
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(j->f32[i]))
-            return ox_fail(OX_ERR_FORMAT, "quantize: tensor '%s' has a non-finite value at "
-                           "element %lld", t->name, (long long)i);
+            return ox_fail(OX_ERR_FORMAT,
+                           "quantize: tensor '%s' has a non-finite value at "
+                           "element %lld",
+                           t->name, (long long)i);
     *out = j->f32;
     return OX_OK;
 }
@@ -326,8 +334,8 @@ static enum ox_status write_tensors(struct quantize_job *j, struct gguf_stream *
         j->result.n_params += (uint64_t)(ne[0] * ne[1] * ne[2] * ne[3]);
         j->result.bytes_in += it->src->n_bytes;
         j->result.bytes_out += it->n_bytes;
-        struct ox_quantize_progress p = {i + 1, n, it->src->name, it->src->type, it->type,
-                                         it->src->n_bytes, it->n_bytes};
+        struct ox_quantize_progress p = {
+            i + 1, n, it->src->name, it->src->type, it->type, it->src->n_bytes, it->n_bytes};
         if (j->params.progress && !j->params.progress(&p, j->params.progress_user))
             return ox_fail(OX_ERR_ABORTED, "quantize: aborted by the progress callback");
     }
@@ -339,8 +347,10 @@ static enum ox_status check_paths(const char *in, const char *out) {
     struct stat a, b;
     if (strcmp(in, out) == 0 ||
         (stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino))
-        return ox_fail(OX_ERR_INVALID_ARG, "quantize: the output '%s' is the input file; "
-                       "refusing to overwrite it", out);
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "quantize: the output '%s' is the input file; "
+                       "refusing to overwrite it",
+                       out);
     return OX_OK;
 }
 

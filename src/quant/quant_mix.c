@@ -24,11 +24,18 @@ static bool has(const char *s, const char *part) {
 }
 
 enum quant_category quant_category_of(const char *name) {
-    static const struct { const char *part; enum quant_category cat; } parts[] = {
-        {"attn_qkv.weight", CAT_ATTN_QKV}, {"attn_kv_b.weight", CAT_ATTN_KV_B},
-        {"attn_v.weight", CAT_ATTN_V},     {"attn_k.weight", CAT_ATTN_K},
-        {"attn_q.weight", CAT_ATTN_Q},     {"attn_output.weight", CAT_ATTN_OUTPUT},
-        {"ffn_up", CAT_FFN_UP},            {"ffn_gate", CAT_FFN_GATE},
+    static const struct {
+        const char *part;
+        enum quant_category cat;
+    } parts[] = {
+        {"attn_qkv.weight", CAT_ATTN_QKV},
+        {"attn_kv_b.weight", CAT_ATTN_KV_B},
+        {"attn_v.weight", CAT_ATTN_V},
+        {"attn_k.weight", CAT_ATTN_K},
+        {"attn_q.weight", CAT_ATTN_Q},
+        {"attn_output.weight", CAT_ATTN_OUTPUT},
+        {"ffn_up", CAT_FFN_UP},
+        {"ffn_gate", CAT_FFN_GATE},
         {"ffn_down", CAT_FFN_DOWN},
     };
     if (strcmp(name, "output.weight") == 0)
@@ -49,15 +56,41 @@ static bool is_attn_v_like(enum quant_category c) {
 bool quant_mix_allows(const struct quant_mix *m, const char *name, int n_dims) {
     /* small or special tensors that llama.cpp keeps as they are */
     static const char *const keep[] = {
-        "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel",
-        "per_layer_model_proj", "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight",
-        "indexer.q_proj.weight", "time_mix_first.weight", "time_mix_w0.weight",
-        "time_mix_w1.weight", "time_mix_w2.weight", "time_mix_v0.weight", "time_mix_v1.weight",
-        "time_mix_v2.weight", "time_mix_a0.weight", "time_mix_a1.weight", "time_mix_a2.weight",
-        "time_mix_g1.weight", "time_mix_g2.weight", "time_mix_decay_w1.weight",
-        "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight", "attn_rel_b.weight",
-        ".position_embd", "sam.pos_embd", "sam.neck.", "sam.net_", ".rel_pos", ".patch_embd",
-        ".patch_merger", "a.rvq.codebook", "mm.a.code_embd",
+        "_norm.weight",
+        "ffn_gate_inp.weight",
+        "ffn_gate_tid2eid.weight",
+        "altup",
+        "laurel",
+        "per_layer_model_proj",
+        "ssm_conv1d",
+        "shortconv.conv.weight",
+        "indexer.k_proj.weight",
+        "indexer.q_proj.weight",
+        "time_mix_first.weight",
+        "time_mix_w0.weight",
+        "time_mix_w1.weight",
+        "time_mix_w2.weight",
+        "time_mix_v0.weight",
+        "time_mix_v1.weight",
+        "time_mix_v2.weight",
+        "time_mix_a0.weight",
+        "time_mix_a1.weight",
+        "time_mix_a2.weight",
+        "time_mix_g1.weight",
+        "time_mix_g2.weight",
+        "time_mix_decay_w1.weight",
+        "time_mix_decay_w2.weight",
+        "time_mix_lerp_fused.weight",
+        "attn_rel_b.weight",
+        ".position_embd",
+        "sam.pos_embd",
+        "sam.neck.",
+        "sam.net_",
+        ".rel_pos",
+        ".patch_embd",
+        ".patch_merger",
+        "a.rvq.codebook",
+        "mm.a.code_embd",
     };
     if (m->only_copy || n_dims < 2 || !ends_with(name, "weight"))
         return false;
@@ -97,8 +130,8 @@ static bool ftype_in(enum ox_ftype f, const enum ox_ftype *set, size_t n) {
             return true;
     return false;
 }
-#define FTYPE_IN(f, ...) \
-    ftype_in(f, (const enum ox_ftype[]){__VA_ARGS__}, \
+#define FTYPE_IN(f, ...)                                                                           \
+    ftype_in(f, (const enum ox_ftype[]){__VA_ARGS__},                                              \
              sizeof((const enum ox_ftype[]){__VA_ARGS__}) / sizeof(enum ox_ftype))
 
 /* The 1-2 bit i-quant mixes share one set of rules. */
@@ -230,8 +263,8 @@ static enum ox_dtype rule_attn_output(const struct quant_mix *m, enum ox_dtype t
     if (m->model.is_falcon)
         return f == F(Q3_K_L) ? T(Q4_K) : t;
     if (m->model.n_expert == 8) {
-        if (FTYPE_IN(f, F(Q2_K), F(IQ3_XS), F(IQ3_XXS), F(Q3_K_S), F(Q3_K_M), F(IQ4_NL),
-                     F(Q4_K_S), F(Q4_K_M), F(IQ3_S), F(IQ3_M), F(IQ4_XS)))
+        if (FTYPE_IN(f, F(Q2_K), F(IQ3_XS), F(IQ3_XXS), F(Q3_K_S), F(Q3_K_M), F(IQ4_NL), F(Q4_K_S),
+                     F(Q4_K_M), F(IQ3_S), F(IQ3_M), F(IQ4_XS)))
             return T(Q5_K);
         return t;
     }
@@ -298,16 +331,27 @@ static enum ox_status fallback(struct quant_mix *m, const char *name, int64_t ne
     m->n_fallback++;
     enum ox_dtype r;
     switch (*t) {
-    case T(IQ1_S): case T(IQ1_M): case T(IQ2_XXS): case T(IQ2_XS): case T(IQ2_S):
-    case T(IQ3_XXS): case T(IQ3_S): case T(IQ4_XS): r = T(IQ4_NL); break;
-    case T(Q2_0): case T(Q2_K): case T(Q3_K): case T(TQ1_0): case T(TQ2_0): r = T(Q4_0); break;
+    case T(IQ1_S):
+    case T(IQ1_M):
+    case T(IQ2_XXS):
+    case T(IQ2_XS):
+    case T(IQ2_S):
+    case T(IQ3_XXS):
+    case T(IQ3_S):
+    case T(IQ4_XS): r = T(IQ4_NL); break;
+    case T(Q2_0):
+    case T(Q2_K):
+    case T(Q3_K):
+    case T(TQ1_0):
+    case T(TQ2_0): r = T(Q4_0); break;
     case T(Q4_K): r = T(Q5_0); break;
     case T(Q5_K): r = T(Q5_1); break;
     case T(Q6_K): r = T(Q8_0); break;
     default:
-        return ox_fail(OX_ERR_UNSUPPORTED, "quantize: tensor '%s' has rows of %lld, not a "
-                       "multiple of %s's block size, and %s has no fallback type", name,
-                       (long long)ne0, ox_dtype_name(*t), ox_dtype_name(*t));
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "quantize: tensor '%s' has rows of %lld, not a "
+                       "multiple of %s's block size, and %s has no fallback type",
+                       name, (long long)ne0, ox_dtype_name(*t), ox_dtype_name(*t));
     }
     *t = ne0 % dtype_get(r)->block_size == 0 ? r : T(F16);
     return OX_OK;
@@ -325,8 +369,7 @@ static bool override_for(const struct quant_mix *m, const char *name, enum ox_dt
 }
 
 enum ox_status quant_mix_choose(struct quant_mix *m, const char *name, int n_dims,
-                                const int64_t ne[4], enum ox_dtype current,
-                                enum ox_dtype *out) {
+                                const int64_t ne[4], enum ox_dtype current, enum ox_dtype *out) {
     enum quant_category c = quant_category_of(name);
     *out = current;
     if (!quant_mix_allows(m, name, n_dims))
@@ -352,7 +395,11 @@ bool quant_mix_requires_imatrix(const char *name, enum ox_dtype type, enum ox_ft
     if (c == CAT_OUTPUT || c == CAT_TOKEN_EMBD)
         return false;
     switch (type) {
-    case T(IQ3_XXS): case T(IQ2_XXS): case T(IQ2_XS): case T(IQ2_S): case T(IQ1_M):
+    case T(IQ3_XXS):
+    case T(IQ2_XXS):
+    case T(IQ2_XS):
+    case T(IQ2_S):
+    case T(IQ1_M):
     case T(IQ1_S): return true;
     case T(Q2_K): return ftype == F(Q2_K_S); /* k-quants cope, except in the Q2_K_S mix */
     default: return false;
@@ -369,16 +416,18 @@ static enum ox_status compile_overrides(struct quant_mix *m) {
         const struct ox_tensor_type_override *o = &m->overrides[i];
         if (!o->pattern || !ox_dtype_valid((int)o->type) || !ox_dtype_can_quantize(o->type)) {
             m->n_overrides = i;
-            return ox_fail(OX_ERR_INVALID_ARG, "quantize: override %zu needs a pattern and a "
-                           "quantizable type", i);
+            return ox_fail(OX_ERR_INVALID_ARG,
+                           "quantize: override %zu needs a pattern and a "
+                           "quantizable type",
+                           i);
         }
         int rc = regcomp(&m->patterns[i], o->pattern, REG_EXTENDED | REG_NOSUB);
         if (rc != 0) {
             char why[128];
             regerror(rc, &m->patterns[i], why, sizeof why);
             m->n_overrides = i; /* only the compiled ones are freed */
-            return ox_fail(OX_ERR_INVALID_ARG, "quantize: bad tensor pattern '%s': %s",
-                           o->pattern, why);
+            return ox_fail(OX_ERR_INVALID_ARG, "quantize: bad tensor pattern '%s': %s", o->pattern,
+                           why);
         }
     }
     return OX_OK;
@@ -398,7 +447,7 @@ enum ox_status quant_mix_init(struct quant_mix *m, const struct quant_mix_model 
         return ox_fail(OX_ERR_INVALID_ARG, "quantize: invalid file type %d", (int)p->ftype);
     if (!valid_dtype_choice(p->output_tensor_type) || !valid_dtype_choice(p->token_embedding_type))
         return ox_fail(OX_ERR_INVALID_ARG, "quantize: output/token embedding type is not a "
-                       "quantizable type");
+                                           "quantizable type");
     m->pure = p->pure;
     m->only_copy = p->only_copy;
     m->quantize_output = !p->leave_output_tensor;

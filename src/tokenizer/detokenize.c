@@ -8,8 +8,11 @@
 
 /* One UTF-8 sequence at s (n bytes left): its code point and length; 1 byte for bad input. */
 static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp) {
-    size_t len = s[0] < 0x80 ? 1 : (s[0] >> 5) == 6 ? 2 : (s[0] >> 4) == 14 ? 3
-               : (s[0] >> 3) == 30 ? 4 : 1;
+    size_t len = s[0] < 0x80         ? 1
+                 : (s[0] >> 5) == 6  ? 2
+                 : (s[0] >> 4) == 14 ? 3
+                 : (s[0] >> 3) == 30 ? 4
+                                     : 1;
     if (len > n)
         len = 1;
     static const unsigned char lead_mask[5] = {0, 0x7f, 0x1f, 0x0f, 0x07};
@@ -72,8 +75,10 @@ static void put_unescaped(struct sink *s, const char *text, size_t n) {
 }
 
 static int hex_digit(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* "<0xAB>" -> 0xAB, or -1 when the text is not a byte token's. */
@@ -87,17 +92,17 @@ static int byte_token_value(const struct vocab_token *t) {
 /* The piece of one token into s, before any leading-space stripping. */
 static void put_piece_raw(const struct vocab *v, int32_t id, bool special, struct sink *s) {
     const struct vocab_token *t = &v->tokens[id];
-    const uint32_t special_attrs = TOKEN_ATTR_UNKNOWN | TOKEN_ATTR_CONTROL;
+    const uint32_t special_attrs = OX_TOKEN_ATTR_UNKNOWN | OX_TOKEN_ATTR_CONTROL;
     if (!special && (t->attr & special_attrs))
         return;
-    if (t->attr & (special_attrs | TOKEN_ATTR_USER_DEFINED)) {
+    if (t->attr & (special_attrs | OX_TOKEN_ATTR_USER_DEFINED)) {
         put(s, t->text, t->len);
-    } else if (t->attr & TOKEN_ATTR_NORMAL) {
+    } else if (t->attr & OX_TOKEN_ATTR_NORMAL) {
         if (v->type == VOCAB_BPE && !v->escape_whitespaces)
             put_byte_level(s, t->text, t->len);
         else
             put_unescaped(s, t->text, t->len);
-    } else if ((t->attr & TOKEN_ATTR_BYTE) && byte_token_value(t) >= 0) {
+    } else if ((t->attr & OX_TOKEN_ATTR_BYTE) && byte_token_value(t) >= 0) {
         char c = (char)byte_token_value(t);
         put(s, &c, 1);
     }
@@ -189,8 +194,8 @@ static void render(const struct vocab *v, const int32_t *ids, size_t n, bool unp
     }
 }
 
-int64_t vocab_detokenize(const struct vocab *v, const int32_t *ids, size_t n, char *buf,
-                         size_t cap, bool remove_special, bool unparse_special) {
+int64_t vocab_detokenize(const struct vocab *v, const int32_t *ids, size_t n, char *buf, size_t cap,
+                         bool remove_special, bool unparse_special) {
     if (v->type == VOCAB_NONE)
         return 0;
     bool remove_space = v->add_space_prefix;

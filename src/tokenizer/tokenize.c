@@ -41,14 +41,14 @@ static enum ox_status split_fragment(const struct vocab *v, int32_t id, const ch
         if (!hit)
             return pos < end ? frag_push(out, -1, pos, end - pos) : OX_OK;
         size_t at = (size_t)(hit - text), left = at - pos;
-        if (t->attr & TOKEN_ATTR_LSTRIP) /* the token swallows the spaces before it */
+        if (t->attr & OX_TOKEN_ATTR_LSTRIP) /* the token swallows the spaces before it */
             while (left > 0 && isspace((unsigned char)text[pos + left - 1]))
                 left--;
         if (left > 0)
             OX_TRY(frag_push(out, -1, pos, left));
         OX_TRY(frag_push(out, id, 0, 0));
         pos = at + t->len;
-        if (t->attr & TOKEN_ATTR_RSTRIP) /* ... or after it */
+        if (t->attr & OX_TOKEN_ATTR_RSTRIP) /* ... or after it */
             while (pos < end && isspace((unsigned char)text[pos]))
                 pos++;
     }
@@ -63,7 +63,8 @@ static enum ox_status partition(const struct vocab *v, const char *text, size_t 
     enum ox_status s = OX_OK;
     for (size_t k = 0; s == OX_OK && k < v->n_special; k++) {
         int32_t id = v->special_ids[k];
-        if (!parse_special && (v->tokens[id].attr & (TOKEN_ATTR_CONTROL | TOKEN_ATTR_UNKNOWN)))
+        if (!parse_special &&
+            (v->tokens[id].attr & (OX_TOKEN_ATTR_CONTROL | OX_TOKEN_ATTR_UNKNOWN)))
             continue;
         next.n = 0;
         for (size_t i = 0; s == OX_OK && i < frags->n; i++) {
@@ -124,8 +125,8 @@ static enum ox_status encode_fragments(const struct vocab *v, const char *text,
     return OX_OK;
 }
 
-enum ox_status vocab_tokenize(const struct vocab *v, const char *text, size_t len,
-                              bool add_special, bool parse_special, struct tok_list *out) {
+enum ox_status vocab_tokenize(const struct vocab *v, const char *text, size_t len, bool add_special,
+                              bool parse_special, struct tok_list *out) {
     if (v->type == VOCAB_NONE || !v->ops->encode)
         return ox_fail(OX_ERR_UNSUPPORTED, "tokenizer: the model has no usable vocabulary");
     if (!text && len)

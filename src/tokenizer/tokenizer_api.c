@@ -49,15 +49,33 @@ int32_t ox_vocab_n_tokens(const struct ox_vocab *ov) {
     return ov->v->n_tokens;
 }
 
-ox_token ox_vocab_bos(const struct ox_vocab *ov) { return ov->v->bos; }
-ox_token ox_vocab_eos(const struct ox_vocab *ov) { return ov->v->eos; }
-ox_token ox_vocab_eot(const struct ox_vocab *ov) { return ov->v->eot; }
-ox_token ox_vocab_pad(const struct ox_vocab *ov) { return ov->v->pad; }
-ox_token ox_vocab_sep(const struct ox_vocab *ov) { return ov->v->sep; }
-ox_token ox_vocab_unk(const struct ox_vocab *ov) { return ov->v->unk; }
-ox_token ox_vocab_nl(const struct ox_vocab *ov) { return ov->v->nl; }
-bool ox_vocab_add_bos(const struct ox_vocab *ov) { return ov->v->add_bos; }
-bool ox_vocab_add_eos(const struct ox_vocab *ov) { return ov->v->add_eos; }
+ox_token ox_vocab_bos(const struct ox_vocab *ov) {
+    return ov->v->bos;
+}
+ox_token ox_vocab_eos(const struct ox_vocab *ov) {
+    return ov->v->eos;
+}
+ox_token ox_vocab_eot(const struct ox_vocab *ov) {
+    return ov->v->eot;
+}
+ox_token ox_vocab_pad(const struct ox_vocab *ov) {
+    return ov->v->pad;
+}
+ox_token ox_vocab_sep(const struct ox_vocab *ov) {
+    return ov->v->sep;
+}
+ox_token ox_vocab_unk(const struct ox_vocab *ov) {
+    return ov->v->unk;
+}
+ox_token ox_vocab_nl(const struct ox_vocab *ov) {
+    return ov->v->nl;
+}
+bool ox_vocab_add_bos(const struct ox_vocab *ov) {
+    return ov->v->add_bos;
+}
+bool ox_vocab_add_eos(const struct ox_vocab *ov) {
+    return ov->v->add_eos;
+}
 
 bool ox_vocab_is_eog(const struct ox_vocab *ov, ox_token t) {
     for (size_t i = 0; i < ov->v->n_eog; i++)
@@ -118,9 +136,9 @@ int64_t ox_detokenize(const struct ox_vocab *ov, const ox_token *tokens, size_t 
 struct ox_detok_stream {
     const struct ox_vocab *vocab;
     bool special;
-    char *buf;          /* held-back bytes, then the new piece */
+    char *buf; /* held-back bytes, then the new piece */
     size_t len, cap;
-    size_t ready;       /* bytes handed out by the last call, dropped at the next */
+    size_t ready; /* bytes handed out by the last call, dropped at the next */
 };
 
 enum ox_status ox_detok_stream_create(const struct ox_vocab *ov, bool special,
@@ -181,8 +199,7 @@ enum ox_status ox_detok_stream_push(struct ox_detok_stream *s, ox_token t, const
     stream_consume(s);
     int32_t n = vocab_token_to_piece(s->vocab->v, t, NULL, 0, 0, s->special);
     if (n < 0)
-        return ox_fail(OX_ERR_INVALID_ARG, "detokenize: token %d is not in the vocabulary",
-                       (int)t);
+        return ox_fail(OX_ERR_INVALID_ARG, "detokenize: token %d is not in the vocabulary", (int)t);
     if (n > 0) {
         OX_TRY(stream_append(s, (size_t)n));
         vocab_token_to_piece(s->vocab->v, t, s->buf + s->len, (size_t)n, 0, s->special);

@@ -61,8 +61,10 @@ static enum ox_status select_model(struct vocab *v, const char *model, size_t le
         v->type = VOCAB_NONE;
         set_specials(v, -1, -1, -1, -1, -1, -1);
     } else {
-        return ox_fail(OX_ERR_UNSUPPORTED, "tokenizer: model '%s' is not supported (llama, gpt2, "
-                       "bert)", v->model_name);
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "tokenizer: model '%s' is not supported (llama, gpt2, "
+                       "bert)",
+                       v->model_name);
     }
     return OX_OK;
 }
@@ -71,13 +73,13 @@ static enum ox_status select_model(struct vocab *v, const char *model, size_t le
 
 static uint32_t attr_of_type(int32_t type) {
     switch (type) {
-    case 1: return TOKEN_ATTR_NORMAL;
-    case 2: return TOKEN_ATTR_UNKNOWN;
-    case 3: return TOKEN_ATTR_CONTROL;
-    case 4: return TOKEN_ATTR_USER_DEFINED;
-    case 5: return TOKEN_ATTR_UNUSED;
-    case 6: return TOKEN_ATTR_BYTE;
-    default: return TOKEN_ATTR_UNDEFINED;
+    case 1: return OX_TOKEN_ATTR_NORMAL;
+    case 2: return OX_TOKEN_ATTR_UNKNOWN;
+    case 3: return OX_TOKEN_ATTR_CONTROL;
+    case 4: return OX_TOKEN_ATTR_USER_DEFINED;
+    case 5: return OX_TOKEN_ATTR_UNUSED;
+    case 6: return OX_TOKEN_ATTR_BYTE;
+    default: return OX_TOKEN_ATTR_UNDEFINED;
     }
 }
 
@@ -132,7 +134,7 @@ static enum ox_status load_tokens(struct vocab *v, const struct ox_gguf *g) {
         struct gguf_value e;
         OX_TRY(gguf_array_elem(tokens, (uint64_t)i, &e));
         OX_TRY(copy_token(v, i, &e));
-        v->tokens[i].attr = TOKEN_ATTR_NORMAL;
+        v->tokens[i].attr = OX_TOKEN_ATTR_NORMAL;
         if (scores)
             memcpy(&v->tokens[i].score, scores->data + 4 * (size_t)i, 4);
         if (types) {
@@ -148,8 +150,8 @@ static enum ox_status load_tokens(struct vocab *v, const struct ox_gguf *g) {
 
 /* An id key overrides the model default when it names a token; defaults that fall outside
  * the vocabulary are dropped (llama.cpp warns and does the same). */
-static enum ox_status read_special(const struct vocab *v, const struct ox_gguf *g,
-                                   const char *key, int32_t *id) {
+static enum ox_status read_special(const struct vocab *v, const struct ox_gguf *g, const char *key,
+                                   int32_t *id) {
     if (*id >= v->n_tokens)
         *id = -1;
     if (!gguf_find(g, key))
@@ -162,7 +164,10 @@ static enum ox_status read_special(const struct vocab *v, const struct ox_gguf *
 }
 
 static enum ox_status read_specials(struct vocab *v, const struct ox_gguf *g) {
-    const struct { const char *key; int32_t *id; } keys[] = {
+    const struct {
+        const char *key;
+        int32_t *id;
+    } keys[] = {
         {"tokenizer.ggml.bos_token_id", &v->bos},
         {"tokenizer.ggml.eos_token_id", &v->eos},
         {"tokenizer.ggml.eot_token_id", &v->eot},
@@ -210,36 +215,87 @@ static void detect_by_text(struct vocab *v, int32_t *id, const char *const *text
         int32_t t = vocab_find(v, *texts, strlen(*texts));
         if (t >= 0) {
             *id = t;
-            v->tokens[t].attr |= TOKEN_ATTR_CONTROL;
+            v->tokens[t].attr |= OX_TOKEN_ATTR_CONTROL;
         }
     }
 }
 
-static const char *const eot_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-    "<end_of_utterance>", NULL};
+static const char *const eot_texts[] = {"<|eot_id|>",
+                                        "<|im_end|>",
+                                        "<|end|>",
+                                        "<end_of_turn>",
+                                        "<|endoftext|>",
+                                        "<|end_of_text|>",
+                                        "<EOT>",
+                                        "_<EOT>",
+                                        "[EOT]",
+                                        "<\xef\xbd\x9c"
+                                        "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                        "<end_of_utterance>",
+                                        NULL};
 static const char *const eom_texts[] = {"<|eom_id|>", NULL};
-static const char *const fim_pre_texts[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
-    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL};
-static const char *const fim_suf_texts[] = {
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL};
-static const char *const fim_mid_texts[] = {
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
-    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL};
-static const char *const fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
-                                            "[PAD]", NULL};
+static const char *const fim_pre_texts[] = {"<|fim_prefix|>",
+                                            "<fim-prefix>",
+                                            "<fim_prefix>",
+                                            "<\xef\xbd\x9c"
+                                            "fim\xe2\x96\x81"
+                                            "begin\xef\xbd\x9c>",
+                                            "<PRE>",
+                                            "\xe2\x96\x81<PRE>",
+                                            "<|code_prefix|>",
+                                            "<|prefix|>",
+                                            NULL};
+static const char *const fim_suf_texts[] = {"<|fim_suffix|>",
+                                            "<fim-suffix>",
+                                            "<fim_suffix>",
+                                            "<\xef\xbd\x9c"
+                                            "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+                                            "<SUF>",
+                                            "\xe2\x96\x81<SUF>",
+                                            "<|code_suffix|>",
+                                            "<|suffix|>",
+                                            NULL};
+static const char *const fim_mid_texts[] = {"<|fim_middle|>",
+                                            "<fim-middle>",
+                                            "<fim_middle>",
+                                            "<\xef\xbd\x9c"
+                                            "fim\xe2\x96\x81"
+                                            "end\xef\xbd\x9c>",
+                                            "<MID>",
+                                            "\xe2\x96\x81<MID>",
+                                            "<|code_middle|>",
+                                            "<|middle|>",
+                                            NULL};
+static const char *const fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>",
+                                            "<PAD>",       "[PAD]",     NULL};
 static const char *const fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-                                            "<REPO>", "<reponame>", NULL};
+                                            "<REPO>",       "<reponame>",    NULL};
 static const char *const fim_sep_texts[] = {"<|file_sep|>", NULL};
 /* Texts that end generation in the models that use them. */
-static const char *const eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "[e~[", NULL};
+static const char *const eog_texts[] = {"<|eot_id|>",
+                                        "<|im_end|>",
+                                        "<|end|>",
+                                        "<|return|>",
+                                        "<|call|>",
+                                        "<|flush|>",
+                                        "<|calls|>",
+                                        "<end_of_turn>",
+                                        "<|endoftext|>",
+                                        "</s>",
+                                        "<|eom_id|>",
+                                        "<EOT>",
+                                        "_<EOT>",
+                                        "[EOT]",
+                                        "[EOS]",
+                                        "<|end_of_text|>",
+                                        "<end_of_utterance>",
+                                        "<eos>",
+                                        "<turn|>",
+                                        "<|tool_response>",
+                                        "<\xef\xbd\x9c"
+                                        "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                        "[e~[",
+                                        NULL};
 
 static enum ox_status add_eog(struct vocab *v, int32_t id) {
     if (id < 0)
@@ -267,7 +323,7 @@ static enum ox_status detect_specials(struct vocab *v) {
     for (const char *const *t = eog_texts; *t; t++) {
         int32_t id = vocab_find(v, *t, strlen(*t));
         if (id >= 0)
-            v->tokens[id].attr |= TOKEN_ATTR_CONTROL;
+            v->tokens[id].attr |= OX_TOKEN_ATTR_CONTROL;
         OX_TRY(add_eog(v, id));
     }
     const int32_t always[] = {v->fim_pad, v->fim_rep, v->fim_sep, v->eos, v->eot, v->eom};
@@ -287,14 +343,14 @@ static void name_specific_attrs(struct vocab *v, const struct ox_gguf *g) {
     if (!strstr(lower, "phi-3") && !strstr(lower, "phi3"))
         return;
     for (size_t i = 0; i < v->n_special; i++)
-        v->tokens[v->special_ids[i]].attr |= TOKEN_ATTR_RSTRIP;
+        v->tokens[v->special_ids[i]].attr |= OX_TOKEN_ATTR_RSTRIP;
     int32_t id = vocab_find(v, "</s>", 4);
     if (id >= 0)
-        v->tokens[id].attr |= TOKEN_ATTR_RSTRIP;
+        v->tokens[id].attr |= OX_TOKEN_ATTR_RSTRIP;
     const char *const plain[] = {"<unk>", "<s>", "<|endoftext|>"};
     for (size_t i = 0; i < 3; i++)
         if ((id = vocab_find(v, plain[i], strlen(plain[i]))) >= 0)
-            v->tokens[id].attr &= ~(uint32_t)TOKEN_ATTR_RSTRIP;
+            v->tokens[id].attr &= ~(uint32_t)OX_TOKEN_ATTR_RSTRIP;
 }
 
 struct special_key {
@@ -311,7 +367,8 @@ static int longer_first(const void *a, const void *b) {
 
 /* The tokens the special-token partitioning looks for, longest first. */
 static enum ox_status cache_specials(struct vocab *v) {
-    const uint32_t mask = TOKEN_ATTR_CONTROL | TOKEN_ATTR_USER_DEFINED | TOKEN_ATTR_UNKNOWN;
+    const uint32_t mask =
+        OX_TOKEN_ATTR_CONTROL | OX_TOKEN_ATTR_USER_DEFINED | OX_TOKEN_ATTR_UNKNOWN;
     struct special_key *keys = malloc((size_t)v->n_tokens * sizeof *keys);
     v->special_ids = malloc((size_t)v->n_tokens * sizeof *v->special_ids);
     if (!keys || !v->special_ids) {

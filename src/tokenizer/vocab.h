@@ -11,21 +11,6 @@
 #include "core/strmap.h"
 #include "gguf/gguf.h"
 
-/* Token attributes (llama.cpp's llama_token_attr bits, also public as OX_TOKEN_ATTR_*). */
-enum {
-    TOKEN_ATTR_UNDEFINED = 0,
-    TOKEN_ATTR_UNKNOWN = 1 << 0,
-    TOKEN_ATTR_UNUSED = 1 << 1,
-    TOKEN_ATTR_NORMAL = 1 << 2,
-    TOKEN_ATTR_CONTROL = 1 << 3,
-    TOKEN_ATTR_USER_DEFINED = 1 << 4,
-    TOKEN_ATTR_BYTE = 1 << 5,
-    TOKEN_ATTR_NORMALIZED = 1 << 6,
-    TOKEN_ATTR_LSTRIP = 1 << 7,
-    TOKEN_ATTR_RSTRIP = 1 << 8,
-    TOKEN_ATTR_SINGLE_WORD = 1 << 9,
-};
-
 enum vocab_type {
     VOCAB_NONE, /* no tokenizer ("no_vocab") */
     VOCAB_SPM,  /* "llama": SentencePiece BPE by score, byte fallback */
@@ -37,7 +22,7 @@ struct vocab_token {
     const char *text; /* NUL-terminated, owned by the vocab */
     uint32_t len;
     float score;
-    uint32_t attr; /* TOKEN_ATTR_* */
+    uint32_t attr; /* OX_TOKEN_ATTR_* bits */
 };
 
 /* A growable list of token ids: what encoders append to. */

@@ -69,7 +69,7 @@ static void check_concurrent(const struct vocab *v, const struct vocab_cases *c)
 static size_t covered_bytes(const struct vocab *v, const struct tok_list *l) {
     size_t n = 0;
     for (size_t i = 0; i < l->n; i++)
-        n += (v->tokens[l->ids[i]].attr & TOKEN_ATTR_BYTE) ? 1 : v->tokens[l->ids[i]].len;
+        n += (v->tokens[l->ids[i]].attr & OX_TOKEN_ATTR_BYTE) ? 1 : v->tokens[l->ids[i]].len;
     return n;
 }
 
