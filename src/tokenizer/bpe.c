@@ -1,5 +1,6 @@
 /* bpe.c: byte-level BPE ("gpt2" vocabularies): regex pre-tokenizer, GPT-2 byte map, merges by
  * rank; token for token what llama.cpp's llm_tokenizer_bpe_session produces. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,9 @@ struct bpe_state {
 static enum ox_status load_merges(struct bpe_state *st, const struct ox_gguf *g) {
     const struct gguf_value *arr;
     OX_TRY(gguf_get_array(g, "tokenizer.ggml.merges", OX_GGUF_STRING, &arr));
+    if (arr->n > INT32_MAX)
+        return ox_fail(OX_ERR_FORMAT, "tokenizer: %llu merges (ranks must fit in int32)",
+                       (unsigned long long)arr->n);
     size_t total = 0;
     for (uint64_t i = 0; i < arr->n; i++)
         total += (size_t)arr->elems[i].n;
@@ -132,8 +136,8 @@ struct bpe_call {
 };
 
 /* Pieces up to this long are cached, up to this many of them, in texts of this many pieces. */
-#define CACHE_MAX_PIECE 64
-#define CACHE_MAX_WORDS (1u << 16)
+#define CACHE_MAX_PIECE  64
+#define CACHE_MAX_WORDS  (1u << 16)
 #define CACHE_MIN_PIECES 256
 
 static enum ox_status grow(void **p, size_t *cap, size_t need, size_t elem) {
@@ -155,7 +159,8 @@ static int bigram_before(const struct bigram *a, const struct bigram *b) {
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
-static void heap_push(struct bpe_call *c, struct bigram b) {
+static enum ox_status heap_push(struct bpe_call *c, struct bigram b) {
+    OX_TRY(grow((void **)&c->heap, &c->heap_cap, c->heap_n + 1, sizeof *c->heap));
     size_t i = c->heap_n++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
@@ -165,6 +170,7 @@ static void heap_push(struct bpe_call *c, struct bigram b) {
         i = parent;
     }
     c->heap[i] = b;
+    return OX_OK;
 }
 
 static struct bigram heap_pop(struct bpe_call *c) {
@@ -187,8 +193,7 @@ static struct bigram heap_pop(struct bpe_call *c) {
 }
 
 /* Rank of merging left+right, or -1. */
-static int32_t merge_rank(struct bpe_call *c, const char *l, size_t nl, const char *r,
-                          size_t nr) {
+static int32_t merge_rank(struct bpe_call *c, const char *l, size_t nl, const char *r, size_t nr) {
     const struct bpe_state *st = c->st;
     if (nl + 1 + nr > st->max_merge_len)
         return -1;
@@ -200,20 +205,21 @@ static int32_t merge_rank(struct bpe_call *c, const char *l, size_t nl, const ch
     return (int32_t)strmap_find(&st->ranks, c->key, nl + 1 + nr);
 }
 
-/* Queue the merge of symbols a and b (a's right neighbour) if the merges list has it. Room
- * for it was reserved: a word of n symbols queues at most 3n bigrams. */
-static void add_bigram(struct bpe_call *c, const char *word, int32_t a, int32_t b) {
+/* Queue the merge of symbols a and b (a's right neighbour) if the merges list has it. */
+static enum ox_status add_bigram(struct bpe_call *c, const char *word, int32_t a, int32_t b) {
     if (a < 0 || b < 0)
-        return;
+        return OX_OK;
     const struct symbol *sa = &c->syms[a], *sb = &c->syms[b];
-    int32_t rank = merge_rank(c, word + sa->start, (size_t)sa->len, word + sb->start,
-                              (size_t)sb->len);
-    if (rank >= 0)
-        heap_push(c, (struct bigram){rank, a, b, sa->len, sb->len});
+    int32_t rank =
+        merge_rank(c, word + sa->start, (size_t)sa->len, word + sb->start, (size_t)sb->len);
+    return rank >= 0 ? heap_push(c, (struct bigram){rank, a, b, sa->len, sb->len}) : OX_OK;
 }
 
-/* Run the merges on one word's symbols, lowest rank first, until none applies. */
-static void merge_word(struct bpe_call *c, const char *word) {
+/* Run the merges on one word's symbols, lowest rank first, until none applies. Each merge
+ * queues at most two bigrams, so a word of n symbols queues fewer than 3n in all: with the
+ * queue a binary heap this is O(n log n), where rescanning for the best pair would be
+ * O(n^2) on a long word. */
+static enum ox_status merge_word(struct bpe_call *c, const char *word) {
     while (c->heap_n > 0) {
         struct bigram bg = heap_pop(c);
         struct symbol *l = &c->syms[bg.left], *r = &c->syms[bg.right];
@@ -224,9 +230,10 @@ static void merge_word(struct bpe_call *c, const char *word) {
         l->next = r->next;
         if (r->next >= 0)
             c->syms[r->next].prev = bg.left;
-        add_bigram(c, word, l->prev, bg.left);
-        add_bigram(c, word, bg.left, l->next);
+        OX_TRY(add_bigram(c, word, l->prev, bg.left));
+        OX_TRY(add_bigram(c, word, bg.left, l->next));
     }
+    return OX_OK;
 }
 
 /* Emit one final symbol: its token, or else (llama.cpp's fallback) the tokens of its single
@@ -254,9 +261,11 @@ static int32_t char_len(uint8_t b) {
 
 /* Cut the word into characters, queue every adjacent pair's merge, merge, and emit. */
 static enum ox_status encode_symbols(struct bpe_call *c, const char *word, int32_t n) {
-    OX_TRY(grow((void **)&c->syms, &c->syms_cap, (size_t)n, sizeof *c->syms));
-    OX_TRY(grow((void **)&c->heap, &c->heap_cap, 3 * (size_t)n, sizeof *c->heap));
     int32_t n_syms = 0;
+    for (int32_t off = 0; off < n; n_syms++)
+        off += char_len((uint8_t)word[off]);
+    OX_TRY(grow((void **)&c->syms, &c->syms_cap, (size_t)n_syms, sizeof *c->syms));
+    n_syms = 0;
     for (int32_t off = 0; off < n; n_syms++) {
         int32_t len = char_len((uint8_t)word[off]);
         len = len < n - off ? len : n - off;
@@ -265,8 +274,8 @@ static enum ox_status encode_symbols(struct bpe_call *c, const char *word, int32
     }
     c->heap_n = 0;
     for (int32_t i = 1; i < n_syms; i++)
-        add_bigram(c, word, i - 1, i);
-    merge_word(c, word);
+        OX_TRY(add_bigram(c, word, i - 1, i));
+    OX_TRY(merge_word(c, word));
     for (int32_t i = 0; i >= 0 && n_syms > 0; i = c->syms[i].next)
         OX_TRY(emit_symbol(c, word + c->syms[i].start, (size_t)c->syms[i].len));
     return OX_OK;
@@ -291,8 +300,10 @@ static enum ox_status encode_piece(struct bpe_call *c, const char *piece, size_t
         word = c->word;
     }
     if (n > INT32_MAX / 3)
-        return ox_fail(OX_ERR_INVALID_ARG, "tokenizer: a pre-tokenizer piece of %zu bytes is "
-                       "too long", len);
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "tokenizer: a pre-tokenizer piece of %zu bytes is "
+                       "too long",
+                       len);
     if (c->st->cfg.ignore_merges || (c->st->cfg.newline_runs_whole && all_newlines(word, n))) {
         int32_t id = vocab_find(c->v, word, n);
         if (id >= 0)
@@ -302,8 +313,7 @@ static enum ox_status encode_piece(struct bpe_call *c, const char *piece, size_t
 }
 
 /* Remember the tokens out->ids[first..] that piece produced. */
-static enum ox_status cache_store(struct bpe_call *c, const char *piece, size_t len,
-                                  size_t first) {
+static enum ox_status cache_store(struct bpe_call *c, const char *piece, size_t len, size_t first) {
     size_t n = c->out->n - first;
     OX_TRY(grow((void **)&c->cache_ids, &c->cache_cap, c->cache_n + n + 1, sizeof(int32_t)));
     int64_t at = (int64_t)c->cache_n;

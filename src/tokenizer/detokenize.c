@@ -5,22 +5,7 @@
 
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/tokenize.h"
-
-/* One UTF-8 sequence at s (n bytes left): its code point and length; 1 byte for bad input. */
-static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp) {
-    size_t len = s[0] < 0x80         ? 1
-                 : (s[0] >> 5) == 6  ? 2
-                 : (s[0] >> 4) == 14 ? 3
-                 : (s[0] >> 3) == 30 ? 4
-                                     : 1;
-    if (len > n)
-        len = 1;
-    static const unsigned char lead_mask[5] = {0, 0x7f, 0x1f, 0x0f, 0x07};
-    *cp = s[0] & lead_mask[len];
-    for (size_t i = 1; i < len; i++)
-        *cp = (*cp << 6) | (s[i] & 0x3f);
-    return len;
-}
+#include "tokenizer/utf8.h"
 
 /* Growable output with the snprintf contract: bytes past cap are counted, not written. */
 struct sink {
@@ -48,7 +33,8 @@ static void put_byte_level(struct sink *s, const char *text, size_t n) {
         }
         /* not from the byte alphabet: llama.cpp marks it the same way */
         uint32_t cp;
-        size_t k = utf8_next(p + i, n - i, &cp);
+        size_t k = utf8_decode_lax(p + i, n - i, &cp);
+        k = k ? k : 1;
         char hex[8];
         put(s, "[UNK_BYTE_0x", 12);
         for (size_t j = 0; j < k; j++) {

@@ -2,6 +2,7 @@
  * PCRE2 splitter that applies a set in sequence, with llama.cpp's reading of invalid UTF-8. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer/pretok.h"
+#include "tokenizer/utf8.h"
 
 #include <pcre2.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
  * \x{...} escapes of the exact code points in llama.cpp's source. `\s` and `\S` are rewritten
  * at compile time (see rewrite_whitespace). NULL ends each list. */
 
+/* clang-format off */
 #define CONTRACTIONS "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 /* GPT-2's pattern, also the core of several others. */
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
@@ -25,9 +27,11 @@
     CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" digits                                        \
                  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* GPT-4o (o200k) style: words split at lower->upper case changes, contraction suffixes. */
+#define UPPERISH "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define LOWERISH "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
 #define RE_O200K_WORDS(suffix)                                                                   \
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"   \
-    suffix "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" suffix
+    "[^\\r\\n\\p{L}\\p{N}]?" UPPERISH "*" LOWERISH "+" suffix                                    \
+    "|[^\\r\\n\\p{L}\\p{N}]?" UPPERISH "+" LOWERISH "*" suffix
 #define RE_CJK_KANA "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+"
 /* DeepSeek-V3 / AFMoE: ASCII punctuation glued to a following ASCII word, punctuation and
  * symbol runs apart from letters. */
@@ -144,6 +148,7 @@ static const char *const re_exaone_moe[] = {
 static const char *const re_newlines[] = {"[^\\n]+|[\\n]+", NULL};
 static const char *const re_minicpm5[] = {"\\p{N}{1,3}", RE_LLAMA3_LIKE("\\p{N}+"), NULL};
 static const char *const re_whitespace[] = {"\\S+", NULL};
+/* clang-format on */
 
 /* ---- the pre value table ------------------------------------------------------------------
  * Every value of the tokenizer_pre chain in llama_vocab::impl::load, with the flags it sets.
@@ -168,6 +173,7 @@ struct pre_entry {
 
 #define IGN F_IGNORE_MERGES
 #define NOC F_NOCLEAN
+/* clang-format off */
 static const struct pre_entry pre_table[] = {
     {"default", "default", re_default, 0},
     {"minicpm5", "minicpm5", re_minicpm5, IGN},
@@ -260,6 +266,7 @@ static const struct pre_entry pre_table[] = {
     {"solar-open", "qwen2", re_qwen2, NOC},
     {"mellum2", "starcoder", re_starcoder, 0},
 };
+/* clang-format on */
 #undef IGN
 #undef NOC
 
@@ -278,8 +285,10 @@ static const struct pre_entry *find_pre(const char *pre) {
 enum ox_status pretok_config_for(const char *pre, struct pretok_config *out) {
     const struct pre_entry *e = find_pre(pre);
     if (!e)
-        return ox_fail(OX_ERR_UNSUPPORTED, "tokenizer: unknown pre-tokenizer type '%s' "
-                       "(tokenizer.ggml.pre)", pre);
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "tokenizer: unknown pre-tokenizer type '%s' "
+                       "(tokenizer.ggml.pre)",
+                       pre);
     *out = (struct pretok_config){
         .name = e->name,
         .kind = e->kind,
@@ -308,11 +317,36 @@ const char *pretok_name(size_t i) {
 
 #define PRETOK_MAX_REGEXES 8
 
+/* Three patterns cut digit runs into groups of three counted from the right. As regexes they
+ * look ahead to the end of the run at every match, which is quadratic in its length (a 1 MB
+ * number would take hours), so they run as one-pass code giving the same pieces (test_bpe
+ * checks the two against each other), as llama.cpp also does for AFMoE and Tiny Aya. */
+enum digit_rule {
+    DIGITS_NONE,
+    DIGITS_ISOLATE,      /* the groups are matches */
+    DIGITS_ISOLATE_WORD, /* the same for runs not followed by a word character (the \b) */
+    DIGITS_CUT,          /* zero-width matches: cut before each group of three */
+};
+
+static const struct {
+    const char *pattern, *run; /* the regex it replaces; what a run of digits is */
+    enum digit_rule rule;
+} digit_patterns[] = {
+    {"\\p{N}{1,3}(?=(?:\\p{N}{3})*(?!\\p{N}))", "\\p{N}+", DIGITS_ISOLATE},
+    {"\\d{1,3}(?=(?:\\d{3})*\\b)", "\\d+", DIGITS_ISOLATE_WORD},
+    {"(?=(\\d{3})+(?!\\d))", "\\d+", DIGITS_CUT},
+};
+
 struct pretok {
     struct pretok_config cfg;
     size_t n_regexes;
     pcre2_code *code[PRETOK_MAX_REGEXES];
     bool jit[PRETOK_MAX_REGEXES]; /* JIT-compiled: matched with pcre2_jit_match */
+    enum digit_rule digits[PRETOK_MAX_REGEXES];
+    pcre2_code *run[PRETOK_MAX_REGEXES]; /* digit runs, where digits[i] is set */
+    bool run_jit[PRETOK_MAX_REGEXES];
+    pcre2_code *word; /* \w anchored: the \b test of DIGITS_ISOLATE_WORD */
+    bool word_jit;
 };
 
 /* PCRE2's \s also matches U+180E (MONGOLIAN VOWEL SEPARATOR), which stopped being white space
@@ -349,7 +383,7 @@ static char *rewrite_whitespace(const char *src) {
 }
 
 static enum ox_status compile_one(const struct pretok_config *cfg, size_t idx, const char *src,
-                                  pcre2_code **out, bool *jit) {
+                                  uint32_t extra, pcre2_code **out, bool *jit) {
     char *pattern = rewrite_whitespace(src);
     if (!pattern)
         return ox_fail(OX_ERR_OOM, "tokenizer: out of memory compiling pre-tokenizer '%s'",
@@ -359,18 +393,34 @@ static enum ox_status compile_one(const struct pretok_config *cfg, size_t idx, c
     /* UTF + UCP: code points and Unicode properties for \d \w \b. DOLLAR_ENDONLY: '$' is the
      * end of the piece only, as in std::regex. Never PCRE2_MATCH_INVALID_UTF: it makes each
      * interpreter match re-scan the subject (quadratic); the input is repaired up front. */
-    *out = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
-                         PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &err, &err_off, NULL);
+    *out =
+        pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY | extra, &err, &err_off, NULL);
     free(pattern);
     if (!*out) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(err, msg, sizeof msg);
         return ox_fail(OX_ERR_UNSUPPORTED,
                        "tokenizer: pre-tokenizer '%s' regex %zu does not compile at offset "
-                       "%zu: %s", cfg->kind, idx, (size_t)err_off, (const char *)msg);
+                       "%zu: %s",
+                       cfg->kind, idx, (size_t)err_off, (const char *)msg);
     }
     /* JIT is 4-5x faster; where it is unavailable we match with the interpreter. */
     *jit = pcre2_jit_compile(*out, PCRE2_JIT_COMPLETE) == 0;
+    return OX_OK;
+}
+
+/* Compile regex i of the set, and its one-pass replacement's helpers where it has one. */
+static enum ox_status compile_entry(struct pretok *p, size_t i, const char *src) {
+    OX_TRY(compile_one(&p->cfg, i, src, 0, &p->code[i], &p->jit[i]));
+    for (size_t k = 0; k < sizeof digit_patterns / sizeof digit_patterns[0]; k++) {
+        if (strcmp(src, digit_patterns[k].pattern) != 0 || p->cfg.regex_only)
+            continue;
+        p->digits[i] = digit_patterns[k].rule;
+        OX_TRY(compile_one(&p->cfg, i, digit_patterns[k].run, 0, &p->run[i], &p->run_jit[i]));
+        if (p->digits[i] == DIGITS_ISOLATE_WORD && !p->word)
+            OX_TRY(compile_one(&p->cfg, i, "\\w", PCRE2_ANCHORED, &p->word, &p->word_jit));
+    }
     return OX_OK;
 }
 
@@ -386,14 +436,13 @@ enum ox_status pretok_create(const struct pretok_config *cfg, struct pretok **ou
     p->cfg = *cfg;
     for (const char *const *re = e->regexes; *re; re++) {
         enum ox_status st = p->n_regexes < PRETOK_MAX_REGEXES
-                                ? compile_one(cfg, p->n_regexes, *re, &p->code[p->n_regexes],
-                                              &p->jit[p->n_regexes])
+                                ? compile_entry(p, p->n_regexes, *re)
                                 : ox_fail(OX_ERR_UNSUPPORTED, "tokenizer: too many regexes");
+        p->n_regexes++; /* counted even on failure, so pretok_free frees what compiled */
         if (st != OX_OK) {
             pretok_free(p);
             return st;
         }
-        p->n_regexes++;
     }
     *out = p;
     return OX_OK;
@@ -402,8 +451,11 @@ enum ox_status pretok_create(const struct pretok_config *cfg, struct pretok **ou
 void pretok_free(struct pretok *p) {
     if (!p)
         return;
-    for (size_t i = 0; i < p->n_regexes; i++)
+    for (size_t i = 0; i < p->n_regexes; i++) {
         pcre2_code_free(p->code[i]);
+        pcre2_code_free(p->run[i]);
+    }
+    pcre2_code_free(p->word);
     free(p);
 }
 
@@ -418,32 +470,6 @@ void pretok_free(struct pretok *p) {
  * C like llama.cpp's flags for surrogates) and a second copy keeps the real bytes. A value
  * above U+10FFFF makes llama.cpp throw out of llama_tokenize; we read its bytes as invalid
  * (one U+FFFD each) instead. */
-
-/* Bytes of the sequence a lead byte announces (1 for a byte that starts none). */
-static size_t lead_len(uint8_t b) {
-    return b < 0xC0 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : b < 0xF8 ? 4 : 1;
-}
-
-/* llama.cpp's lenient decode of one code point; 0 when the bytes do not form one. */
-static size_t lax_decode(const uint8_t *s, size_t n, uint32_t *cp) {
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    if (s[0] < 0xC0 || s[0] >= 0xF8)
-        return 0;
-    size_t need = lead_len(s[0]);
-    if (n < need)
-        return 0;
-    uint32_t c = s[0] & (0x7F >> need);
-    for (size_t i = 1; i < need; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        c = (c << 6) | (s[i] & 0x3F);
-    }
-    *cp = c;
-    return need;
-}
 
 /* Length of the longest prefix of s that is strict UTF-8 (what PCRE2 accepts). */
 static size_t valid_prefix(const uint8_t *s, size_t n) {
@@ -463,35 +489,12 @@ static size_t valid_prefix(const uint8_t *s, size_t n) {
             continue;
         }
         uint32_t cp;
-        size_t k = lax_decode(s + i, n - i, &cp);
+        size_t k = utf8_decode_lax(s + i, n - i, &cp);
         if (k == 0 || cp < min_cp[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
             return i;
         i += k;
     }
     return n;
-}
-
-static size_t put_utf8(char *d, uint32_t cp) {
-    if (cp < 0x80) {
-        d[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        d[0] = (char)(0xC0 | (cp >> 6));
-        d[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        d[0] = (char)(0xE0 | (cp >> 12));
-        d[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        d[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    d[0] = (char)(0xF0 | (cp >> 18));
-    d[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    d[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    d[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 static enum ox_status reserve_bytes(char **buf, size_t *cap, size_t need) {
@@ -518,16 +521,16 @@ static enum ox_status repair_text(const uint8_t *s, size_t n, bool escape,
     bool surrogates = false;
     for (size_t i = 0; i < n;) {
         uint32_t cp = 0;
-        size_t k = lax_decode(s + i, n - i, &cp);
+        size_t k = utf8_decode_lax(s + i, n - i, &cp);
         if (k == 0 || cp > 0x10FFFF) {
             cp = 0xFFFD;
             k = 1;
         } else if (escape && k == 1 && cp == ' ') {
             cp = 0x2581;
         }
-        size_t w = put_utf8(out + j, cp);
+        size_t w = utf8_encode(cp, out + j);
         if (cp >= 0xD800 && cp <= 0xDFFF) {
-            put_utf8(sub + j, 0xF000 + (cp - 0xD800)); /* same length: 3 bytes */
+            utf8_encode(0xF000 + (cp - 0xD800), sub + j); /* same length: 3 bytes */
             surrogates = true;
         } else {
             memcpy(sub + j, out + j, w);
@@ -578,18 +581,18 @@ static enum ox_status raise_limits(struct pretok_split_result *res) {
     return OX_OK;
 }
 
-/* One match attempt; retries once with raised limits when PCRE2 runs out of resources.
- * Returns 1 with [*ms, *me) on a match, 0 when there is none. */
-static enum ox_status match_at(const struct pretok *p, size_t ri, const char *subj, size_t n,
-                               size_t start, uint32_t opts, struct pretok_split_result *res,
-                               int *found, size_t *ms, size_t *me) {
+/* One match attempt of code (used for regex ri); retries once with raised limits when PCRE2
+ * runs out of resources. Sets *found, and [*ms, *me) on a match. */
+static enum ox_status match_code(const struct pretok *p, size_t ri, const pcre2_code *code,
+                                 bool jit, const char *subj, size_t n, size_t start, uint32_t opts,
+                                 struct pretok_split_result *res, int *found, size_t *ms,
+                                 size_t *me) {
     for (;;) {
         /* pcre2_jit_match skips pcre2_match's argument checks: worth it at one call per word */
-        int rc = p->jit[ri] ? pcre2_jit_match(p->code[ri], (PCRE2_SPTR)subj, n, start, opts,
-                                              res->match_data, res->match_ctx)
-                            : pcre2_match(p->code[ri], (PCRE2_SPTR)subj, n, start,
-                                          opts | PCRE2_NO_UTF_CHECK, res->match_data,
-                                          res->match_ctx);
+        int rc = jit ? pcre2_jit_match(code, (PCRE2_SPTR)subj, n, start, opts, res->match_data,
+                                       res->match_ctx)
+                     : pcre2_match(code, (PCRE2_SPTR)subj, n, start, opts | PCRE2_NO_UTF_CHECK,
+                                   res->match_data, res->match_ctx);
         if (rc >= 0) { /* 0: matched, ovector too small for the groups we do not need */
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(res->match_data);
             *found = 1;
@@ -609,10 +612,67 @@ static enum ox_status match_at(const struct pretok *p, size_t ri, const char *su
             pcre2_get_error_message(rc, msg, sizeof msg);
             return ox_fail(limit ? OX_ERR_OOM : OX_ERR_UNSUPPORTED,
                            "tokenizer: pre-tokenizer '%s' regex %zu failed on a piece of %zu "
-                           "bytes: %s", p->cfg.kind, ri, n, (const char *)msg);
+                           "bytes: %s",
+                           p->cfg.kind, ri, n, (const char *)msg);
         }
         OX_TRY(raise_limits(res));
     }
+}
+
+static enum ox_status match_at(const struct pretok *p, size_t ri, const char *subj, size_t n,
+                               size_t start, uint32_t opts, struct pretok_split_result *res,
+                               int *found, size_t *ms, size_t *me) {
+    return match_code(p, ri, p->code[ri], p->jit[ri], subj, n, start, opts, res, found, ms, me);
+}
+
+/* End the current piece at offset cut of the piece starting at base (empty pieces dropped). */
+static enum ox_status cut_at(struct pretok_split_result *res, size_t base, size_t *kept,
+                             size_t cut) {
+    if (cut > *kept)
+        OX_TRY(push_span(res, base + *kept, cut - *kept));
+    *kept = cut > *kept ? cut : *kept;
+    return OX_OK;
+}
+
+/* Whether the one-pass digit splitter cuts before digit j of a run of n digits: before each
+ * group of three counted from the right. The isolating rules cut at both ends too; DIGITS_CUT
+ * only where a whole group follows (its lookahead needs one). */
+static bool digit_cut(enum digit_rule rule, size_t j, size_t n) {
+    size_t rest = n - j;
+    return rule == DIGITS_CUT ? rest >= 3 && rest % 3 == 0 : j == 0 || rest % 3 == 0;
+}
+
+/* The one-pass form of the digit-grouping regexes (see digit_patterns); groups count code
+ * points, not bytes. */
+static enum ox_status split_digits(const struct pretok *p, size_t ri, const char *subject,
+                                   struct pretok_span piece, struct pretok_split_result *res) {
+    const char *s = subject + piece.off;
+    size_t n = piece.len, pos = 0, kept = 0;
+    enum digit_rule rule = p->digits[ri];
+    while (pos < n) {
+        int found, word = 0;
+        size_t rs, re, ws, we, n_digits = 0;
+        OX_TRY(match_code(p, ri, p->run[ri], p->run_jit[ri], s, n, pos, 0, res, &found, &rs, &re));
+        if (!found)
+            break;
+        pos = re;
+        if (rule == DIGITS_ISOLATE_WORD && re < n)
+            OX_TRY(match_code(p, ri, p->word, p->word_jit, s, n, re, 0, res, &word, &ws, &we));
+        if (word)
+            continue; /* no \b after the run: the regex matches nowhere in it */
+        for (size_t b = rs; b < re; b++)
+            n_digits += ((uint8_t)s[b] & 0xC0) != 0x80;
+        for (size_t b = rs, j = 0;; j++) {
+            if (digit_cut(rule, j, n_digits))
+                OX_TRY(cut_at(res, piece.off, &kept, b));
+            if (b == re)
+                break;
+            do /* to the next code point */
+                b++;
+            while (b < re && ((uint8_t)s[b] & 0xC0) == 0x80);
+        }
+    }
+    return cut_at(res, piece.off, &kept, n);
 }
 
 /* Split one piece with regex ri, appending to next_spans: each match is a piece, and so is
@@ -620,6 +680,8 @@ static enum ox_status match_at(const struct pretok *p, size_t ri, const char *su
  * matches only mark boundaries; empty pieces are dropped (they yield no tokens). */
 static enum ox_status split_piece(const struct pretok *p, size_t ri, const char *subject,
                                   struct pretok_span piece, struct pretok_split_result *res) {
+    if (p->digits[ri] != DIGITS_NONE)
+        return split_digits(p, ri, subject, piece, res);
     const char *s = subject + piece.off; /* the piece is the whole subject: lookarounds and $
                                             see its ends, as llama.cpp's per-piece matching */
     size_t n = piece.len, pos = 0, kept = 0;

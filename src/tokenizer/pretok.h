@@ -1,4 +1,5 @@
-/* pretok.h: the regex pre-tokenizers of byte-level BPE vocabularies, selected by tokenizer.ggml.pre. */
+/* pretok.h: the regex pre-tokenizers of byte-level BPE vocabularies, selected by
+ * tokenizer.ggml.pre. */
 #ifndef OX_TOKENIZER_PRETOK_H
 #define OX_TOKENIZER_PRETOK_H
 
@@ -22,6 +23,8 @@ struct pretok_config {
     bool force_add_bos;      /* add_bos is on whatever the GGUF says (gemma4) */
     bool no_default_bos;     /* no BOS id unless the GGUF names one (glm4) */
     bool newline_runs_whole; /* a piece of only '\n' that is a token is emitted whole (gemma4) */
+    bool regex_only;         /* tests: run every pattern as a regex, even those pretok.c
+                                replaces by one-pass code for speed */
 };
 
 /* Look up a pre value ("" means "default", as llama.cpp treats a missing one). An unknown
@@ -46,21 +49,21 @@ struct pretok_span {
 /* The pieces of one text, and the buffers reused from call to call (zero-initialize it; one
  * per thread or per call; release with pretok_split_result_free). */
 struct pretok_split_result {
-    const char *text;        /* what the spans index: the input itself when it was valid
-                                UTF-8, else the copy below */
+    const char *text; /* what the spans index: the input itself when it was valid
+                         UTF-8, else the copy below */
     size_t text_len;
     struct pretok_span *spans;
     size_t n_spans;
 
     /* scratch */
-    char *subject;           /* the input with invalid UTF-8 repaired (what the regexes see) */
-    char *out_text;          /* subject with surrogate stand-ins put back, when there were any */
+    char *subject;  /* the input with invalid UTF-8 repaired (what the regexes see) */
+    char *out_text; /* subject with surrogate stand-ins put back, when there were any */
     size_t subject_cap, out_cap;
     struct pretok_span *next_spans;
     size_t spans_cap, next_cap, n_next;
-    void *match_data;        /* pcre2_match_data_8 */
-    void *match_ctx;         /* pcre2_match_context_8 with raised limits, made on demand */
-    void *jit_stack;         /* pcre2_jit_stack_8, made on demand */
+    void *match_data; /* pcre2_match_data_8 */
+    void *match_ctx;  /* pcre2_match_context_8 with raised limits, made on demand */
+    void *jit_stack;  /* pcre2_jit_stack_8, made on demand */
 };
 
 /* Split text (len bytes, any bytes) into pieces with the pre-tokenizer's regexes in order,

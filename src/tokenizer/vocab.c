@@ -53,6 +53,10 @@ static enum ox_status select_model(struct vocab *v, const char *model, size_t le
         v->type = VOCAB_BPE, v->ops = &vocab_bpe_ops;
         set_specials(v, 11, 11, -1, -1, -1, -1);
         v->clean_spaces = true;
+    } else if (!strcmp(v->model_name, "gemma4")) { /* BPE with its own pre-tokenizer */
+        v->type = VOCAB_BPE, v->ops = &vocab_bpe_ops;
+        set_specials(v, -1, -1, -1, -1, -1, -1);
+        v->clean_spaces = true;
     } else if (!strcmp(v->model_name, "bert")) {
         v->type = VOCAB_WPM, v->ops = &vocab_wpm_ops;
         set_specials(v, 101, -1, 100, 102, 0, 103);
@@ -418,6 +422,8 @@ static enum ox_status load_all(struct vocab *v, const struct ox_gguf *g) {
             return ox_fail(OX_ERR_FORMAT, "tokenizer: pre-tokenizer name too long");
         snprintf(v->pre, sizeof v->pre, "%.*s", (int)pre_len, pre);
     }
+    if (!strcmp(v->model_name, "gemma4"))
+        snprintf(v->pre, sizeof v->pre, "gemma4"); /* whatever the file says, as llama.cpp */
     if (v->type == VOCAB_NONE)
         return OX_OK;
     OX_TRY(load_tokens(v, g));
@@ -425,6 +431,8 @@ static enum ox_status load_all(struct vocab *v, const struct ox_gguf *g) {
         OX_TRY(v->ops->init(v, g)); /* may set model flags (BPE pre-tokenizer presets) */
     OX_TRY(read_specials(v, g));
     OX_TRY(read_flags(v, g));
+    if (!strcmp(v->pre, "gemma4"))
+        v->add_bos = true; /* Gemma 4 files say false but the model needs BOS (llama.cpp #21500) */
     OX_TRY(detect_specials(v));
     OX_TRY(cache_specials(v));
     name_specific_attrs(v, g);

@@ -6,6 +6,7 @@
 
 #include <utf8proc.h>
 
+#include "tokenizer/utf8.h"
 #include "tokenizer/vocab.h"
 
 /* The GGUF converter rewrites Hugging Face's WordPiece vocabulary so that word-start pieces
@@ -39,56 +40,10 @@ struct wpm_word {
  * Values past U+10FFFF (F4 90.. to F7) would make llama.cpp throw when re-encoding; they
  * become U+FFFD here, which the splitter drops. Never reads past len. */
 static uint32_t wpm_decode(const unsigned char *s, size_t len, size_t *adv) {
-    unsigned b = s[0];
-    size_t n;
     uint32_t cp;
-    if (b < 0x80) {
-        *adv = 1;
-        return b;
-    }
-    if (b < 0xC0 || b >= 0xF8) { /* stray continuation byte, or no such lead byte */
-        *adv = 1;
-        return WPM_REPLACEMENT;
-    }
-    n = b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-    cp = b & (0x7Fu >> n);
-    if (len < n) {
-        *adv = 1;
-        return WPM_REPLACEMENT;
-    }
-    for (size_t k = 1; k < n; k++) {
-        if ((s[k] & 0xC0) != 0x80) {
-            *adv = 1;
-            return WPM_REPLACEMENT;
-        }
-        cp = (cp << 6) | (s[k] & 0x3Fu);
-    }
-    *adv = n;
-    return cp <= 0x10FFFF ? cp : WPM_REPLACEMENT;
-}
-
-/* UTF-8 bytes of a code point <= U+10FFFF into out (4 bytes of room); returns the count. */
-static size_t wpm_encode_utf8(uint32_t cp, char *out) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
+    size_t n = utf8_decode_lax(s, len, &cp);
+    *adv = n ? n : 1;
+    return n && cp <= 0x10FFFF ? cp : WPM_REPLACEMENT;
 }
 
 /* The Unicode White_Space property (PropList.txt), which is what BERT splits on; U+0085 and
@@ -197,7 +152,7 @@ static enum ox_status wpm_word_add(struct wpm_word *w, uint32_t cp) {
         w->buf = buf;
         w->cap = cap;
     }
-    w->len += wpm_encode_utf8(cp, w->buf + w->len);
+    w->len += utf8_encode(cp, w->buf + w->len);
     return OX_OK;
 }
 
