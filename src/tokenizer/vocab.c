@@ -66,8 +66,7 @@ static enum ox_status select_model(struct vocab *v, const char *model, size_t le
         set_specials(v, -1, -1, -1, -1, -1, -1);
     } else {
         return ox_fail(OX_ERR_UNSUPPORTED,
-                       "tokenizer: model '%s' is not supported (llama, gpt2, "
-                       "bert)",
+                       "tokenizer: model '%s' is not supported (llama, gpt2, gemma4, bert)",
                        v->model_name);
     }
     return OX_OK;
