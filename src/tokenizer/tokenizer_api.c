@@ -109,7 +109,7 @@ enum ox_status ox_tokenize(const struct ox_vocab *ov, const char *text, size_t l
     struct tok_list list = {0};
     enum ox_status s = vocab_tokenize(ov->v, text, len, add_special, parse_special, &list);
     if (s == OX_OK) {
-        if (cap)
+        if (cap && list.n)
             memcpy(tokens, list.ids, (list.n < cap ? list.n : cap) * sizeof *tokens);
         *n_tokens = list.n;
     }
