@@ -54,17 +54,51 @@ static enum ox_status split_fragment(const struct vocab *v, int32_t id, const ch
     }
 }
 
+/* Which adjacent byte pairs (and single bytes) occur in the text: a special token whose first
+ * two bytes never occur cannot match, so its pass over the text is skipped. Vocabularies with
+ * thousands of user-defined tokens (deepseek) would otherwise scan the text thousands of times. */
+struct text_pairs {
+    uint8_t pair[65536 / 8];
+    uint8_t byte[256 / 8];
+};
+
+static void find_pairs(const char *text, size_t len, struct text_pairs *tp) {
+    memset(tp, 0, sizeof *tp);
+    const unsigned char *t = (const unsigned char *)text;
+    for (size_t i = 0; i < len; i++) {
+        tp->byte[t[i] >> 3] |= (uint8_t)(1u << (t[i] & 7));
+        if (i + 1 < len) {
+            unsigned p = (unsigned)t[i] << 8 | t[i + 1];
+            tp->pair[p >> 3] |= (uint8_t)(1u << (p & 7));
+        }
+    }
+}
+
+static bool may_occur(const struct text_pairs *tp, const struct vocab_token *t) {
+    const unsigned char *s = (const unsigned char *)t->text;
+    if (t->len == 1)
+        return tp->byte[s[0] >> 3] & (1u << (s[0] & 7));
+    unsigned p = (unsigned)s[0] << 8 | s[1];
+    return tp->pair[p >> 3] & (1u << (p & 7));
+}
+
 /* llama.cpp's tokenizer_st_partition: longest special tokens first, each splitting the text
  * left by the previous ones. Without parse_special only user-defined tokens are split out. */
 static enum ox_status partition(const struct vocab *v, const char *text, size_t len,
                                 bool parse_special, struct fragments *frags) {
     OX_TRY(frag_push(frags, -1, 0, len));
+    struct text_pairs *tp = malloc(sizeof *tp);
+    if (!tp)
+        return ox_fail(OX_ERR_OOM, "tokenizer: out of memory");
+    find_pairs(text, len, tp);
     struct fragments next = {0};
     enum ox_status s = OX_OK;
     for (size_t k = 0; s == OX_OK && k < v->n_special; k++) {
         int32_t id = v->special_ids[k];
         if (!parse_special &&
             (v->tokens[id].attr & (OX_TOKEN_ATTR_CONTROL | OX_TOKEN_ATTR_UNKNOWN)))
+            continue;
+        if (!may_occur(tp, &v->tokens[id]))
             continue;
         next.n = 0;
         for (size_t i = 0; s == OX_OK && i < frags->n; i++) {
@@ -77,6 +111,7 @@ static enum ox_status partition(const struct vocab *v, const char *text, size_t 
         next = tmp;
     }
     free(next.items);
+    free(tp);
     return s;
 }
 
