@@ -343,6 +343,116 @@ OX_API enum ox_status ox_detok_stream_push(struct ox_detok_stream *stream, ox_to
 OX_API enum ox_status ox_detok_stream_flush(struct ox_detok_stream *stream, const char **text,
                                             size_t *len);
 
+/* ---- Models and inference ---------------------------------------------------------------- */
+
+struct ox_model;
+struct ox_context;
+
+/* Called during loading with the fraction done; return false to cancel (OX_ERR_ABORTED). */
+typedef bool (*ox_load_progress_fn)(float progress, void *user);
+
+struct ox_model_params {
+    bool use_mmap;                /* map the file (default); false reads it into memory */
+    ox_load_progress_fn progress; /* NULL: none */
+    void *progress_user;
+};
+
+OX_API struct ox_model_params ox_model_params_default(void);
+/* Load a model: hyper-parameters, tokenizer and weights (zero-copy from the mapping). Unknown
+ * architectures, missing or mis-shaped tensors and tensor types the CPU cannot run are refused
+ * with a message naming them. */
+OX_API enum ox_status ox_model_load(const char *path, const struct ox_model_params *params,
+                                    struct ox_model **out);
+OX_API void ox_model_free(struct ox_model *model);
+/* The model's tokenizer, owned by the model. */
+OX_API const struct ox_vocab *ox_model_vocab(const struct ox_model *model);
+OX_API int32_t ox_model_n_vocab(const struct ox_model *model);
+OX_API int32_t ox_model_n_ctx_train(const struct ox_model *model);
+OX_API int32_t ox_model_n_embd(const struct ox_model *model);
+OX_API int32_t ox_model_n_layer(const struct ox_model *model);
+OX_API uint64_t ox_model_n_params(const struct ox_model *model);
+/* "llama 15.2M q4_K" style description; snprintf rule. */
+OX_API size_t ox_model_desc(const struct ox_model *model, char *buf, size_t cap);
+
+struct ox_context_params {
+    uint32_t n_ctx;      /* KV cache cells (tokens over all sequences); 0: the model's */
+    uint32_t n_batch;    /* most tokens one ox_decode call takes */
+    int32_t n_threads;   /* <= 0: online CPUs */
+    uint32_t n_seq_max;  /* sequences (seq_id 0 .. n_seq_max-1) */
+    enum ox_dtype kv_type; /* OX_DTYPE_F16 (default), OX_DTYPE_F32 or OX_DTYPE_Q8_0 */
+};
+
+OX_API struct ox_context_params ox_context_params_default(void);
+/* A context borrows its model, which must outlive it. Memory (KV cache, activations) is sized
+ * here; ox_decode does not allocate. */
+OX_API enum ox_status ox_context_create(const struct ox_model *model,
+                                        const struct ox_context_params *params,
+                                        struct ox_context **out);
+OX_API void ox_context_free(struct ox_context *ctx);
+OX_API uint32_t ox_context_n_ctx(const struct ox_context *ctx);
+
+/* A batch of tokens: token i is at position pos[i] of sequence seq_id[i]; logits[i] asks for
+ * its output row. pos, seq_id and logits may be NULL: positions then continue each sequence,
+ * seq_id is 0, and only the last token's logits are kept. */
+struct ox_batch {
+    int32_t n_tokens;
+    const ox_token *token;
+    const int32_t *pos;
+    const int32_t *seq_id;
+    const bool *logits;
+};
+
+/* Run the model over the batch, appending it to the KV cache. OX_ERR_CONTEXT_FULL when the
+ * cache has no room (nothing is changed then); OX_ERR_INVALID_ARG for bad tokens, positions or
+ * sequence ids. */
+OX_API enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *batch);
+/* The logits (n_vocab floats) of batch token i of the last ox_decode, or NULL when i did not
+ * ask for them. Valid until the next ox_decode. */
+OX_API const float *ox_get_logits(const struct ox_context *ctx, int32_t i);
+
+/* KV cache operations over positions [p0, p1) (p1 < 0: to the end). */
+OX_API void ox_kv_clear(struct ox_context *ctx);
+OX_API void ox_kv_seq_rm(struct ox_context *ctx, int32_t seq_id, int32_t p0, int32_t p1);
+OX_API void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0,
+                         int32_t p1);
+/* Shift positions by delta (context shift); RoPE is re-applied to the cached keys. */
+OX_API void ox_kv_seq_add(struct ox_context *ctx, int32_t seq_id, int32_t p0, int32_t p1,
+                          int32_t delta);
+/* The largest position cached for seq_id, or -1. */
+OX_API int32_t ox_kv_seq_pos_max(const struct ox_context *ctx, int32_t seq_id);
+
+/* ---- Sampling ---------------------------------------------------------------------------- */
+
+/* A sampler chain turns a row of logits into one token: each stage narrows or reshapes the
+ * candidates (top-k, top-p, min-p, temperature) and the last one picks (greedy, or a seeded
+ * random draw). Stages run in the order added, as llama.cpp's llama_sampler_chain.
+ *
+ *     struct ox_sampler *s;
+ *     ox_sampler_create(&s);
+ *     ox_sampler_add_top_k(s, 40);
+ *     ox_sampler_add_top_p(s, 0.95f, 1);
+ *     ox_sampler_add_min_p(s, 0.05f, 1);
+ *     ox_sampler_add_temp(s, 0.8f);
+ *     ox_sampler_add_dist(s, 1234);
+ *     ox_token t = ox_sampler_sample(s, logits, n_vocab);
+ */
+struct ox_sampler;
+
+OX_API enum ox_status ox_sampler_create(struct ox_sampler **out);
+OX_API void ox_sampler_free(struct ox_sampler *sampler);
+/* Stages; each returns OX_ERR_INVALID_ARG for out-of-range parameters (NaN, k < 0, ...). */
+OX_API enum ox_status ox_sampler_add_greedy(struct ox_sampler *s);
+OX_API enum ox_status ox_sampler_add_dist(struct ox_sampler *s, uint32_t seed);
+OX_API enum ox_status ox_sampler_add_temp(struct ox_sampler *s, float temp);
+OX_API enum ox_status ox_sampler_add_top_k(struct ox_sampler *s, int32_t k);
+OX_API enum ox_status ox_sampler_add_top_p(struct ox_sampler *s, float p, size_t min_keep);
+OX_API enum ox_status ox_sampler_add_min_p(struct ox_sampler *s, float p, size_t min_keep);
+/* Pick a token from n_vocab logits (not modified); -1 when the chain cannot pick (empty
+ * chain, no final greedy/dist stage, n_vocab < 1). Not thread-safe per sampler. */
+OX_API ox_token ox_sampler_sample(struct ox_sampler *s, const float *logits, int32_t n_vocab);
+/* Forget per-sequence state and restart the random stream from its seed. */
+OX_API void ox_sampler_reset(struct ox_sampler *s);
+
 /* ---- GGUF files (read-only inspection) --------------------------------------------------- */
 
 /* GGUF metadata value types, with the file format's numeric ids. */

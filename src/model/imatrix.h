@@ -11,7 +11,7 @@
 /* One weight matrix's importance: the mean squared activation of each input column, per
  * expert for MoE tensors ([n_expert][n_per_row]). */
 struct imatrix_entry {
-    char *name;    /* the weight's tensor name, "blk.0.attn_q.weight" */
+    char *name; /* the weight's tensor name, "blk.0.attn_q.weight" */
     float *values;
     int64_t n;
 };
@@ -19,9 +19,9 @@ struct imatrix_entry {
 struct imatrix {
     struct imatrix_entry *entries;
     size_t n_entries;
-    struct strmap index;  /* name -> entry */
-    char *dataset;        /* the first calibration dataset named in the file, or NULL */
-    int32_t chunk_count;  /* chunks the statistics were collected over (0: unknown) */
+    struct strmap index; /* name -> entry */
+    char *dataset;       /* the first calibration dataset named in the file, or NULL */
+    int32_t chunk_count; /* chunks the statistics were collected over (0: unknown) */
 };
 
 /* Load a GGUF imatrix (tensors <name>.in_sum2 + <name>.counts, keys imatrix.datasets /

@@ -9,50 +9,52 @@
 
 /* What oxidize supplies for each type of OX_DTYPE_LIST, by the list's NAME: the C type of one
  * block (one element for the plain types), its element count, its reference dequantizer, its
- * quantizer from float (NULL: not a weight type), and whether quantizing needs an importance
- * matrix (ggml_quantize_requires_imatrix: these types are too coarse without one).
+ * quantizer from float (NULL: not a weight type), whether quantizing needs an importance
+ * matrix (ggml_quantize_requires_imatrix: these types are too coarse without one), and the type
+ * activations are rounded to for dot products with it (ggml-cpu's vec_dot_type).
  * A type added to the list without an entry here fails to compile. */
-#define IMPL_F32(X)     X(float, 1, dequant_f32, quant_f32, false)
-#define IMPL_F16(X)     X(uint16_t, 1, dequant_f16, quant_f16, false)
-#define IMPL_BF16(X)    X(uint16_t, 1, dequant_bf16, quant_bf16, false)
-#define IMPL_F64(X)     X(double, 1, dequant_f64, NULL, false)
-#define IMPL_I8(X)      X(int8_t, 1, dequant_i8, NULL, false)
-#define IMPL_I16(X)     X(int16_t, 1, dequant_i16, NULL, false)
-#define IMPL_I32(X)     X(int32_t, 1, dequant_i32, NULL, false)
-#define IMPL_I64(X)     X(int64_t, 1, dequant_i64, NULL, false)
-#define IMPL_Q1_0(X)    X(struct block_q1_0, 128, dequant_q1_0, quant_q1_0, false)
-#define IMPL_Q2_0(X)    X(struct block_q2_0, 64, dequant_q2_0, quant_q2_0, false)
-#define IMPL_Q4_0(X)    X(struct block_q4_0, 32, dequant_q4_0, quant_q4_0, false)
-#define IMPL_Q4_1(X)    X(struct block_q4_1, 32, dequant_q4_1, quant_q4_1, false)
-#define IMPL_Q5_0(X)    X(struct block_q5_0, 32, dequant_q5_0, quant_q5_0, false)
-#define IMPL_Q5_1(X)    X(struct block_q5_1, 32, dequant_q5_1, quant_q5_1, false)
-#define IMPL_Q8_0(X)    X(struct block_q8_0, 32, dequant_q8_0, quant_q8_0, false)
-#define IMPL_Q8_1(X)    X(struct block_q8_1, 32, dequant_q8_1, quant_q8_1, false)
-#define IMPL_Q2_K(X)    X(struct block_q2_K, QK_SUPER, dequant_q2_K, quant_q2_K, false)
-#define IMPL_Q3_K(X)    X(struct block_q3_K, QK_SUPER, dequant_q3_K, quant_q3_K, false)
-#define IMPL_Q4_K(X)    X(struct block_q4_K, QK_SUPER, dequant_q4_K, quant_q4_K, false)
-#define IMPL_Q5_K(X)    X(struct block_q5_K, QK_SUPER, dequant_q5_K, quant_q5_K, false)
-#define IMPL_Q6_K(X)    X(struct block_q6_K, QK_SUPER, dequant_q6_K, quant_q6_K, false)
-#define IMPL_Q8_K(X)    X(struct block_q8_K, QK_SUPER, dequant_q8_K, quant_q8_K, false)
-#define IMPL_IQ2_XXS(X) X(struct block_iq2_xxs, QK_SUPER, dequant_iq2_xxs, quant_iq2_xxs, true)
-#define IMPL_IQ2_XS(X)  X(struct block_iq2_xs, QK_SUPER, dequant_iq2_xs, quant_iq2_xs, true)
-#define IMPL_IQ2_S(X)   X(struct block_iq2_s, QK_SUPER, dequant_iq2_s, quant_iq2_s, false)
-#define IMPL_IQ3_XXS(X) X(struct block_iq3_xxs, QK_SUPER, dequant_iq3_xxs, quant_iq3_xxs, false)
-#define IMPL_IQ3_S(X)   X(struct block_iq3_s, QK_SUPER, dequant_iq3_s, quant_iq3_s, false)
-#define IMPL_IQ1_S(X)   X(struct block_iq1_s, QK_SUPER, dequant_iq1_s, quant_iq1_s, true)
-#define IMPL_IQ1_M(X)   X(struct block_iq1_m, QK_SUPER, dequant_iq1_m, quant_iq1_m, false)
-#define IMPL_IQ4_NL(X)  X(struct block_iq4_nl, 32, dequant_iq4_nl, quant_iq4_nl, false)
-#define IMPL_IQ4_XS(X)  X(struct block_iq4_xs, QK_SUPER, dequant_iq4_xs, quant_iq4_xs, false)
-#define IMPL_MXFP4(X)   X(struct block_mxfp4, 32, dequant_mxfp4, quant_mxfp4, false)
-#define IMPL_NVFP4(X)   X(struct block_nvfp4, 64, dequant_nvfp4, quant_nvfp4, false)
-#define IMPL_TQ1_0(X)   X(struct block_tq1_0, QK_SUPER, dequant_tq1_0, quant_tq1_0, false)
-#define IMPL_TQ2_0(X)   X(struct block_tq2_0, QK_SUPER, dequant_tq2_0, quant_tq2_0, false)
+#define IMPL_F32(X)     X(float, 1, dequant_f32, quant_f32, false, OX_DTYPE_F32)
+#define IMPL_F16(X)     X(uint16_t, 1, dequant_f16, quant_f16, false, OX_DTYPE_F16)
+#define IMPL_BF16(X)    X(uint16_t, 1, dequant_bf16, quant_bf16, false, OX_DTYPE_BF16)
+#define IMPL_F64(X)     X(double, 1, dequant_f64, NULL, false, OX_DTYPE_F64)
+#define IMPL_I8(X)      X(int8_t, 1, dequant_i8, NULL, false, OX_DTYPE_I8)
+#define IMPL_I16(X)     X(int16_t, 1, dequant_i16, NULL, false, OX_DTYPE_I16)
+#define IMPL_I32(X)     X(int32_t, 1, dequant_i32, NULL, false, OX_DTYPE_I32)
+#define IMPL_I64(X)     X(int64_t, 1, dequant_i64, NULL, false, OX_DTYPE_I64)
+#define IMPL_Q1_0(X)    X(struct block_q1_0, 128, dequant_q1_0, quant_q1_0, false, OX_DTYPE_Q8_0)
+#define IMPL_Q2_0(X)    X(struct block_q2_0, 64, dequant_q2_0, quant_q2_0, false, OX_DTYPE_Q8_0)
+#define IMPL_Q4_0(X)    X(struct block_q4_0, 32, dequant_q4_0, quant_q4_0, false, OX_DTYPE_Q8_0)
+#define IMPL_Q4_1(X)    X(struct block_q4_1, 32, dequant_q4_1, quant_q4_1, false, OX_DTYPE_Q8_1)
+#define IMPL_Q5_0(X)    X(struct block_q5_0, 32, dequant_q5_0, quant_q5_0, false, OX_DTYPE_Q8_0)
+#define IMPL_Q5_1(X)    X(struct block_q5_1, 32, dequant_q5_1, quant_q5_1, false, OX_DTYPE_Q8_1)
+#define IMPL_Q8_0(X)    X(struct block_q8_0, 32, dequant_q8_0, quant_q8_0, false, OX_DTYPE_Q8_0)
+#define IMPL_Q8_1(X)    X(struct block_q8_1, 32, dequant_q8_1, quant_q8_1, false, OX_DTYPE_Q8_1)
+#define IMPL_Q2_K(X)    X(struct block_q2_K, QK_SUPER, dequant_q2_K, quant_q2_K, false, OX_DTYPE_Q8_K)
+#define IMPL_Q3_K(X)    X(struct block_q3_K, QK_SUPER, dequant_q3_K, quant_q3_K, false, OX_DTYPE_Q8_K)
+#define IMPL_Q4_K(X)    X(struct block_q4_K, QK_SUPER, dequant_q4_K, quant_q4_K, false, OX_DTYPE_Q8_K)
+#define IMPL_Q5_K(X)    X(struct block_q5_K, QK_SUPER, dequant_q5_K, quant_q5_K, false, OX_DTYPE_Q8_K)
+#define IMPL_Q6_K(X)    X(struct block_q6_K, QK_SUPER, dequant_q6_K, quant_q6_K, false, OX_DTYPE_Q8_K)
+#define IMPL_Q8_K(X)    X(struct block_q8_K, QK_SUPER, dequant_q8_K, quant_q8_K, false, OX_DTYPE_Q8_K)
+#define IMPL_IQ2_XXS(X) X(struct block_iq2_xxs, QK_SUPER, dequant_iq2_xxs, quant_iq2_xxs, true, OX_DTYPE_Q8_K)
+#define IMPL_IQ2_XS(X)  X(struct block_iq2_xs, QK_SUPER, dequant_iq2_xs, quant_iq2_xs, true, OX_DTYPE_Q8_K)
+#define IMPL_IQ2_S(X)   X(struct block_iq2_s, QK_SUPER, dequant_iq2_s, quant_iq2_s, false, OX_DTYPE_Q8_K)
+#define IMPL_IQ3_XXS(X) X(struct block_iq3_xxs, QK_SUPER, dequant_iq3_xxs, quant_iq3_xxs, false, OX_DTYPE_Q8_K)
+#define IMPL_IQ3_S(X)   X(struct block_iq3_s, QK_SUPER, dequant_iq3_s, quant_iq3_s, false, OX_DTYPE_Q8_K)
+#define IMPL_IQ1_S(X)   X(struct block_iq1_s, QK_SUPER, dequant_iq1_s, quant_iq1_s, true, OX_DTYPE_Q8_K)
+#define IMPL_IQ1_M(X)   X(struct block_iq1_m, QK_SUPER, dequant_iq1_m, quant_iq1_m, false, OX_DTYPE_Q8_K)
+#define IMPL_IQ4_NL(X)  X(struct block_iq4_nl, 32, dequant_iq4_nl, quant_iq4_nl, false, OX_DTYPE_Q8_0)
+#define IMPL_IQ4_XS(X)  X(struct block_iq4_xs, QK_SUPER, dequant_iq4_xs, quant_iq4_xs, false, OX_DTYPE_Q8_K)
+#define IMPL_MXFP4(X)   X(struct block_mxfp4, 32, dequant_mxfp4, quant_mxfp4, false, OX_DTYPE_Q8_0)
+#define IMPL_NVFP4(X)   X(struct block_nvfp4, 64, dequant_nvfp4, quant_nvfp4, false, OX_DTYPE_Q8_0)
+#define IMPL_TQ1_0(X)   X(struct block_tq1_0, QK_SUPER, dequant_tq1_0, quant_tq1_0, false, OX_DTYPE_Q8_K)
+#define IMPL_TQ2_0(X)   X(struct block_tq2_0, QK_SUPER, dequant_tq2_0, quant_tq2_0, false, OX_DTYPE_Q8_K)
 
-#define LAYOUT_(layout, block, deq, q, imx) layout
-#define BLOCK_(layout, block, deq, q, imx)  block
-#define DEQUANT_(layout, block, deq, q, imx) deq
-#define QUANT_(layout, block, deq, q, imx)  q
-#define IMATRIX_(layout, block, deq, q, imx) imx
+#define LAYOUT_(layout, block, deq, q, imx, vdt)  layout
+#define BLOCK_(layout, block, deq, q, imx, vdt)   block
+#define DEQUANT_(layout, block, deq, q, imx, vdt) deq
+#define QUANT_(layout, block, deq, q, imx, vdt)   q
+#define IMATRIX_(layout, block, deq, q, imx, vdt) imx
+#define VDT_(layout, block, deq, q, imx, vdt)     vdt
 
 /* The list's sizes must be the ones the dequantizers are written for. */
 #define CHECK_(NAME, id, str, blck, size)                                                          \
@@ -71,7 +73,8 @@ static const struct dtype_traits traits_table[OX_DTYPE_COUNT] = {
             .is_quantized = (blck) > 1,                                                            \
             .to_float = IMPL_##NAME(DEQUANT_),                                                   \
             .from_float = IMPL_##NAME(QUANT_),                                                   \
-            .needs_imatrix = IMPL_##NAME(IMATRIX_)},
+            .needs_imatrix = IMPL_##NAME(IMATRIX_),                                              \
+            .vec_dot_type = IMPL_##NAME(VDT_)},
     OX_DTYPE_LIST(ENTRY_)
 #undef ENTRY_
 };

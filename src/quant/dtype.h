@@ -25,6 +25,8 @@ struct dtype_traits {
     dtype_to_float_fn to_float;
     dtype_from_float_fn from_float; /* NULL for types that are not quantization targets */
     bool needs_imatrix;             /* from_float requires an importance matrix */
+    enum ox_dtype vec_dot_type;     /* activations are rounded to this type for dot products
+                                       with weights of this type (llama.cpp's CPU backend) */
 };
 
 /* Traits of type id, or NULL when id is not a valid type (removed ids included). */

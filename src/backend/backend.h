@@ -1,0 +1,73 @@
+/* backend.h: the op table every compute backend implements; the forward pass calls only these. */
+#ifndef OX_BACKEND_BACKEND_H
+#define OX_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+#include "oxidize.h"
+
+/* A matrix of weights in any dtype: n_rows rows of n_cols elements, row_bytes apart. */
+struct mat {
+    enum ox_dtype type;
+    const void *data;
+    int64_t n_rows, n_cols;
+    size_t row_bytes;
+};
+
+/* Per-context backend state (threads, scratch). */
+struct backend {
+    const struct backend_ops *ops;
+    struct threadpool *pool;
+    float *scratch; /* n_threads x scratch_per_thread floats */
+    size_t scratch_per_thread;
+    float *x_rounded;  /* activations as the weights' dot-product type sees them:
+                          n_batch x max_cols floats */
+    uint8_t *x_packed; /* one packed activation row (max_cols x 4 bytes) */
+};
+
+struct attn_args {
+    const float *q, *k, *v;
+    float *y;
+    int n, n_cells, n_head, n_head_kv, hd_k, hd_v;
+    const int32_t *q_pos, *q_seq;
+    const int32_t *cell_pos;
+    const uint64_t *cell_seq; /* bit s set: the cell belongs to sequence s */
+    float scale;              /* applied to q.k, usually 1/sqrt(hd_k) */
+    bool f16_cache;           /* k/v came from an f16 cache: round q and the value
+                                 accumulator to f16 as llama.cpp's CPU flash attention does */
+};
+
+/* Activations are row-major float arrays: x[n][dim]. */
+struct backend_ops {
+    const char *name;
+    /* y[t] = W x[t] for t < n: y is [n][w->n_rows], x is [n][w->n_cols] */
+    void (*matmul)(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+    /* y[t] = row ids[t] of w as floats: y is [n][w->n_cols] */
+    void (*get_rows)(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
+    /* y = x / rms(x) * g, per row of dim elements (g may be NULL) */
+    void (*rms_norm)(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
+                     float eps);
+    /* rotate the first n_rot dims of each head of x[n][n_heads][head_dim] by pos[t] */
+    void (*rope)(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
+                 int n_rot, float freq_base, float freq_scale, bool neox);
+    /* y = silu(gate) * up, elementwise over n values */
+    void (*swiglu)(struct backend *b, const float *gate, const float *up, float *y, size_t n);
+    /* y += x over n values */
+    void (*add)(struct backend *b, float *y, const float *x, size_t n);
+    /* Causal attention of queries q[n][n_head][hd_k] over cached keys k[n_cells][n_head_kv][hd_k]
+     * and values v[n_cells][n_head_kv][hd_v]: query t sees cell c when c's sequence set has
+     * q_seq[t] and cell_pos[c] <= q_pos[t]. Heads share kv heads in groups (GQA). y is
+     * [n][n_head][hd_v]. */
+    void (*attention)(struct backend *b, const struct attn_args *a);
+};
+
+extern const struct backend_ops backend_cpu_ops;
+
+/* Scratch floats a matmul needs per thread for rows of n_cols elements. */
+size_t backend_cpu_scratch(int64_t max_cols);
+
+#endif

@@ -1,0 +1,234 @@
+/* ops_ref.c: the CPU backend's scalar reference ops (the oracle later SIMD kernels are tested
+ * against). Matmul dequantizes each weight row once per call and reuses it for every token. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/fp16.h"
+#include "quant/dtype.h"
+
+size_t backend_cpu_scratch(int64_t max_cols) {
+    return (size_t)max_cols;
+}
+
+struct matmul_job {
+    struct backend *b;
+    const struct mat *w;
+    const float *x;
+    float *y;
+    int n;
+};
+
+/* Thread ith takes an interleaved share of the weight rows. */
+static void matmul_rows(void *arg, int ith, int nth) {
+    struct matmul_job *j = arg;
+    const struct mat *w = j->w;
+    dtype_to_float_fn to_float = dtype_get((int)w->type)->to_float;
+    float *row = j->b->scratch + (size_t)ith * j->b->scratch_per_thread;
+    int64_t chunk = (w->n_rows + nth - 1) / nth, r0 = chunk * ith;
+    int64_t r1 = r0 + chunk < w->n_rows ? r0 + chunk : w->n_rows;
+    for (int64_t r = r0; r < r1; r++) {
+        to_float((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_cols);
+        for (int t = 0; t < j->n; t++) {
+            const float *x = j->x + (size_t)t * (size_t)w->n_cols;
+            double sum = 0.0; /* double: the reference should not add rounding of its own */
+            for (int64_t c = 0; c < w->n_cols; c++)
+                sum += (double)row[c] * (double)x[c];
+            j->y[(size_t)t * (size_t)w->n_rows + (size_t)r] = (float)sum;
+        }
+    }
+}
+
+/* llama.cpp's CPU backend converts activations to the weight's vec_dot_type (q8_0, q8_K, f16,
+ * bf16, ...) before its dot products; rounding them the same way here is what brings our
+ * logits within its own run-to-run noise. Returns the activations to multiply with. */
+static const float *round_activations(struct backend *b, const struct mat *w, const float *x,
+                                      int n) {
+    const struct dtype_traits *vt = dtype_get((int)dtype_get((int)w->type)->vec_dot_type);
+    if (vt->block_size == 1 && vt->type_size == 4)
+        return x; /* f32: nothing to round */
+    for (int t = 0; t < n; t++) {
+        vt->from_float(x + (size_t)t * (size_t)w->n_cols, b->x_packed, 1, w->n_cols, NULL);
+        vt->to_float(b->x_packed, b->x_rounded + (size_t)t * (size_t)w->n_cols, w->n_cols);
+    }
+    return b->x_rounded;
+}
+
+static void cpu_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    struct matmul_job j = {b, w, round_activations(b, w, x, n), y, n};
+    threadpool_run(b->pool, matmul_rows, &j);
+}
+
+static void cpu_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y,
+                         int n) {
+    (void)b;
+    dtype_to_float_fn to_float = dtype_get((int)w->type)->to_float;
+    for (int t = 0; t < n; t++)
+        to_float((const uint8_t *)w->data + (size_t)ids[t] * w->row_bytes,
+                 y + (size_t)t * (size_t)w->n_cols, w->n_cols);
+}
+
+/* As ggml: the mean square summed in double, the scale in float. */
+static void cpu_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n,
+                         int dim, float eps) {
+    (void)b;
+    for (int t = 0; t < n; t++) {
+        const float *xr = x + (size_t)t * (size_t)dim;
+        float *yr = y + (size_t)t * (size_t)dim;
+        double sum = 0.0;
+        for (int i = 0; i < dim; i++)
+            sum += (double)(xr[i] * xr[i]);
+        float scale = 1.0f / sqrtf((float)(sum / dim) + eps);
+        for (int i = 0; i < dim; i++)
+            yr[i] = g ? (xr[i] * scale) * g[i] : xr[i] * scale;
+    }
+}
+
+/* One head: pairs (i, i+1) (normal) or (i, i+n_rot/2) (NeoX) rotated by pos * base^(-i/n_rot),
+ * the angle advanced by multiplication as ggml does so rounding matches. */
+static void rope_head(float *x, int32_t pos, int n_rot, float theta_scale, float freq_scale,
+                      bool neox) {
+    float theta = (float)pos;
+    for (int i = 0; i < n_rot; i += 2) {
+        float angle = freq_scale * theta;
+        float c = cosf(angle), s = sinf(angle);
+        int a = neox ? i / 2 : i, bidx = neox ? i / 2 + n_rot / 2 : i + 1;
+        float x0 = x[a], x1 = x[bidx];
+        x[a] = x0 * c - x1 * s;
+        x[bidx] = x0 * s + x1 * c;
+        theta *= theta_scale;
+    }
+}
+
+static void cpu_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads,
+                     int head_dim, int n_rot, float freq_base, float freq_scale, bool neox) {
+    (void)b;
+    float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < n_heads; h++)
+            rope_head(x + ((size_t)t * (size_t)n_heads + (size_t)h) * (size_t)head_dim, pos[t],
+                      n_rot, theta_scale, freq_scale, neox);
+}
+
+static void cpu_swiglu(struct backend *b, const float *gate, const float *up, float *y, size_t n) {
+    (void)b;
+    for (size_t i = 0; i < n; i++)
+        y[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+static void cpu_add(struct backend *b, float *y, const float *x, size_t n) {
+    (void)b;
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+struct attn_job {
+    const struct attn_args *a;
+    float *scratch;
+    size_t per_thread;
+};
+
+/* One (token, head): scores over visible cells, softmax, weighted sum of values. */
+static void attend(const struct attn_args *a, int t, int h, float *scores) {
+    int kvh = h / (a->n_head / a->n_head_kv);
+    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
+    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
+    float max = -INFINITY;
+    for (int c = 0; c < a->n_cells; c++) {
+        bool visible = (a->cell_seq[c] >> a->q_seq[t] & 1) && a->cell_pos[c] <= a->q_pos[t];
+        scores[c] = -INFINITY;
+        if (!visible)
+            continue;
+        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
+        double dot = 0.0;
+        for (int i = 0; i < a->hd_k; i++)
+            dot += (double)q[i] * k[i];
+        scores[c] = (float)dot * a->scale;
+        max = scores[c] > max ? scores[c] : max;
+    }
+    memset(y, 0, (size_t)a->hd_v * sizeof *y);
+    if (max == -INFINITY)
+        return; /* nothing visible: a zero output, as a fully masked softmax row */
+    double total = 0.0;
+    for (int c = 0; c < a->n_cells; c++) {
+        scores[c] = scores[c] == -INFINITY ? 0.0f : expf(scores[c] - max);
+        total += scores[c];
+    }
+    for (int c = 0; c < a->n_cells; c++) {
+        if (scores[c] == 0.0f)
+            continue;
+        float p = (float)(scores[c] / total);
+        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
+        for (int i = 0; i < a->hd_v; i++)
+            y[i] += p * v[i];
+    }
+}
+
+static float round_f16(float x) {
+    return fp16_to_fp32(fp32_to_fp16(x));
+}
+
+/* One (token, head) the way llama.cpp's CPU flash attention computes it over an f16 cache:
+ * q rounded to f16, an online softmax, and the weighted values accumulated in f16. Matching
+ * its roundings keeps our logits within the reference's noise. */
+static void attend_f16(const struct attn_args *a, int t, int h, float *acc) {
+    int kvh = h / (a->n_head / a->n_head_kv);
+    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
+    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
+    float *qh = acc + a->hd_v, m = -INFINITY, sum = 0.0f;
+    for (int i = 0; i < a->hd_k; i++)
+        qh[i] = round_f16(q[i]);
+    memset(acc, 0, (size_t)a->hd_v * sizeof *acc);
+    for (int c = 0; c < a->n_cells; c++) {
+        if (!(a->cell_seq[c] >> a->q_seq[t] & 1) || a->cell_pos[c] > a->q_pos[t])
+            continue;
+        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
+        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
+        float s = 0.0f, ms = 1.0f, vs = 1.0f;
+        for (int i = 0; i < a->hd_k; i++)
+            s += qh[i] * k[i];
+        s *= a->scale;
+        if (s > m) {
+            ms = expf(m - s);
+            m = s;
+            for (int i = 0; i < a->hd_v; i++)
+                acc[i] = round_f16(acc[i] * ms);
+        } else {
+            vs = expf(s - m);
+        }
+        for (int i = 0; i < a->hd_v; i++)
+            acc[i] = round_f16(acc[i] + v[i] * vs);
+        sum = sum * ms + vs;
+    }
+    float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+    for (int i = 0; i < a->hd_v; i++)
+        y[i] = acc[i] * inv;
+}
+
+static void attention_rows(void *arg, int ith, int nth) {
+    struct attn_job *j = arg;
+    const struct attn_args *a = j->a;
+    float *scores = j->scratch + (size_t)ith * j->per_thread;
+    for (int w = ith; w < a->n * a->n_head; w += nth) {
+        if (a->f16_cache)
+            attend_f16(a, w / a->n_head, w % a->n_head, scores);
+        else
+            attend(a, w / a->n_head, w % a->n_head, scores);
+    }
+}
+
+static void cpu_attention(struct backend *b, const struct attn_args *a) {
+    struct attn_job j = {a, b->scratch, b->scratch_per_thread};
+    threadpool_run(b->pool, attention_rows, &j);
+}
+
+const struct backend_ops backend_cpu_ops = {
+    .name = "cpu",
+    .matmul = cpu_matmul,
+    .get_rows = cpu_get_rows,
+    .rms_norm = cpu_rms_norm,
+    .rope = cpu_rope,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+    .attention = cpu_attention,
+};

@@ -1,0 +1,106 @@
+/* config.c: model hyper-parameters from the "<arch>.*" GGUF keys, checked for sense. */
+#include <stdio.h>
+#include <string.h>
+
+#include "model/model.h"
+
+static const struct arch_desc arch_llama = {.name = "llama"};
+
+static const struct arch_desc *const architectures[] = {&arch_llama};
+
+static const struct arch_desc *find_arch(const char *name, size_t len) {
+    for (size_t i = 0; i < sizeof architectures / sizeof architectures[0]; i++)
+        if (strlen(architectures[i]->name) == len && !memcmp(architectures[i]->name, name, len))
+            return architectures[i];
+    return NULL;
+}
+
+/* "<arch>.<suffix>" as an integer in [lo, hi]; absent keys take fallback (< 0: required). */
+static enum ox_status get_int(const struct ox_gguf *g, const char *arch, const char *suffix,
+                              int64_t lo, int64_t hi, int64_t fallback, int32_t *out) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    const struct gguf_value *v = gguf_find(g, key);
+    if (!v && fallback >= 0) {
+        *out = (int32_t)fallback;
+        return OX_OK;
+    }
+    uint64_t x;
+    if (v && v->type == OX_GGUF_ARRAY) /* per-layer arrays: this engine needs them uniform */
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: per-layer values of '%s' are not supported",
+                       key);
+    OX_TRY(gguf_get_uint(g, key, (uint64_t)hi, &x));
+    if ((int64_t)x < lo)
+        return ox_fail(OX_ERR_FORMAT, "model: '%s' = %llu is below %lld", key,
+                       (unsigned long long)x, (long long)lo);
+    *out = (int32_t)x;
+    return OX_OK;
+}
+
+static enum ox_status get_float(const struct ox_gguf *g, const char *arch, const char *suffix,
+                                float fallback, float *out) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    *out = fallback;
+    return gguf_find(g, key) ? gguf_get_f32(g, key, out) : OX_OK;
+}
+
+static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct model_config *c) {
+    OX_TRY(get_int(g, a, "embedding_length", 1, 1 << 20, -1, &c->n_embd));
+    OX_TRY(get_int(g, a, "block_count", 1, MODEL_MAX_LAYERS, -1, &c->n_layer));
+    OX_TRY(get_int(g, a, "feed_forward_length", 1, 1 << 22, -1, &c->n_ff));
+    OX_TRY(get_int(g, a, "attention.head_count", 1, 1 << 14, -1, &c->n_head));
+    OX_TRY(get_int(g, a, "attention.head_count_kv", 1, 1 << 14, c->n_head, &c->n_head_kv));
+    OX_TRY(get_int(g, a, "context_length", 1, 1 << 24, 4096, &c->n_ctx_train));
+    if (c->n_embd % c->n_head != 0 || c->n_head % c->n_head_kv != 0)
+        return ox_fail(OX_ERR_FORMAT, "model: %d heads and %d kv heads do not divide %d", c->n_head,
+                       c->n_head_kv, c->n_embd);
+    int32_t hd = c->n_embd / c->n_head;
+    OX_TRY(get_int(g, a, "attention.key_length", 1, 1 << 14, hd, &c->head_dim_k));
+    OX_TRY(get_int(g, a, "attention.value_length", 1, 1 << 14, hd, &c->head_dim_v));
+    OX_TRY(get_int(g, a, "rope.dimension_count", 0, c->head_dim_k, c->head_dim_k, &c->n_rot));
+    if (c->n_rot % 2 != 0)
+        return ox_fail(OX_ERR_FORMAT, "model: rope dimension count %d is odd", c->n_rot);
+    OX_TRY(get_int(g, a, "expert_count", 0, 1 << 12, 0, &c->n_expert));
+    OX_TRY(get_int(g, a, "expert_used_count", 0, c->n_expert, 0, &c->n_expert_used));
+    if (c->n_expert > 0 && c->n_expert_used < 1)
+        return ox_fail(OX_ERR_FORMAT, "model: %d experts but expert_used_count is 0", c->n_expert);
+    return OX_OK;
+}
+
+static enum ox_status read_rope(const struct ox_gguf *g, const char *a, struct model_config *c) {
+    OX_TRY(get_float(g, a, "rope.freq_base", 10000.0f, &c->rope_freq_base));
+    float factor;
+    OX_TRY(get_float(g, a, "rope.scaling.factor", 1.0f, &factor));
+    char key[256];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    const char *type = "none";
+    uint64_t len = 4;
+    if (gguf_find(g, key))
+        OX_TRY(gguf_get_str(g, key, &type, &len));
+    bool linear = len == 6 && !memcmp(type, "linear", 6);
+    bool none = len == 4 && !memcmp(type, "none", 4);
+    if (!linear && !none)
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported yet",
+                       (int)len, type);
+    if (!(factor > 0.0f) || !(c->rope_freq_base > 0.0f))
+        return ox_fail(OX_ERR_FORMAT, "model: bad rope frequency base or scaling factor");
+    c->rope_freq_scale = linear ? 1.0f / factor : 1.0f;
+    return get_float(g, a, "attention.layer_norm_rms_epsilon", 1e-5f, &c->norm_eps);
+}
+
+enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c) {
+    memset(c, 0, sizeof *c);
+    const char *name;
+    uint64_t len;
+    OX_TRY(gguf_get_str(g, "general.architecture", &name, &len));
+    c->arch = find_arch(name, (size_t)len);
+    if (!c->arch)
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "model: architecture '%.*s' is not supported "
+                       "(supported: llama)",
+                       (int)(len > 64 ? 64 : len), name);
+    const char *a = c->arch->name;
+    OX_TRY(read_shape(g, a, c));
+    return read_rope(g, a, c);
+}

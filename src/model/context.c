@@ -1,0 +1,141 @@
+/* context.c: ox_context_create / ox_decode / KV cache operations. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "model/context.h"
+#include "quant/dtype.h"
+
+#define MAX_SEQ 64 /* sequence sets are 64-bit masks */
+
+struct ox_context_params ox_context_params_default(void) {
+    return (struct ox_context_params){
+        .n_ctx = 4096, .n_batch = 512, .n_threads = 0, .n_seq_max = 1, .kv_type = OX_DTYPE_F16};
+}
+
+static float *falloc(size_t n) {
+    return ox_aligned_alloc(OX_ALIGN, (n ? n : 1) * sizeof(float));
+}
+
+static enum ox_status check_params(const struct ox_model *m, struct ox_context_params *p) {
+    if (p->n_ctx == 0)
+        p->n_ctx = (uint32_t)m->cfg.n_ctx_train;
+    const struct dtype_traits *kt = dtype_get((int)p->kv_type);
+    int64_t dk = (int64_t)m->cfg.n_head_kv * m->cfg.head_dim_k;
+    if (p->kv_type != OX_DTYPE_F16 && p->kv_type != OX_DTYPE_F32 && p->kv_type != OX_DTYPE_Q8_0)
+        return ox_fail(OX_ERR_INVALID_ARG, "context: KV cache type must be f16, f32 or q8_0");
+    if (dk % kt->block_size != 0 ||
+        ((int64_t)m->cfg.n_head_kv * m->cfg.head_dim_v) % kt->block_size)
+        return ox_fail(OX_ERR_INVALID_ARG, "context: KV rows do not fit %s blocks", kt->name);
+    if (p->n_ctx > (1u << 24) || p->n_batch < 1 || p->n_batch > (1u << 16) || p->n_seq_max < 1 ||
+        p->n_seq_max > MAX_SEQ)
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "context: n_ctx %u, n_batch %u or n_seq_max %u out "
+                       "of range",
+                       p->n_ctx, p->n_batch, p->n_seq_max);
+    return OX_OK;
+}
+
+static enum ox_status alloc_kv(struct ox_context *ctx) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct kv_cache *kv = &ctx->kv;
+    const struct dtype_traits *tr = dtype_get((int)ctx->params.kv_type);
+    kv->type = ctx->params.kv_type;
+    kv->n_cells = (int32_t)ctx->params.n_ctx;
+    kv->k_row = (size_t)((int64_t)c->n_head_kv * c->head_dim_k / tr->block_size) * tr->type_size;
+    kv->v_row = (size_t)((int64_t)c->n_head_kv * c->head_dim_v / tr->block_size) * tr->type_size;
+    size_t cells = (size_t)kv->n_cells * (size_t)c->n_layer;
+    kv->pos = malloc((size_t)kv->n_cells * sizeof *kv->pos);
+    kv->seq = calloc((size_t)kv->n_cells, sizeof *kv->seq);
+    kv->k = ox_aligned_alloc(OX_ALIGN, cells * kv->k_row);
+    kv->v = ox_aligned_alloc(OX_ALIGN, cells * kv->v_row);
+    if (!kv->pos || !kv->seq || !kv->k || !kv->v)
+        return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells", kv->n_cells);
+    for (int32_t i = 0; i < kv->n_cells; i++)
+        kv->pos[i] = -1;
+    return OX_OK;
+}
+
+static enum ox_status alloc_activations(struct ox_context *ctx) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct activations *a = &ctx->act;
+    size_t nb = ctx->params.n_batch, e = (size_t)c->n_embd;
+    size_t q = (size_t)c->n_head * (size_t)c->head_dim_k, o = (size_t)c->n_head * c->head_dim_v;
+    size_t dk = (size_t)c->n_head_kv * c->head_dim_k, dv = (size_t)c->n_head_kv * c->head_dim_v;
+    size_t ff = (size_t)(c->n_ff > c->n_embd ? c->n_ff : c->n_embd);
+    a->x = falloc(nb * e), a->xn = falloc(nb * e), a->q = falloc(nb * q);
+    a->k = falloc(nb * dk), a->v = falloc(nb * dv), a->attn = falloc(nb * o);
+    a->proj = falloc(nb * e), a->gate = falloc(nb * ff), a->up = falloc(nb * ff);
+    a->hidden = falloc(nb * ff), a->kf = falloc(ctx->kv.n_cells * dk);
+    a->vf = falloc(ctx->kv.n_cells * dv), a->router = falloc(nb * (size_t)c->n_expert);
+    a->pos = malloc(nb * sizeof *a->pos), a->seq = malloc(nb * sizeof *a->seq);
+    a->cell = malloc(nb * sizeof *a->cell);
+    ctx->logits = falloc(nb * (size_t)c->n_vocab);
+    ctx->out_row = malloc(nb * sizeof *ctx->out_row);
+    if (!a->x || !a->xn || !a->q || !a->k || !a->v || !a->attn || !a->proj || !a->gate || !a->up ||
+        !a->hidden || !a->kf || !a->vf || !a->router || !a->pos || !a->seq || !a->cell ||
+        !ctx->logits || !ctx->out_row)
+        return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens", nb);
+    return OX_OK;
+}
+
+static enum ox_status alloc_backend(struct ox_context *ctx) {
+    const struct ox_model *m = ctx->model;
+    int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_cpu_count();
+    int64_t cols = m->cfg.n_ff > m->cfg.n_embd ? m->cfg.n_ff : m->cfg.n_embd;
+    cols = cols > m->cfg.n_head * m->cfg.head_dim_v ? cols : m->cfg.n_head * m->cfg.head_dim_v;
+    cols = cols > ctx->params.n_ctx ? cols : ctx->params.n_ctx; /* attention scores */
+    ctx->be.ops = &backend_cpu_ops;
+    ctx->be.scratch_per_thread = backend_cpu_scratch(cols);
+    ctx->be.scratch = falloc((size_t)n * ctx->be.scratch_per_thread);
+    ctx->be.x_rounded = falloc((size_t)ctx->params.n_batch * (size_t)cols);
+    ctx->be.x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)cols * sizeof(float));
+    if (!ctx->be.scratch || !ctx->be.x_rounded || !ctx->be.x_packed)
+        return ox_fail(OX_ERR_OOM, "context: out of memory");
+    return threadpool_create(n, &ctx->be.pool);
+}
+
+enum ox_status ox_context_create(const struct ox_model *m, const struct ox_context_params *p,
+                                 struct ox_context **out) {
+    if (!m || !out)
+        return ox_fail(OX_ERR_INVALID_ARG, "ox_context_create: NULL argument");
+    *out = NULL;
+    struct ox_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return ox_fail(OX_ERR_OOM, "context: out of memory");
+    ctx->model = m;
+    ctx->params = p ? *p : ox_context_params_default();
+    enum ox_status s = check_params(m, &ctx->params);
+    if (s == OX_OK)
+        s = alloc_kv(ctx);
+    if (s == OX_OK)
+        s = alloc_activations(ctx);
+    if (s == OX_OK)
+        s = alloc_backend(ctx);
+    if (s != OX_OK) {
+        ox_context_free(ctx);
+        return s;
+    }
+    *out = ctx;
+    return OX_OK;
+}
+
+void ox_context_free(struct ox_context *ctx) {
+    if (!ctx)
+        return;
+    struct activations *a = &ctx->act;
+    float *fs[] = {
+        a->x,  a->xn,     a->q,  a->k,  a->v,      a->attn,     a->proj,         a->gate,
+        a->up, a->hidden, a->kf, a->vf, a->router, ctx->logits, ctx->be.scratch, ctx->be.x_rounded};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+        ox_aligned_free(fs[i]);
+    free(a->pos), free(a->seq), free(a->cell), free(ctx->out_row);
+    free(ctx->kv.pos), free(ctx->kv.seq);
+    ox_aligned_free(ctx->kv.k), ox_aligned_free(ctx->kv.v), ox_aligned_free(ctx->be.x_packed);
+    threadpool_free(ctx->be.pool);
+    free(ctx);
+}
+
+uint32_t ox_context_n_ctx(const struct ox_context *ctx) {
+    return ctx->params.n_ctx;
+}

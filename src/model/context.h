@@ -1,0 +1,42 @@
+/* context.h: an inference context: KV cache, activation buffers and the backend it runs on. */
+#ifndef OX_MODEL_CONTEXT_H
+#define OX_MODEL_CONTEXT_H
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+/* The KV cache: n_cells slots, each holding one token's keys and values for every layer. */
+struct kv_cache {
+    enum ox_dtype type;
+    int32_t n_cells;
+    int32_t *pos;        /* position of the token in the cell, -1 when free */
+    uint64_t *seq;       /* sequences the cell belongs to (bit s) */
+    size_t k_row, v_row; /* bytes of one cell's keys / values in one layer */
+    uint8_t *k, *v;      /* [n_layer][n_cells] rows */
+    int32_t used_end;    /* cells at or past this index are all free */
+};
+
+/* Activations for up to n_batch tokens (sized once, at creation). */
+struct activations {
+    float *x, *xn, *q, *k, *v, *attn, *proj, *gate, *up, *hidden;
+    float *kf, *vf; /* the cache of one layer as floats [n_cells][kv dim] */
+    float *router;  /* [n_batch][n_expert] */
+    int32_t *pos, *seq, *cell;
+};
+
+struct ox_context {
+    const struct ox_model *model;
+    struct ox_context_params params;
+    struct backend be;
+    struct kv_cache kv;
+    struct activations act;
+    float *logits;    /* [n_batch][n_vocab] */
+    int32_t *out_row; /* batch index -> row of logits, or -1 */
+    int32_t n_batch_last;
+};
+
+/* Run the model on the tokens in act (already placed in cells); write logits of the tokens
+ * whose out_row >= 0. */
+enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n);
+
+#endif

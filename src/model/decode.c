@@ -1,0 +1,152 @@
+/* decode.c: ox_decode (batch checks, KV cell placement, the forward pass) and the KV cache
+ * operations of the public API. */
+#include <string.h>
+
+#include "model/context.h"
+#include "quant/dtype.h"
+
+int32_t ox_kv_seq_pos_max(const struct ox_context *ctx, int32_t seq) {
+    int32_t max = -1;
+    if (seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
+        return -1;
+    for (int32_t c = 0; c < ctx->kv.used_end; c++)
+        if ((ctx->kv.seq[c] >> seq & 1) && ctx->kv.pos[c] > max)
+            max = ctx->kv.pos[c];
+    return max;
+}
+
+/* Positions, sequences and output rows of the batch into the context; nothing else changes. */
+static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *b) {
+    struct activations *a = &ctx->act;
+    int32_t n_vocab = ctx->model->cfg.n_vocab;
+    int32_t next[64];
+    for (uint32_t s = 0; s < ctx->params.n_seq_max; s++)
+        next[s] = ox_kv_seq_pos_max(ctx, (int32_t)s) + 1;
+    int rows = 0;
+    for (int t = 0; t < b->n_tokens; t++) {
+        int32_t seq = b->seq_id ? b->seq_id[t] : 0;
+        if (b->token[t] < 0 || b->token[t] >= n_vocab)
+            return ox_fail(OX_ERR_INVALID_ARG,
+                           "decode: token %d at %d is not in the "
+                           "vocabulary of %d",
+                           b->token[t], t, n_vocab);
+        if (seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
+            return ox_fail(OX_ERR_INVALID_ARG, "decode: sequence id %d at %d (n_seq_max %u)", seq,
+                           t, ctx->params.n_seq_max);
+        int32_t pos = b->pos ? b->pos[t] : next[seq];
+        if (pos < 0)
+            return ox_fail(OX_ERR_INVALID_ARG, "decode: negative position at %d", t);
+        next[seq] = pos + 1;
+        a->pos[t] = pos, a->seq[t] = seq;
+        bool want = b->logits ? b->logits[t] : t == b->n_tokens - 1;
+        ctx->out_row[t] = want ? rows++ : -1;
+    }
+    return OX_OK;
+}
+
+/* Free cells for the whole batch, or OX_ERR_CONTEXT_FULL with the cache untouched. */
+static enum ox_status place_batch(struct ox_context *ctx, int n) {
+    struct kv_cache *kv = &ctx->kv;
+    int found = 0;
+    for (int32_t c = 0; c < kv->n_cells && found < n; c++)
+        if (kv->pos[c] < 0)
+            ctx->act.cell[found++] = c;
+    if (found < n)
+        return ox_fail(OX_ERR_CONTEXT_FULL,
+                       "decode: %d tokens do not fit in the context of %d "
+                       "(%d cells free)",
+                       n, kv->n_cells, found);
+    for (int t = 0; t < n; t++) {
+        int32_t c = ctx->act.cell[t];
+        kv->pos[c] = ctx->act.pos[t];
+        kv->seq[c] = 1ull << ctx->act.seq[t];
+        kv->used_end = c + 1 > kv->used_end ? c + 1 : kv->used_end;
+    }
+    return OX_OK;
+}
+
+enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *b) {
+    if (!ctx || !b || !b->token || b->n_tokens < 1)
+        return ox_fail(OX_ERR_INVALID_ARG, "decode: empty or NULL batch");
+    if (b->n_tokens > (int32_t)ctx->params.n_batch)
+        return ox_fail(OX_ERR_INVALID_ARG, "decode: %d tokens exceed n_batch %u", b->n_tokens,
+                       ctx->params.n_batch);
+    ctx->n_batch_last = 0;
+    OX_TRY(read_batch(ctx, b));
+    OX_TRY(place_batch(ctx, b->n_tokens));
+    ctx->n_batch_last = b->n_tokens;
+    return transformer_forward(ctx, b->token, b->n_tokens);
+}
+
+const float *ox_get_logits(const struct ox_context *ctx, int32_t i) {
+    if (!ctx || i < 0 || i >= ctx->n_batch_last || ctx->out_row[i] < 0)
+        return NULL;
+    return ctx->logits + (size_t)ctx->out_row[i] * (size_t)ctx->model->cfg.n_vocab;
+}
+
+/* ---- KV cache operations -------------------------------------------------------------- */
+
+static bool in_range(int32_t pos, int32_t p0, int32_t p1) {
+    return pos >= (p0 < 0 ? 0 : p0) && (p1 < 0 || pos < p1);
+}
+
+void ox_kv_clear(struct ox_context *ctx) {
+    for (int32_t c = 0; c < ctx->kv.n_cells; c++)
+        ctx->kv.pos[c] = -1, ctx->kv.seq[c] = 0;
+    ctx->kv.used_end = 0;
+}
+
+void ox_kv_seq_rm(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1) {
+    struct kv_cache *kv = &ctx->kv;
+    for (int32_t c = 0; c < kv->used_end; c++) {
+        if (kv->pos[c] < 0 || !in_range(kv->pos[c], p0, p1))
+            continue;
+        if (seq < 0)
+            kv->seq[c] = 0; /* every sequence */
+        else if (seq < 64)
+            kv->seq[c] &= ~(1ull << seq);
+        if (!kv->seq[c])
+            kv->pos[c] = -1;
+    }
+}
+
+void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+    struct kv_cache *kv = &ctx->kv;
+    if (src < 0 || dst < 0 || src >= 64 || dst >= (int32_t)ctx->params.n_seq_max)
+        return;
+    for (int32_t c = 0; c < kv->used_end; c++)
+        if (kv->pos[c] >= 0 && (kv->seq[c] >> src & 1) && in_range(kv->pos[c], p0, p1))
+            kv->seq[c] |= 1ull << dst; /* cells are shared, not copied */
+}
+
+/* Moving a cell by delta positions rotates its cached keys by delta more (rotations add). */
+static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
+    const struct model_config *cfg = &ctx->model->cfg;
+    struct kv_cache *kv = &ctx->kv;
+    const struct dtype_traits *tr = dtype_get((int)kv->type);
+    int64_t dk = (int64_t)cfg->n_head_kv * cfg->head_dim_k;
+    float *row = ctx->act.kf; /* free between decodes */
+    for (int il = 0; il < cfg->n_layer; il++) {
+        uint8_t *k = kv->k + ((size_t)il * kv->n_cells + (size_t)c) * kv->k_row;
+        tr->to_float(k, row, dk);
+        ctx->be.ops->rope(&ctx->be, row, &delta, 1, cfg->n_head_kv, cfg->head_dim_k, cfg->n_rot,
+                          cfg->rope_freq_base, cfg->rope_freq_scale, cfg->arch->rope_neox);
+        tr->from_float(row, k, 1, dk, NULL);
+    }
+}
+
+void ox_kv_seq_add(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
+    struct kv_cache *kv = &ctx->kv;
+    if (delta == 0 || seq < 0 || seq >= 64)
+        return;
+    for (int32_t c = 0; c < kv->used_end; c++) {
+        if (kv->pos[c] < 0 || !(kv->seq[c] >> seq & 1) || !in_range(kv->pos[c], p0, p1))
+            continue;
+        kv->pos[c] += delta;
+        if (kv->pos[c] < 0) { /* shifted out of the window: dropped, as llama.cpp does */
+            kv->pos[c] = -1, kv->seq[c] = 0;
+            continue;
+        }
+        rerope_cell(ctx, c, delta);
+    }
+}

@@ -1,0 +1,92 @@
+/* model.c: ox_model_load / ox_model_free and the model getters. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+
+struct ox_model_params ox_model_params_default(void) {
+    return (struct ox_model_params){.use_mmap = true};
+}
+
+/* Norm vectors are read directly as floats by the forward pass. */
+static enum ox_status check_norms(const struct ox_model *m) {
+    if (m->output_norm->type != OX_DTYPE_F32)
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: output_norm.weight must be f32");
+    for (int il = 0; il < m->cfg.n_layer; il++)
+        if (m->layers[il].attn_norm->type != OX_DTYPE_F32 ||
+            m->layers[il].ffn_norm->type != OX_DTYPE_F32)
+            return ox_fail(OX_ERR_UNSUPPORTED, "model: layer %d norms must be f32", il);
+    return OX_OK;
+}
+
+static enum ox_status load(struct ox_model *m, const char *path, const struct ox_model_params *p) {
+    OX_TRY(gguf_open(path, p->use_mmap, &m->gguf));
+    OX_TRY(model_config_load(m->gguf, &m->cfg));
+    if (p->progress && !p->progress(0.25f, p->progress_user))
+        return ox_fail(OX_ERR_ABORTED, "model: loading cancelled");
+    OX_TRY(ox_vocab_load(path, &m->vocab));
+    OX_TRY(model_bind_weights(m));
+    OX_TRY(check_norms(m));
+    if (ox_vocab_n_tokens(m->vocab) > m->cfg.n_vocab)
+        return ox_fail(OX_ERR_FORMAT, "model: %d tokens but token_embd has %d rows",
+                       ox_vocab_n_tokens(m->vocab), m->cfg.n_vocab);
+    if (p->progress && !p->progress(1.0f, p->progress_user))
+        return ox_fail(OX_ERR_ABORTED, "model: loading cancelled");
+    return OX_OK;
+}
+
+enum ox_status ox_model_load(const char *path, const struct ox_model_params *params,
+                             struct ox_model **out) {
+    if (!out || !path)
+        return ox_fail(OX_ERR_INVALID_ARG, "ox_model_load: NULL argument");
+    *out = NULL;
+    struct ox_model_params p = params ? *params : ox_model_params_default();
+    struct ox_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return ox_fail(OX_ERR_OOM, "model: out of memory");
+    enum ox_status s = load(m, path, &p);
+    if (s != OX_OK) {
+        ox_model_free(m);
+        return s;
+    }
+    *out = m;
+    return OX_OK;
+}
+
+void ox_model_free(struct ox_model *m) {
+    if (!m)
+        return;
+    free(m->layers);
+    free(m->weights);
+    ox_vocab_free(m->vocab);
+    gguf_free(m->gguf);
+    free(m);
+}
+
+const struct ox_vocab *ox_model_vocab(const struct ox_model *m) {
+    return m->vocab;
+}
+int32_t ox_model_n_vocab(const struct ox_model *m) {
+    return m->cfg.n_vocab;
+}
+int32_t ox_model_n_ctx_train(const struct ox_model *m) {
+    return m->cfg.n_ctx_train;
+}
+int32_t ox_model_n_embd(const struct ox_model *m) {
+    return m->cfg.n_embd;
+}
+int32_t ox_model_n_layer(const struct ox_model *m) {
+    return m->cfg.n_layer;
+}
+uint64_t ox_model_n_params(const struct ox_model *m) {
+    return m->n_params;
+}
+
+size_t ox_model_desc(const struct ox_model *m, char *buf, size_t cap) {
+    double n = (double)m->n_params;
+    const char *unit = n >= 1e9 ? "B" : "M";
+    int len = snprintf(buf, cap, "%s %.1f%s %s", m->cfg.arch->name, n / (n >= 1e9 ? 1e9 : 1e6),
+                       unit, ox_dtype_name(m->layers[0].wq->type));
+    return len < 0 ? 0 : (size_t)len;
+}

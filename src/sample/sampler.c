@@ -1,0 +1,385 @@
+/* sampler.c: the sampler chain (ox_sampler_*), stage for stage as llama.cpp's samplers. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "sample/sample.h"
+
+enum stage_kind { STAGE_GREEDY, STAGE_DIST, STAGE_TEMP, STAGE_TOP_K, STAGE_TOP_P, STAGE_MIN_P };
+
+struct stage {
+    enum stage_kind kind;
+    float f;                 /* temp, or p of top-p / min-p */
+    int32_t k;               /* top-k */
+    size_t min_keep;         /* top-p / min-p */
+    uint32_t seed;           /* dist */
+    struct smp_mt19937 *rng; /* dist only: its own stream (2.5 KiB), reseeded by reset */
+};
+
+struct ox_sampler {
+    struct stage *stages;
+    int n_stages, cap_stages;
+    struct smp_cand *cur;       /* [cap] candidates of the current call */
+    struct smp_scratch scratch; /* [cap] sort scratch, sized with cur */
+};
+
+/* The candidate array a stage works on, as llama_token_data_array. */
+struct cand_array {
+    struct smp_cand *data;
+    size_t size;
+    ptrdiff_t selected; /* index picked by greedy/dist, -1 before */
+    bool sorted;        /* data is in descending-logit order */
+};
+
+/* ---- stages ------------------------------------------------------------------------------ */
+
+/* Argmax; the first of equal maxima wins (strict >), as llama.cpp. */
+static void stage_greedy(struct cand_array *c) {
+    c->selected = 0;
+    for (size_t i = 1; i < c->size; i++)
+        if (c->data[i].logit > c->data[c->selected].logit)
+            c->selected = (ptrdiff_t)i;
+}
+
+/* Largest logit, written as std::max folds (a NaN is kept only if it comes first). */
+static float max_logit(const struct cand_array *c) {
+    float m = c->data[0].logit;
+    if (!c->sorted)
+        for (size_t i = 1; i < c->size; i++)
+            if (m < c->data[i].logit)
+                m = c->data[i].logit;
+    return m;
+}
+
+/* Softmax in the candidates' order, then one uniform double u: the pick is the first index
+ * whose running (unnormalized) sum reaches u * total, the sums kept in double as llama.cpp
+ * does. A single candidate is picked without drawing, so the stream does not advance. */
+static void stage_dist(struct cand_array *c, struct smp_mt19937 *rng) {
+    if (c->size == 0) {
+        c->selected = -1;
+        return;
+    }
+    c->selected = 0;
+    if (c->size == 1) {
+        c->data[0].p = 1.0f;
+        return;
+    }
+    const float max_l = max_logit(c);
+    double sum = 0.0;
+    for (size_t i = 0; i < c->size; i++) {
+        float p = expf(c->data[i].logit - max_l);
+        c->data[i].p = p;
+        sum += p;
+    }
+    const double target = sum * smp_mt_canonical_double(rng);
+    double run = 0.0;
+    bool found = false;
+    for (size_t i = 0; i < c->size; i++) {
+        if (!found) {
+            run += c->data[i].p;
+            if (run >= target) {
+                c->selected = (ptrdiff_t)i;
+                found = true;
+            }
+        }
+        c->data[i].p = (float)(c->data[i].p / sum);
+    }
+    if (!found) /* only reachable with NaN logits */
+        c->selected = (ptrdiff_t)c->size - 1;
+}
+
+/* t <= 0: keep only the first maximum (the others become -inf, the size stays); else
+ * divide every logit by t. */
+static void stage_temp(struct cand_array *c, float t) {
+    if (c->size == 0)
+        return;
+    if (t <= 0.0f) {
+        size_t max_i = 0;
+        float max_l = c->data[0].logit;
+        for (size_t i = 1; i < c->size; i++) {
+            if (c->data[i].logit > max_l) {
+                c->data[max_i].logit = -INFINITY;
+                max_i = i;
+                max_l = c->data[i].logit;
+            } else {
+                c->data[i].logit = -INFINITY;
+            }
+        }
+        return;
+    }
+    for (size_t i = 0; i < c->size; i++)
+        c->data[i].logit /= t;
+}
+
+static void stage_top_k(struct cand_array *c, int32_t k, struct smp_scratch *s) {
+    if (k <= 0)
+        return; /* 0 = no limit */
+    size_t n = (size_t)k < c->size ? (size_t)k : c->size;
+    if (!c->sorted) {
+        smp_partial_sort_inplace(c->data, c->size, n, s);
+        c->sorted = true;
+    }
+    c->size = n;
+}
+
+/* Probabilities in float, in the current order (llama_sampler_softmax_impl, no sort). */
+static void softmax_in_place(struct cand_array *c) {
+    const float max_l = max_logit(c);
+    float sum = 0.0f;
+    for (size_t i = 0; i < c->size; i++) {
+        float p = expf(c->data[i].logit - max_l);
+        c->data[i].p = p;
+        sum += p;
+    }
+    for (size_t i = 0; i < c->size; i++)
+        c->data[i].p /= sum;
+}
+
+/* Keep the shortest prefix (by descending logit) whose probability reaches p, and at least
+ * min_keep. Large unsorted arrays first sort only their top 256 (into scratch) and sort
+ * everything only when the prefix outgrows it; the tie order of each sort matters, so the
+ * same sorts as llama.cpp run on the same inputs. */
+static void stage_top_p(struct cand_array *c, float p, size_t min_keep, struct smp_scratch *s) {
+    if (p >= 1.0f || c->size == 0)
+        return;
+    softmax_in_place(c);
+    size_t k = c->size;
+    const struct smp_cand *pd = c->data;
+    if (!c->sorted && c->size > 1024) {
+        k = 256;
+        smp_bucket_partial_sort(c->data, c->size, k, s);
+        pd = s->tmp;
+    } else if (!c->sorted) {
+        smp_partial_sort_inplace(c->data, c->size, k, s);
+        c->sorted = true;
+    }
+    float cum = 0.0f;
+    size_t last = c->size;
+    for (size_t i = 0; i < c->size; i++) {
+        cum += pd[i].p;
+        if (cum >= p && i + 1 >= min_keep) {
+            last = i + 1;
+            break;
+        }
+        if (!c->sorted && i == k - 1) { /* outgrew the top 256: sort everything */
+            k = c->size;
+            smp_bucket_partial_sort(c->data, c->size, k, s);
+            pd = s->tmp;
+        }
+    }
+    if (!c->sorted) {
+        memcpy(c->data, s->tmp, last * sizeof *c->data);
+        c->sorted = true;
+    }
+    c->size = last;
+}
+
+/* Keep candidates with logit >= max + log(p) (p_i >= p * p_max) in their order; when that
+ * leaves fewer than min_keep, sort and keep the longer prefix that satisfies min_keep. */
+static void stage_min_p(struct cand_array *c, float p, size_t min_keep, struct smp_scratch *s) {
+    if (p <= 0.0f || c->size == 0)
+        return;
+    if (!c->sorted) {
+        float max_l = -3.40282347e+38f; /* -FLT_MAX, as llama.cpp starts its fold */
+        for (size_t i = 0; i < c->size; i++)
+            if (max_l < c->data[i].logit)
+                max_l = c->data[i].logit;
+        const float min_logit = max_l + logf(p);
+        size_t n_ok = 0;
+        for (size_t i = 0; i < c->size; i++)
+            n_ok += c->data[i].logit >= min_logit;
+        if (n_ok > 0 && n_ok >= min_keep) {
+            size_t j = 0; /* stable in-place compaction: no per-token allocation */
+            for (size_t i = 0; i < c->size; i++)
+                if (c->data[i].logit >= min_logit)
+                    c->data[j++] = c->data[i];
+            c->size = n_ok;
+            return;
+        }
+        smp_partial_sort_inplace(c->data, c->size, c->size, s);
+        c->sorted = true;
+    }
+    const float min_logit = c->data[0].logit + logf(p);
+    size_t i = 1; /* the first candidate always stays */
+    for (; i < c->size; i++)
+        if (c->data[i].logit < min_logit && i >= min_keep)
+            break;
+    c->size = i;
+}
+
+/* ---- chain ------------------------------------------------------------------------------- */
+
+enum ox_status ox_sampler_create(struct ox_sampler **out) {
+    if (!out)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: create needs an out pointer");
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return ox_fail(OX_ERR_OOM, "sampler: out of memory");
+    return OX_OK;
+}
+
+void ox_sampler_free(struct ox_sampler *s) {
+    if (!s)
+        return;
+    for (int i = 0; i < s->n_stages; i++)
+        free(s->stages[i].rng);
+    free(s->stages);
+    free(s->cur);
+    free(s->scratch.tmp);
+    free(s->scratch.bucket);
+    free(s);
+}
+
+static enum ox_status push_stage(struct ox_sampler *s, struct stage st) {
+    if (s->n_stages == s->cap_stages) {
+        int cap = s->cap_stages ? s->cap_stages * 2 : 8;
+        struct stage *p = realloc(s->stages, (size_t)cap * sizeof *p);
+        if (!p) {
+            free(st.rng);
+            return ox_fail(OX_ERR_OOM, "sampler: out of memory");
+        }
+        s->stages = p;
+        s->cap_stages = cap;
+    }
+    s->stages[s->n_stages++] = st;
+    return OX_OK;
+}
+
+enum ox_status ox_sampler_add_greedy(struct ox_sampler *s) {
+    if (!s)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: add_greedy on a NULL sampler");
+    return push_stage(s, (struct stage){.kind = STAGE_GREEDY});
+}
+
+/* Every seed is used as given (llama.cpp's LLAMA_DEFAULT_SEED = "pick one at random" has no
+ * counterpart here: callers that want randomness pass their own seed). */
+enum ox_status ox_sampler_add_dist(struct ox_sampler *s, uint32_t seed) {
+    if (!s)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: add_dist on a NULL sampler");
+    struct stage st = {.kind = STAGE_DIST, .seed = seed, .rng = malloc(sizeof(struct smp_mt19937))};
+    if (!st.rng)
+        return ox_fail(OX_ERR_OOM, "sampler: out of memory");
+    smp_mt_seed(st.rng, seed);
+    return push_stage(s, st);
+}
+
+/* temp <= 0 is valid (keep only the maximum, as llama.cpp); NaN and infinities are not. */
+enum ox_status ox_sampler_add_temp(struct ox_sampler *s, float temp) {
+    if (!s)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: add_temp on a NULL sampler");
+    if (!isfinite(temp))
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: temperature %g is not finite", (double)temp);
+    return push_stage(s, (struct stage){.kind = STAGE_TEMP, .f = temp});
+}
+
+/* k = 0 means no limit (llama.cpp's "empty" top-k); k > n_vocab keeps everything. */
+enum ox_status ox_sampler_add_top_k(struct ox_sampler *s, int32_t k) {
+    if (!s)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: add_top_k on a NULL sampler");
+    if (k < 0)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: top-k %d is negative", (int)k);
+    return push_stage(s, (struct stage){.kind = STAGE_TOP_K, .k = k});
+}
+
+static enum ox_status check_p(struct ox_sampler *s, const char *what, float p) {
+    if (!s)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: add_%s on a NULL sampler", what);
+    if (!(p >= 0.0f && p <= 1.0f)) /* also rejects NaN */
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: %s p = %g is outside [0, 1]", what, (double)p);
+    return OX_OK;
+}
+
+/* p = 1 keeps everything (llama.cpp's empty top-p); p = 0 keeps max(1, min_keep). */
+enum ox_status ox_sampler_add_top_p(struct ox_sampler *s, float p, size_t min_keep) {
+    OX_TRY(check_p(s, "top_p", p));
+    return push_stage(s, (struct stage){.kind = STAGE_TOP_P, .f = p, .min_keep = min_keep});
+}
+
+/* p = 0 keeps everything (llama.cpp's empty min-p); p = 1 keeps the maximal logits. */
+enum ox_status ox_sampler_add_min_p(struct ox_sampler *s, float p, size_t min_keep) {
+    OX_TRY(check_p(s, "min_p", p));
+    return push_stage(s, (struct stage){.kind = STAGE_MIN_P, .f = p, .min_keep = min_keep});
+}
+
+/* Candidate and scratch buffers grow only when n_vocab does, so steady decoding never
+ * allocates. */
+static bool reserve(struct ox_sampler *s, size_t n) {
+    if (n <= s->scratch.cap)
+        return true;
+    struct smp_cand *cur = realloc(s->cur, n * sizeof *cur);
+    if (cur)
+        s->cur = cur;
+    struct smp_cand *tmp = realloc(s->scratch.tmp, n * sizeof *tmp);
+    if (tmp)
+        s->scratch.tmp = tmp;
+    int32_t *bucket = realloc(s->scratch.bucket, n * sizeof *bucket);
+    if (bucket)
+        s->scratch.bucket = bucket;
+    if (!cur || !tmp || !bucket)
+        return false;
+    s->scratch.cap = n;
+    return true;
+}
+
+static void run_stage(struct ox_sampler *s, const struct stage *st, struct cand_array *c) {
+    switch (st->kind) {
+    case STAGE_GREEDY: stage_greedy(c); break;
+    case STAGE_DIST: stage_dist(c, st->rng); break;
+    case STAGE_TEMP:
+        if (st->f != 1.0f) /* llama.cpp makes temp 1 an empty stage */
+            stage_temp(c, st->f);
+        break;
+    case STAGE_TOP_K: stage_top_k(c, st->k, &s->scratch); break;
+    case STAGE_TOP_P: stage_top_p(c, st->f, st->min_keep, &s->scratch); break;
+    case STAGE_MIN_P: stage_min_p(c, st->f, st->min_keep, &s->scratch); break;
+    }
+}
+
+/* Like llama_sampler_sample: candidates (id, logit, 0) in id order, unsorted, then every
+ * stage in turn. */
+enum ox_status smp_sampler_apply(struct ox_sampler *s, const float *logits, int32_t n_vocab,
+                                 const struct smp_cand **cands, size_t *n_cands,
+                                 ptrdiff_t *selected) {
+    if (!s || !logits || n_vocab < 1)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: need a sampler, logits and n_vocab >= 1");
+    if (!reserve(s, (size_t)n_vocab))
+        return ox_fail(OX_ERR_OOM, "sampler: out of memory for %d candidates", (int)n_vocab);
+    for (int32_t i = 0; i < n_vocab; i++)
+        s->cur[i] = (struct smp_cand){.id = i, .logit = logits[i], .p = 0.0f};
+    struct cand_array c = {.data = s->cur, .size = (size_t)n_vocab, .selected = -1};
+    for (int i = 0; i < s->n_stages; i++)
+        run_stage(s, &s->stages[i], &c);
+    *cands = c.data;
+    *n_cands = c.size;
+    *selected = c.selected;
+    return OX_OK;
+}
+
+/* The header's contract is stricter than llama.cpp's (which asserts on a missing pick and
+ * would return whatever index a picker left behind before later filters): the last stage
+ * must be the picker, else -1. */
+ox_token ox_sampler_sample(struct ox_sampler *s, const float *logits, int32_t n_vocab) {
+    if (!s || !logits || n_vocab < 1 || s->n_stages == 0)
+        return -1;
+    enum stage_kind last = s->stages[s->n_stages - 1].kind;
+    if (last != STAGE_GREEDY && last != STAGE_DIST)
+        return -1;
+    const struct smp_cand *cands;
+    size_t n;
+    ptrdiff_t sel;
+    if (smp_sampler_apply(s, logits, n_vocab, &cands, &n, &sel) != OX_OK)
+        return -1;
+    if (sel < 0 || (size_t)sel >= n)
+        return -1;
+    return cands[sel].id;
+}
+
+void ox_sampler_reset(struct ox_sampler *s) {
+    if (!s)
+        return;
+    for (int i = 0; i < s->n_stages; i++)
+        if (s->stages[i].kind == STAGE_DIST)
+            smp_mt_seed(s->stages[i].rng, s->stages[i].seed);
+}

