@@ -53,8 +53,9 @@ fuzz:
 fuzz-long:
 	$(MAKE) fuzz FUZZ_SECONDS=3600
 
+DEMO_PROMPT ?= And God said
 demo: release
-	$(BUILD)/apps/oxidize/oxidize info $(DEMO_MODEL)
+	$(BUILD)/apps/oxidize/oxidize run -m $(DEMO_MODEL) -p "$(DEMO_PROMPT)" -n 128
 
 bench: release
 	bench/run.sh $(BUILD) $(TESTDATA)

@@ -8,5 +8,8 @@
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 #endif

@@ -1,0 +1,232 @@
+/* cmd_run.c: `oxidize run -m MODEL -p PROMPT`: generate text, streamed as it is produced. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd.h"
+#include "oxidize.h"
+
+/* Return a failing status to the caller (the library's message stays in ox_last_error()). */
+#define TRY(expr)                                   \
+    do {                                            \
+        enum ox_status try_status_ = (expr);        \
+        if (try_status_ != OX_OK)                   \
+            return try_status_;                     \
+    } while (0)
+
+struct run_opts {
+    const char *model, *prompt, *file;
+    int n_predict, top_k, n_ctx, n_threads;
+    float temp, top_p, min_p;
+    uint32_t seed;
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: oxidize run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
+               "  -n N         tokens to generate (default 128; stops early at end of text)\n"
+               "  --temp T     temperature (default 0.8; 0 = greedy)\n"
+               "  --top-k K    keep the K most likely tokens (default 40; 0 = all)\n"
+               "  --top-p P    keep the smallest set with probability P (default 0.95)\n"
+               "  --min-p P    drop tokens below P x the best one's probability (default 0.05)\n"
+               "  --seed S     random seed (default 1234)\n"
+               "  -c CTX       context size in tokens (default 2048, at most the model's)\n"
+               "  -t THREADS   threads (default: all CPUs)\n");
+}
+
+static bool parse_number(const char *s, double lo, double hi, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end != 0 || !(v >= lo && v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* One option with a value; returns false for an unknown option or a bad value. */
+static bool set_option(struct run_opts *o, const char *a, const char *v) {
+    double x;
+    if (!strcmp(a, "-m")) return (o->model = v) != NULL;
+    if (!strcmp(a, "-p")) return (o->prompt = v) != NULL;
+    if (!strcmp(a, "-f")) return (o->file = v) != NULL;
+    if (!strcmp(a, "-n") && parse_number(v, 0, 1 << 24, &x)) return (o->n_predict = (int)x), true;
+    if (!strcmp(a, "--temp") && parse_number(v, -1, 100, &x)) return (o->temp = (float)x), true;
+    if (!strcmp(a, "--top-k") && parse_number(v, 0, 1 << 24, &x)) return (o->top_k = (int)x), true;
+    if (!strcmp(a, "--top-p") && parse_number(v, 0, 1, &x)) return (o->top_p = (float)x), true;
+    if (!strcmp(a, "--min-p") && parse_number(v, 0, 1, &x)) return (o->min_p = (float)x), true;
+    if (!strcmp(a, "--seed") && parse_number(v, 0, 4294967295.0, &x))
+        return (o->seed = (uint32_t)x), true;
+    if (!strcmp(a, "-c") && parse_number(v, 8, 1 << 24, &x)) return (o->n_ctx = (int)x), true;
+    if (!strcmp(a, "-t") && parse_number(v, 1, 1024, &x)) return (o->n_threads = (int)x), true;
+    return false;
+}
+
+/* Returns -1 to go on, else an exit status. */
+static int parse_args(int argc, char **argv, struct run_opts *o) {
+    *o = (struct run_opts){.n_predict = 128, .top_k = 40, .n_ctx = 2048, .temp = 0.8f,
+                           .top_p = 0.95f, .min_p = 0.05f, .seed = 1234};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc || !set_option(o, argv[i], argv[i + 1])) {
+            fprintf(stderr, "oxidize run: bad option or value: '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (!o->model || !o->prompt == !o->file) {
+        fprintf(stderr, "oxidize run: need -m MODEL and exactly one of -p PROMPT / -f FILE\n");
+        return 2;
+    }
+    return -1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static enum ox_status make_sampler(const struct run_opts *o, struct ox_sampler **s) {
+    enum ox_status st = ox_sampler_create(s);
+    if (st == OX_OK && o->temp <= 0)
+        return ox_sampler_add_greedy(*s);
+    if (st == OX_OK && o->top_k > 0)
+        st = ox_sampler_add_top_k(*s, o->top_k);
+    if (st == OX_OK)
+        st = ox_sampler_add_top_p(*s, o->top_p, 1);
+    if (st == OX_OK)
+        st = ox_sampler_add_min_p(*s, o->min_p, 1);
+    if (st == OX_OK)
+        st = ox_sampler_add_temp(*s, o->temp);
+    return st == OX_OK ? ox_sampler_add_dist(*s, o->seed) : st;
+}
+
+struct session {
+    struct ox_model *model;
+    struct ox_context *ctx;
+    struct ox_sampler *sampler;
+    struct ox_detok_stream *stream;
+    ox_token *prompt;
+    size_t n_prompt;
+};
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n)
+        buf[n] = 0;
+    else
+        free(buf), buf = NULL;
+    fclose(f);
+    return buf;
+}
+
+static enum ox_status setup(struct session *s, const struct run_opts *o, const char *text) {
+    TRY(ox_model_load(o->model, NULL, &s->model));
+    const struct ox_vocab *v = ox_model_vocab(s->model);
+    struct ox_context_params cp = ox_context_params_default();
+    int train = ox_model_n_ctx_train(s->model);
+    cp.n_ctx = (uint32_t)(o->n_ctx < train ? o->n_ctx : train);
+    cp.n_batch = cp.n_ctx < 512 ? cp.n_ctx : 512;
+    cp.n_threads = o->n_threads;
+    TRY(ox_context_create(s->model, &cp, &s->ctx));
+    TRY(make_sampler(o, &s->sampler));
+    TRY(ox_detok_stream_create(v, false, &s->stream));
+    size_t len = strlen(text), n = 0;
+    TRY(ox_tokenize(v, text, len, NULL, 0, &n, true, false));
+    s->prompt = malloc((n ? n : 1) * sizeof *s->prompt);
+    if (!s->prompt)
+        return OX_ERR_OOM;
+    TRY(ox_tokenize(v, text, len, s->prompt, n, &s->n_prompt, true, false));
+    if (s->n_prompt == 0 || s->n_prompt >= cp.n_ctx) {
+        fprintf(stderr, "oxidize run: the prompt is %zu tokens; the context holds %u\n",
+                s->n_prompt, cp.n_ctx);
+        return OX_ERR_CONTEXT_FULL;
+    }
+    return OX_OK;
+}
+
+/* Prompt in batches, then one token at a time until EOS or the budget; text streamed. */
+static enum ox_status generate(struct session *s, const struct run_opts *o) {
+    uint32_t n_batch = ox_context_n_ctx(s->ctx) < 512 ? ox_context_n_ctx(s->ctx) : 512;
+    double t0 = now_s();
+    for (size_t i = 0; i < s->n_prompt; i += n_batch) {
+        size_t n = s->n_prompt - i < n_batch ? s->n_prompt - i : n_batch;
+        struct ox_batch b = {.n_tokens = (int32_t)n, .token = s->prompt + i};
+        TRY(ox_decode(s->ctx, &b));
+    }
+    double t1 = now_s();
+    const struct ox_vocab *v = ox_model_vocab(s->model);
+    int n_gen = 0;
+    const float *logits = ox_get_logits(s->ctx, (int32_t)((s->n_prompt - 1) % n_batch));
+    while (n_gen < o->n_predict) {
+        ox_token t = ox_sampler_sample(s->sampler, logits, ox_model_n_vocab(s->model));
+        if (t < 0 || ox_vocab_is_eog(v, t))
+            break;
+        const char *piece;
+        size_t len;
+        if (ox_detok_stream_push(s->stream, t, &piece, &len) == OX_OK)
+            fwrite(piece, 1, len, stdout), fflush(stdout);
+        n_gen++;
+        struct ox_batch b = {.n_tokens = 1, .token = &t};
+        enum ox_status st = ox_decode(s->ctx, &b);
+        if (st == OX_ERR_CONTEXT_FULL) {
+            fprintf(stderr, "\noxidize run: the context is full (%u tokens)\n",
+                    ox_context_n_ctx(s->ctx));
+            break;
+        }
+        TRY(st);
+        logits = ox_get_logits(s->ctx, 0);
+    }
+    const char *rest;
+    size_t len;
+    ox_detok_stream_flush(s->stream, &rest, &len);
+    fwrite(rest, 1, len, stdout);
+    double t2 = now_s();
+    printf("\n");
+    fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %d tokens, %.1f tokens/s\n",
+            s->n_prompt, (double)s->n_prompt / (t1 - t0), n_gen,
+            n_gen / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
+    return OX_OK;
+}
+
+int cmd_run(int argc, char **argv) {
+    struct run_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    char *text = o.file ? read_file(o.file) : NULL;
+    if (o.file && !text) {
+        perror(o.file);
+        return 1;
+    }
+    struct session s = {0};
+    double t0 = now_s();
+    enum ox_status st = setup(&s, &o, o.prompt ? o.prompt : text);
+    if (st == OX_OK) {
+        char desc[128];
+        ox_model_desc(s.model, desc, sizeof desc);
+        fprintf(stderr, "loaded %s in %.2f s\n", desc, now_s() - t0);
+        fputs(o.prompt ? o.prompt : text, stdout); /* the continuation reads on from it */
+        st = generate(&s, &o);
+    }
+    if (st != OX_OK && st != OX_ERR_CONTEXT_FULL)
+        fprintf(stderr, "oxidize run: %s\n", ox_last_error());
+    free(s.prompt);
+    ox_detok_stream_free(s.stream);
+    ox_sampler_free(s.sampler);
+    ox_context_free(s.ctx);
+    ox_model_free(s.model);
+    free(text);
+    return st == OX_OK ? 0 : 1;
+}

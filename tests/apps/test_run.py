@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""test_run.py: `oxidize run` and `oxidize logits` against llama.cpp's reference outputs.
+
+usage: test_run.py PATH/TO/oxidize   (reference data from $OX_TESTDATA)
+"""
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+OXIDIZE = sys.argv[1]
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+DATA = os.environ.get("OX_TESTDATA") or os.path.join(REPO, "..", "shared", "testdata")
+checks = failures = 0
+
+
+def check(cond, what):
+    global checks, failures
+    checks += 1
+    if not cond:
+        failures += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+def ref(name):
+    with open(os.path.join(DATA, "reference", name + ".json")) as f:
+        return json.load(f)
+
+
+def model(name):
+    return os.path.join(DATA, "models", name + ".gguf")
+
+
+def test_greedy_text():
+    """Greedy generation after the reference text gives llama.cpp's continuation, byte for byte."""
+    for name in ("kjv-15m-q4_k_m", "llama-f32", "llama-f16"):  # quantized files may tie-break
+        r = ref(name)
+        out = subprocess.run([OXIDIZE, "run", "-m", model(name), "-p", r["text"], "-n",
+                              str(len(r["text_greedy"])), "--temp", "0", "-t", "2"],
+                             capture_output=True)
+        want = r["text"].encode() + bytes.fromhex(r["text_greedy_detok_hex"])
+        check(out.returncode == 0, "%s: rc %d %s" % (name, out.returncode, out.stderr[-200:]))
+        got = out.stdout.rstrip(b"\n")
+        check(got == want, "%s: greedy text %r != %r" % (name, got[-80:], want[-80:]))
+        check(b"tokens/s" in out.stderr, "%s: speed reported" % name)
+
+
+def kl(a, b):
+    ma, mb = max(a), max(b)
+    za = sum(math.exp(x - ma) for x in a)
+    zb = sum(math.exp(x - mb) for x in b)
+    return sum(math.exp(x - ma) / za * ((x - ma - math.log(za)) - (y - mb - math.log(zb)))
+               for x, y in zip(a, b))
+
+
+def test_logits(tmp):
+    r = ref("llama-f32")
+    n, nv = len(r["prompt"]), r["n_vocab"]
+    out, gj, gl = (os.path.join(tmp, f) for f in ("l.f32", "g.json", "g.f32"))
+    p = subprocess.run([OXIDIZE, "logits", "-m", model("llama-f32"), "--tokens",
+                        ",".join(map(str, r["prompt"])), "--out", out, "--greedy", "16",
+                        "--greedy-out", gj, "--greedy-logits", gl], capture_output=True)
+    check(p.returncode == 0, "logits: %s" % p.stderr)
+    with open(out, "rb") as f, open(os.path.join(DATA, "reference", r["logits"]), "rb") as g:
+        ours, theirs = f.read(), g.read()
+    check(len(ours) == n * nv * 4, "logits size")
+    worst = 0.0
+    for i in range(0, n, 7):  # a sample of positions keeps this quick in pure Python
+        a = struct.unpack_from("<%df" % nv, theirs, i * nv * 4)
+        b = struct.unpack_from("<%df" % nv, ours, i * nv * 4)
+        worst = max(worst, kl(a, b))
+    check(worst < 1e-5, "logits KL %.3g" % worst)
+    with open(gj) as f:
+        check(json.load(f)["tokens"] == r["greedy"], "greedy tokens")
+    check(os.path.getsize(gl) == 16 * nv * 4, "greedy logits size")
+
+
+def test_errors():
+    long_prompt = "word " * 3000
+    p = subprocess.run([OXIDIZE, "run", "-m", model("llama-f32"), "-p", long_prompt, "-c", "64"],
+                       capture_output=True)
+    check(p.returncode == 1 and b"context holds" in p.stderr, "long prompt: %s" % p.stderr)
+    for args in (["-m", model("qwen2-f16"), "-p", "x"], ["-m", "/nonexistent.gguf", "-p", "x"]):
+        p = subprocess.run([OXIDIZE, "run", *args], capture_output=True)
+        check(p.returncode == 1 and p.stderr.startswith(b"oxidize run:"), "error: %s" % p.stderr)
+    p = subprocess.run([OXIDIZE, "run", "-m", model("llama-f32"), "-p", "x", "--top-p", "2"],
+                       capture_output=True)
+    check(p.returncode == 2, "bad --top-p")
+    p = subprocess.run([OXIDIZE, "logits", "-m", model("llama-f32"), "--tokens", "1,x",
+                        "--out", "/dev/null"], capture_output=True)
+    check(p.returncode == 2, "bad --tokens")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        test_greedy_text()
+        test_logits(tmp)
+        test_errors()
+    print("test_run: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
