@@ -25,7 +25,7 @@ static void usage(FILE *f) {
 
 static int parse_args(int argc, char **argv, struct logits_opts *o) {
     memset(o, 0, sizeof *o);
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return usage(stdout), 0;
@@ -40,7 +40,6 @@ static int parse_args(int argc, char **argv, struct logits_opts *o) {
         else if (!strcmp(a, "-t")) o->n_threads = atoi(v);
         else
             return fprintf(stderr, "oxidize logits: unknown option '%s'\n", a), usage(stderr), 2;
-        i++;
     }
     if (!o->model || !o->tokens || !o->out || o->n_greedy < 0 || o->n_greedy > MAX_TOKENS ||
         (o->n_greedy > 0 && !o->greedy_out))

@@ -66,7 +66,7 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
 static int parse_args(int argc, char **argv, struct run_opts *o) {
     *o = (struct run_opts){.n_predict = 128, .top_k = 40, .n_ctx = 2048, .temp = 0.8f,
                            .top_p = 0.95f, .min_p = 0.05f, .seed = 1234};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
@@ -76,7 +76,6 @@ static int parse_args(int argc, char **argv, struct run_opts *o) {
             usage(stderr);
             return 2;
         }
-        i++;
     }
     if (!o->model || !o->prompt == !o->file) {
         fprintf(stderr, "oxidize run: need -m MODEL and exactly one of -p PROMPT / -f FILE\n");
