@@ -1,8 +1,11 @@
 /* test_decode.c: decoding invariants: a prompt fed one token at a time gives the logits of one
  * batch; two sequences in one batch give what each gives alone; KV cache operations and the
  * context limits behave. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <unistd.h>
 
+#include "gguf/gguf.h"
 #include "oxidize.h"
 #include "test.h"
 
@@ -115,6 +118,71 @@ static void check_limits(void) {
     ox_context_free(c);
 }
 
+/* The KV cache in f32 or q8_0 gives logits close to the default f16 one. */
+static void check_kv_types(void) {
+    ox_token t[N];
+    prompt(t, 5);
+    const enum ox_dtype types[] = {OX_DTYPE_F16, OX_DTYPE_F32, OX_DTYPE_Q8_0};
+    const float *base = NULL;
+    static float saved[1 << 16];
+    for (int k = 0; k < 3; k++) {
+        struct ox_context_params p = ox_context_params_default();
+        p.n_ctx = 64;
+        p.kv_type = types[k];
+        struct ox_context *c = NULL;
+        CHECK_MSG(ox_context_create(model, &p, &c) == OX_OK, "%s", ox_last_error());
+        struct ox_batch b = {.n_tokens = N, .token = t};
+        CHECK_EQ(c ? ox_decode(c, &b) : OX_ERR_INVALID_ARG, OX_OK);
+        const float *l = c ? ox_get_logits(c, N - 1) : NULL;
+        if (l && k == 0) {
+            memcpy(saved, l, (size_t)n_vocab * sizeof *l);
+            base = saved;
+        } else if (l && base) {
+            double d = max_diff(base, l);
+            printf("  KV cache %s vs f16: max |logit diff| %.3g\n", ox_dtype_name(types[k]), d);
+            CHECK(d < 0.05);
+        }
+        ox_context_free(c);
+    }
+    struct ox_context_params p = ox_context_params_default();
+    p.kv_type = OX_DTYPE_Q4_K;
+    struct ox_context *c = NULL;
+    CHECK_EQ(ox_context_create(model, &p, &c), OX_ERR_INVALID_ARG);
+}
+
+/* A file whose tensor has the wrong shape is refused, naming the tensor. */
+static void check_bad_shape(void) {
+    char path[1024], out[256];
+    snprintf(path, sizeof path, "%s/models/llama-f32.gguf", test_data_dir());
+    snprintf(out, sizeof out, "/tmp/ox_bad_shape_%d.gguf", (int)getpid());
+    struct ox_gguf *g = NULL;
+    struct gguf_writer *w = NULL;
+    CHECK_EQ(gguf_open(path, true, &g), OX_OK);
+    CHECK_EQ(gguf_writer_create(&w), OX_OK);
+    for (int64_t i = 0; g && i < g->n_kv; i++)
+        gguf_writer_set(w, g->kv[i].key, &g->kv[i].value);
+    for (int64_t i = 0; g && i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (!strcmp(t->name, "blk.1.attn_k.weight")) /* [256, 128] stored as [128, 256] */
+            ne[0] = t->ne[1], ne[1] = t->ne[0];
+        gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data);
+    }
+    CHECK_EQ(gguf_writer_write_file(w, out), OX_OK);
+    gguf_writer_free(w);
+    gguf_free(g);
+    struct ox_model *m = NULL;
+    CHECK_EQ(ox_model_load(out, NULL, &m), OX_ERR_FORMAT);
+    CHECK(strstr(ox_last_error(), "blk.1.attn_k.weight") != NULL);
+    CHECK(m == NULL);
+    unlink(out);
+}
+
+static bool cancel_at_half(float progress, void *user) {
+    (*(int *)user)++;
+    return progress < 0.5f;
+}
+
 int main(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/llama-f32.gguf", test_data_dir());
@@ -125,6 +193,15 @@ int main(void) {
     check_incremental();
     check_two_sequences();
     check_limits();
+    check_kv_types();
+    check_bad_shape();
+    int calls = 0;
+    struct ox_model_params mp = ox_model_params_default();
+    mp.progress = cancel_at_half;
+    mp.progress_user = &calls;
+    struct ox_model *cancelled = NULL;
+    CHECK_EQ(ox_model_load(path, &mp, &cancelled), OX_ERR_ABORTED);
+    CHECK(calls == 2 && cancelled == NULL);
     struct ox_model *m = NULL;
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-spm.gguf", test_data_dir());
     CHECK_EQ(ox_model_load(path, NULL, &m), OX_ERR_FORMAT); /* a vocabulary, not a model */
