@@ -250,14 +250,15 @@ static bool print_final(const struct ppl_run *r) {
         return false;
     }
     printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, sqrt(var / (n - 1)) * ppl);
+    fflush(stdout); /* before the timing line on stderr */
     return true;
 }
 
 /* Run every whole chunk of the text through the model; false with a message on failure. */
 static bool measure(struct ppl_run *r, size_t n_tokens) {
     const int n_chunk = (int)(n_tokens / (size_t)r->n_ctx);
-    fprintf(stderr, "perplexity: %d chunks of %d tokens, batch %d, %d chunk(s) per batch\n",
-            n_chunk, r->n_ctx, r->n_batch, r->n_seq);
+    fprintf(stderr, "perplexity: %d chunks of %d tokens, batches of %d tokens (%d chunk%s each)\n",
+            n_chunk, r->n_ctx, r->n_seq * r->n_batch, r->n_seq, r->n_seq > 1 ? "s" : "");
     double t0 = now_s();
     for (int c = 0; c < n_chunk; c += r->n_seq)
         if (!eval_chunks(r, c, n_chunk - c < r->n_seq ? n_chunk - c : r->n_seq))

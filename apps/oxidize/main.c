@@ -16,6 +16,7 @@ static const struct command commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},
     {"logits", cmd_logits, "write a model's logits for given tokens (for checking)"},
+    {"perplexity", cmd_perplexity, "measure perplexity on a text (llama.cpp's method)"},
     {"quantize", cmd_quantize, "quantize a model file (Q4_K_M, Q8_0, IQ4_XS, ...)"},
     {"tokenize", cmd_tokenize, "print the tokens of a text for a model's tokenizer"},
 };

@@ -29,6 +29,17 @@ struct backend {
     uint8_t *x_packed; /* one packed activation row (max_cols x 4 bytes) */
 };
 
+/* Rotary position embedding settings (ggml's rope_ext with YaRN). */
+struct rope_params {
+    int n_rot;                  /* leading dims of each head that rotate */
+    bool neox;                  /* rotate (i, i + n_rot/2) pairs instead of (i, i+1) */
+    float freq_base, freq_scale;
+    float ext_factor;           /* YaRN extrapolation mix (0: plain or linear scaling) */
+    float attn_factor;          /* scales cos and sin */
+    float corr_dims[2];         /* YaRN ramp between these dims */
+    const float *freq_factors;  /* n_rot/2 divisors of the angle (llama3 rope_freqs), or NULL */
+};
+
 struct attn_args {
     const float *q, *k, *v;
     float *y;
@@ -52,8 +63,8 @@ struct backend_ops {
     void (*rms_norm)(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
                      float eps);
     /* rotate the first n_rot dims of each head of x[n][n_heads][head_dim] by pos[t] */
-    void (*rope)(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
-                 int n_rot, float freq_base, float freq_scale, bool neox);
+    void (*rope)(struct backend *b, float *x, const int32_t *pos, int n, int n_heads,
+                 int head_dim, const struct rope_params *p);
     /* y = silu(gate) * up, elementwise over n values */
     void (*swiglu)(struct backend *b, const float *gate, const float *up, float *y, size_t n);
     /* y += x over n values */

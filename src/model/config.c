@@ -1,4 +1,5 @@
 /* config.c: model hyper-parameters from the "<arch>.*" GGUF keys, checked for sense. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,24 +69,60 @@ static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct 
     return OX_OK;
 }
 
+/* ggml's YaRN correction dims: where the ramp between interpolated and extrapolated
+ * frequencies starts and ends. */
+static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2 * 3.14159265358979323846f)) / (2 * logf(base));
+}
+
+static enum ox_status read_yarn(const struct ox_gguf *g, const char *a, struct model_config *c,
+                                float factor) {
+    struct rope_params *r = &c->rope;
+    float beta_fast, beta_slow, log_mul;
+    int32_t n_orig;
+    OX_TRY(get_float(g, a, "rope.scaling.yarn_ext_factor", 1.0f, &r->ext_factor));
+    OX_TRY(get_float(g, a, "rope.scaling.yarn_beta_fast", 32.0f, &beta_fast));
+    OX_TRY(get_float(g, a, "rope.scaling.yarn_beta_slow", 1.0f, &beta_slow));
+    OX_TRY(get_float(g, a, "rope.scaling.yarn_log_multiplier", 0.0f, &log_mul));
+    OX_TRY(get_int(g, a, "rope.scaling.original_context_length", 1, 1 << 24, c->n_ctx_train,
+                   &n_orig));
+    float lo = floorf(yarn_corr_dim(r->n_rot, n_orig, beta_fast, r->freq_base));
+    float hi = ceilf(yarn_corr_dim(r->n_rot, n_orig, beta_slow, r->freq_base));
+    r->corr_dims[0] = lo > 0 ? lo : 0;
+    r->corr_dims[1] = hi < (float)(r->n_rot - 1) ? hi : (float)(r->n_rot - 1);
+    if (r->ext_factor != 0.0f) {
+        /* llama.cpp's attention factor; the rope op multiplies its own 1 + 0.1 ln(factor) back */
+        float m = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+        float m_all = factor <= 1.0f || log_mul == 0.0f ? 1.0f : 0.1f * log_mul * logf(factor) + 1.0f;
+        r->attn_factor *= (log_mul != 0.0f ? m / m_all : m) / (1.0f + 0.1f * logf(factor));
+    }
+    return OX_OK;
+}
+
 static enum ox_status read_rope(const struct ox_gguf *g, const char *a, struct model_config *c) {
-    OX_TRY(get_float(g, a, "rope.freq_base", 10000.0f, &c->rope_freq_base));
+    struct rope_params *r = &c->rope;
+    r->n_rot = c->n_rot;
+    r->neox = c->arch->rope_neox;
+    OX_TRY(get_float(g, a, "rope.freq_base", 10000.0f, &r->freq_base));
     float factor;
     OX_TRY(get_float(g, a, "rope.scaling.factor", 1.0f, &factor));
+    OX_TRY(get_float(g, a, "rope.scaling.attn_factor", 1.0f, &r->attn_factor));
     char key[256];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     const char *type = "none";
     uint64_t len = 4;
     if (gguf_find(g, key))
         OX_TRY(gguf_get_str(g, key, &type, &len));
-    bool linear = len == 6 && !memcmp(type, "linear", 6);
+    bool linear = len == 6 && !memcmp(type, "linear", 6), yarn = len == 4 && !memcmp(type, "yarn", 4);
     bool none = len == 4 && !memcmp(type, "none", 4);
-    if (!linear && !none)
-        return ox_fail(OX_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported yet",
+    if (!linear && !yarn && !none)
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported",
                        (int)len, type);
-    if (!(factor > 0.0f) || !(c->rope_freq_base > 0.0f))
+    if (!(factor > 0.0f) || !(r->freq_base > 0.0f))
         return ox_fail(OX_ERR_FORMAT, "model: bad rope frequency base or scaling factor");
-    c->rope_freq_scale = linear ? 1.0f / factor : 1.0f;
+    r->freq_scale = none ? 1.0f : 1.0f / factor;
+    if (yarn)
+        OX_TRY(read_yarn(g, a, c, factor));
     return get_float(g, a, "attention.layer_norm_rms_epsilon", 1e-5f, &c->norm_eps);
 }
 

@@ -129,8 +129,7 @@ static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
     for (int il = 0; il < cfg->n_layer; il++) {
         uint8_t *k = kv->k + ((size_t)il * kv->n_cells + (size_t)c) * kv->k_row;
         tr->to_float(k, row, dk);
-        ctx->be.ops->rope(&ctx->be, row, &delta, 1, cfg->n_head_kv, cfg->head_dim_k, cfg->n_rot,
-                          cfg->rope_freq_base, cfg->rope_freq_scale, cfg->arch->rope_neox);
+        ctx->be.ops->rope(&ctx->be, row, &delta, 1, cfg->n_head_kv, cfg->head_dim_k, &cfg->rope);
         tr->from_float(row, k, 1, dk, NULL);
     }
 }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "gguf/gguf.h"
 #include "oxidize.h"
 
@@ -23,7 +24,7 @@ struct model_config {
     int32_t head_dim_k, head_dim_v; /* attention.key_length / value_length */
     int32_t n_rot;                  /* rope.dimension_count */
     int32_t n_expert, n_expert_used;
-    float rope_freq_base, rope_freq_scale; /* scale = 1 / linear scaling factor */
+    struct rope_params rope; /* freq_factors is bound with the weights (rope_freqs.weight) */
     float norm_eps;
 };
 

@@ -53,11 +53,8 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
     op->matmul(b, &wq, a->xn, a->q, n);
     op->matmul(b, &wk, a->xn, a->k, n);
     op->matmul(b, &wv, a->xn, a->v, n);
-    bool neox = c->arch->rope_neox;
-    op->rope(b, a->q, a->pos, n, c->n_head, c->head_dim_k, c->n_rot, c->rope_freq_base,
-             c->rope_freq_scale, neox);
-    op->rope(b, a->k, a->pos, n, c->n_head_kv, c->head_dim_k, c->n_rot, c->rope_freq_base,
-             c->rope_freq_scale, neox);
+    op->rope(b, a->q, a->pos, n, c->n_head, c->head_dim_k, &c->rope);
+    op->rope(b, a->k, a->pos, n, c->n_head_kv, c->head_dim_k, &c->rope);
     kv_store_and_load(ctx, il, n);
     struct attn_args args = {
         .q = a->q,

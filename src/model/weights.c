@@ -90,6 +90,11 @@ enum ox_status model_bind_weights(struct ox_model *m) {
     OX_TRY(bind(m, "output.weight", e, nv, 1, true, &m->output));
     if (!m->output)
         m->output = m->tok_embd; /* tied embeddings */
+    const struct weight *freqs;
+    OX_TRY(bind(m, "rope_freqs.weight", m->cfg.n_rot / 2, 1, 1, true, &freqs));
+    if (freqs && freqs->type != OX_DTYPE_F32)
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: rope_freqs.weight must be f32");
+    m->cfg.rope.freq_factors = freqs ? (const float *)freqs->data : NULL; /* llama3 scaling */
     for (int il = 0; il < m->cfg.n_layer; il++)
         OX_TRY(bind_layer(m, il));
     return OX_OK;

@@ -84,30 +84,42 @@ static void cpu_rms_norm(struct backend *b, const float *x, const float *g, floa
     }
 }
 
+/* ggml's YaRN ramp: 1 below the low correction dim, 0 above the high one. */
+static float yarn_ramp(float low, float high, int i0) {
+    float y = (float)(i0 / 2 - low) / fmaxf(0.001f, high - low);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
 /* One head: pairs (i, i+1) (normal) or (i, i+n_rot/2) (NeoX) rotated by pos * base^(-i/n_rot),
- * the angle advanced by multiplication as ggml does so rounding matches. */
-static void rope_head(float *x, int32_t pos, int n_rot, float theta_scale, float freq_scale,
-                      bool neox) {
-    float theta = (float)pos;
-    for (int i = 0; i < n_rot; i += 2) {
-        float angle = freq_scale * theta;
-        float c = cosf(angle), s = sinf(angle);
-        int a = neox ? i / 2 : i, bidx = neox ? i / 2 + n_rot / 2 : i + 1;
+ * the angle advanced by multiplication and mixed as ggml's rope_yarn so rounding matches. */
+static void rope_head(float *x, int32_t pos, float theta_scale, const struct rope_params *p) {
+    float theta_base = (float)pos;
+    for (int i = 0; i < p->n_rot; i += 2) {
+        float ff = p->freq_factors ? p->freq_factors[i / 2] : 1.0f;
+        float extrap = theta_base / ff, interp = p->freq_scale * extrap, theta = interp;
+        float mscale = p->attn_factor;
+        if (p->ext_factor != 0.0f) {
+            float mix = yarn_ramp(p->corr_dims[0], p->corr_dims[1], i) * p->ext_factor;
+            theta = interp * (1 - mix) + extrap * mix;
+            mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
+        }
+        float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
+        int a = p->neox ? i / 2 : i, bidx = p->neox ? i / 2 + p->n_rot / 2 : i + 1;
         float x0 = x[a], x1 = x[bidx];
         x[a] = x0 * c - x1 * s;
         x[bidx] = x0 * s + x1 * c;
-        theta *= theta_scale;
+        theta_base *= theta_scale;
     }
 }
 
 static void cpu_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads,
-                     int head_dim, int n_rot, float freq_base, float freq_scale, bool neox) {
+                     int head_dim, const struct rope_params *p) {
     (void)b;
-    float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    float theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);
     for (int t = 0; t < n; t++)
         for (int h = 0; h < n_heads; h++)
             rope_head(x + ((size_t)t * (size_t)n_heads + (size_t)h) * (size_t)head_dim, pos[t],
-                      n_rot, theta_scale, freq_scale, neox);
+                      theta_scale, p);
 }
 
 static void cpu_swiglu(struct backend *b, const float *gate, const float *up, float *y, size_t n) {
