@@ -85,6 +85,15 @@ static void check_model(const char *name, json_t *ref) {
     float *ref_logits = read_f32(path, (size_t)n * nv);
     snprintf(path, sizeof path, "%s/reference/%s.greedy.f32", dir, name);
     float *ref_greedy = read_f32(path, (size_t)ng * nv);
+    /* the reference text tokenizes to the reference tokens (BOS as the vocab asks) */
+    json_t *text = json_object_get(ref, "text");
+    ox_token ttoks[512], want_toks[512];
+    size_t nt = 0;
+    int nw = json_ints(json_object_get(ref, "text_tokens"), want_toks, 512);
+    CHECK(ox_tokenize(ox_model_vocab(m), json_string_value(text), json_string_length(text),
+                      ttoks, 512, &nt, true, false) == OX_OK);
+    CHECK_MSG((int)nt == nw && !memcmp(ttoks, want_toks, nt * sizeof *ttoks), "%s: text tokens",
+              name);
     bool want[512];
     for (int i = 0; i < n; i++)
         want[i] = true;
