@@ -2,6 +2,8 @@
 #ifndef OX_APP_CMD_H
 #define OX_APP_CMD_H
 
+#include <stddef.h>
+
 /* Every subcommand has this shape: argv[0] is the subcommand's own name ("info") and the rest
  * are its arguments, so each command parses its arguments as if it were a program of its own.
  * The return value is the process exit status: 0 ok, 1 failure, 2 bad usage. */
@@ -11,5 +13,9 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+
+/* The whole file as a NUL-terminated string (length in *len), or NULL after printing
+ * "oxidize CMD: ..." with the reason. */
+char *cmd_read_file(const char *cmd, const char *path, size_t *len);
 
 #endif

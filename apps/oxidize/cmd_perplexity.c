@@ -108,34 +108,6 @@ static int parse_args(int argc, char **argv, struct ppl_opts *o) {
     return -1;
 }
 
-/* The whole file, or NULL with a message. */
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "oxidize perplexity: cannot open %s: ", path);
-        perror(NULL);
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (cap - n < 65536) {
-            char *bigger = realloc(buf, cap = cap * 2 + 65536);
-            if (!bigger) {
-                free(buf);
-                fclose(f);
-                fprintf(stderr, "oxidize perplexity: out of memory reading %s\n", path);
-                return NULL;
-            }
-            buf = bigger;
-        }
-        n += got = fread(buf + n, 1, cap - n, f);
-    } while (got > 0);
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 /* The text's tokens with the BOS the vocabulary asks for (special tokens in the text stay
  * text, as in llama-perplexity), or NULL with a message. */
 static ox_token *tokenize_all(const struct ox_vocab *v, const char *text, size_t len,
@@ -309,7 +281,7 @@ static void free_run(struct ppl_run *r) {
 static bool load_inputs(const struct ppl_opts *o, struct ox_model **m, ox_token **tokens,
                         size_t *n_tokens) {
     size_t len;
-    char *text = read_text(o->file, &len);
+    char *text = cmd_read_file("perplexity", o->file, &len);
     if (!text)
         return false;
     struct ox_model_params mp = ox_model_params_default();

@@ -114,22 +114,6 @@ struct session {
     size_t n_prompt;
 };
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n)
-        buf[n] = 0;
-    else
-        free(buf), buf = NULL;
-    fclose(f);
-    return buf;
-}
-
 static enum ox_status setup(struct session *s, const struct run_opts *o, const char *text) {
     TRY(ox_model_load(o->model, NULL, &s->model));
     const struct ox_vocab *v = ox_model_vocab(s->model);
@@ -204,11 +188,10 @@ int cmd_run(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    char *text = o.file ? read_file(o.file) : NULL;
-    if (o.file && !text) {
-        perror(o.file);
+    size_t text_len;
+    char *text = o.file ? cmd_read_file("run", o.file, &text_len) : NULL;
+    if (o.file && !text)
         return 1;
-    }
     struct session s = {0};
     double t0 = now_s();
     enum ox_status st = setup(&s, &o, o.prompt ? o.prompt : text);

@@ -54,33 +54,6 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o) {
     return -1;
 }
 
-/* The whole file, or NULL with a message. */
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (cap - n < 65536) {
-            char *bigger = realloc(buf, cap = cap * 2 + 65536);
-            if (!bigger) {
-                free(buf);
-                fclose(f);
-                fprintf(stderr, "oxidize tokenize: out of memory reading %s\n", path);
-                return NULL;
-            }
-            buf = bigger;
-        }
-        n += got = fread(buf + n, 1, cap - n, f);
-    } while (got > 0);
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 /* A piece between quotes, with control bytes escaped so each token stays on one line. */
 static void print_piece(const char *p, int32_t n) {
     putchar('\'');
@@ -121,7 +94,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (rc >= 0)
         return rc;
     size_t len = o.prompt ? strlen(o.prompt) : 0;
-    char *text = o.file ? read_text(o.file, &len) : NULL;
+    char *text = o.file ? cmd_read_file("tokenize", o.file, &len) : NULL;
     if (o.file && !text)
         return 1;
     struct ox_vocab *v = NULL;
