@@ -208,9 +208,10 @@ static void attend_f16(const struct attn_args *a, int t, int h, float *acc) {
         } else {
             vs = expf(s - m);
         }
+        /* ggml's vec_mad and sum update compile to fused multiply-adds */
         for (int i = 0; i < a->hd_v; i++)
-            acc[i] = round_f16(acc[i] + v[i] * vs);
-        sum = sum * ms + vs;
+            acc[i] = round_f16(fmaf(v[i], vs, acc[i]));
+        sum = fmaf(sum, ms, vs);
     }
     float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
     for (int i = 0; i < a->hd_v; i++)
