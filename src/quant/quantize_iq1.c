@@ -7,6 +7,7 @@
 #include "quant/blocks.h"
 #include "quant/iq_grid_index.h"
 #include "quant/quantize.h"
+#include "quant/quantize_util.h"
 
 /* Both types code groups of 8 elements as a point of the 2048-point ternary grid (-1, 0, +1 per
  * element, levels 0..2 here), shifted by +-delta per sub-block, times a 3-bit sub-block scale
@@ -218,19 +219,18 @@ static void quantize_superblock_iq1_s(const struct iq_grid *g, const float *x, c
     }
 }
 
+/* One block for quant_rows (the grid lookup is a pthread_once check after the first). */
+static void block_iq1_s(const float *x, const float *qw, float row_sigma2, void *out) {
+    (void)row_sigma2;
+    struct block_iq1_s y;
+    quantize_superblock_iq1_s(iq_grid_get(IQ_GRID_IQ1S), x, qw, &y);
+    memcpy(out, &y, sizeof y);
+}
+
 size_t quant_iq1_s(const float *src, void *dst, int64_t n_rows, int64_t n_per_row,
                    const float *imatrix) {
-    const struct iq_grid *g = iq_grid_get(IQ_GRID_IQ1S);
-    uint8_t *out = dst;
-    for (int64_t r = 0; r < n_rows; r++) {
-        for (int64_t b = 0; b < n_per_row / QK_SUPER; b++, out += sizeof(struct block_iq1_s)) {
-            struct block_iq1_s y;
-            quantize_superblock_iq1_s(g, src + r * n_per_row + b * QK_SUPER,
-                                      imatrix ? imatrix + b * QK_SUPER : NULL, &y);
-            memcpy(out, &y, sizeof y);
-        }
-    }
-    return (size_t)(out - (uint8_t *)dst);
+    return quant_rows(src, dst, n_rows, n_per_row, imatrix, QK_SUPER, sizeof(struct block_iq1_s),
+                      block_iq1_s);
 }
 
 /* ---- iq1_m ------------------------------------------------------------------------------- */
@@ -374,17 +374,16 @@ static void quantize_superblock_iq1_m(const struct iq_grid *g, const float *x, c
         finish_iq1_m(g, x, qw, sigma2, scales, codes, max_scale, y);
 }
 
+/* One block for quant_rows (the grid lookup is a pthread_once check after the first). */
+static void block_iq1_m(const float *x, const float *qw, float row_sigma2, void *out) {
+    (void)row_sigma2;
+    struct block_iq1_m y;
+    quantize_superblock_iq1_m(iq_grid_get(IQ_GRID_IQ1S), x, qw, &y);
+    memcpy(out, &y, sizeof y);
+}
+
 size_t quant_iq1_m(const float *src, void *dst, int64_t n_rows, int64_t n_per_row,
                    const float *imatrix) {
-    const struct iq_grid *g = iq_grid_get(IQ_GRID_IQ1S);
-    uint8_t *out = dst;
-    for (int64_t r = 0; r < n_rows; r++) {
-        for (int64_t b = 0; b < n_per_row / QK_SUPER; b++, out += sizeof(struct block_iq1_m)) {
-            struct block_iq1_m y;
-            quantize_superblock_iq1_m(g, src + r * n_per_row + b * QK_SUPER,
-                                      imatrix ? imatrix + b * QK_SUPER : NULL, &y);
-            memcpy(out, &y, sizeof y);
-        }
-    }
-    return (size_t)(out - (uint8_t *)dst);
+    return quant_rows(src, dst, n_rows, n_per_row, imatrix, QK_SUPER, sizeof(struct block_iq1_m),
+                      block_iq1_m);
 }

@@ -6,6 +6,7 @@
 #include "quant/blocks.h"
 #include "quant/iq_grid_index.h"
 #include "quant/quantize.h"
+#include "quant/quantize_util.h"
 
 /* Both types cut a super-block of 256 into 8 sub-blocks of 32 = 8 groups of 4 elements. Each
  * group is a point of a 3-bit grid (256 points for iq3_xxs, 512 for iq3_s) times signs, each
@@ -131,32 +132,30 @@ static void quantize_superblock_iq3_s(const struct iq_grid *g, const float *x, c
                                       iq_scale_code(id, scales[ib + 1], 15) << 4);
 }
 
+/* One block for quant_rows (the grid lookup is a pthread_once check after the first). */
+static void block_iq3_xxs(const float *x, const float *qw, float row_sigma2, void *out) {
+    (void)row_sigma2;
+    struct block_iq3_xxs y;
+    quantize_superblock_iq3_xxs(iq_grid_get(IQ_GRID_IQ3XXS), x, qw, &y);
+    memcpy(out, &y, sizeof y);
+}
+
 size_t quant_iq3_xxs(const float *src, void *dst, int64_t n_rows, int64_t n_per_row,
                      const float *imatrix) {
-    const struct iq_grid *g = iq_grid_get(IQ_GRID_IQ3XXS);
-    uint8_t *out = dst;
-    for (int64_t r = 0; r < n_rows; r++) {
-        for (int64_t b = 0; b < n_per_row / QK_SUPER; b++, out += sizeof(struct block_iq3_xxs)) {
-            struct block_iq3_xxs y;
-            quantize_superblock_iq3_xxs(g, src + r * n_per_row + b * QK_SUPER,
-                                        imatrix ? imatrix + b * QK_SUPER : NULL, &y);
-            memcpy(out, &y, sizeof y);
-        }
-    }
-    return (size_t)(out - (uint8_t *)dst);
+    return quant_rows(src, dst, n_rows, n_per_row, imatrix, QK_SUPER, sizeof(struct block_iq3_xxs),
+                      block_iq3_xxs);
+}
+
+/* One block for quant_rows (the grid lookup is a pthread_once check after the first). */
+static void block_iq3_s(const float *x, const float *qw, float row_sigma2, void *out) {
+    (void)row_sigma2;
+    struct block_iq3_s y;
+    quantize_superblock_iq3_s(iq_grid_get(IQ_GRID_IQ3S), x, qw, &y);
+    memcpy(out, &y, sizeof y);
 }
 
 size_t quant_iq3_s(const float *src, void *dst, int64_t n_rows, int64_t n_per_row,
                    const float *imatrix) {
-    const struct iq_grid *g = iq_grid_get(IQ_GRID_IQ3S);
-    uint8_t *out = dst;
-    for (int64_t r = 0; r < n_rows; r++) {
-        for (int64_t b = 0; b < n_per_row / QK_SUPER; b++, out += sizeof(struct block_iq3_s)) {
-            struct block_iq3_s y;
-            quantize_superblock_iq3_s(g, src + r * n_per_row + b * QK_SUPER,
-                                      imatrix ? imatrix + b * QK_SUPER : NULL, &y);
-            memcpy(out, &y, sizeof y);
-        }
-    }
-    return (size_t)(out - (uint8_t *)dst);
+    return quant_rows(src, dst, n_rows, n_per_row, imatrix, QK_SUPER, sizeof(struct block_iq3_s),
+                      block_iq3_s);
 }

@@ -99,19 +99,18 @@ static void quantize_block_iq4_nl(const float *x, const float *qw, struct block_
     pack_nibbles(L, IQ4_BLOCK, y->qs);
 }
 
+/* One block for quant_rows (the grid lookup is a pthread_once check after the first). */
+static void block_iq4_nl(const float *x, const float *qw, float row_sigma2, void *out) {
+    (void)row_sigma2;
+    struct block_iq4_nl y;
+    quantize_block_iq4_nl(x, qw, &y);
+    memcpy(out, &y, sizeof y);
+}
+
 size_t quant_iq4_nl(const float *src, void *dst, int64_t n_rows, int64_t n_per_row,
                     const float *imatrix) {
-    uint8_t *out = dst;
-    const int64_t nb = n_per_row / IQ4_BLOCK;
-    for (int64_t r = 0; r < n_rows; r++) {
-        for (int64_t b = 0; b < nb; b++, out += sizeof(struct block_iq4_nl)) {
-            struct block_iq4_nl y;
-            quantize_block_iq4_nl(src + r * n_per_row + b * IQ4_BLOCK,
-                                  imatrix ? imatrix + b * IQ4_BLOCK : NULL, &y);
-            memcpy(out, &y, sizeof y);
-        }
-    }
-    return (size_t)(out - (uint8_t *)dst);
+    return quant_rows(src, dst, n_rows, n_per_row, imatrix, IQ4_BLOCK, sizeof(struct block_iq4_nl),
+                      block_iq4_nl);
 }
 
 /* iq4_xs: the super-scale d = -(the block scale of largest magnitude) / 32, so that block's
@@ -148,17 +147,16 @@ static void quantize_superblock_iq4_xs(const float *x, const float *qw, struct b
     pack_nibbles(L, QK_SUPER, y->qs);
 }
 
+/* One block for quant_rows (the grid lookup is a pthread_once check after the first). */
+static void block_iq4_xs(const float *x, const float *qw, float row_sigma2, void *out) {
+    (void)row_sigma2;
+    struct block_iq4_xs y;
+    quantize_superblock_iq4_xs(x, qw, &y);
+    memcpy(out, &y, sizeof y);
+}
+
 size_t quant_iq4_xs(const float *src, void *dst, int64_t n_rows, int64_t n_per_row,
                     const float *imatrix) {
-    uint8_t *out = dst;
-    const int64_t nb = n_per_row / QK_SUPER;
-    for (int64_t r = 0; r < n_rows; r++) {
-        for (int64_t b = 0; b < nb; b++, out += sizeof(struct block_iq4_xs)) {
-            struct block_iq4_xs y;
-            quantize_superblock_iq4_xs(src + r * n_per_row + b * QK_SUPER,
-                                       imatrix ? imatrix + b * QK_SUPER : NULL, &y);
-            memcpy(out, &y, sizeof y);
-        }
-    }
-    return (size_t)(out - (uint8_t *)dst);
+    return quant_rows(src, dst, n_rows, n_per_row, imatrix, QK_SUPER, sizeof(struct block_iq4_xs),
+                      block_iq4_xs);
 }
