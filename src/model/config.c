@@ -63,7 +63,8 @@ static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct 
     if (c->n_rot % 2 != 0)
         return ox_fail(OX_ERR_FORMAT, "model: rope dimension count %d is odd", c->n_rot);
     OX_TRY(get_int(g, a, "expert_count", 0, 1 << 12, 0, &c->n_expert));
-    OX_TRY(get_int(g, a, "expert_used_count", 0, c->n_expert, 0, &c->n_expert_used));
+    int64_t max_used = c->n_expert < MODEL_MAX_EXPERTS_USED ? c->n_expert : MODEL_MAX_EXPERTS_USED;
+    OX_TRY(get_int(g, a, "expert_used_count", 0, max_used, 0, &c->n_expert_used));
     if (c->n_expert > 0 && c->n_expert_used < 1)
         return ox_fail(OX_ERR_FORMAT, "model: %d experts but expert_used_count is 0", c->n_expert);
     return OX_OK;
@@ -72,7 +73,8 @@ static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct 
 /* ggml's YaRN correction dims: where the ramp between interpolated and extrapolated
  * frequencies starts and ends. */
 static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
-    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2 * 3.14159265358979323846f)) / (2 * logf(base));
+    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2 * 3.14159265358979323846f)) /
+           (2 * logf(base));
 }
 
 static enum ox_status read_yarn(const struct ox_gguf *g, const char *a, struct model_config *c,
@@ -84,8 +86,8 @@ static enum ox_status read_yarn(const struct ox_gguf *g, const char *a, struct m
     OX_TRY(get_float(g, a, "rope.scaling.yarn_beta_fast", 32.0f, &beta_fast));
     OX_TRY(get_float(g, a, "rope.scaling.yarn_beta_slow", 1.0f, &beta_slow));
     OX_TRY(get_float(g, a, "rope.scaling.yarn_log_multiplier", 0.0f, &log_mul));
-    OX_TRY(get_int(g, a, "rope.scaling.original_context_length", 1, 1 << 24, c->n_ctx_train,
-                   &n_orig));
+    OX_TRY(
+        get_int(g, a, "rope.scaling.original_context_length", 1, 1 << 24, c->n_ctx_train, &n_orig));
     float lo = floorf(yarn_corr_dim(r->n_rot, n_orig, beta_fast, r->freq_base));
     float hi = ceilf(yarn_corr_dim(r->n_rot, n_orig, beta_slow, r->freq_base));
     r->corr_dims[0] = lo > 0 ? lo : 0;
@@ -93,7 +95,8 @@ static enum ox_status read_yarn(const struct ox_gguf *g, const char *a, struct m
     if (r->ext_factor != 0.0f) {
         /* llama.cpp's attention factor; the rope op multiplies its own 1 + 0.1 ln(factor) back */
         float m = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
-        float m_all = factor <= 1.0f || log_mul == 0.0f ? 1.0f : 0.1f * log_mul * logf(factor) + 1.0f;
+        float m_all =
+            factor <= 1.0f || log_mul == 0.0f ? 1.0f : 0.1f * log_mul * logf(factor) + 1.0f;
         r->attn_factor *= (log_mul != 0.0f ? m / m_all : m) / (1.0f + 0.1f * logf(factor));
     }
     return OX_OK;
@@ -113,11 +116,12 @@ static enum ox_status read_rope(const struct ox_gguf *g, const char *a, struct m
     uint64_t len = 4;
     if (gguf_find(g, key))
         OX_TRY(gguf_get_str(g, key, &type, &len));
-    bool linear = len == 6 && !memcmp(type, "linear", 6), yarn = len == 4 && !memcmp(type, "yarn", 4);
+    bool linear = len == 6 && !memcmp(type, "linear", 6),
+         yarn = len == 4 && !memcmp(type, "yarn", 4);
     bool none = len == 4 && !memcmp(type, "none", 4);
     if (!linear && !yarn && !none)
-        return ox_fail(OX_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported",
-                       (int)len, type);
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported", (int)len,
+                       type);
     if (!(factor > 0.0f) || !(r->freq_base > 0.0f))
         return ox_fail(OX_ERR_FORMAT, "model: bad rope frequency base or scaling factor");
     r->freq_scale = none ? 1.0f : 1.0f / factor;

@@ -84,7 +84,9 @@ static enum ox_status alloc_backend(struct ox_context *ctx) {
     int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_cpu_count();
     int64_t cols = m->cfg.n_ff > m->cfg.n_embd ? m->cfg.n_ff : m->cfg.n_embd;
     cols = cols > m->cfg.n_head * m->cfg.head_dim_v ? cols : m->cfg.n_head * m->cfg.head_dim_v;
-    cols = cols > ctx->params.n_ctx ? cols : ctx->params.n_ctx; /* attention scores */
+    cols = cols > ctx->params.n_ctx ? cols : ctx->params.n_ctx;  /* attention scores */
+    int64_t qv = (int64_t)m->cfg.head_dim_k + m->cfg.head_dim_v; /* f16 attention: q + values */
+    cols = cols > qv ? cols : qv;
     ctx->be.ops = &backend_cpu_ops;
     ctx->be.scratch_per_thread = backend_cpu_scratch(cols);
     ctx->be.scratch = falloc((size_t)n * ctx->be.scratch_per_thread);

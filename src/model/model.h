@@ -10,6 +10,7 @@
 #include "oxidize.h"
 
 #define MODEL_MAX_LAYERS 512
+#define MODEL_MAX_EXPERTS_USED 64 /* experts one token runs: the router keeps them on the stack */
 
 /* How an architecture differs from Llama (DESIGN.md section 3); llama is all defaults. */
 struct arch_desc {

@@ -112,7 +112,7 @@ static void moe_block(struct ox_context *ctx, const struct layer_weights *l, int
             sum += p[e] = expf(p[e] - max);
         for (int e = 0; e < ne; e++)
             p[e] /= sum;
-        int idx[64];
+        int idx[MODEL_MAX_EXPERTS_USED];
         top_k(p, ne, k, idx);
         float wsum = 0.0f;
         for (int j = 0; j < k; j++)
