@@ -36,8 +36,10 @@ static void prompt(ox_token *t, int seed) {
         t[i] = (ox_token)(3 + (i * 37 + seed * 101) % (n_vocab - 3));
 }
 
-/* Batch vs one at a time: the same math on the same cache, so nearly the same numbers (the
- * only differences are activation roundings of different batch shapes: none here). */
+/* Batch vs one at a time: the same math on the same cache, summed in different orders (float
+ * matmuls follow llama.cpp's GEMM for batches and its vec_dot for single tokens), so the
+ * logits agree to the last bits, amplified a little by the f16 cache; a wrong position or mask
+ * would move them by whole units. */
 static void check_incremental(void) {
     ox_token t[N];
     prompt(t, 1);
@@ -54,7 +56,7 @@ static void check_incremental(void) {
         worst = fmax(worst, max_diff(ox_get_logits(a, i), ox_get_logits(b, 0)));
     }
     printf("  batch vs incremental: max |logit diff| %.3g\n", worst);
-    CHECK(worst < 1e-4);
+    CHECK(worst < 1e-2);
     CHECK_EQ(ox_kv_seq_pos_max(b, 0), N - 1);
     ox_context_free(a);
     ox_context_free(b);

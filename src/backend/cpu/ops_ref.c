@@ -1,9 +1,11 @@
 /* ops_ref.c: the CPU backend's scalar reference ops (the oracle later SIMD kernels are tested
- * against). Matmul dequantizes each weight row once per call and reuses it for every token. */
+ * against). Matmul dequantizes each weight row once per call and reuses it for every token;
+ * float weights follow ggml's summation orders (ggml_numerics.c), quantized ones sum in double. */
 #include <math.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/ggml_numerics.h"
 #include "core/fp16.h"
 #include "quant/dtype.h"
 
@@ -27,14 +29,18 @@ static void matmul_rows(void *arg, int ith, int nth) {
     float *row = j->b->scratch + (size_t)ith * j->b->scratch_per_thread;
     int64_t chunk = (w->n_rows + nth - 1) / nth, r0 = chunk * ith;
     int64_t r1 = r0 + chunk < w->n_rows ? r0 + chunk : w->n_rows;
+    bool gemm = j->n >= 2; /* llama.cpp's GEMM takes batches, vec_dot single tokens */
     for (int64_t r = r0; r < r1; r++) {
         to_float((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_cols);
         for (int t = 0; t < j->n; t++) {
             const float *x = j->x + (size_t)t * (size_t)w->n_cols;
+            float *y = j->y + (size_t)t * (size_t)w->n_rows + (size_t)r;
+            if (ggml_float_dot(w->type, gemm, row, x, w->n_cols, y))
+                continue;
             double sum = 0.0; /* double: the reference should not add rounding of its own */
             for (int64_t c = 0; c < w->n_cols; c++)
                 sum += (double)row[c] * (double)x[c];
-            j->y[(size_t)t * (size_t)w->n_rows + (size_t)r] = (float)sum;
+            *y = (float)sum;
         }
     }
 }
@@ -91,7 +97,8 @@ static float yarn_ramp(float low, float high, int i0) {
 }
 
 /* One head: pairs (i, i+1) (normal) or (i, i+n_rot/2) (NeoX) rotated by pos * base^(-i/n_rot),
- * the angle advanced by multiplication and mixed as ggml's rope_yarn so rounding matches. */
+ * the angle advanced by multiplication and mixed as ggml's rope_yarn so rounding matches,
+ * including the multiply-adds GCC fuses there (ggml-cpu builds as gnu++17: -ffp-contract=fast). */
 static void rope_head(float *x, int32_t pos, float theta_scale, const struct rope_params *p) {
     float theta_base = (float)pos;
     for (int i = 0; i < p->n_rot; i += 2) {
@@ -100,14 +107,14 @@ static void rope_head(float *x, int32_t pos, float theta_scale, const struct rop
         float mscale = p->attn_factor;
         if (p->ext_factor != 0.0f) {
             float mix = yarn_ramp(p->corr_dims[0], p->corr_dims[1], i) * p->ext_factor;
-            theta = interp * (1 - mix) + extrap * mix;
-            mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
+            theta = fmaf(interp, 1 - mix, extrap * mix);
+            mscale *= fmaf(0.1f, logf(1.0f / p->freq_scale), 1.0f);
         }
         float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
         int a = p->neox ? i / 2 : i, bidx = p->neox ? i / 2 + p->n_rot / 2 : i + 1;
         float x0 = x[a], x1 = x[bidx];
-        x[a] = x0 * c - x1 * s;
-        x[bidx] = x0 * s + x1 * c;
+        x[a] = fmaf(x0, c, -(x1 * s));
+        x[bidx] = fmaf(x0, s, x1 * c);
         theta_base *= theta_scale;
     }
 }
@@ -125,7 +132,7 @@ static void cpu_rope(struct backend *b, float *x, const int32_t *pos, int n, int
 static void cpu_swiglu(struct backend *b, const float *gate, const float *up, float *y, size_t n) {
     (void)b;
     for (size_t i = 0; i < n; i++)
-        y[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+        y[i] = gate[i] / (1.0f + ggml_expf(-gate[i])) * up[i];
 }
 
 static void cpu_add(struct backend *b, float *y, const float *x, size_t n) {
@@ -196,10 +203,7 @@ static void attend_f16(const struct attn_args *a, int t, int h, float *acc) {
             continue;
         const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
         const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
-        float s = 0.0f, ms = 1.0f, vs = 1.0f;
-        for (int i = 0; i < a->hd_k; i++)
-            s += qh[i] * k[i];
-        s *= a->scale;
+        float ms = 1.0f, vs = 1.0f, s = ggml_dot_f16(qh, k, a->hd_k) * a->scale;
         if (s > m) {
             ms = expf(m - s);
             m = s;
