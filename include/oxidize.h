@@ -373,6 +373,12 @@ OX_API int32_t ox_model_n_layer(const struct ox_model *model);
 OX_API uint64_t ox_model_n_params(const struct ox_model *model);
 /* "llama 15.2M q4_K" style description; snprintf rule. */
 OX_API size_t ox_model_desc(const struct ox_model *model, char *buf, size_t cap);
+/* How oxidize runs the architecture named `arch` (a GGUF general.architecture value): its
+ * traits as one line ("RMSNorm, NeoX RoPE, SwiGLU, ..."); snprintf rule. Returns 0 and writes
+ * nothing for an architecture oxidize does not support. */
+OX_API size_t ox_arch_traits(const char *arch, char *buf, size_t cap);
+/* The supported architecture names, comma separated (a static string). */
+OX_API const char *ox_arch_supported(void);
 
 struct ox_context_params {
     uint32_t n_ctx;      /* KV cache cells (tokens over all sequences); 0: the model's */

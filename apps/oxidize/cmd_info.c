@@ -314,6 +314,11 @@ static enum ox_status text_arch(FILE *f, const struct ox_gguf *g, const char *ar
     fprintf(f, "\narchitecture: ");
     json_write_escaped(f, arch, json_utf8_prefix(arch, strlen(arch), INFO_TEXT_STR));
     fputc('\n', f);
+    char traits[512];
+    if (ox_arch_traits(arch, traits, sizeof traits))
+        fprintf(f, "  oxidize runs it with %s\n", traits);
+    else
+        fprintf(f, "  oxidize does not support it (supported: %s)\n", ox_arch_supported());
     size_t skip = strlen(arch) + 1;
     for (int64_t i = 0; i < ox_gguf_n_kv(g); i++) {
         const char *key = ox_gguf_key(g, i);

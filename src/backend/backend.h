@@ -31,13 +31,13 @@ struct backend {
 
 /* Rotary position embedding settings (ggml's rope_ext with YaRN). */
 struct rope_params {
-    int n_rot;                  /* leading dims of each head that rotate */
-    bool neox;                  /* rotate (i, i + n_rot/2) pairs instead of (i, i+1) */
+    int n_rot; /* leading dims of each head that rotate */
+    bool neox; /* rotate (i, i + n_rot/2) pairs instead of (i, i+1) */
     float freq_base, freq_scale;
-    float ext_factor;           /* YaRN extrapolation mix (0: plain or linear scaling) */
-    float attn_factor;          /* scales cos and sin */
-    float corr_dims[2];         /* YaRN ramp between these dims */
-    const float *freq_factors;  /* n_rot/2 divisors of the angle (llama3 rope_freqs), or NULL */
+    float ext_factor;          /* YaRN extrapolation mix (0: plain or linear scaling) */
+    float attn_factor;         /* scales cos and sin */
+    float corr_dims[2];        /* YaRN ramp between these dims */
+    const float *freq_factors; /* n_rot/2 divisors of the angle (llama3 rope_freqs), or NULL */
 };
 
 struct attn_args {
@@ -48,9 +48,14 @@ struct attn_args {
     const int32_t *cell_pos;
     const uint64_t *cell_seq; /* bit s set: the cell belongs to sequence s */
     float scale;              /* applied to q.k, usually 1/sqrt(hd_k) */
+    float softcap;            /* scores become softcap * tanh(score / softcap); 0: off */
+    int32_t window;           /* sliding window: query p sees cells with p - pos < window;
+                                 0: no window */
     bool f16_cache;           /* k/v came from an f16 cache: round q and the value
                                  accumulator to f16 as llama.cpp's CPU flash attention does */
 };
+
+enum glu_kind { GLU_SILU, GLU_GELU };
 
 /* Activations are row-major float arrays: x[n][dim]. */
 struct backend_ops {
@@ -62,21 +67,39 @@ struct backend_ops {
     /* y = x / rms(x) * g, per row of dim elements (g may be NULL) */
     void (*rms_norm)(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
                      float eps);
+    /* y = (x - mean(x)) / sqrt(var(x) + eps) * g + bias, per row (g, bias may be NULL) */
+    void (*layer_norm)(struct backend *b, const float *x, const float *g, const float *bias,
+                       float *y, int n, int dim, float eps);
     /* rotate the first n_rot dims of each head of x[n][n_heads][head_dim] by pos[t] */
-    void (*rope)(struct backend *b, float *x, const int32_t *pos, int n, int n_heads,
-                 int head_dim, const struct rope_params *p);
-    /* y = silu(gate) * up, elementwise over n values */
-    void (*swiglu)(struct backend *b, const float *gate, const float *up, float *y, size_t n);
+    void (*rope)(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
+                 const struct rope_params *p);
+    /* y = act(gate) * up, elementwise over n values */
+    void (*glu)(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,
+                size_t n);
+    /* y = gelu(x) over n values (in place allowed) */
+    void (*gelu)(struct backend *b, const float *x, float *y, size_t n);
     /* y += x over n values */
     void (*add)(struct backend *b, float *y, const float *x, size_t n);
+    /* y[t] += row for each of n rows of dim values (biases) */
+    void (*add_row)(struct backend *b, float *y, const float *row, int n, int dim);
+    /* y *= s over n values */
+    void (*scale)(struct backend *b, float *y, float s, size_t n);
+    /* softmax of each of n rows of dim values, in place */
+    void (*softmax)(struct backend *b, float *x, int n, int dim);
+    /* y = cap * tanh(y / cap) over n values (logit soft-capping) */
+    void (*softcap)(struct backend *b, float *y, float cap, size_t n);
     /* Causal attention of queries q[n][n_head][hd_k] over cached keys k[n_cells][n_head_kv][hd_k]
      * and values v[n_cells][n_head_kv][hd_v]: query t sees cell c when c's sequence set has
-     * q_seq[t] and cell_pos[c] <= q_pos[t]. Heads share kv heads in groups (GQA). y is
+     * q_seq[t], cell_pos[c] <= q_pos[t], and (with a window) q_pos[t] - cell_pos[c] < window.
+     * Heads share kv heads in groups (GQA). y is
      * [n][n_head][hd_v]. */
     void (*attention)(struct backend *b, const struct attn_args *a);
 };
 
 extern const struct backend_ops backend_cpu_ops;
+
+/* The CPU reference attention (backend/cpu/attention_ref.c). */
+void cpu_attention_ref(struct backend *b, const struct attn_args *a);
 
 /* Scratch floats a matmul needs per thread for rows of n_cols elements. */
 size_t backend_cpu_scratch(int64_t max_cols);

@@ -5,17 +5,6 @@
 
 #include "model/model.h"
 
-static const struct arch_desc arch_llama = {.name = "llama"};
-
-static const struct arch_desc *const architectures[] = {&arch_llama};
-
-static const struct arch_desc *find_arch(const char *name, size_t len) {
-    for (size_t i = 0; i < sizeof architectures / sizeof architectures[0]; i++)
-        if (strlen(architectures[i]->name) == len && !memcmp(architectures[i]->name, name, len))
-            return architectures[i];
-    return NULL;
-}
-
 /* "<arch>.<suffix>" as an integer in [lo, hi]; absent keys take fallback (< 0: required). */
 static enum ox_status get_int(const struct ox_gguf *g, const char *arch, const char *suffix,
                               int64_t lo, int64_t hi, int64_t fallback, int32_t *out) {
@@ -53,18 +42,21 @@ static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct 
     OX_TRY(get_int(g, a, "attention.head_count", 1, 1 << 14, -1, &c->n_head));
     OX_TRY(get_int(g, a, "attention.head_count_kv", 1, 1 << 14, c->n_head, &c->n_head_kv));
     OX_TRY(get_int(g, a, "context_length", 1, 1 << 24, 4096, &c->n_ctx_train));
-    if (c->n_embd % c->n_head != 0 || c->n_head % c->n_head_kv != 0)
-        return ox_fail(OX_ERR_FORMAT, "model: %d heads and %d kv heads do not divide %d", c->n_head,
-                       c->n_head_kv, c->n_embd);
-    int32_t hd = c->n_embd / c->n_head;
+    if (c->n_head % c->n_head_kv != 0)
+        return ox_fail(OX_ERR_FORMAT, "model: %d kv heads do not divide %d heads", c->n_head_kv,
+                       c->n_head);
+    /* head size defaults to n_embd / n_head; files where that is not whole must give it */
+    int32_t hd = c->n_embd % c->n_head == 0 ? c->n_embd / c->n_head : -1;
     OX_TRY(get_int(g, a, "attention.key_length", 1, 1 << 14, hd, &c->head_dim_k));
-    OX_TRY(get_int(g, a, "attention.value_length", 1, 1 << 14, hd, &c->head_dim_v));
+    OX_TRY(get_int(g, a, "attention.value_length", 1, 1 << 14, hd > 0 ? hd : c->head_dim_k,
+                   &c->head_dim_v));
     OX_TRY(get_int(g, a, "rope.dimension_count", 0, c->head_dim_k, c->head_dim_k, &c->n_rot));
     if (c->n_rot % 2 != 0)
         return ox_fail(OX_ERR_FORMAT, "model: rope dimension count %d is odd", c->n_rot);
     OX_TRY(get_int(g, a, "expert_count", 0, 1 << 12, 0, &c->n_expert));
     int64_t max_used = c->n_expert < MODEL_MAX_EXPERTS_USED ? c->n_expert : MODEL_MAX_EXPERTS_USED;
     OX_TRY(get_int(g, a, "expert_used_count", 0, max_used, 0, &c->n_expert_used));
+    OX_TRY(get_int(g, a, "expert_feed_forward_length", 1, 1 << 22, c->n_ff, &c->n_ff_exp));
     if (c->n_expert > 0 && c->n_expert_used < 1)
         return ox_fail(OX_ERR_FORMAT, "model: %d experts but expert_used_count is 0", c->n_expert);
     return OX_OK;
@@ -105,7 +97,7 @@ static enum ox_status read_yarn(const struct ox_gguf *g, const char *a, struct m
 static enum ox_status read_rope(const struct ox_gguf *g, const char *a, struct model_config *c) {
     struct rope_params *r = &c->rope;
     r->n_rot = c->n_rot;
-    r->neox = c->arch->rope_neox;
+    r->neox = c->arch->position == POS_ROPE_NEOX;
     OX_TRY(get_float(g, a, "rope.freq_base", 10000.0f, &r->freq_base));
     float factor;
     OX_TRY(get_float(g, a, "rope.scaling.factor", 1.0f, &factor));
@@ -127,7 +119,46 @@ static enum ox_status read_rope(const struct ox_gguf *g, const char *a, struct m
     r->freq_scale = none ? 1.0f : 1.0f / factor;
     if (yarn)
         OX_TRY(read_yarn(g, a, c, factor));
-    return get_float(g, a, "attention.layer_norm_rms_epsilon", 1e-5f, &c->norm_eps);
+    c->rope_swa = *r;
+    return get_float(g, a, "rope.freq_base_swa", r->freq_base, &c->rope_swa.freq_base);
+}
+
+/* Sliding-window attention: the window, and which layers use it (llama.cpp's pattern rule). */
+static enum ox_status read_swa(const struct ox_gguf *g, const char *a, struct model_config *c) {
+    const struct arch_desc *d = c->arch;
+    if (!d->swa)
+        return OX_OK;
+    int32_t period;
+    OX_TRY(get_int(g, a, "attention.sliding_window", 0, 1 << 24, d->swa_default_window,
+                   &c->swa_window));
+    OX_TRY(get_int(g, a, "attention.sliding_window_pattern", 0, MODEL_MAX_LAYERS, d->swa_period,
+                   &period));
+    for (int il = 0; il < c->n_layer; il++)
+        c->is_swa[il] = c->swa_window > 0 && (period == 0 || il % period < period - 1);
+    return OX_OK;
+}
+
+/* Norm epsilon, attention scaling and the multipliers some architectures add. */
+static enum ox_status read_scales(const struct ox_gguf *g, const char *a, struct model_config *c) {
+    const char *eps_key = c->arch->norm == NORM_RMS ? "attention.layer_norm_rms_epsilon"
+                                                    : "attention.layer_norm_epsilon";
+    OX_TRY(get_float(g, a, eps_key, 1e-5f, &c->norm_eps));
+    OX_TRY(get_float(g, a, "attention.scale", 0.0f, &c->attn_scale));
+    if (c->attn_scale == 0.0f)
+        c->attn_scale = 1.0f / sqrtf((float)c->head_dim_k);
+    OX_TRY(get_float(g, a, "attn_logit_softcapping", 0.0f, &c->attn_softcap));
+    OX_TRY(get_float(g, a, "final_logit_softcapping", 0.0f, &c->final_softcap));
+    OX_TRY(get_float(g, a, "embedding_scale", 0.0f, &c->embd_scale));
+    OX_TRY(get_float(g, a, "residual_scale", 0.0f, &c->residual_scale));
+    OX_TRY(get_float(g, a, "logit_scale", 0.0f, &c->logit_scale));
+    OX_TRY(get_float(g, a, "attention.temperature_scale", 0.0f, &c->attn_temp_scale));
+    OX_TRY(get_int(g, a, "rope.scaling.original_context_length", 1, 1 << 24, c->n_ctx_train,
+                   &c->attn_temp_floor));
+    if (!isfinite(c->attn_scale) || c->attn_softcap < 0 || c->final_softcap < 0 ||
+        !isfinite(c->embd_scale) || !isfinite(c->residual_scale) || !isfinite(c->logit_scale) ||
+        !isfinite(c->attn_temp_scale))
+        return ox_fail(OX_ERR_FORMAT, "model: a scale or soft-cap value is not a finite number");
+    return OX_OK;
 }
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c) {
@@ -135,13 +166,14 @@ enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c
     const char *name;
     uint64_t len;
     OX_TRY(gguf_get_str(g, "general.architecture", &name, &len));
-    c->arch = find_arch(name, (size_t)len);
+    c->arch = arch_find(name, (size_t)len);
     if (!c->arch)
         return ox_fail(OX_ERR_UNSUPPORTED,
-                       "model: architecture '%.*s' is not supported "
-                       "(supported: llama)",
-                       (int)(len > 64 ? 64 : len), name);
+                       "model: architecture '%.*s' is not supported (supported: %s)",
+                       (int)(len > 64 ? 64 : len), name, arch_supported_names());
     const char *a = c->arch->name;
     OX_TRY(read_shape(g, a, c));
-    return read_rope(g, a, c);
+    OX_TRY(read_rope(g, a, c));
+    OX_TRY(read_swa(g, a, c));
+    return read_scales(g, a, c);
 }

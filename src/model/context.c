@@ -62,8 +62,11 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
     size_t nb = ctx->params.n_batch, e = (size_t)c->n_embd;
     size_t q = (size_t)c->n_head * (size_t)c->head_dim_k, o = (size_t)c->n_head * c->head_dim_v;
     size_t dk = (size_t)c->n_head_kv * c->head_dim_k, dv = (size_t)c->n_head_kv * c->head_dim_v;
-    size_t ff = (size_t)(c->n_ff > c->n_embd ? c->n_ff : c->n_embd);
+    size_t ff = (size_t)c->n_ff * 2; /* a fused gate+up row is twice n_ff */
+    ff = ff > e ? ff : e;
+    ff = ff > (size_t)c->n_ff_exp ? ff : (size_t)c->n_ff_exp;
     a->x = falloc(nb * e), a->xn = falloc(nb * e), a->q = falloc(nb * q);
+    a->qkv = falloc(nb * (q + dk + dv)), a->branch = falloc(nb * e);
     a->k = falloc(nb * dk), a->v = falloc(nb * dv), a->attn = falloc(nb * o);
     a->proj = falloc(nb * e), a->gate = falloc(nb * ff), a->up = falloc(nb * ff);
     a->hidden = falloc(nb * ff), a->kf = falloc(ctx->kv.n_cells * dk);
@@ -72,9 +75,9 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
     a->cell = malloc(nb * sizeof *a->cell);
     ctx->logits = falloc(nb * (size_t)c->n_vocab);
     ctx->out_row = malloc(nb * sizeof *ctx->out_row);
-    if (!a->x || !a->xn || !a->q || !a->k || !a->v || !a->attn || !a->proj || !a->gate || !a->up ||
-        !a->hidden || !a->kf || !a->vf || !a->router || !a->pos || !a->seq || !a->cell ||
-        !ctx->logits || !ctx->out_row)
+    if (!a->x || !a->xn || !a->qkv || !a->branch || !a->q || !a->k || !a->v || !a->attn ||
+        !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || !a->vf || !a->router || !a->pos ||
+        !a->seq || !a->cell || !ctx->logits || !ctx->out_row)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens", nb);
     return OX_OK;
 }
@@ -83,6 +86,8 @@ static enum ox_status alloc_backend(struct ox_context *ctx) {
     const struct ox_model *m = ctx->model;
     int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_cpu_count();
     int64_t cols = m->cfg.n_ff > m->cfg.n_embd ? m->cfg.n_ff : m->cfg.n_embd;
+    cols = cols > m->cfg.n_ff_exp ? cols : m->cfg.n_ff_exp;
+    cols = cols > m->cfg.n_head * m->cfg.head_dim_k ? cols : m->cfg.n_head * m->cfg.head_dim_k;
     cols = cols > m->cfg.n_head * m->cfg.head_dim_v ? cols : m->cfg.n_head * m->cfg.head_dim_v;
     cols = cols > ctx->params.n_ctx ? cols : ctx->params.n_ctx;  /* attention scores */
     int64_t qv = (int64_t)m->cfg.head_dim_k + m->cfg.head_dim_v; /* f16 attention: q + values */
@@ -126,9 +131,24 @@ void ox_context_free(struct ox_context *ctx) {
     if (!ctx)
         return;
     struct activations *a = &ctx->act;
-    float *fs[] = {
-        a->x,  a->xn,     a->q,  a->k,  a->v,      a->attn,     a->proj,         a->gate,
-        a->up, a->hidden, a->kf, a->vf, a->router, ctx->logits, ctx->be.scratch, ctx->be.x_rounded};
+    float *fs[] = {a->x,
+                   a->xn,
+                   a->qkv,
+                   a->branch,
+                   a->q,
+                   a->k,
+                   a->v,
+                   a->attn,
+                   a->proj,
+                   a->gate,
+                   a->up,
+                   a->hidden,
+                   a->kf,
+                   a->vf,
+                   a->router,
+                   ctx->logits,
+                   ctx->be.scratch,
+                   ctx->be.x_rounded};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
         ox_aligned_free(fs[i]);
     free(a->pos), free(a->seq), free(a->cell), free(ctx->out_row);

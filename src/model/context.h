@@ -18,7 +18,7 @@ struct kv_cache {
 
 /* Activations for up to n_batch tokens (sized once, at creation). */
 struct activations {
-    float *x, *xn, *q, *k, *v, *attn, *proj, *gate, *up, *hidden;
+    float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up, *hidden;
     float *kf, *vf; /* the cache of one layer as floats [n_cells][kv dim] */
     float *router;  /* [n_batch][n_expert] */
     int32_t *pos, *seq, *cell;

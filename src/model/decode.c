@@ -36,6 +36,10 @@ static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *
         int32_t pos = b->pos ? b->pos[t] : next[seq];
         if (pos < 0)
             return ox_fail(OX_ERR_INVALID_ARG, "decode: negative position at %d", t);
+        if (ctx->model->pos_embd && pos >= ctx->model->cfg.n_ctx_train) /* a table lookup */
+            return ox_fail(OX_ERR_CONTEXT_FULL,
+                           "decode: position %d is past the %d learned positions of the model",
+                           pos, ctx->model->cfg.n_ctx_train);
         next[seq] = pos + 1;
         a->pos[t] = pos, a->seq[t] = seq;
         bool want = b->logits ? b->logits[t] : t == b->n_tokens - 1;
@@ -119,9 +123,12 @@ void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0, 
             kv->seq[c] |= 1ull << dst; /* cells are shared, not copied */
 }
 
-/* Moving a cell by delta positions rotates its cached keys by delta more (rotations add). */
+/* Moving a cell by delta positions rotates its cached keys by delta more (rotations add).
+ * Keys of learned-position models carry no rotation; their cells just take the new positions. */
 static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
     const struct model_config *cfg = &ctx->model->cfg;
+    if (cfg->arch->position == POS_LEARNED)
+        return;
     struct kv_cache *kv = &ctx->kv;
     const struct dtype_traits *tr = dtype_get((int)kv->type);
     int64_t dk = (int64_t)cfg->n_head_kv * cfg->head_dim_k;
@@ -129,7 +136,8 @@ static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
     for (int il = 0; il < cfg->n_layer; il++) {
         uint8_t *k = kv->k + ((size_t)il * kv->n_cells + (size_t)c) * kv->k_row;
         tr->to_float(k, row, dk);
-        ctx->be.ops->rope(&ctx->be, row, &delta, 1, cfg->n_head_kv, cfg->head_dim_k, &cfg->rope);
+        const struct rope_params *rp = cfg->is_swa[il] ? &cfg->rope_swa : &cfg->rope;
+        ctx->be.ops->rope(&ctx->be, row, &delta, 1, cfg->n_head_kv, cfg->head_dim_k, rp);
         tr->from_float(row, k, 1, dk, NULL);
     }
 }

@@ -9,17 +9,6 @@ struct ox_model_params ox_model_params_default(void) {
     return (struct ox_model_params){.use_mmap = true};
 }
 
-/* Norm vectors are read directly as floats by the forward pass. */
-static enum ox_status check_norms(const struct ox_model *m) {
-    if (m->output_norm->type != OX_DTYPE_F32)
-        return ox_fail(OX_ERR_UNSUPPORTED, "model: output_norm.weight must be f32");
-    for (int il = 0; il < m->cfg.n_layer; il++)
-        if (m->layers[il].attn_norm->type != OX_DTYPE_F32 ||
-            m->layers[il].ffn_norm->type != OX_DTYPE_F32)
-            return ox_fail(OX_ERR_UNSUPPORTED, "model: layer %d norms must be f32", il);
-    return OX_OK;
-}
-
 static enum ox_status load(struct ox_model *m, const char *path, const struct ox_model_params *p) {
     OX_TRY(gguf_open(path, p->use_mmap, &m->gguf));
     OX_TRY(model_config_load(m->gguf, &m->cfg));
@@ -27,7 +16,6 @@ static enum ox_status load(struct ox_model *m, const char *path, const struct ox
         return ox_fail(OX_ERR_ABORTED, "model: loading cancelled");
     OX_TRY(ox_vocab_load(path, &m->vocab));
     OX_TRY(model_bind_weights(m));
-    OX_TRY(check_norms(m));
     if (ox_vocab_n_tokens(m->vocab) > m->cfg.n_vocab)
         return ox_fail(OX_ERR_FORMAT, "model: %d tokens but token_embd has %d rows",
                        ox_vocab_n_tokens(m->vocab), m->cfg.n_vocab);
@@ -87,6 +75,6 @@ size_t ox_model_desc(const struct ox_model *m, char *buf, size_t cap) {
     double n = (double)m->n_params;
     const char *unit = n >= 1e9 ? "B" : "M";
     int len = snprintf(buf, cap, "%s %.1f%s %s", m->cfg.arch->name, n / (n >= 1e9 ? 1e9 : 1e6),
-                       unit, ox_dtype_name(m->layers[0].wq->type));
+                       unit, ox_dtype_name(m->layers[0].wo->type));
     return len < 0 ? 0 : (size_t)len;
 }

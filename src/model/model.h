@@ -7,16 +7,11 @@
 
 #include "backend/backend.h"
 #include "gguf/gguf.h"
+#include "model/arch.h"
 #include "oxidize.h"
 
-#define MODEL_MAX_LAYERS 512
+#define MODEL_MAX_LAYERS       512
 #define MODEL_MAX_EXPERTS_USED 64 /* experts one token runs: the router keeps them on the stack */
-
-/* How an architecture differs from Llama (DESIGN.md section 3); llama is all defaults. */
-struct arch_desc {
-    const char *name;
-    bool rope_neox; /* rotate halves instead of adjacent pairs */
-};
 
 /* Hyper-parameters from the GGUF keys "<arch>.*". */
 struct model_config {
@@ -24,9 +19,17 @@ struct model_config {
     int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, n_ff;
     int32_t head_dim_k, head_dim_v; /* attention.key_length / value_length */
     int32_t n_rot;                  /* rope.dimension_count */
-    int32_t n_expert, n_expert_used;
-    struct rope_params rope; /* freq_factors is bound with the weights (rope_freqs.weight) */
+    int32_t n_expert, n_expert_used, n_ff_exp;
+    struct rope_params rope;     /* freq_factors is bound with the weights (rope_freqs.weight) */
+    struct rope_params rope_swa; /* sliding-window layers: their own frequency base */
     float norm_eps;
+    float attn_scale;                  /* applied to q.k (or to q, for q_prescale archs) */
+    float attn_softcap, final_softcap; /* cap * tanh(x / cap); 0: none */
+    float embd_scale, residual_scale, logit_scale; /* granite / command-r multipliers; 0: none */
+    float attn_temp_scale; /* mistral3: q grows with log(position / attn_temp_floor) */
+    int32_t attn_temp_floor;
+    int32_t swa_window;            /* sliding window in tokens; 0: none */
+    bool is_swa[MODEL_MAX_LAYERS]; /* the layers that use it */
 };
 
 /* A weight: type, shape and its bytes in the mapped file. */
@@ -38,9 +41,15 @@ struct weight {
     size_t row_bytes; /* bytes of one ne[0] row */
 };
 
+/* A layer's tensors; any may be NULL where the architecture or the file has none. */
 struct layer_weights {
-    const struct weight *attn_norm, *wq, *wk, *wv, *wo;
-    const struct weight *ffn_norm, *ffn_gate, *ffn_up, *ffn_down;
+    const struct weight *attn_norm, *attn_norm_b;
+    const struct weight *wqkv, *bqkv, *wq, *bq, *wk, *bk, *wv, *bv; /* fused or separate */
+    const struct weight *q_norm, *k_norm;
+    const struct weight *wo, *bo, *attn_post_norm;
+    const struct weight *ffn_norm, *ffn_norm_b;
+    const struct weight *ffn_gate, *ffn_gate_b, *ffn_up, *ffn_up_b, *ffn_down, *ffn_down_b;
+    const struct weight *ffn_post_norm;
     const struct weight *ffn_gate_inp, *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* MoE */
 };
 
@@ -49,7 +58,7 @@ struct ox_model {
     struct ox_vocab *vocab;
     struct model_config cfg;
     struct weight *weights; /* one per tensor of the file */
-    const struct weight *tok_embd, *output_norm, *output;
+    const struct weight *tok_embd, *pos_embd, *output_norm, *output_norm_b, *output, *output_b;
     struct layer_weights *layers;
     uint64_t n_params;
 };

@@ -1,5 +1,5 @@
 /* transformer.c: THE forward pass, written once against the backend op table. An architecture
- * changes it only through its descriptor (struct arch_desc). */
+ * changes it only through its descriptor (struct arch_desc, arch.c) and the tensors it has. */
 #include <math.h>
 #include <string.h>
 
@@ -17,8 +17,31 @@ static struct mat expert_mat(const struct weight *w, int e) {
     return m;
 }
 
-static const float *vec_f32(const struct weight *w) {
-    return (const float *)w->data; /* norms are F32 in every file (checked at load) */
+static const float *vec(const struct weight *w) {
+    return w ? (const float *)w->data : NULL; /* norms and biases are f32 (checked at load) */
+}
+
+/* y = W x (+ bias) for n tokens. */
+static void linear(struct backend *b, const struct weight *w, const struct weight *bias,
+                   const float *x, float *y, int n) {
+    struct mat m = as_mat(w);
+    b->ops->matmul(b, &m, x, y, n);
+    if (bias)
+        b->ops->add_row(b, y, vec(bias), n, (int)m.n_rows);
+}
+
+/* The architecture's norm of n rows of n_embd values (the weight and bias optional). */
+static void norm(struct ox_context *ctx, const float *x, const struct weight *w,
+                 const struct weight *bias, float *y, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct backend *b = &ctx->be;
+    if (c->arch->norm == NORM_LAYER) {
+        b->ops->layer_norm(b, x, vec(w), vec(bias), y, n, c->n_embd, c->norm_eps);
+    } else {
+        b->ops->rms_norm(b, x, vec(w), y, n, c->n_embd, c->norm_eps);
+        if (bias)
+            b->ops->add_row(b, y, vec(bias), n, c->n_embd);
+    }
 }
 
 /* Store this batch's keys and values into their cells, then read the layer's whole cache back
@@ -43,18 +66,75 @@ static void kv_store_and_load(struct ox_context *ctx, int il, int n) {
     }
 }
 
-static void attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+/* q, k and v for n tokens from the layer input: one fused matmul split three ways, or three. */
+static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, const float *in,
+                        int n) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->act;
     struct backend *b = &ctx->be;
+    size_t q = (size_t)c->n_head * c->head_dim_k, k = (size_t)c->n_head_kv * c->head_dim_k;
+    size_t v = (size_t)c->n_head_kv * c->head_dim_v, all = q + k + v;
+    if (!l->wqkv) {
+        linear(b, l->wq, l->bq, in, a->q, n);
+        linear(b, l->wk, l->bk, in, a->k, n);
+        linear(b, l->wv, l->bv, in, a->v, n);
+        return;
+    }
+    linear(b, l->wqkv, l->bqkv, in, a->qkv, n);
+    for (int t = 0; t < n; t++) {
+        const float *row = a->qkv + (size_t)t * all;
+        memcpy(a->q + t * q, row, q * sizeof(float));
+        memcpy(a->k + t * k, row + q, k * sizeof(float));
+        memcpy(a->v + t * v, row + q + k, v * sizeof(float));
+    }
+}
+
+/* Per-token q scaling for long contexts (mistral3): 1 + scale * log(floor(pos / floor) + 1). */
+static void temperature_scale_q(struct ox_context *ctx, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    size_t q = (size_t)c->n_head * c->head_dim_k;
+    for (int t = 0; t < n; t++) {
+        double s =
+            log(floor((double)ctx->act.pos[t] / c->attn_temp_floor) + 1.0) * c->attn_temp_scale +
+            1.0;
+        ctx->be.ops->scale(&ctx->be, ctx->act.q + t * q, (float)s, q);
+    }
+}
+
+/* Attention of n tokens; leaves the branch output (after wo, its bias and any post-norm) in
+ * act.proj and the normed input in act.xn. */
+static void attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    const struct arch_desc *d = c->arch;
+    struct activations *a = &ctx->act;
+    struct backend *b = &ctx->be;
     const struct backend_ops *op = b->ops;
-    struct mat wq = as_mat(l->wq), wk = as_mat(l->wk), wv = as_mat(l->wv), wo = as_mat(l->wo);
-    op->rms_norm(b, a->x, vec_f32(l->attn_norm), a->xn, n, c->n_embd, c->norm_eps);
-    op->matmul(b, &wq, a->xn, a->q, n);
-    op->matmul(b, &wk, a->xn, a->k, n);
-    op->matmul(b, &wv, a->xn, a->v, n);
-    op->rope(b, a->q, a->pos, n, c->n_head, c->head_dim_k, &c->rope);
-    op->rope(b, a->k, a->pos, n, c->n_head_kv, c->head_dim_k, &c->rope);
+    const float *in = a->x;
+    if (!d->no_pre_norm) {
+        norm(ctx, a->x, l->attn_norm, l->attn_norm_b, a->xn, n);
+        in = a->xn;
+    }
+    project_qkv(ctx, l, in, n);
+    int hd = c->head_dim_k;
+    if (d->qk_norm != QK_NORM_NONE) { /* per head, or across all heads at once */
+        bool head = d->qk_norm == QK_NORM_HEAD;
+        op->rms_norm(b, a->q, vec(l->q_norm), a->q, head ? n * c->n_head : n,
+                     head ? hd : c->n_head * hd, c->norm_eps);
+        op->rms_norm(b, a->k, vec(l->k_norm), a->k, head ? n * c->n_head_kv : n,
+                     head ? hd : c->n_head_kv * hd, c->norm_eps);
+    }
+    if (d->position != POS_LEARNED) {
+        const struct rope_params *rp = c->is_swa[il] ? &c->rope_swa : &c->rope;
+        op->rope(b, a->q, a->pos, n, c->n_head, hd, rp);
+        op->rope(b, a->k, a->pos, n, c->n_head_kv, hd, rp);
+    }
+    if (c->attn_temp_scale != 0.0f)
+        temperature_scale_q(ctx, n);
+    float scale = c->attn_scale;
+    if (d->q_prescale) { /* ggml scales q itself here, so q rounds to f16 after scaling */
+        op->scale(b, a->q, scale, (size_t)n * c->n_head * hd);
+        scale = 1.0f;
+    }
     kv_store_and_load(ctx, il, n);
     struct attn_args args = {
         .q = a->q,
@@ -65,114 +145,189 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
         .n_cells = ctx->kv.used_end,
         .n_head = c->n_head,
         .n_head_kv = c->n_head_kv,
-        .hd_k = c->head_dim_k,
+        .hd_k = hd,
         .hd_v = c->head_dim_v,
         .q_pos = a->pos,
         .q_seq = a->seq,
         .cell_pos = ctx->kv.pos,
         .cell_seq = ctx->kv.seq,
-        .scale = 1.0f / sqrtf((float)c->head_dim_k),
+        .scale = scale,
+        .softcap = c->attn_softcap,
+        .window = c->is_swa[il] ? c->swa_window : 0,
         .f16_cache = ctx->kv.type == OX_DTYPE_F16,
     };
     op->attention(b, &args);
-    op->matmul(b, &wo, a->attn, a->proj, n);
-    op->add(b, a->x, a->proj, (size_t)n * (size_t)c->n_embd);
+    linear(b, l->wo, l->bo, a->attn, a->proj, n);
+    if (l->attn_post_norm)
+        op->rms_norm(b, a->proj, vec(l->attn_post_norm), a->proj, n, c->n_embd, c->norm_eps);
+    if (c->residual_scale != 0.0f)
+        op->scale(b, a->proj, c->residual_scale, (size_t)n * c->n_embd);
 }
 
-/* The k largest of p[0..n) (ties: lower index first), as indices. */
-static void top_k(const float *p, int n, int k, int *idx) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < n; e++) {
-            bool taken = false;
-            for (int q = 0; q < j; q++)
-                taken |= idx[q] == e;
-            if (!taken && (best < 0 || p[e] > p[best]))
-                best = e;
-        }
-        idx[j] = best;
+/* Keep only the rows whose logits were asked for (out_row >= 0), in order, as llama.cpp does
+ * before the last layer's FFN: nothing after that mixes tokens. Returns how many remain. */
+static int keep_output_rows(struct ox_context *ctx, int n) {
+    struct activations *a = &ctx->act;
+    size_t d = (size_t)ctx->model->cfg.n_embd;
+    float *rows[] = {a->x, a->xn, a->proj};
+    int kept = 0;
+    for (int t = 0; t < n; t++) {
+        if (ctx->out_row[t] < 0)
+            continue;
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            memmove(rows[i] + kept * d, rows[i] + t * d, d * sizeof(float));
+        kept++;
     }
+    return kept;
 }
 
 /* Mixtral-style MoE: softmax over the router, the top experts' SwiGLU FFNs weighted by their
- * renormalised probabilities. */
-static void moe_block(struct ox_context *ctx, const struct layer_weights *l, int n) {
+ * renormalised probabilities, summed in expert order into out. */
+static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in,
+                    float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->act;
     struct backend *b = &ctx->be;
     struct mat router = as_mat(l->ffn_gate_inp);
-    b->ops->matmul(b, &router, a->xn, a->router, n);
-    int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff, d = c->n_embd;
-    memset(a->proj, 0, (size_t)n * (size_t)d * sizeof *a->proj);
+    b->ops->matmul(b, &router, in, a->router, n);
+    int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
+    b->ops->softmax(b, a->router, n, ne);
+    memset(out, 0, (size_t)n * (size_t)d * sizeof *out);
     for (int t = 0; t < n; t++) {
-        float *p = a->router + (size_t)t * ne, max = p[0], sum = 0.0f;
-        for (int e = 1; e < ne; e++)
-            max = p[e] > max ? p[e] : max;
-        for (int e = 0; e < ne; e++)
-            sum += p[e] = expf(p[e] - max);
-        for (int e = 0; e < ne; e++)
-            p[e] /= sum;
+        const float *p = a->router + (size_t)t * ne;
         int idx[MODEL_MAX_EXPERTS_USED];
-        top_k(p, ne, k, idx);
-        float wsum = 0.0f;
+        for (int j = 0; j < k; j++) { /* the k largest, ties to the lower index */
+            idx[j] = -1;
+            for (int e = 0; e < ne; e++) {
+                bool taken = false;
+                for (int q = 0; q < j; q++)
+                    taken |= idx[q] == e;
+                if (!taken && (idx[j] < 0 || p[e] > p[idx[j]]))
+                    idx[j] = e;
+            }
+        }
+        double wsum = 0.0; /* ggml's row sum: double, then float */
         for (int j = 0; j < k; j++)
             wsum += p[idx[j]];
-        const float *x = a->xn + (size_t)t * d;
+        const float *x = in + (size_t)t * d;
         for (int j = 0; j < k; j++) {
             struct mat g = expert_mat(l->ffn_gate_exps, idx[j]),
                        u = expert_mat(l->ffn_up_exps, idx[j]);
             struct mat dn = expert_mat(l->ffn_down_exps, idx[j]);
             b->ops->matmul(b, &g, x, a->gate, 1);
             b->ops->matmul(b, &u, x, a->up, 1);
-            b->ops->swiglu(b, a->gate, a->up, a->hidden, (size_t)ff);
+            b->ops->glu(b, GLU_SILU, a->gate, a->up, a->hidden, (size_t)ff);
             b->ops->matmul(b, &dn, a->hidden, a->gate, 1);
-            float w = p[idx[j]] / wsum;
+            float w = p[idx[j]] / (float)wsum;
             for (int i = 0; i < d; i++)
-                a->proj[(size_t)t * d + i] += w * a->gate[i];
+                out[(size_t)t * d + i] += w * a->gate[i];
         }
     }
 }
 
-static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int n) {
+/* The dense FFN of the architecture's kind, from in to out. */
+static void dense_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in,
+                      float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->act;
     struct backend *b = &ctx->be;
-    b->ops->rms_norm(b, a->x, vec_f32(l->ffn_norm), a->xn, n, c->n_embd, c->norm_eps);
-    if (l->ffn_gate_inp) {
-        moe_block(ctx, l, n);
-    } else {
-        struct mat g = as_mat(l->ffn_gate), u = as_mat(l->ffn_up), d = as_mat(l->ffn_down);
-        b->ops->matmul(b, &g, a->xn, a->gate, n);
-        b->ops->matmul(b, &u, a->xn, a->up, n);
-        b->ops->swiglu(b, a->gate, a->up, a->hidden, (size_t)n * (size_t)c->n_ff);
-        b->ops->matmul(b, &d, a->hidden, a->proj, n);
+    size_t ff = (size_t)c->n_ff, all = (size_t)n * ff;
+    switch (c->arch->ffn) {
+    case FFN_SWIGLU:
+    case FFN_GEGLU:
+        linear(b, l->ffn_gate, l->ffn_gate_b, in, a->gate, n);
+        linear(b, l->ffn_up, l->ffn_up_b, in, a->up, n);
+        b->ops->glu(b, c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU, a->gate, a->up, a->hidden,
+                    all);
+        break;
+    case FFN_SWIGLU_FUSED: /* each row of up holds [gate | up] */
+        linear(b, l->ffn_up, l->ffn_up_b, in, a->up, n);
+        for (int t = 0; t < n; t++)
+            b->ops->glu(b, GLU_SILU, a->up + 2 * ff * t, a->up + 2 * ff * t + ff,
+                        a->hidden + ff * t, ff);
+        break;
+    case FFN_GELU:
+        linear(b, l->ffn_up, l->ffn_up_b, in, a->up, n);
+        b->ops->gelu(b, a->up, a->hidden, all);
+        break;
     }
-    b->ops->add(b, a->x, a->proj, (size_t)n * (size_t)c->n_embd);
+    linear(b, l->ffn_down, l->ffn_down_b, a->hidden, out, n);
 }
 
-/* Final norm and output projection for the tokens that asked for logits. */
-static void output_block(struct ox_context *ctx, int n) {
-    const struct ox_model *m = ctx->model;
+/* The FFN branch and both residual adds: x + attn + ffn. */
+static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    const struct arch_desc *d = c->arch;
     struct activations *a = &ctx->act;
     struct backend *b = &ctx->be;
-    int d = m->cfg.n_embd, rows = 0;
-    for (int t = 0; t < n; t++) /* gather the wanted rows to the front */
-        if (ctx->out_row[t] >= 0)
-            memmove(a->xn + (size_t)rows++ * d, a->x + (size_t)t * d, (size_t)d * sizeof(float));
-    if (rows == 0)
-        return;
-    b->ops->rms_norm(b, a->xn, vec_f32(m->output_norm), a->xn, rows, d, m->cfg.norm_eps);
-    struct mat out = as_mat(m->output);
-    b->ops->matmul(b, &out, a->xn, ctx->logits, rows);
+    size_t all = (size_t)n * c->n_embd;
+    const float *in = a->xn; /* parallel blocks reuse the attention norm */
+    if (!d->parallel) {
+        b->ops->add(b, a->x, a->proj, all);
+        in = a->x;
+        if (!d->no_pre_norm) {
+            norm(ctx, a->x, l->ffn_norm, l->ffn_norm_b, a->xn, n);
+            in = a->xn;
+        }
+    }
+    if (l->ffn_gate_inp)
+        moe_ffn(ctx, l, in, a->branch, n);
+    else
+        dense_ffn(ctx, l, in, a->branch, n);
+    if (l->ffn_post_norm)
+        b->ops->rms_norm(b, a->branch, vec(l->ffn_post_norm), a->branch, n, c->n_embd, c->norm_eps);
+    if (c->residual_scale != 0.0f)
+        b->ops->scale(b, a->branch, c->residual_scale, all);
+    if (d->parallel) /* (attn + ffn) + x, in llama.cpp's order */
+        b->ops->add(b, a->proj, a->branch, all), b->ops->add(b, a->x, a->proj, all);
+    else
+        b->ops->add(b, a->x, a->branch, all);
+}
+
+/* Token (and learned position) embeddings of n tokens into act.x, with the architecture's
+ * scaling. */
+static void embed(struct ox_context *ctx, const ox_token *tokens, int n) {
+    const struct ox_model *m = ctx->model;
+    const struct model_config *c = &m->cfg;
+    struct backend *b = &ctx->be;
+    struct activations *a = &ctx->act;
+    size_t all = (size_t)n * c->n_embd;
+    struct mat emb = as_mat(m->tok_embd);
+    b->ops->get_rows(b, &emb, tokens, a->x, n);
+    if (c->arch->embd_scale_sqrt)
+        b->ops->scale(b, a->x, sqrtf((float)c->n_embd), all);
+    if (c->embd_scale != 0.0f)
+        b->ops->scale(b, a->x, c->embd_scale, all);
+    if (m->pos_embd) {
+        struct mat pe = as_mat(m->pos_embd);
+        b->ops->get_rows(b, &pe, a->pos, a->proj, n);
+        b->ops->add(b, a->x, a->proj, all);
+    }
+}
+
+/* Final norm, output projection and logit shaping for the rows left in act.x. */
+static void output_block(struct ox_context *ctx, int rows) {
+    const struct ox_model *m = ctx->model;
+    const struct model_config *c = &m->cfg;
+    struct backend *b = &ctx->be;
+    size_t all = (size_t)rows * c->n_vocab;
+    norm(ctx, ctx->act.x, m->output_norm, m->output_norm_b, ctx->act.xn, rows);
+    linear(b, m->output, m->output_b, ctx->act.xn, ctx->logits, rows);
+    if (c->final_softcap != 0.0f)
+        b->ops->softcap(b, ctx->logits, c->final_softcap, all);
+    if (c->logit_scale != 0.0f)
+        b->ops->scale(
+            b, ctx->logits,
+            c->arch->logit_scale == LOGIT_SCALE_DIV ? 1.0f / c->logit_scale : c->logit_scale, all);
 }
 
 enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n) {
     const struct ox_model *m = ctx->model;
-    struct backend *b = &ctx->be;
-    struct mat emb = as_mat(m->tok_embd);
-    b->ops->get_rows(b, &emb, tokens, ctx->act.x, n);
+    embed(ctx, tokens, n);
     for (int il = 0; il < m->cfg.n_layer; il++) {
         attention_block(ctx, &m->layers[il], il, n);
+        if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
+            return OX_OK;
         ffn_block(ctx, &m->layers[il], n);
     }
     output_block(ctx, n);

@@ -34,33 +34,75 @@ static enum ox_status bind(const struct ox_model *m, const char *name, int64_t n
     return OX_OK;
 }
 
-static enum ox_status bind_layer(struct ox_model *m, int il) {
+/* A norm weight or bias: read directly as floats by the forward pass, so it must be f32. */
+static enum ox_status bind_vec(const struct ox_model *m, const char *name, int64_t n, bool optional,
+                               const struct weight **out) {
+    OX_TRY(bind(m, name, n, 1, 1, optional, out));
+    if (*out && (*out)->type != OX_DTYPE_F32)
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: tensor '%s' must be f32, not %s", name,
+                       ox_dtype_name((*out)->type));
+    return OX_OK;
+}
+
+static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_weights *l) {
     const struct model_config *c = &m->cfg;
-    struct layer_weights *l = &m->layers[il];
+    const struct arch_desc *d = c->arch;
     int64_t e = c->n_embd, q = (int64_t)c->n_head * c->head_dim_k;
     int64_t k = (int64_t)c->n_head_kv * c->head_dim_k, v = (int64_t)c->n_head_kv * c->head_dim_v;
-    int64_t o = (int64_t)c->n_head * c->head_dim_v, ff = c->n_ff, ne = c->n_expert;
     char name[96];
-#define BIND(field, suffix, a, b, cc, opt)                                                         \
-    snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);                                   \
-    OX_TRY(bind(m, name, a, b, cc, opt, &l->field))
-    BIND(attn_norm, "attn_norm", e, 1, 1, false);
-    BIND(wq, "attn_q", e, q, 1, false);
-    BIND(wk, "attn_k", e, k, 1, false);
-    BIND(wv, "attn_v", e, v, 1, false);
-    BIND(wo, "attn_output", o, e, 1, false);
-    BIND(ffn_norm, "ffn_norm", e, 1, 1, false);
-    if (ne > 0) {
-        BIND(ffn_gate_inp, "ffn_gate_inp", e, ne, 1, false);
-        BIND(ffn_gate_exps, "ffn_gate_exps", e, ff, ne, false);
-        BIND(ffn_up_exps, "ffn_up_exps", e, ff, ne, false);
-        BIND(ffn_down_exps, "ffn_down_exps", ff, e, ne, false);
-    } else {
-        BIND(ffn_gate, "ffn_gate", e, ff, 1, false);
-        BIND(ffn_up, "ffn_up", e, ff, 1, false);
-        BIND(ffn_down, "ffn_down", ff, e, 1, false);
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    OX_TRY(bind_vec(m, NAME("attn_norm.weight"), e, d->no_pre_norm, &l->attn_norm));
+    OX_TRY(bind_vec(m, NAME("attn_norm.bias"), e, true, &l->attn_norm_b));
+    OX_TRY(bind(m, NAME("attn_qkv.weight"), e, q + k + v, 1, true, &l->wqkv));
+    OX_TRY(bind_vec(m, NAME("attn_qkv.bias"), q + k + v, true, &l->bqkv));
+    OX_TRY(bind(m, NAME("attn_q.weight"), e, q, 1, l->wqkv != NULL, &l->wq));
+    OX_TRY(bind(m, NAME("attn_k.weight"), e, k, 1, l->wqkv != NULL, &l->wk));
+    OX_TRY(bind(m, NAME("attn_v.weight"), e, v, 1, l->wqkv != NULL, &l->wv));
+    OX_TRY(bind_vec(m, NAME("attn_q.bias"), q, true, &l->bq));
+    OX_TRY(bind_vec(m, NAME("attn_k.bias"), k, true, &l->bk));
+    OX_TRY(bind_vec(m, NAME("attn_v.bias"), v, true, &l->bv));
+    if (d->qk_norm != QK_NORM_NONE) {
+        bool whole = d->qk_norm == QK_NORM_WHOLE;
+        OX_TRY(
+            bind_vec(m, NAME("attn_q_norm.weight"), whole ? q : c->head_dim_k, false, &l->q_norm));
+        OX_TRY(
+            bind_vec(m, NAME("attn_k_norm.weight"), whole ? k : c->head_dim_k, false, &l->k_norm));
     }
-#undef BIND
+    OX_TRY(bind(m, NAME("attn_output.weight"), (int64_t)c->n_head * c->head_dim_v, e, 1, false,
+                &l->wo));
+    OX_TRY(bind_vec(m, NAME("attn_output.bias"), e, true, &l->bo));
+    if (d->post_norms)
+        OX_TRY(bind_vec(m, NAME("post_attention_norm.weight"), e, false, &l->attn_post_norm));
+#undef NAME
+    return OX_OK;
+}
+
+static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights *l) {
+    const struct model_config *c = &m->cfg;
+    const struct arch_desc *d = c->arch;
+    int64_t e = c->n_embd, ff = c->n_ff, ne = c->n_expert, fe = c->n_ff_exp;
+    bool gated = d->ffn == FFN_SWIGLU || d->ffn == FFN_GEGLU;
+    int64_t up = d->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff;
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    OX_TRY(bind_vec(m, NAME("ffn_norm.weight"), e, d->parallel || d->no_pre_norm, &l->ffn_norm));
+    OX_TRY(bind_vec(m, NAME("ffn_norm.bias"), e, true, &l->ffn_norm_b));
+    if (ne > 0) {
+        OX_TRY(bind(m, NAME("ffn_gate_inp.weight"), e, ne, 1, false, &l->ffn_gate_inp));
+        OX_TRY(bind(m, NAME("ffn_gate_exps.weight"), e, fe, ne, false, &l->ffn_gate_exps));
+        OX_TRY(bind(m, NAME("ffn_up_exps.weight"), e, fe, ne, false, &l->ffn_up_exps));
+        OX_TRY(bind(m, NAME("ffn_down_exps.weight"), fe, e, ne, false, &l->ffn_down_exps));
+    } else {
+        OX_TRY(bind(m, NAME("ffn_gate.weight"), e, ff, 1, !gated, &l->ffn_gate));
+        OX_TRY(bind_vec(m, NAME("ffn_gate.bias"), ff, true, &l->ffn_gate_b));
+        OX_TRY(bind(m, NAME("ffn_up.weight"), e, up, 1, false, &l->ffn_up));
+        OX_TRY(bind_vec(m, NAME("ffn_up.bias"), up, true, &l->ffn_up_b));
+        OX_TRY(bind(m, NAME("ffn_down.weight"), ff, e, 1, false, &l->ffn_down));
+        OX_TRY(bind_vec(m, NAME("ffn_down.bias"), e, true, &l->ffn_down_b));
+    }
+    if (d->post_norms)
+        OX_TRY(bind_vec(m, NAME("post_ffw_norm.weight"), e, false, &l->ffn_post_norm));
+#undef NAME
     return OX_OK;
 }
 
@@ -86,16 +128,21 @@ enum ox_status model_bind_weights(struct ox_model *m) {
     m->cfg.n_vocab = (int32_t)emb->ne[1];
     int64_t e = m->cfg.n_embd, nv = m->cfg.n_vocab;
     OX_TRY(bind(m, "token_embd.weight", e, nv, 1, false, &m->tok_embd));
-    OX_TRY(bind(m, "output_norm.weight", e, 1, 1, false, &m->output_norm));
+    if (m->cfg.arch->position == POS_LEARNED)
+        OX_TRY(bind(m, "position_embd.weight", e, m->cfg.n_ctx_train, 1, false, &m->pos_embd));
+    OX_TRY(bind_vec(m, "output_norm.weight", e, false, &m->output_norm));
+    OX_TRY(bind_vec(m, "output_norm.bias", e, true, &m->output_norm_b));
     OX_TRY(bind(m, "output.weight", e, nv, 1, true, &m->output));
+    OX_TRY(bind_vec(m, "output.bias", nv, true, &m->output_b));
     if (!m->output)
         m->output = m->tok_embd; /* tied embeddings */
     const struct weight *freqs;
-    OX_TRY(bind(m, "rope_freqs.weight", m->cfg.n_rot / 2, 1, 1, true, &freqs));
-    if (freqs && freqs->type != OX_DTYPE_F32)
-        return ox_fail(OX_ERR_UNSUPPORTED, "model: rope_freqs.weight must be f32");
+    OX_TRY(bind_vec(m, "rope_freqs.weight", m->cfg.n_rot / 2, true, &freqs));
+    m->cfg.rope_swa.freq_factors = freqs ? (const float *)freqs->data : NULL;
     m->cfg.rope.freq_factors = freqs ? (const float *)freqs->data : NULL; /* llama3 scaling */
-    for (int il = 0; il < m->cfg.n_layer; il++)
-        OX_TRY(bind_layer(m, il));
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        OX_TRY(bind_attention(m, il, &m->layers[il]));
+        OX_TRY(bind_ffn(m, il, &m->layers[il]));
+    }
     return OX_OK;
 }

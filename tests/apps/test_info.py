@@ -238,6 +238,10 @@ def check_text(c, binary, path, ref, label):
         return
     arch = dict(ref["kv"]).get("general.architecture", (STR, b""))[1].decode("utf-8", "replace")
     c.check(f"{label}: text names the architecture", f"architecture: {arch}" in text, arch)
+    # every shared model's architecture is one oxidize runs, and info says how; the
+    # synthetic file's "synth" is refused with the supported list
+    says = "oxidize does not support it (supported: llama" if arch == "synth" else "oxidize runs it with "
+    c.check(f"{label}: text says how oxidize runs the architecture", says in text, arch)
     missing = [t["name"] for t in ref["tensors"] if t["name"] not in text]
     c.check(f"{label}: text lists every tensor", not missing, str(missing[:5]))
     n_params = sum(t["elems"] for t in ref["tensors"])

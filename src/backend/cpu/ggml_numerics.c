@@ -6,6 +6,8 @@
 
 #include <math.h>
 
+#include "core/fp16.h"
+
 enum { LANES = 16 }; /* floats in a 512-bit register */
 
 /* GCC 12's -O3 loop vectorizer miscompiles the bf16 lane loops below (on real data it returned
@@ -84,7 +86,7 @@ static float vec_dot_body(const float *w, const float *x, int64_t n, int64_t *do
     return reduce_lanes(r);
 }
 
-/* ggml_vec_dot_f32: the tail is fused into a float sum (ggml-cpu builds with -ffp-contract=fast). */
+/* ggml_vec_dot_f32: the tail fused into a float sum (ggml-cpu builds with -ffp-contract=fast). */
 static float vec_dot_f32(const float *w, const float *x, int64_t n) {
     int64_t i;
     float sum = vec_dot_body(w, x, n, &i);
@@ -113,8 +115,7 @@ bool ggml_float_dot(enum ox_dtype type, bool gemm, const float *w, const float *
     case OX_DTYPE_F32:
         *out = gemm && n % LANES == 0 ? gemm_fma(w, x, n) : vec_dot_f32(w, x, n);
         return true;
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -128,7 +129,67 @@ float ggml_expf(float x) {
     if (fabsf(n) > 192.0f)
         return n <= 0.0f ? 0.0f : INFINITY;
     float u = b * b;
-    float hi = fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f));
+    float hi =
+        fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f));
     float j = fmaf(hi, u, fmaf(0x1.ffffecp-1f, b, 1.0f));
     return ldexpf(j, (int)n);
+}
+
+/* The table entry: ggml fills it with the tanh approximation of GELU computed in float (GCC
+ * fuses 1 + a*x*x into one multiply-add there) and rounded to f16. */
+float ggml_gelu(float x) {
+    const float coef_a = 0.044715f, sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    if (x <= -10.0f)
+        return 0.0f;
+    if (x >= 10.0f)
+        return x;
+    float h = fp16_to_fp32(fp32_to_fp16(x));
+    float g = (0.5f * h) * (1.0f + tanhf((sqrt_2_over_pi * h) * fmaf(coef_a * h, h, 1.0f)));
+    return fp16_to_fp32(fp32_to_fp16(g));
+}
+
+/* The mean: a double sum rounded to float, divided in float. The variance: squares of
+ * (x - mean) reduced 16 lanes at a time as a tree, the partial sums and tail in double. */
+void ggml_mean_var(const float *x, int64_t n, float *mean, float *var) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        total += (double)x[i];
+    float m = (float)total / (float)n;
+    double sq = 0.0;
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        float r[LANES];
+        for (int l = 0; l < LANES; l++) {
+            float d = x[i + l] - m;
+            r[l] = d * d;
+        }
+        sq += (double)reduce_lanes(r);
+    }
+    for (; i < n; i++) {
+        float d = x[i] - m;
+        sq += (double)(d * d);
+    }
+    *mean = m;
+    *var = (float)(sq / (double)n);
+}
+
+void ggml_softmax(float *x, int n) {
+    float max = -INFINITY;
+    for (int i = 0; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    int i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        float r[LANES];
+        for (int l = 0; l < LANES; l++)
+            r[l] = x[i + l] = ggml_expf(x[i + l] - max);
+        sum += (double)reduce_lanes(r);
+    }
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += (double)x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (i = 0; i < n; i++)
+        x[i] *= inv;
 }

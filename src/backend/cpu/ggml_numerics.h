@@ -20,4 +20,15 @@ float ggml_dot_f16(const float *x, const float *y, int64_t n);
 /* exp(x) as ggml's vectorized ggml_v_expf (used by SiLU and SwiGLU). */
 float ggml_expf(float x);
 
+/* GELU (tanh form) as ggml's CPU backend computes it: from a table of f16 inputs and outputs,
+ * 0 below -10 and x above 10. */
+float ggml_gelu(float x);
+
+/* Softmax of n values in place, as ggml's soft_max op (vector exp over 16-lane blocks, libm
+ * exp for the tail, the sum in double). */
+void ggml_softmax(float *x, int n);
+
+/* Mean and variance of n values as ggml's LayerNorm computes them. */
+void ggml_mean_var(const float *x, int64_t n, float *mean, float *var);
+
 #endif

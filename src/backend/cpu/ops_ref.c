@@ -90,6 +90,24 @@ static void cpu_rms_norm(struct backend *b, const float *x, const float *g, floa
     }
 }
 
+/* As ggml: x - mean scaled by 1/sqrt(var + eps), then the weight and the bias as separate
+ * steps. */
+static void cpu_layer_norm(struct backend *b, const float *x, const float *g, const float *bias,
+                           float *y, int n, int dim, float eps) {
+    (void)b;
+    for (int t = 0; t < n; t++) {
+        const float *xr = x + (size_t)t * (size_t)dim;
+        float *yr = y + (size_t)t * (size_t)dim, mean, var;
+        ggml_mean_var(xr, dim, &mean, &var);
+        float scale = 1.0f / sqrtf(var + eps);
+        for (int i = 0; i < dim; i++) {
+            float v = (xr[i] - mean) * scale;
+            v = g ? v * g[i] : v;
+            yr[i] = bias ? v + bias[i] : v;
+        }
+    }
+}
+
 /* ggml's YaRN ramp: 1 below the low correction dim, 0 above the high one. */
 static float yarn_ramp(float low, float high, int i0) {
     float y = (float)(i0 / 2 - low) / fmaxf(0.001f, high - low);
@@ -129,10 +147,21 @@ static void cpu_rope(struct backend *b, float *x, const int32_t *pos, int n, int
                       theta_scale, p);
 }
 
-static void cpu_swiglu(struct backend *b, const float *gate, const float *up, float *y, size_t n) {
+static void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up,
+                    float *y, size_t n) {
+    (void)b;
+    for (size_t i = 0; i < n; i++) {
+        if (kind == GLU_SILU) /* x * sigmoid(x), ggml's division and vector exp */
+            y[i] = gate[i] / (1.0f + ggml_expf(-gate[i])) * up[i];
+        else
+            y[i] = ggml_gelu(gate[i]) * up[i];
+    }
+}
+
+static void cpu_gelu(struct backend *b, const float *x, float *y, size_t n) {
     (void)b;
     for (size_t i = 0; i < n; i++)
-        y[i] = gate[i] / (1.0f + ggml_expf(-gate[i])) * up[i];
+        y[i] = ggml_gelu(x[i]);
 }
 
 static void cpu_add(struct backend *b, float *y, const float *x, size_t n) {
@@ -141,102 +170,31 @@ static void cpu_add(struct backend *b, float *y, const float *x, size_t n) {
         y[i] += x[i];
 }
 
-struct attn_job {
-    const struct attn_args *a;
-    float *scratch;
-    size_t per_thread;
-};
-
-/* One (token, head): scores over visible cells, softmax, weighted sum of values. */
-static void attend(const struct attn_args *a, int t, int h, float *scores) {
-    int kvh = h / (a->n_head / a->n_head_kv);
-    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
-    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
-    float max = -INFINITY;
-    for (int c = 0; c < a->n_cells; c++) {
-        bool visible = (a->cell_seq[c] >> a->q_seq[t] & 1) && a->cell_pos[c] <= a->q_pos[t];
-        scores[c] = -INFINITY;
-        if (!visible)
-            continue;
-        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
-        double dot = 0.0;
-        for (int i = 0; i < a->hd_k; i++)
-            dot += (double)q[i] * k[i];
-        scores[c] = (float)dot * a->scale;
-        max = scores[c] > max ? scores[c] : max;
-    }
-    memset(y, 0, (size_t)a->hd_v * sizeof *y);
-    if (max == -INFINITY)
-        return; /* nothing visible: a zero output, as a fully masked softmax row */
-    double total = 0.0;
-    for (int c = 0; c < a->n_cells; c++) {
-        scores[c] = scores[c] == -INFINITY ? 0.0f : expf(scores[c] - max);
-        total += scores[c];
-    }
-    for (int c = 0; c < a->n_cells; c++) {
-        if (scores[c] == 0.0f)
-            continue;
-        float p = (float)(scores[c] / total);
-        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
-        for (int i = 0; i < a->hd_v; i++)
-            y[i] += p * v[i];
-    }
+static void cpu_add_row(struct backend *b, float *y, const float *row, int n, int dim) {
+    (void)b;
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < dim; i++)
+            y[(size_t)t * (size_t)dim + (size_t)i] += row[i];
 }
 
-static float round_f16(float x) {
-    return fp16_to_fp32(fp32_to_fp16(x));
+static void cpu_scale(struct backend *b, float *y, float s, size_t n) {
+    (void)b;
+    for (size_t i = 0; i < n; i++)
+        y[i] *= s;
 }
 
-/* One (token, head) the way llama.cpp's CPU flash attention computes it over an f16 cache:
- * q rounded to f16, an online softmax, and the weighted values accumulated in f16. Matching
- * its roundings keeps our logits within the reference's noise. */
-static void attend_f16(const struct attn_args *a, int t, int h, float *acc) {
-    int kvh = h / (a->n_head / a->n_head_kv);
-    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
-    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
-    float *qh = acc + a->hd_v, m = -INFINITY, sum = 0.0f;
-    for (int i = 0; i < a->hd_k; i++)
-        qh[i] = round_f16(q[i]);
-    memset(acc, 0, (size_t)a->hd_v * sizeof *acc);
-    for (int c = 0; c < a->n_cells; c++) {
-        if (!(a->cell_seq[c] >> a->q_seq[t] & 1) || a->cell_pos[c] > a->q_pos[t])
-            continue;
-        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
-        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
-        float ms = 1.0f, vs = 1.0f, s = ggml_dot_f16(qh, k, a->hd_k) * a->scale;
-        if (s > m) {
-            ms = expf(m - s);
-            m = s;
-            for (int i = 0; i < a->hd_v; i++)
-                acc[i] = round_f16(acc[i] * ms);
-        } else {
-            vs = expf(s - m);
-        }
-        /* ggml's vec_mad and sum update compile to fused multiply-adds */
-        for (int i = 0; i < a->hd_v; i++)
-            acc[i] = round_f16(fmaf(v[i], vs, acc[i]));
-        sum = fmaf(sum, ms, vs);
-    }
-    float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-    for (int i = 0; i < a->hd_v; i++)
-        y[i] = acc[i] * inv;
+static void cpu_softmax(struct backend *b, float *x, int n, int dim) {
+    (void)b;
+    for (int t = 0; t < n; t++)
+        ggml_softmax(x + (size_t)t * (size_t)dim, dim);
 }
 
-static void attention_rows(void *arg, int ith, int nth) {
-    struct attn_job *j = arg;
-    const struct attn_args *a = j->a;
-    float *scores = j->scratch + (size_t)ith * j->per_thread;
-    for (int w = ith; w < a->n * a->n_head; w += nth) {
-        if (a->f16_cache)
-            attend_f16(a, w / a->n_head, w % a->n_head, scores);
-        else
-            attend(a, w / a->n_head, w % a->n_head, scores);
-    }
-}
-
-static void cpu_attention(struct backend *b, const struct attn_args *a) {
-    struct attn_job j = {a, b->scratch, b->scratch_per_thread};
-    threadpool_run(b->pool, attention_rows, &j);
+/* As ggml builds it: scale by 1/cap, tanh, scale by cap. */
+static void cpu_softcap(struct backend *b, float *y, float cap, size_t n) {
+    (void)b;
+    float inv = 1.0f / cap;
+    for (size_t i = 0; i < n; i++)
+        y[i] = tanhf(y[i] * inv) * cap;
 }
 
 const struct backend_ops backend_cpu_ops = {
@@ -244,8 +202,14 @@ const struct backend_ops backend_cpu_ops = {
     .matmul = cpu_matmul,
     .get_rows = cpu_get_rows,
     .rms_norm = cpu_rms_norm,
+    .layer_norm = cpu_layer_norm,
     .rope = cpu_rope,
-    .swiglu = cpu_swiglu,
+    .glu = cpu_glu,
+    .gelu = cpu_gelu,
     .add = cpu_add,
-    .attention = cpu_attention,
+    .add_row = cpu_add_row,
+    .scale = cpu_scale,
+    .softmax = cpu_softmax,
+    .softcap = cpu_softcap,
+    .attention = cpu_attention_ref,
 };

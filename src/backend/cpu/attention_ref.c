@@ -1,0 +1,122 @@
+/* attention_ref.c: the CPU backend's reference attention: causal, GQA/MQA, sliding window and
+ * soft-capped scores, over a KV cache read back as floats; with an f16 cache it rounds as
+ * llama.cpp's CPU flash attention does. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/ggml_numerics.h"
+#include "core/fp16.h"
+
+/* Whether query t may attend to cache cell c: same sequence, not in the future, and inside
+ * the sliding window when there is one. */
+static bool visible(const struct attn_args *a, int t, int c) {
+    int32_t qp = a->q_pos[t], kp = a->cell_pos[c];
+    return (a->cell_seq[c] >> a->q_seq[t] & 1) && kp <= qp &&
+           (a->window <= 0 || qp - kp < a->window);
+}
+
+/* The score of q.k: scaled, then soft-capped as ggml does (the scale divided by the cap
+ * first, then cap * tanh). */
+static float score(const struct attn_args *a, float dot) {
+    if (a->softcap == 0.0f)
+        return dot * a->scale;
+    return a->softcap * tanhf(dot * (a->scale / a->softcap));
+}
+
+struct attn_job {
+    const struct attn_args *a;
+    float *scratch;
+    size_t per_thread;
+};
+
+/* One (token, head): scores over visible cells, softmax, weighted sum of values. */
+static void attend(const struct attn_args *a, int t, int h, float *scores) {
+    int kvh = h / (a->n_head / a->n_head_kv);
+    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
+    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
+    float max = -INFINITY;
+    for (int c = 0; c < a->n_cells; c++) {
+        scores[c] = -INFINITY;
+        if (!visible(a, t, c))
+            continue;
+        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
+        double dot = 0.0;
+        for (int i = 0; i < a->hd_k; i++)
+            dot += (double)q[i] * k[i];
+        scores[c] = score(a, (float)dot);
+        max = scores[c] > max ? scores[c] : max;
+    }
+    memset(y, 0, (size_t)a->hd_v * sizeof *y);
+    if (max == -INFINITY)
+        return; /* nothing visible: a zero output, as a fully masked softmax row */
+    double total = 0.0;
+    for (int c = 0; c < a->n_cells; c++) {
+        scores[c] = scores[c] == -INFINITY ? 0.0f : expf(scores[c] - max);
+        total += scores[c];
+    }
+    for (int c = 0; c < a->n_cells; c++) {
+        if (scores[c] == 0.0f)
+            continue;
+        float p = (float)(scores[c] / total);
+        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
+        for (int i = 0; i < a->hd_v; i++)
+            y[i] += p * v[i];
+    }
+}
+
+static float round_f16(float x) {
+    return fp16_to_fp32(fp32_to_fp16(x));
+}
+
+/* One (token, head) the way llama.cpp's CPU flash attention computes it over an f16 cache:
+ * q rounded to f16, an online softmax, and the weighted values accumulated in f16. Matching
+ * its roundings keeps our logits within the reference's noise. */
+static void attend_f16(const struct attn_args *a, int t, int h, float *acc) {
+    int kvh = h / (a->n_head / a->n_head_kv);
+    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
+    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
+    float *qh = acc + a->hd_v, m = -INFINITY, sum = 0.0f;
+    for (int i = 0; i < a->hd_k; i++)
+        qh[i] = round_f16(q[i]);
+    memset(acc, 0, (size_t)a->hd_v * sizeof *acc);
+    for (int c = 0; c < a->n_cells; c++) {
+        if (!visible(a, t, c))
+            continue;
+        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
+        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
+        float ms = 1.0f, vs = 1.0f, s = score(a, ggml_dot_f16(qh, k, a->hd_k));
+        if (s > m) {
+            ms = expf(m - s);
+            m = s;
+            for (int i = 0; i < a->hd_v; i++)
+                acc[i] = round_f16(acc[i] * ms);
+        } else {
+            vs = expf(s - m);
+        }
+        /* ggml's vec_mad and sum update compile to fused multiply-adds */
+        for (int i = 0; i < a->hd_v; i++)
+            acc[i] = round_f16(fmaf(v[i], vs, acc[i]));
+        sum = fmaf(sum, ms, vs);
+    }
+    float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+    for (int i = 0; i < a->hd_v; i++)
+        y[i] = acc[i] * inv;
+}
+
+static void attention_rows(void *arg, int ith, int nth) {
+    struct attn_job *j = arg;
+    const struct attn_args *a = j->a;
+    float *scores = j->scratch + (size_t)ith * j->per_thread;
+    for (int w = ith; w < a->n * a->n_head; w += nth) {
+        if (a->f16_cache)
+            attend_f16(a, w / a->n_head, w % a->n_head, scores);
+        else
+            attend(a, w / a->n_head, w % a->n_head, scores);
+    }
+}
+
+void cpu_attention_ref(struct backend *b, const struct attn_args *a) {
+    struct attn_job j = {a, b->scratch, b->scratch_per_thread};
+    threadpool_run(b->pool, attention_rows, &j);
+}

@@ -1,0 +1,105 @@
+/* arch.c: the architecture descriptors. Each lists only how it differs from Llama; biases,
+ * fused QKV, tied output and MoE are recognised from the tensors a file has. */
+#include "model/arch.h"
+
+#include "oxidize.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct arch_desc architectures[] = {
+    {.name = "llama", .swa = true}, /* a sliding_window key makes every layer local (Mistral) */
+    {.name = "mistral3", .swa = true},
+    {.name = "granite", .logit_scale = LOGIT_SCALE_DIV},
+    {.name = "qwen2", .position = POS_ROPE_NEOX},
+    {.name = "qwen3", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_HEAD},
+    {.name = "qwen3moe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_HEAD},
+    {.name = "gemma2",
+     .position = POS_ROPE_NEOX,
+     .ffn = FFN_GEGLU,
+     .post_norms = true,
+     .embd_scale_sqrt = true,
+     .q_prescale = true,
+     .swa = true,
+     .swa_period = 2,
+     .swa_default_window = 4096},
+    {.name = "gemma3",
+     .position = POS_ROPE_NEOX,
+     .ffn = FFN_GEGLU,
+     .qk_norm = QK_NORM_HEAD,
+     .post_norms = true,
+     .embd_scale_sqrt = true,
+     .q_prescale = true,
+     .swa = true,
+     .swa_period = 6},
+    {.name = "phi3", .position = POS_ROPE_NEOX, .ffn = FFN_SWIGLU_FUSED, .q_prescale = true},
+    {.name = "phi2",
+     .norm = NORM_LAYER,
+     .position = POS_ROPE_NEOX,
+     .ffn = FFN_GELU,
+     .parallel = true,
+     .q_prescale = true},
+    {.name = "gpt2", .norm = NORM_LAYER, .position = POS_LEARNED, .ffn = FFN_GELU},
+    {.name = "falcon",
+     .norm = NORM_LAYER,
+     .position = POS_ROPE_NEOX,
+     .ffn = FFN_GELU,
+     .parallel = true},
+    {.name = "starcoder2", .norm = NORM_LAYER, .position = POS_ROPE_NEOX, .ffn = FFN_GELU},
+    {.name = "command-r", .norm = NORM_LAYER, .parallel = true},
+    {.name = "olmo2",
+     .position = POS_ROPE_NEOX,
+     .qk_norm = QK_NORM_WHOLE,
+     .no_pre_norm = true,
+     .post_norms = true,
+     .swa = true,
+     .swa_period = 4},
+};
+
+enum { N_ARCH = sizeof architectures / sizeof architectures[0] };
+
+const struct arch_desc *arch_find(const char *name, size_t len) {
+    for (int i = 0; i < N_ARCH; i++)
+        if (strlen(architectures[i].name) == len && !memcmp(architectures[i].name, name, len))
+            return &architectures[i];
+    return NULL;
+}
+
+const char *arch_supported_names(void) {
+    static char names[512]; /* written once; the table is constant */
+    if (!names[0]) {
+        size_t at = 0;
+        for (int i = 0; i < N_ARCH && at < sizeof names; i++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
+                                   architectures[i].name);
+    }
+    return names;
+}
+
+size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
+    static const char *const norms[] = {"RMSNorm", "LayerNorm"};
+    static const char *const positions[] = {"RoPE", "NeoX RoPE", "learned positions"};
+    static const char *const ffns[] = {"SwiGLU", "GeGLU", "fused SwiGLU", "GELU"};
+    static const char *const qk[] = {"", ", q/k norm per head", ", q/k norm"};
+    char swa[64] = "";
+    if (a->swa && a->swa_period > 0)
+        snprintf(swa, sizeof swa, ", sliding window on %d of every %d layers", a->swa_period - 1,
+                 a->swa_period);
+    else if (a->swa)
+        snprintf(swa, sizeof swa, ", sliding window on all layers if set");
+    int n = snprintf(buf, cap, "%s, %s, %s%s%s%s%s%s%s%s", norms[a->norm], positions[a->position],
+                     ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
+                     a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
+                     a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
+                     a->q_prescale ? ", q scaled before attention" : "", swa);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+size_t ox_arch_traits(const char *arch, char *buf, size_t cap) {
+    const struct arch_desc *a = arch ? arch_find(arch, strlen(arch)) : NULL;
+    return a ? arch_describe(a, buf, cap) : 0;
+}
+
+const char *ox_arch_supported(void) {
+    return arch_supported_names();
+}

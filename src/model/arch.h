@@ -1,0 +1,65 @@
+/* arch.h: architecture descriptors: how each supported architecture differs from Llama
+ * (DESIGN.md section 3). The forward pass reads only these traits, never the name. */
+#ifndef OX_MODEL_ARCH_H
+#define OX_MODEL_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum arch_norm {
+    NORM_RMS,   /* x / rms(x) * w */
+    NORM_LAYER, /* (x - mean) / std(x) * w + b */
+};
+
+enum arch_position {
+    POS_ROPE,      /* rotate adjacent pairs (i, i+1) */
+    POS_ROPE_NEOX, /* rotate halves (i, i + n_rot/2) */
+    POS_LEARNED,   /* position_embd rows added to the token embeddings */
+};
+
+enum arch_ffn {
+    FFN_SWIGLU,       /* down(silu(gate x) * up x) */
+    FFN_GEGLU,        /* down(gelu(gate x) * up x) */
+    FFN_SWIGLU_FUSED, /* ffn_up holds the gate half, then the up half */
+    FFN_GELU,         /* down(gelu(up x)) */
+};
+
+enum arch_qk_norm {
+    QK_NORM_NONE,
+    QK_NORM_HEAD,  /* RMS norm of each head (attn_q_norm is head_dim wide) */
+    QK_NORM_WHOLE, /* RMS norm of all heads together (attn_q_norm is n_head*head_dim wide) */
+};
+
+enum arch_logit_scale {
+    LOGIT_SCALE_MUL, /* logits * logit_scale (command-r) */
+    LOGIT_SCALE_DIV, /* logits / logit_scale (granite) */
+};
+
+struct arch_desc {
+    const char *name;
+    enum arch_norm norm;
+    enum arch_position position;
+    enum arch_ffn ffn;
+    enum arch_qk_norm qk_norm;
+    enum arch_logit_scale logit_scale;
+    bool parallel;          /* attention and FFN both read the attention norm: x + attn + ffn */
+    bool no_pre_norm;       /* no norm before attention / FFN (olmo2: post-norms only) */
+    bool post_norms;        /* post_attention_norm / post_ffw_norm on each branch's output */
+    bool embd_scale_sqrt;   /* token embeddings times sqrt(n_embd) (gemma) */
+    bool q_prescale;        /* q is scaled before attention rather than the scores (rounds apart) */
+    bool swa;               /* reads attention.sliding_window (and _pattern) */
+    int swa_period;         /* default pattern, as llama.cpp: in each run of swa_period layers all
+                               but the last are local; 0: every layer */
+    int swa_default_window; /* window when the file sets none (gemma2: 4096), 0: no window */
+};
+
+/* The descriptor for a GGUF general.architecture value, or NULL. */
+const struct arch_desc *arch_find(const char *name, size_t len);
+
+/* The supported architecture names, comma separated. */
+const char *arch_supported_names(void);
+
+/* One line naming the traits of an architecture (for `oxidize info`). */
+size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap);
+
+#endif
