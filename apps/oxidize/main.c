@@ -14,6 +14,7 @@ struct command {
 /* New subcommands (run, chat, serve, bench ...) are one line here plus their file. */
 static const struct command commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
+    {"bench", cmd_bench, "measure prompt and generation speed (llama-bench's method)"},
     {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},
     {"logits", cmd_logits, "write a model's logits for given tokens (for checking)"},
     {"perplexity", cmd_perplexity, "measure perplexity on a text (llama.cpp's method)"},

@@ -74,7 +74,14 @@ uint64_t ox_model_n_params(const struct ox_model *m) {
 size_t ox_model_desc(const struct ox_model *m, char *buf, size_t cap) {
     double n = (double)m->n_params;
     const char *unit = n >= 1e9 ? "B" : "M";
+    /* the file type llama-quantize recorded (Q4_K_M mixes types), else a weight's type */
+    const char *type = ox_dtype_name(m->layers[0].wo->type);
+    uint64_t ftype;
+    if (gguf_find(m->gguf, "general.file_type") &&
+        gguf_get_uint(m->gguf, "general.file_type", 1024, &ftype) == OX_OK &&
+        ox_ftype_name((enum ox_ftype)ftype))
+        type = ox_ftype_name((enum ox_ftype)ftype);
     int len = snprintf(buf, cap, "%s %.1f%s %s", m->cfg.arch->name, n / (n >= 1e9 ? 1e9 : 1e6),
-                       unit, ox_dtype_name(m->layers[0].wo->type));
+                       unit, type);
     return len < 0 ? 0 : (size_t)len;
 }

@@ -6,11 +6,13 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/ggml_numerics.h"
+#include "backend/cpu/qmatmul.h"
 #include "core/fp16.h"
 #include "quant/dtype.h"
 
 size_t backend_cpu_scratch(int64_t max_cols) {
-    return (size_t)max_cols;
+    /* a dequantized row for the reference, or 16 repacked rows for the fast GEMM */
+    return (size_t)max_cols * 5 + 1024;
 }
 
 struct matmul_job {
@@ -60,9 +62,16 @@ static const float *round_activations(struct backend *b, const struct mat *w, co
     return b->x_rounded;
 }
 
-static void cpu_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+static void cpu_matmul_ref(struct backend *b, const struct mat *w, const float *x, float *y,
+                           int n) {
     struct matmul_job j = {b, w, round_activations(b, w, x, n), y, n};
     threadpool_run(b->pool, matmul_rows, &j);
+}
+
+/* The fast kernels where this CPU has one for the weight type, else the reference. */
+static void cpu_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    if (!qmatmul(b, w, x, y, n))
+        cpu_matmul_ref(b, w, x, y, n);
 }
 
 static void cpu_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y,

@@ -1,0 +1,162 @@
+/* qmatmul.c: drives the fast matmul kernels: picks the kernel for the CPU, quantizes the
+ * activations once (threads split the tokens), then walks cache-sized blocks of weight rows x
+ * tokens in the kernel's tiles (threads split the rows). */
+#include "backend/cpu/qmatmul.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu_features.h"
+#include "core/fp16.h"
+
+size_t xq8_32_row_bytes(int64_t n) {
+    return (size_t)(n / 32) * sizeof(struct xq8_32);
+}
+
+void xq8_32_quantize(const float *x, void *xq, int64_t n) {
+    struct xq8_32 *blk = xq;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        /* as ggml's x86 quantize_row_q8_0: 127 / amax (not 1 / d), ties to even */
+        float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            blk[b].q[i] = (int8_t)lrintf(x[i] * id);
+            sum += blk[b].q[i];
+        }
+        blk[b].d = fp16_to_fp32(fp32_to_fp16(d)); /* ggml's q8_0 keeps d as f16 */
+        blk[b].s = blk[b].d * (float)sum;
+    }
+}
+
+void xq8_32_to_float(const void *xq, float *x, int64_t n) {
+    const struct xq8_32 *blk = xq;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = blk[i / 32].d * (float)blk[i / 32].q[i % 32];
+}
+
+static const struct qkernel *kernels[64];
+static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
+
+static void pick_kernels(void) {
+    const struct cpu_features *f = cpu_features_get();
+    bool avx512 = f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->fma && f->f16c;
+    for (int t = 0; t < 64; t++) {
+        const struct qkernel *k = NULL;
+#ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
+        k = avx512 ? qkernels_avx512((enum ox_dtype)t) : NULL;
+#endif
+        kernels[t] = k ? k : qkernels_generic((enum ox_dtype)t);
+    }
+    (void)avx512;
+}
+
+const struct qkernel *qkernel_for(enum ox_dtype type) {
+    if (getenv("OX_REFERENCE_MATMUL")) /* debugging: the scalar oracle everywhere */
+        return NULL;
+    pthread_once(&kernels_once, pick_kernels);
+    return (unsigned)type < 64 ? kernels[type] : NULL;
+}
+
+struct qjob {
+    const struct qkernel *k;
+    const struct mat *w;
+    const float *x;
+    uint8_t *xq;
+    size_t xq_row;
+    float *y;
+    int n;
+    uint8_t *scratch; /* per-thread bytes for repacked rows */
+    size_t scratch_per_thread;
+};
+
+static void quantize_rows(void *arg, int ith, int nth) {
+    struct qjob *j = arg;
+    for (int t = ith; t < j->n; t += nth)
+        j->k->quantize_x(j->x + (size_t)t * (size_t)j->w->n_cols, j->xq + (size_t)t * j->xq_row,
+                         j->w->n_cols);
+}
+
+/* Rows per cache block: about 128 KiB of weights; tokens per block: about 256 KiB of
+ * activations, so a block pair stays in this core's L2 while its tiles run. */
+static int64_t block_rows(const struct qjob *j) {
+    int64_t r = (int64_t)(131072 / (j->w->row_bytes ? j->w->row_bytes : 1));
+    return r < j->k->max_nr ? j->k->max_nr : r - r % j->k->max_nr;
+}
+
+/* Batches: each group of 16 rows is repacked once into this thread's scratch, then every
+ * token of the batch runs over it in tiles of pack_nc. */
+static void multiply_rows_packed(struct qjob *j, int ith, int nth) {
+    const struct qkernel *k = j->k;
+    const struct mat *w = j->w;
+    int64_t groups = (w->n_rows + 15) / 16;
+    int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+    void *pack = j->scratch + (size_t)ith * j->scratch_per_thread;
+    for (int64_t g = g0; g < g1; g++) {
+        int64_t r = g * 16;
+        int nr = (int)(w->n_rows - r < 16 ? w->n_rows - r : 16);
+        k->repack16(w->n_cols, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes,
+                    nr, pack);
+        for (int c = 0; c < j->n; c += k->pack_nc) {
+            int nc = j->n - c < k->pack_nc ? j->n - c : k->pack_nc;
+            k->tile16(w->n_cols, pack, nr, j->xq + (size_t)c * j->xq_row, j->xq_row, nc,
+                      j->y + (size_t)c * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
+        }
+    }
+}
+
+static void multiply_rows(void *arg, int ith, int nth) {
+    struct qjob *j = arg;
+    const struct qkernel *k = j->k;
+    if (k->repack16 && j->n >= k->pack_nc && PACK16_BYTES(j->w->n_cols) <= j->scratch_per_thread) {
+        multiply_rows_packed(j, ith, nth);
+        return;
+    }
+    const struct mat *w = j->w;
+    /* each thread takes a contiguous share of the rows, in whole tiles */
+    int64_t tiles = (w->n_rows + k->max_nr - 1) / k->max_nr;
+    int64_t r0 = tiles * ith / nth * k->max_nr, r1 = tiles * (ith + 1) / nth * k->max_nr;
+    r1 = r1 < w->n_rows ? r1 : w->n_rows;
+    int64_t rb = block_rows(j);
+    int cb = (int)(262144 / (j->xq_row ? j->xq_row : 1));
+    cb = cb < k->max_nc ? k->max_nc : cb - cb % k->max_nc;
+    for (int c0 = 0; c0 < j->n; c0 += cb) {
+        int c1 = c0 + cb < j->n ? c0 + cb : j->n;
+        for (int64_t b0 = r0; b0 < r1; b0 += rb) {
+            int64_t b1 = b0 + rb < r1 ? b0 + rb : r1;
+            for (int64_t r = b0; r < b1; r += k->max_nr) {
+                int nr = (int)(b1 - r < k->max_nr ? b1 - r : k->max_nr);
+                const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+                for (int c = c0; c < c1; c += k->max_nc) {
+                    int nc = c1 - c < k->max_nc ? c1 - c : k->max_nc;
+                    k->tile(w->n_cols, wr, w->row_bytes, nr, j->xq + (size_t)c * j->xq_row,
+                            j->xq_row, nc, j->y + (size_t)c * (size_t)w->n_rows + (size_t)r,
+                            (size_t)w->n_rows);
+                }
+            }
+        }
+    }
+}
+
+bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    const struct qkernel *k = qkernel_for(w->type);
+    if (!k)
+        return false;
+    /* the activation buffer holds n_batch rows of 4-byte floats; quantized rows are smaller */
+    struct qjob j = {k,
+                     w,
+                     x,
+                     (uint8_t *)b->x_rounded,
+                     k->x_row_bytes(w->n_cols),
+                     y,
+                     n,
+                     (uint8_t *)b->scratch,
+                     b->scratch_per_thread * sizeof(float)};
+    threadpool_run(b->pool, quantize_rows, &j);
+    threadpool_run(b->pool, multiply_rows, &j);
+    return true;
+}

@@ -1,0 +1,56 @@
+/* qmatmul.h: the fast CPU matmul: activations quantized once per call into the kernel's block
+ * format, then integer (or SIMD float) dot products over tiles of weight rows x tokens. */
+#ifndef OX_BACKEND_CPU_QMATMUL_H
+#define OX_BACKEND_CPU_QMATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+/* Activations for the 32-element block families: q = round(x / d) in [-127, 127], d rounded
+ * through f16 as ggml's q8_0, and s = d * sum(q) so that offset and min terms of the weights
+ * cost one multiply-add per block. */
+struct xq8_32 {
+    float d, s;
+    int8_t q[32];
+};
+
+/* One kernel: y[c * y_stride + r] = row r of w . column c of the quantized activations, for
+ * r < nr rows (w_stride bytes apart) and c < nc columns (x_stride bytes apart). */
+typedef void (*qtile_fn)(int64_t n, const uint8_t *w, size_t w_stride, int nr, const uint8_t *x,
+                         size_t x_stride, int nc, float *y, size_t y_stride);
+
+struct qkernel {
+    const char *name;                 /* "q4_0 avx512-vnni" */
+    size_t (*x_row_bytes)(int64_t n); /* bytes of one quantized activation row */
+    void (*quantize_x)(const float *x, void *xq, int64_t n);
+    void (*x_to_float)(const void *xq, float *x, int64_t n); /* the values the kernel sees */
+    qtile_fn tile;
+    int max_nr, max_nc; /* the largest tile the kernel takes in one call */
+    /* Optional batch path: 16 rows repacked into a scratch layout once (at most
+     * PACK16_BYTES(n) bytes), then tiles of those 16 rows x up to pack_nc tokens over it. */
+    void (*repack16)(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst);
+    void (*tile16)(int64_t n, const void *packed, int nr, const uint8_t *x, size_t x_stride, int nc,
+                   float *y, size_t y_stride);
+    int pack_nc;
+};
+
+#define PACK16_BYTES(n) ((size_t)(n) / 32 * (16 * 32 + 16 * 8) + 64)
+
+/* The best kernel for weights of this type on this CPU, or NULL (the reference path runs). */
+const struct qkernel *qkernel_for(enum ox_dtype type);
+
+/* y = W x with the fast kernel; false when there is none for w's type (nothing was done). */
+bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+
+/* Kernel tables per instruction set (NULL entries: not provided). */
+const struct qkernel *qkernels_avx512(enum ox_dtype type);
+const struct qkernel *qkernels_generic(enum ox_dtype type);
+
+/* Shared activation quantizer for the xq8_32 format (scalar; vectorized by the compiler). */
+size_t xq8_32_row_bytes(int64_t n);
+void xq8_32_quantize(const float *x, void *xq, int64_t n);
+void xq8_32_to_float(const void *xq, float *x, int64_t n);
+
+#endif

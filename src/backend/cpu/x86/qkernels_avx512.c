@@ -1,0 +1,151 @@
+/* qkernels_avx512.c: matmul tiles for AVX-512 (VL, BW, VNNI) CPUs, built with those flags and
+ * chosen at runtime. The 32-element block types share one shape: each weight block is unpacked
+ * once to 32 unsigned bytes and reused for every token of the tile; VPDPBUSD multiplies them
+ * with the signed activation bytes, and the weights' offset or min comes back through the
+ * activation block sum (struct xq8_32). */
+#include <immintrin.h>
+
+#include "backend/cpu/qmatmul.h"
+#include "quant/blocks.h"
+
+enum { NR = 4, NC = 4 }; /* tile: weight rows x tokens */
+
+static inline float f16(uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* A weight block as the tile loop needs it: 32 unsigned bytes, the scale, and the bias that
+ * multiplies the activation sum (-offset * d, or the block's min). */
+struct wblock {
+    __m256i u;
+    float d, bias;
+};
+
+static inline struct wblock unpack_q4_0(const uint8_t *p) {
+    const struct block_q4_0 *b = (const struct block_q4_0 *)p;
+    __m256i bytes = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b->qs));
+    /* low nibbles are elements 0..15, high nibbles 16..31 */
+    __m256i shifted = _mm256_srlv_epi64(bytes, _mm256_set_epi64x(4, 4, 0, 0));
+    float d = f16(b->d);
+    return (struct wblock){_mm256_and_si256(shifted, _mm256_set1_epi8(0x0F)), d, -8.0f * d};
+}
+
+static inline struct wblock unpack_q8_0(const uint8_t *p) {
+    const struct block_q8_0 *b = (const struct block_q8_0 *)p;
+    __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
+    float d = f16(b->d); /* q + 128 is unsigned; the 128 comes back through the sum */
+    return (struct wblock){_mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)), d, -128.0f * d};
+}
+
+/* The tile loop for one 32-block type: nr x nc dot products of n elements. Written once and
+ * instantiated per type so that unpack inlines. */
+#define DEFINE_TILE_32(name, block_bytes, unpack)                                                  \
+    static void name(int64_t n, const uint8_t *w, size_t w_stride, int nr, const uint8_t *x,       \
+                     size_t x_stride, int nc, float *y, size_t y_stride) {                         \
+        __m256 acc[NR][NC];                                                                        \
+        float corr[NR][NC];                                                                        \
+        for (int r = 0; r < NR; r++)                                                               \
+            for (int c = 0; c < NC; c++)                                                           \
+                acc[r][c] = _mm256_setzero_ps(), corr[r][c] = 0.0f;                                \
+        for (int64_t b = 0; b < n / 32; b++) {                                                     \
+            struct wblock wb[NR];                                                                  \
+            for (int r = 0; r < nr; r++)                                                           \
+                wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * (block_bytes));              \
+            for (int c = 0; c < nc; c++) {                                                         \
+                const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;   \
+                __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);                           \
+                for (int r = 0; r < nr; r++) {                                                     \
+                    __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wb[r].u, xv);        \
+                    __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);                                \
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][c]);        \
+                    corr[r][c] += wb[r].bias * xb->s;                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int c = 0; c < nc; c++)                                                               \
+            for (int r = 0; r < nr; r++)                                                           \
+                y[(size_t)c * y_stride + (size_t)r] = hsum(acc[r][c]) + corr[r][c];                \
+    }
+
+/* The batch path. 16 rows of a 32-block type repacked per block as: the unsigned bytes
+ * chunk-major (4 elements of row 0, of row 1, ... row 15, then the next 4 elements), then the
+ * 16 scales and 16 biases as floats. One VPDPBUSD then advances 16 rows by 4 elements with a
+ * broadcast of 4 activation bytes, and the scales apply to all 16 rows in one multiply-add. */
+enum { PACK_BLOCK = 16 * 32 + 16 * 8 };
+
+#define DEFINE_REPACK_32(name, block_bytes, unpack)                                                \
+    static void name(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {            \
+        uint8_t *out = dst;                                                                        \
+        for (int64_t b = 0; b < n / 32; b++, out += PACK_BLOCK) {                                  \
+            uint32_t rows[16][8];                                                                  \
+            float *d = (float *)(out + 512), *bias = d + 16;                                       \
+            for (int r = 0; r < 16; r++) {                                                         \
+                struct wblock wb = {_mm256_setzero_si256(), 0.0f, 0.0f};                           \
+                if (r < nr)                                                                        \
+                    wb = unpack(w + (size_t)r * w_stride + (size_t)b * (block_bytes));             \
+                _mm256_storeu_si256((__m256i *)rows[r], wb.u);                                     \
+                d[r] = wb.d, bias[r] = wb.bias;                                                    \
+            }                                                                                      \
+            uint32_t *q = (uint32_t *)out;                                                         \
+            for (int k = 0; k < 8; k++)                                                            \
+                for (int r = 0; r < 16; r++)                                                       \
+                    q[k * 16 + r] = rows[r][k];                                                    \
+        }                                                                                          \
+    }
+
+DEFINE_REPACK_32(repack_q4_0, sizeof(struct block_q4_0), unpack_q4_0)
+DEFINE_REPACK_32(repack_q8_0, sizeof(struct block_q8_0), unpack_q8_0)
+
+enum { PACK_NC = 4 };
+
+static void tile16_32(int64_t n, const void *packed, int nr, const uint8_t *x, size_t x_stride,
+                      int nc, float *y, size_t y_stride) {
+    __m512 acc[PACK_NC], corr[PACK_NC];
+    for (int c = 0; c < PACK_NC; c++)
+        acc[c] = _mm512_setzero_ps(), corr[c] = _mm512_setzero_ps();
+    const uint8_t *pb = packed;
+    for (int64_t b = 0; b < n / 32; b++, pb += PACK_BLOCK) {
+        __m512i wv[8];
+        for (int k = 0; k < 8; k++)
+            wv[k] = _mm512_loadu_si512(pb + k * 64);
+        __m512 d = _mm512_loadu_ps(pb + 512), bias = _mm512_loadu_ps(pb + 576);
+        for (int c = 0; c < nc; c++) {
+            const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
+            const int32_t *xi = (const int32_t *)xb->q;
+            __m512i dot = _mm512_setzero_si512();
+            for (int k = 0; k < 8; k++)
+                dot = _mm512_dpbusd_epi32(dot, wv[k], _mm512_set1_epi32(xi[k]));
+            __m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(xb->d));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[c]);
+            corr[c] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xb->s), corr[c]);
+        }
+    }
+    __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    for (int c = 0; c < nc; c++)
+        _mm512_mask_storeu_ps(y + (size_t)c * y_stride, rows, _mm512_add_ps(acc[c], corr[c]));
+}
+
+DEFINE_TILE_32(tile_q4_0, sizeof(struct block_q4_0), unpack_q4_0)
+DEFINE_TILE_32(tile_q8_0, sizeof(struct block_q8_0), unpack_q8_0)
+
+static const struct qkernel k_q4_0 = {
+    "q4_0 avx512-vnni", xq8_32_row_bytes, xq8_32_quantize, xq8_32_to_float, tile_q4_0, NR, NC,
+    repack_q4_0,        tile16_32,        PACK_NC};
+static const struct qkernel k_q8_0 = {
+    "q8_0 avx512-vnni", xq8_32_row_bytes, xq8_32_quantize, xq8_32_to_float, tile_q8_0, NR, NC,
+    repack_q8_0,        tile16_32,        PACK_NC};
+
+const struct qkernel *qkernels_avx512(enum ox_dtype type) {
+    switch (type) {
+    case OX_DTYPE_Q4_0: return &k_q4_0;
+    case OX_DTYPE_Q8_0: return &k_q8_0;
+    default: return NULL;
+    }
+}
