@@ -98,8 +98,10 @@ struct backend_ops {
 
 extern const struct backend_ops backend_cpu_ops;
 
-/* The CPU reference attention (backend/cpu/attention_ref.c). */
+/* The CPU reference attention, and the dispatcher that prefers a SIMD version of it
+ * (backend/cpu/attention_ref.c). */
 void cpu_attention_ref(struct backend *b, const struct attn_args *a);
+void cpu_attention(struct backend *b, const struct attn_args *a);
 
 /* Scratch floats a matmul needs per thread for rows of n_cols elements. */
 size_t backend_cpu_scratch(int64_t max_cols);

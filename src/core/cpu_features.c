@@ -41,6 +41,7 @@ static void detect(void) {
         features.avx2 = os_avx && (b7 & (1u << 5));
         features.avx512f = os_avx512 && (b7 & (1u << 16));
         features.avx512bw = features.avx512f && (b7 & (1u << 30));
+        features.avx512dq = features.avx512f && (b7 & (1u << 17));
         features.avx512vl = features.avx512f && (b7 & (1u << 31));
         features.avx512vnni = features.avx512f && (c7 & (1u << 11));
     }
@@ -92,6 +93,7 @@ size_t ox_cpu_features(char *buf, size_t cap) {
         {f->f16c, "f16c"},
         {f->avx512f, "avx512f"},
         {f->avx512bw, "avx512bw"},
+        {f->avx512dq, "avx512dq"},
         {f->avx512vl, "avx512vl"},
         {f->avx512vnni, "avx512vnni"},
         {f->avx512bf16, "avx512bf16"},

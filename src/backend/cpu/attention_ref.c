@@ -5,24 +5,9 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/attention.h"
 #include "backend/cpu/ggml_numerics.h"
 #include "core/fp16.h"
-
-/* Whether query t may attend to cache cell c: same sequence, not in the future, and inside
- * the sliding window when there is one. */
-static bool visible(const struct attn_args *a, int t, int c) {
-    int32_t qp = a->q_pos[t], kp = a->cell_pos[c];
-    return (a->cell_seq[c] >> a->q_seq[t] & 1) && kp <= qp &&
-           (a->window <= 0 || qp - kp < a->window);
-}
-
-/* The score of q.k: scaled, then soft-capped as ggml does (the scale divided by the cap
- * first, then cap * tanh). */
-static float score(const struct attn_args *a, float dot) {
-    if (a->softcap == 0.0f)
-        return dot * a->scale;
-    return a->softcap * tanhf(dot * (a->scale / a->softcap));
-}
 
 struct attn_job {
     const struct attn_args *a;
@@ -119,4 +104,13 @@ static void attention_rows(void *arg, int ith, int nth) {
 void cpu_attention_ref(struct backend *b, const struct attn_args *a) {
     struct attn_job j = {a, b->scratch, b->scratch_per_thread};
     threadpool_run(b->pool, attention_rows, &j);
+}
+
+/* The fastest attention this build and CPU have for the args; the reference otherwise. */
+void cpu_attention(struct backend *b, const struct attn_args *a) {
+#ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
+    if (attention_avx512(b, a))
+        return;
+#endif
+    cpu_attention_ref(b, a);
 }

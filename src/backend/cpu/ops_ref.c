@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/ggml_numerics.h"
+#include "backend/cpu/ops_simd.h"
 #include "backend/cpu/qmatmul.h"
 #include "core/fp16.h"
 #include "quant/dtype.h"
@@ -159,6 +160,10 @@ static void cpu_rope(struct backend *b, float *x, const int32_t *pos, int n, int
 static void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up,
                     float *y, size_t n) {
     (void)b;
+#ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
+    if (glu_avx512(kind, gate, up, y, n))
+        return;
+#endif
     for (size_t i = 0; i < n; i++) {
         if (kind == GLU_SILU) /* x * sigmoid(x), ggml's division and vector exp */
             y[i] = gate[i] / (1.0f + ggml_expf(-gate[i])) * up[i];
@@ -220,5 +225,5 @@ const struct backend_ops backend_cpu_ops = {
     .scale = cpu_scale,
     .softmax = cpu_softmax,
     .softcap = cpu_softcap,
-    .attention = cpu_attention_ref,
+    .attention = cpu_attention,
 };

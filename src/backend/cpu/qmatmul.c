@@ -44,7 +44,8 @@ static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
 
 static void pick_kernels(void) {
     const struct cpu_features *f = cpu_features_get();
-    bool avx512 = f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->fma && f->f16c;
+    bool avx512 = f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->avx512vnni &&
+                  f->fma && f->f16c;
     for (int t = 0; t < 64; t++) {
         const struct qkernel *k = NULL;
 #ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */

@@ -5,6 +5,7 @@
  * activation block sum (struct xq8_32). */
 #include <immintrin.h>
 
+#include "backend/cpu/ops_simd.h"
 #include "backend/cpu/qmatmul.h"
 #include "quant/blocks.h"
 
@@ -135,12 +136,26 @@ static void tile16_32(int64_t n, const void *packed, int nr, const uint8_t *x, s
 DEFINE_TILE_32(tile_q4_0, sizeof(struct block_q4_0), unpack_q4_0)
 DEFINE_TILE_32(tile_q8_0, sizeof(struct block_q8_0), unpack_q8_0)
 
-static const struct qkernel k_q4_0 = {
-    "q4_0 avx512-vnni", xq8_32_row_bytes, xq8_32_quantize, xq8_32_to_float, tile_q4_0, NR, NC,
-    repack_q4_0,        tile16_32,        PACK_NC};
-static const struct qkernel k_q8_0 = {
-    "q8_0 avx512-vnni", xq8_32_row_bytes, xq8_32_quantize, xq8_32_to_float, tile_q8_0, NR, NC,
-    repack_q8_0,        tile16_32,        PACK_NC};
+static const struct qkernel k_q4_0 = {"q4_0 avx512-vnni",
+                                      xq8_32_row_bytes,
+                                      xq8_32_quantize_avx512,
+                                      xq8_32_to_float,
+                                      tile_q4_0,
+                                      NR,
+                                      NC,
+                                      repack_q4_0,
+                                      tile16_32,
+                                      PACK_NC};
+static const struct qkernel k_q8_0 = {"q8_0 avx512-vnni",
+                                      xq8_32_row_bytes,
+                                      xq8_32_quantize_avx512,
+                                      xq8_32_to_float,
+                                      tile_q8_0,
+                                      NR,
+                                      NC,
+                                      repack_q8_0,
+                                      tile16_32,
+                                      PACK_NC};
 
 const struct qkernel *qkernels_avx512(enum ox_dtype type) {
     switch (type) {

@@ -1,0 +1,29 @@
+/* attention.h: what every CPU attention kernel shares: which cells a query sees and how a
+ * score is scaled and capped. */
+#ifndef OX_BACKEND_CPU_ATTENTION_H
+#define OX_BACKEND_CPU_ATTENTION_H
+
+#include <math.h>
+
+#include "backend/backend.h"
+
+/* Whether query t may attend to cache cell c: same sequence, not in the future, and inside
+ * the sliding window when there is one. */
+static inline bool visible(const struct attn_args *a, int t, int c) {
+    int32_t qp = a->q_pos[t], kp = a->cell_pos[c];
+    return (a->cell_seq[c] >> a->q_seq[t] & 1) && kp <= qp &&
+           (a->window <= 0 || qp - kp < a->window);
+}
+
+/* The score of q.k: scaled, then soft-capped as ggml does (the scale divided by the cap
+ * first, then cap * tanh). */
+static inline float score(const struct attn_args *a, float dot) {
+    if (a->softcap == 0.0f)
+        return dot * a->scale;
+    return a->softcap * tanhf(dot * (a->scale / a->softcap));
+}
+
+/* The AVX-512 attention (x86/attention_avx512.c); false when it cannot take these args. */
+bool attention_avx512(struct backend *b, const struct attn_args *a);
+
+#endif

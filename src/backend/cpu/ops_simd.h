@@ -1,0 +1,17 @@
+/* ops_simd.h: SIMD versions of reference ops, each false (or the scalar version) where the CPU
+ * or build lacks them; the reference op calls them first. */
+#ifndef OX_BACKEND_CPU_OPS_SIMD_H
+#define OX_BACKEND_CPU_OPS_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+/* y = act(gate) * up, bit-identical to the reference. */
+bool glu_avx512(enum glu_kind kind, const float *gate, const float *up, float *y, size_t n);
+
+/* xq8_32_quantize with AVX-512 (same results); only for kernels chosen on such CPUs. */
+void xq8_32_quantize_avx512(const float *x, void *xq, int64_t n);
+
+#endif

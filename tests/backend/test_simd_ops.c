@@ -1,0 +1,107 @@
+/* test_simd_ops.c: the SIMD versions of reference ops give the reference's results bit for
+ * bit: SwiGLU, the activation quantizer and the f16-cache attention (with GQA, sequences,
+ * a sliding window and soft-capping), on random data. Skipped where the CPU lacks AVX-512. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/ggml_numerics.h"
+#include "backend/cpu/ops_simd.h"
+#include "backend/cpu/qmatmul.h"
+#include "core/alloc.h"
+#include "core/cpu_features.h"
+#include "core/fp16.h"
+#include "test.h"
+
+#if defined(__x86_64__)
+static uint32_t rng = 777;
+static float uniform(void) { /* xorshift32 in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
+    return (float)(rng >> 8) / 8388608.0f - 1.0f;
+}
+
+static void check_glu(void) {
+    enum { N = 1000 }; /* not a multiple of 16: the tail too */
+    float g[N], u[N], want[N], got[N];
+    for (int i = 0; i < N; i++) /* some beyond exp's range, where it saturates */
+        g[i] = uniform() * (i % 50 == 0 ? 200.0f : 8.0f), u[i] = uniform();
+    for (int i = 0; i < N; i++)
+        want[i] = g[i] / (1.0f + ggml_expf(-g[i])) * u[i];
+    CHECK(glu_avx512(GLU_SILU, g, u, got, N));
+    CHECK(memcmp(want, got, sizeof want) == 0);
+}
+
+static void check_quantize(void) {
+    enum { N = 512 };
+    float x[N];
+    struct xq8_32 a[N / 32], b[N / 32];
+    for (int i = 0; i < N; i++)
+        x[i] = uniform() * (i < 32 ? 0.0f : 3.0f); /* the first block all zero */
+    xq8_32_quantize(x, a, N);
+    xq8_32_quantize_avx512(x, b, N);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+}
+
+/* One attention problem: n queries of 8 heads over 2 kv heads, cells from two sequences. */
+static void check_attention(int hd, int window, float softcap) {
+    enum { N = 6, CELLS = 40, NH = 8, NKV = 2 };
+    static float q[N * NH * 256], k[CELLS * NKV * 256], v[CELLS * NKV * 256];
+    static float y_ref[N * NH * 256], y_simd[N * NH * 256];
+    int32_t q_pos[N], q_seq[N], cell_pos[CELLS];
+    uint64_t cell_seq[CELLS];
+    for (int i = 0; i < N * NH * hd; i++)
+        q[i] = uniform() * 2.0f;
+    for (int i = 0; i < CELLS * NKV * hd; i++) /* as read back from an f16 cache */
+        k[i] = fp16_to_fp32(fp32_to_fp16(uniform())), v[i] = fp16_to_fp32(fp32_to_fp16(uniform()));
+    for (int c = 0; c < CELLS; c++)
+        cell_pos[c] = c / 2, cell_seq[c] = (c % 2 ? 2u : 1u) | (c < 4 ? 3u : 0u);
+    for (int t = 0; t < N; t++)
+        q_pos[t] = 10 + 2 * t, q_seq[t] = t % 2;
+    struct attn_args a = {.q = q,
+                          .k = k,
+                          .v = v,
+                          .n = N,
+                          .n_cells = CELLS,
+                          .n_head = NH,
+                          .n_head_kv = NKV,
+                          .hd_k = hd,
+                          .hd_v = hd,
+                          .q_pos = q_pos,
+                          .q_seq = q_seq,
+                          .cell_pos = cell_pos,
+                          .cell_seq = cell_seq,
+                          .scale = 1.0f / sqrtf((float)hd),
+                          .softcap = softcap,
+                          .window = window,
+                          .f16_cache = true};
+    struct backend b = {.ops = &backend_cpu_ops};
+    threadpool_create(2, &b.pool);
+    b.scratch_per_thread = backend_cpu_scratch(1024);
+    b.scratch = ox_aligned_alloc(64, 2 * b.scratch_per_thread * sizeof(float));
+    a.y = y_ref;
+    cpu_attention_ref(&b, &a);
+    a.y = y_simd;
+    cpu_attention(&b, &a);
+    CHECK_MSG(memcmp(y_ref, y_simd, (size_t)N * NH * hd * sizeof(float)) == 0,
+              "attention hd %d window %d softcap %g differs", hd, window, softcap);
+    ox_aligned_free(b.scratch);
+    threadpool_free(b.pool);
+}
+
+#endif
+
+int main(void) {
+#if defined(__x86_64__) /* the SIMD files are built for x86-64 only */
+    const struct cpu_features *f = cpu_features_get();
+    if (!(f->avx512f && f->avx512dq && f->avx512bw && f->avx512vl && f->fma && f->f16c)) {
+        printf("no AVX-512 on this CPU: nothing to compare\n");
+        return test_finish("test_simd_ops");
+    }
+    check_glu();
+    check_quantize();
+    check_attention(64, 0, 0.0f);
+    check_attention(128, 5, 0.0f);
+    check_attention(80, 0, 50.0f); /* a head size with a tail past the 64-element steps */
+    check_attention(256, 3, 30.0f);
+#endif
+    return test_finish("test_simd_ops");
+}
