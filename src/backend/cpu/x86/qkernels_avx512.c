@@ -4,10 +4,12 @@
  * with the signed activation bytes, and the weights' offset or min comes back through the
  * activation block sum (struct xq8_32). */
 #include <immintrin.h>
+#include <string.h>
 
 #include "backend/cpu/ops_simd.h"
 #include "backend/cpu/qmatmul.h"
 #include "quant/blocks.h"
+#include "quant/iq_tables.h"
 
 enum { NR = 4, NC = 4 }; /* tile: weight rows x tokens */
 
@@ -29,20 +31,59 @@ struct wblock {
     float d, bias;
 };
 
-static inline struct wblock unpack_q4_0(const uint8_t *p) {
-    const struct block_q4_0 *b = (const struct block_q4_0 *)p;
-    __m256i bytes = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b->qs));
-    /* low nibbles are elements 0..15, high nibbles 16..31 */
-    __m256i shifted = _mm256_srlv_epi64(bytes, _mm256_set_epi64x(4, 4, 0, 0));
-    float d = f16(b->d);
-    return (struct wblock){_mm256_and_si256(shifted, _mm256_set1_epi8(0x0F)), d, -8.0f * d};
-}
-
 static inline struct wblock unpack_q8_0(const uint8_t *p) {
     const struct block_q8_0 *b = (const struct block_q8_0 *)p;
     __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
     float d = f16(b->d); /* q + 128 is unsigned; the 128 comes back through the sum */
     return (struct wblock){_mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)), d, -128.0f * d};
+}
+
+/* The low nibbles of 16 bytes as elements 0..15 and the high nibbles as 16..31. */
+static inline __m256i nibbles(const uint8_t *qs) {
+    __m256i bytes = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    __m256i shifted = _mm256_srlv_epi64(bytes, _mm256_set_epi64x(4, 4, 0, 0));
+    return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0F));
+}
+
+/* The fifth bits of q5 blocks: bit j of qh, as 0x10 in byte j. */
+static inline __m256i fifth_bits(const uint8_t *qh) {
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    __mmask32 m = (__mmask32)bits;
+    return _mm256_maskz_mov_epi8(m, _mm256_set1_epi8(0x10));
+}
+
+static inline struct wblock unpack_q4_1(const uint8_t *p) {
+    const struct block_q4_1 *b = (const struct block_q4_1 *)p;
+    return (struct wblock){nibbles(b->qs), f16(b->d), f16(b->m)};
+}
+
+static inline struct wblock unpack_q5_0(const uint8_t *p) {
+    const struct block_q5_0 *b = (const struct block_q5_0 *)p;
+    float d = f16(b->d);
+    return (struct wblock){_mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh)), d, -16.0f * d};
+}
+
+static inline struct wblock unpack_q5_1(const uint8_t *p) {
+    const struct block_q5_1 *b = (const struct block_q5_1 *)p;
+    return (struct wblock){_mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh)), f16(b->d),
+                           f16(b->m)};
+}
+
+/* IQ4_NL's 16 signed levels + 128, looked up by nibble; the 128 returns through the sum. */
+static inline struct wblock unpack_iq4_nl(const uint8_t *p) {
+    const struct block_iq4_nl *b = (const struct block_iq4_nl *)p;
+    __m128i levels =
+        _mm_xor_si128(_mm_loadu_si128((const __m128i *)iq4nl_values), _mm_set1_epi8((char)0x80));
+    __m256i u = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(levels), nibbles(b->qs));
+    float d = f16(b->d);
+    return (struct wblock){u, d, -128.0f * d};
+}
+
+static inline struct wblock unpack_q4_0(const uint8_t *p) {
+    const struct block_q4_0 *b = (const struct block_q4_0 *)p;
+    float d = f16(b->d);
+    return (struct wblock){nibbles(b->qs), d, -8.0f * d};
 }
 
 /* The tile loop for one 32-block type: nr x nc dot products of n elements. Written once and
@@ -103,6 +144,10 @@ enum { PACK_BLOCK = 16 * 32 + 16 * 8 };
 
 DEFINE_REPACK_32(repack_q4_0, sizeof(struct block_q4_0), unpack_q4_0)
 DEFINE_REPACK_32(repack_q8_0, sizeof(struct block_q8_0), unpack_q8_0)
+DEFINE_REPACK_32(repack_q4_1, sizeof(struct block_q4_1), unpack_q4_1)
+DEFINE_REPACK_32(repack_q5_0, sizeof(struct block_q5_0), unpack_q5_0)
+DEFINE_REPACK_32(repack_q5_1, sizeof(struct block_q5_1), unpack_q5_1)
+DEFINE_REPACK_32(repack_iq4_nl, sizeof(struct block_iq4_nl), unpack_iq4_nl)
 
 enum { PACK_NC = 4 };
 
@@ -135,32 +180,37 @@ static void tile16_32(int64_t n, const void *packed, int nr, const uint8_t *x, s
 
 DEFINE_TILE_32(tile_q4_0, sizeof(struct block_q4_0), unpack_q4_0)
 DEFINE_TILE_32(tile_q8_0, sizeof(struct block_q8_0), unpack_q8_0)
+DEFINE_TILE_32(tile_q4_1, sizeof(struct block_q4_1), unpack_q4_1)
+DEFINE_TILE_32(tile_q5_0, sizeof(struct block_q5_0), unpack_q5_0)
+DEFINE_TILE_32(tile_q5_1, sizeof(struct block_q5_1), unpack_q5_1)
+DEFINE_TILE_32(tile_iq4_nl, sizeof(struct block_iq4_nl), unpack_iq4_nl)
 
-static const struct qkernel k_q4_0 = {"q4_0 avx512-vnni",
-                                      xq8_32_row_bytes,
-                                      xq8_32_quantize_avx512,
-                                      xq8_32_to_float,
-                                      tile_q4_0,
-                                      NR,
-                                      NC,
-                                      repack_q4_0,
-                                      tile16_32,
-                                      PACK_NC};
-static const struct qkernel k_q8_0 = {"q8_0 avx512-vnni",
-                                      xq8_32_row_bytes,
-                                      xq8_32_quantize_avx512,
-                                      xq8_32_to_float,
-                                      tile_q8_0,
-                                      NR,
-                                      NC,
-                                      repack_q8_0,
-                                      tile16_32,
-                                      PACK_NC};
+#define KERNEL_32(type)                                                                            \
+    static const struct qkernel k_##type = {.name = #type " avx512-vnni",                          \
+                                            .x_row_bytes = xq8_32_row_bytes,                       \
+                                            .quantize_x = xq8_32_quantize_avx512,                  \
+                                            .x_to_float = xq8_32_to_float,                         \
+                                            .tile = tile_##type,                                   \
+                                            .max_nr = NR,                                          \
+                                            .max_nc = NC,                                          \
+                                            .repack16 = repack_##type,                             \
+                                            .tile16 = tile16_32,                                   \
+                                            .pack_nc = PACK_NC};
+KERNEL_32(q4_0)
+KERNEL_32(q4_1)
+KERNEL_32(q5_0)
+KERNEL_32(q5_1)
+KERNEL_32(q8_0)
+KERNEL_32(iq4_nl)
 
 const struct qkernel *qkernels_avx512(enum ox_dtype type) {
     switch (type) {
     case OX_DTYPE_Q4_0: return &k_q4_0;
+    case OX_DTYPE_Q4_1: return &k_q4_1;
+    case OX_DTYPE_Q5_0: return &k_q5_0;
+    case OX_DTYPE_Q5_1: return &k_q5_1;
     case OX_DTYPE_Q8_0: return &k_q8_0;
+    case OX_DTYPE_IQ4_NL: return &k_iq4_nl;
     default: return NULL;
     }
 }
