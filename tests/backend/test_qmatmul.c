@@ -1,9 +1,13 @@
 /* test_qmatmul.c: every fast matmul kernel this CPU runs against a double-precision dot product
  * of the same dequantized weights and quantized activations, over every tile shape it takes
  * (full and partial), plus the threaded driver against the tile. Bound: 1e-5 of sum |w x|. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
+#include <stdlib.h>
+
 #include "backend/cpu/qmatmul.h"
+#include "core/alloc.h"
 #include "quant/dtype.h"
 #include "test.h"
 
@@ -81,7 +85,45 @@ static void check_type(enum ox_dtype type) {
     printf("  %-28s checked on %d x %d tiles\n", k->name, k->max_nr, k->max_nc);
 }
 
+/* Float weights: the fast kernels run the reference's own summation orders, so the whole
+ * matmul (batch: tinyBLAS order, one token: vec_dot order, widths with and without tails)
+ * equals the scalar reference bit for bit. */
+static void check_float_exact(enum ox_dtype type, int cols, int n) {
+    if (!qkernel_for(type))
+        return;
+    const struct dtype_traits *tr = dtype_get((int)type);
+    enum { R = 21 };
+    static float w[R * 600], x[8 * 600], y_fast[8 * R], y_ref[8 * R];
+    static uint8_t wq[R * 600 * 4];
+    for (int i = 0; i < R * cols; i++)
+        w[i] = uniform();
+    for (int i = 0; i < n * cols; i++)
+        x[i] = uniform() * 3.0f;
+    size_t row = (size_t)cols * tr->type_size;
+    tr->from_float(w, wq, R, cols, NULL);
+    struct backend b = {.ops = &backend_cpu_ops};
+    threadpool_create(2, &b.pool);
+    b.scratch_per_thread = backend_cpu_scratch(cols);
+    b.scratch = ox_aligned_alloc(64, 2 * b.scratch_per_thread * sizeof(float));
+    b.x_rounded = ox_aligned_alloc(64, (size_t)8 * cols * sizeof(float));
+    b.x_packed = ox_aligned_alloc(64, (size_t)cols * sizeof(float));
+    struct mat m = {type, wq, R, cols, row};
+    b.ops->matmul(&b, &m, x, y_fast, n);
+    setenv("OX_REFERENCE_MATMUL", "1", 1);
+    b.ops->matmul(&b, &m, x, y_ref, n);
+    unsetenv("OX_REFERENCE_MATMUL");
+    CHECK_MSG(memcmp(y_fast, y_ref, (size_t)n * R * sizeof(float)) == 0,
+              "%s: %d x %d, %d tokens: fast != reference", tr->name, R, cols, n);
+    ox_aligned_free(b.scratch), ox_aligned_free(b.x_rounded), ox_aligned_free(b.x_packed);
+    threadpool_free(b.pool);
+}
+
 int main(void) {
+    const enum ox_dtype floats[] = {OX_DTYPE_F32, OX_DTYPE_F16, OX_DTYPE_BF16};
+    for (int i = 0; i < 3; i++)
+        for (int n = 1; n <= 6; n += 5)
+            for (int cols = 200; cols <= 600; cols += 312) /* 200: tails; 512: whole steps */
+                check_float_exact(floats[i], cols, n);
     int n = 0;
     for (int t = 0; t < OX_DTYPE_COUNT; t++) {
         if (!qkernel_for((enum ox_dtype)t))

@@ -113,7 +113,8 @@ static void multiply_rows_packed(struct qjob *j, int ith, int nth) {
 static void multiply_rows(void *arg, int ith, int nth) {
     struct qjob *j = arg;
     const struct qkernel *k = j->k;
-    if (k->repack16 && j->n >= k->pack_nc && PACK16_BYTES(j->w->n_cols) <= j->scratch_per_thread) {
+    int min_pack = k->min_pack_n ? k->min_pack_n : k->pack_nc;
+    if (k->repack16 && j->n >= min_pack && PACK16_BYTES(j->w->n_cols) <= j->scratch_per_thread) {
         multiply_rows_packed(j, ith, nth);
         return;
     }

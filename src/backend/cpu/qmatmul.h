@@ -34,6 +34,7 @@ struct qkernel {
     void (*tile16)(int64_t n, const void *packed, int nr, const uint8_t *x, size_t x_stride, int nc,
                    float *y, size_t y_stride);
     int pack_nc;
+    int min_pack_n; /* batches from this size take the packed path (0: pack_nc) */
 };
 
 #define PACK16_BYTES(n) ((size_t)(n) / 32 * (16 * 32 + 16 * 8) + 64)
@@ -47,6 +48,7 @@ bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, i
 /* Kernel tables per instruction set (NULL entries: not provided). */
 const struct qkernel *qkernels_avx512(enum ox_dtype type);
 const struct qkernel *qkernels_generic(enum ox_dtype type);
+const struct qkernel *qkernels_float_avx512(enum ox_dtype type);
 
 /* Shared activation quantizer for the xq8_32 format (scalar; vectorized by the compiler). */
 size_t xq8_32_row_bytes(int64_t n);
