@@ -53,6 +53,8 @@ struct attn_args {
                                  0: no window */
     bool f16_cache;           /* k/v came from an f16 cache: round q and the value
                                  accumulator to f16 as llama.cpp's CPU flash attention does */
+    float *k_t;               /* n_cells * n_head_kv * hd_k floats a backend may use for a
+                                 transposed copy of k (large batches), or NULL */
 };
 
 enum glu_kind { GLU_SILU, GLU_GELU };

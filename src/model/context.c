@@ -70,14 +70,15 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
     a->k = falloc(nb * dk), a->v = falloc(nb * dv), a->attn = falloc(nb * o);
     a->proj = falloc(nb * e), a->gate = falloc(nb * ff), a->up = falloc(nb * ff);
     a->hidden = falloc(nb * ff), a->kf = falloc(ctx->kv.n_cells * dk);
+    a->k_t = falloc(ctx->kv.n_cells * dk);
     a->vf = falloc(ctx->kv.n_cells * dv), a->router = falloc(nb * (size_t)c->n_expert);
     a->pos = malloc(nb * sizeof *a->pos), a->seq = malloc(nb * sizeof *a->seq);
     a->cell = malloc(nb * sizeof *a->cell);
     ctx->logits = falloc(nb * (size_t)c->n_vocab);
     ctx->out_row = malloc(nb * sizeof *ctx->out_row);
     if (!a->x || !a->xn || !a->qkv || !a->branch || !a->q || !a->k || !a->v || !a->attn ||
-        !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || !a->vf || !a->router || !a->pos ||
-        !a->seq || !a->cell || !ctx->logits || !ctx->out_row)
+        !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || !a->k_t || !a->vf || !a->router ||
+        !a->pos || !a->seq || !a->cell || !ctx->logits || !ctx->out_row)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens", nb);
     return OX_OK;
 }
@@ -131,24 +132,10 @@ void ox_context_free(struct ox_context *ctx) {
     if (!ctx)
         return;
     struct activations *a = &ctx->act;
-    float *fs[] = {a->x,
-                   a->xn,
-                   a->qkv,
-                   a->branch,
-                   a->q,
-                   a->k,
-                   a->v,
-                   a->attn,
-                   a->proj,
-                   a->gate,
-                   a->up,
-                   a->hidden,
-                   a->kf,
-                   a->vf,
-                   a->router,
-                   ctx->logits,
-                   ctx->be.scratch,
-                   ctx->be.x_rounded};
+    float *fs[] = {a->x,      a->xn,       a->qkv,          a->branch,        a->q,
+                   a->k,      a->v,        a->attn,         a->proj,          a->gate,
+                   a->up,     a->hidden,   a->kf,           a->k_t,           a->vf,
+                   a->router, ctx->logits, ctx->be.scratch, ctx->be.x_rounded};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
         ox_aligned_free(fs[i]);
     free(a->pos), free(a->seq), free(a->cell), free(ctx->out_row);

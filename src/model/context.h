@@ -20,6 +20,7 @@ struct kv_cache {
 struct activations {
     float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up, *hidden;
     float *kf, *vf; /* the cache of one layer as floats [n_cells][kv dim] */
+    float *k_t;     /* room for kf transposed, for the attention of large batches */
     float *router;  /* [n_batch][n_expert] */
     int32_t *pos, *seq, *cell;
 };

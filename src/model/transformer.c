@@ -140,6 +140,7 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
         .q = a->q,
         .k = a->kf,
         .v = a->vf,
+        .k_t = a->k_t,
         .y = a->attn,
         .n = n,
         .n_cells = ctx->kv.used_end,

@@ -59,7 +59,10 @@ def test_reference():
 
 def test_batching(tmp):
     """Cutting a chunk into several decodes, or decoding chunks side by side, scores the same
-    tokens with the same context: the estimates must agree."""
+    tokens with the same context: the estimates must agree. Not bit for bit: like llama.cpp's
+    CPU backend, decodes of 64+ tokens take a tiled f32 attention while smaller ones round
+    like its one-chunk flash attention (f16 accumulators), which moves this 6-chunk estimate
+    by about 0.3%."""
     short = os.path.join(tmp, "short.txt")
     with open(TEXT, "rb") as f, open(short, "wb") as g:
         g.write(f.read(1500))
@@ -72,8 +75,8 @@ def test_batching(tmp):
     for b, got in results.items():
         if base and got and base[1] and got[1]:
             same = len(got[0]) == len(base[0]) and all(
-                abs(x[1] / y[1] - 1) < 1e-3 for x, y in zip(got[0], base[0]))
-            check(same and abs(got[1][0] / base[1][0] - 1) < 1e-3,
+                abs(x[1] / y[1] - 1) < 5e-3 for x, y in zip(got[0], base[0]))
+            check(same and abs(got[1][0] / base[1][0] - 1) < 5e-3,
                   "-b %s: %s vs -b 64: %s" % (b, got, base))
 
 

@@ -75,17 +75,100 @@ static void attend(const struct attn_args *a, int t, int h, float *qh) {
         _mm512_storeu_ps(y + 16 * i, _mm512_mul_ps(acc[i], inv));
 }
 
+/* ---- large batches: llama.cpp switches to a tiled kernel there too, so this one is free to
+ * reorder. Scores of 16 cells at a time from a transposed copy of k (no horizontal sums), an
+ * exact softmax over the visible range, then the values weighted. All f32. ---- */
+
+enum { HEADS_AT_ONCE = 4, TILED_FROM = 64 };
+
+static void transpose_k(const struct attn_args *a) {
+    int dk = a->n_head_kv * a->hd_k;
+    for (int c = 0; c < a->n_cells; c++)
+        for (int i = 0; i < dk; i++)
+            a->k_t[(size_t)i * a->n_cells + c] = a->k[(size_t)c * dk + i];
+}
+
+/* Heads h0 .. h0+nh-1 (one kv head) of token t; sc holds nh rows of n_cells scores. */
+static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, float *sc) {
+    int kvh = h0 / (a->n_head / a->n_head_kv), hd = a->hd_k, n = a->n_cells;
+    int lo = n, hi = 0; /* the visible cells lie in [lo, hi) */
+    for (int c = 0; c < n; c++)
+        if (visible(a, t, c))
+            lo = c < lo ? c : lo, hi = c + 1;
+    for (int j = 0; j < nh; j++)
+        memset(a->y + ((size_t)t * a->n_head + h0 + j) * a->hd_v, 0, (size_t)a->hd_v * 4);
+    if (lo >= hi)
+        return;
+    const float *q = a->q + ((size_t)t * a->n_head + h0) * hd;
+    const float *kt = a->k_t + (size_t)kvh * hd * n;
+    for (int c0 = lo; c0 < hi; c0 += 16) {
+        __mmask16 in = (__mmask16)(hi - c0 >= 16 ? 0xFFFF : (1u << (hi - c0)) - 1), vis = 0;
+        for (int i = 0; i < 16 && c0 + i < hi; i++)
+            vis |= (__mmask16)(visible(a, t, c0 + i) << i);
+        __m512 acc[HEADS_AT_ONCE];
+        for (int j = 0; j < nh; j++)
+            acc[j] = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d++) {
+            __m512 kv = _mm512_maskz_loadu_ps(in, kt + (size_t)d * n + c0);
+            for (int j = 0; j < nh; j++)
+                acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * hd + d]), kv, acc[j]);
+        }
+        for (int j = 0; j < nh; j++) {
+            __m512 s = _mm512_mul_ps(acc[j], _mm512_set1_ps(a->scale));
+            s = _mm512_mask_blend_ps(vis, _mm512_set1_ps(-INFINITY), s);
+            _mm512_mask_storeu_ps(sc + (size_t)j * n + c0, in, s);
+        }
+    }
+    for (int j = 0; j < nh; j++) {
+        float *s = sc + (size_t)j * n, max = -INFINITY, sum = 0.0f;
+        for (int c = lo; c < hi; c++)
+            max = s[c] > max ? s[c] : max;
+        for (int c = lo; c < hi; c++)
+            sum += s[c] = s[c] == -INFINITY ? 0.0f : expf(s[c] - max);
+        int nv = a->hd_v / 16;
+        __m512 out[MAX_VEC];
+        for (int i = 0; i < nv; i++)
+            out[i] = _mm512_setzero_ps();
+        for (int c = lo; c < hi; c++) {
+            if (s[c] == 0.0f)
+                continue;
+            const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
+            __m512 w = _mm512_set1_ps(s[c]);
+            for (int i = 0; i < nv; i++)
+                out[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16 * i), out[i]);
+        }
+        float *y = a->y + ((size_t)t * a->n_head + h0 + j) * a->hd_v;
+        __m512 inv = _mm512_set1_ps(1.0f / sum);
+        for (int i = 0; i < nv; i++)
+            _mm512_storeu_ps(y + 16 * i, _mm512_mul_ps(out[i], inv));
+    }
+}
+
 struct job {
     const struct attn_args *a;
     float *scratch;
     size_t per_thread;
+    bool tiled;
 };
 
 static void rows(void *arg, int ith, int nth) {
     struct job *j = arg;
+    const struct attn_args *a = j->a;
     float *qh = j->scratch + (size_t)ith * j->per_thread;
-    for (int w = ith; w < j->a->n * j->a->n_head; w += nth)
-        attend(j->a, w / j->a->n_head, w % j->a->n_head, qh);
+    if (!j->tiled) {
+        for (int w = ith; w < a->n * a->n_head; w += nth)
+            attend(a, w / a->n_head, w % a->n_head, qh);
+        return;
+    }
+    int group = a->n_head / a->n_head_kv, chunks = (group + HEADS_AT_ONCE - 1) / HEADS_AT_ONCE;
+    int per_token = a->n_head_kv * chunks;
+    for (int w = ith; w < a->n * per_token; w += nth) {
+        int t = w / per_token, kvh = w % per_token / chunks, ch = w % chunks;
+        int h0 = kvh * group + ch * HEADS_AT_ONCE;
+        int nh =
+            group - ch * HEADS_AT_ONCE < HEADS_AT_ONCE ? group - ch * HEADS_AT_ONCE : HEADS_AT_ONCE;
+        attend_tiled(a, t, h0, nh, qh);
+    }
 }
 
 bool attention_avx512(struct backend *b, const struct attn_args *a) {
@@ -93,7 +176,12 @@ bool attention_avx512(struct backend *b, const struct attn_args *a) {
     if (!f->avx512f || !f->avx512dq || !f->f16c || !f->fma || !a->f16_cache || a->hd_k % 16 ||
         a->hd_v % 16 || a->hd_v > 16 * MAX_VEC)
         return false;
-    struct job j = {a, b->scratch, b->scratch_per_thread};
+    /* the tiled kernel: big batches, plain scores (no soft-cap), room for 4 rows of scores */
+    bool tiled = a->n >= TILED_FROM && a->k_t && a->softcap == 0.0f &&
+                 (size_t)HEADS_AT_ONCE * (size_t)a->n_cells <= b->scratch_per_thread;
+    if (tiled)
+        transpose_k(a);
+    struct job j = {a, b->scratch, b->scratch_per_thread, tiled};
     threadpool_run(b->pool, rows, &j);
     return true;
 }
