@@ -8,6 +8,7 @@
 
 #include "backend/cpu/qmatmul.h"
 #include "core/alloc.h"
+#include "core/cpu_features.h"
 #include "quant/dtype.h"
 #include "test.h"
 
@@ -21,8 +22,7 @@ static float uniform(void) { /* xorshift32 in [-1, 1) */
     return (float)(rng >> 8) / 8388608.0f - 1.0f;
 }
 
-static void check_type(enum ox_dtype type) {
-    const struct qkernel *k = qkernel_for(type);
+static void check_kernel(enum ox_dtype type, const struct qkernel *k) {
     const struct dtype_traits *tr = dtype_get((int)type);
     if (!k)
         return;
@@ -128,9 +128,14 @@ int main(void) {
     for (int t = 0; t < OX_DTYPE_COUNT; t++) {
         if (!qkernel_for((enum ox_dtype)t))
             continue;
-        check_type((enum ox_dtype)t);
+        check_kernel((enum ox_dtype)t, qkernel_for((enum ox_dtype)t));
         n++;
     }
+#if defined(__x86_64__) /* the AVX2 set, which AVX-512 machines never pick, on its own */
+    const struct cpu_features *f = cpu_features_get();
+    for (int t = 0; f->avx2 && f->fma && f->f16c && t < OX_DTYPE_COUNT; t++)
+        check_kernel((enum ox_dtype)t, qkernels_avx2((enum ox_dtype)t));
+#endif
     printf("%d fast kernels on this CPU\n", n);
     return test_finish("test_qmatmul");
 }

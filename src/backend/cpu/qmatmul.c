@@ -49,7 +49,9 @@ static void pick_kernels(void) {
     for (int t = 0; t < 64; t++) {
         const struct qkernel *k = NULL;
 #ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
+        bool avx2 = f->avx2 && f->fma && f->f16c;
         k = avx512 ? qkernels_avx512((enum ox_dtype)t) : NULL;
+        k = !k && avx2 ? qkernels_avx2((enum ox_dtype)t) : k;
 #endif
         kernels[t] = k ? k : qkernels_generic((enum ox_dtype)t);
     }

@@ -47,7 +47,9 @@ bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, i
 
 /* Kernel tables per instruction set (NULL entries: not provided). */
 const struct qkernel *qkernels_avx512(enum ox_dtype type);
+const struct qkernel *qkernels_kquant_avx512(enum ox_dtype type); /* k-quants, iq4_xs */
 const struct qkernel *qkernels_generic(enum ox_dtype type);
+const struct qkernel *qkernels_avx2(enum ox_dtype type);
 const struct qkernel *qkernels_float_avx512(enum ox_dtype type);
 
 /* Shared activation quantizer for the xq8_32 format (scalar; vectorized by the compiler). */
