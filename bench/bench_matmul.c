@@ -12,7 +12,9 @@
 #include "core/threadpool.h"
 #include "quant/dtype.h"
 
-#define ROWS   8192
+#ifndef ROWS /* 8192 x 2048: an FFN matrix; -DROWS=65536 exceeds the L3 cache */
+#define ROWS 8192
+#endif
 #define COLS   2048
 #define TOKENS 512
 
@@ -61,7 +63,7 @@ int main(int argc, char **argv) {
         size_t row = (size_t)(COLS / tr->block_size) * tr->type_size;
         uint8_t *wq = malloc(row * ROWS);
         tr->from_float(src, wq, ROWS, COLS, NULL);
-        struct mat w = {types[ti], wq, ROWS, COLS, row};
+        struct mat w = {types[ti], wq, ROWS, COLS, row, NULL};
         for (int ref = 0; ref < 2; ref++) {
             if (ref)
                 setenv("OX_REFERENCE_MATMUL", "1", 1);

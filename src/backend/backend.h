@@ -16,6 +16,8 @@ struct mat {
     const void *data;
     int64_t n_rows, n_cols;
     size_t row_bytes;
+    const void *packed; /* the same rows in a backend's load-time layout (backend_cpu_pack), or
+                           NULL */
 };
 
 /* Per-context backend state (threads, scratch). */
@@ -104,6 +106,13 @@ extern const struct backend_ops backend_cpu_ops;
  * (backend/cpu/attention_ref.c). */
 void cpu_attention_ref(struct backend *b, const struct attn_args *a);
 void cpu_attention(struct backend *b, const struct attn_args *a);
+
+/* A copy of a weight matrix in the CPU kernels' interleaved layout, made once at load (NULL
+ * when its type has none or memory is short; the matmul then reads the file's layout).
+ * Free with backend_cpu_pack_free. */
+void *backend_cpu_pack(enum ox_dtype type, const void *data, int64_t n_rows, int64_t n_cols,
+                       size_t row_bytes);
+void backend_cpu_pack_free(void *packed);
 
 /* Scratch floats a matmul needs per thread for rows of n_cols elements. */
 size_t backend_cpu_scratch(int64_t max_cols);

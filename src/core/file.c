@@ -1,5 +1,6 @@
 /* file.c: opens a whole file read-only, mapped when possible, read into memory otherwise. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise */
 #include "core/file.h"
 
 #include <errno.h>
@@ -77,4 +78,14 @@ void file_map_close(struct file_map *map) {
     else
         ox_aligned_free((void *)map->data);
     memset(map, 0, sizeof *map);
+}
+
+void file_map_release(const struct file_map *map, const void *p, size_t n) {
+    if (!map->mapped || n == 0)
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~((uintptr_t)page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }

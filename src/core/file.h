@@ -18,4 +18,8 @@ struct file_map {
 enum ox_status file_map_open(const char *path, bool use_mmap, struct file_map *out);
 void file_map_close(struct file_map *map);
 
+/* Tell the OS that the whole pages inside [p, p + n) of a mapping will not be read again
+ * soon, so they need not stay resident (a later read brings them back from the file). */
+void file_map_release(const struct file_map *map, const void *p, size_t n);
+
 #endif

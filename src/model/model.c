@@ -16,6 +16,7 @@ static enum ox_status load(struct ox_model *m, const char *path, const struct ox
         return ox_fail(OX_ERR_ABORTED, "model: loading cancelled");
     OX_TRY(ox_vocab_load(path, &m->vocab));
     OX_TRY(model_bind_weights(m));
+    model_pack_weights(m);
     if (ox_vocab_n_tokens(m->vocab) > m->cfg.n_vocab)
         return ox_fail(OX_ERR_FORMAT, "model: %d tokens but token_embd has %d rows",
                        ox_vocab_n_tokens(m->vocab), m->cfg.n_vocab);
@@ -45,6 +46,8 @@ enum ox_status ox_model_load(const char *path, const struct ox_model_params *par
 void ox_model_free(struct ox_model *m) {
     if (!m)
         return;
+    for (int64_t i = 0; m->weights && m->gguf && i < m->gguf->n_tensors; i++)
+        backend_cpu_pack_free((void *)m->weights[i].packed);
     free(m->layers);
     free(m->weights);
     ox_vocab_free(m->vocab);

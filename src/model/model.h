@@ -38,7 +38,8 @@ struct weight {
     enum ox_dtype type;
     int64_t ne[4];
     const uint8_t *data;
-    size_t row_bytes; /* bytes of one ne[0] row */
+    size_t row_bytes;   /* bytes of one ne[0] row */
+    const void *packed; /* a copy in the CPU kernels' layout (owned), or NULL */
 };
 
 /* A layer's tensors; any may be NULL where the architecture or the file has none. */
@@ -65,5 +66,7 @@ struct ox_model {
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);
 enum ox_status model_bind_weights(struct ox_model *m);
+/* Copy the matrices the CPU kernels read faster in their own layout; frees with the model. */
+void model_pack_weights(struct ox_model *m);
 
 #endif

@@ -7,13 +7,14 @@
 #include "quant/dtype.h"
 
 static struct mat as_mat(const struct weight *w) {
-    return (struct mat){w->type, w->data, w->ne[1], w->ne[0], w->row_bytes};
+    return (struct mat){w->type, w->data, w->ne[1], w->ne[0], w->row_bytes, w->packed};
 }
 
 /* Matrix e of a 3-D expert tensor. */
 static struct mat expert_mat(const struct weight *w, int e) {
     struct mat m = as_mat(w);
     m.data = (const uint8_t *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
+    m.packed = NULL; /* experts stay in the file's layout */
     return m;
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file.h"
 #include "model/model.h"
 #include "quant/dtype.h"
 
@@ -119,7 +120,8 @@ enum ox_status model_bind_weights(struct ox_model *m) {
                                         t->type,
                                         {t->ne[0], t->ne[1], t->ne[2], t->ne[3]},
                                         t->data,
-                                        (size_t)(t->ne[0] / tr->block_size) * tr->type_size};
+                                        (size_t)(t->ne[0] / tr->block_size) * tr->type_size,
+                                        NULL};
         m->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
     }
     const struct weight *emb = find(m, "token_embd.weight");
@@ -145,4 +147,26 @@ enum ox_status model_bind_weights(struct ox_model *m) {
         OX_TRY(bind_ffn(m, il, &m->layers[il]));
     }
     return OX_OK;
+}
+
+/* Matrices used only by matmul may drop their file pages once copied; token_embd stays, since
+ * embedding lookups read the file's rows even when it doubles as the output projection. */
+static void pack_one(struct ox_model *m, const struct weight *cw) {
+    struct weight *w = (struct weight *)cw; /* our own array; bound as const for the forward */
+    if (!w || w->packed || w->ne[2] != 1)
+        return;
+    w->packed = backend_cpu_pack(w->type, w->data, w->ne[1], w->ne[0], w->row_bytes);
+    if (w->packed && w != m->tok_embd)
+        file_map_release(&m->gguf->map, w->data, w->row_bytes * (size_t)w->ne[1]);
+}
+
+void model_pack_weights(struct ox_model *m) {
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        const struct layer_weights *l = &m->layers[il];
+        const struct weight *mats[] = {l->wqkv,     l->wq,     l->wk,       l->wv,          l->wo,
+                                       l->ffn_gate, l->ffn_up, l->ffn_down, l->ffn_gate_inp};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            pack_one(m, mats[i]);
+    }
+    pack_one(m, m->output);
 }

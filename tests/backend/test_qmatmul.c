@@ -14,7 +14,7 @@
 
 #define COLS   512 /* elements per row: two k-quant super-blocks, sixteen 32-blocks */
 #define ROWS   16
-#define TOKENS 7
+#define TOKENS 9 /* more than the widest packed tile (8), so tiles start past token 0 */
 
 static uint32_t rng = 12345;
 static float uniform(void) { /* xorshift32 in [-1, 1) */
@@ -81,6 +81,31 @@ static void check_kernel(enum ox_dtype type, const struct qkernel *k) {
                                y[c * 64 + r], want);
                 }
         }
+    if (k->pack) { /* the load-time layout: one token at a time, and unpacked for batches */
+        static uint8_t group[PACK16_BYTES(COLS) * 2], pack[PACK16_BYTES(COLS)];
+        k->pack(COLS, wq, w_row, group);
+        k->unpack16(COLS, group, pack);
+        for (int nc = 1; nc <= k->pack_nc; nc++)
+            for (int path = 0; path < 2; path++) {
+                float y[64 * 64];
+                int c0 = TOKENS - nc;
+                if (path == 0)
+                    k->gemv16(COLS, group, xq + c0 * x_row, x_row, nc, y, 64);
+                else
+                    k->tile16(COLS, pack, 16, xq + c0 * x_row, x_row, nc, y, 64);
+                for (int c = 0; c < nc; c++)
+                    for (int r = 0; r < 16; r++) {
+                        double want = 0, mag = 0;
+                        for (int i = 0; i < COLS; i++) {
+                            want += (double)wd[r][i] * xd[c0 + c][i];
+                            mag += fabs((double)wd[r][i] * xd[c0 + c][i]);
+                        }
+                        if (!(fabs(y[c * 64 + r] - want) <= 1e-5 * mag + 1e-6) && bad++ < 3)
+                            printf("  %s %s %d: (%d,%d) %.9g vs %.9g\n", k->name,
+                                   path ? "unpacked" : "gemv16", nc, r, c, y[c * 64 + r], want);
+                    }
+            }
+    }
     CHECK_MSG(bad == 0, "%s: %d dot products out of bound", k->name, bad);
     printf("  %-28s checked on %d x %d tiles\n", k->name, k->max_nr, k->max_nc);
 }
@@ -107,7 +132,7 @@ static void check_float_exact(enum ox_dtype type, int cols, int n) {
     b.scratch = ox_aligned_alloc(64, 2 * b.scratch_per_thread * sizeof(float));
     b.x_rounded = ox_aligned_alloc(64, (size_t)8 * cols * sizeof(float));
     b.x_packed = ox_aligned_alloc(64, (size_t)cols * sizeof(float));
-    struct mat m = {type, wq, R, cols, row};
+    struct mat m = {type, wq, R, cols, row, NULL};
     b.ops->matmul(&b, &m, x, y_fast, n);
     setenv("OX_REFERENCE_MATMUL", "1", 1);
     b.ops->matmul(&b, &m, x, y_ref, n);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/cpu_features.h"
 #include "core/fp16.h"
 
@@ -91,8 +92,9 @@ static int64_t block_rows(const struct qjob *j) {
     return r < j->k->max_nr ? j->k->max_nr : r - r % j->k->max_nr;
 }
 
-/* Batches: each group of 16 rows is repacked once into this thread's scratch, then every
- * token of the batch runs over it in tiles of pack_nc. */
+/* Batches: each group of 16 rows is repacked once into this thread's scratch (from the
+ * load-time layout when there is one), then every token of the batch runs over it in tiles of
+ * pack_nc. */
 static void multiply_rows_packed(struct qjob *j, int ith, int nth) {
     const struct qkernel *k = j->k;
     const struct mat *w = j->w;
@@ -102,8 +104,13 @@ static void multiply_rows_packed(struct qjob *j, int ith, int nth) {
     for (int64_t g = g0; g < g1; g++) {
         int64_t r = g * 16;
         int nr = (int)(w->n_rows - r < 16 ? w->n_rows - r : 16);
-        k->repack16(w->n_cols, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes,
-                    nr, pack);
+        if (w->packed)
+            k->unpack16(w->n_cols,
+                        (const uint8_t *)w->packed + (size_t)g * k->packed_group_bytes(w->n_cols),
+                        pack);
+        else
+            k->repack16(w->n_cols, (const uint8_t *)w->data + (size_t)r * w->row_bytes,
+                        w->row_bytes, nr, pack);
         for (int c = 0; c < j->n; c += k->pack_nc) {
             int nc = j->n - c < k->pack_nc ? j->n - c : k->pack_nc;
             k->tile16(w->n_cols, pack, nr, j->xq + (size_t)c * j->xq_row, j->xq_row, nc,
@@ -112,9 +119,29 @@ static void multiply_rows_packed(struct qjob *j, int ith, int nth) {
     }
 }
 
+/* Single tokens and small batches over the load-time layout: threads split the 16-row groups,
+ * each streamed once for up to pack_nc tokens. */
+static void multiply_rows_gemv16(struct qjob *j, int ith, int nth) {
+    const struct qkernel *k = j->k;
+    const struct mat *w = j->w;
+    int64_t groups = w->n_rows / 16, g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+    size_t gb = k->packed_group_bytes(w->n_cols);
+    for (int c = 0; c < j->n; c += k->pack_nc) {
+        int nc = j->n - c < k->pack_nc ? j->n - c : k->pack_nc;
+        for (int64_t g = g0; g < g1; g++)
+            k->gemv16(w->n_cols, (const uint8_t *)w->packed + (size_t)g * gb,
+                      j->xq + (size_t)c * j->xq_row, j->xq_row, nc,
+                      j->y + (size_t)c * (size_t)w->n_rows + (size_t)g * 16, (size_t)w->n_rows);
+    }
+}
+
 static void multiply_rows(void *arg, int ith, int nth) {
     struct qjob *j = arg;
     const struct qkernel *k = j->k;
+    if (j->w->packed && j->n < k->pack_nc) {
+        multiply_rows_gemv16(j, ith, nth);
+        return;
+    }
     int min_pack = k->min_pack_n ? k->min_pack_n : k->pack_nc;
     if (k->repack16 && j->n >= min_pack && PACK16_BYTES(j->w->n_cols) <= j->scratch_per_thread) {
         multiply_rows_packed(j, ith, nth);
@@ -163,4 +190,21 @@ bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, i
     threadpool_run(b->pool, quantize_rows, &j);
     threadpool_run(b->pool, multiply_rows, &j);
     return true;
+}
+
+void *backend_cpu_pack(enum ox_dtype type, const void *data, int64_t n_rows, int64_t n_cols,
+                       size_t row_bytes) {
+    const struct qkernel *k = qkernel_for(type);
+    if (!k || !k->pack || n_rows % 16 != 0 || n_cols % 256 != 0)
+        return NULL;
+    size_t gb = k->packed_group_bytes(n_cols);
+    uint8_t *out = ox_aligned_alloc(64, gb * (size_t)(n_rows / 16));
+    for (int64_t g = 0; out && g < n_rows / 16; g++)
+        k->pack(n_cols, (const uint8_t *)data + (size_t)g * 16 * row_bytes, row_bytes,
+                out + (size_t)g * gb);
+    return out;
+}
+
+void backend_cpu_pack_free(void *packed) {
+    ox_aligned_free(packed);
 }

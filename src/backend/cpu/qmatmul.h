@@ -35,6 +35,14 @@ struct qkernel {
                    float *y, size_t y_stride);
     int pack_nc;
     int min_pack_n; /* batches from this size take the packed path (0: pack_nc) */
+    /* Optional load-time layout (struct mat.packed): groups of 16 rows, each made by pack()
+     * from the file's rows; gemv16 runs up to pack_nc tokens over one group, and unpack16
+     * turns a group into repack16's scratch layout for the batch path. */
+    size_t (*packed_group_bytes)(int64_t n);
+    void (*pack)(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
+    void (*gemv16)(int64_t n, const void *group, const uint8_t *x, size_t x_stride, int nc,
+                   float *y, size_t y_stride);
+    void (*unpack16)(int64_t n, const void *group, void *dst);
 };
 
 #define PACK16_BYTES(n) ((size_t)(n) / 32 * (16 * 32 + 16 * 8) + 64)

@@ -88,32 +88,47 @@ static inline struct wblock unpack_q4_0(const uint8_t *p) {
 
 /* The tile loop for one 32-block type: nr x nc dot products of n elements. Written once and
  * instantiated per type so that unpack inlines. */
+static inline __attribute__((always_inline)) void tile32(struct wblock (*unpack)(const uint8_t *),
+                                                         size_t block_bytes, int64_t n,
+                                                         const uint8_t *w, size_t w_stride, int nr,
+                                                         const uint8_t *x, size_t x_stride, int nc,
+                                                         float *y, size_t y_stride) {
+    __m256 acc[NR][NC];
+    float corr[NR][NC];
+    for (int r = 0; r < NR; r++)
+        for (int c = 0; c < NC; c++)
+            acc[r][c] = _mm256_setzero_ps(), corr[r][c] = 0.0f;
+    for (int64_t b = 0; b < n / 32; b++) {
+        struct wblock wb[NR];
+        for (int r = 0; r < nr; r++)
+            wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * block_bytes);
+        for (int c = 0; c < nc; c++) {
+            const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
+            __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
+            for (int r = 0; r < nr; r++) {
+                __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wb[r].u, xv);
+                __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][c]);
+                corr[r][c] += wb[r].bias * xb->s;
+            }
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < nr; r++)
+            y[(size_t)c * y_stride + (size_t)r] = hsum(acc[r][c]) + corr[r][c];
+}
+
+/* The shapes that matter get constant bounds, so the accumulators live in registers: full
+ * tiles for one token (decoding) and for four; the edges take the general loop. */
 #define DEFINE_TILE_32(name, block_bytes, unpack)                                                  \
     static void name(int64_t n, const uint8_t *w, size_t w_stride, int nr, const uint8_t *x,       \
                      size_t x_stride, int nc, float *y, size_t y_stride) {                         \
-        __m256 acc[NR][NC];                                                                        \
-        float corr[NR][NC];                                                                        \
-        for (int r = 0; r < NR; r++)                                                               \
-            for (int c = 0; c < NC; c++)                                                           \
-                acc[r][c] = _mm256_setzero_ps(), corr[r][c] = 0.0f;                                \
-        for (int64_t b = 0; b < n / 32; b++) {                                                     \
-            struct wblock wb[NR];                                                                  \
-            for (int r = 0; r < nr; r++)                                                           \
-                wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * (block_bytes));              \
-            for (int c = 0; c < nc; c++) {                                                         \
-                const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;   \
-                __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);                           \
-                for (int r = 0; r < nr; r++) {                                                     \
-                    __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wb[r].u, xv);        \
-                    __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);                                \
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][c]);        \
-                    corr[r][c] += wb[r].bias * xb->s;                                              \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        for (int c = 0; c < nc; c++)                                                               \
-            for (int r = 0; r < nr; r++)                                                           \
-                y[(size_t)c * y_stride + (size_t)r] = hsum(acc[r][c]) + corr[r][c];                \
+        if (nr == NR && nc == 1)                                                                   \
+            tile32(unpack, block_bytes, n, w, w_stride, NR, x, x_stride, 1, y, y_stride);          \
+        else if (nr == NR && nc == NC)                                                             \
+            tile32(unpack, block_bytes, n, w, w_stride, NR, x, x_stride, NC, y, y_stride);         \
+        else                                                                                       \
+            tile32(unpack, block_bytes, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);         \
     }
 
 /* The batch path. 16 rows of a 32-block type repacked per block as: the unsigned bytes
@@ -185,6 +200,126 @@ DEFINE_TILE_32(tile_q5_0, sizeof(struct block_q5_0), unpack_q5_0)
 DEFINE_TILE_32(tile_q5_1, sizeof(struct block_q5_1), unpack_q5_1)
 DEFINE_TILE_32(tile_iq4_nl, sizeof(struct block_iq4_nl), unpack_iq4_nl)
 
+/* ---- the load-time layout of q4_0 and q8_0: per block, the 16 rows' f16 scales, then their
+ * quants chunk-major as in the file (q4_0: bytes 4k..4k+3 of each row hold elements 4k.. and,
+ * in the high nibbles, 4k+16..; q8_0: 4 bytes per row per chunk). A single token then costs
+ * one VPDPBUSD per chunk for 16 rows and one multiply-add per block, with no unpacking beyond
+ * a mask and a shift. ---- */
+
+enum { G4_BLOCK = 32 + 16 * 16, G8_BLOCK = 32 + 16 * 32 };
+
+static size_t group_bytes_q4_0(int64_t n) {
+    return (size_t)(n / 32) * G4_BLOCK;
+}
+static size_t group_bytes_q8_0(int64_t n) {
+    return (size_t)(n / 32) * G8_BLOCK;
+}
+
+static void pack_q4_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst) {
+    uint8_t *out = dst;
+    for (int64_t b = 0; b < n / 32; b++, out += G4_BLOCK)
+        for (int r = 0; r < 16; r++) {
+            const struct block_q4_0 *blk =
+                (const struct block_q4_0 *)(w + (size_t)r * w_stride) + b;
+            memcpy(out + 2 * r, &blk->d, 2);
+            for (int k = 0; k < 4; k++)
+                memcpy(out + 32 + (k * 16 + r) * 4, blk->qs + 4 * k, 4);
+        }
+}
+
+static void pack_q8_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst) {
+    uint8_t *out = dst;
+    for (int64_t b = 0; b < n / 32; b++, out += G8_BLOCK)
+        for (int r = 0; r < 16; r++) {
+            const struct block_q8_0 *blk =
+                (const struct block_q8_0 *)(w + (size_t)r * w_stride) + b;
+            memcpy(out + 2 * r, &blk->d, 2);
+            for (int k = 0; k < 8; k++)
+                memcpy(out + 32 + (k * 16 + r) * 4, blk->qs + 4 * k, 4);
+        }
+}
+
+/* Block b of a group as 8 chunk vectors of unsigned bytes, the scales, and the offset. */
+static inline void chunks_q4_0(const uint8_t *blk, __m512i q[8], __m512 *d, float *offset) {
+    __m512i low = _mm512_set1_epi8(0x0F);
+    for (int k = 0; k < 4; k++) {
+        __m512i v = _mm512_loadu_si512(blk + 32 + 64 * k);
+        q[k] = _mm512_and_si512(v, low);
+        q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    }
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    *offset = -8.0f;
+}
+
+static inline void chunks_q8_0(const uint8_t *blk, __m512i q[8], __m512 *d, float *offset) {
+    for (int k = 0; k < 8; k++) /* q + 128 is unsigned; the 128 comes back through the sum */
+        q[k] =
+            _mm512_xor_si512(_mm512_loadu_si512(blk + 32 + 64 * k), _mm512_set1_epi8((char)0x80));
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    *offset = -128.0f;
+}
+
+static inline __attribute__((always_inline)) void
+gemv16_impl(void (*chunks)(const uint8_t *, __m512i *, __m512 *, float *), size_t block_bytes,
+            int64_t n, const void *group, const uint8_t *x, size_t x_stride, int nc, float *y,
+            size_t y_stride) {
+    __m512 acc[PACK_NC], corr[PACK_NC];
+    for (int c = 0; c < PACK_NC; c++)
+        acc[c] = _mm512_setzero_ps(), corr[c] = _mm512_setzero_ps();
+    const uint8_t *blk = group;
+    for (int64_t b = 0; b < n / 32; b++, blk += block_bytes) {
+        __m512i q[8];
+        __m512 d;
+        float offset;
+        chunks(blk, q, &d, &offset);
+        for (int c = 0; c < nc; c++) {
+            const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
+            const int32_t *xi = (const int32_t *)xb->q;
+            __m512i dot = _mm512_setzero_si512();
+            for (int k = 0; k < 8; k++)
+                dot = _mm512_dpbusd_epi32(dot, q[k], _mm512_set1_epi32(xi[k]));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                     _mm512_mul_ps(d, _mm512_set1_ps(xb->d)), acc[c]);
+            corr[c] = _mm512_fmadd_ps(d, _mm512_set1_ps(offset * xb->s), corr[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        _mm512_storeu_ps(y + (size_t)c * y_stride, _mm512_add_ps(acc[c], corr[c]));
+}
+
+/* A group's block b in repack16's scratch layout (unsigned chunks, float scales, biases). */
+static inline __attribute__((always_inline)) void
+unpack16_impl(void (*chunks)(const uint8_t *, __m512i *, __m512 *, float *), size_t block_bytes,
+              int64_t n, const void *group, void *dst) {
+    const uint8_t *blk = group;
+    uint8_t *out = dst;
+    for (int64_t b = 0; b < n / 32; b++, blk += block_bytes, out += PACK_BLOCK) {
+        __m512i q[8];
+        __m512 d;
+        float offset;
+        chunks(blk, q, &d, &offset);
+        for (int k = 0; k < 8; k++)
+            _mm512_storeu_si512(out + 64 * k, q[k]);
+        _mm512_storeu_ps(out + 512, d);
+        _mm512_storeu_ps(out + 576, _mm512_mul_ps(d, _mm512_set1_ps(offset)));
+    }
+}
+
+#define DEFINE_GROUP_32(type, block_bytes)                                                         \
+    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
+                              int nc, float *y, size_t y_stride) {                                 \
+        if (nc == 1)                                                                               \
+            gemv16_impl(chunks_##type, block_bytes, n, group, x, x_stride, 1, y, y_stride);        \
+        else                                                                                       \
+            gemv16_impl(chunks_##type, block_bytes, n, group, x, x_stride, nc, y, y_stride);       \
+    }                                                                                              \
+    static void unpack16_##type(int64_t n, const void *group, void *dst) {                         \
+        unpack16_impl(chunks_##type, block_bytes, n, group, dst);                                  \
+    }
+
+DEFINE_GROUP_32(q4_0, G4_BLOCK)
+DEFINE_GROUP_32(q8_0, G8_BLOCK)
+
 #define KERNEL_32(type)                                                                            \
     static const struct qkernel k_##type = {.name = #type " avx512-vnni",                          \
                                             .x_row_bytes = xq8_32_row_bytes,                       \
@@ -196,12 +331,29 @@ DEFINE_TILE_32(tile_iq4_nl, sizeof(struct block_iq4_nl), unpack_iq4_nl)
                                             .repack16 = repack_##type,                             \
                                             .tile16 = tile16_32,                                   \
                                             .pack_nc = PACK_NC};
-KERNEL_32(q4_0)
 KERNEL_32(q4_1)
 KERNEL_32(q5_0)
 KERNEL_32(q5_1)
-KERNEL_32(q8_0)
 KERNEL_32(iq4_nl)
+
+/* q4_0 and q8_0 also have the load-time layout. */
+#define KERNEL_32_PACKED(type)                                                                     \
+    static const struct qkernel k_##type = {.name = #type " avx512-vnni",                          \
+                                            .x_row_bytes = xq8_32_row_bytes,                       \
+                                            .quantize_x = xq8_32_quantize_avx512,                  \
+                                            .x_to_float = xq8_32_to_float,                         \
+                                            .tile = tile_##type,                                   \
+                                            .max_nr = NR,                                          \
+                                            .max_nc = NC,                                          \
+                                            .repack16 = repack_##type,                             \
+                                            .tile16 = tile16_32,                                   \
+                                            .pack_nc = PACK_NC,                                    \
+                                            .packed_group_bytes = group_bytes_##type,              \
+                                            .pack = pack_##type,                                   \
+                                            .gemv16 = gemv16_##type,                               \
+                                            .unpack16 = unpack16_##type};
+KERNEL_32_PACKED(q4_0)
+KERNEL_32_PACKED(q8_0)
 
 const struct qkernel *qkernels_avx512(enum ox_dtype type) {
     switch (type) {
@@ -211,6 +363,12 @@ const struct qkernel *qkernels_avx512(enum ox_dtype type) {
     case OX_DTYPE_Q5_1: return &k_q5_1;
     case OX_DTYPE_Q8_0: return &k_q8_0;
     case OX_DTYPE_IQ4_NL: return &k_iq4_nl;
+    case OX_DTYPE_Q2_K:
+    case OX_DTYPE_Q3_K:
+    case OX_DTYPE_Q4_K:
+    case OX_DTYPE_Q5_K:
+    case OX_DTYPE_Q6_K:
+    case OX_DTYPE_IQ4_XS: return qkernels_kquant_avx512(type);
     default: return qkernels_float_avx512(type);
     }
 }
