@@ -43,14 +43,11 @@ static void f32_quantize(const float *x, void *xq, int64_t n) {
 static void f32_to_float(const void *xq, float *x, int64_t n) {
     memcpy(x, xq, (size_t)n * sizeof *x);
 }
+/* Rounded to f16 as the reference does, then kept as f32 so the kernels need not convert. */
 static void f16_quantize(const float *x, void *xq, int64_t n) {
-    uint16_t *h = xq;
+    float *f = xq;
     for (int64_t i = 0; i < n; i++)
-        h[i] = fp32_to_fp16(x[i]);
-}
-static void f16_to_float(const void *xq, float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        x[i] = fp16_to_fp32(((const uint16_t *)xq)[i]);
+        f[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
 }
 static void bf16_quantize(const float *x, void *xq, int64_t n) {
     uint16_t *h = xq;
@@ -65,17 +62,17 @@ static void bf16_to_float(const void *xq, float *x, int64_t n) {
 /* ---- single tokens: ggml's vec_dot orders ---- */
 
 /* Four accumulators over 64-element steps, folded (0+2) + (1+3), reduced; sets *done. */
-#define VEC_BODY(load)                                                                             \
+#define VEC_BODY(load_w, load_x)                                                                   \
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),                  \
                    _mm512_setzero_ps()};                                                           \
     int64_t np = n - n % 64;                                                                       \
     for (int64_t i = 0; i < np; i += 64)                                                           \
         for (int j = 0; j < 4; j++)                                                                \
-            a[j] = _mm512_fmadd_ps(load(w, i + 16 * j), load(x, i + 16 * j), a[j]);                \
+            a[j] = _mm512_fmadd_ps(load_w(w, i + 16 * j), load_x(x, i + 16 * j), a[j]);            \
     float body = reduce(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
 
 static float vec_f32(const void *w, const void *x, int64_t n) {
-    VEC_BODY(load_f32)
+    VEC_BODY(load_f32, load_f32)
     const float *wf = w, *xf = x;
     for (int64_t i = np; i < n; i++) /* fused, as ggml-cpu compiles its tail */
         body = fmaf(wf[i], xf[i], body);
@@ -83,11 +80,12 @@ static float vec_f32(const void *w, const void *x, int64_t n) {
 }
 
 static float vec_f16(const void *w, const void *x, int64_t n) {
-    VEC_BODY(load_f16)
+    VEC_BODY(load_f16, load_f32)
     double sum = (double)body;
-    const uint16_t *wh = w, *xh = x;
+    const uint16_t *wh = w;
+    const float *xf = x;
     for (int64_t i = np; i < n; i++)
-        sum += (double)(fp16_to_fp32(wh[i]) * fp16_to_fp32(xh[i]));
+        sum += (double)(fp16_to_fp32(wh[i]) * xf[i]);
     return (float)sum;
 }
 
@@ -145,7 +143,7 @@ static void record_rows(int64_t n, const uint8_t *w, size_t w_stride, int nr, vo
     *(struct rows16 *)dst = (struct rows16){w, w_stride};
 }
 
-#define DEFINE_GEMM(name, step, update, elem_bytes, vec)                                           \
+#define DEFINE_GEMM(name, step, update, w_bytes, x_bytes, vec)                                     \
     static void name(int64_t n, const void *packed, int nr, const uint8_t *x, size_t x_stride,     \
                      int nc, float *y, size_t y_stride) {                                          \
         const struct rows16 *p = packed;                                                           \
@@ -164,11 +162,10 @@ static void record_rows(int64_t n, const uint8_t *w, size_t w_stride, int nr, vo
                     acc[r][c] = _mm512_setzero_ps();                                               \
             for (int64_t i = 0; i < n; i += (step))                                                \
                 for (int r = 0; r < mr; r++) {                                                     \
-                    const void *wr =                                                               \
-                        p->w + (size_t)(r0 + r) * p->w_stride + (size_t)i * elem_bytes;            \
+                    const void *wr = p->w + (size_t)(r0 + r) * p->w_stride + (size_t)i * w_bytes;  \
                     for (int c = 0; c < nc; c++)                                                   \
-                        acc[r][c] = update(acc[r][c], wr,                                          \
-                                           x + (size_t)c * x_stride + (size_t)i * elem_bytes);     \
+                        acc[r][c] =                                                                \
+                            update(acc[r][c], wr, x + (size_t)c * x_stride + (size_t)i * x_bytes); \
                 }                                                                                  \
             for (int c = 0; c < nc; c++)                                                           \
                 for (int r = 0; r < mr; r++)                                                       \
@@ -180,15 +177,15 @@ static inline __m512 fma_f32(__m512 acc, const void *w, const void *x) {
     return _mm512_fmadd_ps(load_f32(w, 0), load_f32(x, 0), acc);
 }
 static inline __m512 fma_f16(__m512 acc, const void *w, const void *x) {
-    return _mm512_fmadd_ps(load_f16(w, 0), load_f16(x, 0), acc);
+    return _mm512_fmadd_ps(load_f16(w, 0), load_f32(x, 0), acc);
 }
 static inline __m512 step_bf16(__m512 acc, const void *w, const void *x) {
     return dpbf16(acc, w, x);
 }
 
-DEFINE_GEMM(gemm_f32, LANES, fma_f32, 4, vec_f32)
-DEFINE_GEMM(gemm_f16, LANES, fma_f16, 2, vec_f16)
-DEFINE_GEMM(gemm_bf16, 2 * LANES, step_bf16, 2, vec_bf16)
+DEFINE_GEMM(gemm_f32, LANES, fma_f32, 4, 4, vec_f32)
+DEFINE_GEMM(gemm_f16, LANES, fma_f16, 2, 4, vec_f16)
+DEFINE_GEMM(gemm_bf16, 2 * LANES, step_bf16, 2, 2, vec_bf16)
 
 /* Batches (2 or more tokens) take tinyBLAS's order, single tokens vec_dot's, as ggml-cpu. */
 #define FLOAT_KERNEL(type, row_bytes, to_float, gemm)                                              \
@@ -205,7 +202,7 @@ DEFINE_GEMM(gemm_bf16, 2 * LANES, step_bf16, 2, vec_bf16)
                                             .min_pack_n = 2};
 
 FLOAT_KERNEL(f32, f32_row_bytes, f32_to_float, gemm_f32)
-FLOAT_KERNEL(f16, half_row_bytes, f16_to_float, gemm_f16)
+FLOAT_KERNEL(f16, f32_row_bytes, f32_to_float, gemm_f16)
 FLOAT_KERNEL(bf16, half_row_bytes, bf16_to_float, gemm_bf16)
 
 const struct qkernel *qkernels_float_avx512(enum ox_dtype type) {
