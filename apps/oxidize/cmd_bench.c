@@ -1,6 +1,5 @@
 /* cmd_bench.c: `oxidize bench -m MODEL`: prompt and generation speed, as llama-bench measures. */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,46 +111,6 @@ static int value_option(struct bench_opts *o, const char *opt, const char *val) 
     return 1;
 }
 
-/* A number from /sys/devices/system/cpu/cpu<cpu>/topology/<field>, or -1. */
-static long read_topology(int cpu, const char *field) {
-    char path[128];
-    long v = -1;
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, field);
-    FILE *f = fopen(path, "r");
-    if (f && fscanf(f, "%ld", &v) != 1)
-        v = -1;
-    if (f)
-        fclose(f);
-    return v;
-}
-
-/* Cores, not hardware threads: like llama-bench, one worker per core is the default, since
- * SMT siblings share the vector units the kernels saturate. Counts distinct (package, core)
- * pairs in sysfs, or online CPUs when that is unreadable. */
-static int physical_cores(void) {
-    static long seen[1024][2]; /* (package, core) pairs found so far */
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = 0, cpu;
-    char rest;
-    DIR *d = opendir("/sys/devices/system/cpu");
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (sscanf(e->d_name, "cpu%d%c", &cpu, &rest) != 1) /* cpu12, not cpufreq */
-            continue;
-        long pkg = read_topology(cpu, "physical_package_id");
-        long core = read_topology(cpu, "core_id");
-        int k = 0;
-        while (k < n && (seen[k][0] != pkg || seen[k][1] != core))
-            k++;
-        if (pkg >= 0 && core >= 0 && k == n && n < 1024)
-            seen[n][0] = pkg, seen[n][1] = core, n++;
-    }
-    if (d)
-        closedir(d);
-    if (n < 1 || (online > 0 && n > online)) /* offline CPUs can keep a topology folder */
-        n = online > 0 ? (int)online : 1;
-    return n > 1024 ? 1024 : n;
-}
-
 /* Returns -1 to go on, else an exit status. */
 static int parse_args(int argc, char **argv, struct bench_opts *o) {
     *o = (struct bench_opts){
@@ -176,7 +135,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o) {
         return usage(stderr), 2;
     }
     if (!o->n_threads)
-        o->n_threads = physical_cores();
+        o->n_threads = ox_default_threads();
     return -1;
 }
 

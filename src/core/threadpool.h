@@ -21,5 +21,7 @@ void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *arg);
 
 /* Online CPUs (at least 1). */
 int threadpool_cpu_count(void);
+/* Physical cores (distinct package/core pairs), the default worker count. */
+int threadpool_default_threads(void);
 
 #endif

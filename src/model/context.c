@@ -85,7 +85,7 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
 
 static enum ox_status alloc_backend(struct ox_context *ctx) {
     const struct ox_model *m = ctx->model;
-    int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_cpu_count();
+    int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_default_threads();
     int64_t cols = m->cfg.n_ff > m->cfg.n_embd ? m->cfg.n_ff : m->cfg.n_embd;
     cols = cols > m->cfg.n_ff_exp ? cols : m->cfg.n_ff_exp;
     cols = cols > m->cfg.n_head * m->cfg.head_dim_k ? cols : m->cfg.n_head * m->cfg.head_dim_k;
