@@ -8,7 +8,7 @@ DEMO_MODEL ?= $(TESTDATA)/models/kjv-15m-q4_k_m.gguf
 FUZZ_SECONDS ?= 20
 # Debian packages the build and tests need (installed by `make deps` when missing and root).
 DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
-               libutf8proc-dev pkg-config python3 binutils
+               libutf8proc-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user
 
 .PHONY: all release test test-release test-asan fuzz fuzz-long demo bench deps clean
 

@@ -54,6 +54,9 @@ static void pick_kernels(void) {
         k = avx512 ? qkernels_avx512((enum ox_dtype)t) : NULL;
         k = !k && avx2 ? qkernels_avx2((enum ox_dtype)t) : k;
 #endif
+#ifdef OX_HAVE_ARM_KERNELS /* built only for AArch64 */
+        k = f->neon && f->dotprod ? qkernels_neon((enum ox_dtype)t) : NULL;
+#endif
         kernels[t] = k ? k : qkernels_generic((enum ox_dtype)t);
     }
     (void)avx512;
