@@ -5,10 +5,12 @@
 #include <math.h>
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/qmatmul.h"
 #include "core/alloc.h"
 #include "core/cpu_features.h"
+#include "quant/blocks.h"
 #include "quant/dtype.h"
 #include "test.h"
 
@@ -110,6 +112,26 @@ static void check_kernel(enum ox_dtype type, const struct qkernel *k) {
     printf("  %-28s checked on %d x %d tiles\n", k->name, k->max_nr, k->max_nc);
 }
 
+/* Kernels on q8_K activations round them byte for byte as ggml's quantize_row_q8_K (the
+ * reference quantizer): halves to even, the scale from the first element of largest magnitude
+ * with its sign, all-zero blocks all zero. */
+static void check_q8_K_activations(const struct qkernel *k) {
+    if (!k || k->x_to_float != dequant_q8_K)
+        return;
+    static float x[4 * QK_SUPER];
+    static uint8_t got[4 * sizeof(struct block_q8_K)], want[4 * sizeof(struct block_q8_K)];
+    for (int i = 0; i < QK_SUPER; i++) {
+        x[i] = (float)(i % 200 - 100) + 0.5f;   /* scale 1: every level a tie */
+        x[QK_SUPER + i] = 0.0f;                 /* all zero */
+        x[2 * QK_SUPER + i] = uniform() * 3.0f; /* the largest twice, signs opposite */
+        x[3 * QK_SUPER + i] = uniform() * 1e-3f;
+    }
+    x[7] = -127.0f, x[2 * QK_SUPER + 9] = 3.5f, x[2 * QK_SUPER + 30] = -3.5f;
+    k->quantize_x(x, got, 4 * QK_SUPER);
+    dtype_get(OX_DTYPE_Q8_K)->from_float(x, want, 1, 4 * QK_SUPER, NULL);
+    CHECK_MSG(memcmp(got, want, sizeof got) == 0, "%s: activations differ from q8_K", k->name);
+}
+
 /* Float weights: the fast kernels run the reference's own summation orders, so the whole
  * matmul (batch: tinyBLAS order, one token: vec_dot order, widths with and without tails)
  * equals the scalar reference bit for bit. */
@@ -154,6 +176,7 @@ int main(void) {
         if (!qkernel_for((enum ox_dtype)t))
             continue;
         check_kernel((enum ox_dtype)t, qkernel_for((enum ox_dtype)t));
+        check_q8_K_activations(qkernel_for((enum ox_dtype)t));
         n++;
     }
 #if defined(__x86_64__) /* the AVX2 set, which AVX-512 machines never pick, on its own */

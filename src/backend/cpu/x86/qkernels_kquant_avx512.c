@@ -10,23 +10,26 @@
 /* Every super-block of 256 weights is first decoded to one common shape (struct kdec): 256
  * unsigned levels in element order, and per group of 16 elements two small integers, the scale
  * of the group's integer dot product and the multiplier of its activation sum, which carries
- * the offset or the min (q6_K: levels 0..63 are (q - 32), so the multiplier is the scale and
- * the factor -32 d). Activations are ggml's q8_K (one scale per 256 and sums per 16), the same
- * rounding llama.cpp and the reference path give them, so whole super-blocks sum in int32 and
- * only two float multiply-adds remain per super-block and token:
- *   row . x = d x.d sum_g sc_g (q . x)_g + db x.d sum_g bias_g bsum_g */
+ * the offset or the min. Activations are ggml's q8_K (one scale per 256 and sums per 16), the
+ * same rounding llama.cpp and the reference path give them, so whole super-blocks sum in int32:
+ *   row . x = d x.d (sum_g sc_g (q . x)_g + sum_g bias_g bsum_g)   (offset types: fold)
+ *   row . x = d x.d sum_g sc_g (q . x)_g + db x.d sum_g bias_g bsum_g   (min types)
+ * Offsets (q6_K's levels 0..63 stand for q - 32) fold into the same integer sum: as separate
+ * float terms they would cancel and lose bits (iq4_xs' offset of 128 is twice its range). */
 struct kdec {
-    __m512i q[4];     /* unsigned levels, elements 64z .. 64z + 63 in q[z] */
-    __m128i sc, bias; /* int8 per group of 16 */
-    float d, db;      /* factors of the dot sum and of the bias sum */
+    __m512i q[4]; /* unsigned levels, elements 64z .. 64z + 63 in q[z] */
+    __m128i sc;   /* int8 scale per group of 16 */
+    __m256i bias; /* int16 multiplier of each group's activation sum */
+    float d, db;  /* factors of the dot sum and (min types) of the bias sum */
 };
 
-/* What the shared loops need to know of a type: its decoder, block size, and whether its
- * levels fit VPMADDUBSW (words) or need VPDPBUSD (see group_scales). */
+/* What the shared loops need to know of a type: its decoder, block size, whether its levels fit
+ * VPMADDUBSW (words) or need VPDPBUSD (see group_scales), elements per scale (16 or 32), and
+ * whether the bias sum folds into the dot sum (offset types) or has its own factor db. */
 struct ktype {
     struct kdec (*decode)(const uint8_t *block);
     size_t block_bytes;
-    int words;
+    int words, group, fold;
 };
 
 static inline float f16(uint16_t h) {
@@ -48,6 +51,11 @@ static inline __m128i dup_bytes(__m128i v, int from) {
     return _mm_shuffle_epi8(v, _mm_add_epi8(idx, _mm_set1_epi8((char)from)));
 }
 
+/* Bias multipliers of an offset type: the group scales times -offset. */
+static inline __m256i offset_bias(__m128i sc, int offset) {
+    return _mm256_mullo_epi16(_mm256_cvtepi8_epi16(sc), _mm256_set1_epi16((short)-offset));
+}
+
 /* q6_K: per half of 128, ql's low nibbles are elements 0..63 and its high nibbles 64..127;
  * qh bit pair k of byte l is the top of element 32k + l. */
 static inline struct kdec decode_q6_K(const uint8_t *p) {
@@ -65,9 +73,9 @@ static inline struct kdec decode_q6_K(const uint8_t *p) {
         k.q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                                    h1, m30, 0xF8);
     }
-    k.sc = k.bias = _mm_loadu_si128((const __m128i *)b->scales);
-    k.d = f16(b->d);
-    k.db = -32.0f * k.d;
+    k.sc = _mm_loadu_si128((const __m128i *)b->scales);
+    k.bias = offset_bias(k.sc, 32);
+    k.d = f16(b->d), k.db = 0.0f;
     return k;
 }
 
@@ -94,7 +102,7 @@ static inline struct kdec decode_q4_K_common(const uint8_t *block, uint16_t d, u
     for (int z = 0; z < 4; z++)
         k.q[z] = _mm512_and_si512(halves_srl(qs + 32 * z, 0, 4), _mm512_set1_epi8(0x0F));
     __m128i s = k4_scales(block);
-    k.sc = dup_bytes(s, 0), k.bias = dup_bytes(s, 8);
+    k.sc = dup_bytes(s, 0), k.bias = _mm256_cvtepu8_epi16(dup_bytes(s, 8));
     k.d = f16(d);
     k.db = -f16(dmin);
     return k;
@@ -132,7 +140,8 @@ static inline struct kdec decode_q2_K(const uint8_t *p) {
     for (int z = 0; z < 4; z++)
         k.q[z] = crumbs(b->qs, z);
     __m128i s = _mm_loadu_si128((const __m128i *)b->scales), m4 = _mm_set1_epi8(0x0F);
-    k.sc = _mm_and_si128(s, m4), k.bias = _mm_and_si128(_mm_srli_epi16(s, 4), m4);
+    k.sc = _mm_and_si128(s, m4);
+    k.bias = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
     k.d = f16(b->d);
     k.db = -f16(b->dmin);
     return k;
@@ -164,9 +173,9 @@ static inline struct kdec decode_q3_K(const uint8_t *p) {
         __m512i q = crumbs(b->qs, z);
         k.q[z] = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hm, sel), q, _mm512_set1_epi8(4));
     }
-    k.sc = k.bias = _mm_sub_epi8(q3_scales(p), _mm_set1_epi8(32));
-    k.d = f16(b->d);
-    k.db = -4.0f * k.d;
+    k.sc = _mm_sub_epi8(q3_scales(p), _mm_set1_epi8(32));
+    k.bias = offset_bias(k.sc, 4);
+    k.d = f16(b->d), k.db = 0.0f;
     return k;
 }
 
@@ -189,9 +198,9 @@ static inline struct kdec decode_iq4_xs(const uint8_t *p) {
     memcpy(&lo, b->scales_l, sizeof lo);
     uint64_t ls =
         _pdep_u64(lo, 0x0F0F0F0F0F0F0F0Full) | _pdep_u64(b->scales_h, 0x3030303030303030ull);
-    k.sc = k.bias = dup_bytes(_mm_sub_epi8(_mm_cvtsi64_si128((long long)ls), _mm_set1_epi8(32)), 0);
-    k.d = f16(b->d);
-    k.db = -128.0f * k.d;
+    k.sc = dup_bytes(_mm_sub_epi8(_mm_cvtsi64_si128((long long)ls), _mm_set1_epi8(32)), 0);
+    k.bias = offset_bias(k.sc, 128);
+    k.d = f16(b->d), k.db = 0.0f;
     return k;
 }
 
@@ -217,6 +226,7 @@ static inline void group_scales(const struct kdec *k, int words, __m512i s[4]) {
                      : _mm512_permutexvar_epi32(lane_groups(z, 0), all);
 }
 
+/* sum_g sc_g (q . x)_g of one super-block, in int32 lanes. */
 static inline __m512i dot_super(const struct kdec *k, const __m512i s[4], int words,
                                 const int8_t *xq) {
     __m512i acc = _mm512_setzero_si512();
@@ -246,24 +256,26 @@ gemv_rows(const struct ktype *t, int64_t n, const uint8_t *w, size_t w_stride, i
             struct kdec k = t->decode(w + (size_t)b * t->block_bytes);
             __m512i s[4];
             group_scales(&k, t->words, s);
-            __m256i bias = _mm256_cvtepi8_epi16(k.bias);
             for (int c = 0; c < nc; c++) {
                 const struct block_q8_K *xb = (const struct block_q8_K *)(x + c * x_stride) + b;
                 __m512i dot = dot_super(&k, s, t->words, xb->qs);
                 __m256i bs =
-                    _mm256_madd_epi16(bias, _mm256_loadu_si256((const __m256i *)xb->bsums));
+                    _mm256_madd_epi16(k.bias, _mm256_loadu_si256((const __m256i *)xb->bsums));
+                if (t->fold)
+                    dot = _mm512_add_epi32(dot, _mm512_zextsi256_si512(bs));
+                else
+                    bacc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bs), _mm256_set1_ps(k.db * xb->d),
+                                              bacc[c]);
                 acc[c] =
                     _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(k.d * xb->d), acc[c]);
-                bacc[c] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(bs), _mm256_set1_ps(k.db * xb->d), bacc[c]);
             }
         }
         for (int c = 0; c < nc; c++) {
             __m256 s = _mm256_add_ps(bacc[c], _mm512_castps512_ps256(acc[c]));
             s = _mm256_add_ps(s, _mm512_extractf32x8_ps(acc[c], 1));
-            __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-            t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-            y[(size_t)c * y_stride + (size_t)r] = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            y[(size_t)c * y_stride + (size_t)r] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
         }
     }
 }
@@ -337,18 +349,14 @@ static inline __attribute__((always_inline)) void repack_rows(const struct ktype
         __m512i lv[4][16], sc[16], bias[16];
         float *d = (float *)(out + KP_D), *db = (float *)(out + KP_DB);
         for (int r = 0; r < 16; r++) {
-            struct kdec k = {{_mm512_setzero_si512(), _mm512_setzero_si512(),
-                              _mm512_setzero_si512(), _mm512_setzero_si512()},
-                             _mm_setzero_si128(),
-                             _mm_setzero_si128(),
-                             0.0f,
-                             0.0f};
+            struct kdec k; /* rows past nr: zero */
+            memset(&k, 0, sizeof k);
             if (r < nr)
                 k = t->decode(w + (size_t)r * w_stride + (size_t)b * t->block_bytes);
             for (int z = 0; z < 4; z++)
                 lv[z][r] = k.q[z];
             sc[r] = _mm512_cvtepi8_epi32(k.sc);
-            bias[r] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(k.bias));
+            bias[r] = _mm512_zextsi256_si512(k.bias);
             d[r] = k.d, db[r] = k.db;
         }
         for (int z = 0; z < 4; z++) {
@@ -373,10 +381,10 @@ static inline int32_t load32(const void *p) {
 
 enum { PACK_NC = 8 };
 
-/* 16 rows x nc tokens; group = elements per scale (16 or 32): the integer dot of a group is
- * formed with VPDPBUSD, then scaled per row with one VPMULLD. The bias sums go first, so that
- * their accumulators are free again while the dot products run. */
-static inline __attribute__((always_inline)) void tile16_rows(int group, int64_t n,
+/* 16 rows x nc tokens: the integer dot of each group (t->group elements) is formed with
+ * VPDPBUSD, then scaled per row with one VPMULLD. The bias sums go first: min types convert
+ * them right away, which frees their registers while the dot products run. */
+static inline __attribute__((always_inline)) void tile16_rows(const struct ktype *t, int64_t n,
                                                               const void *packed, int nr,
                                                               const uint8_t *x, size_t x_stride,
                                                               int nc, float *y, size_t y_stride) {
@@ -398,20 +406,20 @@ static inline __attribute__((always_inline)) void tile16_rows(int group, int64_t
                     _mm512_dpwssd_epi32(dot[c], bm, _mm512_set1_epi32(load32(xb[c]->bsums + g)));
         }
         __m512 d = _mm512_loadu_ps(pb + KP_D), db = _mm512_loadu_ps(pb + KP_DB);
-        for (int c = 0; c < nc; c++) {
+        for (int c = 0; c < nc && !t->fold; c++) {
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[c]),
                                      _mm512_mul_ps(db, _mm512_set1_ps(xb[c]->d)), acc[c]);
             dot[c] = _mm512_setzero_si512();
         }
-        for (int g = 0; g < 16; g += group / 16) {
+        for (int g = 0; g < 16; g += t->group / 16) {
             __m512i s =
                 _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pb + KP_SC + 16 * g)));
             for (int c = 0; c < nc; c++) {
-                __m512i t = _mm512_setzero_si512();
-                for (int k = 4 * g; k < 4 * g + group / 4; k++)
-                    t = _mm512_dpbusd_epi32(t, _mm512_loadu_si512(pb + 64 * k),
+                __m512i u = _mm512_setzero_si512();
+                for (int k = 4 * g; k < 4 * g + t->group / 4; k++)
+                    u = _mm512_dpbusd_epi32(u, _mm512_loadu_si512(pb + 64 * k),
                                             _mm512_set1_epi32(load32(xb[c]->qs + 4 * k)));
-                dot[c] = _mm512_add_epi32(dot[c], _mm512_mullo_epi32(t, s));
+                dot[c] = _mm512_add_epi32(dot[c], _mm512_mullo_epi32(u, s));
             }
         }
         for (int c = 0; c < nc; c++)
@@ -424,12 +432,12 @@ static inline __attribute__((always_inline)) void tile16_rows(int group, int64_t
 }
 
 #define TILE16_CASE(nc_)                                                                           \
-    case nc_: tile16_rows(group, n, packed, nr, x, x_stride, nc_, y, y_stride); break;
+    case nc_: tile16_rows(t, n, packed, nr, x, x_stride, nc_, y, y_stride); break;
 
-static inline __attribute__((always_inline)) void tile16_k(int group, int64_t n, const void *packed,
-                                                           int nr, const uint8_t *x,
-                                                           size_t x_stride, int nc, float *y,
-                                                           size_t y_stride) {
+static inline __attribute__((always_inline)) void tile16_k(const struct ktype *t, int64_t n,
+                                                           const void *packed, int nr,
+                                                           const uint8_t *x, size_t x_stride,
+                                                           int nc, float *y, size_t y_stride) {
     switch (nc) {
         TILE16_CASE(1)
         TILE16_CASE(2)
@@ -438,18 +446,9 @@ static inline __attribute__((always_inline)) void tile16_k(int group, int64_t n,
         TILE16_CASE(5)
         TILE16_CASE(6)
         TILE16_CASE(7)
-    default: tile16_rows(group, n, packed, nr, x, x_stride, 8, y, y_stride);
+    default: tile16_rows(t, n, packed, nr, x, x_stride, 8, y, y_stride);
     }
 }
-
-#define DEFINE_TILE16_K(name, group)                                                               \
-    static void name(int64_t n, const void *packed, int nr, const uint8_t *x, size_t x_stride,     \
-                     int nc, float *y, size_t y_stride) {                                          \
-        tile16_k(group, n, packed, nr, x, x_stride, nc, y, y_stride);                              \
-    }
-
-DEFINE_TILE16_K(tile16_g16, 16)
-DEFINE_TILE16_K(tile16_g32, 32)
 
 /* ---- activations: ggml's q8_K ---------------------------------------------------------------- */
 
@@ -510,8 +509,9 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
 
 enum { NR = 4, NC = 4 };
 
-#define DEFINE_KQUANT(type, words_, tile16_fn)                                                     \
-    static const struct ktype kt_##type = {decode_##type, sizeof(struct block_##type), words_};    \
+#define DEFINE_KQUANT(type, words, group, fold)                                                    \
+    static const struct ktype kt_##type = {decode_##type, sizeof(struct block_##type), words,      \
+                                           group, fold};                                           \
     static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
                             const uint8_t *x, size_t x_stride, int nc, float *y,                   \
                             size_t y_stride) {                                                     \
@@ -519,6 +519,10 @@ enum { NR = 4, NC = 4 };
     }                                                                                              \
     static void repack_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {   \
         repack_rows(&kt_##type, n, w, w_stride, nr, dst);                                          \
+    }                                                                                              \
+    static void tile16_##type(int64_t n, const void *packed, int nr, const uint8_t *x,             \
+                              size_t x_stride, int nc, float *y, size_t y_stride) {                \
+        tile16_k(&kt_##type, n, packed, nr, x, x_stride, nc, y, y_stride);                         \
     }                                                                                              \
     static const struct qkernel k_##type = {.name = #type " avx512-vnni",                          \
                                             .x_row_bytes = xq8_K_row_bytes,                        \
@@ -528,16 +532,16 @@ enum { NR = 4, NC = 4 };
                                             .max_nr = NR,                                          \
                                             .max_nc = NC,                                          \
                                             .repack16 = repack_##type,                             \
-                                            .tile16 = tile16_fn,                                   \
+                                            .tile16 = tile16_##type,                               \
                                             .pack_nc = PACK_NC};
 
-DEFINE_KQUANT(q6_K, 1, tile16_g16)
-DEFINE_KQUANT(q4_K, 1, tile16_g32)
-DEFINE_KQUANT(q5_K, 1, tile16_g32)
-DEFINE_KQUANT(q3_K, 1, tile16_g16)
-DEFINE_KQUANT(q2_K, 1, tile16_g16)
-DEFINE_KQUANT(iq4_xs, 0, tile16_g32)
-
+/*            type   words group fold */
+DEFINE_KQUANT(q6_K, 1, 16, 1)
+DEFINE_KQUANT(q4_K, 1, 32, 0)
+DEFINE_KQUANT(q5_K, 1, 32, 0)
+DEFINE_KQUANT(q3_K, 1, 16, 1)
+DEFINE_KQUANT(q2_K, 1, 16, 0)
+DEFINE_KQUANT(iq4_xs, 0, 32, 1)
 const struct qkernel *qkernels_kquant_avx512(enum ox_dtype type) {
     switch (type) {
     case OX_DTYPE_Q2_K: return &k_q2_K;
