@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 20
 DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
                libutf8proc-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user
 
-.PHONY: all release test test-release test-asan fuzz fuzz-long demo bench deps clean
+.PHONY: all release test test-release test-asan fuzz fuzz-long demo bench compare deps clean
 
 all: release
 
@@ -59,6 +59,10 @@ demo: release
 
 bench: release
 	bench/run.sh $(BUILD) $(TESTDATA)
+
+# oxidize vs llama.cpp (node-llama-cpp) on generated Llama-3.2-1B-shaped files: bench/README.md
+compare: release
+	bench/compare.sh --no-build
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)
