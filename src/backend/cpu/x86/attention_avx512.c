@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/x86/vexp_avx512.h"
 #include "core/cpu_features.h"
 
 enum { MAX_VEC = 16 }; /* head sizes up to 256 */
@@ -88,23 +89,27 @@ static void transpose_k(const struct attn_args *a) {
             a->k_t[(size_t)i * a->n_cells + c] = a->k[(size_t)c * dk + i];
 }
 
-/* Heads h0 .. h0+nh-1 (one kv head) of token t; sc holds nh rows of n_cells scores. */
-static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, float *sc) {
+/* Which cells token t sees: vis[c] for c in [*lo, *hi), the range outside which none are. */
+static void visibility(const struct attn_args *a, int t, uint8_t *vis, int *lo, int *hi) {
+    *lo = a->n_cells, *hi = 0;
+    for (int c = 0; c < a->n_cells; c++) {
+        vis[c] = visible(a, t, c);
+        if (vis[c])
+            *lo = c < *lo ? c : *lo, *hi = c + 1;
+    }
+}
+
+/* Heads h0 .. h0+nh-1 (one kv head) of token t over cells [lo, hi); sc holds nh rows of
+ * n_cells scores. */
+static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, const uint8_t *vis,
+                         int lo, int hi, float *sc) {
     int kvh = h0 / (a->n_head / a->n_head_kv), hd = a->hd_k, n = a->n_cells;
-    int lo = n, hi = 0; /* the visible cells lie in [lo, hi) */
-    for (int c = 0; c < n; c++)
-        if (visible(a, t, c))
-            lo = c < lo ? c : lo, hi = c + 1;
-    for (int j = 0; j < nh; j++)
-        memset(a->y + ((size_t)t * a->n_head + h0 + j) * a->hd_v, 0, (size_t)a->hd_v * 4);
-    if (lo >= hi)
-        return;
     const float *q = a->q + ((size_t)t * a->n_head + h0) * hd;
     const float *kt = a->k_t + (size_t)kvh * hd * n;
     for (int c0 = lo; c0 < hi; c0 += 16) {
-        __mmask16 in = (__mmask16)(hi - c0 >= 16 ? 0xFFFF : (1u << (hi - c0)) - 1), vis = 0;
-        for (int i = 0; i < 16 && c0 + i < hi; i++)
-            vis |= (__mmask16)(visible(a, t, c0 + i) << i);
+        __mmask16 in = (__mmask16)(hi - c0 >= 16 ? 0xFFFF : (1u << (hi - c0)) - 1);
+        __mmask16 seen =
+            _mm_mask_cmpneq_epi8_mask(in, _mm_maskz_loadu_epi8(in, vis + c0), _mm_setzero_si128());
         __m512 acc[HEADS_AT_ONCE];
         for (int j = 0; j < nh; j++)
             acc[j] = _mm512_setzero_ps();
@@ -115,16 +120,26 @@ static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, float
         }
         for (int j = 0; j < nh; j++) {
             __m512 s = _mm512_mul_ps(acc[j], _mm512_set1_ps(a->scale));
-            s = _mm512_mask_blend_ps(vis, _mm512_set1_ps(-INFINITY), s);
+            s = _mm512_mask_blend_ps(seen, _mm512_set1_ps(-INFINITY), s);
             _mm512_mask_storeu_ps(sc + (size_t)j * n + c0, in, s);
         }
     }
     for (int j = 0; j < nh; j++) {
-        float *s = sc + (size_t)j * n, max = -INFINITY, sum = 0.0f;
-        for (int c = lo; c < hi; c++)
-            max = s[c] > max ? s[c] : max;
-        for (int c = lo; c < hi; c++)
-            sum += s[c] = s[c] == -INFINITY ? 0.0f : expf(s[c] - max);
+        float *s = sc + (size_t)j * n;
+        __m512 vmax = _mm512_set1_ps(-INFINITY), vsum = _mm512_setzero_ps();
+        for (int c0 = lo; c0 < hi; c0 += 16) {
+            __mmask16 in = (__mmask16)(hi - c0 >= 16 ? 0xFFFF : (1u << (hi - c0)) - 1);
+            vmax = _mm512_mask_max_ps(vmax, in, vmax, _mm512_maskz_loadu_ps(in, s + c0));
+        }
+        __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+        for (int c0 = lo; c0 < hi; c0 += 16) { /* masked cells: exp(-inf) = 0 */
+            __mmask16 in = (__mmask16)(hi - c0 >= 16 ? 0xFFFF : (1u << (hi - c0)) - 1);
+            __m512 e = expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + c0), max));
+            e = _mm512_maskz_mov_ps(in, e);
+            _mm512_mask_storeu_ps(s + c0, in, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        float sum = _mm512_reduce_add_ps(vsum);
         int nv = a->hd_v / 16;
         __m512 out[MAX_VEC];
         for (int i = 0; i < nv; i++)
@@ -138,10 +153,26 @@ static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, float
                 out[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16 * i), out[i]);
         }
         float *y = a->y + ((size_t)t * a->n_head + h0 + j) * a->hd_v;
-        __m512 inv = _mm512_set1_ps(1.0f / sum);
+        __m512 inv = _mm512_set1_ps(sum == 0.0f ? 0.0f : 1.0f / sum);
         for (int i = 0; i < nv; i++)
             _mm512_storeu_ps(y + 16 * i, _mm512_mul_ps(out[i], inv));
     }
+}
+
+/* Every head of token t: the visibility once, then the kv heads' query groups. */
+static void token_tiled(const struct attn_args *a, int t, float *scratch) {
+    int group = a->n_head / a->n_head_kv, lo, hi;
+    uint8_t *vis = (uint8_t *)(scratch + (size_t)HEADS_AT_ONCE * a->n_cells);
+    visibility(a, t, vis, &lo, &hi);
+    if (lo >= hi) { /* nothing visible: zero outputs, as a fully masked softmax */
+        memset(a->y + (size_t)t * a->n_head * a->hd_v, 0, (size_t)a->n_head * a->hd_v * 4);
+        return;
+    }
+    for (int kvh = 0; kvh < a->n_head_kv; kvh++)
+        for (int g = 0; g < group; g += HEADS_AT_ONCE) {
+            int nh = group - g < HEADS_AT_ONCE ? group - g : HEADS_AT_ONCE;
+            attend_tiled(a, t, kvh * group + g, nh, vis, lo, hi, scratch);
+        }
 }
 
 struct job {
@@ -160,15 +191,8 @@ static void rows(void *arg, int ith, int nth) {
             attend(a, w / a->n_head, w % a->n_head, qh);
         return;
     }
-    int group = a->n_head / a->n_head_kv, chunks = (group + HEADS_AT_ONCE - 1) / HEADS_AT_ONCE;
-    int per_token = a->n_head_kv * chunks;
-    for (int w = ith; w < a->n * per_token; w += nth) {
-        int t = w / per_token, kvh = w % per_token / chunks, ch = w % chunks;
-        int h0 = kvh * group + ch * HEADS_AT_ONCE;
-        int nh =
-            group - ch * HEADS_AT_ONCE < HEADS_AT_ONCE ? group - ch * HEADS_AT_ONCE : HEADS_AT_ONCE;
-        attend_tiled(a, t, h0, nh, qh);
-    }
+    for (int t = ith; t < a->n; t += nth)
+        token_tiled(a, t, qh);
 }
 
 bool attention_avx512(struct backend *b, const struct attn_args *a) {
@@ -178,7 +202,7 @@ bool attention_avx512(struct backend *b, const struct attn_args *a) {
         return false;
     /* the tiled kernel: big batches, plain scores (no soft-cap), room for 4 rows of scores */
     bool tiled = a->n >= TILED_FROM && a->k_t && a->softcap == 0.0f &&
-                 (size_t)HEADS_AT_ONCE * (size_t)a->n_cells <= b->scratch_per_thread;
+                 (size_t)(HEADS_AT_ONCE + 1) * (size_t)a->n_cells <= b->scratch_per_thread;
     if (tiled)
         transpose_k(a);
     struct job j = {a, b->scratch, b->scratch_per_thread, tiled};
