@@ -1,7 +1,9 @@
 #!/bin/sh
-# run.sh: the benchmarks available so far: GGUF open time and reference dequantization speed
-# per file; bits/weight, round-trip error and quantize speed per type; tokenizer throughput per
-# vocabulary; and a whole-file `oxidize quantize` run on the shared llama models.
+# run.sh: the micro-benchmarks: GGUF open time and reference dequantization speed per file;
+# bits/weight, round-trip error and quantize speed per type; tokenizer throughput per
+# vocabulary; a whole-file `oxidize quantize` run; the matmul kernels against the scalar
+# reference; and the machine's memory read bandwidth. The side-by-side comparison with
+# llama.cpp is bench/compare.sh (make compare).
 set -eu
 build="$1"
 testdata="$2"
@@ -21,3 +23,9 @@ echo "## oxidize quantize llama-f32.gguf Q4_K_M, $(nproc) threads"
 out="$(mktemp -d)"
 "$build/apps/oxidize/oxidize" quantize "$testdata/models/llama-f32.gguf" "$out/q.gguf" Q4_K_M
 rm -rf "$out"
+echo
+echo "## Matmul kernels (8192 x 2048 matrix, $(nproc) threads; tg: weight GB/s, pp: GOP/s)"
+"$build/bench/bench_matmul" "$(nproc)"
+echo
+echo "## Memory read bandwidth (the ceiling for token generation)"
+"$build/bench/bench_membw" "$(nproc)"
