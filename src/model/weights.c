@@ -149,14 +149,14 @@ enum ox_status model_bind_weights(struct ox_model *m) {
     return OX_OK;
 }
 
-/* Matrices used only by matmul may drop their file pages once copied; token_embd stays, since
- * embedding lookups read the file's rows even when it doubles as the output projection. */
+/* Once copied, a matrix's file pages are released: matmul reads the copy, and an embedding
+ * lookup on a tied token_embd gets its rows back from the copy too. */
 static void pack_one(struct ox_model *m, const struct weight *cw) {
     struct weight *w = (struct weight *)cw; /* our own array; bound as const for the forward */
     if (!w || w->packed || w->ne[2] != 1)
         return;
     w->packed = backend_cpu_pack(w->type, w->data, w->ne[1], w->ne[0], w->row_bytes);
-    if (w->packed && w != m->tok_embd)
+    if (w->packed)
         file_map_release(&m->gguf->map, w->data, w->row_bytes * (size_t)w->ne[1]);
 }
 

@@ -87,6 +87,11 @@ static void check_kernel(enum ox_dtype type, const struct qkernel *k) {
         static uint8_t group[PACK16_BYTES(COLS) * 2], pack[PACK16_BYTES(COLS)];
         k->pack(COLS, wq, w_row, group);
         k->unpack16(COLS, group, pack);
+        for (int r = 0; r < 16; r++) { /* each row comes back byte for byte */
+            static uint8_t row[COLS * 4];
+            k->file_row(COLS, group, r, row);
+            CHECK_MSG(memcmp(row, wq + r * w_row, w_row) == 0, "%s: file_row %d", k->name, r);
+        }
         for (int nc = 1; nc <= k->pack_nc; nc++)
             for (int path = 0; path < 2; path++) {
                 float y[64 * 64];

@@ -77,11 +77,13 @@ static void cpu_matmul(struct backend *b, const struct mat *w, const float *x, f
 
 static void cpu_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y,
                          int n) {
-    (void)b;
     dtype_to_float_fn to_float = dtype_get((int)w->type)->to_float;
-    for (int t = 0; t < n; t++)
-        to_float((const uint8_t *)w->data + (size_t)ids[t] * w->row_bytes,
-                 y + (size_t)t * (size_t)w->n_cols, w->n_cols);
+    for (int t = 0; t < n; t++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)ids[t] * w->row_bytes;
+        if (qmatmul_file_row(w, ids[t], b->x_packed)) /* a packed matrix may have no file */
+            row = b->x_packed;
+        to_float(row, y + (size_t)t * (size_t)w->n_cols, w->n_cols);
+    }
 }
 
 /* As ggml: the mean square summed in double, the scale in float. */

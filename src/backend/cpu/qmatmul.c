@@ -211,3 +211,12 @@ void *backend_cpu_pack(enum ox_dtype type, const void *data, int64_t n_rows, int
 void backend_cpu_pack_free(void *packed) {
     ox_aligned_free(packed);
 }
+
+bool qmatmul_file_row(const struct mat *w, int64_t r, void *dst) {
+    const struct qkernel *k = w->packed ? qkernel_for(w->type) : NULL;
+    if (!k || !k->file_row)
+        return false;
+    size_t gb = k->packed_group_bytes(w->n_cols);
+    k->file_row(w->n_cols, (const uint8_t *)w->packed + (size_t)(r / 16) * gb, (int)(r % 16), dst);
+    return true;
+}

@@ -43,7 +43,13 @@ struct qkernel {
     void (*gemv16)(int64_t n, const void *group, const uint8_t *x, size_t x_stride, int nc,
                    float *y, size_t y_stride);
     void (*unpack16)(int64_t n, const void *group, void *dst);
+    /* Row `lane` of a group back in the file's block layout (for embedding lookups). */
+    void (*file_row)(int64_t n, const void *group, int lane, void *dst);
 };
+
+/* Row r of a packed matrix in the file's layout into dst (row_bytes); false if the kernel
+ * cannot give it back (the caller reads w->data). */
+bool qmatmul_file_row(const struct mat *w, int64_t r, void *dst);
 
 #define PACK16_BYTES(n) ((size_t)(n) / 32 * (16 * 32 + 16 * 8) + 64)
 

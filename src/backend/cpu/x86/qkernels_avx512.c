@@ -253,6 +253,27 @@ static void pack_q8_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst) {
         }
 }
 
+/* One row of a group back in the file's layout: its scale, then its chunks of 4 bytes. */
+static void file_row_q4_0(int64_t n, const void *group, int lane, void *dst) {
+    const uint8_t *blk = group;
+    struct block_q4_0 *out = dst;
+    for (int64_t b = 0; b < n / 32; b++, blk += G4_BLOCK) {
+        memcpy(&out[b].d, blk + 2 * lane, 2);
+        for (int k = 0; k < 4; k++)
+            memcpy(out[b].qs + 4 * k, blk + 32 + (k * 16 + lane) * 4, 4);
+    }
+}
+
+static void file_row_q8_0(int64_t n, const void *group, int lane, void *dst) {
+    const uint8_t *blk = group;
+    struct block_q8_0 *out = dst;
+    for (int64_t b = 0; b < n / 32; b++, blk += G8_BLOCK) {
+        memcpy(&out[b].d, blk + 2 * lane, 2);
+        for (int k = 0; k < 8; k++)
+            memcpy(out[b].qs + 4 * k, blk + 32 + (k * 16 + lane) * 4, 4);
+    }
+}
+
 /* Block b of a group as 8 chunk vectors of unsigned bytes, the scales, and the offset. */
 static inline void chunks_q4_0(const uint8_t *blk, __m512i q[8], __m512 *d, float *offset) {
     __m512i low = _mm512_set1_epi8(0x0F);
@@ -365,7 +386,8 @@ KERNEL_32(iq4_nl)
                                             .packed_group_bytes = group_bytes_##type,              \
                                             .pack = pack_##type,                                   \
                                             .gemv16 = gemv16_##type,                               \
-                                            .unpack16 = unpack16_##type};
+                                            .unpack16 = unpack16_##type,                           \
+                                            .file_row = file_row_##type};
 KERNEL_32_PACKED(q4_0)
 KERNEL_32_PACKED(q8_0)
 
