@@ -64,7 +64,11 @@ const struct qkernel *qkernels_avx512(enum ox_dtype type);
 const struct qkernel *qkernels_kquant_avx512(enum ox_dtype type); /* k-quants, iq4_xs */
 const struct qkernel *qkernels_generic(enum ox_dtype type);
 const struct qkernel *qkernels_avx2(enum ox_dtype type);
+const struct qkernel *qkernels_kquant_avx2(enum ox_dtype type); /* k-quants, iq4_xs */
+const struct qkernel *qkernels_float_avx2(enum ox_dtype type);
 const struct qkernel *qkernels_neon(enum ox_dtype type);
+const struct qkernel *qkernels_kquant_neon(enum ox_dtype type); /* k-quants, iq4_xs */
+const struct qkernel *qkernels_float_neon(enum ox_dtype type);
 const struct qkernel *qkernels_float_avx512(enum ox_dtype type);
 
 /* Shared activation quantizer for the xq8_32 format (scalar; vectorized by the compiler). */

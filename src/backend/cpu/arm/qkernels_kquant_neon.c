@@ -1,0 +1,336 @@
+/* qkernels_kquant_neon.c: matmul tiles for the k-quants and iq4_xs on AArch64 with SDOT. */
+#include <arm_neon.h>
+#include <string.h>
+
+#include "backend/cpu/qmatmul.h"
+#include "quant/blocks.h"
+#include "quant/iq_tables.h"
+#include "quant/quantize.h"
+
+/* Every super-block of 256 weights is first decoded to one common shape (struct kdec): 256
+ * signed levels in element order and an int32 scale per group (16 or 32 elements). SDOT takes
+ * signed bytes on both sides, so offsets (q3_K's 4, q6_K's 32, iq4_xs' signed table) are
+ * subtracted from the levels and need no term of their own; the min types (q2_K, q4_K, q5_K)
+ * keep their unsigned levels and pay for the min with the activations' sums of 16 (q8_K's
+ * bsums). Activations are ggml's q8_K, so each super-block sums exactly in int32:
+ *   row . x = d x.d sum_g sc_g (q . x)_g - dmin x.d sum_g m_g bsum_g */
+struct kdec {
+    int8x16_t q[16];  /* elements 16i .. 16i + 15 in q[i] */
+    int32x4_t sc[4];  /* scales of groups 4i .. 4i + 3 in sc[i] */
+    int16x8_t min[2]; /* min types: min of each group, group order */
+    float d, dmin;
+};
+
+/* A decoded super-block stays in registers only if the decoders are inlined and every loop over
+ * its vectors is unrolled ("#pragma GCC unroll": GCC's -O2 unrolls none of them by itself). */
+#define ALWAYS_INLINE __attribute__((always_inline))
+
+/* A type's decoder and block size, its elements per scale (16 or 32), and whether it has mins. */
+struct ktype {
+    struct kdec (*decode)(const uint8_t *block);
+    size_t block_bytes;
+    int group, mins;
+};
+
+static inline int8x16_t s8(uint8x16_t v) {
+    return vreinterpretq_s8_u8(v);
+}
+
+/* Right shift by a count known only after inlining (vshrq_n wants an immediate). */
+static inline uint8x16_t shr(uint8x16_t v, int count) {
+    return vshlq_u8(v, vdupq_n_s8((int8_t)-count));
+}
+
+/* The hardware conversion: exact, as fp16_to_fp32, without its branches. */
+static inline float f16(uint16_t h) {
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+static inline uint32_t load32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Four 32-bit words as one vector, without a trip through memory. */
+static inline uint8x16_t words(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    return vreinterpretq_u8_u64(
+        vcombine_u64(vcreate_u64(a | (uint64_t)b << 32), vcreate_u64(c | (uint64_t)d << 32)));
+}
+
+/* Sixteen int8 scales as four int32x4 (the first 8 only are used by 32-element groups). */
+static inline void widen_scales(int8x16_t s, int32x4_t sc[4]) {
+    int16x8_t lo = vmovl_s8(vget_low_s8(s)), hi = vmovl_high_s8(s);
+    sc[0] = vmovl_s16(vget_low_s16(lo)), sc[1] = vmovl_high_s16(lo);
+    sc[2] = vmovl_s16(vget_low_s16(hi)), sc[3] = vmovl_high_s16(hi);
+}
+
+/* ---- decoders: one super-block of each type to struct kdec -------------------------------- */
+
+/* q2_K / q3_K: in half h, bit pair j of the 32 bytes qs[32h ..] holds elements 128h + 32j ..
+ * (see dequant_k.c); q[8h + 2j + i] takes bytes 16i .. 16i + 15 of that run. */
+static inline ALWAYS_INLINE void crumbs(const uint8_t *qs, int8x16_t q[16]) {
+#pragma GCC unroll 16
+    for (int h = 0; h < 2; h++) {
+        uint8x16_t b0 = vld1q_u8(qs + 32 * h), b1 = vld1q_u8(qs + 32 * h + 16);
+#pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) {
+            q[8 * h + 2 * j] = s8(vandq_u8(shr(b0, 2 * j), vdupq_n_u8(3)));
+            q[8 * h + 2 * j + 1] = s8(vandq_u8(shr(b1, 2 * j), vdupq_n_u8(3)));
+        }
+    }
+}
+
+static inline ALWAYS_INLINE struct kdec decode_q2_K(const uint8_t *p) {
+    const struct block_q2_K *b = (const struct block_q2_K *)p;
+    struct kdec k;
+    crumbs(b->qs, k.q);
+    uint8x16_t s = vld1q_u8(b->scales); /* low nibble scale, high nibble min */
+    widen_scales(s8(vandq_u8(s, vdupq_n_u8(0x0F))), k.sc);
+    uint8x16_t m = vshrq_n_u8(s, 4);
+    k.min[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m)));
+    k.min[1] = vreinterpretq_s16_u16(vmovl_high_u8(m));
+    k.d = f16(b->d), k.dmin = f16(b->dmin);
+    return k;
+}
+
+/* q3_K: levels q - 4 where the hmask bit is clear; the bit of element 128h + 32j + l is bit
+ * 4h + j of hmask[l]. The 16 six-bit scales unpacked as ggml does, four bytes at a time: low
+ * nibbles from u0, u1, u0 >> 4, u1 >> 4, top bits from bit pair i of u2's bytes. */
+static inline ALWAYS_INLINE struct kdec decode_q3_K(const uint8_t *p) {
+    const struct block_q3_K *b = (const struct block_q3_K *)p;
+    struct kdec k;
+    crumbs(b->qs, k.q);
+    uint8x16_t hm[2] = {vld1q_u8(b->hmask), vld1q_u8(b->hmask + 16)};
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+        uint8x16_t set = vtstq_u8(hm[i % 2], vdupq_n_u8((uint8_t)(1u << (i / 2))));
+        k.q[i] = vsubq_s8(k.q[i], s8(vbicq_u8(vdupq_n_u8(4), set)));
+    }
+    const uint32_t u[3] = {load32(b->scales), load32(b->scales + 4), load32(b->scales + 8)};
+    const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    uint8x16_t s =
+        words((u[0] & m4) | (u[2] & m2) << 4, (u[1] & m4) | (u[2] >> 2 & m2) << 4,
+              (u[0] >> 4 & m4) | (u[2] >> 4 & m2) << 4, (u[1] >> 4 & m4) | (u[2] >> 6 & m2) << 4);
+    widen_scales(vsubq_s8(s8(s), vdupq_n_s8(32)), k.sc);
+    k.d = f16(b->d), k.dmin = 0.0f;
+    return k;
+}
+
+/* q4_K / q5_K: eight 6-bit scales and mins in 12 bytes (see dequant_k.c), unpacked as ggml
+ * does with 32-bit masks; 32 bytes of qs per 64 elements, low nibbles first. */
+static inline ALWAYS_INLINE struct kdec decode_k4(const uint8_t *scales, uint16_t d, uint16_t dmin,
+                                                  const uint8_t *qs) {
+    struct kdec k;
+#pragma GCC unroll 16
+    for (int j = 0; j < 4; j++) {
+        uint8x16_t b0 = vld1q_u8(qs + 32 * j), b1 = vld1q_u8(qs + 32 * j + 16);
+        k.q[4 * j] = s8(vandq_u8(b0, vdupq_n_u8(0x0F)));
+        k.q[4 * j + 1] = s8(vandq_u8(b1, vdupq_n_u8(0x0F)));
+        k.q[4 * j + 2] = s8(vshrq_n_u8(b0, 4));
+        k.q[4 * j + 3] = s8(vshrq_n_u8(b1, 4));
+    }
+    const uint32_t u[3] = {load32(scales), load32(scales + 4), load32(scales + 8)};
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    /* scales in bytes 0..7, mins in 8..15 */
+    uint8x16_t s = words(u[0] & m6, (u[2] & m4) | (u[0] >> 6 & m2) << 4, u[1] & m6,
+                         (u[2] >> 4 & m4) | (u[1] >> 6 & m2) << 4);
+    widen_scales(s8(s), k.sc);
+    k.min[0] = vreinterpretq_s16_u16(vmovl_high_u8(s));
+    k.min[1] = vdupq_n_s16(0);
+    k.d = f16(d), k.dmin = f16(dmin);
+    return k;
+}
+
+static inline ALWAYS_INLINE struct kdec decode_q4_K(const uint8_t *p) {
+    const struct block_q4_K *b = (const struct block_q4_K *)p;
+    return decode_k4(b->scales, b->d, b->dmin, b->qs);
+}
+
+/* q5_K: q4_K plus a fifth bit, bit s of qh[l] for element l of sub-block s. */
+static inline ALWAYS_INLINE struct kdec decode_q5_K(const uint8_t *p) {
+    const struct block_q5_K *b = (const struct block_q5_K *)p;
+    struct kdec k = decode_k4(b->scales, b->d, b->dmin, b->qs);
+    uint8x16_t qh[2] = {vld1q_u8(b->qh), vld1q_u8(b->qh + 16)};
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+        uint8x16_t set = vtstq_u8(qh[i % 2], vdupq_n_u8((uint8_t)(1u << (i / 2))));
+        k.q[i] = vorrq_s8(k.q[i], s8(vandq_u8(set, vdupq_n_u8(16))));
+    }
+    return k;
+}
+
+/* q6_K: per half of 128, element 32k + l takes nibble k / 2 of ql[l + 32 (k % 2)] and bit pair
+ * k of qh[l] as its top bits; levels 0..63 stand for q - 32. */
+static inline ALWAYS_INLINE struct kdec decode_q6_K(const uint8_t *p) {
+    const struct block_q6_K *b = (const struct block_q6_K *)p;
+    struct kdec k;
+#pragma GCC unroll 16
+    for (int h = 0; h < 2; h++) {
+        uint8x16_t ql[4], qh[2] = {vld1q_u8(b->qh + 32 * h), vld1q_u8(b->qh + 32 * h + 16)};
+#pragma GCC unroll 16
+        for (int i = 0; i < 4; i++)
+            ql[i] = vld1q_u8(b->ql + 64 * h + 16 * i);
+#pragma GCC unroll 16
+        for (int kk = 0; kk < 4; kk++)
+#pragma GCC unroll 16
+            for (int i = 0; i < 2; i++) {
+                uint8x16_t lo = ql[2 * (kk % 2) + i];
+                lo = kk < 2 ? vandq_u8(lo, vdupq_n_u8(0x0F)) : vshrq_n_u8(lo, 4);
+                /* bit pair kk to bits 4..5 */
+                uint8x16_t hi =
+                    vandq_u8(vshlq_u8(qh[i], vdupq_n_s8((int8_t)(4 - 2 * kk))), vdupq_n_u8(0x30));
+                k.q[8 * h + 2 * kk + i] = vsubq_s8(s8(vorrq_u8(lo, hi)), vdupq_n_s8(32));
+            }
+    }
+    widen_scales(vld1q_s8(b->scales), k.sc);
+    k.d = f16(b->d), k.dmin = 0.0f;
+    return k;
+}
+
+/* iq4_xs: per sub-block of 32, 16 bytes, element j in the low nibble of byte j and j + 16 in
+ * the high one, read through the signed level table; 6-bit scales minus 32. */
+static inline ALWAYS_INLINE struct kdec decode_iq4_xs(const uint8_t *p) {
+    const struct block_iq4_xs *b = (const struct block_iq4_xs *)p;
+    struct kdec k;
+    const int8x16_t levels = vld1q_s8(iq4nl_values);
+    uint32_t lo = load32(b->scales_l);
+    uint64_t ls = 0; /* scale s in byte s: nibble s of scales_l, bit pair s of scales_h */
+#pragma GCC unroll 16
+    for (int s = 0; s < 8; s++) {
+        uint8x16_t v = vld1q_u8(b->qs + 16 * s);
+        k.q[2 * s] = vqtbl1q_s8(levels, vandq_u8(v, vdupq_n_u8(0x0F)));
+        k.q[2 * s + 1] = vqtbl1q_s8(levels, vshrq_n_u8(v, 4));
+        ls |= (uint64_t)((lo >> 4 * s & 0x0F) | (b->scales_h >> 2 * s & 3u) << 4) << 8 * s;
+    }
+    widen_scales(vsubq_s8(s8(words((uint32_t)ls, (uint32_t)(ls >> 32), 0, 0)), vdupq_n_s8(32)),
+                 k.sc);
+    k.d = f16(b->d), k.dmin = 0.0f;
+    return k;
+}
+
+/* ---- tiles: one row at a time, its decoded super-block (half the registers) dotted with every
+ * token --------------------------------------------------------------------------------------- */
+
+/* acc + the super-block's dot with one token, in 4 float lanes. */
+static inline ALWAYS_INLINE float32x4_t dot_super(const struct ktype *t, const struct kdec *k,
+                                                  const struct block_q8_K *xb, float32x4_t acc) {
+    const int per = t->group / 16; /* q vectors per group */
+    int32x4_t isum = vdupq_n_s32(0);
+#pragma GCC unroll 16
+    for (int g4 = 0; g4 < 16 / per / 4; g4++) {
+        int32x4_t dot[4];
+#pragma GCC unroll 16
+        for (int g = 0; g < 4; g++) {
+            dot[g] = vdupq_n_s32(0);
+#pragma GCC unroll 16
+            for (int v = per * (4 * g4 + g); v < per * (4 * g4 + g + 1); v++)
+                dot[g] = vdotq_s32(dot[g], k->q[v], vld1q_s8(xb->qs + 16 * v));
+        }
+        /* lane g: the whole dot of group 4 g4 + g, to meet its scale */
+        int32x4_t s = vpaddq_s32(vpaddq_s32(dot[0], dot[1]), vpaddq_s32(dot[2], dot[3]));
+        isum = vmlaq_s32(isum, s, k->sc[g4]);
+    }
+    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), k->d * xb->d);
+    if (t->mins) {
+        int16x8_t b0 = vld1q_s16(xb->bsums), b1 = vld1q_s16(xb->bsums + 8);
+        int32x4_t m;
+        if (t->group == 32) { /* sums of 16 paired to sums of 32 (at most 4064: int16) */
+            int16x8_t b = vpaddq_s16(b0, b1);
+            m = vmlal_high_s16(vmull_s16(vget_low_s16(k->min[0]), vget_low_s16(b)), k->min[0], b);
+        } else {
+            m = vmlal_high_s16(vmull_s16(vget_low_s16(k->min[0]), vget_low_s16(b0)), k->min[0], b0);
+            m = vmlal_high_s16(vmlal_s16(m, vget_low_s16(k->min[1]), vget_low_s16(b1)), k->min[1],
+                               b1);
+        }
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(m), -k->dmin * xb->d);
+    }
+    return acc;
+}
+
+enum { NR = 4, NC = 4 };
+
+/* nr rows x nc tokens; nc is a constant in every instantiation, so the token loops unroll and
+ * the accumulators stay in registers. */
+static inline ALWAYS_INLINE void gemv_rows(const struct ktype *t, int64_t n, const uint8_t *w,
+                                           size_t w_stride, int nr, const uint8_t *x,
+                                           size_t x_stride, int nc, float *y, size_t y_stride) {
+    for (int r = 0; r < nr; r++, w += w_stride) {
+        float32x4_t acc[NC];
+#pragma GCC unroll 16
+        for (int c = 0; c < nc; c++)
+            acc[c] = vdupq_n_f32(0.0f);
+        for (int64_t b = 0; b < n / QK_SUPER; b++) {
+            struct kdec k = t->decode(w + (size_t)b * t->block_bytes);
+#pragma GCC unroll 16
+            for (int c = 0; c < nc; c++)
+                acc[c] =
+                    dot_super(t, &k, (const struct block_q8_K *)(x + c * x_stride) + b, acc[c]);
+        }
+#pragma GCC unroll 16
+        for (int c = 0; c < nc; c++)
+            y[(size_t)c * y_stride + (size_t)r] = vaddvq_f32(acc[c]);
+    }
+}
+
+#define GEMV_CASE(nc_)                                                                             \
+    case nc_: gemv_rows(t, n, w, w_stride, nr, x, x_stride, nc_, y, y_stride); break;
+
+static inline ALWAYS_INLINE void tile_k(const struct ktype *t, int64_t n, const uint8_t *w,
+                                        size_t w_stride, int nr, const uint8_t *x, size_t x_stride,
+                                        int nc, float *y, size_t y_stride) {
+    switch (nc) {
+        GEMV_CASE(1)
+        GEMV_CASE(2)
+        GEMV_CASE(3)
+    default: gemv_rows(t, n, w, w_stride, nr, x, x_stride, NC, y, y_stride);
+    }
+}
+
+/* ---- activations: ggml's q8_K, from the reference quantizer ------------------------------- */
+
+static size_t xq8_K_row_bytes(int64_t n) {
+    return (size_t)(n / QK_SUPER) * sizeof(struct block_q8_K);
+}
+
+static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
+    quant_q8_K(x, xq, 1, n, NULL);
+}
+
+/* ---- the kernel table ------------------------------------------------------------------------ */
+
+#define DEFINE_KQUANT(type, group, mins)                                                           \
+    static const struct ktype kt_##type = {decode_##type, sizeof(struct block_##type), group,      \
+                                           mins};                                                  \
+    static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
+                            const uint8_t *x, size_t x_stride, int nc, float *y,                   \
+                            size_t y_stride) {                                                     \
+        tile_k(&kt_##type, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);                      \
+    }                                                                                              \
+    static const struct qkernel k_##type = {.name = #type " neon-dotprod",                         \
+                                            .x_row_bytes = xq8_K_row_bytes,                        \
+                                            .quantize_x = xq8_K_quantize,                          \
+                                            .x_to_float = dequant_q8_K,                            \
+                                            .tile = tile_##type,                                   \
+                                            .max_nr = NR,                                          \
+                                            .max_nc = NC};
+
+/*            type  group mins */
+DEFINE_KQUANT(q2_K, 16, 1)
+DEFINE_KQUANT(q3_K, 16, 0)
+DEFINE_KQUANT(q4_K, 32, 1)
+DEFINE_KQUANT(q5_K, 32, 1)
+DEFINE_KQUANT(q6_K, 16, 0)
+DEFINE_KQUANT(iq4_xs, 32, 0)
+
+const struct qkernel *qkernels_kquant_neon(enum ox_dtype type) {
+    switch (type) {
+    case OX_DTYPE_Q2_K: return &k_q2_K;
+    case OX_DTYPE_Q3_K: return &k_q3_K;
+    case OX_DTYPE_Q4_K: return &k_q4_K;
+    case OX_DTYPE_Q5_K: return &k_q5_K;
+    case OX_DTYPE_Q6_K: return &k_q6_K;
+    case OX_DTYPE_IQ4_XS: return &k_iq4_xs;
+    default: return NULL;
+    }
+}
