@@ -139,6 +139,7 @@ const struct qkernel *qkernels_avx2(enum ox_dtype type) {
     case OX_DTYPE_Q5_1: return &k_q5_1;
     case OX_DTYPE_Q8_0: return &k_q8_0;
     case OX_DTYPE_IQ4_NL: return &k_iq4_nl;
-    default: return NULL;
+    default:
+        return qkernels_kquant_avx2(type) ? qkernels_kquant_avx2(type) : qkernels_float_avx2(type);
     }
 }
