@@ -115,9 +115,10 @@ tile_neon(struct nblock (*unpack)(const uint8_t *), size_t block_bytes, int64_t 
     static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
                             const uint8_t *x, size_t x_stride, int nc, float *y,                   \
                             size_t y_stride) {                                                     \
-        if (nr == NR && nc == 1)                                                                   \
-            tile_neon(unpack_##type, sizeof(struct block_##type), n, w, w_stride, NR, x, x_stride, \
-                      1, y, y_stride);                                                             \
+        if (nc == 1) /* one token: each row streams alone, which memory serves fastest */          \
+            for (int r = 0; r < nr; r++)                                                           \
+                tile_neon(unpack_##type, sizeof(struct block_##type), n, w + (size_t)r * w_stride, \
+                          w_stride, 1, x, x_stride, 1, y + r, y_stride);                           \
         else                                                                                       \
             tile_neon(unpack_##type, sizeof(struct block_##type), n, w, w_stride, nr, x, x_stride, \
                       nc, y, y_stride);                                                            \

@@ -81,32 +81,46 @@ static inline __m256i dot_bytes(__m256i w, __m256i x) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
+static inline __attribute__((always_inline)) void
+tile_avx2(struct sblock (*unpack)(const uint8_t *), size_t block_bytes, int64_t n, const uint8_t *w,
+          size_t w_stride, int nr, const uint8_t *x, size_t x_stride, int nc, float *y,
+          size_t y_stride) {
+    __m256 acc[NR][NC];
+    float corr[NR][NC];
+    for (int r = 0; r < NR; r++)
+        for (int c = 0; c < NC; c++)
+            acc[r][c] = _mm256_setzero_ps(), corr[r][c] = 0.0f;
+    for (int64_t b = 0; b < n / 32; b++) {
+        struct sblock wb[NR];
+        for (int r = 0; r < nr; r++)
+            wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * block_bytes);
+        for (int c = 0; c < nc; c++) {
+            const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
+            __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
+            for (int r = 0; r < nr; r++) {
+                __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);
+                acc[r][c] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_bytes(wb[r].s, xv)), scale, acc[r][c]);
+                corr[r][c] += wb[r].bias * xb->s;
+            }
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < nr; r++)
+            y[(size_t)c * y_stride + (size_t)r] = hsum(acc[r][c]) + corr[r][c];
+}
+
+/* One token: each row streams alone (memory serves that fastest), with constant bounds so the
+ * accumulator stays in a register; other shapes take the general loop. */
 #define DEFINE_TILE_AVX2(name, block_bytes, unpack)                                                \
     static void name(int64_t n, const uint8_t *w, size_t w_stride, int nr, const uint8_t *x,       \
                      size_t x_stride, int nc, float *y, size_t y_stride) {                         \
-        __m256 acc[NR][NC];                                                                        \
-        float corr[NR][NC];                                                                        \
-        for (int r = 0; r < NR; r++)                                                               \
-            for (int c = 0; c < NC; c++)                                                           \
-                acc[r][c] = _mm256_setzero_ps(), corr[r][c] = 0.0f;                                \
-        for (int64_t b = 0; b < n / 32; b++) {                                                     \
-            struct sblock wb[NR];                                                                  \
+        if (nc == 1)                                                                               \
             for (int r = 0; r < nr; r++)                                                           \
-                wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * (block_bytes));              \
-            for (int c = 0; c < nc; c++) {                                                         \
-                const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;   \
-                __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);                           \
-                for (int r = 0; r < nr; r++) {                                                     \
-                    __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);                                \
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_bytes(wb[r].s, xv)), scale, \
-                                                acc[r][c]);                                        \
-                    corr[r][c] += wb[r].bias * xb->s;                                              \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        for (int c = 0; c < nc; c++)                                                               \
-            for (int r = 0; r < nr; r++)                                                           \
-                y[(size_t)c * y_stride + (size_t)r] = hsum(acc[r][c]) + corr[r][c];                \
+                tile_avx2(unpack, block_bytes, n, w + (size_t)r * w_stride, w_stride, 1, x,        \
+                          x_stride, 1, y + r, y_stride);                                           \
+        else                                                                                       \
+            tile_avx2(unpack, block_bytes, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);      \
     }
 
 DEFINE_TILE_AVX2(tile_q4_0, sizeof(struct block_q4_0), unpack_q4_0)

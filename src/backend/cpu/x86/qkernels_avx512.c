@@ -123,8 +123,10 @@ static inline __attribute__((always_inline)) void tile32(struct wblock (*unpack)
 #define DEFINE_TILE_32(name, block_bytes, unpack)                                                  \
     static void name(int64_t n, const uint8_t *w, size_t w_stride, int nr, const uint8_t *x,       \
                      size_t x_stride, int nc, float *y, size_t y_stride) {                         \
-        if (nr == NR && nc == 1)                                                                   \
-            tile32(unpack, block_bytes, n, w, w_stride, NR, x, x_stride, 1, y, y_stride);          \
+        if (nc == 1) /* one token: each row streams alone, which memory serves fastest */          \
+            for (int r = 0; r < nr; r++)                                                           \
+                tile32(unpack, block_bytes, n, w + (size_t)r * w_stride, w_stride, 1, x, x_stride, \
+                       1, y + r, y_stride);                                                        \
         else if (nr == NR && nc == NC)                                                             \
             tile32(unpack, block_bytes, n, w, w_stride, NR, x, x_stride, NC, y, y_stride);         \
         else                                                                                       \
