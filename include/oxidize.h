@@ -433,8 +433,10 @@ OX_API int32_t ox_kv_seq_pos_max(const struct ox_context *ctx, int32_t seq_id);
 /* ---- Sampling ---------------------------------------------------------------------------- */
 
 /* A sampler chain turns a row of logits into one token: each stage narrows or reshapes the
- * candidates (top-k, top-p, min-p, temperature) and the last one picks (greedy, or a seeded
- * random draw). Stages run in the order added, as llama.cpp's llama_sampler_chain.
+ * candidates (penalties, top-k, top-p, min-p, temperature, ...) and the last one picks
+ * (greedy, a seeded random draw, or mirostat). Stages run in the order added, as llama.cpp's
+ * llama_sampler_chain; its CLI's order is penalties -> DRY -> top-n-sigma -> top-k -> typical
+ * -> top-p -> min-p -> XTC -> temperature -> dist (logit bias first, when any).
  *
  *     struct ox_sampler *s;
  *     ox_sampler_create(&s);
@@ -456,11 +458,49 @@ OX_API enum ox_status ox_sampler_add_temp(struct ox_sampler *s, float temp);
 OX_API enum ox_status ox_sampler_add_top_k(struct ox_sampler *s, int32_t k);
 OX_API enum ox_status ox_sampler_add_top_p(struct ox_sampler *s, float p, size_t min_keep);
 OX_API enum ox_status ox_sampler_add_min_p(struct ox_sampler *s, float p, size_t min_keep);
+/* Locally typical sampling; p >= 1 keeps everything. */
+OX_API enum ox_status ox_sampler_add_typical(struct ox_sampler *s, float p, size_t min_keep);
+/* Top-n-sigma: logits below max - n * stddev become -inf; n <= 0 keeps everything. */
+OX_API enum ox_status ox_sampler_add_top_n_sigma(struct ox_sampler *s, float n);
+/* XTC: with probability p, drop every token above threshold t but the least likely of them
+ * (if min_keep remain); p <= 0 or t > 0.5 disable it. Its own seeded MT19937 stream. */
+OX_API enum ox_status ox_sampler_add_xtc(struct ox_sampler *s, float p, float t, size_t min_keep,
+                                         uint32_t seed);
+/* Repetition (divide positive / multiply negative logits by repeat), frequency (count * freq)
+ * and presence penalties over the last last_n accepted tokens; last_n = 0 disables. */
+OX_API enum ox_status ox_sampler_add_penalties(struct ox_sampler *s, int32_t last_n, float repeat,
+                                               float freq, float present);
+/* DRY: a token that would extend a repeat of the last penalty_last_n accepted tokens longer
+ * than allowed_length loses multiplier * base^(length - allowed_length). Sequence breakers
+ * (strings such as "\n", ":", "\"", "*") end repeats; vocab turns them into tokens and may be
+ * NULL only with no breakers. multiplier 0, base < 1 or penalty_last_n 0 disable it. */
+OX_API enum ox_status ox_sampler_add_dry(struct ox_sampler *s, const struct ox_vocab *vocab,
+                                         float multiplier, float base, int32_t allowed_length,
+                                         int32_t penalty_last_n, const char *const *breakers,
+                                         size_t n_breakers);
+/* Mirostat v1 (a picker: ends the chain). n_vocab: the model's; m: tokens used to estimate
+ * the Zipf exponent (llama.cpp: 100); mu starts at 2 * tau. */
+OX_API enum ox_status ox_sampler_add_mirostat(struct ox_sampler *s, int32_t n_vocab, uint32_t seed,
+                                              float tau, float eta, int32_t m);
+/* Mirostat v2 (a picker: ends the chain). */
+OX_API enum ox_status ox_sampler_add_mirostat_v2(struct ox_sampler *s, uint32_t seed, float tau,
+                                                 float eta);
+/* A fixed offset added to one token's logit; -INFINITY bans it. */
+struct ox_logit_bias {
+    ox_token token;
+    float bias;
+};
+/* The n entries are copied; tokens must be >= 0. */
+OX_API enum ox_status ox_sampler_add_logit_bias(struct ox_sampler *s,
+                                                const struct ox_logit_bias *bias, size_t n);
 /* Pick a token from n_vocab logits (not modified); -1 when the chain cannot pick (empty
- * chain, no final greedy/dist stage, n_vocab < 1). Not thread-safe per sampler. */
+ * chain, no final greedy/dist/mirostat stage, n_vocab < 1). Not thread-safe per sampler. */
 OX_API ox_token ox_sampler_sample(struct ox_sampler *s, const float *logits, int32_t n_vocab);
 /* Forget per-sequence state and restart the random stream from its seed. */
 OX_API void ox_sampler_reset(struct ox_sampler *s);
+/* Feed an accepted token (a sampled one, or a prompt token) to the stages that keep a
+ * history (penalties, DRY); ox_sampler_sample does not do it, as llama.cpp's. */
+OX_API enum ox_status ox_sampler_accept(struct ox_sampler *s, ox_token token);
 
 /* ---- GGUF files (read-only inspection) --------------------------------------------------- */
 

@@ -42,3 +42,31 @@ double smp_mt_canonical_double(struct smp_mt19937 *r) {
         ret = nextafter(1.0, 0.0);
     return ret;
 }
+
+/* libstdc++ generate_canonical<float, 24>: one 32-bit draw, converted to float (rounding)
+ * and divided by 2^32 in float; a result that rounded up to 1 is pulled back below 1. */
+float smp_mt_canonical_float(struct smp_mt19937 *r) {
+    float ret = (float)smp_mt_next(r) / 4294967296.0f;
+    if (ret >= 1.0f)
+        ret = nextafterf(1.0f, 0.0f);
+    return ret;
+}
+
+/* libstdc++'s discrete_distribution: weights normalized by their double sum, cumulated in
+ * order (the last forced to 1), and the first cumulative >= one canonical double wins. With
+ * fewer than two weights it returns 0 without drawing. Cumulated on the fly: no allocation. */
+size_t smp_discrete(const struct smp_cand *a, size_t n, struct smp_mt19937 *r) {
+    if (n < 2)
+        return 0;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += a[i].p;
+    const double u = smp_mt_canonical_double(r);
+    double cum = 0.0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        cum += a[i].p / sum;
+        if (cum >= u)
+            return i;
+    }
+    return n - 1;
+}

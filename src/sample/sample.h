@@ -2,6 +2,7 @@
 #ifndef OX_SAMPLE_SAMPLE_H
 #define OX_SAMPLE_SAMPLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,54 @@ struct smp_cand {
     float logit;
     float p;
 };
+
+/* The candidate array a stage works on, as llama_token_data_array. */
+struct smp_array {
+    struct smp_cand *data;
+    size_t size;
+    ptrdiff_t selected; /* index picked by greedy/dist/mirostat, -1 before */
+    bool sorted;        /* data is in descending-logit order */
+};
+
+struct smp_scratch;
+struct smp_mt19937;
+
+/* A stage with its own state (penalties, DRY, XTC, mirostat, ...), each in its own file: the
+ * chain calls apply on every sample, accept on every accepted token, reset on reset. The
+ * struct is the first member of the stage's own, so free gets the whole allocation. */
+struct smp_ext {
+    void (*apply)(struct smp_ext *e, struct smp_array *c, struct smp_scratch *s);
+    void (*accept)(struct smp_ext *e, int32_t token); /* may be NULL */
+    void (*reset)(struct smp_ext *e);                 /* may be NULL */
+    void (*free)(struct smp_ext *e);
+    bool picks; /* sets c->selected, so it may end a chain (mirostat) */
+};
+
+/* Append e to the chain; takes ownership (freed on failure). */
+enum ox_status smp_sampler_push_ext(struct ox_sampler *s, struct smp_ext *e);
+
+/* llama_sampler_softmax_impl: p in float over the current order; do_sort sorts all first. */
+void smp_softmax(struct smp_array *c, bool do_sort, struct smp_scratch *s);
+/* llama_sampler_top_k_impl: k <= 0 keeps everything. */
+void smp_top_k(struct smp_array *c, int32_t k, struct smp_scratch *s);
+
+/* Last-n token history (llama.cpp's ring_buffer): rat(0) is the newest. */
+struct smp_ring {
+    int32_t *tok; /* [cap] */
+    size_t cap, n, first;
+};
+bool smp_ring_init(struct smp_ring *r, size_t cap);
+void smp_ring_push(struct smp_ring *r, int32_t t);
+static inline int32_t smp_ring_rat(const struct smp_ring *r, size_t i) {
+    return r->tok[(r->first + r->n - i - 1) % r->cap];
+}
+
+/* DRY with breakers given as token sequences (head first), as llama.cpp's
+ * llama_sampler_init_dry_testing: what the string form is built on, and what tests use. */
+enum ox_status smp_sampler_add_dry_tokens(struct ox_sampler *s, float multiplier, float base,
+                                          int32_t allowed_length, int32_t penalty_last_n,
+                                          const int32_t *const *breakers, const size_t *lens,
+                                          size_t n_breakers);
 
 /* Run the whole chain on n_vocab logits and expose what survives: the candidates in their
  * final order (owned by the sampler, valid until its next call) and the picked index (-1 if
@@ -58,5 +107,10 @@ uint32_t smp_mt_next(struct smp_mt19937 *r);
 /* A double in [0, 1) exactly as libstdc++'s std::uniform_real_distribution<double>(0, 1)
  * draws it from a std::mt19937 (generate_canonical: two 32-bit outputs, low word first). */
 double smp_mt_canonical_double(struct smp_mt19937 *r);
+/* A float in [0, 1) as std::uniform_real_distribution<float>(0, 1) draws it (one output). */
+float smp_mt_canonical_float(struct smp_mt19937 *r);
+/* std::discrete_distribution<int> over a[0..n).p, drawn once (llama_sample_dist): no draw
+ * and index 0 for n < 2. */
+size_t smp_discrete(const struct smp_cand *a, size_t n, struct smp_mt19937 *r);
 
 #endif

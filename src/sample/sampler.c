@@ -7,7 +7,15 @@
 #include "core/status.h"
 #include "sample/sample.h"
 
-enum stage_kind { STAGE_GREEDY, STAGE_DIST, STAGE_TEMP, STAGE_TOP_K, STAGE_TOP_P, STAGE_MIN_P };
+enum stage_kind {
+    STAGE_GREEDY,
+    STAGE_DIST,
+    STAGE_TEMP,
+    STAGE_TOP_K,
+    STAGE_TOP_P,
+    STAGE_MIN_P,
+    STAGE_EXT /* a stage with its own state, defined in its own file */
+};
 
 struct stage {
     enum stage_kind kind;
@@ -16,6 +24,7 @@ struct stage {
     size_t min_keep;         /* top-p / min-p */
     uint32_t seed;           /* dist */
     struct smp_mt19937 *rng; /* dist only: its own stream (2.5 KiB), reseeded by reset */
+    struct smp_ext *ext;     /* STAGE_EXT only */
 };
 
 struct ox_sampler {
@@ -25,18 +34,10 @@ struct ox_sampler {
     struct smp_scratch scratch; /* [cap] sort scratch, sized with cur */
 };
 
-/* The candidate array a stage works on, as llama_token_data_array. */
-struct cand_array {
-    struct smp_cand *data;
-    size_t size;
-    ptrdiff_t selected; /* index picked by greedy/dist, -1 before */
-    bool sorted;        /* data is in descending-logit order */
-};
-
 /* ---- stages ------------------------------------------------------------------------------ */
 
 /* Argmax; the first of equal maxima wins (strict >), as llama.cpp. */
-static void stage_greedy(struct cand_array *c) {
+static void stage_greedy(struct smp_array *c) {
     c->selected = 0;
     for (size_t i = 1; i < c->size; i++)
         if (c->data[i].logit > c->data[c->selected].logit)
@@ -44,7 +45,7 @@ static void stage_greedy(struct cand_array *c) {
 }
 
 /* Largest logit, written as std::max folds (a NaN is kept only if it comes first). */
-static float max_logit(const struct cand_array *c) {
+static float max_logit(const struct smp_array *c) {
     float m = c->data[0].logit;
     if (!c->sorted)
         for (size_t i = 1; i < c->size; i++)
@@ -56,7 +57,7 @@ static float max_logit(const struct cand_array *c) {
 /* Softmax in the candidates' order, then one uniform double u: the pick is the first index
  * whose running (unnormalized) sum reaches u * total, the sums kept in double as llama.cpp
  * does. A single candidate is picked without drawing, so the stream does not advance. */
-static void stage_dist(struct cand_array *c, struct smp_mt19937 *rng) {
+static void stage_dist(struct smp_array *c, struct smp_mt19937 *rng) {
     if (c->size == 0) {
         c->selected = -1;
         return;
@@ -92,7 +93,7 @@ static void stage_dist(struct cand_array *c, struct smp_mt19937 *rng) {
 
 /* t <= 0: keep only the first maximum (the others become -inf, the size stays); else
  * divide every logit by t. */
-static void stage_temp(struct cand_array *c, float t) {
+static void stage_temp(struct smp_array *c, float t) {
     if (c->size == 0)
         return;
     if (t <= 0.0f) {
@@ -113,7 +114,7 @@ static void stage_temp(struct cand_array *c, float t) {
         c->data[i].logit /= t;
 }
 
-static void stage_top_k(struct cand_array *c, int32_t k, struct smp_scratch *s) {
+void smp_top_k(struct smp_array *c, int32_t k, struct smp_scratch *s) {
     if (k <= 0)
         return; /* 0 = no limit */
     size_t n = (size_t)k < c->size ? (size_t)k : c->size;
@@ -124,8 +125,12 @@ static void stage_top_k(struct cand_array *c, int32_t k, struct smp_scratch *s) 
     c->size = n;
 }
 
-/* Probabilities in float, in the current order (llama_sampler_softmax_impl, no sort). */
-static void softmax_in_place(struct cand_array *c) {
+/* Probabilities in float (llama_sampler_softmax_impl); do_sort first sorts everything. */
+void smp_softmax(struct smp_array *c, bool do_sort, struct smp_scratch *s) {
+    if (do_sort && !c->sorted) {
+        smp_partial_sort_inplace(c->data, c->size, c->size, s);
+        c->sorted = true;
+    }
     const float max_l = max_logit(c);
     float sum = 0.0f;
     for (size_t i = 0; i < c->size; i++) {
@@ -141,10 +146,10 @@ static void softmax_in_place(struct cand_array *c) {
  * min_keep. Large unsorted arrays first sort only their top 256 (into scratch) and sort
  * everything only when the prefix outgrows it; the tie order of each sort matters, so the
  * same sorts as llama.cpp run on the same inputs. */
-static void stage_top_p(struct cand_array *c, float p, size_t min_keep, struct smp_scratch *s) {
+static void stage_top_p(struct smp_array *c, float p, size_t min_keep, struct smp_scratch *s) {
     if (p >= 1.0f || c->size == 0)
         return;
-    softmax_in_place(c);
+    smp_softmax(c, false, s);
     size_t k = c->size;
     const struct smp_cand *pd = c->data;
     if (!c->sorted && c->size > 1024) {
@@ -178,7 +183,7 @@ static void stage_top_p(struct cand_array *c, float p, size_t min_keep, struct s
 
 /* Keep candidates with logit >= max + log(p) (p_i >= p * p_max) in their order; when that
  * leaves fewer than min_keep, sort and keep the longer prefix that satisfies min_keep. */
-static void stage_min_p(struct cand_array *c, float p, size_t min_keep, struct smp_scratch *s) {
+static void stage_min_p(struct smp_array *c, float p, size_t min_keep, struct smp_scratch *s) {
     if (p <= 0.0f || c->size == 0)
         return;
     if (!c->sorted) {
@@ -223,8 +228,11 @@ enum ox_status ox_sampler_create(struct ox_sampler **out) {
 void ox_sampler_free(struct ox_sampler *s) {
     if (!s)
         return;
-    for (int i = 0; i < s->n_stages; i++)
+    for (int i = 0; i < s->n_stages; i++) {
         free(s->stages[i].rng);
+        if (s->stages[i].ext)
+            s->stages[i].ext->free(s->stages[i].ext);
+    }
     free(s->stages);
     free(s->cur);
     free(s->scratch.tmp);
@@ -238,6 +246,8 @@ static enum ox_status push_stage(struct ox_sampler *s, struct stage st) {
         struct stage *p = realloc(s->stages, (size_t)cap * sizeof *p);
         if (!p) {
             free(st.rng);
+            if (st.ext)
+                st.ext->free(st.ext);
             return ox_fail(OX_ERR_OOM, "sampler: out of memory");
         }
         s->stages = p;
@@ -323,7 +333,7 @@ static bool reserve(struct ox_sampler *s, size_t n) {
     return true;
 }
 
-static void run_stage(struct ox_sampler *s, const struct stage *st, struct cand_array *c) {
+static void run_stage(struct ox_sampler *s, const struct stage *st, struct smp_array *c) {
     switch (st->kind) {
     case STAGE_GREEDY: stage_greedy(c); break;
     case STAGE_DIST: stage_dist(c, st->rng); break;
@@ -331,9 +341,10 @@ static void run_stage(struct ox_sampler *s, const struct stage *st, struct cand_
         if (st->f != 1.0f) /* llama.cpp makes temp 1 an empty stage */
             stage_temp(c, st->f);
         break;
-    case STAGE_TOP_K: stage_top_k(c, st->k, &s->scratch); break;
+    case STAGE_TOP_K: smp_top_k(c, st->k, &s->scratch); break;
     case STAGE_TOP_P: stage_top_p(c, st->f, st->min_keep, &s->scratch); break;
     case STAGE_MIN_P: stage_min_p(c, st->f, st->min_keep, &s->scratch); break;
+    case STAGE_EXT: st->ext->apply(st->ext, c, &s->scratch); break;
     }
 }
 
@@ -348,7 +359,7 @@ enum ox_status smp_sampler_apply(struct ox_sampler *s, const float *logits, int3
         return ox_fail(OX_ERR_OOM, "sampler: out of memory for %d candidates", (int)n_vocab);
     for (int32_t i = 0; i < n_vocab; i++)
         s->cur[i] = (struct smp_cand){.id = i, .logit = logits[i], .p = 0.0f};
-    struct cand_array c = {.data = s->cur, .size = (size_t)n_vocab, .selected = -1};
+    struct smp_array c = {.data = s->cur, .size = (size_t)n_vocab, .selected = -1};
     for (int i = 0; i < s->n_stages; i++)
         run_stage(s, &s->stages[i], &c);
     *cands = c.data;
@@ -363,8 +374,9 @@ enum ox_status smp_sampler_apply(struct ox_sampler *s, const float *logits, int3
 ox_token ox_sampler_sample(struct ox_sampler *s, const float *logits, int32_t n_vocab) {
     if (!s || !logits || n_vocab < 1 || s->n_stages == 0)
         return -1;
-    enum stage_kind last = s->stages[s->n_stages - 1].kind;
-    if (last != STAGE_GREEDY && last != STAGE_DIST)
+    const struct stage *last = &s->stages[s->n_stages - 1];
+    if (last->kind != STAGE_GREEDY && last->kind != STAGE_DIST &&
+        !(last->kind == STAGE_EXT && last->ext->picks))
         return -1;
     const struct smp_cand *cands;
     size_t n;
@@ -379,7 +391,27 @@ ox_token ox_sampler_sample(struct ox_sampler *s, const float *logits, int32_t n_
 void ox_sampler_reset(struct ox_sampler *s) {
     if (!s)
         return;
-    for (int i = 0; i < s->n_stages; i++)
+    for (int i = 0; i < s->n_stages; i++) {
         if (s->stages[i].kind == STAGE_DIST)
             smp_mt_seed(s->stages[i].rng, s->stages[i].seed);
+        if (s->stages[i].ext && s->stages[i].ext->reset)
+            s->stages[i].ext->reset(s->stages[i].ext);
+    }
+}
+
+/* Every stage that keeps a history sees the token (llama_sampler_accept on the chain). */
+enum ox_status ox_sampler_accept(struct ox_sampler *s, ox_token token) {
+    if (!s)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: accept on a NULL sampler");
+    if (token < 0)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: accept of negative token %d", (int)token);
+    for (int i = 0; i < s->n_stages; i++)
+        if (s->stages[i].ext && s->stages[i].ext->accept)
+            s->stages[i].ext->accept(s->stages[i].ext, token);
+    return OX_OK;
+}
+
+/* Takes ownership of e (freed here on failure). */
+enum ox_status smp_sampler_push_ext(struct ox_sampler *s, struct smp_ext *e) {
+    return push_stage(s, (struct stage){.kind = STAGE_EXT, .ext = e});
 }
