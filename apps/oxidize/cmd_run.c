@@ -7,32 +7,30 @@
 
 #include "cmd.h"
 #include "oxidize.h"
+#include "sampling_opts.h"
 
 /* Return a failing status to the caller (the library's message stays in ox_last_error()). */
-#define TRY(expr)                                   \
-    do {                                            \
-        enum ox_status try_status_ = (expr);        \
-        if (try_status_ != OX_OK)                   \
-            return try_status_;                     \
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        enum ox_status try_status_ = (expr);                                                       \
+        if (try_status_ != OX_OK)                                                                  \
+            return try_status_;                                                                    \
     } while (0)
 
 struct run_opts {
     const char *model, *prompt, *file;
-    int n_predict, top_k, n_ctx, n_threads;
-    float temp, top_p, min_p;
-    uint32_t seed;
+    int n_predict, n_ctx, n_threads;
+    struct sampling_opts sampling;
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: oxidize run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
-               "  -n N         tokens to generate (default 128; stops early at end of text)\n"
-               "  --temp T     temperature (default 0.8; 0 = greedy)\n"
-               "  --top-k K    keep the K most likely tokens (default 40; 0 = all)\n"
-               "  --top-p P    keep the smallest set with probability P (default 0.95)\n"
-               "  --min-p P    drop tokens below P x the best one's probability (default 0.05)\n"
-               "  --seed S     random seed (default 1234)\n"
-               "  -c CTX       context size in tokens (default 2048, at most the model's)\n"
-               "  -t THREADS   threads (default: all CPUs)\n");
+    fprintf(f,
+            "usage: oxidize run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
+            "  -n N                  tokens to generate (default 128; stops at end of text)\n"
+            "  -c CTX                context size in tokens (default 2048, at most the model's)\n"
+            "  -t THREADS            threads (default: the physical cores)\n"
+            "%s",
+            sampling_opts_usage());
 }
 
 static bool parse_number(const char *s, double lo, double hi, double *out) {
@@ -47,25 +45,28 @@ static bool parse_number(const char *s, double lo, double hi, double *out) {
 /* One option with a value; returns false for an unknown option or a bad value. */
 static bool set_option(struct run_opts *o, const char *a, const char *v) {
     double x;
-    if (!strcmp(a, "-m")) return (o->model = v) != NULL;
-    if (!strcmp(a, "-p")) return (o->prompt = v) != NULL;
-    if (!strcmp(a, "-f")) return (o->file = v) != NULL;
-    if (!strcmp(a, "-n") && parse_number(v, 0, 1 << 24, &x)) return (o->n_predict = (int)x), true;
-    if (!strcmp(a, "--temp") && parse_number(v, -1, 100, &x)) return (o->temp = (float)x), true;
-    if (!strcmp(a, "--top-k") && parse_number(v, 0, 1 << 24, &x)) return (o->top_k = (int)x), true;
-    if (!strcmp(a, "--top-p") && parse_number(v, 0, 1, &x)) return (o->top_p = (float)x), true;
-    if (!strcmp(a, "--min-p") && parse_number(v, 0, 1, &x)) return (o->min_p = (float)x), true;
-    if (!strcmp(a, "--seed") && parse_number(v, 0, 4294967295.0, &x))
-        return (o->seed = (uint32_t)x), true;
-    if (!strcmp(a, "-c") && parse_number(v, 8, 1 << 24, &x)) return (o->n_ctx = (int)x), true;
-    if (!strcmp(a, "-t") && parse_number(v, 1, 1024, &x)) return (o->n_threads = (int)x), true;
+    int sampling = sampling_opts_set(&o->sampling, a, v);
+    if (sampling != 0)
+        return sampling > 0;
+    if (!strcmp(a, "-m"))
+        return (o->model = v) != NULL;
+    if (!strcmp(a, "-p"))
+        return (o->prompt = v) != NULL;
+    if (!strcmp(a, "-f"))
+        return (o->file = v) != NULL;
+    if (!strcmp(a, "-n") && parse_number(v, 0, 1 << 24, &x))
+        return (o->n_predict = (int)x), true;
+    if (!strcmp(a, "-c") && parse_number(v, 8, 1 << 24, &x))
+        return (o->n_ctx = (int)x), true;
+    if (!strcmp(a, "-t") && parse_number(v, 1, 1024, &x))
+        return (o->n_threads = (int)x), true;
     return false;
 }
 
 /* Returns -1 to go on, else an exit status. */
 static int parse_args(int argc, char **argv, struct run_opts *o) {
-    *o = (struct run_opts){.n_predict = 128, .top_k = 40, .n_ctx = 2048, .temp = 0.8f,
-                           .top_p = 0.95f, .min_p = 0.05f, .seed = 1234};
+    *o = (struct run_opts){.n_predict = 128, .n_ctx = 2048};
+    sampling_opts_default(&o->sampling);
     for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
@@ -90,21 +91,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static enum ox_status make_sampler(const struct run_opts *o, struct ox_sampler **s) {
-    enum ox_status st = ox_sampler_create(s);
-    if (st == OX_OK && o->temp <= 0)
-        return ox_sampler_add_greedy(*s);
-    if (st == OX_OK && o->top_k > 0)
-        st = ox_sampler_add_top_k(*s, o->top_k);
-    if (st == OX_OK)
-        st = ox_sampler_add_top_p(*s, o->top_p, 1);
-    if (st == OX_OK)
-        st = ox_sampler_add_min_p(*s, o->min_p, 1);
-    if (st == OX_OK)
-        st = ox_sampler_add_temp(*s, o->temp);
-    return st == OX_OK ? ox_sampler_add_dist(*s, o->seed) : st;
-}
-
 struct session {
     struct ox_model *model;
     struct ox_context *ctx;
@@ -123,7 +109,7 @@ static enum ox_status setup(struct session *s, const struct run_opts *o, const c
     cp.n_batch = cp.n_ctx < 512 ? cp.n_ctx : 512;
     cp.n_threads = o->n_threads;
     TRY(ox_context_create(s->model, &cp, &s->ctx));
-    TRY(make_sampler(o, &s->sampler));
+    TRY(sampling_opts_chain(&o->sampling, s->model, (int32_t)cp.n_ctx, &s->sampler));
     TRY(ox_detok_stream_create(v, false, &s->stream));
     size_t len = strlen(text), n = 0;
     TRY(ox_tokenize(v, text, len, NULL, 0, &n, true, false));
@@ -131,6 +117,8 @@ static enum ox_status setup(struct session *s, const struct run_opts *o, const c
     if (!s->prompt)
         return OX_ERR_OOM;
     TRY(ox_tokenize(v, text, len, s->prompt, n, &s->n_prompt, true, false));
+    for (size_t i = 0; i < s->n_prompt; i++) /* penalties count the prompt, as llama.cpp's */
+        TRY(ox_sampler_accept(s->sampler, s->prompt[i]));
     if (s->n_prompt == 0 || s->n_prompt >= cp.n_ctx) {
         fprintf(stderr, "oxidize run: the prompt is %zu tokens; the context holds %u\n",
                 s->n_prompt, cp.n_ctx);
@@ -156,6 +144,7 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
         ox_token t = ox_sampler_sample(s->sampler, logits, ox_model_n_vocab(s->model));
         if (t < 0 || ox_vocab_is_eog(v, t))
             break;
+        TRY(ox_sampler_accept(s->sampler, t));
         const char *piece;
         size_t len;
         if (ox_detok_stream_push(s->stream, t, &piece, &len) == OX_OK)

@@ -80,6 +80,29 @@ def test_logits(tmp):
     check(os.path.getsize(gl) == 16 * nv * 4, "greedy logits size")
 
 
+def test_sampling_flags():
+    """The extended samplers are wired in: each changes greedy or seeded output on real text,
+    seeds reproduce, and out-of-range values are refused."""
+    def gen(*args):
+        p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "And God said",
+                            "-n", "24", "-t", "2", *args], capture_output=True)
+        check(p.returncode == 0, "run %s: %r" % (args, p.stderr[-200:]))
+        return p.stdout
+    greedy = gen("--temp", "0")
+    for args in (["--repeat-penalty", "1.5"], ["--dry-multiplier", "0.8"],
+                 ["--presence-penalty", "1.0"], ["--frequency-penalty", "1.0"]):
+        check(gen("--temp", "0", *args) != greedy, "%s changes greedy output" % args)
+    for args in (["--mirostat", "2"], ["--mirostat", "1"], ["--xtc-probability", "0.5"],
+                 ["--typical", "0.5", "--top-n-sigma", "1"]):
+        a, b = gen("--seed", "7", *args), gen("--seed", "7", *args)
+        check(a == b and len(a) > len(b"And God said"), "%s: seeded runs repeat" % args)
+    for args in (["--typical", "2"], ["--mirostat", "3"], ["--repeat-penalty", "0"],
+                 ["--xtc-threshold", "nan"], ["--dry-penalty-last-n", "-2"]):
+        p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "x", *args],
+                           capture_output=True)
+        check(p.returncode == 2, "%s refused" % args)
+
+
 def test_errors():
     long_prompt = "word " * 3000
     p = subprocess.run([OXIDIZE, "run", "-m", model("llama-f32"), "-p", long_prompt, "-c", "64"],
@@ -101,6 +124,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_greedy_text()
         test_logits(tmp)
+        test_sampling_flags()
         test_errors()
     print("test_run: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)

@@ -1,0 +1,162 @@
+/* sampling_opts.c: the sampling options of run (and chat), their llama.cpp defaults, and the
+ * sampler chain they build, in llama.cpp's order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampling_opts.h"
+
+void sampling_opts_default(struct sampling_opts *o) {
+    *o = (struct sampling_opts){.temp = 0.8f,
+                                .top_k = 40,
+                                .top_p = 0.95f,
+                                .min_p = 0.05f,
+                                .typical = 1.0f,
+                                .top_n_sigma = -1.0f,
+                                .repeat_penalty = 1.0f,
+                                .repeat_last_n = 64,
+                                .dry_base = 1.75f,
+                                .dry_allowed_length = 2,
+                                .dry_penalty_last_n = -1,
+                                .xtc_threshold = 0.1f,
+                                .mirostat_lr = 0.1f,
+                                .mirostat_ent = 5.0f,
+                                .seed = 1234};
+}
+
+static bool number(const char *s, double lo, double hi, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end != 0 || !(v >= lo && v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* One row per option: its name, range, and where it goes (float or int). */
+struct option_row {
+    const char *name;
+    double lo, hi;
+    size_t offset;
+    bool is_int;
+};
+
+#define F(name, lo, hi, field)                                                                     \
+    { name, lo, hi, offsetof(struct sampling_opts, field), false }
+#define I(name, lo, hi, field)                                                                     \
+    { name, lo, hi, offsetof(struct sampling_opts, field), true }
+static const struct option_row rows[] = {
+    F("--temp", -1, 100, temp),
+    I("--top-k", 0, 1 << 24, top_k),
+    F("--top-p", 0, 1, top_p),
+    F("--min-p", 0, 1, min_p),
+    F("--typical", 0, 1, typical),
+    F("--top-n-sigma", -1, 100, top_n_sigma),
+    F("--repeat-penalty", 0.01, 100, repeat_penalty),
+    I("--repeat-last-n", 0, 1 << 24, repeat_last_n),
+    F("--presence-penalty", -100, 100, presence_penalty),
+    F("--frequency-penalty", -100, 100, frequency_penalty),
+    F("--dry-multiplier", 0, 100, dry_multiplier),
+    F("--dry-base", 1, 100, dry_base),
+    I("--dry-allowed-length", 0, 1 << 24, dry_allowed_length),
+    I("--dry-penalty-last-n", -1, 1 << 24, dry_penalty_last_n),
+    F("--xtc-probability", 0, 1, xtc_probability),
+    F("--xtc-threshold", 0, 1, xtc_threshold),
+    I("--mirostat", 0, 2, mirostat),
+    F("--mirostat-lr", 0, 10, mirostat_lr),
+    F("--mirostat-ent", 0, 100, mirostat_ent),
+};
+#undef F
+#undef I
+
+int sampling_opts_set(struct sampling_opts *o, const char *name, const char *value) {
+    double x;
+    if (!strcmp(name, "--seed")) {
+        if (!number(value, 0, 4294967295.0, &x))
+            return -1;
+        o->seed = (uint32_t)x;
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (strcmp(name, rows[i].name))
+            continue;
+        if (!number(value, rows[i].lo, rows[i].hi, &x))
+            return -1;
+        char *field = (char *)o + rows[i].offset;
+        if (rows[i].is_int)
+            *(int *)field = (int)x;
+        else
+            *(float *)field = (float)x;
+        return 1;
+    }
+    return 0;
+}
+
+const char *sampling_opts_usage(void) {
+    return "  --temp T              temperature (default 0.8; 0 = greedy)\n"
+           "  --top-k K             keep the K most likely tokens (default 40; 0 = all)\n"
+           "  --top-p P             smallest set with probability P (default 0.95)\n"
+           "  --min-p P             drop tokens below P x the best one's probability (0.05)\n"
+           "  --typical P           locally typical sampling (default 1 = off)\n"
+           "  --top-n-sigma N       drop logits below max - N stddev (default -1 = off)\n"
+           "  --repeat-penalty R    over the last --repeat-last-n tokens (default 1 = off, 64)\n"
+           "  --presence-penalty P, --frequency-penalty F   (default 0)\n"
+           "  --dry-multiplier M    DRY repetition penalty (default 0 = off); --dry-base B\n"
+           "                        (1.75), --dry-allowed-length N (2), --dry-penalty-last-n N\n"
+           "                        (-1 = the context)\n"
+           "  --xtc-probability P, --xtc-threshold T   exclude top choices (default 0, 0.1)\n"
+           "  --mirostat N          1 or 2 (default 0 = off); --mirostat-lr (0.1),\n"
+           "                        --mirostat-ent (5.0)\n"
+           "  --seed S              random seed (default 1234)\n";
+}
+
+/* llama.cpp's chain: penalties -> DRY -> top-n-sigma -> top-k -> typical -> top-p -> min-p ->
+ * XTC -> temperature -> dist, or temperature -> mirostat; temperature <= 0 picks greedily
+ * after the penalties. */
+enum ox_status sampling_opts_chain(const struct sampling_opts *o, const struct ox_model *m,
+                                   int32_t n_ctx, struct ox_sampler **out) {
+    static const char *const breakers[] = {"\n", ":", "\"", "*"};
+    struct ox_sampler *s;
+    enum ox_status st = ox_sampler_create(&s);
+    if (st != OX_OK)
+        return st;
+    int32_t dry_last_n = o->dry_penalty_last_n < 0 ? n_ctx : o->dry_penalty_last_n;
+    st = ox_sampler_add_penalties(s, o->repeat_last_n, o->repeat_penalty, o->frequency_penalty,
+                                  o->presence_penalty);
+    if (st == OX_OK && o->dry_multiplier > 0)
+        st = ox_sampler_add_dry(s, ox_model_vocab(m), o->dry_multiplier, o->dry_base,
+                                o->dry_allowed_length, dry_last_n, breakers, 4);
+    if (st == OX_OK && o->temp <= 0) {
+        st = ox_sampler_add_greedy(s);
+    } else if (st == OX_OK && o->mirostat > 0) {
+        st = ox_sampler_add_temp(s, o->temp);
+        if (st == OX_OK)
+            st = o->mirostat == 1
+                     ? ox_sampler_add_mirostat(s, ox_model_n_vocab(m), o->seed, o->mirostat_ent,
+                                               o->mirostat_lr, 100)
+                     : ox_sampler_add_mirostat_v2(s, o->seed, o->mirostat_ent, o->mirostat_lr);
+    } else if (st == OX_OK) {
+        if (o->top_n_sigma > 0)
+            st = ox_sampler_add_top_n_sigma(s, o->top_n_sigma);
+        if (st == OX_OK && o->top_k > 0)
+            st = ox_sampler_add_top_k(s, o->top_k);
+        if (st == OX_OK && o->typical < 1)
+            st = ox_sampler_add_typical(s, o->typical, 1);
+        if (st == OX_OK)
+            st = ox_sampler_add_top_p(s, o->top_p, 1);
+        if (st == OX_OK)
+            st = ox_sampler_add_min_p(s, o->min_p, 1);
+        if (st == OX_OK && o->xtc_probability > 0)
+            st = ox_sampler_add_xtc(s, o->xtc_probability, o->xtc_threshold, 1, o->seed);
+        if (st == OX_OK)
+            st = ox_sampler_add_temp(s, o->temp);
+        if (st == OX_OK)
+            st = ox_sampler_add_dist(s, o->seed);
+    }
+    if (st != OX_OK) {
+        ox_sampler_free(s);
+        return st;
+    }
+    *out = s;
+    return OX_OK;
+}
