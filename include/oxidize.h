@@ -493,6 +493,12 @@ struct ox_logit_bias {
 /* The n entries are copied; tokens must be >= 0. */
 OX_API enum ox_status ox_sampler_add_logit_bias(struct ox_sampler *s,
                                                 const struct ox_logit_bias *bias, size_t n);
+/* A GBNF grammar (llama.cpp's format) constraining what may be sampled: candidates whose
+ * text cannot continue the parse are excluded, end-of-generation tokens are kept only where
+ * the grammar may end, and accepted tokens advance it. Add it first in the chain. A grammar
+ * that does not parse is refused (OX_ERR_FORMAT, with the line and the reason). */
+OX_API enum ox_status ox_sampler_add_grammar(struct ox_sampler *s, const struct ox_vocab *vocab,
+                                             const char *gbnf, size_t len);
 /* Pick a token from n_vocab logits (not modified); -1 when the chain cannot pick (empty
  * chain, no final greedy/dist/mirostat stage, n_vocab < 1). Not thread-safe per sampler. */
 OX_API ox_token ox_sampler_sample(struct ox_sampler *s, const float *logits, int32_t n_vocab);

@@ -18,7 +18,7 @@
     } while (0)
 
 struct run_opts {
-    const char *model, *prompt, *file;
+    const char *model, *prompt, *file, *grammar_file;
     int n_predict, n_ctx, n_threads;
     struct sampling_opts sampling;
 };
@@ -54,6 +54,8 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
         return (o->prompt = v) != NULL;
     if (!strcmp(a, "-f"))
         return (o->file = v) != NULL;
+    if (!strcmp(a, "--grammar-file"))
+        return (o->grammar_file = v) != NULL;
     if (!strcmp(a, "-n") && parse_number(v, 0, 1 << 24, &x))
         return (o->n_predict = (int)x), true;
     if (!strcmp(a, "-c") && parse_number(v, 8, 1 << 24, &x))
@@ -181,6 +183,13 @@ int cmd_run(int argc, char **argv) {
     char *text = o.file ? cmd_read_file("run", o.file, &text_len) : NULL;
     if (o.file && !text)
         return 1;
+    size_t grammar_len = 0;
+    char *grammar = o.grammar_file ? cmd_read_file("run", o.grammar_file, &grammar_len) : NULL;
+    if (o.grammar_file && !grammar) {
+        free(text);
+        return 1;
+    }
+    o.sampling.grammar = grammar, o.sampling.grammar_len = grammar_len;
     struct session s = {0};
     double t0 = now_s();
     enum ox_status st = setup(&s, &o, o.prompt ? o.prompt : text);
@@ -199,5 +208,6 @@ int cmd_run(int argc, char **argv) {
     ox_context_free(s.ctx);
     ox_model_free(s.model);
     free(text);
+    free(grammar);
     return st == OX_OK ? 0 : 1;
 }

@@ -107,12 +107,13 @@ const char *sampling_opts_usage(void) {
            "  --xtc-probability P, --xtc-threshold T   exclude top choices (default 0, 0.1)\n"
            "  --mirostat N          1 or 2 (default 0 = off); --mirostat-lr (0.1),\n"
            "                        --mirostat-ent (5.0)\n"
-           "  --seed S              random seed (default 1234)\n";
+           "  --seed S              random seed (default 1234)\n"
+           "  --grammar-file F      constrain the output to a GBNF grammar (llama.cpp's format)\n";
 }
 
-/* llama.cpp's chain: penalties -> DRY -> top-n-sigma -> top-k -> typical -> top-p -> min-p ->
- * XTC -> temperature -> dist, or temperature -> mirostat; temperature <= 0 picks greedily
- * after the penalties. */
+/* llama.cpp's chain: the grammar, then penalties -> DRY -> top-n-sigma -> top-k -> typical -> top-p
+ * -> min-p -> XTC -> temperature -> dist, or temperature -> mirostat; temperature <= 0 picks
+ * greedily after the penalties. */
 enum ox_status sampling_opts_chain(const struct sampling_opts *o, const struct ox_model *m,
                                    int32_t n_ctx, struct ox_sampler **out) {
     static const char *const breakers[] = {"\n", ":", "\"", "*"};
@@ -121,8 +122,11 @@ enum ox_status sampling_opts_chain(const struct sampling_opts *o, const struct o
     if (st != OX_OK)
         return st;
     int32_t dry_last_n = o->dry_penalty_last_n < 0 ? n_ctx : o->dry_penalty_last_n;
-    st = ox_sampler_add_penalties(s, o->repeat_last_n, o->repeat_penalty, o->frequency_penalty,
-                                  o->presence_penalty);
+    if (o->grammar)
+        st = ox_sampler_add_grammar(s, ox_model_vocab(m), o->grammar, o->grammar_len);
+    if (st == OX_OK)
+        st = ox_sampler_add_penalties(s, o->repeat_last_n, o->repeat_penalty, o->frequency_penalty,
+                                      o->presence_penalty);
     if (st == OX_OK && o->dry_multiplier > 0)
         st = ox_sampler_add_dry(s, ox_model_vocab(m), o->dry_multiplier, o->dry_base,
                                 o->dry_allowed_length, dry_last_n, breakers, 4);

@@ -18,6 +18,8 @@ struct sampling_opts {
     int mirostat;
     float mirostat_lr, mirostat_ent;
     uint32_t seed;
+    const char *grammar; /* GBNF text (owned by the caller), or NULL */
+    size_t grammar_len;
 };
 
 /* llama.cpp's defaults. */

@@ -6,6 +6,7 @@ usage: test_run.py PATH/TO/oxidize   (reference data from $OX_TESTDATA)
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -103,6 +104,26 @@ def test_sampling_flags():
         check(p.returncode == 2, "%s refused" % args)
 
 
+def test_grammar(tmp):
+    """--grammar-file: the continuation is exactly a sentence of the grammar, ended where the
+    grammar ends; a grammar that does not parse is refused with its reason."""
+    g = os.path.join(tmp, "g.gbnf")
+    with open(g, "w") as f:
+        f.write('root ::= " unto " ("the LORD" | "Moses") ", " [A-Z] [a-z]+ "."\n')
+    for seed in ("1", "2", "3"):
+        p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "And God said",
+                            "-n", "40", "--seed", seed, "-t", "2", "--grammar-file", g],
+                           capture_output=True)
+        out = p.stdout.decode("utf-8", "replace").rstrip("\n")[len("And God said"):]
+        check(p.returncode == 0 and re.fullmatch(r" ?unto (the LORD|Moses), [A-Z][a-z]+\.", out),
+              "grammar seed %s: %r" % (seed, out))
+    with open(g, "w") as f:
+        f.write('root ::= "a" missing\n')
+    p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "x", "--grammar-file",
+                        g], capture_output=True)
+    check(p.returncode == 1 and b"missing" in p.stderr, "undefined rule refused: %r" % p.stderr)
+
+
 def test_errors():
     long_prompt = "word " * 3000
     p = subprocess.run([OXIDIZE, "run", "-m", model("llama-f32"), "-p", long_prompt, "-c", "64"],
@@ -125,6 +146,7 @@ def main():
         test_greedy_text()
         test_logits(tmp)
         test_sampling_flags()
+        test_grammar(tmp)
         test_errors()
     print("test_run: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)
