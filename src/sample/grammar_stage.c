@@ -52,6 +52,17 @@ static void apply(struct smp_ext *e, struct smp_array *c, struct smp_scratch *s)
             c->data[gs->cand_index[k]].logit = -INFINITY;
 }
 
+static bool allows(struct smp_ext *e, int32_t token) {
+    struct grammar_stage *gs = (struct grammar_stage *)e;
+    if (token < 0 || token >= gs->n_vocab)
+        return false;
+    if (gs->eog[token])
+        return gram_state_can_end(gs->state);
+    const char *text = gs->text[token];
+    bool ok = false;
+    return gram_state_filter(gs->state, &text, &gs->len[token], 1, &ok) == OX_OK && ok;
+}
+
 static void accept(struct smp_ext *e, int32_t token) {
     struct grammar_stage *gs = (struct grammar_stage *)e;
     if (token < 0 || token >= gs->n_vocab || gs->eog[token])
@@ -115,7 +126,7 @@ enum ox_status ox_sampler_add_grammar(struct ox_sampler *s, const struct ox_voca
     struct grammar_stage *gs = calloc(1, sizeof *gs);
     if (!gs)
         return ox_fail(OX_ERR_OOM, "grammar: out of memory");
-    gs->ext = (struct smp_ext){apply, accept, reset, stage_free, false};
+    gs->ext = (struct smp_ext){apply, accept, reset, stage_free, false, allows};
     gs->vocab = vocab;
     gs->n_vocab = ox_vocab_n_tokens(vocab);
     enum ox_status st = gram_parse(gbnf, len, &gs->g);

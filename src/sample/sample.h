@@ -36,6 +36,10 @@ struct smp_ext {
     void (*reset)(struct smp_ext *e);                 /* may be NULL */
     void (*free)(struct smp_ext *e);
     bool picks; /* sets c->selected, so it may end a chain (mirostat) */
+    /* A constraint (grammar) may also answer for one token: the chain first samples without
+     * its constraints and keeps the pick if they all allow it, re-running with them only when
+     * one does not (llama.cpp's common sampler does the same). NULL: not a constraint. */
+    bool (*allows)(struct smp_ext *e, int32_t token);
 };
 
 /* Append e to the chain; takes ownership (freed on failure). */

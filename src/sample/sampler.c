@@ -348,11 +348,15 @@ static void run_stage(struct ox_sampler *s, const struct stage *st, struct smp_a
     }
 }
 
+static bool is_constraint(const struct stage *st) {
+    return st->kind == STAGE_EXT && st->ext->allows;
+}
+
 /* Like llama_sampler_sample: candidates (id, logit, 0) in id order, unsorted, then every
- * stage in turn. */
-enum ox_status smp_sampler_apply(struct ox_sampler *s, const float *logits, int32_t n_vocab,
-                                 const struct smp_cand **cands, size_t *n_cands,
-                                 ptrdiff_t *selected) {
+ * stage in turn (constraint stages too, unless skip_constraints). */
+static enum ox_status apply_chain(struct ox_sampler *s, const float *logits, int32_t n_vocab,
+                                  bool skip_constraints, const struct smp_cand **cands,
+                                  size_t *n_cands, ptrdiff_t *selected) {
     if (!s || !logits || n_vocab < 1)
         return ox_fail(OX_ERR_INVALID_ARG, "sampler: need a sampler, logits and n_vocab >= 1");
     if (!reserve(s, (size_t)n_vocab))
@@ -361,11 +365,33 @@ enum ox_status smp_sampler_apply(struct ox_sampler *s, const float *logits, int3
         s->cur[i] = (struct smp_cand){.id = i, .logit = logits[i], .p = 0.0f};
     struct smp_array c = {.data = s->cur, .size = (size_t)n_vocab, .selected = -1};
     for (int i = 0; i < s->n_stages; i++)
-        run_stage(s, &s->stages[i], &c);
+        if (!skip_constraints || !is_constraint(&s->stages[i]))
+            run_stage(s, &s->stages[i], &c);
     *cands = c.data;
     *n_cands = c.size;
     *selected = c.selected;
     return OX_OK;
+}
+
+enum ox_status smp_sampler_apply(struct ox_sampler *s, const float *logits, int32_t n_vocab,
+                                 const struct smp_cand **cands, size_t *n_cands,
+                                 ptrdiff_t *selected) {
+    return apply_chain(s, logits, n_vocab, false, cands, n_cands, selected);
+}
+
+static bool has_constraints(const struct ox_sampler *s) {
+    for (int i = 0; i < s->n_stages; i++)
+        if (is_constraint(&s->stages[i]))
+            return true;
+    return false;
+}
+
+/* Whether every constraint stage allows token. */
+static bool constraints_allow(struct ox_sampler *s, int32_t token) {
+    for (int i = 0; i < s->n_stages; i++)
+        if (is_constraint(&s->stages[i]) && !s->stages[i].ext->allows(s->stages[i].ext, token))
+            return false;
+    return true;
 }
 
 /* The header's contract is stricter than llama.cpp's (which asserts on a missing pick and
@@ -381,7 +407,14 @@ ox_token ox_sampler_sample(struct ox_sampler *s, const float *logits, int32_t n_
     const struct smp_cand *cands;
     size_t n;
     ptrdiff_t sel;
-    if (smp_sampler_apply(s, logits, n_vocab, &cands, &n, &sel) != OX_OK)
+    bool constrained = has_constraints(s);
+    if (constrained) { /* constraints cost far more than the rest: try without them first */
+        if (apply_chain(s, logits, n_vocab, true, &cands, &n, &sel) != OX_OK)
+            return -1;
+        if (sel >= 0 && (size_t)sel < n && constraints_allow(s, cands[sel].id))
+            return cands[sel].id;
+    }
+    if (apply_chain(s, logits, n_vocab, false, &cands, &n, &sel) != OX_OK)
         return -1;
     if (sel < 0 || (size_t)sel >= n)
         return -1;
