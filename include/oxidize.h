@@ -508,6 +508,39 @@ OX_API void ox_sampler_reset(struct ox_sampler *s);
  * history (penalties, DRY); ox_sampler_sample does not do it, as llama.cpp's. */
 OX_API enum ox_status ox_sampler_accept(struct ox_sampler *s, ox_token token);
 
+/* ---- Chat templates ---------------------------------------------------------------------- */
+
+/* One message of a conversation. */
+struct ox_chat_message {
+    const char *role;    /* "system", "user", "assistant", "tool" */
+    const char *content;
+};
+
+/* Render a conversation with a chat template (Hugging Face's Jinja subset, rendered as
+ * transformers does: trim_blocks, lstrip_blocks, tojson without ASCII escaping). tmpl is the
+ * template text, or NULL for the model's own (tokenizer.chat_template); bos_token and
+ * eos_token are the model's. tools_json: a JSON array of tool definitions, or NULL. Writes at
+ * most cap bytes (no NUL) and sets *len to the full length (snprintf rule). A template that
+ * raises, or does not parse, gives OX_ERR_FORMAT with its message. */
+OX_API enum ox_status ox_chat_apply_template(const struct ox_model *model, const char *tmpl,
+                                             const struct ox_chat_message *msgs, size_t n_msgs,
+                                             bool add_generation_prompt, const char *tools_json,
+                                             char *buf, size_t cap, size_t *len);
+
+/* The same from JSON: messages_json is a JSON array of message objects (with any extra
+ * fields a template reads, e.g. tool_calls), tools_json an array or NULL, bos/eos the token
+ * texts (NULL: empty); now: the Unix time strftime_now() reports (0: the clock). *out is
+ * malloc'd (free() it) and NUL-terminated. */
+OX_API enum ox_status ox_chat_render_json(const char *tmpl, const char *messages_json,
+                                          const char *tools_json, bool add_generation_prompt,
+                                          const char *bos_token, const char *eos_token,
+                                          int64_t now, char **out, size_t *len);
+
+/* The model's chat template text (tokenizer.chat_template), NUL-terminated and owned by the
+ * model; with a name, tokenizer.chat_template.NAME, valid until the next named call on the
+ * same thread. NULL when there is none. */
+OX_API const char *ox_model_chat_template(const struct ox_model *model, const char *name);
+
 /* ---- GGUF files (read-only inspection) --------------------------------------------------- */
 
 /* GGUF metadata value types, with the file format's numeric ids. */

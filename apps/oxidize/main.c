@@ -15,6 +15,7 @@ struct command {
 static const struct command commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"bench", cmd_bench, "measure prompt and generation speed (llama-bench's method)"},
+    {"chat-template", cmd_chat_template, "render a conversation with a chat template"},
     {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},
     {"logits", cmd_logits, "write a model's logits for given tokens (for checking)"},
     {"perplexity", cmd_perplexity, "measure perplexity on a text (llama.cpp's method)"},

@@ -17,6 +17,14 @@ static enum ox_status load(struct ox_model *m, const char *path, const struct ox
     OX_TRY(ox_vocab_load(path, &m->vocab));
     OX_TRY(model_bind_weights(m));
     model_pack_weights(m);
+    const char *tmpl;
+    uint64_t tmpl_len;
+    if (gguf_find(m->gguf, "tokenizer.chat_template") &&
+        gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl, &tmpl_len) == OX_OK &&
+        (m->chat_template = malloc((size_t)tmpl_len + 1)) != NULL) {
+        memcpy(m->chat_template, tmpl, (size_t)tmpl_len);
+        m->chat_template[tmpl_len] = '\0';
+    }
     if (ox_vocab_n_tokens(m->vocab) > m->cfg.n_vocab)
         return ox_fail(OX_ERR_FORMAT, "model: %d tokens but token_embd has %d rows",
                        ox_vocab_n_tokens(m->vocab), m->cfg.n_vocab);
@@ -50,6 +58,7 @@ void ox_model_free(struct ox_model *m) {
         backend_cpu_pack_free((void *)m->weights[i].packed);
     free(m->layers);
     free(m->weights);
+    free(m->chat_template);
     ox_vocab_free(m->vocab);
     gguf_free(m->gguf);
     free(m);
@@ -87,4 +96,24 @@ size_t ox_model_desc(const struct ox_model *m, char *buf, size_t cap) {
     int len = snprintf(buf, cap, "%s %.1f%s %s", m->cfg.arch->name, n / (n >= 1e9 ? 1e9 : 1e6),
                        unit, type);
     return len < 0 ? 0 : (size_t)len;
+}
+
+const char *ox_model_chat_template(const struct ox_model *m, const char *name) {
+    if (!m)
+        return NULL;
+    if (!name)
+        return m->chat_template;
+    char key[256]; /* named variants are rare: read from the file each time */
+    static _Thread_local char *named;
+    snprintf(key, sizeof key, "tokenizer.chat_template.%s", name);
+    const char *t;
+    uint64_t len;
+    if (!gguf_find(m->gguf, key) || gguf_get_str(m->gguf, key, &t, &len) != OX_OK)
+        return NULL;
+    free(named);
+    if (!(named = malloc((size_t)len + 1)))
+        return NULL;
+    memcpy(named, t, (size_t)len);
+    named[len] = '\0';
+    return named;
 }

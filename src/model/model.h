@@ -62,6 +62,7 @@ struct ox_model {
     const struct weight *tok_embd, *pos_embd, *output_norm, *output_norm_b, *output, *output_b;
     struct layer_weights *layers;
     uint64_t n_params;
+    char *chat_template; /* tokenizer.chat_template, NUL-terminated, or NULL */
 };
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);

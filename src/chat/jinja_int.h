@@ -1,0 +1,152 @@
+/* jinja_int.h: the engine's internals shared by the lexer, parser, evaluator and builtins. */
+#ifndef OX_CHAT_JINJA_INT_H
+#define OX_CHAT_JINJA_INT_H
+
+#include <string.h>
+
+#include "chat/jinja.h"
+
+/* Growable byte buffer (malloc'd), used for output and string building. A put past limit
+ * (when non-zero) fails, so printing a huge shared structure cannot exhaust memory. */
+struct jbuf {
+    char *p;
+    size_t len, cap, limit;
+};
+
+enum jnode_type {
+    N_TEXT,
+    N_OUTPUT,
+    N_IF,
+    N_FOR,
+    N_SET,
+    N_SETBLOCK,
+    N_MACRO,
+    N_BREAK,
+    N_CONTINUE,
+    N_BLOCKLIST,
+    N_LIT,
+    N_NAME,
+    N_ATTR,
+    N_ITEM,
+    N_SLICE,
+    N_CALL,
+    N_FILTER,
+    N_TEST,
+    N_BINOP,
+    N_UNOP,
+    N_AND,
+    N_OR,
+    N_NOT,
+    N_COND,
+    N_LISTLIT,
+    N_DICTLIT,
+    N_KWARG,
+    N_NONE_NODE
+};
+
+/* One AST node; which fields mean what depends on type (see parse.c). */
+struct jnode {
+    enum jnode_type type;
+    int line;
+    const char *name;            /* identifier, operator, filter/test name */
+    struct jv lit;               /* N_LIT */
+    struct jnode *a, *b, *c, *d; /* operands / bodies */
+    struct jnode **kids;         /* statement lists, call args, list items */
+    int nkids;
+    const char **names; /* for targets, macro params */
+    int nnames;
+};
+
+struct jtemplate {
+    struct jarena *arena; /* AST and literal storage */
+    struct jnode *root;
+};
+
+struct jfunc {
+    const char *name;
+    struct jnode *macro; /* a macro, or NULL for a builtin */
+    struct jv bound;     /* builtin method: the receiver */
+    int builtin;         /* index into the builtin table */
+};
+
+/* Scope: a chain of small dicts. */
+struct jscope {
+    struct jdict *vars;
+    struct jscope *parent;
+};
+
+struct jctx {
+    struct jarena *arena;
+    struct jbuf *out;
+    const struct jinja_opts *opts;
+    struct jscope *globals;
+    struct jscope *scope; /* innermost: for loops and macro calls push one */
+    int depth;
+    int64_t iterations;
+    int loop_ctl; /* 1 = break, 2 = continue */
+    int line;
+    jmp_buf fail;
+    char err[512];
+    enum ox_status status;
+};
+
+/* Fail the render (longjmp to the top); the message gets the current line. */
+_Noreturn void jfail(struct jctx *c, const char *fmt, ...) OX_PRINTF(2, 3);
+
+/* Buffers. */
+int jbuf_put(struct jbuf *b, const char *s, size_t n);
+static inline int jbuf_puts(struct jbuf *b, const char *s) {
+    return jbuf_put(b, s, strlen(s));
+}
+
+/* Value helpers (value.c). */
+struct jv jv_undef(void);
+struct jv jv_none(void);
+struct jv jv_bool(int b);
+struct jv jv_int(int64_t i);
+struct jv jv_float(double f);
+struct jv jv_str(struct jarena *a, const char *s, size_t n);
+struct jv jv_cstr(struct jarena *a, const char *s);
+struct jv jv_list(struct jarena *a);
+struct jv jv_dict(struct jarena *a);
+int jv_list_push(struct jarena *a, struct jlist *l, struct jv v);
+int jv_dict_set(struct jarena *a, struct jdict *d, struct jv k, struct jv v);
+struct jv *jv_dict_get(const struct jdict *d, struct jv k);
+struct jv *jv_dict_gets(const struct jdict *d, const char *k);
+int jv_truthy(struct jv v);
+int jv_equal(struct jv a, struct jv b);
+int jv_compare(struct jv a, struct jv b, int *ok); /* <0, 0, >0 */
+/* str() in Python terms (strings as-is, containers as repr). */
+int jv_to_str(struct jbuf *b, struct jv v);
+int jv_repr(struct jbuf *b, struct jv v);
+int jv_fmt_float(struct jbuf *b, double f);
+/* tojson: indent < 0 means compact-with-spaces (Python's json.dumps default). */
+enum { JSON_SORT_KEYS = 1, JSON_ASCII = 2 };
+int jv_to_json(struct jbuf *b, struct jv v, int indent, int level, int flags);
+const char *jv_kind_name(enum jv_kind k);
+/* Byte offsets of a string's characters (n + 1 entries, the last = len), so indexing, slicing
+ * and iteration work per code point as in Python. Returns n. */
+size_t jv_char_offsets(struct jarena *a, const struct jstr *s, size_t **offs);
+
+/* Lexer/parser (lex.c, parse.c). */
+struct jtok;
+
+/* Evaluator (eval.c) and builtins (builtins.c). */
+struct jv jeval(struct jctx *c, struct jnode *n);
+void jexec(struct jctx *c, struct jnode *n);
+struct jv jcall_value(struct jctx *c, struct jv fn, struct jv *args, int nargs,
+                      const char **kwnames, struct jv *kwvals, int nkw);
+struct jv jfilter(struct jctx *c, const char *name, struct jv v, struct jv *args, int nargs,
+                  const char **kwnames, struct jv *kwvals, int nkw);
+int jtest(struct jctx *c, const char *name, struct jv v, struct jv *args, int nargs);
+struct jv jattr(struct jctx *c, struct jv obj, const char *name);
+struct jv jglobal_builtin(struct jctx *c, const char *name);
+/* loop.cycle(a, b, ...) for iteration index0. */
+struct jv jloop_cycle(struct jctx *c, int64_t index0);
+struct jv jcall_builtin(struct jctx *c, struct jfunc *f, struct jv *args, int nargs,
+                        const char **kwnames, struct jv *kwvals, int nkw);
+struct jv jcall_macro(struct jctx *c, struct jnode *m, struct jv *args, int nargs, const char **kwn,
+                      struct jv *kwv, int nkw);
+struct jv jstr_of(struct jctx *c, struct jv v);
+
+#endif

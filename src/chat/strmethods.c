@@ -1,0 +1,330 @@
+/* strmethods.c: Python str methods (strip, split, replace, format, ...) on template strings. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <utf8proc.h>
+
+#include "chat/builtins_int.h"
+
+static int is_pyspace(unsigned char ch) {
+    return ch == ' ' || (ch >= '\t' && ch <= '\r') || ch == 0x1c || ch == 0x1d || ch == 0x1e ||
+           ch == 0x1f;
+}
+
+static int in_chars(const char *chars, unsigned char ch) {
+    return chars ? (ch && strchr(chars, ch) != NULL) : is_pyspace(ch);
+}
+
+struct jv jstrip(struct jctx *c, struct jv s, const char *chars, int which) {
+    const char *p = s.u.s->p, *e = p + s.u.s->len;
+    if (which & 1)
+        while (p < e && in_chars(chars, (unsigned char)*p))
+            p++;
+    if (which & 2)
+        while (e > p && in_chars(chars, (unsigned char)e[-1]))
+            e--;
+    return jv_str(c->arena, p, (size_t)(e - p));
+}
+
+static const char *find_sub(const char *p, const char *e, const char *sub, size_t n) {
+    if (!n)
+        return p;
+    for (; p + n <= e; p++)
+        if (!memcmp(p, sub, n))
+            return p;
+    return NULL;
+}
+
+struct jv jreplace(struct jctx *c, struct jv s, const char *old, const char *rep, int64_t count) {
+    struct jbuf b = {.limit = c->opts->max_output};
+    const char *p = s.u.s->p, *e = p + s.u.s->len;
+    size_t on = strlen(old), rn = strlen(rep);
+    int64_t done = 0;
+    if (!on) { /* Python inserts rep between every character */
+        while (count < 0 || done < count) {
+            jbuf_put(&b, rep, rn);
+            done++;
+            if (p >= e)
+                break;
+            jbuf_put(&b, p++, 1);
+        }
+        jbuf_put(&b, p, (size_t)(e - p));
+    } else {
+        const char *q;
+        while ((count < 0 || done < count) && (q = find_sub(p, e, old, on))) {
+            jbuf_put(&b, p, (size_t)(q - p));
+            jbuf_put(&b, rep, rn);
+            p = q + on;
+            done++;
+            if (b.len > c->opts->max_output)
+                break;
+        }
+        jbuf_put(&b, p, (size_t)(e - p));
+    }
+    if (b.len > c->opts->max_output) {
+        free(b.p);
+        jfail(c, "replace: result too long");
+    }
+    struct jv r = jv_str(c->arena, b.p ? b.p : "", b.len);
+    free(b.p);
+    return r;
+}
+
+struct jv jsplit(struct jctx *c, struct jv s, const char *sep, int64_t maxsplit) {
+    struct jv l = jv_list(c->arena);
+    const char *p = s.u.s->p, *e = p + s.u.s->len;
+    if (!sep) { /* runs of whitespace, no empty strings */
+        for (;;) {
+            while (p < e && is_pyspace((unsigned char)*p))
+                p++;
+            if (p >= e)
+                break;
+            const char *q = p;
+            if (maxsplit >= 0 && (int64_t)l.u.l->n >= maxsplit)
+                q = e;
+            else
+                while (q < e && !is_pyspace((unsigned char)*q))
+                    q++;
+            if (q == e && maxsplit >= 0)
+                while (q > p && is_pyspace((unsigned char)q[-1]))
+                    q--;
+            jv_list_push(c->arena, l.u.l, jv_str(c->arena, p, (size_t)(q - p)));
+            p = q;
+            if (p >= e)
+                break;
+        }
+        return l;
+    }
+    size_t n = strlen(sep);
+    if (!n)
+        jfail(c, "split: empty separator");
+    const char *q;
+    while ((maxsplit < 0 || (int64_t)l.u.l->n < maxsplit) && (q = find_sub(p, e, sep, n))) {
+        jv_list_push(c->arena, l.u.l, jv_str(c->arena, p, (size_t)(q - p)));
+        p = q + n;
+    }
+    jv_list_push(c->arena, l.u.l, jv_str(c->arena, p, (size_t)(e - p)));
+    return l;
+}
+
+/* Case mapping per code point (utf8proc's simple mappings, so "é" -> "É" like Python). */
+struct jv jcase(struct jctx *c, struct jv s, int mode) {
+    struct jbuf b = {.limit = c->opts->max_output};
+    const uint8_t *p = (const uint8_t *)s.u.s->p;
+    utf8proc_ssize_t left = (utf8proc_ssize_t)s.u.s->len;
+    int start = 1, prev_cased = 0;
+    for (size_t i = 0; left > 0; i++) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t n = utf8proc_iterate(p, left, &cp);
+        if (n <= 0) { /* invalid UTF-8: copy the byte unchanged */
+            cp = -1;
+            n = 1;
+        }
+        int up;
+        if (mode == 0 || mode == 1)
+            up = mode;
+        else if (mode == 2)
+            up = i == 0;
+        else if (mode == 3) /* Jinja's title: words start after whitespace, '-' or brackets */
+            up = start;
+        else /* Python's str.title: a letter after a non-letter starts a word */
+            up = !prev_cased;
+        if (cp >= 0) {
+            utf8proc_uint8_t enc[4];
+            utf8proc_int32_t m = up ? utf8proc_toupper(cp) : utf8proc_tolower(cp);
+            jbuf_put(&b, (const char *)enc, (size_t)utf8proc_encode_char(m, enc));
+            start = is_pyspace((unsigned char)cp) || cp == '-' || cp == '(' || cp == '{' ||
+                    cp == '[' || cp == '<';
+            prev_cased = utf8proc_tolower(cp) != utf8proc_toupper(cp);
+        } else
+            jbuf_put(&b, (const char *)p, 1);
+        p += n;
+        left -= n;
+    }
+    struct jv r = jv_str(c->arena, b.p ? b.p : "", b.len);
+    free(b.p);
+    return r;
+}
+
+/* rsplit: only the separator form differs from split when maxsplit is given. */
+static struct jv rsplit(struct jctx *c, struct jv s, const char *sep, int64_t maxsplit) {
+    if (!sep || maxsplit < 0)
+        return jsplit(c, s, sep, maxsplit);
+    size_t n = strlen(sep);
+    if (!n)
+        jfail(c, "rsplit: empty separator");
+    struct jv parts = jv_list(c->arena);
+    const char *p = s.u.s->p, *e = p + s.u.s->len;
+    while ((int64_t)parts.u.l->n < maxsplit) {
+        const char *q = NULL;
+        for (const char *t = e - n; t >= p && !q; t--)
+            if (!memcmp(t, sep, n))
+                q = t;
+        if (!q)
+            break;
+        jv_list_push(c->arena, parts.u.l, jv_str(c->arena, q + n, (size_t)(e - q - n)));
+        e = q;
+    }
+    jv_list_push(c->arena, parts.u.l, jv_str(c->arena, p, (size_t)(e - p)));
+    struct jv out = jv_list(c->arena);
+    for (size_t i = parts.u.l->n; i-- > 0;)
+        jv_list_push(c->arena, out.u.l, parts.u.l->items[i]);
+    return out;
+}
+
+static int prefix_match(struct jv s, struct jv pre, int end) {
+    if (pre.kind != JV_STR)
+        return 0;
+    size_t n = pre.u.s->len;
+    if (n > s.u.s->len)
+        return 0;
+    return !memcmp(s.u.s->p + (end ? s.u.s->len - n : 0), pre.u.s->p, n);
+}
+
+/* str.format with {} / {0} / {name} fields and {{ }} escapes (no format specs). */
+static struct jv str_format(struct jctx *c, struct jv s, struct jcall *a) {
+    struct jbuf b = {.limit = c->opts->max_output};
+    const char *p = s.u.s->p, *e = p + s.u.s->len;
+    int auto_idx = 0;
+    while (p < e) {
+        if ((*p == '{' || *p == '}') && p + 1 < e && p[1] == *p) {
+            jbuf_put(&b, p, 1);
+            p += 2;
+            continue;
+        }
+        if (*p == '}') {
+            free(b.p);
+            jfail(c, "format: single '}' in format string");
+        }
+        if (*p != '{') {
+            jbuf_put(&b, p++, 1);
+            continue;
+        }
+        const char *q = memchr(p, '}', (size_t)(e - p));
+        if (!q) {
+            free(b.p);
+            jfail(c, "format: single '{' in format string");
+        }
+        char key[64];
+        size_t kn = (size_t)(q - p - 1) < sizeof key - 1 ? (size_t)(q - p - 1) : sizeof key - 1;
+        memcpy(key, p + 1, kn);
+        key[kn] = 0;
+        struct jv v;
+        if (!kn)
+            v = jarg(a, auto_idx++, NULL);
+        else if (isdigit((unsigned char)key[0]))
+            v = jarg(a, atoi(key), NULL);
+        else
+            v = jarg(a, -1, key);
+        if (v.kind == JV_UNDEF || memchr(p + 1, '{', (size_t)(q - p - 1))) {
+            free(b.p);
+            jfail(c, "format: no argument for field '%s'", key);
+        }
+        jv_to_str(&b, v);
+        p = q + 1;
+    }
+    struct jv r = jv_str(c->arena, b.p ? b.p : "", b.len);
+    free(b.p);
+    return r;
+}
+
+static struct jv str_join(struct jctx *c, struct jv s, struct jv items) {
+    if (items.kind != JV_LIST)
+        jfail(c, "join: expected a list");
+    struct jbuf b = {.limit = c->opts->max_output};
+    for (size_t i = 0; i < items.u.l->n; i++) {
+        if (i)
+            jbuf_put(&b, s.u.s->p, s.u.s->len);
+        jv_to_str(&b, items.u.l->items[i]);
+    }
+    struct jv r = jv_str(c->arena, b.p ? b.p : "", b.len);
+    free(b.p);
+    return r;
+}
+
+static struct jv str_pred(struct jv s, int (*pred)(int)) {
+    if (!s.u.s->len)
+        return jv_bool(0);
+    for (size_t i = 0; i < s.u.s->len; i++)
+        if (!pred((unsigned char)s.u.s->p[i]))
+            return jv_bool(0);
+    return jv_bool(1);
+}
+
+static int64_t int_arg(struct jcall *a, int i, const char *kw, int64_t dflt) {
+    struct jv v = jarg(a, i, kw);
+    return v.kind == JV_INT ? v.u.i : dflt;
+}
+
+struct jv jstr_method(struct jctx *c, struct jv s, struct jcall *a) {
+    const char *n = a->name;
+    if (!strcmp(n, "strip") || !strcmp(n, "lstrip") || !strcmp(n, "rstrip"))
+        return jstrip(c, s, jarg_str(c, a, 0, "chars", NULL),
+                      n[0] == 'l'   ? 1
+                      : n[0] == 'r' ? 2
+                                    : 3);
+    if (!strcmp(n, "split"))
+        return jsplit(c, s, jarg_str(c, a, 0, "sep", NULL), int_arg(a, 1, "maxsplit", -1));
+    if (!strcmp(n, "rsplit"))
+        return rsplit(c, s, jarg_str(c, a, 0, "sep", NULL), int_arg(a, 1, "maxsplit", -1));
+    if (!strcmp(n, "startswith") || !strcmp(n, "endswith")) {
+        struct jv pre = jarg(a, 0, NULL);
+        int end = n[0] == 'e';
+        if (pre.kind == JV_LIST) {
+            for (size_t i = 0; i < pre.u.l->n; i++)
+                if (prefix_match(s, pre.u.l->items[i], end))
+                    return jv_bool(1);
+            return jv_bool(0);
+        }
+        if (pre.kind != JV_STR)
+            jfail(c, "%s: expected a string", n);
+        return jv_bool(prefix_match(s, pre, end));
+    }
+    if (!strcmp(n, "upper") || !strcmp(n, "lower"))
+        return jcase(c, s, n[0] == 'u');
+    if (!strcmp(n, "capitalize"))
+        return jcase(c, s, 2);
+    if (!strcmp(n, "title"))
+        return jcase(c, s, 4);
+    if (!strcmp(n, "replace"))
+        return jreplace(c, s, jarg_str(c, a, 0, "old", ""), jarg_str(c, a, 1, "new", ""),
+                        int_arg(a, 2, "count", -1));
+    if (!strcmp(n, "find") || !strcmp(n, "rfind") || !strcmp(n, "index") || !strcmp(n, "count")) {
+        const char *sub = jarg_str(c, a, 0, "sub", "");
+        size_t sn = strlen(sub);
+        int64_t found = -1, cnt = 0;
+        for (size_t i = 0; i + sn <= s.u.s->len; i++)
+            if (!memcmp(s.u.s->p + i, sub, sn)) {
+                if (found < 0 || n[0] == 'r')
+                    found = (int64_t)i;
+                cnt++;
+                if (n[0] == 'c' && sn)
+                    i += sn - 1;
+            }
+        if (n[0] == 'c')
+            return jv_int(cnt);
+        if (n[0] == 'i' && found < 0)
+            jfail(c, "substring not found");
+        return jv_int(found);
+    }
+    if (!strcmp(n, "format"))
+        return str_format(c, s, a);
+    if (!strcmp(n, "join"))
+        return str_join(c, s, jarg(a, 0, NULL));
+    if (!strcmp(n, "splitlines")) {
+        struct jv l = jsplit(c, s, "\n", -1);
+        if (l.u.l->n && !l.u.l->items[l.u.l->n - 1].u.s->len)
+            l.u.l->n--;
+        return l;
+    }
+    if (!strcmp(n, "isdigit"))
+        return str_pred(s, isdigit);
+    if (!strcmp(n, "isalpha"))
+        return str_pred(s, isalpha);
+    if (!strcmp(n, "isalnum"))
+        return str_pred(s, isalnum);
+    if (!strcmp(n, "isspace"))
+        return str_pred(s, isspace);
+    jfail(c, "unknown string method %s", n);
+}
