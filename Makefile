@@ -46,9 +46,11 @@ test-asan:
 # libFuzzer targets (clang), each run for FUZZ_SECONDS from a seed corpus of the shared models.
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=Debug -DOX_FUZZ=ON >/dev/null
-	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer -- --no-print-directory
-	OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_gguf $(FUZZ_SECONDS)
-	OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_tokenizer $(FUZZ_SECONDS)
+	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar \
+	  -- --no-print-directory
+	for t in gguf tokenizer jinja grammar; do \
+	  OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_$$t $(FUZZ_SECONDS) || exit 1; \
+	done
 
 fuzz-long:
 	$(MAKE) fuzz FUZZ_SECONDS=3600

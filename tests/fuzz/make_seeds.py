@@ -4,7 +4,11 @@ input formats.
   make_seeds.py gguf DIR        small valid GGUF files (every value type, several tensor types)
   make_seeds.py tokenizer DIR   llama.cpp's tokenizer test inputs, one file per input, with the
                                 leading byte that picks the vocabulary and flags
+  make_seeds.py jinja DIR       the shared chat templates, each + NUL + a conversation as JSON
+  make_seeds.py grammar DIR     the shared GBNF grammars, each + NUL + a sample text
 """
+import glob
+import json
 import os
 import random
 import struct
@@ -86,7 +90,35 @@ def gguf_seeds(dest):
         f.write(gguf([("general.alignment", T_U32, 64)] + kvs, [("a", TYPES[3], [64])], rng, 64))
 
 
+def testdata():
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.environ.get("OX_TESTDATA") or os.path.join(here, "..", "..", "..", "shared",
+                                                         "testdata")
+
+
+def jinja_seeds(dest):
+    ctx = json.dumps({"messages": [{"role": "system", "content": "Be brief."},
+                                   {"role": "user", "content": "Hi \"there\"\n"},
+                                   {"role": "assistant", "content": "Hello!"}],
+                      "add_generation_prompt": True, "bos_token": "<s>", "eos_token": "</s>",
+                      "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]})
+    for i, path in enumerate(sorted(glob.glob(os.path.join(testdata(), "chat", "templates", "*")))):
+        with open(path, "rb") as f, open(os.path.join(dest, "t%02d" % i), "wb") as g:
+            g.write(f.read() + b"\0" + ctx.encode())
+
+
+def grammar_seeds(dest):
+    texts = [b'{"a": [1, 2.5, "x"]}', b"(1+2)*3", b"- item\n- two\n", b"1. e4 e5 2. Nf3", b"x"]
+    for i, path in enumerate(sorted(glob.glob(os.path.join(testdata(), "grammars", "*.gbnf")))):
+        with open(path, "rb") as f:
+            src = f.read()
+        for j, t in enumerate(texts):
+            with open(os.path.join(dest, "g%02d_%d" % (i, j)), "wb") as g:
+                g.write(src + b"\0" + t)
+
+
 if __name__ == "__main__":
     kind, dest = sys.argv[1], sys.argv[2]
     os.makedirs(dest, exist_ok=True)
-    {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds}[kind](dest)
+    {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "jinja": jinja_seeds,
+     "grammar": grammar_seeds}[kind](dest)
