@@ -8,6 +8,7 @@
 #include "cmd.h"
 #include "oxidize.h"
 #include "sampling_opts.h"
+#include "stop_filter.h"
 
 /* Return a failing status to the caller (the library's message stays in ox_last_error()). */
 #define TRY(expr)                                                                                  \
@@ -21,6 +22,8 @@ struct run_opts {
     const char *model, *prompt, *file, *grammar_file;
     int n_predict, n_ctx, n_threads;
     struct sampling_opts sampling;
+    const char *stop[STOP_MAX];
+    int n_stop;
 };
 
 static void usage(FILE *f) {
@@ -56,6 +59,8 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
         return (o->file = v) != NULL;
     if (!strcmp(a, "--grammar-file"))
         return (o->grammar_file = v) != NULL;
+    if (!strcmp(a, "--stop") && o->n_stop < STOP_MAX && *v)
+        return (o->stop[o->n_stop++] = v) != NULL;
     if (!strcmp(a, "-n") && parse_number(v, 0, 1 << 24, &x))
         return (o->n_predict = (int)x), true;
     if (!strcmp(a, "-c") && parse_number(v, 8, 1 << 24, &x))
@@ -142,7 +147,10 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
     const struct ox_vocab *v = ox_model_vocab(s->model);
     int n_gen = 0;
     const float *logits = ox_get_logits(s->ctx, (int32_t)((s->n_prompt - 1) % n_batch));
-    while (n_gen < o->n_predict) {
+    struct stop_filter stops = {.n_stop = o->n_stop};
+    memcpy(stops.stop, o->stop, sizeof o->stop);
+    bool stopped = false;
+    while (n_gen < o->n_predict && !stopped) {
         ox_token t = ox_sampler_sample(s->sampler, logits, ox_model_n_vocab(s->model));
         if (t < 0 || ox_vocab_is_eog(v, t))
             break;
@@ -150,8 +158,10 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
         const char *piece;
         size_t len;
         if (ox_detok_stream_push(s->stream, t, &piece, &len) == OX_OK)
-            fwrite(piece, 1, len, stdout), fflush(stdout);
+            stopped = stop_filter_push(&stops, piece, len, stdout), fflush(stdout);
         n_gen++;
+        if (stopped)
+            break;
         struct ox_batch b = {.n_tokens = 1, .token = &t};
         enum ox_status st = ox_decode(s->ctx, &b);
         if (st == OX_ERR_CONTEXT_FULL) {
@@ -165,7 +175,8 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
     const char *rest;
     size_t len;
     ox_detok_stream_flush(s->stream, &rest, &len);
-    fwrite(rest, 1, len, stdout);
+    stop_filter_push(&stops, rest, len, stdout);
+    stop_filter_finish(&stops, stdout);
     double t2 = now_s();
     printf("\n");
     fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %d tokens, %.1f tokens/s\n",

@@ -124,6 +124,26 @@ def test_grammar(tmp):
     check(p.returncode == 1 and b"missing" in p.stderr, "undefined rule refused: %r" % p.stderr)
 
 
+def test_stop():
+    """--stop: output ends right before the first stop string (never printed, even when it
+    spans tokens); the earliest of several wins; one that never appears changes nothing."""
+    def gen(*args):
+        p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "And God said",
+                            "-n", "40", "--temp", "0", "-t", "2", *args], capture_output=True)
+        check(p.returncode == 0, "run %s: %r" % (args, p.stderr[-200:]))
+        return p.stdout.rstrip(b"\n")
+    full = gen()
+    for stop in (b"of hosts", b"LORD,", b"D, I"):  # "D, I" spans three generated tokens
+        if stop in full:
+            check(gen("--stop", stop.decode()) == full[:full.index(stop)], "--stop %r" % stop)
+    check(gen("--stop", "never appears") == full, "absent stop string")
+    cut = gen("--stop", "God of", "--stop", "I am")
+    check(cut == full[:full.index(b"I am")], "earliest of two stops: %r" % cut[-30:])
+    p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "x", "--stop", ""],
+                       capture_output=True)
+    check(p.returncode == 2, "empty --stop refused")
+
+
 def test_errors():
     long_prompt = "word " * 3000
     p = subprocess.run([OXIDIZE, "run", "-m", model("llama-f32"), "-p", long_prompt, "-c", "64"],
@@ -147,6 +167,7 @@ def main():
         test_logits(tmp)
         test_sampling_flags()
         test_grammar(tmp)
+        test_stop()
         test_errors()
     print("test_run: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)
