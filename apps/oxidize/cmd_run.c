@@ -19,7 +19,8 @@
     } while (0)
 
 struct run_opts {
-    const char *model, *prompt, *file, *grammar_file;
+    const char *model, *prompt, *file, *grammar_file, *system, *chat_template;
+    bool chat;
     int n_predict, n_ctx, n_threads;
     struct sampling_opts sampling;
     const char *stop[STOP_MAX];
@@ -59,6 +60,10 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
         return (o->file = v) != NULL;
     if (!strcmp(a, "--grammar-file"))
         return (o->grammar_file = v) != NULL;
+    if (!strcmp(a, "-sys") || !strcmp(a, "--system"))
+        return (o->system = v) != NULL;
+    if (!strcmp(a, "--chat-template"))
+        return (o->chat_template = v) != NULL;
     if (!strcmp(a, "--stop") && o->n_stop < STOP_MAX && *v)
         return (o->stop[o->n_stop++] = v) != NULL;
     if (!strcmp(a, "-n") && parse_number(v, 0, 1 << 24, &x))
@@ -74,10 +79,15 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
 static int parse_args(int argc, char **argv, struct run_opts *o) {
     *o = (struct run_opts){.n_predict = 128, .n_ctx = 2048};
     sampling_opts_default(&o->sampling);
-    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
+    for (int i = 1; i < argc; i += 2) { /* every option but --chat takes a value */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--chat")) {
+            o->chat = true;
+            i--;
+            continue;
         }
         if (i + 1 >= argc || !set_option(o, argv[i], argv[i + 1])) {
             fprintf(stderr, "oxidize run: bad option or value: '%s'\n", argv[i]);
@@ -105,7 +115,42 @@ struct session {
     struct ox_detok_stream *stream;
     ox_token *prompt;
     size_t n_prompt;
+    char *chat_text; /* --chat: the rendered conversation */
 };
+
+/* Whether text begins with the vocabulary's BOS token text (templates often write it). */
+static bool starts_with_bos(const struct ox_vocab *v, const char *text) {
+    char bos[64];
+    ox_token t = ox_vocab_bos(v);
+    int32_t n = t >= 0 ? ox_token_to_piece(v, t, bos, sizeof bos, 0, true) : 0;
+    return n > 0 && (size_t)n <= sizeof bos && !strncmp(text, bos, (size_t)n);
+}
+
+/* --chat: the prompt as a user message (after an optional system one) in the chat template. */
+static enum ox_status chat_prompt(struct session *s, const struct run_opts *o, const char *text) {
+    size_t tlen;
+    char *tmpl = o->chat_template ? cmd_read_file("run", o->chat_template, &tlen) : NULL;
+    if (o->chat_template && !tmpl)
+        return OX_ERR_IO;
+    if (!tmpl && !ox_model_chat_template(s->model, NULL)) {
+        free(tmpl);
+        return ox_chat_apply_template(s->model, NULL, NULL, 0, true, NULL, NULL, 0, &tlen);
+    }
+    struct ox_chat_message msgs[2] = {{"system", o->system}, {"user", text}};
+    int first = o->system ? 0 : 1;
+    size_t need = 0;
+    enum ox_status st = ox_chat_apply_template(s->model, tmpl, msgs + first, (size_t)(2 - first),
+                                               true, NULL, NULL, 0, &need);
+    if (st == OX_OK && !(s->chat_text = malloc(need + 1)))
+        st = OX_ERR_OOM;
+    if (st == OX_OK)
+        st = ox_chat_apply_template(s->model, tmpl, msgs + first, (size_t)(2 - first), true, NULL,
+                                    s->chat_text, need, &need);
+    if (st == OX_OK)
+        s->chat_text[need] = '\0';
+    free(tmpl);
+    return st;
+}
 
 static enum ox_status setup(struct session *s, const struct run_opts *o, const char *text) {
     TRY(ox_model_load(o->model, NULL, &s->model));
@@ -118,12 +163,18 @@ static enum ox_status setup(struct session *s, const struct run_opts *o, const c
     TRY(ox_context_create(s->model, &cp, &s->ctx));
     TRY(sampling_opts_chain(&o->sampling, s->model, (int32_t)cp.n_ctx, &s->sampler));
     TRY(ox_detok_stream_create(v, false, &s->stream));
+    bool special = false, add_bos = true;
+    if (o->chat) { /* the template's rendering, whose special tokens are parsed as such */
+        TRY(chat_prompt(s, o, text));
+        text = s->chat_text, special = true;
+        add_bos = !starts_with_bos(v, text);
+    }
     size_t len = strlen(text), n = 0;
-    TRY(ox_tokenize(v, text, len, NULL, 0, &n, true, false));
+    TRY(ox_tokenize(v, text, len, NULL, 0, &n, add_bos, special));
     s->prompt = malloc((n ? n : 1) * sizeof *s->prompt);
     if (!s->prompt)
         return OX_ERR_OOM;
-    TRY(ox_tokenize(v, text, len, s->prompt, n, &s->n_prompt, true, false));
+    TRY(ox_tokenize(v, text, len, s->prompt, n, &s->n_prompt, add_bos, special));
     for (size_t i = 0; i < s->n_prompt; i++) /* penalties count the prompt, as llama.cpp's */
         TRY(ox_sampler_accept(s->sampler, s->prompt[i]));
     if (s->n_prompt == 0 || s->n_prompt >= cp.n_ctx) {
@@ -208,12 +259,14 @@ int cmd_run(int argc, char **argv) {
         char desc[128];
         ox_model_desc(s.model, desc, sizeof desc);
         fprintf(stderr, "loaded %s in %.2f s\n", desc, now_s() - t0);
-        fputs(o.prompt ? o.prompt : text, stdout); /* the continuation reads on from it */
+        if (!o.chat) /* the continuation reads on from the prompt; a chat answer stands alone */
+            fputs(o.prompt ? o.prompt : text, stdout);
         st = generate(&s, &o);
     }
     if (st != OX_OK && st != OX_ERR_CONTEXT_FULL)
         fprintf(stderr, "oxidize run: %s\n", ox_last_error());
     free(s.prompt);
+    free(s.chat_text);
     ox_detok_stream_free(s.stream);
     ox_sampler_free(s.sampler);
     ox_context_free(s.ctx);

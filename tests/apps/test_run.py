@@ -144,6 +144,26 @@ def test_stop():
     check(p.returncode == 2, "empty --stop refused")
 
 
+def test_chat():
+    """--chat renders the prompt as a user message (after -sys) with the chat template; a model
+    without one is refused unless --chat-template gives one."""
+    tmpl = os.path.join(DATA, "chat", "templates", "Qwen-Qwen3-0.6B.jinja")
+
+    def prompt_tokens(*args):
+        p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "Who made it?",
+                            "-n", "4", "--temp", "0", "-t", "2", *args], capture_output=True)
+        m = re.search(rb"prompt: (\d+) tokens", p.stderr)
+        check(p.returncode == 0 and m, "run %s: %r" % (args, p.stderr[-200:]))
+        return int(m.group(1)) if m else 0
+    plain = prompt_tokens()
+    chat = prompt_tokens("--chat", "--chat-template", tmpl)
+    with_sys = prompt_tokens("--chat", "--chat-template", tmpl, "-sys", "Be brief.")
+    check(plain < chat < with_sys, "chat prompt sizes %d %d %d" % (plain, chat, with_sys))
+    p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "x", "--chat"],
+                       capture_output=True)
+    check(p.returncode == 1 and b"has none" in p.stderr, "no template: %r" % p.stderr)
+
+
 def test_errors():
     long_prompt = "word " * 3000
     p = subprocess.run([OXIDIZE, "run", "-m", model("llama-f32"), "-p", long_prompt, "-c", "64"],
@@ -168,6 +188,7 @@ def main():
         test_sampling_flags()
         test_grammar(tmp)
         test_stop()
+        test_chat()
         test_errors()
     print("test_run: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)
