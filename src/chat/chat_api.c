@@ -121,7 +121,8 @@ enum ox_status ox_chat_apply_template(const struct ox_model *model, const char *
                               : ox_chat_render_json(tmpl, m.p, tools_json, add_generation_prompt,
                                                     bos, eos, 0, &out, &n);
     if (st == OX_OK) {
-        memcpy(buf, out, n < cap ? n : cap);
+        if (cap) /* buf may be NULL when only the length is asked for */
+            memcpy(buf, out, n < cap ? n : cap);
         *len = n;
     }
     free(out), free(bos), free(eos), free(m.p);

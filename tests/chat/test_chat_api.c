@@ -24,6 +24,10 @@ int main(void) {
     size_t short_len = 0;
     CHECK_EQ(ox_chat_apply_template(NULL, tmpl, msgs, 2, false, NULL, buf, 8, &short_len), OX_OK);
     CHECK(short_len == len - strlen("<assistant>") && memcmp(buf, want, 8) == 0);
+    /* the length alone: no buffer at all */
+    size_t need = 0;
+    CHECK_EQ(ox_chat_apply_template(NULL, tmpl, msgs, 2, true, NULL, NULL, 0, &need), OX_OK);
+    CHECK(need == len);
     /* the JSON form with special tokens and a pinned clock */
     char *out = NULL;
     CHECK_EQ(ox_chat_render_json("{{ bos_token }}{{ messages[0].content }}{{ eos_token }}"
