@@ -40,6 +40,36 @@ void xq8_32_to_float(const void *xq, float *x, int64_t n) {
         x[i] = blk[i / 32].d * (float)blk[i / 32].q[i % 32];
 }
 
+/* ---- activations of the float kernels: rounded to the weight's dot type as the reference
+ * does (f16 kept as f32 values, so kernels need not convert; bf16 kept as bf16 pairs) ---- */
+
+size_t xf32_row_bytes(int64_t n) {
+    return (size_t)n * 4;
+}
+size_t xhalf_row_bytes(int64_t n) {
+    return (size_t)n * 2;
+}
+void xf32_quantize(const float *x, void *xq, int64_t n) {
+    memcpy(xq, x, (size_t)n * sizeof *x);
+}
+void xf32_to_float(const void *xq, float *x, int64_t n) {
+    memcpy(x, xq, (size_t)n * sizeof *x);
+}
+void xf16_quantize(const float *x, void *xq, int64_t n) {
+    float *f = xq;
+    for (int64_t i = 0; i < n; i++)
+        f[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+}
+void xbf16_quantize(const float *x, void *xq, int64_t n) {
+    uint16_t *h = xq;
+    for (int64_t i = 0; i < n; i++)
+        h[i] = fp32_to_bf16(x[i]);
+}
+void xbf16_to_float(const void *xq, float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = bf16_to_fp32(((const uint16_t *)xq)[i]);
+}
+
 static const struct qkernel *kernels[64];
 static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
 

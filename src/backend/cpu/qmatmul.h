@@ -76,4 +76,13 @@ size_t xq8_32_row_bytes(int64_t n);
 void xq8_32_quantize(const float *x, void *xq, int64_t n);
 void xq8_32_to_float(const void *xq, float *x, int64_t n);
 
+/* Activations of the f32/f16/bf16 kernels, shared by every instruction set (qmatmul.c). */
+size_t xf32_row_bytes(int64_t n);
+size_t xhalf_row_bytes(int64_t n);
+void xf32_quantize(const float *x, void *xq, int64_t n);
+void xf32_to_float(const void *xq, float *x, int64_t n);
+void xf16_quantize(const float *x, void *xq, int64_t n); /* f16-rounded, stored as f32 */
+void xbf16_quantize(const float *x, void *xq, int64_t n);
+void xbf16_to_float(const void *xq, float *x, int64_t n);
+
 #endif

@@ -46,39 +46,7 @@ static inline float32x4_t dpbf16(float32x4_t acc, const void *w, const void *x, 
     return vaddq_f32(acc, vmulq_f32(w_even, x_even));
 }
 
-/* ---- activations: rounded to the dot type, stored in it ---- */
-
-static size_t f32_row_bytes(int64_t n) {
-    return (size_t)n * 4;
-}
-static size_t half_row_bytes(int64_t n) {
-    return (size_t)n * 2;
-}
-static void f32_quantize(const float *x, void *xq, int64_t n) {
-    memcpy(xq, x, (size_t)n * sizeof *x);
-}
-static void f32_to_float(const void *xq, float *x, int64_t n) {
-    memcpy(x, xq, (size_t)n * sizeof *x);
-}
-/* Rounded to f16 (FCVTN rounds to nearest even, as fp32_to_fp16), then kept as f32 so the
- * kernels need not convert. */
-static void f16_quantize(const float *x, void *xq, int64_t n) {
-    float *f = xq;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        vst1q_f32(f + i, vcvt_f32_f16(vcvt_f16_f32(vld1q_f32(x + i))));
-    for (; i < n; i++)
-        f[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
-}
-static void bf16_quantize(const float *x, void *xq, int64_t n) {
-    uint16_t *h = xq;
-    for (int64_t i = 0; i < n; i++)
-        h[i] = fp32_to_bf16(x[i]);
-}
-static void bf16_to_float(const void *xq, float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        x[i] = bf16_to_fp32(((const uint16_t *)xq)[i]);
-}
+/* ---- activations: xf32/xf16/xbf16 in qmatmul.c ---- */
 
 /* ---- single tokens: ggml's vec_dot orders ---- */
 
@@ -261,7 +229,7 @@ static inline __attribute__((always_inline)) void gemm(const struct ftype *t, in
     }                                                                                              \
     static const struct qkernel k_##type = {.name = #type " neon",                                 \
                                             .x_row_bytes = row_bytes,                              \
-                                            .quantize_x = type##_quantize,                         \
+                                            .quantize_x = x##type##_quantize,                      \
                                             .x_to_float = to_float,                                \
                                             .tile = vec_tile_##type,                               \
                                             .max_nr = NR,                                          \
@@ -272,9 +240,9 @@ static inline __attribute__((always_inline)) void gemm(const struct ftype *t, in
                                             .min_pack_n = 2};
 
 /* Batches (2 or more tokens) take tinyBLAS's order, single tokens vec_dot's, as ggml-cpu. */
-FLOAT_KERNEL(f32, LANES, fma_f32, CT, f32_row_bytes, f32_to_float)
-FLOAT_KERNEL(f16, LANES, fma_f16, CT, f32_row_bytes, f32_to_float)
-FLOAT_KERNEL(bf16, 2 * LANES, dpbf16, 2, half_row_bytes, bf16_to_float)
+FLOAT_KERNEL(f32, LANES, fma_f32, CT, xf32_row_bytes, xf32_to_float)
+FLOAT_KERNEL(f16, LANES, fma_f16, CT, xf32_row_bytes, xf32_to_float)
+FLOAT_KERNEL(bf16, 2 * LANES, dpbf16, 2, xhalf_row_bytes, xbf16_to_float)
 
 const struct qkernel *qkernels_float_neon(enum ox_dtype type) {
     switch (type) {

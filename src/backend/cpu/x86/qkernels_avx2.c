@@ -6,21 +6,11 @@
 #include <string.h>
 
 #include "backend/cpu/qmatmul.h"
+#include "backend/cpu/x86/simd_x86.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
 
 enum { NR = 4, NC = 4 };
-
-static inline float f16(uint16_t h) {
-    return _cvtsh_ss(h);
-}
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* 32 signed weights, the scale, and the term that multiplies the activation sum. */
 struct sblock {

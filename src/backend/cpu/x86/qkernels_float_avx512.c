@@ -29,35 +29,7 @@ static inline __m512 load_f16(const void *p, int64_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
 }
 
-/* ---- activations: rounded to the dot type, stored in it ---- */
-
-static size_t f32_row_bytes(int64_t n) {
-    return (size_t)n * 4;
-}
-static size_t half_row_bytes(int64_t n) {
-    return (size_t)n * 2;
-}
-static void f32_quantize(const float *x, void *xq, int64_t n) {
-    memcpy(xq, x, (size_t)n * sizeof *x);
-}
-static void f32_to_float(const void *xq, float *x, int64_t n) {
-    memcpy(x, xq, (size_t)n * sizeof *x);
-}
-/* Rounded to f16 as the reference does, then kept as f32 so the kernels need not convert. */
-static void f16_quantize(const float *x, void *xq, int64_t n) {
-    float *f = xq;
-    for (int64_t i = 0; i < n; i++)
-        f[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
-}
-static void bf16_quantize(const float *x, void *xq, int64_t n) {
-    uint16_t *h = xq;
-    for (int64_t i = 0; i < n; i++)
-        h[i] = fp32_to_bf16(x[i]);
-}
-static void bf16_to_float(const void *xq, float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        x[i] = bf16_to_fp32(((const uint16_t *)xq)[i]);
-}
+/* ---- activations: xf32/xf16/xbf16 in qmatmul.c ---- */
 
 /* ---- single tokens: ggml's vec_dot orders ---- */
 
@@ -191,7 +163,7 @@ DEFINE_GEMM(gemm_bf16, 2 * LANES, step_bf16, 2, 2, vec_bf16)
 #define FLOAT_KERNEL(type, row_bytes, to_float, gemm)                                              \
     static const struct qkernel k_##type = {.name = #type " avx512",                               \
                                             .x_row_bytes = row_bytes,                              \
-                                            .quantize_x = type##_quantize,                         \
+                                            .quantize_x = x##type##_quantize,                      \
                                             .x_to_float = to_float,                                \
                                             .tile = vec_tile_##type,                               \
                                             .max_nr = NR,                                          \
@@ -201,9 +173,9 @@ DEFINE_GEMM(gemm_bf16, 2 * LANES, step_bf16, 2, 2, vec_bf16)
                                             .pack_nc = NC,                                         \
                                             .min_pack_n = 2};
 
-FLOAT_KERNEL(f32, f32_row_bytes, f32_to_float, gemm_f32)
-FLOAT_KERNEL(f16, f32_row_bytes, f32_to_float, gemm_f16)
-FLOAT_KERNEL(bf16, half_row_bytes, bf16_to_float, gemm_bf16)
+FLOAT_KERNEL(f32, xf32_row_bytes, xf32_to_float, gemm_f32)
+FLOAT_KERNEL(f16, xf32_row_bytes, xf32_to_float, gemm_f16)
+FLOAT_KERNEL(bf16, xhalf_row_bytes, xbf16_to_float, gemm_bf16)
 
 const struct qkernel *qkernels_float_avx512(enum ox_dtype type) {
     switch (type) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend/cpu/qmatmul.h"
+#include "backend/cpu/x86/simd_x86.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
 
@@ -28,10 +29,6 @@ struct ktype {
     size_t block_bytes;
     int fold, sign;
 };
-
-static inline float f16(uint16_t h) {
-    return _cvtsh_ss(h);
-}
 
 static inline __m256i load256(const void *p) {
     return _mm256_loadu_si256((const __m256i *)p);
@@ -202,12 +199,6 @@ static inline void chunk_scales(__m128i sc, __m256i s[8]) {
                                        _mm_set1_epi16((short)((2 * g + 1) << 8 | 2 * g)));
         s[i] = _mm256_shuffle_epi8(s16[i / 4], idx);
     }
-}
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 enum { NR = 4, NC = 4 };

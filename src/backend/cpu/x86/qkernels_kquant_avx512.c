@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend/cpu/qmatmul.h"
+#include "backend/cpu/x86/simd_x86.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
 #include "quant/quantize.h"
@@ -31,10 +32,6 @@ struct ktype {
     size_t block_bytes;
     int words, group, fold;
 };
-
-static inline float f16(uint16_t h) {
-    return _cvtsh_ss(h);
-}
 
 /* ---- decoders: one super-block of each type to struct kdec -------------------------------- */
 
