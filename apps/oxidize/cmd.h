@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "oxidize.h"
+
 /* Every subcommand has this shape: argv[0] is the subcommand's own name ("info") and the rest
  * are its arguments, so each command parses its arguments as if it were a program of its own.
  * The return value is the process exit status: 0 ok, 1 failure, 2 bad usage. */
@@ -11,6 +13,7 @@ int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -19,5 +22,20 @@ int cmd_chat_template(int argc, char **argv);
 /* The whole file as a NUL-terminated string (length in *len), or NULL after printing
  * "oxidize CMD: ..." with the reason. */
 char *cmd_read_file(const char *cmd, const char *path, size_t *len);
+
+/* Seconds on a monotonic clock. */
+double cmd_now_s(void);
+
+/* A context of n_ctx tokens (at most the model's training context) and batches of up to 512. */
+enum ox_status cmd_context_create(struct ox_model *m, int n_ctx, int n_threads,
+                                  struct ox_context **out);
+
+/* Return a failing status to the caller (the library's message stays in ox_last_error()). */
+#define CMD_TRY(expr)                                                                              \
+    do {                                                                                           \
+        enum ox_status cmd_try_status_ = (expr);                                                   \
+        if (cmd_try_status_ != OX_OK)                                                              \
+            return cmd_try_status_;                                                                \
+    } while (0)
 
 #endif

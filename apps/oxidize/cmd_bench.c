@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -155,12 +154,6 @@ static int make_tests(const struct bench_opts *o, struct bench_test *t) {
     return n;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* A fixed-seed generator (splitmix64), so every run decodes the same "random" tokens. */
 static uint64_t rng_state = 0x0123456789abcdefull;
 
@@ -234,10 +227,10 @@ static bool run_test(struct bench_run *r, struct bench_test *t, int reps) {
         return false;
     for (int i = 0; i < reps; i++) {
         ox_kv_clear(r->ctx);
-        double t0 = now_s();
+        double t0 = cmd_now_s();
         if (!(t->n_prompt ? run_prompt(r, t->n_prompt, t->name) : run_gen(r, t->n_gen, t->name)))
             return false;
-        double secs = now_s() - t0;
+        double secs = cmd_now_s() - t0;
         t->samples_ts[i] = (t->n_prompt + t->n_gen) / (secs > 0 ? secs : 1e-9);
     }
     summarize(t, reps);
@@ -330,12 +323,12 @@ static void print_json(const struct bench_env *e, const struct bench_test *t, in
 /* The model, timed, and what the table says about it; false with a message. */
 static bool load_model(const struct bench_opts *o, struct ox_model **m, struct bench_env *e) {
     struct ox_model_params mp = ox_model_params_default();
-    double t0 = now_s();
+    double t0 = cmd_now_s();
     if (ox_model_load(o->model, &mp, m) != OX_OK) {
         fprintf(stderr, "oxidize bench: %s\n", ox_last_error());
         return false;
     }
-    e->load_ms = (now_s() - t0) * 1e3;
+    e->load_ms = (cmd_now_s() - t0) * 1e3;
     ox_model_desc(*m, e->desc, sizeof e->desc);
     e->n_params = ox_model_n_params(*m);
     e->size_bytes = tensor_bytes(o->model);

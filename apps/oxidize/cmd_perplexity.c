@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cmd.h"
 #include "oxidize.h"
@@ -127,12 +126,6 @@ static ox_token *tokenize_all(const struct ox_vocab *v, const char *text, size_t
     return ids;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* -log p(tok) under softmax(logits). The maximum is taken in float and the exponentials are
  * summed in double, as llama-perplexity does, so both agree to the digits they print. */
 static double neg_log_prob(const float *logits, int n_vocab, ox_token tok) {
@@ -231,11 +224,11 @@ static bool measure(struct ppl_run *r, size_t n_tokens) {
     const int n_chunk = (int)(n_tokens / (size_t)r->n_ctx);
     fprintf(stderr, "perplexity: %d chunks of %d tokens, batches of %d tokens (%d chunk%s each)\n",
             n_chunk, r->n_ctx, r->n_seq * r->n_batch, r->n_seq, r->n_seq > 1 ? "s" : "");
-    double t0 = now_s();
+    double t0 = cmd_now_s();
     for (int c = 0; c < n_chunk; c += r->n_seq)
         if (!eval_chunks(r, c, n_chunk - c < r->n_seq ? n_chunk - c : r->n_seq))
             return false;
-    double secs = now_s() - t0;
+    double secs = cmd_now_s() - t0;
     bool ok = print_final(r);
     fprintf(stderr, "perplexity: %d tokens in %.2f s (%.1f tokens/s)\n", n_chunk * r->n_ctx,
             secs, (double)n_chunk * r->n_ctx / (secs > 0 ? secs : 1e-9));
@@ -294,12 +287,12 @@ static bool load_inputs(const struct ppl_opts *o, struct ox_model **m, ox_token 
     ox_model_desc(*m, desc, sizeof desc);
     fprintf(stderr, "perplexity: model %s (%s), %llu parameters, n_ctx_train %d\n", o->model,
             desc, (unsigned long long)ox_model_n_params(*m), (int)ox_model_n_ctx_train(*m));
-    double t0 = now_s();
+    double t0 = cmd_now_s();
     *tokens = tokenize_all(ox_model_vocab(*m), text, len, n_tokens);
     free(text);
     if (*tokens)
         fprintf(stderr, "perplexity: %s: %zu bytes -> %zu tokens in %.1f ms\n", o->file, len,
-                *n_tokens, (now_s() - t0) * 1e3);
+                *n_tokens, (cmd_now_s() - t0) * 1e3);
     return *tokens != NULL;
 }
 

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -178,12 +177,6 @@ static bool show_progress(const struct ox_quantize_progress *p, void *user) {
     return true;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void print_summary(const struct quantize_cli *c, const struct ox_quantize_result *r,
                           double secs) {
     double params = r->n_params ? (double)r->n_params : 1.0;
@@ -212,13 +205,13 @@ int cmd_quantize(int argc, char **argv) {
         if (isatty(STDERR_FILENO))
             c.params.progress = show_progress;
         struct ox_quantize_result r;
-        double t0 = now_s();
+        double t0 = cmd_now_s();
         if (ox_model_quantize(c.in, c.out, &c.params, &r) != OX_OK) {
             fprintf(stderr, "%soxidize quantize: %s\n", c.params.progress ? "\n" : "",
                     ox_last_error());
             rc = 1;
         } else {
-            print_summary(&c, &r, now_s() - t0);
+            print_summary(&c, &r, cmd_now_s() - t0);
             rc = 0;
         }
     }

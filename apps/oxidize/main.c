@@ -14,6 +14,7 @@ struct command {
 /* New subcommands (run, chat, serve, bench ...) are one line here plus their file. */
 static const struct command commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "chat with a model in its chat template"},
     {"bench", cmd_bench, "measure prompt and generation speed (llama-bench's method)"},
     {"chat-template", cmd_chat_template, "render a conversation with a chat template"},
     {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},

@@ -1,8 +1,11 @@
-/* file_text.c: reading a whole text file for the commands that take -f FILE. */
+/* cmd_util.c: small helpers the subcommands share: whole-file reads, a monotonic clock, and
+ * a context sized for the model. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmd.h"
 
@@ -31,4 +34,20 @@ char *cmd_read_file(const char *cmd, const char *path, size_t *len) {
     buf[n] = 0;
     *len = n;
     return buf;
+}
+
+double cmd_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+enum ox_status cmd_context_create(struct ox_model *m, int n_ctx, int n_threads,
+                                  struct ox_context **out) {
+    struct ox_context_params cp = ox_context_params_default();
+    int train = ox_model_n_ctx_train(m);
+    cp.n_ctx = (uint32_t)(n_ctx < train ? n_ctx : train);
+    cp.n_batch = cp.n_ctx < 512 ? cp.n_ctx : 512;
+    cp.n_threads = n_threads;
+    return ox_context_create(m, &cp, out);
 }
