@@ -47,8 +47,8 @@ test-asan:
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=Debug -DOX_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar \
-	  -- --no-print-directory
-	for t in gguf tokenizer jinja grammar; do \
+	  fuzz_json_schema -- --no-print-directory
+	for t in gguf tokenizer jinja grammar json_schema; do \
 	  OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_$$t $(FUZZ_SECONDS) || exit 1; \
 	done
 

@@ -499,6 +499,15 @@ OX_API enum ox_status ox_sampler_add_logit_bias(struct ox_sampler *s,
  * that does not parse is refused (OX_ERR_FORMAT, with the line and the reason). */
 OX_API enum ox_status ox_sampler_add_grammar(struct ox_sampler *s, const struct ox_vocab *vocab,
                                              const char *gbnf, size_t len);
+/* A JSON Schema (JSON text, len bytes) as a GBNF grammar for ox_sampler_add_grammar, following
+ * llama.cpp's json-schema-to-grammar: types (and lists of them), properties / required /
+ * additionalProperties (absent beside properties = none, as llama.cpp), items / prefixItems /
+ * minItems / maxItems, minLength / maxLength / pattern / format (date, time, date-time, uuid),
+ * integer minimum / maximum (exclusive too), enum, const, anyOf / oneOf, allOf of objects, and
+ * local $refs (recursion allowed). *out is malloc'd, NUL-terminated, with a `root` rule; the
+ * caller free()s it. Bad JSON and unsupported or contradictory schemas are OX_ERR_FORMAT. */
+OX_API enum ox_status ox_json_schema_to_grammar(const char *schema_json, size_t len, char **out,
+                                                size_t *out_len);
 /* Pick a token from n_vocab logits (not modified); -1 when the chain cannot pick (empty
  * chain, no final greedy/dist/mirostat stage, n_vocab < 1). Not thread-safe per sampler. */
 OX_API ox_token ox_sampler_sample(struct ox_sampler *s, const float *logits, int32_t n_vocab);

@@ -275,6 +275,10 @@ int cmd_chat(int argc, char **argv) {
     char *tmpl = o.chat_template ? cmd_read_file("chat", o.chat_template, &len) : NULL;
     if (o.chat_template && !tmpl)
         return 1;
+    if (sampling_opts_load(&o.sampling) != OX_OK) {
+        free(tmpl);
+        return 1;
+    }
     struct ox_model *model = NULL;
     struct ox_context *ctx = NULL;
     struct ox_sampler *sampler = NULL;
@@ -317,5 +321,6 @@ int cmd_chat(int argc, char **argv) {
     ox_context_free(ctx);
     ox_model_free(model);
     free(tmpl);
+    sampling_opts_free(&o.sampling);
     return st == OX_OK ? 0 : 1;
 }

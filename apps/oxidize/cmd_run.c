@@ -3,23 +3,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "chat_session.h"
 #include "cmd.h"
 #include "oxidize.h"
 #include "sampling_opts.h"
 #include "stop_filter.h"
 
-/* Return a failing status to the caller (the library's message stays in ox_last_error()). */
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        enum ox_status try_status_ = (expr);                                                       \
-        if (try_status_ != OX_OK)                                                                  \
-            return try_status_;                                                                    \
-    } while (0)
-
 struct run_opts {
-    const char *model, *prompt, *file, *grammar_file, *system, *chat_template;
+    const char *model, *prompt, *file, *system, *chat_template;
     bool chat;
     int n_predict, n_ctx, n_threads;
     struct sampling_opts sampling;
@@ -58,8 +50,6 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
         return (o->prompt = v) != NULL;
     if (!strcmp(a, "-f"))
         return (o->file = v) != NULL;
-    if (!strcmp(a, "--grammar-file"))
-        return (o->grammar_file = v) != NULL;
     if (!strcmp(a, "-sys") || !strcmp(a, "--system"))
         return (o->system = v) != NULL;
     if (!strcmp(a, "--chat-template"))
@@ -102,12 +92,6 @@ static int parse_args(int argc, char **argv, struct run_opts *o) {
     return -1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 struct session {
     struct ox_model *model;
     struct ox_context *ctx;
@@ -118,68 +102,44 @@ struct session {
     char *chat_text; /* --chat: the rendered conversation */
 };
 
-/* Whether text begins with the vocabulary's BOS token text (templates often write it). */
-static bool starts_with_bos(const struct ox_vocab *v, const char *text) {
-    char bos[64];
-    ox_token t = ox_vocab_bos(v);
-    int32_t n = t >= 0 ? ox_token_to_piece(v, t, bos, sizeof bos, 0, true) : 0;
-    return n > 0 && (size_t)n <= sizeof bos && !strncmp(text, bos, (size_t)n);
-}
-
 /* --chat: the prompt as a user message (after an optional system one) in the chat template. */
 static enum ox_status chat_prompt(struct session *s, const struct run_opts *o, const char *text) {
     size_t tlen;
     char *tmpl = o->chat_template ? cmd_read_file("run", o->chat_template, &tlen) : NULL;
     if (o->chat_template && !tmpl)
         return OX_ERR_IO;
-    if (!tmpl && !ox_model_chat_template(s->model, NULL)) {
-        free(tmpl);
-        return ox_chat_apply_template(s->model, NULL, NULL, 0, true, NULL, NULL, 0, &tlen);
-    }
     struct ox_chat_message msgs[2] = {{"system", o->system}, {"user", text}};
     int first = o->system ? 0 : 1;
-    size_t need = 0;
-    enum ox_status st = ox_chat_apply_template(s->model, tmpl, msgs + first, (size_t)(2 - first),
-                                               true, NULL, NULL, 0, &need);
-    if (st == OX_OK && !(s->chat_text = malloc(need + 1)))
-        st = OX_ERR_OOM;
-    if (st == OX_OK)
-        st = ox_chat_apply_template(s->model, tmpl, msgs + first, (size_t)(2 - first), true, NULL,
-                                    s->chat_text, need, &need);
-    if (st == OX_OK)
-        s->chat_text[need] = '\0';
+    enum ox_status st =
+        chat_render(s->model, tmpl, msgs + first, (size_t)(2 - first), true, &s->chat_text, &tlen);
     free(tmpl);
     return st;
 }
 
 static enum ox_status setup(struct session *s, const struct run_opts *o, const char *text) {
-    TRY(ox_model_load(o->model, NULL, &s->model));
+    CMD_TRY(ox_model_load(o->model, NULL, &s->model));
     const struct ox_vocab *v = ox_model_vocab(s->model);
-    struct ox_context_params cp = ox_context_params_default();
-    int train = ox_model_n_ctx_train(s->model);
-    cp.n_ctx = (uint32_t)(o->n_ctx < train ? o->n_ctx : train);
-    cp.n_batch = cp.n_ctx < 512 ? cp.n_ctx : 512;
-    cp.n_threads = o->n_threads;
-    TRY(ox_context_create(s->model, &cp, &s->ctx));
-    TRY(sampling_opts_chain(&o->sampling, s->model, (int32_t)cp.n_ctx, &s->sampler));
-    TRY(ox_detok_stream_create(v, false, &s->stream));
+    CMD_TRY(cmd_context_create(s->model, o->n_ctx, o->n_threads, &s->ctx));
+    uint32_t n_ctx = ox_context_n_ctx(s->ctx);
+    CMD_TRY(sampling_opts_chain(&o->sampling, s->model, (int32_t)n_ctx, &s->sampler));
+    CMD_TRY(ox_detok_stream_create(v, false, &s->stream));
     bool special = false, add_bos = true;
     if (o->chat) { /* the template's rendering, whose special tokens are parsed as such */
-        TRY(chat_prompt(s, o, text));
+        CMD_TRY(chat_prompt(s, o, text));
         text = s->chat_text, special = true;
-        add_bos = !starts_with_bos(v, text);
+        add_bos = !chat_starts_with_bos(v, text);
     }
     size_t len = strlen(text), n = 0;
-    TRY(ox_tokenize(v, text, len, NULL, 0, &n, add_bos, special));
+    CMD_TRY(ox_tokenize(v, text, len, NULL, 0, &n, add_bos, special));
     s->prompt = malloc((n ? n : 1) * sizeof *s->prompt);
     if (!s->prompt)
         return OX_ERR_OOM;
-    TRY(ox_tokenize(v, text, len, s->prompt, n, &s->n_prompt, add_bos, special));
+    CMD_TRY(ox_tokenize(v, text, len, s->prompt, n, &s->n_prompt, add_bos, special));
     for (size_t i = 0; i < s->n_prompt; i++) /* penalties count the prompt, as llama.cpp's */
-        TRY(ox_sampler_accept(s->sampler, s->prompt[i]));
-    if (s->n_prompt == 0 || s->n_prompt >= cp.n_ctx) {
+        CMD_TRY(ox_sampler_accept(s->sampler, s->prompt[i]));
+    if (s->n_prompt == 0 || s->n_prompt >= n_ctx) {
         fprintf(stderr, "oxidize run: the prompt is %zu tokens; the context holds %u\n",
-                s->n_prompt, cp.n_ctx);
+                s->n_prompt, n_ctx);
         return OX_ERR_CONTEXT_FULL;
     }
     return OX_OK;
@@ -188,13 +148,13 @@ static enum ox_status setup(struct session *s, const struct run_opts *o, const c
 /* Prompt in batches, then one token at a time until EOS or the budget; text streamed. */
 static enum ox_status generate(struct session *s, const struct run_opts *o) {
     uint32_t n_batch = ox_context_n_ctx(s->ctx) < 512 ? ox_context_n_ctx(s->ctx) : 512;
-    double t0 = now_s();
+    double t0 = cmd_now_s();
     for (size_t i = 0; i < s->n_prompt; i += n_batch) {
         size_t n = s->n_prompt - i < n_batch ? s->n_prompt - i : n_batch;
         struct ox_batch b = {.n_tokens = (int32_t)n, .token = s->prompt + i};
-        TRY(ox_decode(s->ctx, &b));
+        CMD_TRY(ox_decode(s->ctx, &b));
     }
-    double t1 = now_s();
+    double t1 = cmd_now_s();
     const struct ox_vocab *v = ox_model_vocab(s->model);
     int n_gen = 0;
     const float *logits = ox_get_logits(s->ctx, (int32_t)((s->n_prompt - 1) % n_batch));
@@ -205,7 +165,7 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
         ox_token t = ox_sampler_sample(s->sampler, logits, ox_model_n_vocab(s->model));
         if (t < 0 || ox_vocab_is_eog(v, t))
             break;
-        TRY(ox_sampler_accept(s->sampler, t));
+        CMD_TRY(ox_sampler_accept(s->sampler, t));
         const char *piece;
         size_t len;
         if (ox_detok_stream_push(s->stream, t, &piece, &len) == OX_OK)
@@ -220,7 +180,7 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
                     ox_context_n_ctx(s->ctx));
             break;
         }
-        TRY(st);
+        CMD_TRY(st);
         logits = ox_get_logits(s->ctx, 0);
     }
     const char *rest;
@@ -228,7 +188,7 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
     ox_detok_stream_flush(s->stream, &rest, &len);
     stop_filter_push(&stops, rest, len, stdout);
     stop_filter_finish(&stops, stdout);
-    double t2 = now_s();
+    double t2 = cmd_now_s();
     printf("\n");
     fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %d tokens, %.1f tokens/s\n",
             s->n_prompt, (double)s->n_prompt / (t1 - t0), n_gen,
@@ -245,20 +205,17 @@ int cmd_run(int argc, char **argv) {
     char *text = o.file ? cmd_read_file("run", o.file, &text_len) : NULL;
     if (o.file && !text)
         return 1;
-    size_t grammar_len = 0;
-    char *grammar = o.grammar_file ? cmd_read_file("run", o.grammar_file, &grammar_len) : NULL;
-    if (o.grammar_file && !grammar) {
+    if (sampling_opts_load(&o.sampling) != OX_OK) {
         free(text);
         return 1;
     }
-    o.sampling.grammar = grammar, o.sampling.grammar_len = grammar_len;
     struct session s = {0};
-    double t0 = now_s();
+    double t0 = cmd_now_s();
     enum ox_status st = setup(&s, &o, o.prompt ? o.prompt : text);
     if (st == OX_OK) {
         char desc[128];
         ox_model_desc(s.model, desc, sizeof desc);
-        fprintf(stderr, "loaded %s in %.2f s\n", desc, now_s() - t0);
+        fprintf(stderr, "loaded %s in %.2f s\n", desc, cmd_now_s() - t0);
         if (!o.chat) /* the continuation reads on from the prompt; a chat answer stands alone */
             fputs(o.prompt ? o.prompt : text, stdout);
         st = generate(&s, &o);
@@ -272,6 +229,6 @@ int cmd_run(int argc, char **argv) {
     ox_context_free(s.ctx);
     ox_model_free(s.model);
     free(text);
-    free(grammar);
+    sampling_opts_free(&o.sampling);
     return st == OX_OK ? 0 : 1;
 }

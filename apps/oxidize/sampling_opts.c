@@ -1,9 +1,13 @@
-/* sampling_opts.c: the sampling options of run (and chat), their llama.cpp defaults, and the
- * sampler chain they build, in llama.cpp's order. */
+/* sampling_opts.c: the sampling options of run (and chat), their llama.cpp defaults, the
+ * grammar or JSON schema that constrains the output, and the sampler chain they build, in
+ * llama.cpp's order. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd.h"
 #include "sampling_opts.h"
 
 void sampling_opts_default(struct sampling_opts *o) {
@@ -69,8 +73,29 @@ static const struct option_row rows[] = {
 #undef F
 #undef I
 
+/* The options that constrain the output; only one may be given. */
+static const char *const grammar_opts[] = {"--grammar-file", "--grammar", "--json-schema",
+                                           "--json-schema-file"};
+
+static int set_grammar(struct sampling_opts *o, const char *name, const char *value) {
+    if (o->grammar_opt) {
+        fprintf(stderr,
+                "oxidize: %s: only one of --grammar-file, --grammar, --json-schema and "
+                "--json-schema-file may be given (%s was)\n",
+                name, o->grammar_opt);
+        return -1;
+    }
+    o->grammar_opt = name, o->grammar_arg = value;
+    return 1;
+}
+
 int sampling_opts_set(struct sampling_opts *o, const char *name, const char *value) {
     double x;
+    if (!strcmp(name, "-j")) /* llama.cpp's short form */
+        return set_grammar(o, "--json-schema", value);
+    for (size_t i = 0; i < sizeof grammar_opts / sizeof grammar_opts[0]; i++)
+        if (!strcmp(name, grammar_opts[i]))
+            return set_grammar(o, grammar_opts[i], value);
     if (!strcmp(name, "--seed")) {
         if (!number(value, 0, 4294967295.0, &x))
             return -1;
@@ -92,6 +117,37 @@ int sampling_opts_set(struct sampling_opts *o, const char *name, const char *val
     return 0;
 }
 
+enum ox_status sampling_opts_load(struct sampling_opts *o) {
+    const char *opt = o->grammar_opt, *arg = o->grammar_arg;
+    if (!opt || o->grammar)
+        return OX_OK;
+    bool is_file = !strcmp(opt, "--grammar-file") || !strcmp(opt, "--json-schema-file");
+    bool is_schema = !strcmp(opt, "--json-schema") || !strcmp(opt, "--json-schema-file");
+    size_t len = strlen(arg);
+    char *text = is_file ? cmd_read_file(opt, arg, &len) : strdup(arg);
+    if (!text) {
+        if (!is_file)
+            fprintf(stderr, "oxidize %s: out of memory\n", opt);
+        return is_file ? OX_ERR_IO : OX_ERR_OOM;
+    }
+    if (!is_schema) {
+        o->grammar = text, o->grammar_len = len;
+        return OX_OK;
+    }
+    enum ox_status st = ox_json_schema_to_grammar(text, len, &o->grammar, &o->grammar_len);
+    if (st != OX_OK)
+        fprintf(stderr, "oxidize %s: %s%s%s\n", opt, is_file ? arg : "", is_file ? ": " : "",
+                ox_last_error());
+    free(text);
+    return st;
+}
+
+void sampling_opts_free(struct sampling_opts *o) {
+    free(o->grammar);
+    o->grammar = NULL;
+    o->grammar_len = 0;
+}
+
 const char *sampling_opts_usage(void) {
     return "  --temp T              temperature (default 0.8; 0 = greedy)\n"
            "  --top-k K             keep the K most likely tokens (default 40; 0 = all)\n"
@@ -108,7 +164,11 @@ const char *sampling_opts_usage(void) {
            "  --mirostat N          1 or 2 (default 0 = off); --mirostat-lr (0.1),\n"
            "                        --mirostat-ent (5.0)\n"
            "  --seed S              random seed (default 1234)\n"
-           "  --grammar-file F      constrain the output to a GBNF grammar (llama.cpp's format)\n";
+           "  --grammar-file F      constrain the output to a GBNF grammar (llama.cpp's format)\n"
+           "  --grammar GBNF        the same, with the grammar given inline\n"
+           "  -j, --json-schema SCHEMA   constrain the output to JSON matching a JSON Schema\n"
+           "  --json-schema-file F  the same, with the schema read from a file\n"
+           "                        (one of the four at most)\n";
 }
 
 /* llama.cpp's chain: the grammar, then penalties -> DRY -> top-n-sigma -> top-k -> typical -> top-p
@@ -122,7 +182,12 @@ enum ox_status sampling_opts_chain(const struct sampling_opts *o, const struct o
     if (st != OX_OK)
         return st;
     int32_t dry_last_n = o->dry_penalty_last_n < 0 ? n_ctx : o->dry_penalty_last_n;
-    if (o->grammar)
+    if (o->grammar_opt && !o->grammar) {
+        fprintf(stderr, "oxidize: %s was given but not loaded (sampling_opts_load)\n",
+                o->grammar_opt);
+        st = OX_ERR_INVALID_ARG;
+    }
+    if (st == OX_OK && o->grammar)
         st = ox_sampler_add_grammar(s, ox_model_vocab(m), o->grammar, o->grammar_len);
     if (st == OX_OK)
         st = ox_sampler_add_penalties(s, o->repeat_last_n, o->repeat_penalty, o->frequency_penalty,

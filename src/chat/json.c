@@ -38,9 +38,12 @@ static int hex4(const char *s, unsigned *out) {
 }
 
 static int parse_string(struct jp *p, struct jv *out) {
-    const char *s = ++p->s;
-    /* Decoded text is never longer than the escaped text. */
-    char *buf = jarena_alloc(p->a, (size_t)(p->end - s) + 1);
+    const char *s = ++p->s, *q = s;
+    /* Decoded text is never longer than the escaped text, which ends at the first unescaped
+     * quote (sizing by that, not by the rest of the input, keeps many strings linear). */
+    while (q < p->end && *q != '"')
+        q += *q == '\\' ? 2 : 1;
+    char *buf = jarena_alloc(p->a, (size_t)((q < p->end ? q : p->end) - s) + 1);
     size_t n = 0;
     if (!buf)
         return p->err = "out of memory", -1;

@@ -143,6 +143,26 @@ def test_full_context(tmp):
           "a refused message changes nothing: %s" % msgs)
 
 
+def test_json_schema(tmp):
+    """--json-schema constrains every answer (the grammar restarts with each one): both parse
+    and satisfy the schema."""
+    schema = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+              "properties": {"name": {"type": "string", "maxLength": 12},
+                             "age": {"type": "integer", "minimum": 1, "maximum": 120}}}
+    conv = os.path.join(tmp, "json.json")
+    rc, out, err = chat(["Who was Moses?", "And Aaron?", "/save " + conv], "-n", "200",
+                        "--temp", "1.5", "--json-schema", json.dumps(schema))
+    check(rc == 0, "json chat exit %d: %s" % (rc, err))
+    for m in load(conv)[1::2]:
+        try:
+            v = json.loads(m["content"])
+        except ValueError:
+            v = None
+        check(isinstance(v, dict) and sorted(v) == ["age", "name"] and
+              isinstance(v["name"], str) and len(v["name"]) <= 12 and
+              isinstance(v["age"], int) and 1 <= v["age"] <= 120, "schema answer %r" % m)
+
+
 def test_errors(tmp):
     """A model without a template, bad options and bad files give clear messages."""
     p = subprocess.run([OXIDIZE, "chat", "-m", MODEL], input=b"hi\n", capture_output=True)
@@ -225,6 +245,7 @@ def main():
         test_reset_and_seed()
         test_system_and_stop(tmp)
         test_full_context(tmp)
+        test_json_schema(tmp)
         test_errors(tmp)
         test_terminal()
     print("test_chat: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))

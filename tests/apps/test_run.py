@@ -124,6 +124,74 @@ def test_grammar(tmp):
     check(p.returncode == 1 and b"missing" in p.stderr, "undefined rule refused: %r" % p.stderr)
 
 
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 20},
+        "age": {"type": "integer", "minimum": 15, "maximum": 312},
+        "color": {"enum": ["red", "green", "blue"]},
+        "ok": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 3},
+        "note": {"type": "string", "pattern": "^[A-Z][a-z]{0,8}$"},
+    },
+    "required": ["name", "age", "color", "ok", "tags"],
+    "additionalProperties": False,
+}
+
+
+def satisfies(v):
+    """SCHEMA checked by hand (no jsonschema module here)."""
+    props = SCHEMA["properties"]
+    return (isinstance(v, dict) and set(SCHEMA["required"]) <= set(v) and set(v) <= set(props)
+            and list(v) == [k for k in props if k in v]  # declared order, as generated
+            and isinstance(v["name"], str) and len(v["name"]) <= 20
+            and type(v["age"]) is int and 15 <= v["age"] <= 312
+            and v["color"] in ("red", "green", "blue") and type(v["ok"]) is bool
+            and isinstance(v["tags"], list) and len(v["tags"]) <= 3
+            and all(isinstance(t, str) and len(t) <= 10 for t in v["tags"])
+            and ("note" not in v or re.fullmatch(r"[A-Z][a-z]{0,8}", v["note"]) is not None))
+
+
+def test_json_schema(tmp):
+    """--json-schema / -j / --json-schema-file: the continuation is JSON that satisfies the
+    schema; a bad schema, or two output constraints at once, is refused with a clear message."""
+    prompt = "And God said"
+    sf = os.path.join(tmp, "s.json")
+    with open(sf, "w") as f:
+        json.dump(SCHEMA, f)
+    runs = [("--json-schema", json.dumps(SCHEMA), seed, temp)
+            for seed, temp in (("1", "0.8"), ("2", "1.5"), ("3", "0"), ("4", "3"))]
+    runs += [("-j", json.dumps(SCHEMA), "5", "1"), ("--json-schema-file", sf, "6", "1")]
+    for opt, arg, seed, temp in runs:
+        p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", prompt, "-n",
+                            "400", "--seed", seed, "--temp", temp, "-t", "2", opt, arg],
+                           capture_output=True)
+        out = p.stdout.decode("utf-8", "replace")
+        check(p.returncode == 0 and out.startswith(prompt), "%s seed %s: %r" % (opt, seed, p.stderr))
+        try:
+            v = json.loads(out[len(prompt):])
+        except ValueError:
+            v = None
+        check(satisfies(v), "%s seed %s temp %s: %r" % (opt, seed, temp, out[len(prompt):]))
+    base = [OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", prompt, "-n", "5"]
+    for args, rc, words in (
+            (["--json-schema", '{"type": "integer", "minimum": 5, "maximum": 1}'], 1,
+             [b"--json-schema", b"json schema", b"minimum"]),
+            (["--json-schema", '{"type": '], 1, [b"not valid JSON"]),
+            (["--json-schema", '{"$ref": "http://x/s.json"}'], 1, [b"remote $ref"]),
+            (["--json-schema-file", os.path.join(tmp, "none.json")], 1, [b"none.json"]),
+            (["--grammar-file", sf, "--json-schema", "{}"], 2, [b"only one of"]),
+            (["--grammar", 'root ::= "x"', "-j", "{}"], 2, [b"only one of"])):
+        p = subprocess.run(base + args, capture_output=True)
+        check(p.returncode == rc and all(w in p.stderr for w in words),
+              "%s: rc %d %r" % (args, p.returncode, p.stderr))
+    p = subprocess.run(base[:-2] + ["-n", "20", "--grammar", 'root ::= " unto Moses."'],
+                       capture_output=True)
+    check(p.returncode == 0 and p.stdout.rstrip(b"\n") in (prompt.encode() + b" unto Moses.",
+                                                           prompt.encode() + b"unto Moses."),
+          "--grammar inline: %r" % p.stdout)  # the first piece's space is dropped, as above
+
+
 def test_stop():
     """--stop: output ends right before the first stop string (never printed, even when it
     spans tokens); the earliest of several wins; one that never appears changes nothing."""
@@ -187,6 +255,7 @@ def main():
         test_logits(tmp)
         test_sampling_flags()
         test_grammar(tmp)
+        test_json_schema(tmp)
         test_stop()
         test_chat()
         test_errors()

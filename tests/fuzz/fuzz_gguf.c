@@ -62,7 +62,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (n > 0 && ox_dequantize(t.type, t.data, out, n) != OX_OK)
             abort();
     }
-    roundtrip(g);
+    /* A valid file may ask for any power-of-two alignment; writing one padded to a 1 GiB
+     * boundary is correct but takes seconds under ASan, which libFuzzer calls a hang. */
+    if (ox_gguf_alignment(g) <= (1u << 20))
+        roundtrip(g);
     ox_gguf_free(g);
     return 0;
 }

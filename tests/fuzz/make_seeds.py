@@ -6,6 +6,7 @@ input formats.
                                 leading byte that picks the vocabulary and flags
   make_seeds.py jinja DIR       the shared chat templates, each + NUL + a conversation as JSON
   make_seeds.py grammar DIR     the shared GBNF grammars, each + NUL + a sample text
+  make_seeds.py json_schema DIR JSON schemas using every supported keyword
 """
 import glob
 import json
@@ -117,8 +118,40 @@ def grammar_seeds(dest):
                 g.write(src + b"\0" + t)
 
 
+def json_schema_seeds(dest):
+    int_range = {"type": "integer", "minimum": 15, "maximum": 312}
+    schemas = [
+        {"type": "object", "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 20},
+            "age": int_range, "ok": {"type": "boolean"}, "none": {"type": "null"},
+            "x": {"type": "number"}, "tags": {"type": "array", "items": {"type": "string"},
+                                             "minItems": 1, "maxItems": 3}},
+         "required": ["name", "age"], "additionalProperties": {"type": "integer"}},
+        {"type": "string", "pattern": "^(ab|[^c-e\\d]\\w*)+?x{2,3}(?:\\.\\$)?$"},
+        {"type": "string", "pattern": "a.b"},
+        {"enum": ["red", 1, None, {"a": [True, 2.5]}]},
+        {"const": {"k": "v"}},
+        {"anyOf": [{"type": "integer", "exclusiveMinimum": -7}, {"type": ["string", "null"]}]},
+        {"oneOf": [{"type": "integer", "maximum": -100}, {"type": "boolean"}]},
+        {"allOf": [{"$ref": "#/definitions/a"}, {"properties": {"b": {"type": "string"}}}],
+         "definitions": {"a": {"type": "object", "properties": {"a": int_range}, "required": ["a"]}}},
+        {"$defs": {"node": {"type": "object", "properties": {
+            "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+            "required": ["v"]}}, "$ref": "#/$defs/node"},
+        {"type": "array", "prefixItems": [{"type": "string", "format": "date"},
+                                          {"type": "string", "format": "time"},
+                                          {"type": "string", "format": "date-time"},
+                                          {"type": "string", "format": "uuid"}]},
+        {"type": "object", "properties": {"a": {}, "b": True}, "additionalProperties": False},
+        {},
+    ]
+    for i, s in enumerate(schemas):
+        with open(os.path.join(dest, "s%02d" % i), "w") as f:
+            json.dump(s, f)
+
+
 if __name__ == "__main__":
     kind, dest = sys.argv[1], sys.argv[2]
     os.makedirs(dest, exist_ok=True)
     {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "jinja": jinja_seeds,
-     "grammar": grammar_seeds}[kind](dest)
+     "grammar": grammar_seeds, "json_schema": json_schema_seeds}[kind](dest)
