@@ -10,7 +10,8 @@
 #include "core/threadpool.h"
 #include "oxidize.h"
 
-/* A matrix of weights in any dtype: n_rows rows of n_cols elements, row_bytes apart. */
+/* A matrix of weights in any dtype: n_rows rows of n_cols elements, row_bytes apart, in the
+ * backend's memory (a device copy for a GPU backend). */
 struct mat {
     enum ox_dtype type;
     const void *data;
@@ -20,9 +21,10 @@ struct mat {
                            NULL */
 };
 
-/* Per-context backend state (threads, scratch). */
+/* Per-context backend state (threads, scratch; a device backend's own state in impl). */
 struct backend {
     const struct backend_ops *ops;
+    void *impl;
     struct threadpool *pool;
     float *scratch; /* n_threads x scratch_per_thread floats */
     size_t scratch_per_thread;
@@ -61,9 +63,17 @@ struct attn_args {
 
 enum glu_kind { GLU_SILU, GLU_GELU };
 
-/* Activations are row-major float arrays: x[n][dim]. */
+/* Activations are row-major float arrays: x[n][dim], in the backend's memory, as are the KV
+ * cache and the index arrays ops take (positions, cells, sequence masks): the forward pass
+ * uploads those once per batch. Ops run in order; only download waits for them. */
 struct backend_ops {
     const char *name;
+    bool device; /* memory is not the host's: alloc/upload/download are real */
+    /* Backend memory (NULL when there is not enough), and copies to and from the host. */
+    void *(*alloc)(struct backend *b, size_t bytes);
+    void (*free)(struct backend *b, void *p);
+    void (*upload)(struct backend *b, void *dst, const void *host, size_t bytes);
+    void (*download)(struct backend *b, void *host, const void *src, size_t bytes);
     /* y[t] = W x[t] for t < n: y is [n][w->n_rows], x is [n][w->n_cols] */
     void (*matmul)(struct backend *b, const struct mat *w, const float *x, float *y, int n);
     /* y[t] = row ids[t] of w as floats: y is [n][w->n_cols] */
@@ -98,6 +108,20 @@ struct backend_ops {
      * Heads share kv heads in groups (GQA). y is
      * [n][n_head][hd_v]. */
     void (*attention)(struct backend *b, const struct attn_args *a);
+    /* Row r of dst = row r of src for rows rows of cols floats (strides in floats). */
+    void (*copy_rows)(struct backend *b, float *dst, size_t dst_stride, const float *src,
+                      size_t src_stride, int rows, int cols);
+    /* y += w * x over n values */
+    void (*axpy)(struct backend *b, float *y, const float *x, float w, size_t n);
+    /* y = 0 over n values */
+    void (*zero)(struct backend *b, float *y, size_t n);
+    /* KV cache rows (type f32, f16 or q8_0; row_bytes apart from base): store n rows of dim
+     * floats into rows cells[t]; load rows [0, n_cells) as floats, skipping those whose
+     * cell_pos is negative (free cells, which attention never reads; NULL: load all). */
+    void (*cache_store)(struct backend *b, enum ox_dtype type, const float *x, int n, int dim,
+                        uint8_t *base, size_t row_bytes, const int32_t *cells);
+    void (*cache_load)(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
+                       float *y, int n_cells, int dim, const int32_t *cell_pos);
 };
 
 extern const struct backend_ops backend_cpu_ops;

@@ -36,6 +36,15 @@ static enum ox_status check_params(const struct ox_model *m, struct ox_context_p
     return OX_OK;
 }
 
+/* Backend memory for n floats (or bytes, with balloc); NULL is caught by the callers' checks. */
+static void *balloc(struct ox_context *ctx, size_t bytes) {
+    return ctx->be.ops->alloc(&ctx->be, bytes ? bytes : 1);
+}
+
+static float *bfalloc(struct ox_context *ctx, size_t n) {
+    return balloc(ctx, n * sizeof(float));
+}
+
 static enum ox_status alloc_kv(struct ox_context *ctx) {
     const struct model_config *c = &ctx->model->cfg;
     struct kv_cache *kv = &ctx->kv;
@@ -47,10 +56,14 @@ static enum ox_status alloc_kv(struct ox_context *ctx) {
     size_t cells = (size_t)kv->n_cells * (size_t)c->n_layer;
     kv->pos = malloc((size_t)kv->n_cells * sizeof *kv->pos);
     kv->seq = calloc((size_t)kv->n_cells, sizeof *kv->seq);
-    kv->k = ox_aligned_alloc(OX_ALIGN, cells * kv->k_row);
-    kv->v = ox_aligned_alloc(OX_ALIGN, cells * kv->v_row);
-    if (!kv->pos || !kv->seq || !kv->k || !kv->v)
-        return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells", kv->n_cells);
+    kv->k = balloc(ctx, cells * kv->k_row);
+    kv->v = balloc(ctx, cells * kv->v_row);
+    bool device = ctx->be.ops->device;
+    kv->b_pos = device ? balloc(ctx, (size_t)kv->n_cells * sizeof *kv->pos) : kv->pos;
+    kv->b_seq = device ? balloc(ctx, (size_t)kv->n_cells * sizeof *kv->seq) : kv->seq;
+    if (!kv->pos || !kv->seq || !kv->k || !kv->v || !kv->b_pos || !kv->b_seq)
+        return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells on the %s",
+                       kv->n_cells, ctx->be.ops->name);
     for (int32_t i = 0; i < kv->n_cells; i++)
         kv->pos[i] = -1;
     return OX_OK;
@@ -65,34 +78,52 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
     size_t ff = (size_t)c->n_ff * 2; /* a fused gate+up row is twice n_ff */
     ff = ff > e ? ff : e;
     ff = ff > (size_t)c->n_ff_exp ? ff : (size_t)c->n_ff_exp;
-    a->x = falloc(nb * e), a->xn = falloc(nb * e), a->q = falloc(nb * q);
-    a->qkv = falloc(nb * (q + dk + dv)), a->branch = falloc(nb * e);
-    a->k = falloc(nb * dk), a->v = falloc(nb * dv), a->attn = falloc(nb * o);
-    a->proj = falloc(nb * e), a->gate = falloc(nb * ff), a->up = falloc(nb * ff);
-    a->hidden = falloc(nb * ff), a->kf = falloc(ctx->kv.n_cells * dk);
-    a->k_t = falloc(ctx->kv.n_cells * dk);
-    a->vf = falloc(ctx->kv.n_cells * dv), a->router = falloc(nb * (size_t)c->n_expert);
-    a->pos = malloc(nb * sizeof *a->pos), a->seq = malloc(nb * sizeof *a->seq);
-    a->cell = malloc(nb * sizeof *a->cell);
-    ctx->logits = falloc(nb * (size_t)c->n_vocab);
-    ctx->out_row = malloc(nb * sizeof *ctx->out_row);
+    size_t ints = nb * sizeof(int32_t);
+    bool device = ctx->be.ops->device;
+    a->x = bfalloc(ctx, nb * e), a->xn = bfalloc(ctx, nb * e), a->q = bfalloc(ctx, nb * q);
+    a->qkv = bfalloc(ctx, nb * (q + dk + dv)), a->branch = bfalloc(ctx, nb * e);
+    a->k = bfalloc(ctx, nb * dk), a->v = bfalloc(ctx, nb * dv), a->attn = bfalloc(ctx, nb * o);
+    a->proj = bfalloc(ctx, nb * e), a->gate = bfalloc(ctx, nb * ff), a->up = bfalloc(ctx, nb * ff);
+    a->hidden = bfalloc(ctx, nb * ff), a->kf = bfalloc(ctx, ctx->kv.n_cells * dk);
+    a->k_t = device ? NULL : bfalloc(ctx, ctx->kv.n_cells * dk);
+    a->vf = bfalloc(ctx, ctx->kv.n_cells * dv), a->router = bfalloc(ctx, nb * (size_t)c->n_expert);
+    a->router_host = device ? falloc(nb * (size_t)c->n_expert) : a->router;
+    a->pos = malloc(ints), a->seq = malloc(ints), a->cell = malloc(ints);
+    a->b_tok = balloc(ctx, ints);
+    a->b_pos = device ? balloc(ctx, ints) : a->pos;
+    a->b_seq = device ? balloc(ctx, ints) : a->seq;
+    a->b_cell = device ? balloc(ctx, ints) : a->cell;
+    ctx->b_logits = bfalloc(ctx, nb * (size_t)c->n_vocab);
+    ctx->logits = device ? falloc(nb * (size_t)c->n_vocab) : ctx->b_logits;
+    ctx->out_row = malloc(ints);
     if (!a->x || !a->xn || !a->qkv || !a->branch || !a->q || !a->k || !a->v || !a->attn ||
-        !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || !a->k_t || !a->vf || !a->router ||
-        !a->pos || !a->seq || !a->cell || !ctx->logits || !ctx->out_row)
-        return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens", nb);
+        !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || (!device && !a->k_t) || !a->vf ||
+        !a->router || !a->router_host || !a->pos || !a->seq || !a->cell || !a->b_tok || !a->b_pos ||
+        !a->b_seq || !a->b_cell || !ctx->b_logits || !ctx->logits || !ctx->out_row)
+        return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens on the %s",
+                       nb, ctx->be.ops->name);
     return OX_OK;
 }
 
+/* The columns of the widest activation row a matmul or the attention scores may see. */
+static int64_t max_cols(const struct ox_context *ctx) {
+    const struct model_config *c = &ctx->model->cfg;
+    int64_t cols = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
+    cols = cols > c->n_ff_exp ? cols : c->n_ff_exp;
+    cols = cols > c->n_head * c->head_dim_k ? cols : c->n_head * c->head_dim_k;
+    cols = cols > c->n_head * c->head_dim_v ? cols : c->n_head * c->head_dim_v;
+    cols = cols > ctx->params.n_ctx ? cols : ctx->params.n_ctx; /* attention scores */
+    int64_t qv = (int64_t)c->head_dim_k + c->head_dim_v;        /* f16 attention: q + values */
+    return cols > qv ? cols : qv;
+}
+
 static enum ox_status alloc_backend(struct ox_context *ctx) {
-    const struct ox_model *m = ctx->model;
+    int64_t cols = max_cols(ctx);
+#ifdef OX_HAVE_CUDA
+    if (ctx->model->on_gpu)
+        return backend_cuda_init(&ctx->be, ctx->params.n_batch, cols);
+#endif
     int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_default_threads();
-    int64_t cols = m->cfg.n_ff > m->cfg.n_embd ? m->cfg.n_ff : m->cfg.n_embd;
-    cols = cols > m->cfg.n_ff_exp ? cols : m->cfg.n_ff_exp;
-    cols = cols > m->cfg.n_head * m->cfg.head_dim_k ? cols : m->cfg.n_head * m->cfg.head_dim_k;
-    cols = cols > m->cfg.n_head * m->cfg.head_dim_v ? cols : m->cfg.n_head * m->cfg.head_dim_v;
-    cols = cols > ctx->params.n_ctx ? cols : ctx->params.n_ctx;  /* attention scores */
-    int64_t qv = (int64_t)m->cfg.head_dim_k + m->cfg.head_dim_v; /* f16 attention: q + values */
-    cols = cols > qv ? cols : qv;
     ctx->be.ops = &backend_cpu_ops;
     ctx->be.scratch_per_thread = backend_cpu_scratch(cols);
     ctx->be.scratch = falloc((size_t)n * ctx->be.scratch_per_thread);
@@ -115,11 +146,11 @@ enum ox_status ox_context_create(const struct ox_model *m, const struct ox_conte
     ctx->params = p ? *p : ox_context_params_default();
     enum ox_status s = check_params(m, &ctx->params);
     if (s == OX_OK)
+        s = alloc_backend(ctx);
+    if (s == OX_OK)
         s = alloc_kv(ctx);
     if (s == OX_OK)
         s = alloc_activations(ctx);
-    if (s == OX_OK)
-        s = alloc_backend(ctx);
     if (s != OX_OK) {
         ox_context_free(ctx);
         return s;
@@ -131,17 +162,31 @@ enum ox_status ox_context_create(const struct ox_model *m, const struct ox_conte
 void ox_context_free(struct ox_context *ctx) {
     if (!ctx)
         return;
+    struct backend *b = &ctx->be;
     struct activations *a = &ctx->act;
-    float *fs[] = {a->x,      a->xn,       a->qkv,          a->branch,        a->q,
-                   a->k,      a->v,        a->attn,         a->proj,          a->gate,
-                   a->up,     a->hidden,   a->kf,           a->k_t,           a->vf,
-                   a->router, ctx->logits, ctx->be.scratch, ctx->be.x_rounded};
-    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
-        ox_aligned_free(fs[i]);
+    if (b->ops) { /* the backend's buffers; the host's aliases of them are not freed twice */
+        bool device = b->ops->device;
+        void *bs[] = {a->x,    a->xn,     a->qkv,   a->branch,     a->q,      a->k,     a->v,
+                      a->attn, a->proj,   a->gate,  a->up,         a->hidden, a->kf,    a->k_t,
+                      a->vf,   a->router, a->b_tok, ctx->b_logits, ctx->kv.k, ctx->kv.v};
+        for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+            if (bs[i])
+                b->ops->free(b, bs[i]);
+        void *mirrors[] = {a->b_pos, a->b_seq, a->b_cell, ctx->kv.b_pos, ctx->kv.b_seq};
+        for (size_t i = 0; device && i < sizeof mirrors / sizeof mirrors[0]; i++)
+            if (mirrors[i])
+                b->ops->free(b, mirrors[i]);
+        if (device)
+            ox_aligned_free(a->router_host), ox_aligned_free(ctx->logits);
+    }
+#ifdef OX_HAVE_CUDA
+    if (b->impl)
+        backend_cuda_release(b);
+#endif
     free(a->pos), free(a->seq), free(a->cell), free(ctx->out_row);
     free(ctx->kv.pos), free(ctx->kv.seq);
-    ox_aligned_free(ctx->kv.k), ox_aligned_free(ctx->kv.v), ox_aligned_free(ctx->be.x_packed);
-    threadpool_free(ctx->be.pool);
+    ox_aligned_free(b->scratch), ox_aligned_free(b->x_rounded), ox_aligned_free(b->x_packed);
+    threadpool_free(b->pool);
     free(ctx);
 }
 

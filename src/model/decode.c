@@ -38,8 +38,8 @@ static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *
             return ox_fail(OX_ERR_INVALID_ARG, "decode: negative position at %d", t);
         if (ctx->model->pos_embd && pos >= ctx->model->cfg.n_ctx_train) /* a table lookup */
             return ox_fail(OX_ERR_CONTEXT_FULL,
-                           "decode: position %d is past the %d learned positions of the model",
-                           pos, ctx->model->cfg.n_ctx_train);
+                           "decode: position %d is past the %d learned positions of the model", pos,
+                           ctx->model->cfg.n_ctx_train);
         next[seq] = pos + 1;
         a->pos[t] = pos, a->seq[t] = seq;
         bool want = b->logits ? b->logits[t] : t == b->n_tokens - 1;
@@ -124,21 +124,24 @@ void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0, 
 }
 
 /* Moving a cell by delta positions rotates its cached keys by delta more (rotations add).
- * Keys of learned-position models carry no rotation; their cells just take the new positions. */
+ * Keys of learned-position models carry no rotation; their cells just take the new positions.
+ * The row goes through act.kf and the batch arrays, which are free between decodes. */
 static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
     const struct model_config *cfg = &ctx->model->cfg;
     if (cfg->arch->position == POS_LEARNED)
         return;
     struct kv_cache *kv = &ctx->kv;
-    const struct dtype_traits *tr = dtype_get((int)kv->type);
-    int64_t dk = (int64_t)cfg->n_head_kv * cfg->head_dim_k;
-    float *row = ctx->act.kf; /* free between decodes */
+    struct backend *b = &ctx->be;
+    int dk = cfg->n_head_kv * cfg->head_dim_k;
+    b->ops->upload(b, ctx->act.b_pos, &delta, sizeof delta);
+    b->ops->upload(b, ctx->act.b_cell, &c, sizeof c);
     for (int il = 0; il < cfg->n_layer; il++) {
-        uint8_t *k = kv->k + ((size_t)il * kv->n_cells + (size_t)c) * kv->k_row;
-        tr->to_float(k, row, dk);
+        uint8_t *base = kv->k + (size_t)il * kv->n_cells * kv->k_row;
+        b->ops->cache_load(b, kv->type, base + (size_t)c * kv->k_row, kv->k_row, ctx->act.kf, 1, dk,
+                           NULL);
         const struct rope_params *rp = cfg->is_swa[il] ? &cfg->rope_swa : &cfg->rope;
-        ctx->be.ops->rope(&ctx->be, row, &delta, 1, cfg->n_head_kv, cfg->head_dim_k, rp);
-        tr->from_float(row, k, 1, dk, NULL);
+        b->ops->rope(b, ctx->act.kf, ctx->act.b_pos, 1, cfg->n_head_kv, cfg->head_dim_k, rp);
+        b->ops->cache_store(b, kv->type, ctx->act.kf, 1, dk, base, kv->k_row, ctx->act.b_cell);
     }
 }
 

@@ -40,6 +40,7 @@ struct weight {
     const uint8_t *data;
     size_t row_bytes;   /* bytes of one ne[0] row */
     const void *packed; /* a copy in the CPU kernels' layout (owned), or NULL */
+    const void *dev;    /* the copy in GPU memory when the model was uploaded, or NULL */
 };
 
 /* A layer's tensors; any may be NULL where the architecture or the file has none. */

@@ -6,20 +6,24 @@
 #include "model/context.h"
 #include "quant/dtype.h"
 
+/* A weight as the backend sees it: its device copy when the model was uploaded. */
 static struct mat as_mat(const struct weight *w) {
-    return (struct mat){w->type, w->data, w->ne[1], w->ne[0], w->row_bytes, w->packed};
+    return (struct mat){w->type,      w->dev ? w->dev : w->data, w->ne[1], w->ne[0],
+                        w->row_bytes, w->dev ? NULL : w->packed};
 }
 
 /* Matrix e of a 3-D expert tensor. */
 static struct mat expert_mat(const struct weight *w, int e) {
     struct mat m = as_mat(w);
-    m.data = (const uint8_t *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
+    m.data = (const uint8_t *)m.data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
     m.packed = NULL; /* experts stay in the file's layout */
     return m;
 }
 
 static const float *vec(const struct weight *w) {
-    return w ? (const float *)w->data : NULL; /* norms and biases are f32 (checked at load) */
+    if (!w) /* norms and biases are f32 (checked at load) */
+        return NULL;
+    return (const float *)(w->dev ? w->dev : w->data);
 }
 
 /* y = W x (+ bias) for n tokens. */
@@ -50,21 +54,15 @@ static void norm(struct ox_context *ctx, const float *x, const struct weight *w,
 static void kv_store_and_load(struct ox_context *ctx, int il, int n) {
     struct kv_cache *kv = &ctx->kv;
     struct activations *a = &ctx->act;
+    struct backend *b = &ctx->be;
     const struct model_config *c = &ctx->model->cfg;
-    const struct dtype_traits *tr = dtype_get((int)kv->type);
-    int64_t dk = (int64_t)c->n_head_kv * c->head_dim_k, dv = (int64_t)c->n_head_kv * c->head_dim_v;
+    int dk = c->n_head_kv * c->head_dim_k, dv = c->n_head_kv * c->head_dim_v;
     uint8_t *k_base = kv->k + (size_t)il * kv->n_cells * kv->k_row;
     uint8_t *v_base = kv->v + (size_t)il * kv->n_cells * kv->v_row;
-    for (int t = 0; t < n; t++) {
-        tr->from_float(a->k + t * dk, k_base + (size_t)a->cell[t] * kv->k_row, 1, dk, NULL);
-        tr->from_float(a->v + t * dv, v_base + (size_t)a->cell[t] * kv->v_row, 1, dv, NULL);
-    }
-    for (int32_t cell = 0; cell < kv->used_end; cell++) {
-        if (kv->pos[cell] < 0)
-            continue;
-        tr->to_float(k_base + (size_t)cell * kv->k_row, a->kf + (size_t)cell * dk, dk);
-        tr->to_float(v_base + (size_t)cell * kv->v_row, a->vf + (size_t)cell * dv, dv);
-    }
+    b->ops->cache_store(b, kv->type, a->k, n, dk, k_base, kv->k_row, a->b_cell);
+    b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, kv->v_row, a->b_cell);
+    b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->used_end, dk, kv->b_pos);
+    b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->used_end, dv, kv->b_pos);
 }
 
 /* q, k and v for n tokens from the layer input: one fused matmul split three ways, or three. */
@@ -82,12 +80,9 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, c
         return;
     }
     linear(b, l->wqkv, l->bqkv, in, a->qkv, n);
-    for (int t = 0; t < n; t++) {
-        const float *row = a->qkv + (size_t)t * all;
-        memcpy(a->q + t * q, row, q * sizeof(float));
-        memcpy(a->k + t * k, row + q, k * sizeof(float));
-        memcpy(a->v + t * v, row + q + k, v * sizeof(float));
-    }
+    b->ops->copy_rows(b, a->q, q, a->qkv, all, n, (int)q);
+    b->ops->copy_rows(b, a->k, k, a->qkv + q, all, n, (int)k);
+    b->ops->copy_rows(b, a->v, v, a->qkv + q + k, all, n, (int)v);
 }
 
 /* Per-token q scaling for long contexts (mistral3): 1 + scale * log(floor(pos / floor) + 1). */
@@ -126,8 +121,8 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
     }
     if (d->position != POS_LEARNED) {
         const struct rope_params *rp = c->is_swa[il] ? &c->rope_swa : &c->rope;
-        op->rope(b, a->q, a->pos, n, c->n_head, hd, rp);
-        op->rope(b, a->k, a->pos, n, c->n_head_kv, hd, rp);
+        op->rope(b, a->q, a->b_pos, n, c->n_head, hd, rp);
+        op->rope(b, a->k, a->b_pos, n, c->n_head_kv, hd, rp);
     }
     if (c->attn_temp_scale != 0.0f)
         temperature_scale_q(ctx, n);
@@ -149,10 +144,10 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
         .n_head_kv = c->n_head_kv,
         .hd_k = hd,
         .hd_v = c->head_dim_v,
-        .q_pos = a->pos,
-        .q_seq = a->seq,
-        .cell_pos = ctx->kv.pos,
-        .cell_seq = ctx->kv.seq,
+        .q_pos = a->b_pos,
+        .q_seq = a->b_seq,
+        .cell_pos = ctx->kv.b_pos,
+        .cell_seq = ctx->kv.b_seq,
         .scale = scale,
         .softcap = c->attn_softcap,
         .window = c->is_swa[il] ? c->swa_window : 0,
@@ -170,21 +165,23 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
  * before the last layer's FFN: nothing after that mixes tokens. Returns how many remain. */
 static int keep_output_rows(struct ox_context *ctx, int n) {
     struct activations *a = &ctx->act;
+    struct backend *b = &ctx->be;
     size_t d = (size_t)ctx->model->cfg.n_embd;
     float *rows[] = {a->x, a->xn, a->proj};
     int kept = 0;
     for (int t = 0; t < n; t++) {
         if (ctx->out_row[t] < 0)
             continue;
-        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-            memmove(rows[i] + kept * d, rows[i] + t * d, d * sizeof(float));
+        for (size_t i = 0; kept != t && i < sizeof rows / sizeof rows[0]; i++)
+            b->ops->copy_rows(b, rows[i] + kept * d, d, rows[i] + t * d, d, 1, (int)d);
         kept++;
     }
     return kept;
 }
 
 /* Mixtral-style MoE: softmax over the router, the top experts' SwiGLU FFNs weighted by their
- * renormalised probabilities, summed in expert order into out. */
+ * renormalised probabilities, summed in expert order into out. The experts are chosen on the
+ * host, from the router's probabilities copied back. */
 static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                     float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
@@ -194,9 +191,10 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
     b->ops->matmul(b, &router, in, a->router, n);
     int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
     b->ops->softmax(b, a->router, n, ne);
-    memset(out, 0, (size_t)n * (size_t)d * sizeof *out);
+    b->ops->download(b, a->router_host, a->router, (size_t)n * (size_t)ne * sizeof(float));
+    b->ops->zero(b, out, (size_t)n * (size_t)d);
     for (int t = 0; t < n; t++) {
-        const float *p = a->router + (size_t)t * ne;
+        const float *p = a->router_host + (size_t)t * ne;
         int idx[MODEL_MAX_EXPERTS_USED];
         for (int j = 0; j < k; j++) { /* the k largest, ties to the lower index */
             idx[j] = -1;
@@ -220,9 +218,7 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
             b->ops->matmul(b, &u, x, a->up, 1);
             b->ops->glu(b, GLU_SILU, a->gate, a->up, a->hidden, (size_t)ff);
             b->ops->matmul(b, &dn, a->hidden, a->gate, 1);
-            float w = p[idx[j]] / (float)wsum;
-            for (int i = 0; i < d; i++)
-                out[(size_t)t * d + i] += w * a->gate[i];
+            b->ops->axpy(b, out + (size_t)t * d, a->gate, p[idx[j]] / (float)wsum, (size_t)d);
         }
     }
 }
@@ -288,21 +284,21 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
 
 /* Token (and learned position) embeddings of n tokens into act.x, with the architecture's
  * scaling. */
-static void embed(struct ox_context *ctx, const ox_token *tokens, int n) {
+static void embed(struct ox_context *ctx, int n) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
     struct backend *b = &ctx->be;
     struct activations *a = &ctx->act;
     size_t all = (size_t)n * c->n_embd;
     struct mat emb = as_mat(m->tok_embd);
-    b->ops->get_rows(b, &emb, tokens, a->x, n);
+    b->ops->get_rows(b, &emb, a->b_tok, a->x, n);
     if (c->arch->embd_scale_sqrt)
         b->ops->scale(b, a->x, sqrtf((float)c->n_embd), all);
     if (c->embd_scale != 0.0f)
         b->ops->scale(b, a->x, c->embd_scale, all);
     if (m->pos_embd) {
         struct mat pe = as_mat(m->pos_embd);
-        b->ops->get_rows(b, &pe, a->pos, a->proj, n);
+        b->ops->get_rows(b, &pe, a->b_pos, a->proj, n);
         b->ops->add(b, a->x, a->proj, all);
     }
 }
@@ -314,18 +310,35 @@ static void output_block(struct ox_context *ctx, int rows) {
     struct backend *b = &ctx->be;
     size_t all = (size_t)rows * c->n_vocab;
     norm(ctx, ctx->act.x, m->output_norm, m->output_norm_b, ctx->act.xn, rows);
-    linear(b, m->output, m->output_b, ctx->act.xn, ctx->logits, rows);
+    linear(b, m->output, m->output_b, ctx->act.xn, ctx->b_logits, rows);
     if (c->final_softcap != 0.0f)
-        b->ops->softcap(b, ctx->logits, c->final_softcap, all);
+        b->ops->softcap(b, ctx->b_logits, c->final_softcap, all);
     if (c->logit_scale != 0.0f)
         b->ops->scale(
-            b, ctx->logits,
+            b, ctx->b_logits,
             c->arch->logit_scale == LOGIT_SCALE_DIV ? 1.0f / c->logit_scale : c->logit_scale, all);
+    b->ops->download(b, ctx->logits, ctx->b_logits, all * sizeof(float));
+}
+
+/* The batch's tokens, positions, sequences and cells, and the cache's cell positions and
+ * sequence masks, into the backend's copies (the same arrays on the CPU: nothing moves). */
+static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) {
+    struct backend *b = &ctx->be;
+    struct activations *a = &ctx->act;
+    struct kv_cache *kv = &ctx->kv;
+    size_t ints = (size_t)n * sizeof(int32_t), cells = (size_t)kv->used_end;
+    b->ops->upload(b, a->b_tok, tokens, ints);
+    b->ops->upload(b, a->b_pos, a->pos, ints);
+    b->ops->upload(b, a->b_seq, a->seq, ints);
+    b->ops->upload(b, a->b_cell, a->cell, ints);
+    b->ops->upload(b, kv->b_pos, kv->pos, cells * sizeof *kv->pos);
+    b->ops->upload(b, kv->b_seq, kv->seq, cells * sizeof *kv->seq);
 }
 
 enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n) {
     const struct ox_model *m = ctx->model;
-    embed(ctx, tokens, n);
+    upload_batch(ctx, tokens, n);
+    embed(ctx, n);
     for (int il = 0; il < m->cfg.n_layer; il++) {
         attention_block(ctx, &m->layers[il], il, n);
         if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)

@@ -116,12 +116,13 @@ enum ox_status model_bind_weights(struct ox_model *m) {
     for (int64_t i = 0; i < g->n_tensors; i++) {
         const struct gguf_tensor *t = &g->tensors[i];
         const struct dtype_traits *tr = dtype_get((int)t->type);
-        m->weights[i] = (struct weight){t->name,
-                                        t->type,
-                                        {t->ne[0], t->ne[1], t->ne[2], t->ne[3]},
-                                        t->data,
-                                        (size_t)(t->ne[0] / tr->block_size) * tr->type_size,
-                                        NULL};
+        m->weights[i] = (struct weight){
+            .name = t->name,
+            .type = t->type,
+            .ne = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]},
+            .data = t->data,
+            .row_bytes = (size_t)(t->ne[0] / tr->block_size) * tr->type_size,
+        };
         m->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
     }
     const struct weight *emb = find(m, "token_embd.weight");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ggml_numerics.h"
 #include "backend/cpu/ops_simd.h"
 #include "backend/cpu/qmatmul.h"
@@ -215,6 +216,10 @@ static void cpu_softcap(struct backend *b, float *y, float cap, size_t n) {
 
 const struct backend_ops backend_cpu_ops = {
     .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
     .matmul = cpu_matmul,
     .get_rows = cpu_get_rows,
     .rms_norm = cpu_rms_norm,
@@ -228,4 +233,9 @@ const struct backend_ops backend_cpu_ops = {
     .softmax = cpu_softmax,
     .softcap = cpu_softcap,
     .attention = cpu_attention,
+    .copy_rows = cpu_copy_rows,
+    .axpy = cpu_axpy,
+    .zero = cpu_zero,
+    .cache_store = cpu_cache_store,
+    .cache_load = cpu_cache_load,
 };
