@@ -6,16 +6,22 @@ FUZZ      ?= build-fuzz
 TESTDATA  ?= $(if $(OX_TESTDATA),$(OX_TESTDATA),$(CURDIR)/../shared/testdata)
 DEMO_MODEL ?= $(TESTDATA)/models/kjv-15m-q4_k_m.gguf
 FUZZ_SECONDS ?= 20
+CUDA_BUILD ?= build-cuda
+# The CUDA backend: `make CUDA=1` builds it into build/; `make test` compiles it (and runs its
+# tests, which skip without a GPU) wherever nvcc is installed.
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA      ?= 0
 # Debian packages the build and tests need (installed by `make deps` when missing and root).
 DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
                libutf8proc-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user
 
-.PHONY: all release test test-release test-asan fuzz fuzz-long demo bench compare deps clean
+.PHONY: all release test test-release test-cuda test-asan fuzz fuzz-long demo bench compare deps clean
 
 all: release
 
 release:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  $(if $(filter 1,$(CUDA)),-DOX_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC),-DOX_CUDA=OFF) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 deps:
@@ -32,10 +38,19 @@ deps:
 test: deps
 	$(MAKE) test-release
 	$(MAKE) test-asan
+	$(if $(NVCC),$(MAKE) test-cuda,@echo "no nvcc: the CUDA backend is not built")
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
 
 test-release: release
 	cd $(BUILD) && OX_TESTDATA=$(TESTDATA) ctest --output-on-failure -j $(JOBS)
+
+# The CUDA build's own tests (the rest of the suite is the release build's); GPU tests report
+# themselves skipped on machines without one.
+test-cuda:
+	cmake -S . -B $(CUDA_BUILD) -DCMAKE_BUILD_TYPE=Release -DOX_CUDA=ON \
+	  -DCMAKE_CUDA_COMPILER=$(NVCC) >/dev/null
+	cmake --build $(CUDA_BUILD) -j $(JOBS) -- --no-print-directory
+	cd $(CUDA_BUILD) && OX_TESTDATA=$(TESTDATA) ctest --output-on-failure -R cuda
 
 test-asan:
 	CC=clang CXX=clang++ cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DOX_SANITIZE=ON >/dev/null
@@ -67,4 +82,4 @@ compare: release
 	bench/compare.sh --no-build
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(FUZZ)
+	rm -rf $(BUILD) $(ASAN) $(FUZZ) $(CUDA_BUILD)

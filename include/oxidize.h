@@ -355,6 +355,8 @@ struct ox_model_params {
     bool use_mmap;                /* map the file (default); false reads it into memory */
     ox_load_progress_fn progress; /* NULL: none */
     void *progress_user;
+    int32_t n_gpu_layers; /* layers on the GPU: -1 (default) all when a CUDA GPU is present and
+                             the build has the CUDA backend, 0 none; others not yet supported */
 };
 
 OX_API struct ox_model_params ox_model_params_default(void);
@@ -371,6 +373,10 @@ OX_API int32_t ox_model_n_ctx_train(const struct ox_model *model);
 OX_API int32_t ox_model_n_embd(const struct ox_model *model);
 OX_API int32_t ox_model_n_layer(const struct ox_model *model);
 OX_API uint64_t ox_model_n_params(const struct ox_model *model);
+/* Where the model runs: "CPU", or "CUDA" when its weights were uploaded to a GPU. */
+OX_API const char *ox_model_backend(const struct ox_model *model);
+/* Bytes of GPU memory the model's weights take (0 on the CPU). */
+OX_API uint64_t ox_model_gpu_bytes(const struct ox_model *model);
 /* "llama 15.2M q4_K" style description; snprintf rule. */
 OX_API size_t ox_model_desc(const struct ox_model *model, char *buf, size_t cap);
 /* How oxidize runs the architecture named `arch` (a GGUF general.architecture value): its

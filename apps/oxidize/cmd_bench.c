@@ -19,6 +19,7 @@ struct bench_opts {
     int prompts[MAX_LIST], n_prompts; /* -p values; 0 skips */
     int gens[MAX_LIST], n_gens;       /* -n values; 0 skips */
     int n_batch, n_threads, reps;
+    int n_gpu_layers; /* -ngl: -1 all on a GPU when there is one, 0 the CPU */
     bool json;
 };
 
@@ -35,6 +36,7 @@ struct bench_env {
     char desc[256];
     uint64_t size_bytes, n_params;
     double load_ms, peak_rss_mib;
+    const char *backend; /* "CPU" or "CUDA" */
 };
 
 static void usage(FILE *f) {
@@ -48,6 +50,8 @@ static void usage(FILE *f) {
             "  -n, --n-gen LIST        generation lengths, comma separated (0 skips; default 128)\n"
             "  -b, --batch-size N      most tokens per decode call (default 512)\n"
             "  -t, --threads N         worker threads (default: physical cores)\n"
+            "  -ngl, --n-gpu-layers N  layers on the GPU (default -1: all, when there is one;\n"
+            "                          0: the CPU)\n"
             "  -r, --repetitions N     timed runs per test (default 5)\n"
             "  -o, --output md|json    a markdown table (default) or a JSON array\n");
 }
@@ -97,6 +101,8 @@ static int value_option(struct bench_opts *o, const char *opt, const char *val) 
         return parse_int(opt, val, 1, 1 << 16, &o->n_batch) ? 1 : -1;
     else if (!strcmp(opt, "-t") || !strcmp(opt, "--threads"))
         return parse_int(opt, val, 1, 1024, &o->n_threads) ? 1 : -1;
+    else if (!strcmp(opt, "-ngl") || !strcmp(opt, "--n-gpu-layers"))
+        return parse_int(opt, val, -1, 1 << 20, &o->n_gpu_layers) ? 1 : -1;
     else if (!strcmp(opt, "-r") || !strcmp(opt, "--repetitions"))
         return parse_int(opt, val, 1, 1000, &o->reps) ? 1 : -1;
     else if (!strcmp(opt, "-o") || !strcmp(opt, "--output")) {
@@ -112,8 +118,13 @@ static int value_option(struct bench_opts *o, const char *opt, const char *val) 
 
 /* Returns -1 to go on, else an exit status. */
 static int parse_args(int argc, char **argv, struct bench_opts *o) {
-    *o = (struct bench_opts){
-        .prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .n_batch = 512, .reps = 5};
+    *o = (struct bench_opts){.prompts = {512},
+                             .n_prompts = 1,
+                             .gens = {128},
+                             .n_gens = 1,
+                             .n_batch = 512,
+                             .reps = 5,
+                             .n_gpu_layers = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = i + 1 < argc ? value_option(o, a, argv[i + 1]) : 0;
@@ -279,8 +290,8 @@ static void print_md_row(const struct bench_env *e, const struct bench_test *t, 
         snprintf(params, sizeof params, "%.2f B", (double)e->n_params / 1e9);
     snprintf(ts, sizeof ts, "%.2f \xc2\xb1 %.2f", t->avg_ts, t->stddev_ts);
     /* "±" is two bytes but one column: widen the field by one so the table lines up. */
-    printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", e->desc, size, params, "CPU",
-           n_threads, t->name, ts);
+    printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", e->desc, size, params,
+           e->backend, n_threads, t->name, ts);
     fflush(stdout);
 }
 
@@ -299,10 +310,10 @@ static void print_json_test(const struct bench_env *e, const struct bench_test *
     }
     printf("], \"model_type\": ");
     json_write_string(stdout, e->desc, strlen(e->desc));
-    printf(", \"model_size\": %llu, \"model_n_params\": %llu, \"n_threads\": %d, "
-           "\"n_batch\": %d, \"load_ms\": ",
-           (unsigned long long)e->size_bytes, (unsigned long long)e->n_params, o->n_threads,
-           o->n_batch);
+    printf(", \"backends\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, "
+           "\"n_threads\": %d, \"n_batch\": %d, \"load_ms\": ",
+           e->backend, (unsigned long long)e->size_bytes, (unsigned long long)e->n_params,
+           o->n_threads, o->n_batch);
     json_write_f64(stdout, e->load_ms);
     printf(", \"peak_rss_mib\": ");
     json_write_f64(stdout, e->peak_rss_mib);
@@ -323,6 +334,7 @@ static void print_json(const struct bench_env *e, const struct bench_test *t, in
 /* The model, timed, and what the table says about it; false with a message. */
 static bool load_model(const struct bench_opts *o, struct ox_model **m, struct bench_env *e) {
     struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = o->n_gpu_layers;
     double t0 = cmd_now_s();
     if (ox_model_load(o->model, &mp, m) != OX_OK) {
         fprintf(stderr, "oxidize bench: %s\n", ox_last_error());
@@ -330,6 +342,7 @@ static bool load_model(const struct bench_opts *o, struct ox_model **m, struct b
     }
     e->load_ms = (cmd_now_s() - t0) * 1e3;
     ox_model_desc(*m, e->desc, sizeof e->desc);
+    e->backend = ox_model_backend(*m);
     e->n_params = ox_model_n_params(*m);
     e->size_bytes = tensor_bytes(o->model);
     return true;

@@ -16,25 +16,27 @@
 
 struct chat_opts {
     const char *model, *system, *chat_template;
-    int n_predict, n_ctx, n_threads;
+    int n_predict, n_ctx, n_threads, n_gpu_layers;
     struct sampling_opts sampling;
     const char *stop[STOP_MAX];
     int n_stop;
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: oxidize chat -m MODEL.gguf [options]\n"
-            "  -sys, --system TEXT   system prompt\n"
-            "  --chat-template F     a Jinja chat template file instead of the model's own\n"
-            "  --stop S              end an answer before S (repeatable)\n"
-            "  -n N                  most tokens per answer (default -1: until end of turn)\n"
-            "  -c CTX                context size in tokens (default 4096, at most the model's)\n"
-            "  -t THREADS            threads (default: the physical cores)\n"
-            "%s"
-            "In the chat: end a line with \\ to continue it, or wrap lines in \"\"\" for a\n"
-            "multi-line message; /help lists the commands.\n",
-            sampling_opts_usage());
+    fprintf(
+        f,
+        "usage: oxidize chat -m MODEL.gguf [options]\n"
+        "  -sys, --system TEXT   system prompt\n"
+        "  --chat-template F     a Jinja chat template file instead of the model's own\n"
+        "  --stop S              end an answer before S (repeatable)\n"
+        "  -n N                  most tokens per answer (default -1: until end of turn)\n"
+        "  -c CTX                context size in tokens (default 4096, at most the model's)\n"
+        "  -t THREADS            threads (default: the physical cores)\n"
+        "  -ngl N                layers on the GPU (default -1: all when there is one; 0: CPU)\n"
+        "%s"
+        "In the chat: end a line with \\ to continue it, or wrap lines in \"\"\" for a\n"
+        "multi-line message; /help lists the commands.\n",
+        sampling_opts_usage());
 }
 
 static bool parse_int(const char *s, long lo, long hi, int *out) {
@@ -65,12 +67,14 @@ static bool set_option(struct chat_opts *o, const char *a, const char *v) {
         return parse_int(v, 8, 1 << 24, &o->n_ctx);
     if (!strcmp(a, "-t"))
         return parse_int(v, 1, 1024, &o->n_threads);
+    if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers"))
+        return parse_int(v, -1, 1 << 20, &o->n_gpu_layers);
     return false;
 }
 
 /* Returns -1 to go on, else an exit status. */
 static int parse_args(int argc, char **argv, struct chat_opts *o) {
-    *o = (struct chat_opts){.n_predict = -1, .n_ctx = 4096};
+    *o = (struct chat_opts){.n_predict = -1, .n_ctx = 4096, .n_gpu_layers = -1};
     sampling_opts_default(&o->sampling);
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -285,7 +289,9 @@ int cmd_chat(int argc, char **argv) {
     struct chat_session s;
     chat_session_init(&s);
     bool said = false; /* the error was already printed */
-    enum ox_status st = ox_model_load(o.model, NULL, &model);
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = o.n_gpu_layers;
+    enum ox_status st = ox_model_load(o.model, &mp, &model);
     if (st == OX_OK && !tmpl && !ox_model_chat_template(model, NULL)) {
         fprintf(stderr, "oxidize chat: %s has no chat template; give one with --chat-template\n",
                 o.model);

@@ -13,20 +13,22 @@
 struct run_opts {
     const char *model, *prompt, *file, *system, *chat_template;
     bool chat;
-    int n_predict, n_ctx, n_threads;
+    int n_predict, n_ctx, n_threads, n_gpu_layers;
     struct sampling_opts sampling;
     const char *stop[STOP_MAX];
     int n_stop;
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: oxidize run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
-            "  -n N                  tokens to generate (default 128; stops at end of text)\n"
-            "  -c CTX                context size in tokens (default 2048, at most the model's)\n"
-            "  -t THREADS            threads (default: the physical cores)\n"
-            "%s",
-            sampling_opts_usage());
+    fprintf(
+        f,
+        "usage: oxidize run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
+        "  -n N                  tokens to generate (default 128; stops at end of text)\n"
+        "  -c CTX                context size in tokens (default 2048, at most the model's)\n"
+        "  -t THREADS            threads (default: the physical cores)\n"
+        "  -ngl N                layers on the GPU (default -1: all when there is one; 0: CPU)\n"
+        "%s",
+        sampling_opts_usage());
 }
 
 static bool parse_number(const char *s, double lo, double hi, double *out) {
@@ -62,12 +64,14 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
         return (o->n_ctx = (int)x), true;
     if (!strcmp(a, "-t") && parse_number(v, 1, 1024, &x))
         return (o->n_threads = (int)x), true;
+    if ((!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) && parse_number(v, -1, 1 << 20, &x))
+        return (o->n_gpu_layers = (int)x), true;
     return false;
 }
 
 /* Returns -1 to go on, else an exit status. */
 static int parse_args(int argc, char **argv, struct run_opts *o) {
-    *o = (struct run_opts){.n_predict = 128, .n_ctx = 2048};
+    *o = (struct run_opts){.n_predict = 128, .n_ctx = 2048, .n_gpu_layers = -1};
     sampling_opts_default(&o->sampling);
     for (int i = 1; i < argc; i += 2) { /* every option but --chat takes a value */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -117,7 +121,9 @@ static enum ox_status chat_prompt(struct session *s, const struct run_opts *o, c
 }
 
 static enum ox_status setup(struct session *s, const struct run_opts *o, const char *text) {
-    CMD_TRY(ox_model_load(o->model, NULL, &s->model));
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = o->n_gpu_layers;
+    CMD_TRY(ox_model_load(o->model, &mp, &s->model));
     const struct ox_vocab *v = ox_model_vocab(s->model);
     CMD_TRY(cmd_context_create(s->model, o->n_ctx, o->n_threads, &s->ctx));
     uint32_t n_ctx = ox_context_n_ctx(s->ctx);
@@ -215,7 +221,8 @@ int cmd_run(int argc, char **argv) {
     if (st == OX_OK) {
         char desc[128];
         ox_model_desc(s.model, desc, sizeof desc);
-        fprintf(stderr, "loaded %s in %.2f s\n", desc, cmd_now_s() - t0);
+        fprintf(stderr, "loaded %s in %.2f s (%s)\n", desc, cmd_now_s() - t0,
+                ox_model_backend(s.model));
         if (!o.chat) /* the continuation reads on from the prompt; a chat answer stands alone */
             fputs(o.prompt ? o.prompt : text, stdout);
         st = generate(&s, &o);

@@ -73,7 +73,8 @@ struct backend_ops {
     void *(*alloc)(struct backend *b, size_t bytes);
     void (*free)(struct backend *b, void *p);
     void (*upload)(struct backend *b, void *dst, const void *host, size_t bytes);
-    void (*download)(struct backend *b, void *host, const void *src, size_t bytes);
+    /* download waits for the ops before it, and reports the first failure of any of them */
+    enum ox_status (*download)(struct backend *b, void *host, const void *src, size_t bytes);
     /* y[t] = W x[t] for t < n: y is [n][w->n_rows], x is [n][w->n_cols] */
     void (*matmul)(struct backend *b, const struct mat *w, const float *x, float *y, int n);
     /* y[t] = row ids[t] of w as floats: y is [n][w->n_cols] */

@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#ifdef OX_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "model/context.h"
 #include "quant/dtype.h"
 

@@ -6,7 +6,7 @@
 #include "model/model.h"
 
 struct ox_model_params ox_model_params_default(void) {
-    return (struct ox_model_params){.use_mmap = true};
+    return (struct ox_model_params){.use_mmap = true, .n_gpu_layers = -1};
 }
 
 static enum ox_status load(struct ox_model *m, const char *path, const struct ox_model_params *p) {
@@ -16,7 +16,9 @@ static enum ox_status load(struct ox_model *m, const char *path, const struct ox
         return ox_fail(OX_ERR_ABORTED, "model: loading cancelled");
     OX_TRY(ox_vocab_load(path, &m->vocab));
     OX_TRY(model_bind_weights(m));
-    model_pack_weights(m);
+    OX_TRY(model_upload_weights(m, p->n_gpu_layers));
+    if (!m->on_gpu)
+        model_pack_weights(m);
     const char *tmpl;
     uint64_t tmpl_len;
     if (gguf_find(m->gguf, "tokenizer.chat_template") &&
@@ -56,6 +58,7 @@ void ox_model_free(struct ox_model *m) {
         return;
     for (int64_t i = 0; m->weights && m->gguf && i < m->gguf->n_tensors; i++)
         backend_cpu_pack_free((void *)m->weights[i].packed);
+    model_free_gpu_weights(m);
     free(m->layers);
     free(m->weights);
     free(m->chat_template);
@@ -81,6 +84,12 @@ int32_t ox_model_n_layer(const struct ox_model *m) {
 }
 uint64_t ox_model_n_params(const struct ox_model *m) {
     return m->n_params;
+}
+const char *ox_model_backend(const struct ox_model *m) {
+    return m->on_gpu ? "CUDA" : "CPU";
+}
+uint64_t ox_model_gpu_bytes(const struct ox_model *m) {
+    return m->gpu_bytes;
 }
 
 size_t ox_model_desc(const struct ox_model *m, char *buf, size_t cap) {

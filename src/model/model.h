@@ -64,11 +64,17 @@ struct ox_model {
     struct layer_weights *layers;
     uint64_t n_params;
     char *chat_template; /* tokenizer.chat_template, NUL-terminated, or NULL */
+    bool on_gpu;         /* weights uploaded: contexts run on the CUDA backend */
+    uint64_t gpu_bytes;  /* GPU memory the weights take */
 };
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);
 enum ox_status model_bind_weights(struct ox_model *m);
 /* Copy the matrices the CPU kernels read faster in their own layout; frees with the model. */
 void model_pack_weights(struct ox_model *m);
+/* Copy every weight to the GPU (weights_gpu.c) when n_gpu_layers asks for it (< 0: all when a
+ * GPU is present); a type the GPU kernels lack is OX_ERR_UNSUPPORTED. */
+enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers);
+void model_free_gpu_weights(struct ox_model *m);
 
 #endif

@@ -191,6 +191,7 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
     b->ops->matmul(b, &router, in, a->router, n);
     int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
     b->ops->softmax(b, a->router, n, ne);
+    /* a failed copy leaves indices in range; the batch's last download reports the failure */
     b->ops->download(b, a->router_host, a->router, (size_t)n * (size_t)ne * sizeof(float));
     b->ops->zero(b, out, (size_t)n * (size_t)d);
     for (int t = 0; t < n; t++) {
@@ -303,8 +304,9 @@ static void embed(struct ox_context *ctx, int n) {
     }
 }
 
-/* Final norm, output projection and logit shaping for the rows left in act.x. */
-static void output_block(struct ox_context *ctx, int rows) {
+/* Final norm, output projection and logit shaping for the rows left in act.x, then the logits
+ * to the host (the status of every op of the batch). */
+static enum ox_status output_block(struct ox_context *ctx, int rows) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
     struct backend *b = &ctx->be;
@@ -317,7 +319,7 @@ static void output_block(struct ox_context *ctx, int rows) {
         b->ops->scale(
             b, ctx->b_logits,
             c->arch->logit_scale == LOGIT_SCALE_DIV ? 1.0f / c->logit_scale : c->logit_scale, all);
-    b->ops->download(b, ctx->logits, ctx->b_logits, all * sizeof(float));
+    return b->ops->download(b, ctx->logits, ctx->b_logits, all * sizeof(float));
 }
 
 /* The batch's tokens, positions, sequences and cells, and the cache's cell positions and
@@ -342,9 +344,8 @@ enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *token
     for (int il = 0; il < m->cfg.n_layer; il++) {
         attention_block(ctx, &m->layers[il], il, n);
         if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
-            return OX_OK;
+            return ctx->be.ops->download(&ctx->be, NULL, NULL, 0); /* the batch's status */
         ffn_block(ctx, &m->layers[il], n);
     }
-    output_block(ctx, n);
-    return OX_OK;
+    return output_block(ctx, n);
 }

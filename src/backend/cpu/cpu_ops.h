@@ -7,7 +7,8 @@
 void *cpu_alloc(struct backend *b, size_t bytes);
 void cpu_free(struct backend *b, void *p);
 /* upload and download: host memory is the backend's, so a copy (nothing for the same buffer) */
-void cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes);
+void cpu_upload(struct backend *b, void *dst, const void *src, size_t bytes);
+enum ox_status cpu_download(struct backend *b, void *dst, const void *src, size_t bytes);
 void cpu_copy_rows(struct backend *b, float *dst, size_t dst_stride, const float *src,
                    size_t src_stride, int rows, int cols);
 void cpu_axpy(struct backend *b, float *y, const float *x, float w, size_t n);

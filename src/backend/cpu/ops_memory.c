@@ -18,10 +18,15 @@ void cpu_free(struct backend *b, void *p) {
 }
 
 /* The forward pass hands the same pointer for both sides: nothing to copy then. */
-void cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes) {
+void cpu_upload(struct backend *b, void *dst, const void *src, size_t bytes) {
     (void)b;
     if (dst != src)
         memmove(dst, src, bytes);
+}
+
+enum ox_status cpu_download(struct backend *b, void *dst, const void *src, size_t bytes) {
+    cpu_upload(b, dst, src, bytes);
+    return OX_OK;
 }
 
 void cpu_copy_rows(struct backend *b, float *dst, size_t dst_stride, const float *src,

@@ -1,0 +1,69 @@
+#!/bin/sh
+# bench/gpu.sh: the CUDA backend in one go on a GPU machine: build, GPU tests, benchmarks.
+#
+#   bench/gpu.sh [--tests-only | --bench-only] [PRESET:TYPE ...]
+#
+# Builds build-cuda (-DOX_CUDA=ON, sm_90), prints the GPU, runs the CUDA op test and the model
+# tests on the GPU (test_reference compares every reference model in $OX_TESTDATA with
+# llama.cpp's logits, run on the GPU since models go there by default), then `oxidize bench
+# -ngl 99` (pp512, tg128) on random-weight real-shape models made by gen-model in bench/models
+# (the shapes of ../shared/testdata/anchors/llama-bench-cuda-h200.json). Logs go to $OUT (or
+# bench/results/gpu-<time>); the last lines are the benchmark table.
+set -e
+cd "$(dirname "$0")/.."
+MODE=all
+case "$1" in --tests-only) MODE=tests; shift ;; --bench-only) MODE=bench; shift ;; esac
+MODELS=${*:-"llama-3.2-1b:q4_0 llama-3.2-1b:q4_k_m llama-3.2-1b:q8_0 llama-3.2-1b:f16
+             llama-3-8b:q4_0 llama-3-8b:q4_k_m llama-3-8b:f16"}
+LOG=${OUT:-bench/results/gpu-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$LOG"
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+JOBS=$(nproc)
+
+cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DOX_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" \
+  >"$LOG/cmake.log"
+cmake --build build-cuda -j "$JOBS" >"$LOG/build.log" 2>&1 || { tail -30 "$LOG/build.log"; exit 1; }
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \
+  | tee "$LOG/gpu.txt"
+
+if [ "$MODE" != bench ]; then
+  (cd build-cuda && ctest -V -R "${TESTS:-cuda|reference|decode|arch}") \
+    >"$LOG/tests.log" 2>&1 && echo "tests: passed" || echo "tests: FAILED"
+  grep -E "checks|tests passed|Failed|FAIL|relative|prompt KL|weight types" "$LOG/tests.log" | tail -70
+fi
+
+if [ "$MODE" != tests ]; then
+  mkdir -p bench/models
+  for m in $MODELS; do
+    preset=${m%%:*} type=${m##*:}
+    f=bench/models/$preset-$type.gguf
+    [ -f "$f" ] || build-cuda/tools/gen-model --preset "$preset" --type "$type" "$f" \
+      >>"$LOG/gen.log" 2>&1
+    build-cuda/apps/oxidize/oxidize bench -m "$f" -ngl 99 -p 512 -n 128 -r "${REPS:-3}" \
+      -o json >"$LOG/bench-$preset-$type.json" 2>>"$LOG/bench.log" || echo "bench $m: failed"
+  done
+  python3 - "$LOG" "${ANCHORS:-${OX_TESTDATA:-../shared/testdata}/anchors/llama-bench-cuda-h200.json}" <<'EOF'
+import glob, json, os, re, sys
+# llama-bench's names for the presets and types gen-model makes
+SIZE = {"llama-3.2-1b": "1B", "llama-3-8b": "8B"}
+TYPE = {"q4_0": "Q4_0", "q8_0": "Q8_0", "q4_k_m": "Q4_K - Medium", "f16": "F16"}
+anchor = {}
+if os.path.exists(sys.argv[2]):
+    for r in json.load(open(sys.argv[2])):
+        anchor[(r["model_type"], r["n_prompt"], r["n_gen"])] = r["avg_ts"]
+print("| model | test | oxidize t/s | llama.cpp t/s | ratio |")
+print("| --- | --- | ---: | ---: | ---: |")
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "bench-*.json"))):
+    preset, typ = re.match(r"bench-(.*)-([^-]*)\.json", os.path.basename(f)).groups()
+    try:
+        rows = json.load(open(f))
+    except ValueError:
+        continue
+    for r in rows:
+        ref = anchor.get(("llama %s %s" % (SIZE.get(preset), TYPE.get(typ)), r["n_prompt"],
+                          r["n_gen"]))
+        print("| %s %s | %s | %.1f | %s | %s |" % (
+            preset, typ, r["test"], r["avg_ts"], "%.1f" % ref if ref else "-",
+            "%.2f" % (r["avg_ts"] / ref) if ref else "-"))
+EOF
+fi

@@ -1,0 +1,105 @@
+/* cuda_attention.cu: causal attention on the GPU over the cache read back as floats: one block
+ * per (token, head), the visible cells taken a tile at a time with an online softmax, so any
+ * context length runs in fixed shared memory (GQA, sliding window, soft-capped scores). */
+#include <math.h>
+
+#include "backend/cuda/cuda_ops.cuh"
+
+enum { TILE = 128, MAX_HD = 512, PER_THREAD = MAX_HD / TILE };
+
+/* Everything the kernel reads, by value (struct attn_args holds the same device pointers). */
+struct attn_k {
+    const float *q, *k, *v;
+    float *y;
+    int n_head, n_head_kv, hd_k, hd_v, n_cells, window;
+    const int32_t *q_pos, *q_seq, *cell_pos;
+    const uint64_t *cell_seq;
+    float scale, softcap;
+};
+
+__device__ static float block_max(float v, float *shared) {
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();
+    if (threadIdx.x % 32 == 0)
+        shared[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = shared[0];
+    for (int w = 1; w < TILE / 32; w++)
+        v = fmaxf(v, shared[w]);
+    return v;
+}
+
+__global__ static void __launch_bounds__(TILE) attention_kernel(attn_k a) {
+    __shared__ float q[MAX_HD], p[TILE], red[TILE / 32];
+    int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
+    int kvh = h / (a.n_head / a.n_head_kv), tid = threadIdx.x;
+    const float *qg = a.q + ((size_t)t * a.n_head + h) * a.hd_k;
+    for (int i = tid; i < a.hd_k; i += TILE)
+        q[i] = qg[i];
+    int32_t qp = a.q_pos[t], qs = a.q_seq[t];
+    float m = -INFINITY, sum = 0.0f, acc[PER_THREAD] = {0};
+    __syncthreads();
+    for (int c0 = 0; c0 < a.n_cells; c0 += TILE) {
+        int c = c0 + tid;
+        float s = -INFINITY;
+        if (c < a.n_cells) {
+            int32_t kp = a.cell_pos[c];
+            bool seen = kp >= 0 && (a.cell_seq[c] >> qs & 1) && kp <= qp &&
+                        (a.window <= 0 || qp - kp < a.window);
+            if (seen) {
+                const float *k = a.k + ((size_t)c * a.n_head_kv + kvh) * a.hd_k;
+                float dot = 0.0f;
+                for (int i = 0; i < a.hd_k; i++)
+                    dot += q[i] * k[i];
+                s = a.softcap == 0.0f ? dot * a.scale
+                                      : a.softcap * tanhf(dot * (a.scale / a.softcap));
+            }
+        }
+        float m_new = fmaxf(m, block_max(s, red));
+        if (m_new == -INFINITY) /* nothing visible yet */
+            continue;
+        float alpha = expf(m - m_new); /* 0 when m was -inf */
+        p[tid] = s == -INFINITY ? 0.0f : expf(s - m_new);
+        __syncthreads();
+        float tile_sum = 0.0f;
+        for (int j = 0; j < TILE; j++)
+            tile_sum += p[j];
+        sum = sum * alpha + tile_sum;
+        int n_tile = a.n_cells - c0 < TILE ? a.n_cells - c0 : TILE;
+#pragma unroll
+        for (int r = 0; r < PER_THREAD; r++) {
+            int i = tid + r * TILE;
+            if (i >= a.hd_v)
+                break;
+            float v_acc = acc[r] * alpha;
+            for (int j = 0; j < n_tile; j++)
+                if (p[j] != 0.0f)
+                    v_acc += p[j] * a.v[((size_t)(c0 + j) * a.n_head_kv + kvh) * a.hd_v + i];
+            acc[r] = v_acc;
+        }
+        m = m_new;
+        __syncthreads(); /* p is rewritten by the next tile */
+    }
+    float *y = a.y + ((size_t)t * a.n_head + h) * a.hd_v;
+    float inv = sum > 0.0f ? 1.0f / sum : 0.0f; /* nothing visible: zeros, as the CPU */
+#pragma unroll
+    for (int r = 0; r < PER_THREAD; r++) {
+        int i = tid + r * TILE;
+        if (i < a.hd_v)
+            y[i] = acc[r] * inv;
+    }
+}
+
+void cuda_attention(struct backend *b, const struct attn_args *a) {
+    if (a->hd_k > MAX_HD || a->hd_v > MAX_HD) {
+        cuda_note(b, cudaErrorInvalidValue, "attention: head size over 512");
+        return;
+    }
+    attn_k k = {a->q,        a->k,        a->v,       a->y,      a->n_head, a->n_head_kv,
+                a->hd_k,     a->hd_v,     a->n_cells, a->window, a->q_pos,  a->q_seq,
+                a->cell_pos, a->cell_seq, a->scale,   a->softcap};
+    if (a->n > 0)
+        attention_kernel<<<a->n * a->n_head, TILE, 0, cuda_of(b)->stream>>>(k);
+    CUDA_LAUNCHED(b, "attention");
+}

@@ -1,0 +1,160 @@
+/* cuda_backend.cu: the CUDA backend's op table, its per-context state (stream, cuBLAS,
+ * scratch), device memory and host copies, and the device copies of a model's weights. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_dequant.cuh"
+#include "backend/cuda/cuda_ops.cuh"
+
+void cuda_note(struct backend *b, cudaError_t e, const char *what) {
+    cuda_state *s = cuda_of(b);
+    if (e == cudaSuccess || s->err != OX_OK)
+        return;
+    s->err = OX_ERR_DEVICE;
+    snprintf(s->msg, sizeof s->msg, "cuda: %s: %s", what, cudaGetErrorString(e));
+}
+
+void cuda_note_blas(struct backend *b, cublasStatus_t e, const char *what) {
+    cuda_state *s = cuda_of(b);
+    if (e == CUBLAS_STATUS_SUCCESS || s->err != OX_OK)
+        return;
+    s->err = OX_ERR_DEVICE;
+    snprintf(s->msg, sizeof s->msg, "cublas: %s: %s", what, cublasGetStatusString(e));
+}
+
+static void *cu_alloc(struct backend *b, size_t bytes) {
+    (void)b;
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_free(struct backend *b, void *p) {
+    (void)b;
+    cudaFree(p);
+}
+
+/* From pageable memory the call returns once the bytes are staged, so host buffers (even a
+ * stack variable) may change right after. */
+static void cu_upload(struct backend *b, void *dst, const void *host, size_t bytes) {
+    if (bytes)
+        cuda_note(b, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cuda_of(b)->stream),
+                  "upload");
+}
+
+static enum ox_status cu_download(struct backend *b, void *host, const void *src, size_t bytes) {
+    cuda_state *s = cuda_of(b);
+    if (bytes)
+        cuda_note(b, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s->stream),
+                  "download");
+    cuda_note(b, cudaStreamSynchronize(s->stream), "running the batch");
+    if (s->err == OX_OK)
+        return OX_OK;
+    enum ox_status st = s->err;
+    s->err = OX_OK;
+    return ox_fail(st, "%s", s->msg);
+}
+
+extern "C" {
+
+const struct backend_ops backend_cuda_ops = {
+    .name = "cuda",
+    .device = true,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .upload = cu_upload,
+    .download = cu_download,
+    .matmul = cuda_matmul,
+    .get_rows = cuda_get_rows,
+    .rms_norm = cuda_rms_norm,
+    .layer_norm = cuda_layer_norm,
+    .rope = cuda_rope,
+    .glu = cuda_glu,
+    .gelu = cuda_gelu,
+    .add = cuda_add,
+    .add_row = cuda_add_row,
+    .scale = cuda_scale,
+    .softmax = cuda_softmax,
+    .softcap = cuda_softcap,
+    .attention = cuda_attention,
+    .copy_rows = cuda_copy_rows,
+    .axpy = cuda_axpy,
+    .zero = cuda_zero,
+    .cache_store = cuda_cache_store,
+    .cache_load = cuda_cache_load,
+};
+
+bool backend_cuda_available(void) {
+    int n = 0;
+    bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    cudaGetLastError(); /* "no device" is an answer, not an error to keep */
+    return ok;
+}
+
+enum ox_status backend_cuda_upload_weights(const void *host, size_t bytes, void **dev) {
+    *dev = NULL;
+    cudaError_t e = cudaMalloc(dev, bytes ? bytes : 1);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(*dev, host, bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        return OX_OK;
+    cudaGetLastError();
+    cudaFree(*dev);
+    *dev = NULL;
+    return ox_fail(e == cudaErrorMemoryAllocation ? OX_ERR_OOM : OX_ERR_DEVICE,
+                   "cuda: cannot upload %zu MiB of weights: %s", bytes >> 20,
+                   cudaGetErrorString(e));
+}
+
+void backend_cuda_free_weights(void *dev) {
+    cudaFree(dev);
+}
+
+enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols) {
+    (void)n_batch;
+    cuda_state *s = (cuda_state *)calloc(1, sizeof *s);
+    if (!s)
+        return ox_fail(OX_ERR_OOM, "cuda: out of host memory");
+    b->impl = s, b->ops = &backend_cuda_ops;
+    cudaError_t e = cudaGetDevice(&s->device);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cuda_dequant_init();
+    s->scratch_floats = (size_t)1 << 24;
+    if ((size_t)max_cols * 1024 > s->scratch_floats)
+        s->scratch_floats = (size_t)max_cols * 1024;
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->scratch, s->scratch_floats * sizeof(float));
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return ox_fail(OX_ERR_DEVICE, "cuda: cannot set up the context: %s", cudaGetErrorString(e));
+    }
+    cublasStatus_t be = cublasCreate(&s->blas);
+    if (be == CUBLAS_STATUS_SUCCESS)
+        be = cublasSetStream(s->blas, s->stream);
+    if (be != CUBLAS_STATUS_SUCCESS)
+        return ox_fail(OX_ERR_DEVICE, "cublas: cannot start: %s", cublasGetStatusString(be));
+    return OX_OK;
+}
+
+void backend_cuda_release(struct backend *b) {
+    cuda_state *s = cuda_of(b);
+    if (!s)
+        return;
+    if (s->stream)
+        cudaStreamSynchronize(s->stream);
+    if (s->blas)
+        cublasDestroy(s->blas);
+    cudaFree(s->scratch);
+    cudaFree(s->attn_scratch);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
+    free(s);
+    b->impl = NULL;
+}
+
+} /* extern "C" */

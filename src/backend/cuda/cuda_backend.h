@@ -1,0 +1,25 @@
+/* cuda_backend.h: the CUDA backend as C code sees it: its op table, context setup, and the
+ * device copy of a model's weights. Built only with -DOX_CUDA=ON (OX_HAVE_CUDA). */
+#ifndef OX_BACKEND_CUDA_BACKEND_H
+#define OX_BACKEND_CUDA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+extern const struct backend_ops backend_cuda_ops;
+
+/* Whether a usable GPU is present (false, without an error, when there is none). */
+bool backend_cuda_available(void);
+/* Whether the CUDA kernels handle weights of this type (matmul and get_rows). */
+bool backend_cuda_supports(enum ox_dtype type);
+/* Device memory outside any context (a model's weights): allocate and copy up, synchronously. */
+enum ox_status backend_cuda_upload_weights(const void *host, size_t bytes, void **dev);
+void backend_cuda_free_weights(void *dev);
+/* The per-context state: a stream, cuBLAS, and scratch for batches of n_batch rows of up to
+ * max_cols values. */
+enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols);
+void backend_cuda_release(struct backend *b);
+
+#endif

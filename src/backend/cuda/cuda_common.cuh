@@ -1,0 +1,42 @@
+/* cuda_common.cuh: what every CUDA op file shares: the backend's per-context state, error
+ * recording, and launch helpers. */
+#ifndef OX_BACKEND_CUDA_COMMON_CUH
+#define OX_BACKEND_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/status.h"
+}
+
+/* The CUDA backend's state for one context (struct backend's impl). */
+struct cuda_state {
+    int device;
+    cudaStream_t stream; /* every op of the context runs on it, in order */
+    cublasHandle_t blas; /* bound to stream */
+    float *scratch;      /* weights dequantized to f32 for cuBLAS GEMMs */
+    size_t scratch_floats;
+    float *attn_scratch; /* attention's per-block partial results */
+    size_t attn_scratch_floats;
+    enum ox_status err; /* the first failure since the last download, which reports it */
+    char msg[256];
+};
+
+static inline cuda_state *cuda_of(struct backend *b) {
+    return (cuda_state *)b->impl;
+}
+
+/* Record a failed CUDA call (the first one wins; download turns it into ox_last_error). */
+void cuda_note(struct backend *b, cudaError_t e, const char *what);
+void cuda_note_blas(struct backend *b, cublasStatus_t e, const char *what);
+/* After a kernel launch: a bad configuration shows up here. */
+#define CUDA_LAUNCHED(b, what) cuda_note((b), cudaGetLastError(), (what))
+
+static inline unsigned cuda_blocks(size_t n, unsigned threads) {
+    return (unsigned)((n + threads - 1) / threads);
+}
+
+#endif

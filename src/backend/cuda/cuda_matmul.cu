@@ -1,0 +1,317 @@
+/* cuda_matmul.cu: weight matmul (fused dequantize-and-dot GEMV for small batches, dequantize +
+ * cuBLAS SGEMM for large ones) and get_rows, for every type of cuda_dequant.cuh. */
+#include <stdint.h>
+
+#include "backend/cuda/cuda_dequant.cuh"
+#include "backend/cuda/cuda_ops.cuh"
+
+/* ---- tables ---- */
+
+cudaError_t cuda_dequant_init(void) {
+    static_assert(sizeof cdq_iq4nl == sizeof iq4nl_values, "iq4nl table");
+    static_assert(sizeof cdq_e2m1 == sizeof fp4_e2m1_values, "e2m1 table");
+    cudaError_t e = cudaMemcpyToSymbol(cdq_iq4nl, iq4nl_values, sizeof iq4nl_values);
+    if (e == cudaSuccess)
+        e = cudaMemcpyToSymbol(cdq_e2m1, fp4_e2m1_values, sizeof fp4_e2m1_values);
+    if (e == cudaSuccess)
+        e = cudaMemcpyToSymbol(cdq_iq3s_grid, iq3s_grid, sizeof iq3s_grid);
+    return e;
+}
+
+/* ---- GEMV: n <= GV_MAX_N activation rows ---- */
+
+/* One warp per weight row, GV_WARPS rows per block. The columns go by tiles of 32 groups of 32:
+ * lane l dequantizes group l of the tile into registers and dots it with the NT activation rows.
+ * Per tile the block stages the activations in shared memory, [NT][32 groups][33] (the pad
+ * makes lane l's reads of its group hit bank (l + j) % 32: no conflicts), and each warp copies
+ * its row's tile of quantized blocks to shared memory with the widest loads the address allows
+ * (16 bytes for most rows), so the lanes' per-block reads of odd-sized blocks cost no extra
+ * global transactions. The plain types (f32, f16, bf16) skip that copy: a lane's 32 elements are
+ * 64 or 128 contiguous bytes, read straight from global memory with vector loads. */
+constexpr int GV_WARPS = 8;
+constexpr int GV_THREADS = 32 * GV_WARPS;
+constexpr int GV_MAX_N = 8;
+constexpr int GV_XPAD = 33;
+
+/* Bytes of quantized blocks per tile of 1024 columns; 16 for the plain types (not staged). */
+template <enum ox_dtype T> __host__ __device__ constexpr int gv_tile_bytes() {
+    if constexpr (dq<T>::QK == 1)
+        return 16;
+    else
+        return (1024 / dq<T>::QK * dq<T>::BS + 15) / 16 * 16;
+}
+
+/* The warp copies len bytes from global src to shared dst (16-byte aligned). */
+__device__ __forceinline__ void gv_copy(uint8_t *dst, const uint8_t *src, int len, int lane) {
+    const uintptr_t a = (uintptr_t)src | (uintptr_t)len;
+    if (a % 16 == 0) {
+        for (int i = lane; i < len / 16; i += 32)
+            ((uint4 *)dst)[i] = __ldg((const uint4 *)src + i);
+    } else if (a % 8 == 0) {
+        for (int i = lane; i < len / 8; i += 32)
+            ((uint2 *)dst)[i] = __ldg((const uint2 *)src + i);
+    } else if (a % 4 == 0) {
+        for (int i = lane; i < len / 4; i += 32)
+            ((uint32_t *)dst)[i] = __ldg((const uint32_t *)src + i);
+    } else {
+        for (int i = lane; i < len; i += 32)
+            dst[i] = __ldg(src + i);
+    }
+}
+
+/* Stage columns [32 g0, 32 (g0 + tg)) of the NT activation rows (zeros past n) into xs. */
+template <int NT>
+__device__ __forceinline__ void gv_stage_x(float *xs, const float *x, int64_t n_cols, int n,
+                                           int64_t g0, int tg) {
+    const int gg = threadIdx.x / 8, q = threadIdx.x % 8; /* group, float4 within it */
+    const bool vec = (((uintptr_t)x | (uintptr_t)(n_cols * 4)) & 15) == 0;
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (t < n && gg < tg) {
+            const float *p = x + t * n_cols + (g0 + gg) * 32 + 4 * q;
+            if (vec)
+                v = __ldg((const float4 *)p);
+            else
+                v = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+        }
+        float *d = xs + (t * 32 + gg) * GV_XPAD + 4 * q;
+        d[0] = v.x;
+        d[1] = v.y;
+        d[2] = v.z;
+        d[3] = v.w;
+    }
+}
+
+/* y[t][row] = sum_c W[row][c] x[t][c] for t < n <= NT. A: the alignment of the weight rows
+ * (plain types only; staged tiles are 16-byte aligned). */
+template <enum ox_dtype T, int NT, int A>
+__global__ void __launch_bounds__(GV_THREADS, 2)
+    gemv_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
+                const float *__restrict__ x, float *__restrict__ y, int n) {
+    constexpr bool STAGE = dq<T>::QK > 1;
+    constexpr int TB = gv_tile_bytes<T>();
+    __shared__ float xs[NT * 32 * GV_XPAD];
+    __shared__ __align__(16) uint8_t ws[GV_WARPS][TB];
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t row = (int64_t)blockIdx.x * GV_WARPS + warp;
+    const bool live = row < n_rows;
+    const uint8_t *wr = w + (live ? row : 0) * row_bytes;
+    const int64_t n_groups = n_cols / 32;
+
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+        acc[t] = 0.f;
+
+    for (int64_t g0 = 0; g0 < n_groups; g0 += 32) {
+        const int tg = (int)min((int64_t)32, n_groups - g0);
+        __syncthreads(); /* the previous tile is consumed */
+        gv_stage_x<NT>(xs, x, n_cols, n, g0, tg);
+        if constexpr (STAGE) {
+            constexpr int GPB = dq<T>::QK / 32; /* groups per block; divides g0 and tg */
+            if (live)
+                gv_copy(ws[warp], wr + g0 / GPB * dq<T>::BS, tg / GPB * dq<T>::BS, lane);
+        }
+        __syncthreads();
+        if (live && lane < tg) {
+            float v[32];
+            if constexpr (STAGE)
+                dq<T>::template group<16>(ws[warp], lane, v);
+            else
+                dq<T>::template group<A>(wr, g0 + lane, v);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const float *xr = xs + (t * 32 + lane) * GV_XPAD;
+                float s = 0.f;
+#pragma unroll
+                for (int j = 0; j < 32; j++)
+                    s += v[j] * xr[j];
+                acc[t] += s;
+            }
+        }
+    }
+    if constexpr (dq<T>::QK == 1) { /* plain types: the n_cols % 32 last columns */
+        const int64_t i = n_groups * 32 + lane;
+        if (live && i < n_cols) {
+            const float v = dq<T>::elem(wr, i);
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+                if (t < n)
+                    acc[t] += v * __ldg(x + t * n_cols + i);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2)
+            acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
+        if (live && lane == t && t < n)
+            y[t * n_rows + row] = acc[t];
+    }
+}
+
+template <enum ox_dtype T, int NT>
+static void gemv_launch(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    const unsigned blocks = cuda_blocks((size_t)w->n_rows, GV_WARPS);
+    const uint8_t *data = (const uint8_t *)w->data;
+    const bool aligned = (((uintptr_t)data | (uintptr_t)w->row_bytes) & 15) == 0;
+    cudaStream_t s = cuda_of(b)->stream;
+    /* staged tiles are 16-byte aligned whatever the rows are: one variant for quantized types */
+    if (dq<T>::QK > 1 || aligned)
+        gemv_kernel<T, NT, 16>
+            <<<blocks, GV_THREADS, 0, s>>>(data, w->row_bytes, w->n_rows, w->n_cols, x, y, n);
+    else if constexpr (dq<T>::QK == 1)
+        gemv_kernel<T, NT, 1>
+            <<<blocks, GV_THREADS, 0, s>>>(data, w->row_bytes, w->n_rows, w->n_cols, x, y, n);
+    CUDA_LAUNCHED(b, "cuda_matmul: gemv kernel");
+}
+
+/* ---- rows to f32: get_rows, and the GEMM path's dequantization into scratch ---- */
+
+/* One thread per group of 32 of an output row (plain types: one more per row for the tail):
+ * y[t] = row (ids ? ids[t] : r0 + t) of w, t < n_out. An id outside the matrix gives zeros. */
+template <enum ox_dtype T, int A>
+__global__ void rows_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_rows,
+                            int64_t n_cols, const int32_t *__restrict__ ids, int64_t r0,
+                            float *__restrict__ y, int64_t n_out) {
+    const int64_t n_groups = n_cols / 32;
+    const int64_t slots = n_groups + (dq<T>::QK == 1 && n_cols % 32 ? 1 : 0);
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= slots * n_out)
+        return;
+    const int64_t t = i / slots, g = i % slots;
+    const int64_t r = ids ? (int64_t)__ldg(ids + t) : r0 + t;
+    float *yr = y + t * n_cols;
+    const bool ok = r >= 0 && r < n_rows;
+    const uint8_t *wr = w + (ok ? r : 0) * row_bytes;
+    if (g == n_groups) { /* plain types: the tail */
+        if constexpr (dq<T>::QK == 1) {
+            for (int64_t c = 32 * n_groups; c < n_cols; c++)
+                yr[c] = ok ? dq<T>::elem(wr, c) : 0.f;
+        }
+        return;
+    }
+    float v[32];
+    if (ok) {
+        dq<T>::template group<A>(wr, g, v);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            v[j] = 0.f;
+    }
+    float *d = yr + 32 * g;
+    if ((((uintptr_t)y | (uintptr_t)(n_cols * 4)) & 15) == 0) {
+#pragma unroll
+        for (int j = 0; j < 32; j += 4)
+            *(float4 *)(d + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            d[j] = v[j];
+    }
+}
+
+template <enum ox_dtype T>
+static void rows_launch(struct backend *b, const struct mat *w, const int32_t *ids, int64_t r0,
+                        float *y, int64_t n_out) {
+    const int64_t slots = w->n_cols / 32 + (dq<T>::QK == 1 && w->n_cols % 32 ? 1 : 0);
+    const unsigned blocks = cuda_blocks((size_t)(slots * n_out), 128);
+    const uint8_t *data = (const uint8_t *)w->data;
+    const bool aligned = (((uintptr_t)data | (uintptr_t)w->row_bytes) & 15) == 0;
+    cudaStream_t s = cuda_of(b)->stream;
+    if (blocks == 0)
+        return;
+    if (aligned)
+        rows_kernel<T, 16>
+            <<<blocks, 128, 0, s>>>(data, w->row_bytes, w->n_rows, w->n_cols, ids, r0, y, n_out);
+    else
+        rows_kernel<T, 1>
+            <<<blocks, 128, 0, s>>>(data, w->row_bytes, w->n_rows, w->n_cols, ids, r0, y, n_out);
+    CUDA_LAUNCHED(b, "cuda_matmul: rows kernel");
+}
+
+/* ---- GEMM: y^T = W x^T with cuBLAS, W dequantized to scratch a chunk of rows at a time ---- */
+
+/* Column-major view: W's rows are columns of a [n_cols x rows] matrix (lda = n_cols), x^T is
+ * [n_cols x n], y^T is [n_rows x n] (ldc = n_rows); so C = op_T(A) B. */
+static void gemm_chunk(struct backend *b, const float *wf, int64_t lda, int64_t rows,
+                       int64_t n_cols, const float *x, float *y, int64_t n_rows, int n) {
+    const float one = 1.f, zero = 0.f;
+    cublasStatus_t st =
+        cublasSgemm(cuda_of(b)->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)n_cols, &one, wf,
+                    (int)lda, x, (int)n_cols, &zero, y, (int)n_rows);
+    cuda_note_blas(b, st, "cuda_matmul: cublasSgemm");
+}
+
+template <enum ox_dtype T>
+static void gemm(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    if (T == OX_DTYPE_F32 && w->row_bytes % 4 == 0 && (uintptr_t)w->data % 4 == 0) {
+        gemm_chunk(b, (const float *)w->data, (int64_t)(w->row_bytes / 4), w->n_rows, w->n_cols, x,
+                   y, w->n_rows, n);
+        return;
+    }
+    cuda_state *cs = cuda_of(b);
+    const int64_t chunk = (int64_t)(cs->scratch_floats / (size_t)w->n_cols);
+    if (chunk <= 0) {
+        cuda_note(b, cudaErrorInvalidValue, "cuda_matmul: rows wider than the scratch buffer");
+        return;
+    }
+    /* stream order keeps each chunk's dequantization after the previous chunk's SGEMM */
+    for (int64_t r0 = 0; r0 < w->n_rows; r0 += chunk) {
+        const int64_t rows = w->n_rows - r0 < chunk ? w->n_rows - r0 : chunk;
+        rows_launch<T>(b, w, nullptr, r0, cs->scratch, rows);
+        gemm_chunk(b, cs->scratch, w->n_cols, rows, w->n_cols, x, y + r0, w->n_rows, n);
+    }
+}
+
+template <enum ox_dtype T>
+static void matmul_t(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    if (n > GV_MAX_N)
+        gemm<T>(b, w, x, y, n);
+    else if (n > 4)
+        gemv_launch<T, 8>(b, w, x, y, n);
+    else if (n > 2)
+        gemv_launch<T, 4>(b, w, x, y, n);
+    else if (n == 2)
+        gemv_launch<T, 2>(b, w, x, y, n);
+    else
+        gemv_launch<T, 1>(b, w, x, y, n);
+}
+
+void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    if (n <= 0 || w->n_rows <= 0)
+        return;
+    switch (w->type) {
+#define CMM_CASE_(name)                                                                            \
+    case OX_DTYPE_##name: matmul_t<OX_DTYPE_##name>(b, w, x, y, n); return;
+        CDQ_TYPES(CMM_CASE_)
+#undef CMM_CASE_
+    default: cuda_note(b, cudaErrorNotSupported, "cuda_matmul: weight type"); return;
+    }
+}
+
+void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n) {
+    if (n <= 0)
+        return;
+    switch (w->type) {
+#define CMM_CASE_(name)                                                                            \
+    case OX_DTYPE_##name: rows_launch<OX_DTYPE_##name>(b, w, ids, 0, y, n); return;
+        CDQ_TYPES(CMM_CASE_)
+#undef CMM_CASE_
+    default: cuda_note(b, cudaErrorNotSupported, "cuda_get_rows: weight type"); return;
+    }
+}
+
+extern "C" {
+bool backend_cuda_supports(enum ox_dtype type) {
+    switch (type) {
+#define CMM_CASE_(name) case OX_DTYPE_##name:
+        CDQ_TYPES(CMM_CASE_)
+#undef CMM_CASE_
+        return true;
+    default: return false;
+    }
+}
+}

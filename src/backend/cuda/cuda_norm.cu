@@ -1,0 +1,66 @@
+/* cuda_norm.cu: RMSNorm and LayerNorm on the GPU, one block per row. */
+#include "backend/cuda/cuda_ops.cuh"
+
+static const unsigned THREADS = 256;
+
+/* Sum of one value per thread across the block; every thread gets it. */
+__device__ static float block_sum(float v, float *shared) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x / 32) ? shared[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__global__ static void rms_norm_kernel(const float *x, const float *g, float *y, int dim,
+                                       float eps) {
+    __shared__ float shared[32];
+    const float *xr = x + (size_t)blockIdx.x * (size_t)dim;
+    float *yr = y + (size_t)blockIdx.x * (size_t)dim;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        sum += xr[i] * xr[i];
+    float scale = rsqrtf(block_sum(sum, shared) / (float)dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        yr[i] = g ? xr[i] * scale * g[i] : xr[i] * scale;
+}
+
+void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
+                   float eps) {
+    if (n > 0)
+        rms_norm_kernel<<<n, THREADS, 0, cuda_of(b)->stream>>>(x, g, y, dim, eps);
+    CUDA_LAUNCHED(b, "rms_norm");
+}
+
+/* Mean first, then the variance around it (two passes over the row, which stays in L1). */
+__global__ static void layer_norm_kernel(const float *x, const float *g, const float *bias,
+                                         float *y, int dim, float eps) {
+    __shared__ float shared[32];
+    const float *xr = x + (size_t)blockIdx.x * (size_t)dim;
+    float *yr = y + (size_t)blockIdx.x * (size_t)dim;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        sum += xr[i];
+    float mean = block_sum(sum, shared) / (float)dim, var = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        var += (xr[i] - mean) * (xr[i] - mean);
+    float scale = rsqrtf(block_sum(var, shared) / (float)dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = (xr[i] - mean) * scale;
+        v = g ? v * g[i] : v;
+        yr[i] = bias ? v + bias[i] : v;
+    }
+}
+
+void cuda_layer_norm(struct backend *b, const float *x, const float *g, const float *bias, float *y,
+                     int n, int dim, float eps) {
+    if (n > 0)
+        layer_norm_kernel<<<n, THREADS, 0, cuda_of(b)->stream>>>(x, g, bias, y, dim, eps);
+    CUDA_LAUNCHED(b, "layer_norm");
+}

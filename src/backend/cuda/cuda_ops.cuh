@@ -1,0 +1,45 @@
+/* cuda_ops.cuh: the CUDA op functions, one .cu per family, that cuda_backend.cu puts in the
+ * table. Shapes and meanings are backend.h's. */
+#ifndef OX_BACKEND_CUDA_OPS_CUH
+#define OX_BACKEND_CUDA_OPS_CUH
+
+#include "backend/cuda/cuda_common.cuh"
+
+/* cuda_matmul.cu */
+void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
+
+/* cuda_norm.cu */
+void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
+                   float eps);
+void cuda_layer_norm(struct backend *b, const float *x, const float *g, const float *bias, float *y,
+                     int n, int dim, float eps);
+
+/* cuda_rope.cu */
+void cuda_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
+               const struct rope_params *p);
+
+/* cuda_elementwise.cu */
+void cuda_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,
+              size_t n);
+void cuda_gelu(struct backend *b, const float *x, float *y, size_t n);
+void cuda_add(struct backend *b, float *y, const float *x, size_t n);
+void cuda_add_row(struct backend *b, float *y, const float *row, int n, int dim);
+void cuda_scale(struct backend *b, float *y, float s, size_t n);
+void cuda_softmax(struct backend *b, float *x, int n, int dim);
+void cuda_softcap(struct backend *b, float *y, float cap, size_t n);
+void cuda_copy_rows(struct backend *b, float *dst, size_t dst_stride, const float *src,
+                    size_t src_stride, int rows, int cols);
+void cuda_axpy(struct backend *b, float *y, const float *x, float w, size_t n);
+void cuda_zero(struct backend *b, float *y, size_t n);
+
+/* cuda_attention.cu */
+void cuda_attention(struct backend *b, const struct attn_args *a);
+
+/* cuda_cache.cu */
+void cuda_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n, int dim,
+                      uint8_t *base, size_t row_bytes, const int32_t *cells);
+void cuda_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
+                     float *y, int n_cells, int dim, const int32_t *cell_pos);
+
+#endif

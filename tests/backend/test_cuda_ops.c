@@ -1,0 +1,346 @@
+/* test_cuda_ops.c: every op of the CUDA backend against the CPU backend (or, for matmul, a
+ * double-precision product of the dequantized weights) on random inputs, with per-op
+ * tolerances. Needs a CUDA GPU; without one it reports itself skipped (exit 77). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/alloc.h"
+#include "test.h"
+
+static struct backend cpu, gpu;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *random_floats(size_t n, float scale) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
+    return x;
+}
+
+/* Device copy of host bytes. */
+static void *up(const void *host, size_t bytes) {
+    void *d = gpu.ops->alloc(&gpu, bytes);
+    if (d && bytes)
+        gpu.ops->upload(&gpu, d, host, bytes);
+    return d;
+}
+
+static float *down(const float *d, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    CHECK_MSG(gpu.ops->download(&gpu, h, d, n * sizeof *h) == OX_OK, "download: %s",
+              ox_last_error());
+    return h;
+}
+
+/* ||got - want|| / ||want||; NaN anywhere counts as infinitely wrong. */
+static double rel_err(const float *got, const float *want, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]) != isnan(want[i]))
+            return INFINITY;
+        double d = (double)got[i] - want[i];
+        num += d * d, den += (double)want[i] * want[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+#define CHECK_CLOSE(got, want, n, tol, ...)                                                        \
+    do {                                                                                           \
+        double e_ = rel_err((got), (want), (n));                                                   \
+        CHECK_MSG(e_ <= (tol), __VA_ARGS__);                                                       \
+        if (e_ > (tol))                                                                            \
+            fprintf(stderr, "  relative error %.3g, allowed %.3g\n", e_, (double)(tol));           \
+    } while (0)
+
+/* y = W x in double from the dequantized rows: what every matmul path must approach. */
+static void matmul_ref(enum ox_dtype type, const void *w, int rows, int cols, const float *x, int n,
+                       float *y) {
+    float *row = malloc((size_t)cols * sizeof *row);
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    for (int r = 0; r < rows; r++) {
+        ox_dequantize(type, (const uint8_t *)w + (size_t)r * row_bytes, row, cols);
+        for (int t = 0; t < n; t++) {
+            double s = 0.0;
+            for (int c = 0; c < cols; c++)
+                s += (double)row[c] * x[(size_t)t * cols + c];
+            y[(size_t)t * rows + r] = (float)s;
+        }
+    }
+    free(row);
+}
+
+static void test_matmul_type(enum ox_dtype type) {
+    const int rows = 67, cols = 512, ns[] = {1, 2, 5, 8, 9, 33, 128};
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    float *wf = random_floats((size_t)rows * cols, 1.0f);
+    uint8_t *w = malloc(row_bytes * rows);
+    CHECK(ox_quantize(type, wf, w, rows, cols, NULL) == OX_OK);
+    void *dw = up(w, row_bytes * rows);
+    struct mat m = {type, dw, rows, cols, row_bytes, NULL};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        int n = ns[k];
+        float *x = random_floats((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * 4);
+        matmul_ref(type, w, rows, cols, x, n, want);
+        float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+        gpu.ops->matmul(&gpu, &m, dx, dy, n);
+        float *got = down(dy, (size_t)n * rows);
+        CHECK_CLOSE(got, want, (size_t)n * rows, 2e-5, "matmul %s n=%d", ox_dtype_name(type), n);
+        free(x), free(want), free(got);
+        gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
+    }
+    /* get_rows dequantizes exactly as the CPU does */
+    int32_t ids[5] = {0, 66, 3, 3, 40};
+    int32_t *dids = up(ids, sizeof ids);
+    float *dy = gpu.ops->alloc(&gpu, 5 * (size_t)cols * 4), *want = malloc(5 * (size_t)cols * 4);
+    gpu.ops->get_rows(&gpu, &m, dids, dy, 5);
+    float *got = down(dy, 5 * (size_t)cols);
+    for (int t = 0; t < 5; t++)
+        ox_dequantize(type, w + (size_t)ids[t] * row_bytes, want + (size_t)t * cols, cols);
+    CHECK_MSG(!memcmp(got, want, 5 * (size_t)cols * 4), "get_rows %s", ox_dtype_name(type));
+    free(got), free(want), free(wf), free(w);
+    gpu.ops->free(&gpu, dids), gpu.ops->free(&gpu, dy), gpu.ops->free(&gpu, dw);
+}
+
+static void test_matmul(void) {
+    int tested = 0;
+    for (int t = 0; t < 64; t++) {
+        if (!ox_dtype_valid(t) || !backend_cuda_supports((enum ox_dtype)t))
+            continue;
+        bool float_type = t == OX_DTYPE_F32 || t == OX_DTYPE_F16 || t == OX_DTYPE_BF16;
+        if (!float_type &&
+            (!ox_dtype_can_quantize((enum ox_dtype)t) || ox_dtype_needs_imatrix((enum ox_dtype)t)))
+            continue;
+        test_matmul_type((enum ox_dtype)t);
+        tested++;
+    }
+    CHECK_MSG(tested >= 15, "only %d weight types tested", tested);
+    printf("matmul and get_rows: %d weight types\n", tested);
+}
+
+/* Run a one-input row op on both backends: op(b, in, out) with n floats. */
+typedef void (*row_op)(struct backend *b, const float *in, float *out);
+static const float *g_row; /* the op's extra input (weights, ...), host and device */
+static const float *g_row_dev;
+
+static void compare_op(const char *name, row_op op, size_t n_in, size_t n_out, double tol) {
+    float *x = random_floats(n_in, 3.0f), *want = calloc(n_out ? n_out : 1, 4);
+    float *dx = up(x, n_in * 4), *dy = up(want, n_out * 4);
+    op(&cpu, x, want);
+    op(&gpu, dx, dy);
+    float *got = down(dy, n_out);
+    CHECK_CLOSE(got, want, n_out, tol, "%s", name);
+    free(x), free(want), free(got);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
+}
+
+static const float *extra(struct backend *b) {
+    return b == &gpu ? g_row_dev : g_row;
+}
+
+enum { N = 7, DIM = 384 };
+
+static void op_rms(struct backend *b, const float *x, float *y) {
+    b->ops->rms_norm(b, x, extra(b), y, N, DIM, 1e-5f);
+}
+static void op_rms_nog(struct backend *b, const float *x, float *y) {
+    b->ops->rms_norm(b, x, NULL, y, N, DIM, 1e-6f);
+}
+static void op_layer(struct backend *b, const float *x, float *y) {
+    b->ops->layer_norm(b, x, extra(b), extra(b) + DIM, y, N, DIM, 1e-5f);
+}
+static void op_silu(struct backend *b, const float *x, float *y) {
+    b->ops->glu(b, GLU_SILU, x, x + N * DIM, y, N * DIM);
+}
+static void op_geglu(struct backend *b, const float *x, float *y) {
+    b->ops->glu(b, GLU_GELU, x, x + N * DIM, y, N * DIM);
+}
+static void op_gelu(struct backend *b, const float *x, float *y) {
+    b->ops->gelu(b, x, y, N * DIM);
+}
+static void op_add(struct backend *b, const float *x, float *y) {
+    b->ops->copy_rows(b, y, DIM, x, DIM, N, DIM);
+    b->ops->add(b, y, x + N * DIM, N * DIM);
+    b->ops->add_row(b, y, extra(b), N, DIM);
+    b->ops->scale(b, y, 0.37f, N * DIM);
+    b->ops->axpy(b, y, x, -1.5f, N * DIM);
+}
+static void op_softmax(struct backend *b, const float *x, float *y) {
+    b->ops->copy_rows(b, y, DIM, x, DIM, N, DIM);
+    b->ops->softmax(b, y, N, DIM);
+}
+static void op_softcap(struct backend *b, const float *x, float *y) {
+    b->ops->copy_rows(b, y, DIM, x, DIM, N, DIM);
+    b->ops->softcap(b, y, 2.5f, N * DIM);
+}
+static void op_copy_zero(struct backend *b, const float *x, float *y) {
+    b->ops->copy_rows(b, y + 5, DIM, x + 2, DIM + 3, N, DIM - 9); /* strided */
+    b->ops->zero(b, y + 2 * DIM, DIM);
+}
+
+/* The rope settings as each side reads them (frequency factors in its own memory). */
+static struct rope_params g_rope, g_rope_dev;
+static void op_rope(struct backend *b, const float *x, float *y) {
+    b->ops->copy_rows(b, y, DIM, x, DIM, N, DIM);
+    b->ops->rope(b, y, (const int32_t *)extra(b), N, DIM / 64, 64,
+                 b == &gpu ? &g_rope_dev : &g_rope);
+}
+
+static void test_rows(void) {
+    float *g = random_floats(2 * DIM, 1.0f);
+    g_row = g, g_row_dev = up(g, 2 * DIM * 4);
+    compare_op("rms_norm", op_rms, N * DIM, N * DIM, 1e-5);
+    compare_op("rms_norm without weight", op_rms_nog, N * DIM, N * DIM, 1e-5);
+    compare_op("layer_norm", op_layer, N * DIM, N * DIM, 1e-5);
+    compare_op("glu silu", op_silu, 2 * N * DIM, N * DIM, 1e-5);
+    compare_op("glu gelu", op_geglu, 2 * N * DIM, N * DIM, 2e-3); /* the CPU's f16 table */
+    compare_op("gelu", op_gelu, N * DIM, N * DIM, 2e-3);
+    compare_op("add, add_row, scale, axpy", op_add, 2 * N * DIM, N * DIM, 1e-6);
+    compare_op("softmax", op_softmax, N * DIM, N * DIM, 1e-5);
+    compare_op("softcap", op_softcap, N * DIM, N * DIM, 1e-5);
+    compare_op("copy_rows, zero", op_copy_zero, N * (DIM + 3) + 8, N * DIM + 8, 0.0);
+    gpu.ops->free(&gpu, (void *)g_row_dev);
+    /* rope: positions up to 4000, normal and NeoX, partial, YaRN, frequency factors */
+    int32_t pos[N] = {0, 1, 7, 100, 511, 2048, 4000};
+    float ff[32];
+    for (int i = 0; i < 32; i++)
+        ff[i] = 1.0f + (float)i / 8.0f;
+    float *dff = up(ff, sizeof ff);
+    g_row = (const float *)pos, g_row_dev = up(pos, sizeof pos);
+    struct rope_params variants[] = {
+        {.n_rot = 64, .neox = false, .freq_base = 10000.0f, .freq_scale = 1.0f, .attn_factor = 1},
+        {.n_rot = 64, .neox = true, .freq_base = 500000.0f, .freq_scale = 1.0f, .attn_factor = 1},
+        {.n_rot = 32, .neox = true, .freq_base = 10000.0f, .freq_scale = 0.25f, .attn_factor = 1},
+        {.n_rot = 64,
+         .neox = true,
+         .freq_base = 10000.0f,
+         .freq_scale = 0.25f,
+         .ext_factor = 1.0f,
+         .attn_factor = 1.0f,
+         .corr_dims = {8.0f, 24.0f}},
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        g_rope = g_rope_dev = variants[v];
+        compare_op("rope", op_rope, N * DIM, N * DIM, 2e-4);
+    }
+    g_rope = g_rope_dev = variants[1];
+    g_rope.freq_factors = ff, g_rope_dev.freq_factors = dff;
+    compare_op("rope with frequency factors", op_rope, N * DIM, N * DIM, 2e-4);
+    gpu.ops->free(&gpu, (void *)g_row_dev), gpu.ops->free(&gpu, dff);
+    free(g);
+}
+
+static void test_cache(void) {
+    const int n = 5, dim = 256, cells = 9;
+    enum ox_dtype types[] = {OX_DTYPE_F32, OX_DTYPE_F16, OX_DTYPE_Q8_0};
+    int32_t where[5] = {8, 0, 3, 4, 6}, cell_pos[9] = {1, -1, -1, 2, 3, -1, 4, -1, 0};
+    float *x = random_floats((size_t)n * dim, 2.0f);
+    float *dx = up(x, (size_t)n * dim * 4);
+    int32_t *dwhere = up(where, sizeof where), *dpos = up(cell_pos, sizeof cell_pos);
+    for (size_t k = 0; k < 3; k++) {
+        size_t row = (size_t)dim / ox_dtype_block_size(types[k]) * ox_dtype_type_size(types[k]);
+        uint8_t *base = calloc(cells, row);
+        float *want = calloc((size_t)cells * dim, 4);
+        uint8_t *dbase = up(base, cells * row);
+        float *dy = up(want, (size_t)cells * dim * 4);
+        cpu.ops->cache_store(&cpu, types[k], x, n, dim, base, row, where);
+        cpu.ops->cache_load(&cpu, types[k], base, row, want, cells, dim, cell_pos);
+        gpu.ops->cache_store(&gpu, types[k], dx, n, dim, dbase, row, dwhere);
+        gpu.ops->cache_load(&gpu, types[k], dbase, row, dy, cells, dim, dpos);
+        float *got = down(dy, (size_t)cells * dim);
+        CHECK_MSG(!memcmp(got, want, (size_t)cells * dim * 4), "cache %s", ox_dtype_name(types[k]));
+        free(base), free(want), free(got);
+        gpu.ops->free(&gpu, dbase), gpu.ops->free(&gpu, dy);
+    }
+    free(x);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dwhere), gpu.ops->free(&gpu, dpos);
+}
+
+/* Two sequences, free cells, GQA, then a window and soft-capping. */
+static void test_attention(void) {
+    enum { NT = 6, CELLS = 300, HEADS = 8, KV_HEADS = 2, HD = 128 };
+    int32_t q_pos[NT] = {3, 150, 151, 152, 0, 290}, q_seq[NT] = {0, 0, 0, 0, 1, 1};
+    int32_t *cell_pos = malloc(CELLS * 4);
+    uint64_t *cell_seq = malloc(CELLS * 8);
+    for (int c = 0; c < CELLS; c++) { /* sequence 0 in even cells, 1 in odd; some free */
+        cell_pos[c] = c % 17 == 5 ? -1 : c / 2;
+        cell_seq[c] = cell_pos[c] < 0 ? 0 : 1ull << (c % 2);
+    }
+    float *q = random_floats(NT * HEADS * HD, 1.0f), *k = random_floats(CELLS * KV_HEADS * HD, 1);
+    float *v = random_floats(CELLS * KV_HEADS * HD, 1.0f);
+    float *dq = up(q, sizeof(float) * NT * HEADS * HD), *dk = up(k, 4 * CELLS * KV_HEADS * HD);
+    float *dv = up(v, 4 * CELLS * KV_HEADS * HD), *dy = gpu.ops->alloc(&gpu, 4 * NT * HEADS * HD);
+    int32_t *dqp = up(q_pos, sizeof q_pos), *dqs = up(q_seq, sizeof q_seq);
+    int32_t *dcp = up(cell_pos, CELLS * 4);
+    uint64_t *dcs = up(cell_seq, CELLS * 8);
+    struct {
+        int window;
+        float softcap;
+    } variants[] = {{0, 0.0f}, {64, 0.0f}, {0, 30.0f}, {20, 5.0f}};
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        float *want = malloc(4 * NT * HEADS * HD);
+        struct attn_args a = {.q = q,
+                              .k = k,
+                              .v = v,
+                              .y = want,
+                              .n = NT,
+                              .n_cells = CELLS,
+                              .n_head = HEADS,
+                              .n_head_kv = KV_HEADS,
+                              .hd_k = HD,
+                              .hd_v = HD,
+                              .q_pos = q_pos,
+                              .q_seq = q_seq,
+                              .cell_pos = cell_pos,
+                              .cell_seq = cell_seq,
+                              .scale = 0.088f,
+                              .softcap = variants[i].softcap,
+                              .window = variants[i].window};
+        cpu_attention_ref(&cpu, &a);
+        struct attn_args d = a;
+        d.q = dq, d.k = dk, d.v = dv, d.y = dy, d.q_pos = dqp, d.q_seq = dqs, d.cell_pos = dcp;
+        d.cell_seq = dcs;
+        gpu.ops->attention(&gpu, &d);
+        float *got = down(dy, NT * HEADS * HD);
+        CHECK_CLOSE(got, want, NT * HEADS * HD, 1e-5, "attention window %d softcap %g",
+                    variants[i].window, variants[i].softcap);
+        free(want), free(got);
+    }
+    void *bufs[] = {dq, dk, dv, dy, dqp, dqs, dcp, dcs};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        gpu.ops->free(&gpu, bufs[i]);
+    free(q), free(k), free(v), free(cell_pos), free(cell_seq);
+}
+
+int main(void) {
+    if (!backend_cuda_available()) {
+        printf("test_cuda_ops: no CUDA GPU here: skipped\n");
+        return 77;
+    }
+    int64_t cols = 4096;
+    cpu.ops = &backend_cpu_ops;
+    cpu.scratch_per_thread = backend_cpu_scratch(cols);
+    cpu.scratch = ox_aligned_alloc(OX_ALIGN, 2 * cpu.scratch_per_thread * sizeof(float));
+    cpu.x_rounded = ox_aligned_alloc(OX_ALIGN, 256 * (size_t)cols * sizeof(float));
+    cpu.x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)cols * sizeof(float));
+    if (threadpool_create(2, &cpu.pool) != OX_OK || backend_cuda_init(&gpu, 256, cols) != OX_OK) {
+        fprintf(stderr, "setup: %s\n", ox_last_error());
+        return 1;
+    }
+    test_matmul();
+    test_rows();
+    test_cache();
+    test_attention();
+    backend_cuda_release(&gpu);
+    threadpool_free(cpu.pool);
+    ox_aligned_free(cpu.scratch), ox_aligned_free(cpu.x_rounded), ox_aligned_free(cpu.x_packed);
+    return test_finish("test_cuda_ops");
+}
