@@ -123,6 +123,12 @@ struct backend_ops {
                         uint8_t *base, size_t row_bytes, const int32_t *cells);
     void (*cache_load)(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
                        float *y, int n_cells, int dim, const int32_t *cell_pos);
+    /* Optional (NULL: none): record the ops up to graph_end once per key and replay them after.
+     * graph_begin returns true when it replayed a recording (skip the ops then); the ops
+     * between must not read the host (no download) and must repeat exactly for a key. */
+    bool (*graph_begin)(struct backend *b, uint64_t key);
+    void (*graph_end)(struct backend *b);
+    int cell_granularity; /* graphs: n_cells is rounded up to this, so fewer keys (0: 1) */
 };
 
 extern const struct backend_ops backend_cpu_ops;

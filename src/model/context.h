@@ -15,6 +15,7 @@ struct kv_cache {
     size_t k_row, v_row; /* bytes of one cell's keys / values in one layer */
     uint8_t *k, *v;      /* [n_layer][n_cells] rows */
     int32_t used_end;    /* cells at or past this index are all free */
+    int32_t n_seen;      /* cells this batch's ops look at: used_end, rounded up for graphs */
     int32_t *b_pos;      /* pos and seq as the backend reads them (uploaded per batch) */
     uint64_t *b_seq;
 };

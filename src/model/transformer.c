@@ -61,8 +61,8 @@ static void kv_store_and_load(struct ox_context *ctx, int il, int n) {
     uint8_t *v_base = kv->v + (size_t)il * kv->n_cells * kv->v_row;
     b->ops->cache_store(b, kv->type, a->k, n, dk, k_base, kv->k_row, a->b_cell);
     b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, kv->v_row, a->b_cell);
-    b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->used_end, dk, kv->b_pos);
-    b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->used_end, dv, kv->b_pos);
+    b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->n_seen, dk, kv->b_pos);
+    b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->n_seen, dv, kv->b_pos);
 }
 
 /* q, k and v for n tokens from the layer input: one fused matmul split three ways, or three. */
@@ -139,7 +139,7 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
         .k_t = a->k_t,
         .y = a->attn,
         .n = n,
-        .n_cells = ctx->kv.used_end,
+        .n_cells = ctx->kv.n_seen,
         .n_head = c->n_head,
         .n_head_kv = c->n_head_kv,
         .hd_k = hd,
@@ -304,9 +304,8 @@ static void embed(struct ox_context *ctx, int n) {
     }
 }
 
-/* Final norm, output projection and logit shaping for the rows left in act.x, then the logits
- * to the host (the status of every op of the batch). */
-static enum ox_status output_block(struct ox_context *ctx, int rows) {
+/* Final norm, output projection and logit shaping for the rows left in act.x. */
+static void output_block(struct ox_context *ctx, int rows) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
     struct backend *b = &ctx->be;
@@ -319,7 +318,12 @@ static enum ox_status output_block(struct ox_context *ctx, int rows) {
         b->ops->scale(
             b, ctx->b_logits,
             c->arch->logit_scale == LOGIT_SCALE_DIV ? 1.0f / c->logit_scale : c->logit_scale, all);
-    return b->ops->download(b, ctx->logits, ctx->b_logits, all * sizeof(float));
+}
+
+/* The logits of the rows kept, to the host: the status of every op of the batch. */
+static enum ox_status output_logits(struct ox_context *ctx, int rows) {
+    size_t all = (size_t)rows * (size_t)ctx->model->cfg.n_vocab;
+    return ctx->be.ops->download(&ctx->be, ctx->logits, ctx->b_logits, all * sizeof(float));
 }
 
 /* The batch's tokens, positions, sequences and cells, and the cache's cell positions and
@@ -328,7 +332,7 @@ static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) 
     struct backend *b = &ctx->be;
     struct activations *a = &ctx->act;
     struct kv_cache *kv = &ctx->kv;
-    size_t ints = (size_t)n * sizeof(int32_t), cells = (size_t)kv->used_end;
+    size_t ints = (size_t)n * sizeof(int32_t), cells = (size_t)kv->n_seen;
     b->ops->upload(b, a->b_tok, tokens, ints);
     b->ops->upload(b, a->b_pos, a->pos, ints);
     b->ops->upload(b, a->b_seq, a->seq, ints);
@@ -337,15 +341,35 @@ static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) 
     b->ops->upload(b, kv->b_seq, kv->seq, cells * sizeof *kv->seq);
 }
 
+/* Whether a decode step of n tokens may be recorded as a graph: single tokens (prompts are few
+ * launches per token anyway), and no op that reads the host mid-way (MoE routing) or depends on
+ * the position on the host (attention temperature). */
+static bool graphable(const struct ox_context *ctx, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    return n == 1 && ctx->out_row[0] >= 0 && ctx->be.ops->graph_begin &&
+           !ctx->model->layers[0].ffn_gate_inp && c->attn_temp_scale == 0.0f;
+}
+
 enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n) {
     const struct ox_model *m = ctx->model;
+    struct backend *b = &ctx->be;
+    bool graph = graphable(ctx, n);
+    int32_t g = graph && b->ops->cell_granularity > 1 ? b->ops->cell_granularity : 1;
+    int32_t seen = (ctx->kv.used_end + g - 1) / g * g;
+    ctx->kv.n_seen = seen < ctx->kv.n_cells ? seen : ctx->kv.n_cells;
     upload_batch(ctx, tokens, n);
+    /* a recording is exact for one batch size and one number of cells seen */
+    if (graph && b->ops->graph_begin(b, (uint64_t)n << 32 | (uint32_t)ctx->kv.n_seen))
+        return output_logits(ctx, 1);
     embed(ctx, n);
     for (int il = 0; il < m->cfg.n_layer; il++) {
         attention_block(ctx, &m->layers[il], il, n);
         if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
-            return ctx->be.ops->download(&ctx->be, NULL, NULL, 0); /* the batch's status */
+            return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
         ffn_block(ctx, &m->layers[il], n);
     }
-    return output_block(ctx, n);
+    output_block(ctx, n);
+    if (graph)
+        b->ops->graph_end(b);
+    return output_logits(ctx, n);
 }

@@ -93,7 +93,9 @@ static void test_matmul_type(enum ox_dtype type) {
         float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
         gpu.ops->matmul(&gpu, &m, dx, dy, n);
         float *got = down(dy, (size_t)n * rows);
-        CHECK_CLOSE(got, want, (size_t)n * rows, 2e-5, "matmul %s n=%d", ox_dtype_name(type), n);
+        /* batches over 8 multiply on the tensor cores with f16 (bf16) operands, f32 sums */
+        double tol = n <= 8 || type == OX_DTYPE_F32 ? 2e-5 : type == OX_DTYPE_BF16 ? 1e-2 : 2e-3;
+        CHECK_CLOSE(got, want, (size_t)n * rows, tol, "matmul %s n=%d", ox_dtype_name(type), n);
         free(x), free(want), free(got);
         gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
     }

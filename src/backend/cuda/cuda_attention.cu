@@ -91,6 +91,100 @@ __global__ static void __launch_bounds__(TILE) attention_kernel(attn_k a) {
     }
 }
 
+/* Prompts: a block takes QT queries of one head and walks the cells CT at a time, the tile of
+ * keys and values in shared memory shared by all its queries (the per-query kernel reads every
+ * key and value once per query). Scores, the online softmax and the weighted values are kept
+ * for all QT queries at once: thread t owns output dims t, t + 128 of every query. */
+enum { QT = 16, CT = 32, TILED_HD = 128 };
+
+__global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, int n) {
+    __shared__ float qs[QT][TILED_HD], ks[CT][TILED_HD + 1], vs[CT][TILED_HD], ps[QT][CT];
+    __shared__ float m_row[QT], l_row[QT], alpha_row[QT];
+    __shared__ int32_t qpos[QT], qseq[QT];
+    const int h = blockIdx.y, t0 = blockIdx.x * QT, tid = threadIdx.x;
+    const int kvh = h / (a.n_head / a.n_head_kv), nq = min(QT, n - t0);
+    for (int i = tid; i < QT * a.hd_k; i += TILE) {
+        int q = i / a.hd_k, d = i % a.hd_k;
+        qs[q][d] = q < nq ? a.q[((size_t)(t0 + q) * a.n_head + h) * a.hd_k + d] : 0.0f;
+    }
+    if (tid < QT) {
+        qpos[tid] = tid < nq ? a.q_pos[t0 + tid] : -1;
+        qseq[tid] = tid < nq ? a.q_seq[t0 + tid] : 0;
+        m_row[tid] = -INFINITY, l_row[tid] = 0.0f;
+    }
+    float acc[QT];
+#pragma unroll
+    for (int q = 0; q < QT; q++)
+        acc[q] = 0.0f;
+    for (int c0 = 0; c0 < a.n_cells; c0 += CT) {
+        __syncthreads(); /* the previous tile is consumed */
+        for (int i = tid; i < CT * a.hd_k; i += TILE) {
+            int c = i / a.hd_k, d = i % a.hd_k;
+            ks[c][d] = c0 + c < a.n_cells ? a.k[((size_t)(c0 + c) * a.n_head_kv + kvh) * a.hd_k + d]
+                                          : 0.0f;
+        }
+        for (int i = tid; i < CT * a.hd_v; i += TILE) {
+            int c = i / a.hd_v, d = i % a.hd_v;
+            vs[c][d] = c0 + c < a.n_cells ? a.v[((size_t)(c0 + c) * a.n_head_kv + kvh) * a.hd_v + d]
+                                          : 0.0f;
+        }
+        __syncthreads();
+        /* scores: thread t takes cell t % CT for queries t / CT, + 4, + 8, + 12 */
+        const int c = tid % CT, cell = c0 + c;
+        const int32_t kp = cell < a.n_cells ? a.cell_pos[cell] : -1;
+        const uint64_t kseq = cell < a.n_cells ? a.cell_seq[cell] : 0;
+        for (int q = tid / CT; q < QT; q += TILE / CT) {
+            float s = -INFINITY;
+            if (kp >= 0 && (kseq >> qseq[q] & 1) && kp <= qpos[q] &&
+                (a.window <= 0 || qpos[q] - kp < a.window)) {
+                float dot = 0.0f;
+                for (int d = 0; d < a.hd_k; d++)
+                    dot += qs[q][d] * ks[c][d];
+                s = a.softcap == 0.0f ? dot * a.scale
+                                      : a.softcap * tanhf(dot * (a.scale / a.softcap));
+            }
+            ps[q][c] = s;
+        }
+        __syncthreads();
+        /* the online softmax, a warp per four query rows */
+        const int warp = tid / 32, lane = tid % 32;
+        for (int q = warp; q < QT; q += TILE / 32) {
+            float s = ps[q][lane], mx = s;
+            for (int o = 16; o > 0; o >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            float m_new = fmaxf(m_row[q], mx);
+            float p = m_new == -INFINITY || s == -INFINITY ? 0.0f : expf(s - m_new), sum = p;
+            for (int o = 16; o > 0; o >>= 1)
+                sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            ps[q][lane] = p;
+            __syncwarp();
+            if (lane == 0) {
+                float alpha = m_new == -INFINITY ? 1.0f : expf(m_row[q] - m_new);
+                alpha_row[q] = alpha;
+                l_row[q] = l_row[q] * alpha + sum;
+                m_row[q] = m_new;
+            }
+        }
+        __syncthreads();
+        if (tid < a.hd_v) {
+#pragma unroll
+            for (int q = 0; q < QT; q++) {
+                float o = acc[q] * alpha_row[q];
+                for (int j = 0; j < CT; j++)
+                    o += ps[q][j] * vs[j][tid];
+                acc[q] = o;
+            }
+        }
+    }
+    if (tid < a.hd_v) {
+#pragma unroll
+        for (int q = 0; q < QT; q++)
+            if (q < nq) /* nothing visible: zeros, as the CPU */
+                a.y[((size_t)(t0 + q) * a.n_head + h) * a.hd_v + tid] =
+                    l_row[q] > 0.0f ? acc[q] / l_row[q] : 0.0f;
+    }
+}
+
 void cuda_attention(struct backend *b, const struct attn_args *a) {
     if (a->hd_k > MAX_HD || a->hd_v > MAX_HD) {
         cuda_note(b, cudaErrorInvalidValue, "attention: head size over 512");
@@ -99,7 +193,10 @@ void cuda_attention(struct backend *b, const struct attn_args *a) {
     attn_k k = {a->q,        a->k,        a->v,       a->y,      a->n_head, a->n_head_kv,
                 a->hd_k,     a->hd_v,     a->n_cells, a->window, a->q_pos,  a->q_seq,
                 a->cell_pos, a->cell_seq, a->scale,   a->softcap};
-    if (a->n > 0)
+    if (a->n >= 4 && a->hd_k <= TILED_HD && a->hd_v <= TILED_HD)
+        attention_tiled_kernel<<<dim3((unsigned)((a->n + QT - 1) / QT), (unsigned)a->n_head), TILE,
+                                 0, cuda_of(b)->stream>>>(k, a->n);
+    else if (a->n > 0)
         attention_kernel<<<a->n * a->n_head, TILE, 0, cuda_of(b)->stream>>>(k);
     CUDA_LAUNCHED(b, "attention");
 }

@@ -2,6 +2,7 @@
  * scratch), device memory and host copies, and the device copies of a model's weights. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_dequant.cuh"
 #include "backend/cuda/cuda_ops.cuh"
@@ -37,12 +38,22 @@ static void cu_free(struct backend *b, void *p) {
     cudaFree(p);
 }
 
-/* From pageable memory the call returns once the bytes are staged, so host buffers (even a
- * stack variable) may change right after. */
+/* Through the pinned staging buffer when it has room (a truly asynchronous copy, filled here
+ * and not reused before the next download waits for it), else from pageable memory, which
+ * returns once the bytes are staged by the driver. Either way the host buffer (even a stack
+ * variable) may change right after. */
 static void cu_upload(struct backend *b, void *dst, const void *host, size_t bytes) {
-    if (bytes)
-        cuda_note(b, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cuda_of(b)->stream),
-                  "upload");
+    cuda_state *s = cuda_of(b);
+    if (!bytes)
+        return;
+    const void *src = host;
+    if (s->staging && s->staging_size - s->staging_used >= bytes) {
+        src = memcpy(s->staging + s->staging_used, host, bytes);
+        s->staging_used += (bytes + 255) / 256 * 256;
+        if (s->staging_used > s->staging_size)
+            s->staging_used = s->staging_size;
+    }
+    cuda_note(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->stream), "upload");
 }
 
 static enum ox_status cu_download(struct backend *b, void *host, const void *src, size_t bytes) {
@@ -51,11 +62,58 @@ static enum ox_status cu_download(struct backend *b, void *host, const void *src
         cuda_note(b, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s->stream),
                   "download");
     cuda_note(b, cudaStreamSynchronize(s->stream), "running the batch");
+    s->staging_used = 0;
     if (s->err == OX_OK)
         return OX_OK;
     enum ox_status st = s->err;
     s->err = OX_OK;
     return ox_fail(st, "%s", s->msg);
+}
+
+/* A decode step is recorded once per key (batch size, cells seen) and replayed: one launch
+ * instead of a few hundred. A new key re-records; the executable graph is updated in place
+ * when only parameters changed (the usual case: more cells seen). */
+static bool cu_graph_begin(struct backend *b, uint64_t key) {
+    cuda_state *s = cuda_of(b);
+    if (s->err != OX_OK)
+        return false;
+    if (s->graph && s->graph_key == key) {
+        cuda_note(b, cudaGraphLaunch(s->graph, s->stream), "graph launch");
+        return true;
+    }
+    cudaError_t e = cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal);
+    cuda_note(b, e, "graph capture");
+    s->capturing = e == cudaSuccess;
+    s->graph_key = key;
+    return false;
+}
+
+static void cu_graph_end(struct backend *b) {
+    cuda_state *s = cuda_of(b);
+    if (!s->capturing)
+        return;
+    s->capturing = false;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(s->stream, &g);
+    if (e == cudaSuccess && s->graph) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(s->graph, g, &info) != cudaSuccess) {
+            cudaGetLastError();
+            cudaGraphExecDestroy(s->graph);
+            s->graph = NULL;
+        }
+    }
+    if (e == cudaSuccess && !s->graph)
+        e = cudaGraphInstantiate(&s->graph, g, 0);
+    if (e == cudaSuccess)
+        e = cudaGraphLaunch(s->graph, s->stream);
+    if (g)
+        cudaGraphDestroy(g);
+    if (e != cudaSuccess && s->graph) {
+        cudaGraphExecDestroy(s->graph);
+        s->graph = NULL;
+    }
+    cuda_note(b, e, "recording the decode step");
 }
 
 extern "C" {
@@ -85,6 +143,9 @@ const struct backend_ops backend_cuda_ops = {
     .zero = cuda_zero,
     .cache_store = cuda_cache_store,
     .cache_load = cuda_cache_load,
+    .graph_begin = cu_graph_begin,
+    .graph_end = cu_graph_end,
+    .cell_granularity = 256,
 };
 
 bool backend_cuda_available(void) {
@@ -114,7 +175,6 @@ void backend_cuda_free_weights(void *dev) {
 }
 
 enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols) {
-    (void)n_batch;
     cuda_state *s = (cuda_state *)calloc(1, sizeof *s);
     if (!s)
         return ox_fail(OX_ERR_OOM, "cuda: out of host memory");
@@ -127,8 +187,14 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
     s->scratch_floats = (size_t)1 << 24;
     if ((size_t)max_cols * 1024 > s->scratch_floats)
         s->scratch_floats = (size_t)max_cols * 1024;
+    s->xh_halves = (size_t)n_batch * (size_t)max_cols;
     if (e == cudaSuccess)
         e = cudaMalloc(&s->scratch, s->scratch_floats * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->xh, s->xh_halves * 2);
+    s->staging_size = (size_t)1 << 22; /* batch indices and cell lists: far less per batch */
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&s->staging, s->staging_size);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return ox_fail(OX_ERR_DEVICE, "cuda: cannot set up the context: %s", cudaGetErrorString(e));
@@ -150,7 +216,10 @@ void backend_cuda_release(struct backend *b) {
     if (s->blas)
         cublasDestroy(s->blas);
     cudaFree(s->scratch);
-    cudaFree(s->attn_scratch);
+    cudaFree(s->xh);
+    cudaFreeHost(s->staging);
+    if (s->graph)
+        cudaGraphExecDestroy(s->graph);
     if (s->stream)
         cudaStreamDestroy(s->stream);
     free(s);

@@ -17,10 +17,15 @@ struct cuda_state {
     int device;
     cudaStream_t stream; /* every op of the context runs on it, in order */
     cublasHandle_t blas; /* bound to stream */
-    float *scratch;      /* weights dequantized to f32 for cuBLAS GEMMs */
+    float *scratch;      /* weights dequantized (to f16) for cuBLAS GEMMs */
     size_t scratch_floats;
-    float *attn_scratch; /* attention's per-block partial results */
-    size_t attn_scratch_floats;
+    void *xh; /* a batch of activations in f16 or bf16 for the GEMMs */
+    size_t xh_halves;
+    uint8_t *staging; /* pinned host memory: uploads copy through it, so they are async */
+    size_t staging_size, staging_used; /* reset at each download, which waits for the copies */
+    cudaGraphExec_t graph;             /* the recorded decode step, and its key */
+    uint64_t graph_key;
+    bool capturing;
     enum ox_status err; /* the first failure since the last download, which reports it */
     char msg[256];
 };

@@ -1,5 +1,6 @@
 /* cuda_matmul.cu: weight matmul (fused dequantize-and-dot GEMV for small batches, dequantize +
  * cuBLAS SGEMM for large ones) and get_rows, for every type of cuda_dequant.cuh. */
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "backend/cuda/cuda_dequant.cuh"
@@ -168,14 +169,49 @@ static void gemv_launch(struct backend *b, const struct mat *w, const float *x, 
     CUDA_LAUNCHED(b, "cuda_matmul: gemv kernel");
 }
 
-/* ---- rows to f32: get_rows, and the GEMM path's dequantization into scratch ---- */
+/* ---- rows to f32 (get_rows) or f16 (the GEMM path's dequantization into scratch) ---- */
+
+__device__ __forceinline__ void put(float *d, float v) {
+    *d = v;
+}
+__device__ __forceinline__ void put(__half *d, float v) {
+    *d = __float2half_rn(v);
+}
+
+/* 32 values to d: 16-byte stores when aligned. */
+__device__ __forceinline__ void put32(float *d, const float *v, bool aligned) {
+    if (aligned) {
+#pragma unroll
+        for (int j = 0; j < 32; j += 4)
+            *(float4 *)(d + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            d[j] = v[j];
+    }
+}
+__device__ __forceinline__ void put32(__half *d, const float *v, bool aligned) {
+    if (aligned) {
+#pragma unroll
+        for (int j = 0; j < 32; j += 8) {
+            __half2 h[4] = {
+                __floats2half2_rn(v[j], v[j + 1]), __floats2half2_rn(v[j + 2], v[j + 3]),
+                __floats2half2_rn(v[j + 4], v[j + 5]), __floats2half2_rn(v[j + 6], v[j + 7])};
+            *(uint4 *)(d + j) = *(const uint4 *)h;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            d[j] = __float2half_rn(v[j]);
+    }
+}
 
 /* One thread per group of 32 of an output row (plain types: one more per row for the tail):
  * y[t] = row (ids ? ids[t] : r0 + t) of w, t < n_out. An id outside the matrix gives zeros. */
-template <enum ox_dtype T, int A>
+template <enum ox_dtype T, int A, typename OUT>
 __global__ void rows_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_rows,
                             int64_t n_cols, const int32_t *__restrict__ ids, int64_t r0,
-                            float *__restrict__ y, int64_t n_out) {
+                            OUT *__restrict__ y, int64_t n_out) {
     const int64_t n_groups = n_cols / 32;
     const int64_t slots = n_groups + (dq<T>::QK == 1 && n_cols % 32 ? 1 : 0);
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -183,13 +219,13 @@ __global__ void rows_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int
         return;
     const int64_t t = i / slots, g = i % slots;
     const int64_t r = ids ? (int64_t)__ldg(ids + t) : r0 + t;
-    float *yr = y + t * n_cols;
+    OUT *yr = y + t * n_cols;
     const bool ok = r >= 0 && r < n_rows;
     const uint8_t *wr = w + (ok ? r : 0) * row_bytes;
     if (g == n_groups) { /* plain types: the tail */
         if constexpr (dq<T>::QK == 1) {
             for (int64_t c = 32 * n_groups; c < n_cols; c++)
-                yr[c] = ok ? dq<T>::elem(wr, c) : 0.f;
+                put(yr + c, ok ? dq<T>::elem(wr, c) : 0.f);
         }
         return;
     }
@@ -201,21 +237,12 @@ __global__ void rows_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int
         for (int j = 0; j < 32; j++)
             v[j] = 0.f;
     }
-    float *d = yr + 32 * g;
-    if ((((uintptr_t)y | (uintptr_t)(n_cols * 4)) & 15) == 0) {
-#pragma unroll
-        for (int j = 0; j < 32; j += 4)
-            *(float4 *)(d + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
-    } else {
-#pragma unroll
-        for (int j = 0; j < 32; j++)
-            d[j] = v[j];
-    }
+    put32(yr + 32 * g, v, (((uintptr_t)y | (uintptr_t)(n_cols * sizeof(OUT))) & 15) == 0);
 }
 
-template <enum ox_dtype T>
+template <enum ox_dtype T, typename OUT>
 static void rows_launch(struct backend *b, const struct mat *w, const int32_t *ids, int64_t r0,
-                        float *y, int64_t n_out) {
+                        OUT *y, int64_t n_out) {
     const int64_t slots = w->n_cols / 32 + (dq<T>::QK == 1 && w->n_cols % 32 ? 1 : 0);
     const unsigned blocks = cuda_blocks((size_t)(slots * n_out), 128);
     const uint8_t *data = (const uint8_t *)w->data;
@@ -224,45 +251,83 @@ static void rows_launch(struct backend *b, const struct mat *w, const int32_t *i
     if (blocks == 0)
         return;
     if (aligned)
-        rows_kernel<T, 16>
+        rows_kernel<T, 16, OUT>
             <<<blocks, 128, 0, s>>>(data, w->row_bytes, w->n_rows, w->n_cols, ids, r0, y, n_out);
     else
-        rows_kernel<T, 1>
+        rows_kernel<T, 1, OUT>
             <<<blocks, 128, 0, s>>>(data, w->row_bytes, w->n_rows, w->n_cols, ids, r0, y, n_out);
     CUDA_LAUNCHED(b, "cuda_matmul: rows kernel");
 }
 
-/* ---- GEMM: y^T = W x^T with cuBLAS, W dequantized to scratch a chunk of rows at a time ---- */
+/* ---- GEMM: y^T = W x^T with cuBLAS, on the tensor cores in f16 (f32 sums) ---- */
 
 /* Column-major view: W's rows are columns of a [n_cols x rows] matrix (lda = n_cols), x^T is
- * [n_cols x n], y^T is [n_rows x n] (ldc = n_rows); so C = op_T(A) B. */
-static void gemm_chunk(struct backend *b, const float *wf, int64_t lda, int64_t rows,
-                       int64_t n_cols, const float *x, float *y, int64_t n_rows, int n) {
+ * [n_cols x n], y^T is [n_rows x n] (ldc = n_rows); so C = op_T(A) B. f32 weights keep SGEMM;
+ * the rest multiply f16 (or bf16) operands with f32 accumulation, as llama.cpp's cuBLAS path. */
+static void gemm_chunk(struct backend *b, const void *wt, cudaDataType wtype, int64_t lda,
+                       int64_t rows, int64_t n_cols, const void *x, cudaDataType xtype, float *y,
+                       int64_t n_rows, int n) {
     const float one = 1.f, zero = 0.f;
     cublasStatus_t st =
-        cublasSgemm(cuda_of(b)->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)n_cols, &one, wf,
-                    (int)lda, x, (int)n_cols, &zero, y, (int)n_rows);
-    cuda_note_blas(b, st, "cuda_matmul: cublasSgemm");
+        cublasGemmEx(cuda_of(b)->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)n_cols, &one,
+                     wt, wtype, (int)lda, x, xtype, (int)n_cols, &zero, y, CUDA_R_32F, (int)n_rows,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cuda_note_blas(b, st, "cuda_matmul: cublasGemmEx");
+}
+
+__global__ static void to_half_kernel(const float *x, __half *y, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __float2half_rn(x[i]);
+}
+
+__global__ static void to_bf16_kernel(const float *x, __nv_bfloat16 *y, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __float2bfloat16_rn(x[i]);
 }
 
 template <enum ox_dtype T>
 static void gemm(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
-    if (T == OX_DTYPE_F32 && w->row_bytes % 4 == 0 && (uintptr_t)w->data % 4 == 0) {
-        gemm_chunk(b, (const float *)w->data, (int64_t)(w->row_bytes / 4), w->n_rows, w->n_cols, x,
-                   y, w->n_rows, n);
+    cuda_state *cs = cuda_of(b);
+    const size_t nx = (size_t)n * (size_t)w->n_cols;
+    const unsigned grid = cuda_blocks(nx, 256) < 4096 ? cuda_blocks(nx, 256) : 4096;
+    const bool direct = (w->row_bytes | (uintptr_t)w->data) % 16 == 0;
+    if (T == OX_DTYPE_F32 && direct) {
+        gemm_chunk(b, w->data, CUDA_R_32F, (int64_t)(w->row_bytes / 4), w->n_rows, w->n_cols, x,
+                   CUDA_R_32F, y, w->n_rows, n);
         return;
     }
-    cuda_state *cs = cuda_of(b);
-    const int64_t chunk = (int64_t)(cs->scratch_floats / (size_t)w->n_cols);
+    if (nx > cs->xh_halves) {
+        cuda_note(b, cudaErrorInvalidValue, "cuda_matmul: batch wider than the f16 scratch");
+        return;
+    }
+    if (T == OX_DTYPE_BF16 && direct) { /* bf16 weights as they are; x rounded to bf16 */
+        to_bf16_kernel<<<grid, 256, 0, cs->stream>>>(x, (__nv_bfloat16 *)cs->xh, nx);
+        CUDA_LAUNCHED(b, "cuda_matmul: x to bf16");
+        gemm_chunk(b, w->data, CUDA_R_16BF, (int64_t)(w->row_bytes / 2), w->n_rows, w->n_cols,
+                   cs->xh, CUDA_R_16BF, y, w->n_rows, n);
+        return;
+    }
+    to_half_kernel<<<grid, 256, 0, cs->stream>>>(x, (__half *)cs->xh, nx);
+    CUDA_LAUNCHED(b, "cuda_matmul: x to f16");
+    if (T == OX_DTYPE_F16 && direct) {
+        gemm_chunk(b, w->data, CUDA_R_16F, (int64_t)(w->row_bytes / 2), w->n_rows, w->n_cols,
+                   cs->xh, CUDA_R_16F, y, w->n_rows, n);
+        return;
+    }
+    const int64_t chunk = (int64_t)(cs->scratch_floats * 2 / (size_t)w->n_cols);
     if (chunk <= 0) {
         cuda_note(b, cudaErrorInvalidValue, "cuda_matmul: rows wider than the scratch buffer");
         return;
     }
-    /* stream order keeps each chunk's dequantization after the previous chunk's SGEMM */
+    /* stream order keeps each chunk's dequantization after the previous chunk's GEMM */
+    __half *wh = (__half *)cs->scratch;
     for (int64_t r0 = 0; r0 < w->n_rows; r0 += chunk) {
         const int64_t rows = w->n_rows - r0 < chunk ? w->n_rows - r0 : chunk;
-        rows_launch<T>(b, w, nullptr, r0, cs->scratch, rows);
-        gemm_chunk(b, cs->scratch, w->n_cols, rows, w->n_cols, x, y + r0, w->n_rows, n);
+        rows_launch<T, __half>(b, w, nullptr, r0, wh, rows);
+        gemm_chunk(b, wh, CUDA_R_16F, w->n_cols, rows, w->n_cols, cs->xh, CUDA_R_16F, y + r0,
+                   w->n_rows, n);
     }
 }
 
@@ -297,7 +362,7 @@ void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, f
         return;
     switch (w->type) {
 #define CMM_CASE_(name)                                                                            \
-    case OX_DTYPE_##name: rows_launch<OX_DTYPE_##name>(b, w, ids, 0, y, n); return;
+    case OX_DTYPE_##name: rows_launch<OX_DTYPE_##name, float>(b, w, ids, 0, y, n); return;
         CDQ_TYPES(CMM_CASE_)
 #undef CMM_CASE_
     default: cuda_note(b, cudaErrorNotSupported, "cuda_get_rows: weight type"); return;
