@@ -33,6 +33,8 @@ if [ "$MODE" != bench ]; then
 fi
 
 if [ "$MODE" != tests ]; then
+  build-cuda/bench/bench_cuda_matmul >"$LOG/matmul.md" 2>&1 || echo "bench_cuda_matmul: failed"
+  grep -E "copy|\| 1 \|" "$LOG/matmul.md"
   mkdir -p bench/models
   for m in $MODELS; do
     preset=${m%%:*} type=${m##*:}

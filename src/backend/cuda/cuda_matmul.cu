@@ -60,28 +60,46 @@ __device__ __forceinline__ void gv_copy(uint8_t *dst, const uint8_t *src, int le
     }
 }
 
-/* Stage columns [32 g0, 32 (g0 + tg)) of the NT activation rows (zeros past n) into xs. */
-template <int NT>
+/* Stage columns [32 g0, 32 (g0 + tg)) of the NT activation rows (zeros past n) into xs, a tile
+ * of TG groups, 32 groups per pass of the block. */
+template <int NT, int TG>
 __device__ __forceinline__ void gv_stage_x(float *xs, const float *x, int64_t n_cols, int n,
                                            int64_t g0, int tg) {
-    const int gg = threadIdx.x / 8, q = threadIdx.x % 8; /* group, float4 within it */
     const bool vec = (((uintptr_t)x | (uintptr_t)(n_cols * 4)) & 15) == 0;
 #pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (t < n && gg < tg) {
-            const float *p = x + t * n_cols + (g0 + gg) * 32 + 4 * q;
-            if (vec)
-                v = __ldg((const float4 *)p);
-            else
-                v = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+    for (int pass = 0; pass < TG / 32; pass++) {
+        const int gg = pass * 32 + threadIdx.x / 8, q = threadIdx.x % 8; /* group, its float4 */
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (t < n && gg < tg) {
+                const float *p = x + t * n_cols + (g0 + gg) * 32 + 4 * q;
+                if (vec)
+                    v = __ldg((const float4 *)p);
+                else
+                    v = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+            }
+            float *d = xs + (t * TG + gg) * GV_XPAD + 4 * q;
+            d[0] = v.x;
+            d[1] = v.y;
+            d[2] = v.z;
+            d[3] = v.w;
         }
-        float *d = xs + (t * 32 + gg) * GV_XPAD + 4 * q;
-        d[0] = v.x;
-        d[1] = v.y;
-        d[2] = v.z;
-        d[3] = v.w;
     }
+}
+
+/* Groups per tile: one token gets four per lane (two where the staged blocks would not fit the
+ * 48 KB of static shared memory), so each warp has more weight bytes on their way per barrier
+ * (decode is bound by bytes in flight); batches keep one per lane, their activation tiles being
+ * NT times larger. */
+template <enum ox_dtype T, int NT> constexpr int gv_groups() {
+    if constexpr (NT > 1)
+        return 32;
+    else if constexpr (dq<T>::QK > 1 &&
+                       gv_tile_bytes<T>() * 4 * GV_WARPS + 128 * GV_XPAD * 4 > 48 * 1024)
+        return 64;
+    else
+        return 128;
 }
 
 /* y[t][row] = sum_c W[row][c] x[t][c] for t < n <= NT. A: the alignment of the weight rows
@@ -91,8 +109,8 @@ __global__ void __launch_bounds__(GV_THREADS, 2)
     gemv_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
                 const float *__restrict__ x, float *__restrict__ y, int n) {
     constexpr bool STAGE = dq<T>::QK > 1;
-    constexpr int TB = gv_tile_bytes<T>();
-    __shared__ float xs[NT * 32 * GV_XPAD];
+    constexpr int TG = gv_groups<T, NT>(), TB = gv_tile_bytes<T>() * (STAGE ? TG / 32 : 1);
+    __shared__ float xs[NT * TG * GV_XPAD];
     __shared__ __align__(16) uint8_t ws[GV_WARPS][TB];
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -106,25 +124,29 @@ __global__ void __launch_bounds__(GV_THREADS, 2)
     for (int t = 0; t < NT; t++)
         acc[t] = 0.f;
 
-    for (int64_t g0 = 0; g0 < n_groups; g0 += 32) {
-        const int tg = (int)min((int64_t)32, n_groups - g0);
+    for (int64_t g0 = 0; g0 < n_groups; g0 += TG) {
+        const int tg = (int)min((int64_t)TG, n_groups - g0);
         __syncthreads(); /* the previous tile is consumed */
-        gv_stage_x<NT>(xs, x, n_cols, n, g0, tg);
+        gv_stage_x<NT, TG>(xs, x, n_cols, n, g0, tg);
         if constexpr (STAGE) {
             constexpr int GPB = dq<T>::QK / 32; /* groups per block; divides g0 and tg */
             if (live)
                 gv_copy(ws[warp], wr + g0 / GPB * dq<T>::BS, tg / GPB * dq<T>::BS, lane);
         }
         __syncthreads();
-        if (live && lane < tg) {
+#pragma unroll
+        for (int k = 0; k < TG / 32; k++) {
+            const int g = lane + 32 * k;
+            if (!live || g >= tg)
+                break;
             float v[32];
             if constexpr (STAGE)
-                dq<T>::template group<16>(ws[warp], lane, v);
+                dq<T>::template group<16>(ws[warp], g, v);
             else
-                dq<T>::template group<A>(wr, g0 + lane, v);
+                dq<T>::template group<A>(wr, g0 + g, v);
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                const float *xr = xs + (t * 32 + lane) * GV_XPAD;
+                const float *xr = xs + (t * TG + g) * GV_XPAD;
                 float s = 0.f;
 #pragma unroll
                 for (int j = 0; j < 32; j++)
