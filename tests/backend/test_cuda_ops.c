@@ -78,15 +78,16 @@ static void matmul_ref(enum ox_dtype type, const void *w, int rows, int cols, co
     free(row);
 }
 
-static void test_matmul_type(enum ox_dtype type) {
-    const int rows = 67, cols = 512, ns[] = {1, 2, 5, 8, 9, 33, 128};
+/* rows x cols weights of a type against the reference for each batch size in ns (0 ends it),
+ * and get_rows. */
+static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int *ns) {
     size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
     float *wf = random_floats((size_t)rows * cols, 1.0f);
     uint8_t *w = malloc(row_bytes * rows);
     CHECK(ox_quantize(type, wf, w, rows, cols, NULL) == OX_OK);
     void *dw = up(w, row_bytes * rows);
     struct mat m = {type, dw, rows, cols, row_bytes, NULL};
-    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+    for (size_t k = 0; ns[k]; k++) {
         int n = ns[k];
         float *x = random_floats((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * 4);
         matmul_ref(type, w, rows, cols, x, n, want);
@@ -100,7 +101,7 @@ static void test_matmul_type(enum ox_dtype type) {
         gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
     }
     /* get_rows dequantizes exactly as the CPU does */
-    int32_t ids[5] = {0, 66, 3, 3, 40};
+    int32_t ids[5] = {0, rows - 1, 3, 3, rows / 2};
     int32_t *dids = up(ids, sizeof ids);
     float *dy = gpu.ops->alloc(&gpu, 5 * (size_t)cols * 4), *want = malloc(5 * (size_t)cols * 4);
     gpu.ops->get_rows(&gpu, &m, dids, dy, 5);
@@ -110,6 +111,12 @@ static void test_matmul_type(enum ox_dtype type) {
     CHECK_MSG(!memcmp(got, want, 5 * (size_t)cols * 4), "get_rows %s", ox_dtype_name(type));
     free(got), free(want), free(wf), free(w);
     gpu.ops->free(&gpu, dids), gpu.ops->free(&gpu, dy), gpu.ops->free(&gpu, dw);
+}
+
+static void test_matmul_type(enum ox_dtype type) {
+    static const int all[] = {1, 2, 5, 8, 9, 33, 128, 0}, one[] = {1, 2, 0};
+    test_matmul_shape(type, 67, 512, all);
+    test_matmul_shape(type, 37, 4608, one); /* decode rows of several tiles */
 }
 
 static void test_matmul(void) {

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_dequant.cuh"
 #include "backend/cuda/cuda_ops.cuh"
 
 void cuda_note(struct backend *b, cudaError_t e, const char *what) {
@@ -183,7 +182,7 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
-        e = cuda_dequant_init();
+        e = cuda_matmul_init();
     s->scratch_floats = (size_t)1 << 24;
     if ((size_t)max_cols * 1024 > s->scratch_floats)
         s->scratch_floats = (size_t)max_cols * 1024;

@@ -1,6 +1,7 @@
 /* cuda_matmul.cu: weight matmul (fused dequantize-and-dot GEMV for small batches, dequantize +
  * cuBLAS SGEMM for large ones) and get_rows, for every type of cuda_dequant.cuh. */
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <stdint.h>
 
 #include "backend/cuda/cuda_dequant.cuh"
@@ -191,6 +192,103 @@ static void gemv_launch(struct backend *b, const struct mat *w, const float *x, 
     CUDA_LAUNCHED(b, "cuda_matmul: gemv kernel");
 }
 
+/* ---- GEMV for one token (decode), quantized types: warps stream their rows independently ---- */
+
+/* The block stages x once ([n_cols / 32][33] floats, dynamic shared memory), then each warp
+ * walks its rows (DEC_ROWS per block) tile by tile with cp.async double buffering: the next
+ * tile's blocks are on their way while the lanes dequantize the current one, and warps sync
+ * only among their own lanes. Needs 16-byte aligned rows and tiles (checked by the caller). */
+constexpr int DEC_ROWS = 32;
+constexpr int DEC_SMEM = 200000; /* the most dynamic shared memory a launch may ask for */
+
+/* Groups per tile: 128 (4 per lane) where two tiles per warp stay small, else 64. */
+template <enum ox_dtype T> constexpr int dec_groups() {
+    return gv_tile_bytes<T>() <= 640 ? 128 : 64;
+}
+template <enum ox_dtype T> constexpr int dec_tile_bytes() {
+    return dec_groups<T>() * 32 / dq<T>::QK * dq<T>::BS;
+}
+
+template <enum ox_dtype T>
+__global__ void __launch_bounds__(GV_THREADS, 2)
+    gemv_dec_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_rows, int n_cols,
+                    const float *__restrict__ x, float *__restrict__ y) {
+    constexpr int TG = dec_groups<T>(), TB = dec_tile_bytes<T>(), GPB = dq<T>::QK / 32;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int n_groups = n_cols / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float *xs = (float *)smem;
+    uint8_t *ws = smem + ((size_t)n_groups * GV_XPAD * 4 + 15) / 16 * 16 + warp * 2 * TB;
+    for (int i = threadIdx.x; i < n_cols; i += GV_THREADS)
+        xs[(i / 32) * GV_XPAD + i % 32] = __ldg(x + i);
+    __syncthreads();
+    const int64_t r_end = min(n_rows, (int64_t)(blockIdx.x + 1) * DEC_ROWS);
+    for (int64_t row = (int64_t)blockIdx.x * DEC_ROWS + warp; row < r_end; row += GV_WARPS) {
+        const uint8_t *wr = w + row * row_bytes;
+        const int n_tiles = (n_groups + TG - 1) / TG;
+        auto fetch = [&](int t) { /* tile t into buffer t & 1, 16 bytes per lane per step */
+                                  const int len = min(TG, n_groups - t * TG) / GPB * dq<T>::BS;
+                                  const uint8_t *src = wr + (size_t)t * (TG / GPB) * dq<T>::BS;
+                                  uint8_t *dst = ws + (t & 1) * TB;
+                                  for (int i = lane * 16; i < len; i += 32 * 16)
+                                      __pipeline_memcpy_async(dst + i, src + i, 16);
+                                  __pipeline_commit();
+        };
+        float acc = 0.f;
+        fetch(0);
+        for (int t = 0; t < n_tiles; t++) {
+            if (t + 1 < n_tiles) {
+                fetch(t + 1);
+                __pipeline_wait_prior(1);
+            } else {
+                __pipeline_wait_prior(0);
+            }
+            __syncwarp();
+            const int tg = min(TG, n_groups - t * TG);
+#pragma unroll
+            for (int k = 0; k < TG / 32; k++) {
+                const int g = lane + 32 * k;
+                if (g >= tg)
+                    break;
+                float v[32];
+                dq<T>::template group<16>(ws + (t & 1) * TB, g, v);
+                const float *xr = xs + (t * TG + g) * GV_XPAD;
+                float s = 0.f;
+#pragma unroll
+                for (int j = 0; j < 32; j++)
+                    s += v[j] * xr[j];
+                acc += s;
+            }
+            __syncwarp(); /* the buffer is refilled two tiles later */
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2)
+            acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0)
+            y[row] = acc;
+    }
+}
+
+/* False when the decode kernel cannot take this matrix (the caller uses gemv_kernel). */
+template <enum ox_dtype T>
+static bool gemv_dec_launch(struct backend *b, const struct mat *w, const float *x, float *y) {
+    if constexpr (dq<T>::QK == 1) {
+        return false;
+    } else {
+        constexpr int TB = dec_tile_bytes<T>();
+        const int64_t n_groups = w->n_cols / 32;
+        const size_t smem = ((size_t)n_groups * GV_XPAD * 4 + 15) / 16 * 16 + GV_WARPS * 2 * TB;
+        const size_t last = (size_t)(n_groups % dec_groups<T>()) / (dq<T>::QK / 32) * dq<T>::BS;
+        if (TB % 16 || last % 16 || (((uintptr_t)w->data | w->row_bytes) & 15) || smem > DEC_SMEM ||
+            w->n_cols > INT32_MAX)
+            return false;
+        gemv_dec_kernel<T>
+            <<<cuda_blocks((size_t)w->n_rows, DEC_ROWS), GV_THREADS, smem, cuda_of(b)->stream>>>(
+                (const uint8_t *)w->data, w->row_bytes, w->n_rows, (int)w->n_cols, x, y);
+        CUDA_LAUNCHED(b, "cuda_matmul: decode gemv kernel");
+        return true;
+    }
+}
+
 /* ---- rows to f32 (get_rows) or f16 (the GEMM path's dequantization into scratch) ---- */
 
 __device__ __forceinline__ void put(float *d, float v) {
@@ -363,7 +461,7 @@ static void matmul_t(struct backend *b, const struct mat *w, const float *x, flo
         gemv_launch<T, 4>(b, w, x, y, n);
     else if (n == 2)
         gemv_launch<T, 2>(b, w, x, y, n);
-    else
+    else if (!gemv_dec_launch<T>(b, w, x, y))
         gemv_launch<T, 1>(b, w, x, y, n);
 }
 
@@ -389,6 +487,26 @@ void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, f
 #undef CMM_CASE_
     default: cuda_note(b, cudaErrorNotSupported, "cuda_get_rows: weight type"); return;
     }
+}
+
+/* Over 48 KB of dynamic shared memory must be allowed per kernel, before any launch (and so
+ * before a graph capture records one). */
+template <enum ox_dtype T> static cudaError_t dec_allow_smem() {
+    if constexpr (dq<T>::QK > 1)
+        return cudaFuncSetAttribute(gemv_dec_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    DEC_SMEM);
+    else
+        return cudaSuccess;
+}
+
+cudaError_t cuda_matmul_init(void) {
+    cudaError_t e = cuda_dequant_init();
+#define CMM_ATTR_(name)                                                                            \
+    if (e == cudaSuccess)                                                                          \
+        e = dec_allow_smem<OX_DTYPE_##name>();
+    CDQ_TYPES(CMM_ATTR_)
+#undef CMM_ATTR_
+    return e;
 }
 
 extern "C" {

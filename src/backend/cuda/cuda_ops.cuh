@@ -5,7 +5,8 @@
 
 #include "backend/cuda/cuda_common.cuh"
 
-/* cuda_matmul.cu */
+/* cuda_matmul.cu (cuda_matmul_init: once per device, before any launch) */
+cudaError_t cuda_matmul_init(void);
 void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 
