@@ -405,6 +405,10 @@ OX_API enum ox_status ox_context_create(const struct ox_model *model,
                                         struct ox_context **out);
 OX_API void ox_context_free(struct ox_context *ctx);
 OX_API uint32_t ox_context_n_ctx(const struct ox_context *ctx);
+/* Memory the context holds where the model runs (the GPU's for a CUDA model, else the host's):
+ * the KV cache, and everything else (activations, logits, scratch). */
+OX_API void ox_context_memory(const struct ox_context *ctx, uint64_t *kv_bytes,
+                              uint64_t *buffer_bytes);
 
 /* A batch of tokens: token i is at position pos[i] of sequence seq_id[i]; logits[i] asks for
  * its output row. pos, seq_id and logits may be NULL: positions then continue each sequence,

@@ -12,21 +12,24 @@
 #include "oxidize.h"
 
 #define MAX_LIST   64        /* values per -p / -n list */
+#define MAX_PAR    64        /* sequences decoded together (a context's sequence masks) */
 #define MAX_TOKENS (1 << 20) /* per test; the context (max -p + max -n) stays far below 2^24 */
 
 struct bench_opts {
     const char *model;
     int prompts[MAX_LIST], n_prompts; /* -p values; 0 skips */
     int gens[MAX_LIST], n_gens;       /* -n values; 0 skips */
+    int pars[MAX_LIST], n_pars;       /* --batch values: sequences decoded together */
     int n_batch, n_threads, reps;
     int n_gpu_layers; /* -ngl: -1 all on a GPU when there is one, 0 the CPU */
     bool json;
 };
 
-/* One test: pp<P> (n_gen 0) or tg<N> (n_prompt 0), with its tokens/s per repetition. */
+/* One test: pp<P> (n_gen 0) or tg<N> (n_prompt 0; with n_par > 1 sequences at once, each
+ * generating N: aggregate tokens/s), with its tokens/s per repetition. */
 struct bench_test {
-    char name[24];
-    int n_prompt, n_gen;
+    char name[32];
+    int n_prompt, n_gen, n_par;
     double *samples_ts; /* [reps] */
     double avg_ts, stddev_ts;
 };
@@ -36,7 +39,8 @@ struct bench_env {
     char desc[256];
     uint64_t size_bytes, n_params;
     double load_ms, peak_rss_mib;
-    const char *backend; /* "CPU" or "CUDA" */
+    const char *backend;  /* "CPU" or "CUDA" */
+    uint64_t gpu_weights; /* bytes of weights on the GPU */
 };
 
 static void usage(FILE *f) {
@@ -50,6 +54,8 @@ static void usage(FILE *f) {
             "  -n, --n-gen LIST        generation lengths, comma separated (0 skips; default 128)\n"
             "  -b, --batch-size N      most tokens per decode call (default 512)\n"
             "  -t, --threads N         worker threads (default: physical cores)\n"
+            "  --batch LIST            tg also with this many sequences decoded together\n"
+            "                          (aggregate tokens/s; 1..64, comma separated)\n"
             "  -ngl, --n-gpu-layers N  layers on the GPU (default -1: all, when there is one;\n"
             "                          0: the CPU)\n"
             "  -r, --repetitions N     timed runs per test (default 5)\n"
@@ -101,7 +107,15 @@ static int value_option(struct bench_opts *o, const char *opt, const char *val) 
         return parse_int(opt, val, 1, 1 << 16, &o->n_batch) ? 1 : -1;
     else if (!strcmp(opt, "-t") || !strcmp(opt, "--threads"))
         return parse_int(opt, val, 1, 1024, &o->n_threads) ? 1 : -1;
-    else if (!strcmp(opt, "-ngl") || !strcmp(opt, "--n-gpu-layers"))
+    else if (!strcmp(opt, "--batch")) {
+        if (!parse_list(opt, val, o->pars, &o->n_pars))
+            return -1;
+        for (int i = 0; i < o->n_pars; i++)
+            if (o->pars[i] < 1 || o->pars[i] > MAX_PAR) {
+                fprintf(stderr, "oxidize bench: --batch values are 1..%d\n", MAX_PAR);
+                return -1;
+            }
+    } else if (!strcmp(opt, "-ngl") || !strcmp(opt, "--n-gpu-layers"))
         return parse_int(opt, val, -1, 1 << 20, &o->n_gpu_layers) ? 1 : -1;
     else if (!strcmp(opt, "-r") || !strcmp(opt, "--repetitions"))
         return parse_int(opt, val, 1, 1000, &o->reps) ? 1 : -1;
@@ -159,8 +173,14 @@ static int make_tests(const struct bench_opts *o, struct bench_test *t) {
         }
     for (int i = 0; i < o->n_gens; i++)
         if (o->gens[i] > 0) {
-            t[n] = (struct bench_test){.n_gen = o->gens[i]};
-            snprintf(t[n++].name, sizeof t->name, "tg%d", o->gens[i]);
+            for (int j = 0; j < (o->n_pars ? o->n_pars : 1); j++) {
+                int par = o->n_pars ? o->pars[j] : 1;
+                t[n] = (struct bench_test){.n_gen = o->gens[i], .n_par = par};
+                if (par > 1)
+                    snprintf(t[n++].name, sizeof t->name, "tg%d x%d", o->gens[i], par);
+                else
+                    snprintf(t[n++].name, sizeof t->name, "tg%d", o->gens[i]);
+            }
         }
     return n;
 }
@@ -219,6 +239,35 @@ static bool run_gen(struct bench_run *r, int n_gen, const char *test) {
     return true;
 }
 
+/* Batched generation: n_par sequences, each a random first token then n_gen - 1 more, decoded
+ * together one token per sequence per step, every row's logits kept (as a server's slots). */
+static bool run_gen_par(struct bench_run *r, int n_gen, int n_par, const char *test) {
+    int32_t pos[MAX_PAR], seq[MAX_PAR];
+    bool want[MAX_PAR];
+    for (int s = 0; s < n_par; s++)
+        seq[s] = s, want[s] = true;
+    for (int i = 0; i < n_gen; i++) {
+        for (int s = 0; s < n_par; s++) {
+            pos[s] = i;
+            r->tokens[s] = i == 0 && r->bos >= 0 ? r->bos : random_token(r->n_vocab);
+        }
+        struct ox_batch b = {n_par, r->tokens, pos, seq, want};
+        if (ox_decode(r->ctx, &b) != OX_OK) {
+            fprintf(stderr, "oxidize bench: %s: %s\n", test, ox_last_error());
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool run_once(struct bench_run *r, const struct bench_test *t, bool warm_up) {
+    if (t->n_prompt)
+        return run_prompt(r, t->n_prompt, t->name);
+    if (t->n_par > 1)
+        return run_gen_par(r, warm_up ? 1 : t->n_gen, t->n_par, t->name);
+    return run_gen(r, warm_up ? 1 : t->n_gen, t->name);
+}
+
 /* Mean and sample standard deviation (n - 1; 0 for one sample, as llama-bench). */
 static void summarize(struct bench_test *t, int reps) {
     double sum = 0, sq = 0;
@@ -234,15 +283,16 @@ static void summarize(struct bench_test *t, int reps) {
  * from a cleared cache. */
 static bool run_test(struct bench_run *r, struct bench_test *t, int reps) {
     ox_kv_clear(r->ctx);
-    if (!(t->n_prompt ? run_prompt(r, t->n_prompt, t->name) : run_gen(r, 1, t->name)))
+    if (!run_once(r, t, true))
         return false;
     for (int i = 0; i < reps; i++) {
         ox_kv_clear(r->ctx);
         double t0 = cmd_now_s();
-        if (!(t->n_prompt ? run_prompt(r, t->n_prompt, t->name) : run_gen(r, t->n_gen, t->name)))
+        if (!run_once(r, t, false))
             return false;
         double secs = cmd_now_s() - t0;
-        t->samples_ts[i] = (t->n_prompt + t->n_gen) / (secs > 0 ? secs : 1e-9);
+        t->samples_ts[i] = (t->n_prompt + (double)t->n_gen * (t->n_par > 1 ? t->n_par : 1)) /
+                           (secs > 0 ? secs : 1e-9);
     }
     summarize(t, reps);
     return true;
@@ -299,7 +349,8 @@ static void print_json_test(const struct bench_env *e, const struct bench_test *
                             const struct bench_opts *o) {
     printf("  {\"test\": ");
     json_write_string(stdout, t->name, strlen(t->name));
-    printf(", \"n_prompt\": %d, \"n_gen\": %d, \"avg_ts\": ", t->n_prompt, t->n_gen);
+    printf(", \"n_prompt\": %d, \"n_gen\": %d, \"n_parallel\": %d, \"avg_ts\": ", t->n_prompt,
+           t->n_gen, t->n_par > 1 ? t->n_par : 1);
     json_write_f64(stdout, t->avg_ts);
     printf(", \"stddev_ts\": ");
     json_write_f64(stdout, t->stddev_ts);
@@ -343,6 +394,7 @@ static bool load_model(const struct bench_opts *o, struct ox_model **m, struct b
     e->load_ms = (cmd_now_s() - t0) * 1e3;
     ox_model_desc(*m, e->desc, sizeof e->desc);
     e->backend = ox_model_backend(*m);
+    e->gpu_weights = ox_model_gpu_bytes(*m);
     e->n_params = ox_model_n_params(*m);
     e->size_bytes = tensor_bytes(o->model);
     return true;
@@ -356,8 +408,12 @@ static bool setup_run(struct bench_run *r, const struct ox_model *m, const struc
         max_p = o->prompts[i] > max_p ? o->prompts[i] : max_p;
     for (int i = 0; i < o->n_gens; i++)
         max_n = o->gens[i] > max_n ? o->gens[i] : max_n;
+    int max_par = 1;
+    for (int i = 0; i < o->n_pars; i++)
+        max_par = o->pars[i] > max_par ? o->pars[i] : max_par;
     struct ox_context_params cp = ox_context_params_default();
-    cp.n_ctx = (uint32_t)(max_p + max_n > 0 ? max_p + max_n : 1);
+    cp.n_ctx = (uint32_t)(max_p + max_n * max_par > 0 ? max_p + max_n * max_par : 1);
+    cp.n_seq_max = (uint32_t)max_par;
     cp.n_batch = (uint32_t)o->n_batch;
     cp.n_threads = o->n_threads;
     if (ox_context_create(m, &cp, &r->ctx) != OX_OK) {
@@ -399,6 +455,14 @@ static bool run_all(struct bench_run *r, struct bench_test *t, int n, const stru
         print_json(e, t, n, o);
     fflush(stdout); /* before the summary on stderr */
     fprintf(stderr, "bench: load %.1f ms, peak RSS %.1f MiB\n", e->load_ms, e->peak_rss_mib);
+    uint64_t kv, buffers, weights = e->gpu_weights;
+    ox_context_memory(r->ctx, &kv, &buffers);
+    if (weights) /* what the model and this context hold on the GPU */
+        fprintf(stderr,
+                "bench: GPU memory: weights %.1f MiB, KV cache %.1f MiB, buffers %.1f MiB "
+                "(%.1f%% of weights + KV)\n",
+                weights / 1048576.0, kv / 1048576.0, buffers / 1048576.0,
+                100.0 * (double)buffers / (double)(weights + kv));
     return true;
 }
 
@@ -407,7 +471,7 @@ int cmd_bench(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    struct bench_test tests[2 * MAX_LIST];
+    struct bench_test tests[MAX_LIST + MAX_LIST * MAX_LIST];
     int n_tests = make_tests(&o, tests);
     if (n_tests == 0) {
         fprintf(stderr, "oxidize bench: nothing to measure (every -p and -n value is 0)\n");

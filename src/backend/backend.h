@@ -25,6 +25,7 @@ struct mat {
 struct backend {
     const struct backend_ops *ops;
     void *impl;
+    size_t own_bytes; /* backend memory the backend holds itself (a GPU's scratch) */
     struct threadpool *pool;
     float *scratch; /* n_threads x scratch_per_thread floats */
     size_t scratch_per_thread;

@@ -39,8 +39,10 @@ static enum ox_status check_params(const struct ox_model *m, struct ox_context_p
     return OX_OK;
 }
 
-/* Backend memory for n floats (or bytes, with balloc); NULL is caught by the callers' checks. */
+/* Backend memory for n floats (or bytes, with balloc), counted in buffer_bytes; NULL is caught
+ * by the callers' checks. */
 static void *balloc(struct ox_context *ctx, size_t bytes) {
+    ctx->buffer_bytes += bytes;
     return ctx->be.ops->alloc(&ctx->be, bytes ? bytes : 1);
 }
 
@@ -61,6 +63,8 @@ static enum ox_status alloc_kv(struct ox_context *ctx) {
     kv->seq = calloc((size_t)kv->n_cells, sizeof *kv->seq);
     kv->k = balloc(ctx, cells * kv->k_row);
     kv->v = balloc(ctx, cells * kv->v_row);
+    ctx->kv_bytes = cells * (kv->k_row + kv->v_row);
+    ctx->buffer_bytes -= ctx->kv_bytes;
     bool device = ctx->be.ops->device;
     kv->b_pos = device ? balloc(ctx, (size_t)kv->n_cells * sizeof *kv->pos) : kv->pos;
     kv->b_seq = device ? balloc(ctx, (size_t)kv->n_cells * sizeof *kv->seq) : kv->seq;
@@ -78,15 +82,15 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
     size_t nb = ctx->params.n_batch, e = (size_t)c->n_embd;
     size_t q = (size_t)c->n_head * (size_t)c->head_dim_k, o = (size_t)c->n_head * c->head_dim_v;
     size_t dk = (size_t)c->n_head_kv * c->head_dim_k, dv = (size_t)c->n_head_kv * c->head_dim_v;
-    size_t ff = (size_t)c->n_ff * 2; /* a fused gate+up row is twice n_ff */
-    ff = ff > e ? ff : e;
+    size_t ff = (size_t)c->n_ff > e ? (size_t)c->n_ff : e;
     ff = ff > (size_t)c->n_ff_exp ? ff : (size_t)c->n_ff_exp;
+    size_t ff_up = c->arch->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff; /* a row of [gate | up] */
     size_t ints = nb * sizeof(int32_t);
     bool device = ctx->be.ops->device;
     a->x = bfalloc(ctx, nb * e), a->xn = bfalloc(ctx, nb * e), a->q = bfalloc(ctx, nb * q);
     a->qkv = bfalloc(ctx, nb * (q + dk + dv)), a->branch = bfalloc(ctx, nb * e);
     a->k = bfalloc(ctx, nb * dk), a->v = bfalloc(ctx, nb * dv), a->attn = bfalloc(ctx, nb * o);
-    a->proj = bfalloc(ctx, nb * e), a->gate = bfalloc(ctx, nb * ff), a->up = bfalloc(ctx, nb * ff);
+    a->proj = bfalloc(ctx, nb * e), a->gate = bfalloc(ctx, nb * ff), a->up = bfalloc(ctx, nb * ff_up);
     a->hidden = bfalloc(ctx, nb * ff), a->kf = bfalloc(ctx, ctx->kv.n_cells * dk);
     a->k_t = device ? NULL : bfalloc(ctx, ctx->kv.n_cells * dk);
     a->vf = bfalloc(ctx, ctx->kv.n_cells * dv), a->router = bfalloc(ctx, nb * (size_t)c->n_expert);
@@ -96,7 +100,10 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
     a->b_pos = device ? balloc(ctx, ints) : a->pos;
     a->b_seq = device ? balloc(ctx, ints) : a->seq;
     a->b_cell = device ? balloc(ctx, ints) : a->cell;
-    ctx->b_logits = bfalloc(ctx, nb * (size_t)c->n_vocab);
+    /* A GPU computes logits 64 rows at a time (downloaded after each): a batch's worth would
+     * take more device memory than the rest of the activations together. */
+    ctx->logit_rows = device && nb > 64 ? 64 : (int32_t)nb;
+    ctx->b_logits = bfalloc(ctx, (size_t)ctx->logit_rows * (size_t)c->n_vocab);
     ctx->logits = device ? falloc(nb * (size_t)c->n_vocab) : ctx->b_logits;
     ctx->out_row = malloc(ints);
     if (!a->x || !a->xn || !a->qkv || !a->branch || !a->q || !a->k || !a->v || !a->attn ||
@@ -191,6 +198,11 @@ void ox_context_free(struct ox_context *ctx) {
     ox_aligned_free(b->scratch), ox_aligned_free(b->x_rounded), ox_aligned_free(b->x_packed);
     threadpool_free(b->pool);
     free(ctx);
+}
+
+void ox_context_memory(const struct ox_context *ctx, uint64_t *kv_bytes, uint64_t *buffer_bytes) {
+    *kv_bytes = ctx->kv_bytes;
+    *buffer_bytes = ctx->buffer_bytes + ctx->be.own_bytes;
 }
 
 uint32_t ox_context_n_ctx(const struct ox_context *ctx) {

@@ -39,8 +39,10 @@ struct ox_context {
     struct backend be;
     struct kv_cache kv;
     struct activations act;
-    float *b_logits;  /* [n_batch][n_vocab], written by the backend */
-    float *logits;    /* the same, copied to the host */
+    float *b_logits;    /* [logit_rows][n_vocab], written by the backend */
+    int32_t logit_rows; /* n_batch on the CPU (b_logits is logits); fewer on a GPU */
+    uint64_t kv_bytes, buffer_bytes; /* backend memory: the KV cache, and everything else */
+    float *logits;      /* [n_batch][n_vocab], copied to the host */
     int32_t *out_row; /* batch index -> row of logits, or -1 */
     int32_t n_batch_last;
 };

@@ -304,14 +304,15 @@ static void embed(struct ox_context *ctx, int n) {
     }
 }
 
-/* Final norm, output projection and logit shaping for the rows left in act.x. */
-static void output_block(struct ox_context *ctx, int rows) {
+/* Final norm, output projection and logit shaping for rows [r0, r0 + rows) of act.x, into the
+ * first rows of b_logits. */
+static void output_block(struct ox_context *ctx, int r0, int rows) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
     struct backend *b = &ctx->be;
-    size_t all = (size_t)rows * c->n_vocab;
-    norm(ctx, ctx->act.x, m->output_norm, m->output_norm_b, ctx->act.xn, rows);
-    linear(b, m->output, m->output_b, ctx->act.xn, ctx->b_logits, rows);
+    size_t all = (size_t)rows * c->n_vocab, at = (size_t)r0 * (size_t)c->n_embd;
+    norm(ctx, ctx->act.x + at, m->output_norm, m->output_norm_b, ctx->act.xn + at, rows);
+    linear(b, m->output, m->output_b, ctx->act.xn + at, ctx->b_logits, rows);
     if (c->final_softcap != 0.0f)
         b->ops->softcap(b, ctx->b_logits, c->final_softcap, all);
     if (c->logit_scale != 0.0f)
@@ -320,10 +321,11 @@ static void output_block(struct ox_context *ctx, int rows) {
             c->arch->logit_scale == LOGIT_SCALE_DIV ? 1.0f / c->logit_scale : c->logit_scale, all);
 }
 
-/* The logits of the rows kept, to the host: the status of every op of the batch. */
-static enum ox_status output_logits(struct ox_context *ctx, int rows) {
-    size_t all = (size_t)rows * (size_t)ctx->model->cfg.n_vocab;
-    return ctx->be.ops->download(&ctx->be, ctx->logits, ctx->b_logits, all * sizeof(float));
+/* Logit rows [r0, r0 + rows), from b_logits to the host: the status of every op so far. */
+static enum ox_status output_logits(struct ox_context *ctx, int r0, int rows) {
+    size_t v = (size_t)ctx->model->cfg.n_vocab;
+    return ctx->be.ops->download(&ctx->be, ctx->logits + (size_t)r0 * v, ctx->b_logits,
+                                 (size_t)rows * v * sizeof(float));
 }
 
 /* The batch's tokens, positions, sequences and cells, and the cache's cell positions and
@@ -360,7 +362,7 @@ enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *token
     upload_batch(ctx, tokens, n);
     /* a recording is exact for one batch size and one number of cells seen */
     if (graph && b->ops->graph_begin(b, (uint64_t)n << 32 | (uint32_t)ctx->kv.n_seen))
-        return output_logits(ctx, 1);
+        return output_logits(ctx, 0, 1);
     embed(ctx, n);
     for (int il = 0; il < m->cfg.n_layer; il++) {
         attention_block(ctx, &m->layers[il], il, n);
@@ -368,8 +370,16 @@ enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *token
             return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
         ffn_block(ctx, &m->layers[il], n);
     }
-    output_block(ctx, n);
-    if (graph)
-        b->ops->graph_end(b);
-    return output_logits(ctx, n);
+    if (n <= ctx->logit_rows) {
+        output_block(ctx, 0, n);
+        if (graph)
+            b->ops->graph_end(b);
+        return output_logits(ctx, 0, n);
+    }
+    for (int r0 = 0; r0 < n; r0 += ctx->logit_rows) { /* b_logits holds logit_rows at a time */
+        int rows = n - r0 < ctx->logit_rows ? n - r0 : ctx->logit_rows;
+        output_block(ctx, r0, rows);
+        OX_TRY(output_logits(ctx, r0, rows));
+    }
+    return OX_OK;
 }

@@ -89,6 +89,20 @@ def test_markdown():
         check(len(line) == len(lines[0]), "columns line up: %r" % line)  # '\u00b1' is one column
 
 
+def test_batch():
+    """--batch N decodes N sequences together: one tg row per value, aggregate tokens/s."""
+    r = run("-m", MODEL, "-p", "0", "-n", "4", "--batch", "1,3,8", "-r", "1", "-t", "2", "-o",
+            "json")
+    check(r.returncode == 0, "batch run exit %d: %r" % (r.returncode, r.stderr[-300:]))
+    try:
+        tests = json.loads(r.stdout)
+    except ValueError:
+        tests = []
+    check([(t["test"], t["n_parallel"]) for t in tests] ==
+          [("tg4", 1), ("tg4 x3", 3), ("tg4 x8", 8)], "batch rows %r" % tests)
+    check(all(t["avg_ts"] > 0 and t["backends"] in ("CPU", "CUDA") for t in tests), "batch t/s")
+
+
 def test_errors(tmp):
     missing = os.path.join(tmp, "none.gguf")
     vocab_only = os.path.join(DATA, "vocab", "ggml-vocab-llama-spm.gguf")  # no weights
@@ -104,7 +118,10 @@ def test_errors(tmp):
                             (["-m", MODEL, "-o", "csv"], 2, b"md or json"),
                             (["-m", MODEL, "-p", "0", "-n", "0"], 2, b"nothing to measure"),
                             (["-m", MODEL, "--bogus"], 2, b"unknown option"),
-                            (["-m", MODEL, "-p"], 2, b"missing value")):
+                            (["-m", MODEL, "-p"], 2, b"missing value"),
+                            (["-m", MODEL, "--batch", "65"], 2, b"--batch"),
+                            (["-m", MODEL, "--batch", "0"], 2, b"--batch"),
+                            (["-m", MODEL, "-ngl", "-2"], 2, b"-ngl")):
         r = run(*args)
         check(r.returncode == code and r.stderr.startswith(b"oxidize bench:") and why in r.stderr,
               "%s -> %d %r" % (args, r.returncode, r.stderr[-300:]))
@@ -116,6 +133,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_json()
         test_markdown()
+        test_batch()
         test_errors(tmp)
     print("test_bench: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)

@@ -183,14 +183,15 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
         e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cuda_matmul_init();
-    s->scratch_floats = (size_t)1 << 24;
-    if ((size_t)max_cols * 1024 > s->scratch_floats)
-        s->scratch_floats = (size_t)max_cols * 1024;
+    /* 1024 rows of f16 per GEMM chunk at the widest: big enough for the tensor cores, small
+     * beside the weights */
+    s->scratch_floats = (size_t)max_cols * 512;
     s->xh_halves = (size_t)n_batch * (size_t)max_cols;
     if (e == cudaSuccess)
         e = cudaMalloc(&s->scratch, s->scratch_floats * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc(&s->xh, s->xh_halves * 2);
+    b->own_bytes = s->scratch_floats * sizeof(float) + s->xh_halves * 2;
     s->staging_size = (size_t)1 << 22; /* batch indices and cell lists: far less per batch */
     if (e == cudaSuccess)
         e = cudaMallocHost(&s->staging, s->staging_size);
