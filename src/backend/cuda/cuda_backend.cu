@@ -180,6 +180,8 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
     b->impl = s, b->ops = &backend_cuda_ops;
     cudaError_t e = cudaGetDevice(&s->device);
     if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&s->n_sm, cudaDevAttrMultiProcessorCount, s->device);
+    if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cuda_matmul_init();

@@ -15,6 +15,7 @@ extern "C" {
 /* The CUDA backend's state for one context (struct backend's impl). */
 struct cuda_state {
     int device;
+    int n_sm;            /* multiprocessors: how many blocks fill the chip */
     cudaStream_t stream; /* every op of the context runs on it, in order */
     cublasHandle_t blas; /* bound to stream */
     float *scratch;      /* weights dequantized (to f16) for cuBLAS GEMMs */

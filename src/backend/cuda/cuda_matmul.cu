@@ -195,10 +195,9 @@ static void gemv_launch(struct backend *b, const struct mat *w, const float *x, 
 /* ---- GEMV for one token (decode), quantized types: warps stream their rows independently ---- */
 
 /* The block stages x once ([n_cols / 32][33] floats, dynamic shared memory), then each warp
- * walks its rows (DEC_ROWS per block) tile by tile with cp.async double buffering: the next
+ * walks its rows (rpb per block) tile by tile with cp.async double buffering: the next
  * tile's blocks are on their way while the lanes dequantize the current one, and warps sync
  * only among their own lanes. Needs 16-byte aligned rows and tiles (checked by the caller). */
-constexpr int DEC_ROWS = 32;
 constexpr int DEC_SMEM = 200000; /* the most dynamic shared memory a launch may ask for */
 
 /* Groups per tile: 128 (4 per lane) where two tiles per warp stay small, else 64. */
@@ -212,7 +211,7 @@ template <enum ox_dtype T> constexpr int dec_tile_bytes() {
 template <enum ox_dtype T>
 __global__ void __launch_bounds__(GV_THREADS, 2)
     gemv_dec_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_rows, int n_cols,
-                    const float *__restrict__ x, float *__restrict__ y) {
+                    const float *__restrict__ x, float *__restrict__ y, int rpb) {
     constexpr int TG = dec_groups<T>(), TB = dec_tile_bytes<T>(), GPB = dq<T>::QK / 32;
     extern __shared__ __align__(16) uint8_t smem[];
     const int n_groups = n_cols / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -221,8 +220,8 @@ __global__ void __launch_bounds__(GV_THREADS, 2)
     for (int i = threadIdx.x; i < n_cols; i += GV_THREADS)
         xs[(i / 32) * GV_XPAD + i % 32] = __ldg(x + i);
     __syncthreads();
-    const int64_t r_end = min(n_rows, (int64_t)(blockIdx.x + 1) * DEC_ROWS);
-    for (int64_t row = (int64_t)blockIdx.x * DEC_ROWS + warp; row < r_end; row += GV_WARPS) {
+    const int64_t r_end = min(n_rows, (int64_t)(blockIdx.x + 1) * rpb);
+    for (int64_t row = (int64_t)blockIdx.x * rpb + warp; row < r_end; row += GV_WARPS) {
         const uint8_t *wr = w + row * row_bytes;
         const int n_tiles = (n_groups + TG - 1) / TG;
         auto fetch = [&](int t) { /* tile t into buffer t & 1, 16 bytes per lane per step */
@@ -281,9 +280,13 @@ static bool gemv_dec_launch(struct backend *b, const struct mat *w, const float 
         if (TB % 16 || last % 16 || (((uintptr_t)w->data | w->row_bytes) & 15) || smem > DEC_SMEM ||
             w->n_cols > INT32_MAX)
             return false;
-        gemv_dec_kernel<T>
-            <<<cuda_blocks((size_t)w->n_rows, DEC_ROWS), GV_THREADS, smem, cuda_of(b)->stream>>>(
-                (const uint8_t *)w->data, w->row_bytes, w->n_rows, (int)w->n_cols, x, y);
+        /* one row per warp while that leaves fewer than two blocks per multiprocessor; up to
+         * four for big matrices, so x is staged less often */
+        const int64_t per_warp = w->n_rows / ((int64_t)GV_WARPS * 2 * cuda_of(b)->n_sm);
+        const int rpb = GV_WARPS * (int)(per_warp < 1 ? 1 : per_warp > 4 ? 4 : per_warp);
+        gemv_dec_kernel<T><<<cuda_blocks((size_t)w->n_rows, (unsigned)rpb), GV_THREADS, smem,
+                             cuda_of(b)->stream>>>((const uint8_t *)w->data, w->row_bytes,
+                                                   w->n_rows, (int)w->n_cols, x, y, rpb);
         CUDA_LAUNCHED(b, "cuda_matmul: decode gemv kernel");
         return true;
     }
