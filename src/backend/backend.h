@@ -60,6 +60,11 @@ struct attn_args {
                                  accumulator to f16 as llama.cpp's CPU flash attention does */
     float *k_t;               /* n_cells * n_head_kv * hd_k floats a backend may use for a
                                  transposed copy of k (large batches), or NULL */
+    /* For backends whose attention_reads_cache is set: k and v are NULL and the rows come
+     * from the cache itself, cache_type rows k_row / v_row bytes apart. */
+    const uint8_t *k_cache, *v_cache;
+    enum ox_dtype cache_type;
+    size_t k_row, v_row;
 };
 
 enum glu_kind { GLU_SILU, GLU_GELU };
@@ -129,7 +134,8 @@ struct backend_ops {
      * between must not read the host (no download) and must repeat exactly for a key. */
     bool (*graph_begin)(struct backend *b, uint64_t key);
     void (*graph_end)(struct backend *b);
-    int cell_granularity; /* graphs: n_cells is rounded up to this, so fewer keys (0: 1) */
+    int cell_granularity;       /* graphs: n_cells is rounded up to this, so fewer keys (0: 1) */
+    bool attention_reads_cache; /* attention takes the cache's rows (no cache_load first) */
 };
 
 extern const struct backend_ops backend_cpu_ops;

@@ -90,10 +90,15 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
     a->x = bfalloc(ctx, nb * e), a->xn = bfalloc(ctx, nb * e), a->q = bfalloc(ctx, nb * q);
     a->qkv = bfalloc(ctx, nb * (q + dk + dv)), a->branch = bfalloc(ctx, nb * e);
     a->k = bfalloc(ctx, nb * dk), a->v = bfalloc(ctx, nb * dv), a->attn = bfalloc(ctx, nb * o);
-    a->proj = bfalloc(ctx, nb * e), a->gate = bfalloc(ctx, nb * ff), a->up = bfalloc(ctx, nb * ff_up);
-    a->hidden = bfalloc(ctx, nb * ff), a->kf = bfalloc(ctx, ctx->kv.n_cells * dk);
+    a->proj = bfalloc(ctx, nb * e), a->gate = bfalloc(ctx, nb * ff),
+    a->up = bfalloc(ctx, nb * ff_up);
+    /* an attention that reads the cache needs no float copy of it: kf stays one row, which the
+     * context shift re-ropes */
+    bool in_place = ctx->be.ops->attention_reads_cache;
+    size_t cache_rows = in_place ? 1 : (size_t)ctx->kv.n_cells;
+    a->hidden = bfalloc(ctx, nb * ff), a->kf = bfalloc(ctx, cache_rows * dk);
     a->k_t = device ? NULL : bfalloc(ctx, ctx->kv.n_cells * dk);
-    a->vf = bfalloc(ctx, ctx->kv.n_cells * dv), a->router = bfalloc(ctx, nb * (size_t)c->n_expert);
+    a->vf = bfalloc(ctx, cache_rows * dv), a->router = bfalloc(ctx, nb * (size_t)c->n_expert);
     a->router_host = device ? falloc(nb * (size_t)c->n_expert) : a->router;
     a->pos = malloc(ints), a->seq = malloc(ints), a->cell = malloc(ints);
     a->b_tok = balloc(ctx, ints);

@@ -49,8 +49,8 @@ static void norm(struct ox_context *ctx, const float *x, const struct weight *w,
     }
 }
 
-/* Store this batch's keys and values into their cells, then read the layer's whole cache back
- * as floats for attention. */
+/* Store this batch's keys and values into their cells, then, unless the backend's attention
+ * reads the cache itself, read the layer's whole cache back as floats for attention. */
 static void kv_store_and_load(struct ox_context *ctx, int il, int n) {
     struct kv_cache *kv = &ctx->kv;
     struct activations *a = &ctx->act;
@@ -61,6 +61,8 @@ static void kv_store_and_load(struct ox_context *ctx, int il, int n) {
     uint8_t *v_base = kv->v + (size_t)il * kv->n_cells * kv->v_row;
     b->ops->cache_store(b, kv->type, a->k, n, dk, k_base, kv->k_row, a->b_cell);
     b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, kv->v_row, a->b_cell);
+    if (b->ops->attention_reads_cache)
+        return;
     b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->n_seen, dk, kv->b_pos);
     b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->n_seen, dv, kv->b_pos);
 }
@@ -153,6 +155,13 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
         .window = c->is_swa[il] ? c->swa_window : 0,
         .f16_cache = ctx->kv.type == OX_DTYPE_F16,
     };
+    if (op->attention_reads_cache) {
+        struct kv_cache *kv = &ctx->kv;
+        args.k = args.v = NULL;
+        args.k_cache = kv->k + (size_t)il * kv->n_cells * kv->k_row;
+        args.v_cache = kv->v + (size_t)il * kv->n_cells * kv->v_row;
+        args.cache_type = kv->type, args.k_row = kv->k_row, args.v_row = kv->v_row;
+    }
     op->attention(b, &args);
     linear(b, l->wo, l->bo, a->attn, a->proj, n);
     if (l->attn_post_norm)

@@ -217,6 +217,7 @@ def test_terminal():
         os.write(fd, b"\x03")  # the terminal's interrupt character: SIGINT
         got = read_until(fd, b"> ")
         check(b"[interrupted]" in got and b"tokens/s" in got, "answer stopped: %r" % got[-300:])
+        time.sleep(0.3)  # "> " is printed just before the read begins: let it begin
         os.write(fd, b"\x03")  # at the prompt: a new prompt, not an exit
         got = read_until(fd, b"> ")
         check(b"Ctrl-D or /exit" in got, "Ctrl-C at the prompt: %r" % got)

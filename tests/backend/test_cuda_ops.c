@@ -323,6 +323,59 @@ static void test_attention(void) {
                     variants[i].window, variants[i].softcap);
         free(want), free(got);
     }
+    /* the same from the cache's own rows (f32, f16, q8_0), as the forward pass hands them: the
+     * CPU reads the rows back as floats first */
+    enum ox_dtype types[] = {OX_DTYPE_F32, OX_DTYPE_F16, OX_DTYPE_Q8_0};
+    int32_t *cells = malloc(CELLS * 4);
+    for (int c = 0; c < CELLS; c++)
+        cells[c] = c;
+    int32_t *dcells = up(cells, CELLS * 4);
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        size_t row =
+            (size_t)KV_HEADS * HD / ox_dtype_block_size(types[i]) * ox_dtype_type_size(types[i]);
+        uint8_t *kc = malloc(CELLS * row), *vc = malloc(CELLS * row);
+        float *kf = malloc(4 * CELLS * KV_HEADS * HD), *vf = malloc(4 * CELLS * KV_HEADS * HD);
+        float *want = malloc(4 * NT * HEADS * HD);
+        cpu.ops->cache_store(&cpu, types[i], k, CELLS, KV_HEADS * HD, kc, row, cells);
+        cpu.ops->cache_store(&cpu, types[i], v, CELLS, KV_HEADS * HD, vc, row, cells);
+        cpu.ops->cache_load(&cpu, types[i], kc, row, kf, CELLS, KV_HEADS * HD, NULL);
+        cpu.ops->cache_load(&cpu, types[i], vc, row, vf, CELLS, KV_HEADS * HD, NULL);
+        struct attn_args a = {.q = q,
+                              .k = kf,
+                              .v = vf,
+                              .y = want,
+                              .n = NT,
+                              .n_cells = CELLS,
+                              .n_head = HEADS,
+                              .n_head_kv = KV_HEADS,
+                              .hd_k = HD,
+                              .hd_v = HD,
+                              .q_pos = q_pos,
+                              .q_seq = q_seq,
+                              .cell_pos = cell_pos,
+                              .cell_seq = cell_seq,
+                              .scale = 0.088f,
+                              .window = 100};
+        cpu_attention_ref(&cpu, &a);
+        uint8_t *dkc = gpu.ops->alloc(&gpu, CELLS * row), *dvc = gpu.ops->alloc(&gpu, CELLS * row);
+        gpu.ops->cache_store(&gpu, types[i], dk, CELLS, KV_HEADS * HD, dkc, row, dcells);
+        gpu.ops->cache_store(&gpu, types[i], dv, CELLS, KV_HEADS * HD, dvc, row, dcells);
+        for (int n = 1; n <= NT; n += NT - 1) { /* the decode kernel, then the tiled one */
+            struct attn_args d = a;
+            d.n = n, d.q = dq, d.k = d.v = NULL, d.y = dy, d.q_pos = dqp, d.q_seq = dqs;
+            d.cell_pos = dcp, d.cell_seq = dcs, d.k_cache = dkc, d.v_cache = dvc;
+            d.cache_type = types[i], d.k_row = d.v_row = row;
+            gpu.ops->attention(&gpu, &d);
+            float *got = down(dy, (size_t)n * HEADS * HD);
+            CHECK_CLOSE(got, want, (size_t)n * HEADS * HD, 1e-5, "attention over a %s cache, n %d",
+                        ox_dtype_name(types[i]), n);
+            free(got);
+        }
+        gpu.ops->free(&gpu, dkc), gpu.ops->free(&gpu, dvc);
+        free(kc), free(vc), free(kf), free(vf), free(want);
+    }
+    gpu.ops->free(&gpu, dcells);
+    free(cells);
     void *bufs[] = {dq, dk, dv, dy, dqp, dqs, dcp, dcs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         gpu.ops->free(&gpu, bufs[i]);

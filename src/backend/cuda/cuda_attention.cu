@@ -9,7 +9,9 @@ enum { TILE = 128, MAX_HD = 512, PER_THREAD = MAX_HD / TILE };
 
 /* Everything the kernel reads, by value (struct attn_args holds the same device pointers). */
 struct attn_k {
-    const float *q, *k, *v;
+    const float *q;
+    const uint8_t *kb, *vb; /* keys and values: float arrays, or the cache's rows */
+    size_t k_row, v_row;    /* bytes from one cell's row to the next */
     float *y;
     int n_head, n_head_kv, hd_k, hd_v, n_cells, window;
     const int32_t *q_pos, *q_seq, *cell_pos;
@@ -30,7 +32,7 @@ __device__ static float block_max(float v, float *shared) {
     return v;
 }
 
-__global__ static void __launch_bounds__(TILE) attention_kernel(attn_k a) {
+template <int KT> __global__ static void __launch_bounds__(TILE) attention_kernel(attn_k a) {
     __shared__ float q[MAX_HD], p[TILE], red[TILE / 32];
     int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
     int kvh = h / (a.n_head / a.n_head_kv), tid = threadIdx.x;
@@ -48,10 +50,9 @@ __global__ static void __launch_bounds__(TILE) attention_kernel(attn_k a) {
             bool seen = kp >= 0 && (a.cell_seq[c] >> qs & 1) && kp <= qp &&
                         (a.window <= 0 || qp - kp < a.window);
             if (seen) {
-                const float *k = a.k + ((size_t)c * a.n_head_kv + kvh) * a.hd_k;
                 float dot = 0.0f;
                 for (int i = 0; i < a.hd_k; i++)
-                    dot += q[i] * k[i];
+                    dot += q[i] * kv_elem<KT>(a.kb, a.k_row, (size_t)c, kvh * a.hd_k + i);
                 s = a.softcap == 0.0f ? dot * a.scale
                                       : a.softcap * tanhf(dot * (a.scale / a.softcap));
             }
@@ -75,7 +76,7 @@ __global__ static void __launch_bounds__(TILE) attention_kernel(attn_k a) {
             float v_acc = acc[r] * alpha;
             for (int j = 0; j < n_tile; j++)
                 if (p[j] != 0.0f)
-                    v_acc += p[j] * a.v[((size_t)(c0 + j) * a.n_head_kv + kvh) * a.hd_v + i];
+                    v_acc += p[j] * kv_elem<KT>(a.vb, a.v_row, (size_t)(c0 + j), kvh * a.hd_v + i);
             acc[r] = v_acc;
         }
         m = m_new;
@@ -97,6 +98,7 @@ __global__ static void __launch_bounds__(TILE) attention_kernel(attn_k a) {
  * for all QT queries at once: thread t owns output dims t, t + 128 of every query. */
 enum { QT = 16, CT = 32, TILED_HD = 128 };
 
+template <int KT>
 __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, int n) {
     __shared__ float qs[QT][TILED_HD], ks[CT][TILED_HD + 1], vs[CT][TILED_HD], ps[QT][CT];
     __shared__ float m_row[QT], l_row[QT], alpha_row[QT];
@@ -120,13 +122,15 @@ __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, 
         __syncthreads(); /* the previous tile is consumed */
         for (int i = tid; i < CT * a.hd_k; i += TILE) {
             int c = i / a.hd_k, d = i % a.hd_k;
-            ks[c][d] = c0 + c < a.n_cells ? a.k[((size_t)(c0 + c) * a.n_head_kv + kvh) * a.hd_k + d]
-                                          : 0.0f;
+            ks[c][d] = c0 + c < a.n_cells
+                           ? kv_elem<KT>(a.kb, a.k_row, (size_t)(c0 + c), kvh * a.hd_k + d)
+                           : 0.0f;
         }
         for (int i = tid; i < CT * a.hd_v; i += TILE) {
             int c = i / a.hd_v, d = i % a.hd_v;
-            vs[c][d] = c0 + c < a.n_cells ? a.v[((size_t)(c0 + c) * a.n_head_kv + kvh) * a.hd_v + d]
-                                          : 0.0f;
+            vs[c][d] = c0 + c < a.n_cells
+                           ? kv_elem<KT>(a.vb, a.v_row, (size_t)(c0 + c), kvh * a.hd_v + d)
+                           : 0.0f;
         }
         __syncthreads();
         /* scores: thread t takes cell t % CT for queries t / CT, + 4, + 8, + 12 */
@@ -185,18 +189,48 @@ __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, 
     }
 }
 
+template <int KT> static void launch(struct backend *b, const struct attn_args *a, attn_k k) {
+    cudaStream_t s = cuda_of(b)->stream;
+    if (a->n >= 4 && a->hd_k <= TILED_HD && a->hd_v <= TILED_HD)
+        attention_tiled_kernel<KT>
+            <<<dim3((unsigned)((a->n + QT - 1) / QT), (unsigned)a->n_head), TILE, 0, s>>>(k, a->n);
+    else if (a->n > 0)
+        attention_kernel<KT><<<a->n * a->n_head, TILE, 0, s>>>(k);
+    CUDA_LAUNCHED(b, "attention");
+}
+
+/* Keys and values from the KV cache itself (the backend sets attention_reads_cache), or from
+ * float arrays (the op test, and any caller that loaded the cache first). */
 void cuda_attention(struct backend *b, const struct attn_args *a) {
     if (a->hd_k > MAX_HD || a->hd_v > MAX_HD) {
         cuda_note(b, cudaErrorInvalidValue, "attention: head size over 512");
         return;
     }
-    attn_k k = {a->q,        a->k,        a->v,       a->y,      a->n_head, a->n_head_kv,
-                a->hd_k,     a->hd_v,     a->n_cells, a->window, a->q_pos,  a->q_seq,
-                a->cell_pos, a->cell_seq, a->scale,   a->softcap};
-    if (a->n >= 4 && a->hd_k <= TILED_HD && a->hd_v <= TILED_HD)
-        attention_tiled_kernel<<<dim3((unsigned)((a->n + QT - 1) / QT), (unsigned)a->n_head), TILE,
-                                 0, cuda_of(b)->stream>>>(k, a->n);
-    else if (a->n > 0)
-        attention_kernel<<<a->n * a->n_head, TILE, 0, cuda_of(b)->stream>>>(k);
-    CUDA_LAUNCHED(b, "attention");
+    bool cached = a->k_cache != NULL;
+    attn_k k = {a->q,
+                cached ? a->k_cache : (const uint8_t *)a->k,
+                cached ? a->v_cache : (const uint8_t *)a->v,
+                cached ? a->k_row : (size_t)a->n_head_kv * a->hd_k * sizeof(float),
+                cached ? a->v_row : (size_t)a->n_head_kv * a->hd_v * sizeof(float),
+                a->y,
+                a->n_head,
+                a->n_head_kv,
+                a->hd_k,
+                a->hd_v,
+                a->n_cells,
+                a->window,
+                a->q_pos,
+                a->q_seq,
+                a->cell_pos,
+                a->cell_seq,
+                a->scale,
+                a->softcap};
+    if (cached && a->cache_type == OX_DTYPE_F16)
+        launch<OX_DTYPE_F16>(b, a, k);
+    else if (cached && a->cache_type == OX_DTYPE_Q8_0)
+        launch<OX_DTYPE_Q8_0>(b, a, k);
+    else if (!cached || a->cache_type == OX_DTYPE_F32)
+        launch<OX_DTYPE_F32>(b, a, k);
+    else
+        cuda_note(b, cudaErrorInvalidValue, "attention: cache type");
 }

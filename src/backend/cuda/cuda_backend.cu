@@ -55,12 +55,20 @@ static void cu_upload(struct backend *b, void *dst, const void *host, size_t byt
     cuda_note(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->stream), "upload");
 }
 
+/* Through the pinned staging buffer when it is big enough (a DMA at full speed, then a host
+ * copy), else straight to pageable memory. The uploads that staged through it come earlier on
+ * the same stream, so they have read it before this copy writes it. */
 static enum ox_status cu_download(struct backend *b, void *host, const void *src, size_t bytes) {
     cuda_state *s = cuda_of(b);
+    bool staged = bytes && s->staging && bytes <= s->staging_size;
     if (bytes)
-        cuda_note(b, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s->stream),
+        cuda_note(b,
+                  cudaMemcpyAsync(staged ? s->staging : host, src, bytes, cudaMemcpyDeviceToHost,
+                                  s->stream),
                   "download");
     cuda_note(b, cudaStreamSynchronize(s->stream), "running the batch");
+    if (staged && s->err == OX_OK)
+        memcpy(host, s->staging, bytes);
     s->staging_used = 0;
     if (s->err == OX_OK)
         return OX_OK;
@@ -145,6 +153,7 @@ const struct backend_ops backend_cuda_ops = {
     .graph_begin = cu_graph_begin,
     .graph_end = cu_graph_end,
     .cell_granularity = 256,
+    .attention_reads_cache = true,
 };
 
 bool backend_cuda_available(void) {

@@ -5,12 +5,6 @@
 
 #include "backend/cuda/cuda_ops.cuh"
 
-struct q8_0_block { /* ggml's block_q8_0: x = d * q */
-    __half d;
-    int8_t q[32];
-};
-static_assert(sizeof(q8_0_block) == 34, "q8_0 layout");
-
 /* One thread per element (f32, f16) or per 32-element block (q8_0). */
 __global__ static void store_kernel(int type, const float *x, int n, int dim, uint8_t *base,
                                     size_t row_bytes, const int32_t *cells) {
@@ -26,7 +20,7 @@ __global__ static void store_kernel(int type, const float *x, int n, int dim, ui
     } else if (type == OX_DTYPE_F16) {
         ((__half *)row)[i] = __float2half_rn(xr[i]);
     } else { /* q8_0: amax / 127 as the scale, as ggml's reference quantizer */
-        q8_0_block *blk = (q8_0_block *)row + i;
+        kv_q8_0 *blk = (kv_q8_0 *)row + i;
         float amax = 0.0f;
         for (int k = 0; k < 32; k++)
             amax = fmaxf(amax, fabsf(xr[i * 32 + k]));
@@ -62,7 +56,7 @@ __global__ static void load_kernel(int type, const uint8_t *base, size_t row_byt
     } else if (type == OX_DTYPE_F16) {
         v = __half2float(((const __half *)row)[i]);
     } else {
-        const q8_0_block *blk = (const q8_0_block *)row + i / 32;
+        const kv_q8_0 *blk = (const kv_q8_0 *)row + i / 32;
         v = __half2float(blk->d) * (float)blk->q[i % 32];
     }
     y[j] = v;

@@ -4,6 +4,7 @@
 #define OX_BACKEND_CUDA_COMMON_CUH
 
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 extern "C" {
@@ -30,6 +31,28 @@ struct cuda_state {
     enum ox_status err; /* the first failure since the last download, which reports it */
     char msg[256];
 };
+
+/* ggml's block_q8_0 (x = d * q), as the KV cache may hold it. */
+struct kv_q8_0 {
+    __half d;
+    int8_t q[32];
+};
+static_assert(sizeof(kv_q8_0) == 34, "q8_0 layout");
+
+/* Element i of row r of a KV cache of type T (OX_DTYPE_F32, F16 or Q8_0), rows row_bytes
+ * apart: what attention reads in place of a float copy of the cache. */
+template <int T>
+__device__ __forceinline__ float kv_elem(const uint8_t *base, size_t row_bytes, size_t r, int i) {
+    const uint8_t *row = base + r * row_bytes;
+    if constexpr (T == OX_DTYPE_F16) {
+        return __half2float(((const __half *)row)[i]);
+    } else if constexpr (T == OX_DTYPE_Q8_0) {
+        const kv_q8_0 *blk = (const kv_q8_0 *)row + i / 32;
+        return __half2float(blk->d) * (float)blk->q[i % 32];
+    } else {
+        return ((const float *)row)[i];
+    }
+}
 
 static inline cuda_state *cuda_of(struct backend *b) {
     return (cuda_state *)b->impl;
