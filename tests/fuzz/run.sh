@@ -10,8 +10,10 @@ python3 "$here/make_seeds.py" "$(basename "$target" | sed 's/^fuzz_//')" "$work/
 # -rss_limit_mb / -timeout: an allocation of >2 GiB or a 2 s input is a finding, not a pass
 "$target" "$work/found" "$work/seeds" -max_total_time="$seconds" -max_len=65536 \
     -rss_limit_mb=2048 -timeout=2 -print_final_stats=1 -artifact_prefix="$work/" 2>&1 |
-    tee "$work/log.txt" | grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==|SUMMARY)" || true
-if grep -q -E "ERROR|SUMMARY|deadly signal|Test unit written" "$work/log.txt"; then
+    tee "$work/log.txt" | grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==|SUMMARY:)" || true
+# Failure markers at the start of a line only: with the library instrumented, libFuzzer's
+# dictionary entries (echoed on its progress lines) can quote words like ">>SUMMARY<<".
+if grep -q -E "^==[0-9]+== ?ERROR|^SUMMARY:|deadly signal|Test unit written" "$work/log.txt"; then
     echo "fuzz: $(basename "$target") found a problem; see $work/log.txt"
     exit 1
 fi
