@@ -355,8 +355,10 @@ struct ox_model_params {
     bool use_mmap;                /* map the file (default); false reads it into memory */
     ox_load_progress_fn progress; /* NULL: none */
     void *progress_user;
-    int32_t n_gpu_layers; /* layers on the GPU: -1 (default) all when a CUDA GPU is present and
-                             the build has the CUDA backend, 0 none; others not yet supported */
+    int32_t n_gpu_layers; /* layers on the GPU: -1 (default) all when the build has the CUDA
+                             backend, a GPU is present and it runs the model's types (else the
+                             CPU, with a warning), 0 none, n_layer or more all or fail;
+                             partial offload is not supported yet */
 };
 
 OX_API struct ox_model_params ox_model_params_default(void);
@@ -526,6 +528,9 @@ OX_API void ox_sampler_reset(struct ox_sampler *s);
 /* Feed an accepted token (a sampled one, or a prompt token) to the stages that keep a
  * history (penalties, DRY); ox_sampler_sample does not do it, as llama.cpp's. */
 OX_API enum ox_status ox_sampler_accept(struct ox_sampler *s, ox_token token);
+/* The same for a prompt token: the history stages see it, a grammar does not (the grammar
+ * constrains what is generated, not what was given). */
+OX_API enum ox_status ox_sampler_accept_prompt(struct ox_sampler *s, ox_token token);
 
 /* ---- Chat templates ---------------------------------------------------------------------- */
 

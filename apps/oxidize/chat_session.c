@@ -214,10 +214,12 @@ static enum ox_status prepare(struct chat_session *s, ox_token **toks, size_t *n
         size_t first = first_non_system(s), end = first + 1, alone;
         while (end < s->n_msgs && strcmp(s->msgs[end].role, "user"))
             end++;
-        if (end >= s->n_msgs || (!stats->n_dropped && (st = tokens_alone(s, &alone)) != OX_OK))
+        if (end >= s->n_msgs || (!stats->n_dropped && (st = tokens_alone(s, &alone)) != OX_OK)) {
+            stats->refused = st == OX_OK;
             return st != OX_OK ? st : refuse(s->n_kv + *n, n_ctx, room);
+        }
         if (!stats->n_dropped && alone + room > n_ctx)
-            return refuse(alone, n_ctx, room);
+            return stats->refused = true, refuse(alone, n_ctx, room);
         remove_messages(s, first, end);
         stats->n_dropped += end - first;
         s->kv_text_valid = false;
@@ -325,7 +327,7 @@ enum ox_status chat_session_answer(struct chat_session *s, FILE *out,
     if (st == OX_OK) {
         ox_sampler_reset(s->sampler); /* a fresh answer: grammar, history and seed restart */
         for (size_t i = 0; i < n && st == OX_OK; i++)
-            st = ox_sampler_accept(s->sampler, toks[i]);
+            st = ox_sampler_accept_prompt(s->sampler, toks[i]);
     }
     if (st == OX_OK)
         st = decode_prompt(s, toks, n, interrupt, &last);

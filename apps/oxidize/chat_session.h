@@ -37,6 +37,7 @@ struct chat_stats {
     double t_prompt, t_gen;
     size_t n_dropped; /* old messages dropped to make room */
     bool interrupted, context_full;
+    bool refused; /* the message alone does not fit the context (said on stderr) */
 };
 
 void chat_session_init(struct chat_session *s);

@@ -102,9 +102,11 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-/* One line without its newline (*line malloc'd); false at end of input. An interrupted read
- * gives an empty line, so Ctrl-C at the prompt only starts a new prompt. */
-static bool read_line(char **line, size_t *cap) {
+enum line_status { LINE_OK, LINE_EOF, LINE_INTERRUPTED };
+
+/* One line without its newline (*line malloc'd). Ctrl-C during the read gives
+ * LINE_INTERRUPTED: the message being typed is dropped and a new prompt starts. */
+static enum line_status read_line(char **line, size_t *cap) {
     errno = 0;
     ssize_t n = getline(line, cap, stdin);
     if (n < 0) {
@@ -112,14 +114,13 @@ static bool read_line(char **line, size_t *cap) {
             clearerr(stdin);
             interrupted = 0;
             fputs("\n(Ctrl-D or /exit to quit)\n", stdout);
-            (*line)[0] = '\0';
-            return true;
+            return LINE_INTERRUPTED;
         }
-        return false;
+        return LINE_EOF;
     }
     while (n > 0 && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r'))
         (*line)[--n] = '\0';
-    return true;
+    return LINE_OK;
 }
 
 static bool append(char **msg, size_t *len, const char *s, size_t n) {
@@ -133,19 +134,22 @@ static bool append(char **msg, size_t *len, const char *s, size_t n) {
 }
 
 /* The next message: a line; lines ending in '\' joined with newlines; or everything between a
- * line starting with """ and one ending with """. NULL at end of input. */
+ * line starting with """ and one ending with """. NULL at end of input; "" after Ctrl-C. */
 static char *read_message(bool tty) {
     static char *line;
     static size_t cap;
     if (tty)
         fputs("> ", stdout), fflush(stdout);
-    if (!read_line(&line, &cap)) {
+    enum line_status ls = read_line(&line, &cap);
+    if (ls == LINE_EOF) {
         free(line), line = NULL, cap = 0;
         return NULL;
     }
     char *msg = NULL;
     size_t len = 0;
     bool ok = append(&msg, &len, "", 0);
+    if (ls == LINE_INTERRUPTED)
+        return ok ? msg : NULL;
     if (!strncmp(line, "\"\"\"", 3)) {
         const char *text = line + 3; /* the opening line may close too: """a line""" */
         for (bool sep = false;;) {
@@ -160,7 +164,7 @@ static char *read_message(bool tty) {
                 break;
             if (tty)
                 fputs("... ", stdout), fflush(stdout);
-            if (!read_line(&line, &cap))
+            if ((ls = read_line(&line, &cap)) != LINE_OK)
                 break;
             text = line;
         }
@@ -174,10 +178,12 @@ static char *read_message(bool tty) {
             ok = append(&msg, &len, "\n", 1);
             if (tty)
                 fputs("... ", stdout), fflush(stdout);
-            if (!read_line(&line, &cap))
+            if ((ls = read_line(&line, &cap)) != LINE_OK)
                 break;
         }
     }
+    if (ls == LINE_INTERRUPTED && ok) /* Ctrl-C drops the half-typed message */
+        msg[len = 0] = '\0';
     if (!ok) {
         free(msg);
         fprintf(stderr, "oxidize chat: out of memory\n");
@@ -254,13 +260,17 @@ static enum ox_status repl(struct chat_session *s) {
             continue;
         }
         enum ox_status st = chat_session_add(s, "user", msg);
-        struct chat_stats stats;
+        struct chat_stats stats = {0};
         if (st == OX_OK)
             st = chat_session_answer(s, stdout, &interrupted, &stats);
         fputs("\n", stdout);
         fflush(stdout);
-        if (st == OX_ERR_CONTEXT_FULL)
-            continue; /* said why; the conversation is as it was */
+        if (st == OX_ERR_CONTEXT_FULL) { /* a message too long was explained; decode's own
+                                          * refusal is printed here */
+            if (!stats.refused)
+                fprintf(stderr, "oxidize chat: %s\n", ox_last_error());
+            continue;
+        }
         if (st != OX_OK) {
             free(msg);
             return st;

@@ -142,7 +142,7 @@ static enum ox_status setup(struct session *s, const struct run_opts *o, const c
         return OX_ERR_OOM;
     CMD_TRY(ox_tokenize(v, text, len, s->prompt, n, &s->n_prompt, add_bos, special));
     for (size_t i = 0; i < s->n_prompt; i++) /* penalties count the prompt, as llama.cpp's */
-        CMD_TRY(ox_sampler_accept(s->sampler, s->prompt[i]));
+        CMD_TRY(ox_sampler_accept_prompt(s->sampler, s->prompt[i]));
     if (s->n_prompt == 0 || s->n_prompt >= n_ctx) {
         fprintf(stderr, "oxidize run: the prompt is %zu tokens; the context holds %u\n",
                 s->n_prompt, n_ctx);

@@ -120,23 +120,26 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
     return OX_OK;
 }
 
-/* The columns of the widest activation row a matmul or the attention scores may see. */
-static int64_t max_cols(const struct ox_context *ctx) {
+/* The columns of the widest activation row a matmul may see, and with scores (the CPU's
+ * attention rows over the whole context) the widest scratch row. */
+static int64_t max_cols(const struct ox_context *ctx, bool scores) {
     const struct model_config *c = &ctx->model->cfg;
     int64_t cols = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
     cols = cols > c->n_ff_exp ? cols : c->n_ff_exp;
     cols = cols > c->n_head * c->head_dim_k ? cols : c->n_head * c->head_dim_k;
     cols = cols > c->n_head * c->head_dim_v ? cols : c->n_head * c->head_dim_v;
+    if (!scores)
+        return cols;
     cols = cols > ctx->params.n_ctx ? cols : ctx->params.n_ctx; /* attention scores */
     int64_t qv = (int64_t)c->head_dim_k + c->head_dim_v;        /* f16 attention: q + values */
     return cols > qv ? cols : qv;
 }
 
 static enum ox_status alloc_backend(struct ox_context *ctx) {
-    int64_t cols = max_cols(ctx);
+    int64_t cols = max_cols(ctx, true);
 #ifdef OX_HAVE_CUDA
-    if (ctx->model->on_gpu)
-        return backend_cuda_init(&ctx->be, ctx->params.n_batch, cols);
+    if (ctx->model->on_gpu) /* its attention needs no scratch: only the matmuls' widths */
+        return backend_cuda_init(&ctx->be, ctx->params.n_batch, max_cols(ctx, false));
 #endif
     int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_default_threads();
     ctx->be.ops = &backend_cpu_ops;

@@ -73,7 +73,8 @@ enum ox_status model_bind_weights(struct ox_model *m);
 /* Copy the matrices the CPU kernels read faster in their own layout; frees with the model. */
 void model_pack_weights(struct ox_model *m);
 /* Copy every weight to the GPU (weights_gpu.c) when n_gpu_layers asks for it (< 0: all when a
- * GPU is present); a type the GPU kernels lack is OX_ERR_UNSUPPORTED. */
+ * GPU is present and runs every type, else the CPU with a warning; > 0: all, or an error such
+ * as OX_ERR_UNSUPPORTED for a type the GPU kernels lack). */
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers);
 void model_free_gpu_weights(struct ox_model *m);
 

@@ -4,6 +4,7 @@
 
 #ifdef OX_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "core/log.h"
 
 /* Matrices the kernels must multiply or look rows up in; norms and biases are f32. */
 static enum ox_status check_types(const struct ox_model *m) {
@@ -28,13 +29,20 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
         return ox_fail(OX_ERR_UNSUPPORTED,
                        "model: offloading %d of %d layers is not supported yet: all or none",
                        n_gpu_layers, m->cfg.n_layer);
-    OX_TRY(check_types(m));
-    for (int64_t i = 0; i < m->gguf->n_tensors; i++) {
+    enum ox_status st = check_types(m);
+    for (int64_t i = 0; st == OX_OK && i < m->gguf->n_tensors; i++) {
         struct weight *w = &m->weights[i];
         void *dev;
-        OX_TRY(backend_cuda_upload_weights(w->data, (size_t)m->gguf->tensors[i].n_bytes, &dev));
+        st = backend_cuda_upload_weights(w->data, (size_t)m->gguf->tensors[i].n_bytes, &dev);
         w->dev = dev;
-        m->gpu_bytes += m->gguf->tensors[i].n_bytes;
+        m->gpu_bytes += st == OX_OK ? m->gguf->tensors[i].n_bytes : 0;
+    }
+    if (st != OX_OK) { /* asked for explicitly: an error; by default: the CPU, with a note */
+        model_free_gpu_weights(m);
+        if (n_gpu_layers > 0)
+            return st;
+        ox_log(OX_LOG_WARN, "%s; running on the CPU", ox_last_error());
+        return OX_OK;
     }
     const struct weight *freqs = NULL; /* rope reads its frequency factors on the device too */
     for (int64_t i = 0; i < m->gguf->n_tensors; i++)
@@ -48,8 +56,11 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
 
 void model_free_gpu_weights(struct ox_model *m) {
     for (int64_t i = 0; m->weights && m->gguf && i < m->gguf->n_tensors; i++)
-        if (m->weights[i].dev)
+        if (m->weights[i].dev) {
             backend_cuda_free_weights((void *)m->weights[i].dev);
+            m->weights[i].dev = NULL;
+        }
+    m->gpu_bytes = 0;
 }
 
 #else

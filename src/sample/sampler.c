@@ -432,16 +432,26 @@ void ox_sampler_reset(struct ox_sampler *s) {
     }
 }
 
-/* Every stage that keeps a history sees the token (llama_sampler_accept on the chain). */
-enum ox_status ox_sampler_accept(struct ox_sampler *s, ox_token token) {
+/* Every stage that keeps a history sees the token (llama_sampler_accept on the chain); a
+ * prompt token skips the constraints (llama.cpp's accept_grammar = false). */
+static enum ox_status accept(struct ox_sampler *s, ox_token token, bool constraints) {
     if (!s)
         return ox_fail(OX_ERR_INVALID_ARG, "sampler: accept on a NULL sampler");
     if (token < 0)
         return ox_fail(OX_ERR_INVALID_ARG, "sampler: accept of negative token %d", (int)token);
     for (int i = 0; i < s->n_stages; i++)
-        if (s->stages[i].ext && s->stages[i].ext->accept)
+        if (s->stages[i].ext && s->stages[i].ext->accept &&
+            (constraints || !is_constraint(&s->stages[i])))
             s->stages[i].ext->accept(s->stages[i].ext, token);
     return OX_OK;
+}
+
+enum ox_status ox_sampler_accept(struct ox_sampler *s, ox_token token) {
+    return accept(s, token, true);
+}
+
+enum ox_status ox_sampler_accept_prompt(struct ox_sampler *s, ox_token token) {
+    return accept(s, token, false);
 }
 
 /* Takes ownership of e (freed here on failure). */

@@ -221,6 +221,13 @@ def test_terminal():
         os.write(fd, b"\x03")  # at the prompt: a new prompt, not an exit
         got = read_until(fd, b"> ")
         check(b"Ctrl-D or /exit" in got, "Ctrl-C at the prompt: %r" % got)
+        os.write(fd, b"half a message\\\r")  # continued on a second line...
+        read_until(fd, b"... ")
+        time.sleep(0.3)
+        os.write(fd, b"\x03")  # ...then dropped: no answer comes
+        got = read_until(fd, b"> ")
+        check(b"Ctrl-D or /exit" in got and b"tokens/s" not in got,
+              "Ctrl-C drops a half-typed message: %r" % got[-300:])
         os.write(fd, b"\x04")  # Ctrl-D at the start of a line: end of input
         read_until(fd, b"never", 10)
     finally:

@@ -173,6 +173,13 @@ def test_json_schema(tmp):
         except ValueError:
             v = None
         check(satisfies(v), "%s seed %s temp %s: %r" % (opt, seed, temp, out[len(prompt):]))
+    # Prompt tokens feed the penalties, not the grammar: the prompt "X" (token " X") must not
+    # count as the grammar's first " X", which the answer itself has to produce.
+    p = subprocess.run([OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "X", "-n", "20",
+                        "--grammar", 'root ::= " X" [a-z]{1,8} "."'], capture_output=True)
+    out = p.stdout.decode("utf-8", "replace").rstrip("\n")
+    check(p.returncode == 0 and re.fullmatch(r"X X[a-z]{1,8}\.", out) is not None,
+          "the prompt advanced the grammar: %r" % out)
     base = [OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", prompt, "-n", "5"]
     for args, rc, words in (
             (["--json-schema", '{"type": "integer", "minimum": 5, "maximum": 1}'], 1,

@@ -174,8 +174,9 @@ __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, 
 #pragma unroll
             for (int q = 0; q < QT; q++) {
                 float o = acc[q] * alpha_row[q];
-                for (int j = 0; j < CT; j++)
-                    o += ps[q][j] * vs[j][tid];
+                for (int j = 0; j < CT; j++) /* masked cells: never 0 * whatever they hold */
+                    if (ps[q][j] != 0.0f)
+                        o += ps[q][j] * vs[j][tid];
                 acc[q] = o;
             }
         }

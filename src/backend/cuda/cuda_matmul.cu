@@ -198,7 +198,8 @@ static void gemv_launch(struct backend *b, const struct mat *w, const float *x, 
  * walks its rows (rpb per block) tile by tile with cp.async double buffering: the next
  * tile's blocks are on their way while the lanes dequantize the current one, and warps sync
  * only among their own lanes. Needs 16-byte aligned rows and tiles (checked by the caller). */
-constexpr int DEC_SMEM = 200000; /* the most dynamic shared memory a launch may ask for */
+constexpr int DEC_SMEM = 200000; /* the most dynamic shared memory a launch may ask for, */
+static int dec_smem_limit;       /* or less: what this GPU allows (cuda_matmul_init) */
 
 /* Groups per tile: 128 (4 per lane) where two tiles per warp stay small, else 64. */
 template <enum ox_dtype T> constexpr int dec_groups() {
@@ -277,8 +278,8 @@ static bool gemv_dec_launch(struct backend *b, const struct mat *w, const float 
         const int64_t n_groups = w->n_cols / 32;
         const size_t smem = ((size_t)n_groups * GV_XPAD * 4 + 15) / 16 * 16 + GV_WARPS * 2 * TB;
         const size_t last = (size_t)(n_groups % dec_groups<T>()) / (dq<T>::QK / 32) * dq<T>::BS;
-        if (TB % 16 || last % 16 || (((uintptr_t)w->data | w->row_bytes) & 15) || smem > DEC_SMEM ||
-            w->n_cols > INT32_MAX)
+        if (TB % 16 || last % 16 || (((uintptr_t)w->data | w->row_bytes) & 15) ||
+            smem > (size_t)dec_smem_limit || w->n_cols > INT32_MAX)
             return false;
         /* one row per warp while that leaves fewer than two blocks per multiprocessor; up to
          * four for big matrices, so x is staged less often */
@@ -497,13 +498,19 @@ void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, f
 template <enum ox_dtype T> static cudaError_t dec_allow_smem() {
     if constexpr (dq<T>::QK > 1)
         return cudaFuncSetAttribute(gemv_dec_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    DEC_SMEM);
+                                    dec_smem_limit);
     else
         return cudaSuccess;
 }
 
 cudaError_t cuda_matmul_init(void) {
-    cudaError_t e = cuda_dequant_init();
+    int device = 0, optin = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess) /* Hopper allows 227 KB; Ampere 163 KB, Ada 99 KB */
+        e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    dec_smem_limit = optin < DEC_SMEM ? optin : DEC_SMEM;
+    if (e == cudaSuccess)
+        e = cuda_dequant_init();
 #define CMM_ATTR_(name)                                                                            \
     if (e == cudaSuccess)                                                                          \
         e = dec_allow_smem<OX_DTYPE_##name>();
