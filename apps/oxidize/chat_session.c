@@ -300,6 +300,9 @@ static enum ox_status generate(struct chat_session *s, const float *logits, stru
         int32_t n_text = ox_token_to_piece(v, t, text, sizeof text, 0, false);
         if (n_text < 0 || (size_t)n_text > sizeof text || !append_text(s, text, (size_t)n_text))
             s->kv_text_valid = false;
+        /* a control token is in the cache but not in the text: the next turn matches tokens */
+        if (n_text == 0 && ox_token_to_piece(v, t, text, sizeof text, 0, true) > 0)
+            s->kv_text_valid = false;
         logits = ox_get_logits(s->ctx, 0);
     }
     const char *rest;
@@ -325,7 +328,11 @@ enum ox_status chat_session_answer(struct chat_session *s, FILE *out,
     int32_t last = 0;
     stats->n_reused = s->n_kv;
     if (st == OX_OK) {
-        ox_sampler_reset(s->sampler); /* a fresh answer: grammar, history and seed restart */
+        /* a fresh answer: grammar and seed restart; the penalties' history is the whole
+         * conversation, as run's is its whole prompt */
+        ox_sampler_reset(s->sampler);
+        for (size_t i = 0; i < s->n_kv && st == OX_OK; i++)
+            st = ox_sampler_accept_prompt(s->sampler, s->kv[i]);
         for (size_t i = 0; i < n && st == OX_OK; i++)
             st = ox_sampler_accept_prompt(s->sampler, toks[i]);
     }
