@@ -61,10 +61,9 @@ static enum ox_status alloc_kv(struct ox_context *ctx) {
     size_t cells = (size_t)kv->n_cells * (size_t)c->n_layer;
     kv->pos = malloc((size_t)kv->n_cells * sizeof *kv->pos);
     kv->seq = calloc((size_t)kv->n_cells, sizeof *kv->seq);
-    kv->k = balloc(ctx, cells * kv->k_row);
-    kv->v = balloc(ctx, cells * kv->v_row);
-    ctx->kv_bytes = cells * (kv->k_row + kv->v_row);
-    ctx->buffer_bytes -= ctx->kv_bytes;
+    ctx->kv_bytes = cells * (kv->k_row + kv->v_row); /* counted apart from buffer_bytes */
+    kv->k = ctx->be.ops->alloc(&ctx->be, cells * kv->k_row);
+    kv->v = ctx->be.ops->alloc(&ctx->be, cells * kv->v_row);
     bool device = ctx->be.ops->device;
     kv->b_pos = device ? balloc(ctx, (size_t)kv->n_cells * sizeof *kv->pos) : kv->pos;
     kv->b_seq = device ? balloc(ctx, (size_t)kv->n_cells * sizeof *kv->seq) : kv->seq;

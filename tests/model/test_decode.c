@@ -248,6 +248,23 @@ static bool cancel_at_half(float progress, void *user) {
     return progress < 0.5f;
 }
 
+/* ox_context_memory: the KV cache is n_layer x n_ctx cells of f16 keys and values; the other
+ * buffers grow with n_ctx only through the float copy the CPU's attention reads. */
+static void check_memory(void) {
+    struct ox_context *a = new_context(64, 1), *b = new_context(128, 1);
+    uint64_t kv_a, buf_a, kv_b, buf_b;
+    ox_context_memory(a, &kv_a, &buf_a);
+    ox_context_memory(b, &kv_b, &buf_b);
+    /* llama-f32: 4 heads, 2 of them for keys and values, so a row is n_embd / 2 f16 values */
+    uint64_t row = (uint64_t)ox_model_n_embd(model) / 2 * 2;
+    CHECK_MSG(kv_a == 64ull * ox_model_n_layer(model) * 2 * row && kv_b == 2 * kv_a, "kv %llu %llu",
+              (unsigned long long)kv_a, (unsigned long long)kv_b);
+    CHECK(buf_a > 0 && buf_b > buf_a);
+    CHECK_EQ(ox_model_gpu_bytes(model), 0);
+    CHECK_STR(ox_model_backend(model), "CPU");
+    ox_context_free(a), ox_context_free(b);
+}
+
 int main(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/llama-f32.gguf", test_data_dir());
@@ -262,6 +279,7 @@ int main(void) {
     check_shift();
     check_bad_files();
     check_learned_positions();
+    check_memory();
     int calls = 0;
     struct ox_model_params mp = ox_model_params_default();
     mp.progress = cancel_at_half;
