@@ -67,6 +67,20 @@ struct attn_args {
     size_t k_row, v_row;
 };
 
+/* A layer's keys and values of n tokens on their way into the KV cache, with the rotation of
+ * q and k first (rope_store). */
+struct rope_store_args {
+    float *q, *k;   /* [n][n_head][hd_k] and [n][n_head_kv][hd_k]: rotated in place */
+    const float *v; /* [n][n_head_kv][hd_v] */
+    const int32_t *pos;
+    int n, n_head, n_head_kv, hd_k, hd_v;
+    const struct rope_params *rope;
+    enum ox_dtype cache_type; /* f32, f16 or q8_0 rows, k_row / v_row bytes apart */
+    uint8_t *k_cache, *v_cache;
+    size_t k_row, v_row;
+    const int32_t *cells; /* token t goes to row cells[t] */
+};
+
 enum glu_kind { GLU_SILU, GLU_GELU };
 
 /* Activations are row-major float arrays: x[n][dim], in the backend's memory, as are the KV
@@ -129,6 +143,17 @@ struct backend_ops {
                         uint8_t *base, size_t row_bytes, const int32_t *cells);
     void (*cache_load)(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
                        float *y, int n_cells, int dim, const int32_t *cell_pos);
+    /* Optional fusions (NULL, or false returned: the caller runs the ops they stand for):
+     * y += W x, a projection added to the residual; */
+    bool (*matmul_add)(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+    /* y[m] = w[m] x for count (<= 3) matrices of one width (q, k and v); */
+    bool (*matmul_multi)(struct backend *b, int count, const struct mat *w, const float *x,
+                         float *const *y, int n);
+    /* y = act(gate x) * (up x), a GLU FFN's first half. */
+    bool (*matmul_glu)(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                       const struct mat *up, const float *x, float *y, int n);
+    /* rope of q and k, then cache_store of k and v, in one op. */
+    bool (*rope_store)(struct backend *b, const struct rope_store_args *a);
     /* Optional (NULL: none): record the ops up to graph_end once per key and replay them after.
      * graph_begin returns true when it replayed a recording (skip the ops then); the ops
      * between must not read the host (no download) and must repeat exactly for a key. */

@@ -49,9 +49,10 @@ static void norm(struct ox_context *ctx, const float *x, const struct weight *w,
     }
 }
 
-/* Store this batch's keys and values into their cells, then, unless the backend's attention
- * reads the cache itself, read the layer's whole cache back as floats for attention. */
-static void kv_store_and_load(struct ox_context *ctx, int il, int n) {
+/* Store this batch's keys and values into their cells (unless rope_store did), then, unless
+ * the backend's attention reads the cache itself, read the layer's whole cache back as floats
+ * for attention. */
+static void kv_store_and_load(struct ox_context *ctx, int il, int n, bool stored) {
     struct kv_cache *kv = &ctx->kv;
     struct activations *a = &ctx->act;
     struct backend *b = &ctx->be;
@@ -59,8 +60,10 @@ static void kv_store_and_load(struct ox_context *ctx, int il, int n) {
     int dk = c->n_head_kv * c->head_dim_k, dv = c->n_head_kv * c->head_dim_v;
     uint8_t *k_base = kv->k + (size_t)il * kv->n_cells * kv->k_row;
     uint8_t *v_base = kv->v + (size_t)il * kv->n_cells * kv->v_row;
-    b->ops->cache_store(b, kv->type, a->k, n, dk, k_base, kv->k_row, a->b_cell);
-    b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, kv->v_row, a->b_cell);
+    if (!stored) {
+        b->ops->cache_store(b, kv->type, a->k, n, dk, k_base, kv->k_row, a->b_cell);
+        b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, kv->v_row, a->b_cell);
+    }
     if (b->ops->attention_reads_cache)
         return;
     b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->n_seen, dk, kv->b_pos);
@@ -75,6 +78,17 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, c
     struct backend *b = &ctx->be;
     size_t q = (size_t)c->n_head * c->head_dim_k, k = (size_t)c->n_head_kv * c->head_dim_k;
     size_t v = (size_t)c->n_head_kv * c->head_dim_v, all = q + k + v;
+    if (!l->wqkv && b->ops->matmul_multi) { /* one launch for all three, then any biases */
+        struct mat w[3] = {as_mat(l->wq), as_mat(l->wk), as_mat(l->wv)};
+        float *y[3] = {a->q, a->k, a->v};
+        if (b->ops->matmul_multi(b, 3, w, in, y, n)) {
+            const struct weight *bias[3] = {l->bq, l->bk, l->bv};
+            for (int i = 0; i < 3; i++)
+                if (bias[i])
+                    b->ops->add_row(b, y[i], vec(bias[i]), n, (int)w[i].n_rows);
+            return;
+        }
+    }
     if (!l->wqkv) {
         linear(b, l->wq, l->bq, in, a->q, n);
         linear(b, l->wk, l->bk, in, a->k, n);
@@ -85,6 +99,37 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, c
     b->ops->copy_rows(b, a->q, q, a->qkv, all, n, (int)q);
     b->ops->copy_rows(b, a->k, k, a->qkv + q, all, n, (int)k);
     b->ops->copy_rows(b, a->v, v, a->qkv + q + k, all, n, (int)v);
+}
+
+/* q and k rotated and k, v stored into the cache by one backend op, where it has one and
+ * nothing else comes between (attention temperature, q prescaling). */
+static bool rope_and_store(struct ox_context *ctx, int il, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct activations *a = &ctx->act;
+    struct kv_cache *kv = &ctx->kv;
+    struct backend *b = &ctx->be;
+    if (!b->ops->rope_store || c->arch->position == POS_LEARNED || c->attn_temp_scale != 0.0f ||
+        c->arch->q_prescale)
+        return false;
+    struct rope_store_args r = {
+        .q = a->q,
+        .k = a->k,
+        .v = a->v,
+        .pos = a->b_pos,
+        .n = n,
+        .n_head = c->n_head,
+        .n_head_kv = c->n_head_kv,
+        .hd_k = c->head_dim_k,
+        .hd_v = c->head_dim_v,
+        .rope = c->is_swa[il] ? &c->rope_swa : &c->rope,
+        .cache_type = kv->type,
+        .k_cache = kv->k + (size_t)il * kv->n_cells * kv->k_row,
+        .v_cache = kv->v + (size_t)il * kv->n_cells * kv->v_row,
+        .k_row = kv->k_row,
+        .v_row = kv->v_row,
+        .cells = a->b_cell,
+    };
+    return b->ops->rope_store(b, &r);
 }
 
 /* Per-token q scaling for long contexts (mistral3): 1 + scale * log(floor(pos / floor) + 1). */
@@ -99,9 +144,27 @@ static void temperature_scale_q(struct ox_context *ctx, int n) {
     }
 }
 
-/* Attention of n tokens; leaves the branch output (after wo, its bias and any post-norm) in
- * act.proj and the normed input in act.xn. */
-static void attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+/* Whether a branch's last projection may add itself to the residual (x += W h) in one op: the
+ * backend fuses that, and no bias, norm or scale comes between, nor a parallel block's sum. */
+static bool adds_to_residual(const struct ox_context *ctx, const struct weight *bias,
+                             const struct weight *post_norm) {
+    const struct model_config *c = &ctx->model->cfg;
+    return ctx->be.ops->matmul_add && !bias && !post_norm && c->residual_scale == 0.0f &&
+           !c->arch->parallel;
+}
+
+/* x += W h when adds_to_residual allows it and the backend takes these shapes. */
+static bool add_projection(struct ox_context *ctx, const struct weight *w,
+                           const struct weight *bias, const struct weight *post_norm,
+                           const float *h, int n) {
+    struct mat m = as_mat(w);
+    return adds_to_residual(ctx, bias, post_norm) &&
+           ctx->be.ops->matmul_add(&ctx->be, &m, h, ctx->act.x, n);
+}
+
+/* Attention of n tokens; leaves the normed input in act.xn and either adds the branch output to
+ * act.x (returns true) or leaves it (after wo, its bias and any post-norm) in act.proj. */
+static bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
     struct activations *a = &ctx->act;
@@ -121,7 +184,8 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
         op->rms_norm(b, a->k, vec(l->k_norm), a->k, head ? n * c->n_head_kv : n,
                      head ? hd : c->n_head_kv * hd, c->norm_eps);
     }
-    if (d->position != POS_LEARNED) {
+    bool stored = rope_and_store(ctx, il, n);
+    if (!stored && d->position != POS_LEARNED) {
         const struct rope_params *rp = c->is_swa[il] ? &c->rope_swa : &c->rope;
         op->rope(b, a->q, a->b_pos, n, c->n_head, hd, rp);
         op->rope(b, a->k, a->b_pos, n, c->n_head_kv, hd, rp);
@@ -133,7 +197,7 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
         op->scale(b, a->q, scale, (size_t)n * c->n_head * hd);
         scale = 1.0f;
     }
-    kv_store_and_load(ctx, il, n);
+    kv_store_and_load(ctx, il, n, stored);
     struct attn_args args = {
         .q = a->q,
         .k = a->kf,
@@ -163,11 +227,14 @@ static void attention_block(struct ox_context *ctx, const struct layer_weights *
         args.cache_type = kv->type, args.k_row = kv->k_row, args.v_row = kv->v_row;
     }
     op->attention(b, &args);
+    if (add_projection(ctx, l->wo, l->bo, l->attn_post_norm, a->attn, n))
+        return true;
     linear(b, l->wo, l->bo, a->attn, a->proj, n);
     if (l->attn_post_norm)
         op->rms_norm(b, a->proj, vec(l->attn_post_norm), a->proj, n, c->n_embd, c->norm_eps);
     if (c->residual_scale != 0.0f)
         op->scale(b, a->proj, c->residual_scale, (size_t)n * c->n_embd);
+    return false;
 }
 
 /* Keep only the rows whose logits were asked for (out_row >= 0), in order, as llama.cpp does
@@ -233,20 +300,25 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
     }
 }
 
-/* The dense FFN of the architecture's kind, from in to out. */
-static void dense_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-                      float *out, int n) {
+/* The first half of the dense FFN of the architecture's kind, from in to act.hidden. */
+static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights *l, const float *in,
+                             int n) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->act;
     struct backend *b = &ctx->be;
     size_t ff = (size_t)c->n_ff, all = (size_t)n * ff;
+    enum glu_kind kind = c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU;
+    struct mat gate, up;
     switch (c->arch->ffn) {
     case FFN_SWIGLU:
     case FFN_GEGLU:
+        gate = as_mat(l->ffn_gate), up = as_mat(l->ffn_up);
+        if (b->ops->matmul_glu && !l->ffn_gate_b && !l->ffn_up_b &&
+            b->ops->matmul_glu(b, kind, &gate, &up, in, a->hidden, n))
+            break;
         linear(b, l->ffn_gate, l->ffn_gate_b, in, a->gate, n);
         linear(b, l->ffn_up, l->ffn_up_b, in, a->up, n);
-        b->ops->glu(b, c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU, a->gate, a->up, a->hidden,
-                    all);
+        b->ops->glu(b, kind, a->gate, a->up, a->hidden, all);
         break;
     case FFN_SWIGLU_FUSED: /* each row of up holds [gate | up] */
         linear(b, l->ffn_up, l->ffn_up_b, in, a->up, n);
@@ -259,11 +331,11 @@ static void dense_ffn(struct ox_context *ctx, const struct layer_weights *l, con
         b->ops->gelu(b, a->up, a->hidden, all);
         break;
     }
-    linear(b, l->ffn_down, l->ffn_down_b, a->hidden, out, n);
 }
 
-/* The FFN branch and both residual adds: x + attn + ffn. */
-static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int n) {
+/* The FFN branch and the residual adds left: x + attn (unless attn_added) + ffn. */
+static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int n,
+                      bool attn_added) {
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
     struct activations *a = &ctx->act;
@@ -271,17 +343,22 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
     size_t all = (size_t)n * c->n_embd;
     const float *in = a->xn; /* parallel blocks reuse the attention norm */
     if (!d->parallel) {
-        b->ops->add(b, a->x, a->proj, all);
+        if (!attn_added)
+            b->ops->add(b, a->x, a->proj, all);
         in = a->x;
         if (!d->no_pre_norm) {
             norm(ctx, a->x, l->ffn_norm, l->ffn_norm_b, a->xn, n);
             in = a->xn;
         }
     }
-    if (l->ffn_gate_inp)
+    if (l->ffn_gate_inp) {
         moe_ffn(ctx, l, in, a->branch, n);
-    else
-        dense_ffn(ctx, l, in, a->branch, n);
+    } else {
+        dense_ffn_hidden(ctx, l, in, n);
+        if (add_projection(ctx, l->ffn_down, l->ffn_down_b, l->ffn_post_norm, a->hidden, n))
+            return;
+        linear(b, l->ffn_down, l->ffn_down_b, a->hidden, a->branch, n);
+    }
     if (l->ffn_post_norm)
         b->ops->rms_norm(b, a->branch, vec(l->ffn_post_norm), a->branch, n, c->n_embd, c->norm_eps);
     if (c->residual_scale != 0.0f)
@@ -374,10 +451,10 @@ enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *token
         return output_logits(ctx, 0, 1);
     embed(ctx, n);
     for (int il = 0; il < m->cfg.n_layer; il++) {
-        attention_block(ctx, &m->layers[il], il, n);
+        bool attn_added = attention_block(ctx, &m->layers[il], il, n);
         if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
             return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
-        ffn_block(ctx, &m->layers[il], n);
+        ffn_block(ctx, &m->layers[il], n, attn_added);
     }
     if (n <= ctx->logit_rows) {
         output_block(ctx, 0, n);

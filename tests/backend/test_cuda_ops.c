@@ -78,6 +78,31 @@ static void matmul_ref(enum ox_dtype type, const void *w, int rows, int cols, co
     free(row);
 }
 
+/* Types whose batches of up to 8 take the integer GEMV: x is rounded to int8 blocks (q8_1)
+ * first, as llama.cpp's kernels do, which leaves 0.4 to 1.2% relative error (the most for the
+ * types with an offset, whose levels are all positive); llama.cpp's own test allows 2.2%. */
+static bool int8_gemv(enum ox_dtype t) {
+    switch (t) {
+    case OX_DTYPE_Q4_0:
+    case OX_DTYPE_Q4_1:
+    case OX_DTYPE_Q5_0:
+    case OX_DTYPE_Q5_1:
+    case OX_DTYPE_Q8_0:
+    case OX_DTYPE_Q2_K:
+    case OX_DTYPE_Q3_K:
+    case OX_DTYPE_Q4_K:
+    case OX_DTYPE_Q5_K:
+    case OX_DTYPE_Q6_K:
+    case OX_DTYPE_IQ4_NL:
+    case OX_DTYPE_IQ4_XS: return true;
+    default: return false;
+    }
+}
+
+static double small_batch_tol(enum ox_dtype type) {
+    return int8_gemv(type) ? 2e-2 : 2e-5;
+}
+
 /* rows x cols weights of a type against the reference for each batch size in ns (0 ends it),
  * and get_rows. */
 static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int *ns) {
@@ -95,7 +120,10 @@ static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int 
         gpu.ops->matmul(&gpu, &m, dx, dy, n);
         float *got = down(dy, (size_t)n * rows);
         /* batches over 8 multiply on the tensor cores with f16 (bf16) operands, f32 sums */
-        double tol = n <= 8 || type == OX_DTYPE_F32 ? 2e-5 : type == OX_DTYPE_BF16 ? 1e-2 : 2e-3;
+        double tol = n <= 8                  ? small_batch_tol(type)
+                     : type == OX_DTYPE_F32  ? 2e-5
+                     : type == OX_DTYPE_BF16 ? 1e-2
+                                             : 2e-3;
         CHECK_CLOSE(got, want, (size_t)n * rows, tol, "matmul %s n=%d", ox_dtype_name(type), n);
         free(x), free(want), free(got);
         gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
@@ -133,6 +161,157 @@ static void test_matmul(void) {
     }
     CHECK_MSG(tested >= 15, "only %d weight types tested", tested);
     printf("matmul and get_rows: %d weight types\n", tested);
+}
+
+/* A random rows x cols matrix of a type: host bytes in *host, the device copy in the result. */
+static struct mat random_mat(enum ox_dtype type, int rows, int cols, uint8_t **host) {
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    float *wf = random_floats((size_t)rows * cols, 1.0f);
+    *host = malloc(row_bytes * rows);
+    CHECK(ox_quantize(type, wf, *host, rows, cols, NULL) == OX_OK);
+    free(wf);
+    return (struct mat){type, up(*host, row_bytes * rows), rows, cols, row_bytes, NULL};
+}
+
+static float silu(float v) {
+    return v / (1.0f + expf(-v));
+}
+
+/* The fused matmuls (q, k, v in one launch; gate and up with the GLU; y += W x) against the
+ * reference, for batches the integer GEMV takes; they decline (false) everything else. */
+static void test_fused_type(enum ox_dtype type) {
+    const int cols = 2048, rows[3] = {96, 32, 96}; /* q6_K tiles need cols % 2048 == 0 */
+    uint8_t *host[3];
+    struct mat m[3];
+    for (int i = 0; i < 3; i++)
+        m[i] = random_mat(type, rows[i], cols, &host[i]);
+    static const int ns[] = {1, 3, 8, 9};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        int n = ns[k];
+        bool takes = n <= 8 && int8_gemv(type);
+        float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
+        float *want[3], *dy[3], *got;
+        for (int i = 0; i < 3; i++) {
+            want[i] = malloc((size_t)n * rows[i] * 4);
+            matmul_ref(type, host[i], rows[i], cols, x, n, want[i]);
+            dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows[i] * 4);
+        }
+        CHECK_MSG(gpu.ops->matmul_multi(&gpu, 3, m, dx, dy, n) == takes, "multi %s n=%d",
+                  ox_dtype_name(type), n);
+        for (int i = 0; takes && i < 3; i++) {
+            got = down(dy[i], (size_t)n * rows[i]);
+            CHECK_CLOSE(got, want[i], (size_t)n * rows[i], 2e-2, "multi %s n=%d matrix %d",
+                        ox_dtype_name(type), n, i);
+            free(got);
+        }
+        for (int kind = GLU_SILU; kind <= GLU_GELU; kind++) { /* gate m[0], up m[2] */
+            CHECK_MSG(gpu.ops->matmul_glu(&gpu, kind, &m[0], &m[2], dx, dy[0], n) == takes,
+                      "glu %s n=%d", ox_dtype_name(type), n);
+            if (!takes)
+                continue;
+            float *h = malloc((size_t)n * rows[0] * 4), *dg = up(want[0], (size_t)n * rows[0] * 4);
+            float *du = up(want[2], (size_t)n * rows[0] * 4),
+                  *dh = gpu.ops->alloc(&gpu, (size_t)n * rows[0] * 4);
+            if (kind == GLU_SILU) {
+                for (size_t i = 0; i < (size_t)n * rows[0]; i++)
+                    h[i] = silu(want[0][i]) * want[2][i];
+            } else { /* the unfused GPU op on the reference products */
+                gpu.ops->glu(&gpu, GLU_GELU, dg, du, dh, (size_t)n * rows[0]);
+                free(h);
+                h = down(dh, (size_t)n * rows[0]);
+            }
+            got = down(dy[0], (size_t)n * rows[0]);
+            CHECK_CLOSE(got, h, (size_t)n * rows[0], 2e-2, "glu %s kind %d n=%d",
+                        ox_dtype_name(type), kind, n);
+            free(got), free(h);
+            gpu.ops->free(&gpu, dg), gpu.ops->free(&gpu, du), gpu.ops->free(&gpu, dh);
+        }
+        float *y0 = random_floats((size_t)n * rows[1], 1.0f);
+        gpu.ops->upload(&gpu, dy[1], y0, (size_t)n * rows[1] * 4);
+        CHECK_MSG(gpu.ops->matmul_add(&gpu, &m[1], dx, dy[1], n) == takes, "add %s n=%d",
+                  ox_dtype_name(type), n);
+        if (takes) {
+            for (size_t i = 0; i < (size_t)n * rows[1]; i++)
+                want[1][i] += y0[i];
+            got = down(dy[1], (size_t)n * rows[1]);
+            CHECK_CLOSE(got, want[1], (size_t)n * rows[1], 2e-2, "add %s n=%d", ox_dtype_name(type),
+                        n);
+            free(got);
+        }
+        free(y0), free(x), gpu.ops->free(&gpu, dx);
+        for (int i = 0; i < 3; i++)
+            free(want[i]), gpu.ops->free(&gpu, dy[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        free(host[i]), gpu.ops->free(&gpu, (void *)m[i].data);
+}
+
+/* An RMSNorm of a few rows leaves their q8_1 copy for the matmul after it; any op that writes
+ * the rows in between must make the matmul quantize them again. */
+static void test_q8_reuse(void) {
+    const int cols = 2048, rows = 64, n = 3;
+    uint8_t *host;
+    struct mat m = random_mat(OX_DTYPE_Q4_0, rows, cols, &host);
+    float *x = random_floats((size_t)n * cols, 3.0f), *xn = malloc((size_t)n * cols * 4);
+    float *want = malloc((size_t)n * rows * 4), *dx = up(x, (size_t)n * cols * 4);
+    float *dn = gpu.ops->alloc(&gpu, (size_t)n * cols * 4),
+          *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+    cpu.ops->rms_norm(&cpu, x, NULL, xn, n, cols, 1e-5f);
+    for (int scaled = 0; scaled < 2; scaled++) {
+        if (scaled)
+            for (size_t i = 0; i < (size_t)n * cols; i++)
+                xn[i] *= 2.0f;
+        matmul_ref(OX_DTYPE_Q4_0, host, rows, cols, xn, n, want);
+        gpu.ops->rms_norm(&gpu, dx, NULL, dn, n, cols, 1e-5f);
+        if (scaled)
+            gpu.ops->scale(&gpu, dn, 2.0f, (size_t)n * cols);
+        for (int rep = 0; rep < 2; rep++) { /* the second one reuses the first's copy */
+            gpu.ops->matmul(&gpu, &m, dn, dy, n);
+            float *got = down(dy, (size_t)n * rows);
+            CHECK_CLOSE(got, want, (size_t)n * rows, 2e-2, "norm then matmul, scaled %d rep %d",
+                        scaled, rep);
+            free(got);
+        }
+    }
+    free(host), free(x), free(xn), free(want);
+    gpu.ops->free(&gpu, (void *)m.data), gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dn);
+    gpu.ops->free(&gpu, dy);
+}
+
+/* The gate/up GEMV quantizes its output for the down projection that reads it next. */
+static void test_glu_then_down(void) {
+    const int cols = 1024, ff = 256, rows = 32, n = 2;
+    uint8_t *hg, *hu, *hd;
+    struct mat g = random_mat(OX_DTYPE_Q4_0, ff, cols, &hg),
+               u = random_mat(OX_DTYPE_Q4_0, ff, cols, &hu);
+    struct mat d = random_mat(OX_DTYPE_Q4_0, rows, ff, &hd);
+    float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
+    float *yg = malloc((size_t)n * ff * 4), *yu = malloc((size_t)n * ff * 4);
+    float *want = malloc((size_t)n * rows * 4);
+    matmul_ref(OX_DTYPE_Q4_0, hg, ff, cols, x, n, yg);
+    matmul_ref(OX_DTYPE_Q4_0, hu, ff, cols, x, n, yu);
+    for (int i = 0; i < n * ff; i++)
+        yg[i] = silu(yg[i]) * yu[i];
+    matmul_ref(OX_DTYPE_Q4_0, hd, rows, ff, yg, n, want);
+    float *dh = gpu.ops->alloc(&gpu, (size_t)n * ff * 4),
+          *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+    CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &g, &u, dx, dh, n));
+    gpu.ops->matmul(&gpu, &d, dh, dy, n);
+    float *got = down(dy, (size_t)n * rows);
+    CHECK_CLOSE(got, want, (size_t)n * rows, 3e-2, "glu, then down from its q8_1 output");
+    free(got), free(x), free(yg), free(yu), free(want), free(hg), free(hu), free(hd);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dh), gpu.ops->free(&gpu, dy);
+    gpu.ops->free(&gpu, (void *)g.data), gpu.ops->free(&gpu, (void *)u.data);
+    gpu.ops->free(&gpu, (void *)d.data);
+}
+
+static void test_fused(void) {
+    static const enum ox_dtype types[] = {OX_DTYPE_Q4_0, OX_DTYPE_Q8_0,   OX_DTYPE_Q4_K,
+                                          OX_DTYPE_Q6_K, OX_DTYPE_IQ4_XS, OX_DTYPE_F16};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        test_fused_type(types[i]);
+    test_q8_reuse();
+    test_glu_then_down();
 }
 
 /* Run a one-input row op on both backends: op(b, in, out) with n floats. */
@@ -203,6 +382,57 @@ static void op_rope(struct backend *b, const float *x, float *y) {
                  b == &gpu ? &g_rope_dev : &g_rope);
 }
 
+/* rope_store against the ops it fuses (rope of q and k, cache_store of k and v): the same
+ * bits, for each cache type and rope variant. */
+static void test_rope_store(const struct rope_params *rope) {
+    enum { T = 3, HQ = 4, HKV = 2, HD = 64, CELLS = 6 };
+    const int32_t pos[T] = {3, 900, 17}, cells[T] = {5, 0, 2};
+    enum ox_dtype types[] = {OX_DTYPE_F32, OX_DTYPE_F16, OX_DTYPE_Q8_0};
+    float *q = random_floats(T * HQ * HD, 2.0f), *k = random_floats(T * HKV * HD, 2.0f);
+    float *v = random_floats(T * HKV * HD, 2.0f);
+    int32_t *dpos = up(pos, sizeof pos), *dcells = up(cells, sizeof cells);
+    float *dv = up(v, sizeof(float) * T * HKV * HD);
+    for (size_t t = 0; t < 3; t++) {
+        size_t row =
+            (size_t)HKV * HD / ox_dtype_block_size(types[t]) * ox_dtype_type_size(types[t]);
+        uint8_t *zero = calloc(CELLS, row), *got[2][2];
+        float *qk[2][2];
+        for (int fused = 0; fused < 2; fused++) {
+            float *dq = up(q, sizeof(float) * T * HQ * HD),
+                  *dk = up(k, sizeof(float) * T * HKV * HD);
+            uint8_t *kc = up(zero, CELLS * row), *vc = up(zero, CELLS * row);
+            if (fused) {
+                struct rope_store_args a = {dq, dk,   dv,       dpos, T,  HQ,  HKV, HD,
+                                            HD, rope, types[t], kc,   vc, row, row, dcells};
+                CHECK_MSG(gpu.ops->rope_store(&gpu, &a), "rope_store declined");
+            } else {
+                gpu.ops->rope(&gpu, dq, dpos, T, HQ, HD, rope);
+                gpu.ops->rope(&gpu, dk, dpos, T, HKV, HD, rope);
+                gpu.ops->cache_store(&gpu, types[t], dk, T, HKV * HD, kc, row, dcells);
+                gpu.ops->cache_store(&gpu, types[t], dv, T, HKV * HD, vc, row, dcells);
+            }
+            qk[fused][0] = down(dq, T * HQ * HD), qk[fused][1] = down(dk, T * HKV * HD);
+            for (int c = 0; c < 2; c++) {
+                got[fused][c] = malloc(CELLS * row);
+                CHECK(gpu.ops->download(&gpu, got[fused][c], c ? vc : kc, CELLS * row) == OX_OK);
+            }
+            gpu.ops->free(&gpu, dq), gpu.ops->free(&gpu, dk), gpu.ops->free(&gpu, kc);
+            gpu.ops->free(&gpu, vc);
+        }
+        CHECK_MSG(!memcmp(qk[0][0], qk[1][0], sizeof(float) * T * HQ * HD) &&
+                      !memcmp(qk[0][1], qk[1][1], sizeof(float) * T * HKV * HD),
+                  "rope_store q, k (%s, n_rot %d)", ox_dtype_name(types[t]), rope->n_rot);
+        CHECK_MSG(!memcmp(got[0][0], got[1][0], CELLS * row) &&
+                      !memcmp(got[0][1], got[1][1], CELLS * row),
+                  "rope_store cache (%s, n_rot %d)", ox_dtype_name(types[t]), rope->n_rot);
+        for (int f = 0; f < 2; f++)
+            free(qk[f][0]), free(qk[f][1]), free(got[f][0]), free(got[f][1]);
+        free(zero);
+    }
+    free(q), free(k), free(v);
+    gpu.ops->free(&gpu, dpos), gpu.ops->free(&gpu, dcells), gpu.ops->free(&gpu, dv);
+}
+
 static void test_rows(void) {
     float *g = random_floats(2 * DIM, 1.0f);
     g_row = g, g_row_dev = up(g, 2 * DIM * 4);
@@ -240,6 +470,8 @@ static void test_rows(void) {
         g_rope = g_rope_dev = variants[v];
         compare_op("rope", op_rope, N * DIM, N * DIM, 2e-4);
     }
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
+        test_rope_store(&variants[v]);
     g_rope = g_rope_dev = variants[1];
     g_rope.freq_factors = ff, g_rope_dev.freq_factors = dff;
     compare_op("rope with frequency factors", op_rope, N * DIM, N * DIM, 2e-4);
@@ -398,6 +630,7 @@ int main(void) {
         return 1;
     }
     test_matmul();
+    test_fused();
     test_rows();
     test_cache();
     test_attention();

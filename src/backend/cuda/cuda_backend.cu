@@ -82,6 +82,7 @@ static enum ox_status cu_download(struct backend *b, void *host, const void *src
  * when only parameters changed (the usual case: more cells seen). */
 static bool cu_graph_begin(struct backend *b, uint64_t key) {
     cuda_state *s = cuda_of(b);
+    s->xq_src = nullptr; /* a replay skips the ops that would keep it current */
     if (s->err != OX_OK)
         return false;
     if (s->graph && s->graph_key == key) {
@@ -123,6 +124,17 @@ static void cu_graph_end(struct backend *b) {
     cuda_note(b, e, "recording the decode step");
 }
 
+/* Every op that writes device memory may change rows whose q8_1 copy the next matmul would
+ * reuse (cuda_gemv_q8.cu): the table calls those ops through clears_xq, which forgets the copy
+ * first. The norm and the matmuls keep it current themselves. */
+template <auto F> struct clears_xq;
+template <typename... A, void (*F)(struct backend *, A...)> struct clears_xq<F> {
+    static void op(struct backend *b, A... a) {
+        cuda_of(b)->xq_src = nullptr;
+        F(b, a...);
+    }
+};
+
 extern "C" {
 
 const struct backend_ops backend_cuda_ops = {
@@ -130,26 +142,30 @@ const struct backend_ops backend_cuda_ops = {
     .device = true,
     .alloc = cu_alloc,
     .free = cu_free,
-    .upload = cu_upload,
+    .upload = clears_xq<cu_upload>::op,
     .download = cu_download,
     .matmul = cuda_matmul,
-    .get_rows = cuda_get_rows,
+    .get_rows = clears_xq<cuda_get_rows>::op,
     .rms_norm = cuda_rms_norm,
-    .layer_norm = cuda_layer_norm,
-    .rope = cuda_rope,
-    .glu = cuda_glu,
-    .gelu = cuda_gelu,
-    .add = cuda_add,
-    .add_row = cuda_add_row,
-    .scale = cuda_scale,
-    .softmax = cuda_softmax,
-    .softcap = cuda_softcap,
-    .attention = cuda_attention,
-    .copy_rows = cuda_copy_rows,
-    .axpy = cuda_axpy,
-    .zero = cuda_zero,
-    .cache_store = cuda_cache_store,
-    .cache_load = cuda_cache_load,
+    .layer_norm = clears_xq<cuda_layer_norm>::op,
+    .rope = clears_xq<cuda_rope>::op,
+    .glu = clears_xq<cuda_glu>::op,
+    .gelu = clears_xq<cuda_gelu>::op,
+    .add = clears_xq<cuda_add>::op,
+    .add_row = clears_xq<cuda_add_row>::op,
+    .scale = clears_xq<cuda_scale>::op,
+    .softmax = clears_xq<cuda_softmax>::op,
+    .softcap = clears_xq<cuda_softcap>::op,
+    .attention = clears_xq<cuda_attention>::op,
+    .copy_rows = clears_xq<cuda_copy_rows>::op,
+    .axpy = clears_xq<cuda_axpy>::op,
+    .zero = clears_xq<cuda_zero>::op,
+    .cache_store = clears_xq<cuda_cache_store>::op,
+    .cache_load = clears_xq<cuda_cache_load>::op,
+    .matmul_add = cuda_matmul_add,
+    .matmul_multi = cuda_matmul_multi,
+    .matmul_glu = cuda_matmul_glu,
+    .rope_store = cuda_rope_store,
     .graph_begin = cu_graph_begin,
     .graph_end = cu_graph_end,
     .cell_granularity = 256,
@@ -194,6 +210,8 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
         e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cuda_matmul_init();
+    if (e == cudaSuccess)
+        e = cuda_gemv_q8_init();
     /* 1024 rows of f16 per GEMM chunk at the widest: big enough for the tensor cores, small
      * beside the weights */
     s->scratch_floats = (size_t)max_cols * 512;
@@ -202,7 +220,10 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
         e = cudaMalloc(&s->scratch, s->scratch_floats * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc(&s->xh, s->xh_halves * 2);
-    b->own_bytes = s->scratch_floats * sizeof(float) + s->xh_halves * 2;
+    s->xq_blocks = (size_t)CUDA_Q8_MAX_N * (size_t)(max_cols / 32);
+    for (int i = 0; i < 2 && e == cudaSuccess; i++)
+        e = cudaMalloc(&s->xq[i], s->xq_blocks * 36 + 1);
+    b->own_bytes = s->scratch_floats * sizeof(float) + s->xh_halves * 2 + 2 * s->xq_blocks * 36;
     s->staging_size = (size_t)1 << 22; /* batch indices and cell lists: far less per batch */
     if (e == cudaSuccess)
         e = cudaMallocHost(&s->staging, s->staging_size);
@@ -228,6 +249,8 @@ void backend_cuda_release(struct backend *b) {
         cublasDestroy(s->blas);
     cudaFree(s->scratch);
     cudaFree(s->xh);
+    cudaFree(s->xq[0]);
+    cudaFree(s->xq[1]);
     cudaFreeHost(s->staging);
     if (s->graph)
         cudaGraphExecDestroy(s->graph);

@@ -13,22 +13,7 @@ __global__ static void store_kernel(int type, const float *x, int n, int dim, ui
     if (j >= (size_t)n * per_row)
         return;
     size_t t = j / per_row, i = j % per_row;
-    const float *xr = x + t * (size_t)dim;
-    uint8_t *row = base + (size_t)cells[t] * row_bytes;
-    if (type == OX_DTYPE_F32) {
-        ((float *)row)[i] = xr[i];
-    } else if (type == OX_DTYPE_F16) {
-        ((__half *)row)[i] = __float2half_rn(xr[i]);
-    } else { /* q8_0: amax / 127 as the scale, as ggml's reference quantizer */
-        kv_q8_0 *blk = (kv_q8_0 *)row + i;
-        float amax = 0.0f;
-        for (int k = 0; k < 32; k++)
-            amax = fmaxf(amax, fabsf(xr[i * 32 + k]));
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        blk->d = __float2half_rn(d);
-        for (int k = 0; k < 32; k++)
-            blk->q[k] = (int8_t)roundf(xr[i * 32 + k] * id);
-    }
+    kv_put(type, base + (size_t)cells[t] * row_bytes, x + t * (size_t)dim, (int)i);
 }
 
 void cuda_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n, int dim,

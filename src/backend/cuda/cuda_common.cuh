@@ -25,12 +25,30 @@ struct cuda_state {
     size_t xh_halves;
     uint8_t *staging; /* pinned host memory: uploads copy through it, so they are async */
     size_t staging_size, staging_used; /* reset at each download, which waits for the copies */
-    cudaGraphExec_t graph;             /* the recorded decode step, and its key */
+    void *xq[2];           /* activations quantized to q8_1 (cvd_xq) for the small-batch GEMV, */
+    int xq_cur;            /* in this one (a gate/up GEMV reads it and quantizes into the other) */
+    size_t xq_blocks;      /* room in each for CUDA_Q8_MAX_N rows of the widest matrix */
+    const float *xq_src;   /* the rows it holds (an op that may change them clears this), */
+    int xq_n;              /* how many, */
+    int64_t xq_cols;       /* and their width */
+    cudaGraphExec_t graph; /* the recorded decode step, and its key */
     uint64_t graph_key;
     bool capturing;
     enum ox_status err; /* the first failure since the last download, which reports it */
     char msg[256];
 };
+
+/* Batches up to this many tokens take the integer GEMV (cuda_gemv_q8.cu). */
+constexpr int CUDA_Q8_MAX_N = 8;
+
+/* The GLU activation of the gate (enum glu_kind): SiLU, or ggml's tanh GELU computed in float
+ * (the CPU reads it from an f16 table). */
+__device__ __forceinline__ float cuda_glu_act(int kind, float g) {
+    if (kind == GLU_SILU)
+        return g / (1.0f + expf(-g));
+    const float k = 0.7978845608028654f, c = 0.044715f;
+    return 0.5f * g * (1.0f + tanhf(k * g * (1.0f + c * g * g)));
+}
 
 /* ggml's block_q8_0 (x = d * q), as the KV cache may hold it. */
 struct kv_q8_0 {
@@ -51,6 +69,26 @@ __device__ __forceinline__ float kv_elem(const uint8_t *base, size_t row_bytes, 
         return __half2float(blk->d) * (float)blk->q[i % 32];
     } else {
         return ((const float *)row)[i];
+    }
+}
+
+/* Element i (f32, f16) or 32-element block i (q8_0) of the cache row at row, from the floats
+ * xr of that row, rounded as the CPU stores them (q8_0: amax / 127 as the scale, as ggml's
+ * reference quantizer). */
+__device__ __forceinline__ void kv_put(int type, uint8_t *row, const float *xr, int i) {
+    if (type == OX_DTYPE_F32) {
+        ((float *)row)[i] = xr[i];
+    } else if (type == OX_DTYPE_F16) {
+        ((__half *)row)[i] = __float2half_rn(xr[i]);
+    } else {
+        kv_q8_0 *blk = (kv_q8_0 *)row + i;
+        float amax = 0.0f;
+        for (int k = 0; k < 32; k++)
+            amax = fmaxf(amax, fabsf(xr[i * 32 + k]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        blk->d = __float2half_rn(d);
+        for (int k = 0; k < 32; k++)
+            blk->q[k] = (int8_t)roundf(xr[i * 32 + k] * id);
     }
 }
 

@@ -16,18 +16,9 @@ static unsigned grid_for(size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
 
-/* ggml's tanh approximation, computed in float (the CPU reads it from an f16 table). */
-__device__ static float gelu_f(float x) {
-    const float k = 0.7978845608028654f, c = 0.044715f;
-    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + c * x * x)));
-}
-
 __global__ static void glu_kernel(int kind, const float *gate, const float *up, float *y,
                                   size_t n) {
-    FOR_EACH(i, n) {
-        float g = gate[i];
-        y[i] = (kind == GLU_SILU ? g / (1.0f + expf(-g)) : gelu_f(g)) * up[i];
-    }
+    FOR_EACH(i, n) y[i] = cuda_glu_act(kind, gate[i]) * up[i];
 }
 
 void cuda_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,
@@ -37,7 +28,7 @@ void cuda_glu(struct backend *b, enum glu_kind kind, const float *gate, const fl
 }
 
 __global__ static void gelu_kernel(const float *x, float *y, size_t n) {
-    FOR_EACH(i, n) y[i] = gelu_f(x[i]);
+    FOR_EACH(i, n) y[i] = cuda_glu_act(GLU_GELU, x[i]);
 }
 
 void cuda_gelu(struct backend *b, const float *x, float *y, size_t n) {

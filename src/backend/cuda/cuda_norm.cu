@@ -1,7 +1,8 @@
 /* cuda_norm.cu: RMSNorm and LayerNorm on the GPU, one block per row. */
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_vecdot.cuh"
 
-static const unsigned THREADS = 256;
+static const unsigned THREADS = 1024; /* one block per row: all of a row's loads at once */
 
 /* Sum of one value per thread across the block; every thread gets it. */
 __device__ static float block_sum(float v, float *shared) {
@@ -18,8 +19,10 @@ __device__ static float block_sum(float v, float *shared) {
     return v;
 }
 
-__global__ static void rms_norm_kernel(const float *x, const float *g, float *y, int dim,
-                                       float eps) {
+/* xq: NULL, or where the rows go as q8_1 too (dim a multiple of 32: each warp's lanes hold
+ * 32 consecutive values at every step). */
+__global__ static void rms_norm_kernel(const float *x, const float *g, float *y, int dim, float eps,
+                                       cvd_xq *xq) {
     __shared__ float shared[32];
     const float *xr = x + (size_t)blockIdx.x * (size_t)dim;
     float *yr = y + (size_t)blockIdx.x * (size_t)dim;
@@ -27,14 +30,24 @@ __global__ static void rms_norm_kernel(const float *x, const float *g, float *y,
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
         sum += xr[i] * xr[i];
     float scale = rsqrtf(block_sum(sum, shared) / (float)dim + eps);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x)
-        yr[i] = g ? xr[i] * scale * g[i] : xr[i] * scale;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float v = g ? xr[i] * scale * g[i] : xr[i] * scale;
+        yr[i] = v;
+        if (xq)
+            cvd_quantize_warp(v, xq + ((size_t)blockIdx.x * dim + i) / 32, threadIdx.x % 32);
+    }
 }
 
+/* Rows few enough for the integer GEMV are also quantized, for the matmul that reads them next
+ * (usually the one after a norm). */
 void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
                    float eps) {
+    cuda_state *s = cuda_of(b);
+    const bool q8 = cuda_q8_fits(b, n, dim);
+    s->xq_src = q8 ? y : nullptr, s->xq_n = n, s->xq_cols = dim;
     if (n > 0)
-        rms_norm_kernel<<<n, THREADS, 0, cuda_of(b)->stream>>>(x, g, y, dim, eps);
+        rms_norm_kernel<<<n, THREADS, 0, s->stream>>>(x, g, y, dim, eps,
+                                                      q8 ? (cvd_xq *)s->xq[s->xq_cur] : nullptr);
     CUDA_LAUNCHED(b, "rms_norm");
 }
 

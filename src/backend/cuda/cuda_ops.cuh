@@ -10,6 +10,20 @@ cudaError_t cuda_matmul_init(void);
 void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 
+/* cuda_gemv_q8.cu: up to CUDA_Q8_MAX_N tokens on int8 activations, for the types of
+ * cuda_vecdot.cuh. Each returns false, doing nothing, where the kernel does not take the
+ * matrices (the caller falls back). cuda_gemv_q8_init: once per device, before any launch. */
+cudaError_t cuda_gemv_q8_init(void);
+bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float *y, int n,
+                  bool accumulate);
+bool cuda_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
+                       float *const *y, int n);
+bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                     const struct mat *up, const float *x, float *y, int n);
+/* Whether n rows of n_cols fit the q8_1 buffer (the RMSNorm quantizes its output then). */
+bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols);
+
 /* cuda_norm.cu */
 void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
                    float eps);
@@ -19,6 +33,7 @@ void cuda_layer_norm(struct backend *b, const float *x, const float *g, const fl
 /* cuda_rope.cu */
 void cuda_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
                const struct rope_params *p);
+bool cuda_rope_store(struct backend *b, const struct rope_store_args *a);
 
 /* cuda_elementwise.cu */
 void cuda_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,

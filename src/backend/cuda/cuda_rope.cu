@@ -16,18 +16,11 @@ __device__ static float yarn_ramp(float low, float high, int i0) {
     return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
 }
 
-__global__ static void rope_kernel(float *x, const int32_t *pos, int n_heads, int head_dim,
-                                   rope_k p, size_t n_pairs) {
-    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+/* Rotate pair i (i0 of ggml: the even dim index) of the head at xh for position pos. */
+__device__ static void rope_pair(float *xh, int i, int32_t pos, const rope_k &p) {
     int half = p.n_rot / 2;
-    if (j >= n_pairs)
-        return;
-    int i = (int)(j % (size_t)half) * 2; /* i0 of ggml: the even dim index of the pair */
-    size_t th = j / (size_t)half;        /* token * n_heads + head */
-    int t = (int)(th / (size_t)n_heads);
-    float *xh = x + th * (size_t)head_dim;
     float ff = p.freq_factors ? p.freq_factors[i / 2] : 1.0f;
-    float theta_base = (float)pos[t] * powf(p.theta_scale, (float)(i / 2));
+    float theta_base = (float)pos * powf(p.theta_scale, (float)(i / 2));
     float extrap = theta_base / ff, interp = p.freq_scale * extrap, theta = interp;
     float mscale = p.attn_factor;
     if (p.ext_factor != 0.0f) {
@@ -42,16 +35,91 @@ __global__ static void rope_kernel(float *x, const int32_t *pos, int n_heads, in
     xh[bidx] = x0 * s + x1 * c;
 }
 
+__global__ static void rope_kernel(float *x, const int32_t *pos, int n_heads, int head_dim,
+                                   rope_k p, size_t n_pairs) {
+    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int half = p.n_rot / 2;
+    if (j >= n_pairs)
+        return;
+    size_t th = j / (size_t)half; /* token * n_heads + head */
+    rope_pair(x + th * (size_t)head_dim, (int)(j % (size_t)half) * 2, pos[th / (size_t)n_heads], p);
+}
+
+static rope_k rope_settings(const struct rope_params *p) {
+    return {p->n_rot,        p->neox,
+            p->freq_scale,   p->ext_factor,
+            p->attn_factor,  p->corr_dims[0],
+            p->corr_dims[1], powf(p->freq_base, -2.0f / (float)p->n_rot),
+            p->freq_factors};
+}
+
 void cuda_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
                const struct rope_params *p) {
-    rope_k k = {p->n_rot,        p->neox,
-                p->freq_scale,   p->ext_factor,
-                p->attn_factor,  p->corr_dims[0],
-                p->corr_dims[1], powf(p->freq_base, -2.0f / (float)p->n_rot),
-                p->freq_factors};
     size_t pairs = (size_t)n * (size_t)n_heads * (size_t)(p->n_rot / 2);
     if (pairs)
-        rope_kernel<<<cuda_blocks(pairs, 256), 256, 0, cuda_of(b)->stream>>>(x, pos, n_heads,
-                                                                             head_dim, k, pairs);
+        rope_kernel<<<cuda_blocks(pairs, 256), 256, 0, cuda_of(b)->stream>>>(
+            x, pos, n_heads, head_dim, rope_settings(p), pairs);
     CUDA_LAUNCHED(b, "rope");
+}
+
+/* One block per head of a token: blocks [0, n_head) rotate a q head, the next n_head_kv a k
+ * head, which they also store, the last n_head_kv store a v head. The head goes through shared
+ * memory, so the rotation and the q8_0 blocks see all of it; the arithmetic is rope_kernel's
+ * and store_kernel's, so the results are the same bits. */
+struct rope_store_k {
+    float *q, *k;
+    const float *v;
+    const int32_t *pos, *cells;
+    int n_head, n_head_kv, hd_k, hd_v, cache_type;
+    uint8_t *k_cache, *v_cache;
+    size_t k_row, v_row;
+};
+
+__global__ static void rope_store_kernel(rope_store_k a, rope_k p) {
+    extern __shared__ float head[];
+    const int t = blockIdx.y, h = blockIdx.x;
+    const int kind = h < a.n_head ? 0 : h < a.n_head + a.n_head_kv ? 1 : 2; /* q, k, v */
+    const int hh = kind == 0 ? h : kind == 1 ? h - a.n_head : h - a.n_head - a.n_head_kv;
+    const int hd = kind == 2 ? a.hd_v : a.hd_k, heads = kind == 0 ? a.n_head : a.n_head_kv;
+    float *src = kind == 0 ? a.q : kind == 1 ? a.k : (float *)a.v;
+    float *x = src + ((size_t)t * heads + hh) * hd;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x)
+        head[i] = x[i];
+    __syncthreads();
+    if (kind < 2) {
+        for (int j = threadIdx.x; j < p.n_rot / 2; j += blockDim.x)
+            rope_pair(head, 2 * j, a.pos[t], p);
+        __syncthreads();
+        for (int i = threadIdx.x; i < hd; i += blockDim.x)
+            x[i] = head[i];
+    }
+    if (kind == 0)
+        return;
+    uint8_t *row =
+        (kind == 1 ? a.k_cache + a.cells[t] * a.k_row : a.v_cache + a.cells[t] * a.v_row);
+    const int per_row = a.cache_type == OX_DTYPE_Q8_0 ? hd / 32 : hd;
+    /* the head's slice of the row: hd values from element hh * hd (a block boundary for q8_0) */
+    uint8_t *slice = row + (size_t)hh * hd / (a.cache_type == OX_DTYPE_Q8_0 ? 32 : 1) *
+                               (a.cache_type == OX_DTYPE_Q8_0  ? sizeof(kv_q8_0)
+                                : a.cache_type == OX_DTYPE_F16 ? 2
+                                                               : 4);
+    for (int i = threadIdx.x; i < per_row; i += blockDim.x)
+        kv_put(a.cache_type, slice, head, i);
+}
+
+bool cuda_rope_store(struct backend *b, const struct rope_store_args *a) {
+    const bool q8 = a->cache_type == OX_DTYPE_Q8_0;
+    if (a->n <= 0 || (q8 && (a->hd_k % 32 || a->hd_v % 32)) || a->n > 65535 || a->hd_k > 1024 ||
+        a->hd_v > 1024 || a->rope->n_rot > a->hd_k)
+        return false;
+    cuda_of(b)->xq_src = nullptr; /* q and k change (cuda_gemv_q8.cu) */
+    rope_store_k k = {a->q,       a->k,         a->v,     a->pos,  a->cells,
+                      a->n_head,  a->n_head_kv, a->hd_k,  a->hd_v, (int)a->cache_type,
+                      a->k_cache, a->v_cache,   a->k_row, a->v_row};
+    const int hd = a->hd_k > a->hd_v ? a->hd_k : a->hd_v;
+    dim3 grid((unsigned)(a->n_head + 2 * a->n_head_kv), (unsigned)a->n);
+    rope_store_kernel<<<grid, 128, (size_t)hd * sizeof(float), cuda_of(b)->stream>>>(
+        k, rope_settings(a->rope));
+    CUDA_LAUNCHED(b, "rope_store");
+    return true;
 }

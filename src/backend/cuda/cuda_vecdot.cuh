@@ -1,0 +1,341 @@
+/* cuda_vecdot.cuh: integer dot products of 32 quantized weights with 32 activations quantized to
+ * int8 (q8_1), for host and device: what the small-batch GEMV runs instead of dequantizing. */
+#ifndef OX_BACKEND_CUDA_VECDOT_CUH
+#define OX_BACKEND_CUDA_VECDOT_CUH
+
+#include "backend/cuda/cuda_dequant.cuh"
+
+/* The types with an integer path; the others keep the float GEMV. */
+/* clang-format off */
+#define CVD_TYPES(X)                                                                               \
+    X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0)                                                        \
+    X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_NL) X(IQ4_XS)
+/* clang-format on */
+
+/* 32 activations x_j ~ d * qs_j (llama.cpp's block_q8_1): d = max |x_j| / 127 and s = the sum of
+ * the original x_j, both as half bits, then the 32 int8 levels. 36 bytes: 9 words, an odd
+ * stride, so lanes reading consecutive blocks from shared memory hit distinct banks. */
+struct cvd_xq {
+    uint16_t d, s;
+    int32_t qs[8];
+};
+static_assert(sizeof(cvd_xq) == 36, "q8_1 layout");
+
+/* 32 weights as int8 levels v (element 4i + k in byte k of v[i]) and per half of 16 a scale and
+ * an offset: w_j = d[j / 16] * v_j + m[j / 16]. */
+struct cvd_w {
+    uint32_t v[8];
+    float d[2], m[2];
+};
+
+/* c + the sum of the four products of a's and b's signed bytes. */
+CDQ_HD int cvd_dp4a(uint32_t a, int32_t b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a((int)a, (int)b, c);
+#else
+    for (int k = 0; k < 4; k++)
+        c += (int8_t)(uint8_t)(a >> (8 * k)) * (int8_t)(uint8_t)((uint32_t)b >> (8 * k));
+    return c;
+#endif
+}
+
+/* Each byte of v (< 128) minus the matching byte of k (<= 128), as int8; no borrow crosses
+ * bytes, since each byte goes through v + 128 - k, which stays in 0..255. */
+CDQ_HD uint32_t cvd_sub_bytes(uint32_t v, uint32_t k) {
+    return ((v | 0x80808080u) - k) ^ 0x80808080u;
+}
+
+/* Bits 0..3 of x to bit 4 of bytes 0..3 (the fifth bit of q5 levels). */
+CDQ_HD uint32_t cvd_bit4(uint32_t x) {
+    return (x & 1) << 4 | (x & 2) << 11 | (x & 4) << 18 | (x & 8) << 25;
+}
+
+/* The iq4_nl levels of four indices (one per byte, 0..15). The device picks them out of the
+ * table's four words with byte permutes: the low three bits select among eight bytes, bit 3
+ * chooses the upper or lower eight. */
+CDQ_HD uint32_t cvd_iq4_levels(uint32_t q) {
+#ifdef __CUDA_ARCH__
+    const uint32_t *t = (const uint32_t *)cdq_iq4nl;
+    const uint32_t v = q & 0x07070707u, p = v | v >> 4;
+    const uint32_t sel = (p & 0xffu) | (p >> 8 & 0xff00u);
+    const uint32_t lo = __byte_perm(t[0], t[1], sel), hi = __byte_perm(t[2], t[3], sel);
+    const uint32_t upper = (q >> 3 & 0x01010101u) * 0xffu;
+    return (lo & ~upper) | (hi & upper);
+#else
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++)
+        r |= (uint32_t)(uint8_t)iq4nl_values[q >> (8 * k) & 15] << (8 * k);
+    return r;
+#endif
+}
+
+/* Usage: vd<T>::unpack<A>(base, g, w) reads group g (elements 32g .. 32g+31) of the row that
+ * starts at base, aligned to A bytes, as dq<T>::group does. SPLIT_MIN: the two halves have
+ * different offsets (else m[0] == m[1]); NO_MIN: there is none. */
+template <enum ox_dtype T> struct vd;
+
+/* the legacy 4/5-bit types: byte j of qs holds element j (low nibble) and j + 16 (high) */
+CDQ_HD void cvd_nibbles(const uint32_t *q, cvd_w &w) {
+    CDQ_UNROLL
+    for (int i = 0; i < 4; i++) {
+        w.v[i] = q[i] & 0x0f0f0f0fu;
+        w.v[4 + i] = q[i] >> 4 & 0x0f0f0f0fu;
+    }
+}
+
+CDQ_HD void cvd_scale(cvd_w &w, float d, float m) {
+    w.d[0] = w.d[1] = d;
+    w.m[0] = w.m[1] = m;
+}
+
+template <> struct vd<OX_DTYPE_Q4_0> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = false;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 18 * g;
+        uint32_t q[4];
+        cdq_load<16, cdq_align(A, 18, 2)>(b + 2, q);
+        cvd_nibbles(q, w);
+        const float d = cdq_f16((uint16_t)cdq_u16<cdq_align(A, 18, 0)>(b));
+        cvd_scale(w, d, -8.f * d);
+    }
+};
+
+template <> struct vd<OX_DTYPE_Q4_1> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = false;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 20 * g;
+        uint32_t q[4];
+        cdq_load<16, cdq_align(A, 20, 4)>(b + 4, q);
+        cvd_nibbles(q, w);
+        cvd_scale(w, cdq_f16((uint16_t)cdq_u16<cdq_align(A, 20, 0)>(b)),
+                  cdq_f16((uint16_t)cdq_u16<cdq_align(A, 20, 2)>(b + 2)));
+    }
+};
+
+template <> struct vd<OX_DTYPE_Q5_0> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = false;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 22 * g;
+        uint32_t qh, q[4];
+        cdq_load<4, cdq_align(A, 22, 2)>(b + 2, &qh);
+        cdq_load<16, cdq_align(A, 22, 6)>(b + 6, q);
+        cvd_nibbles(q, w);
+        CDQ_UNROLL
+        for (int i = 0; i < 4; i++) {
+            w.v[i] |= cvd_bit4(qh >> (4 * i) & 15);
+            w.v[4 + i] |= cvd_bit4(qh >> (16 + 4 * i) & 15);
+        }
+        const float d = cdq_f16((uint16_t)cdq_u16<cdq_align(A, 22, 0)>(b));
+        cvd_scale(w, d, -16.f * d);
+    }
+};
+
+template <> struct vd<OX_DTYPE_Q5_1> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = false;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 24 * g;
+        uint32_t qh, q[4];
+        cdq_load<4, cdq_align(A, 24, 4)>(b + 4, &qh);
+        cdq_load<16, cdq_align(A, 24, 8)>(b + 8, q);
+        cvd_nibbles(q, w);
+        CDQ_UNROLL
+        for (int i = 0; i < 4; i++) {
+            w.v[i] |= cvd_bit4(qh >> (4 * i) & 15);
+            w.v[4 + i] |= cvd_bit4(qh >> (16 + 4 * i) & 15);
+        }
+        cvd_scale(w, cdq_f16((uint16_t)cdq_u16<cdq_align(A, 24, 0)>(b)),
+                  cdq_f16((uint16_t)cdq_u16<cdq_align(A, 24, 2)>(b + 2)));
+    }
+};
+
+template <> struct vd<OX_DTYPE_Q8_0> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = true;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 34 * g;
+        cdq_load<32, cdq_align(A, 34, 2)>(b + 2, w.v);
+        cvd_scale(w, cdq_f16((uint16_t)cdq_u16<cdq_align(A, 34, 0)>(b)), 0.f);
+    }
+};
+
+/* q2_K: group s = 4h + j is bit pair j of qs[32h + l]; each half has its scale and min */
+template <> struct vd<OX_DTYPE_Q2_K> {
+    static constexpr bool SPLIT_MIN = true, NO_MIN = false;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 84 * (g / 8);
+        const int s = (int)(g % 8), h = s / 4, j = s % 4;
+        uint32_t q[8];
+        cdq_load<32, cdq_align(A, 84, 16)>(b + 16 + 32 * h, q);
+        CDQ_UNROLL
+        for (int i = 0; i < 8; i++)
+            w.v[i] = q[i] >> (2 * j) & 0x03030303u;
+        const float d = cdq_f16((uint16_t)cdq_u16<cdq_align(A, 84, 80)>(b + 80));
+        const float dmin = cdq_f16((uint16_t)cdq_u16<cdq_align(A, 84, 82)>(b + 82));
+        CDQ_UNROLL
+        for (int half = 0; half < 2; half++) {
+            const int sc = b[8 * h + 2 * j + half];
+            w.d[half] = d * (float)(sc & 15);
+            w.m[half] = -dmin * (float)(sc >> 4);
+        }
+    }
+};
+
+/* q3_K: as q2_K, a level is 4 lower where its hmask bit (4h + j) is clear; scales signed */
+template <> struct vd<OX_DTYPE_Q3_K> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = true;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 110 * (g / 8);
+        const int s = (int)(g % 8), h = s / 4, j = s % 4;
+        uint32_t hm[8], q[8];
+        cdq_load<32, cdq_align(A, 110, 0)>(b, hm);
+        cdq_load<32, cdq_align(A, 110, 32)>(b + 32 + 32 * h, q);
+        CDQ_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const uint32_t lv =
+                (q[i] >> (2 * j) & 0x03030303u) | (hm[i] >> (4 * h + j) & 0x01010101u) << 2;
+            w.v[i] = cvd_sub_bytes(lv, 0x04040404u);
+        }
+        const float d = cdq_f16((uint16_t)cdq_u16<cdq_align(A, 110, 108)>(b + 108));
+        CDQ_UNROLL
+        for (int half = 0; half < 2; half++) {
+            w.d[half] = d * (float)cdq_q3_K_scale(b + 96, 8 * h + 2 * j + half);
+            w.m[half] = 0.f;
+        }
+    }
+};
+
+/* q4_K / q5_K: the scale and min of sub-block s times d and dmin */
+template <int A, int BS> CDQ_HD void cvd_k4_scales(const uint8_t *b, int s, cvd_w &w) {
+    int sc, mn;
+    cdq_k4_scale_min(b + 4, s, &sc, &mn);
+    cvd_scale(w, cdq_f16((uint16_t)cdq_u16<cdq_align(A, BS, 0)>(b)) * (float)sc,
+              -cdq_f16((uint16_t)cdq_u16<cdq_align(A, BS, 2)>(b + 2)) * (float)mn);
+}
+
+template <> struct vd<OX_DTYPE_Q4_K> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = false;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 144 * (g / 8);
+        const int s = (int)(g % 8);
+        uint32_t q[8];
+        cdq_load<32, cdq_align(A, 144, 16)>(b + 16 + 32 * (s / 2), q);
+        CDQ_UNROLL
+        for (int i = 0; i < 8; i++)
+            w.v[i] = q[i] >> (4 * (s % 2)) & 0x0f0f0f0fu;
+        cvd_k4_scales<A, 144>(b, s, w);
+    }
+};
+
+template <> struct vd<OX_DTYPE_Q5_K> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = false;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 176 * (g / 8);
+        const int s = (int)(g % 8);
+        uint32_t qh[8], q[8];
+        cdq_load<32, cdq_align(A, 176, 16)>(b + 16, qh);
+        cdq_load<32, cdq_align(A, 176, 48)>(b + 48 + 32 * (s / 2), q);
+        CDQ_UNROLL
+        for (int i = 0; i < 8; i++)
+            w.v[i] = (q[i] >> (4 * (s % 2)) & 0x0f0f0f0fu) | (qh[i] >> s & 0x01010101u) << 4;
+        cvd_k4_scales<A, 176>(b, s, w);
+    }
+};
+
+/* q6_K: group s = 4h + k: nibble k/2 of ql[64h + 32(k%2) + l] and bit pair k of qh[32h + l],
+ * minus 32; a scale per half */
+template <> struct vd<OX_DTYPE_Q6_K> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = true;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 210 * (g / 8);
+        const int s = (int)(g % 8), h = s / 4, k = s % 4;
+        uint32_t ql[8], qh[8];
+        cdq_load<32, cdq_align(A, 210, 0)>(b + 64 * h + 32 * (k % 2), ql);
+        cdq_load<32, cdq_align(A, 210, 128)>(b + 128 + 32 * h, qh);
+        CDQ_UNROLL
+        for (int i = 0; i < 8; i++) {
+            const uint32_t lv =
+                (ql[i] >> (4 * (k / 2)) & 0x0f0f0f0fu) | (qh[i] >> (2 * k) & 0x03030303u) << 4;
+            w.v[i] = cvd_sub_bytes(lv, 0x20202020u);
+        }
+        const float d = cdq_f16((uint16_t)cdq_u16<cdq_align(A, 210, 208)>(b + 208));
+        const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
+        w.d[0] = d * (float)sc[2 * k];
+        w.d[1] = d * (float)sc[2 * k + 1];
+        w.m[0] = w.m[1] = 0.f;
+    }
+};
+
+template <> struct vd<OX_DTYPE_IQ4_NL> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = true;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 18 * g;
+        uint32_t q[4];
+        cdq_load<16, cdq_align(A, 18, 2)>(b + 2, q);
+        CDQ_UNROLL
+        for (int i = 0; i < 4; i++) {
+            w.v[i] = cvd_iq4_levels(q[i] & 0x0f0f0f0fu);
+            w.v[4 + i] = cvd_iq4_levels(q[i] >> 4 & 0x0f0f0f0fu);
+        }
+        cvd_scale(w, cdq_f16((uint16_t)cdq_u16<cdq_align(A, 18, 0)>(b)), 0.f);
+    }
+};
+
+template <> struct vd<OX_DTYPE_IQ4_XS> {
+    static constexpr bool SPLIT_MIN = false, NO_MIN = true;
+    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
+        const uint8_t *b = base + 136 * (g / 8);
+        const int ib = (int)(g % 8);
+        uint32_t q[4];
+        cdq_load<16, cdq_align(A, 136, 8)>(b + 8 + 16 * ib, q);
+        CDQ_UNROLL
+        for (int i = 0; i < 4; i++) {
+            w.v[i] = cvd_iq4_levels(q[i] & 0x0f0f0f0fu);
+            w.v[4 + i] = cvd_iq4_levels(q[i] >> 4 & 0x0f0f0f0fu);
+        }
+        const uint32_t scales_h = cdq_u16<cdq_align(A, 136, 2)>(b + 2);
+        const int ls = (b[4 + ib / 2] >> (4 * (ib % 2)) & 15) | (int)(scales_h >> (2 * ib) & 3)
+                                                                    << 4;
+        cvd_scale(w, cdq_f16((uint16_t)cdq_u16<cdq_align(A, 136, 0)>(b)) * (float)(ls - 32), 0.f);
+    }
+};
+
+/* The warp's 32 values (one per lane, in order) into blk, rounded as llama.cpp's q8_1. */
+__device__ __forceinline__ void cvd_quantize_warp(float v, cvd_xq *blk, int lane) {
+    float amax = fabsf(v), sum = v;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    }
+    const float d = amax / 127.f;
+    ((int8_t *)blk->qs)[lane] = (int8_t)(amax == 0.f ? 0 : __float2int_rn(v / d));
+    if (lane == 0) {
+        blk->d = __half_as_ushort(__float2half_rn(d));
+        blk->s = __half_as_ushort(__float2half_rn(sum));
+    }
+}
+
+/* sum_j w_j x_j for one group of weights and its block of activations. */
+template <enum ox_dtype T> CDQ_HD float cvd_dot(const cvd_w &w, const cvd_xq &x) {
+    int lo = 0, hi = 0;
+    CDQ_UNROLL
+    for (int i = 0; i < 4; i++) {
+        lo = cvd_dp4a(w.v[i], x.qs[i], lo);
+        hi = cvd_dp4a(w.v[4 + i], x.qs[4 + i], hi);
+    }
+    const float xd = cdq_f16(x.d);
+    float r = xd * (w.d[0] * (float)lo + w.d[1] * (float)hi);
+    if constexpr (vd<T>::SPLIT_MIN) { /* the halves' sums of x, from the levels */
+        int s0 = 0, s1 = 0;
+        CDQ_UNROLL
+        for (int i = 0; i < 4; i++) {
+            s0 = cvd_dp4a(0x01010101u, x.qs[i], s0);
+            s1 = cvd_dp4a(0x01010101u, x.qs[4 + i], s1);
+        }
+        r += xd * (w.m[0] * (float)s0 + w.m[1] * (float)s1);
+    } else if constexpr (!vd<T>::NO_MIN) {
+        r += w.m[0] * cdq_f16(x.s);
+    }
+    return r;
+}
+
+#endif

@@ -1,0 +1,133 @@
+/* test_cuda_vecdot.cu: the integer dot products the q8 GEMV runs (cuda_vecdot.cuh, host side)
+ * against double-precision sums over the CPU's dequantized weights, for every type with an
+ * integer path. The activations are chosen exactly representable in q8_1 (levels times a power
+ * of two), so the only error left is float rounding: a misplaced bit fails by orders of
+ * magnitude. Needs no GPU. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "backend/cuda/cuda_vecdot.cuh"
+extern "C" {
+#include "core/fp16.h"
+}
+#include "oxidize.h"
+
+#ifndef OX_SOURCE_DIR
+#define OX_SOURCE_DIR "."
+#endif
+#include "../test.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+
+static float frand(void) { /* uniform in [-1, 1) */
+    return (float)rnd() / 2097152.0f - 1.0f;
+}
+
+/* One block of 32 activations x_j = 2^e * q_j, max |q_j| = 127, |sum q_j| < 2048: its q8_1 form
+ * (d = 2^e, s = their sum) is exact. */
+static void exact_block(cvd_xq *b, float *x) {
+    const int e = (int)(rnd() % 16) - 10;
+    const float d = ldexpf(1.0f, e);
+    int8_t q[32];
+    int sum;
+    do {
+        sum = 0;
+        for (int j = 0; j < 32; j++)
+            q[j] = (int8_t)((int)(rnd() % 255) - 127);
+        q[rnd() % 32] = (rnd() & 1) ? 127 : -127;
+        for (int j = 0; j < 32; j++)
+            sum += q[j];
+    } while (sum >= 2048 || sum <= -2048);
+    for (int j = 0; j < 32; j++)
+        x[j] = d * (float)q[j];
+    b->d = fp32_to_fp16(d);
+    b->s = fp32_to_fp16(d * (float)sum);
+    memcpy(b->qs, q, sizeof q);
+}
+
+/* The dot of every group of a row of n weights (bytes row) with exact activations. */
+template <enum ox_dtype T>
+static void check_row(const uint8_t *row, int64_t n, const char *what, int *worst_group) {
+    std::vector<float> w((size_t)n), x(32);
+    CHECK_MSG(ox_dequantize(T, row, w.data(), n) == OX_OK, "%s: dequantize", what);
+    for (int64_t g = 0; g < n / 32; g++) {
+        cvd_xq xb;
+        exact_block(&xb, x.data());
+        cvd_w wg;
+        vd<T>::template unpack<1>(row, g, wg);
+        const float got = cvd_dot<T>(wg, xb);
+        double want = 0.0, mag = 0.0;
+        for (int j = 0; j < 32; j++) {
+            want += (double)w[(size_t)(32 * g + j)] * x[j];
+            mag += fabs((double)w[(size_t)(32 * g + j)] * x[j]);
+        }
+        /* a handful of float roundings of partial sums, each within 2^-24 of the magnitude */
+        const bool ok = fabs(got - want) <= 1e-5 * mag + 1e-30;
+        if (!ok && *worst_group < 0) {
+            *worst_group = (int)g;
+            CHECK_MSG(ok, "%s (%s) group %lld: %.9g, want %.9g (magnitude %.3g)", what,
+                      ox_dtype_name(T), (long long)g, (double)got, want, mag);
+        }
+    }
+}
+
+/* Rows quantized from random floats by the CPU quantizer, then rows of random bytes (the scale
+ * fields kept finite) so every bit pattern of the levels shows up. */
+template <enum ox_dtype T> static void test_type(void) {
+    const int64_t n = 4096;
+    const size_t row_bytes = (size_t)n / dq<T>::QK * dq<T>::BS;
+    std::vector<float> src((size_t)n);
+    std::vector<uint8_t> row(row_bytes);
+    int worst = -1;
+    for (int rep = 0; rep < 4; rep++) {
+        for (float &v : src)
+            v = frand() * (rep + 1);
+        CHECK(ox_quantize(T, src.data(), row.data(), 1, n, NULL) == OX_OK);
+        check_row<T>(row.data(), n, "quantized row", &worst);
+    }
+    for (int rep = 0; rep < 4; rep++) {
+        for (uint8_t &byte : row)
+            byte = (uint8_t)rnd();
+        /* fp16 scales must stay finite, wherever they sit: no byte may be the high half of
+         * an inf or NaN */
+        for (size_t i = 1; i < row.size(); i++)
+            if ((row[i] & 0x7c) == 0x7c)
+                row[i] &= (uint8_t)~0x40;
+        check_row<T>(row.data(), n, "random bytes", &worst);
+    }
+    printf("  %-8s %s\n", ox_dtype_name(T), worst < 0 ? "ok" : "FAILED");
+}
+
+/* The device helpers' host forms: byte subtraction and the fifth-bit spread. */
+static void test_helpers(void) {
+    for (int v = 0; v < 128; v++)
+        for (int k = 0; k <= 128; k += 4) {
+            const uint32_t r = cvd_sub_bytes((uint32_t)v * 0x01010101u, (uint32_t)k * 0x01010101u);
+            for (int b = 0; b < 4; b++)
+                CHECK_MSG((int8_t)(r >> (8 * b)) == (int8_t)(v - k), "sub_bytes %d - %d", v, k);
+        }
+    for (uint32_t x = 0; x < 16; x++)
+        for (int b = 0; b < 4; b++)
+            CHECK_MSG((cvd_bit4(x) >> (8 * b) & 0xff) == ((x >> b & 1) << 4), "bit4 %u", x);
+    CHECK(cvd_dp4a(0xff7f0102u, (int32_t)0x80ff0203u, 5) == 5 + 2 * 3 + 1 * 2 - 127 + 128);
+}
+
+int main(void) {
+    test_helpers();
+#define CVD_TEST_(name) test_type<OX_DTYPE_##name>();
+    CVD_TYPES(CVD_TEST_)
+#undef CVD_TEST_
+    return test_finish("test_cuda_vecdot");
+}
