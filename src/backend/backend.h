@@ -83,6 +83,12 @@ struct rope_store_args {
 
 enum glu_kind { GLU_SILU, GLU_GELU };
 
+/* An RMSNorm a fused matmul applies to its input rows first: x / rms(x) * w. */
+struct norm_in {
+    const float *w;
+    float eps;
+};
+
 /* Activations are row-major float arrays: x[n][dim], in the backend's memory, as are the KV
  * cache and the index arrays ops take (positions, cells, sequence masks): the forward pass
  * uploads those once per batch. Ops run in order; only download waits for them. */
@@ -148,10 +154,12 @@ struct backend_ops {
     bool (*matmul_add)(struct backend *b, const struct mat *w, const float *x, float *y, int n);
     /* y[m] = w[m] x for count (<= 3) matrices of one width (q, k and v); */
     bool (*matmul_multi)(struct backend *b, int count, const struct mat *w, const float *x,
-                         float *const *y, int n);
-    /* y = act(gate x) * (up x), a GLU FFN's first half. */
+                         const struct norm_in *norm, float *const *y, int n);
+    /* y = act(gate x) * (up x), a GLU FFN's first half. Both take x through the RMSNorm norm
+     * first unless that is NULL (the normed rows are not stored). */
     bool (*matmul_glu)(struct backend *b, enum glu_kind kind, const struct mat *gate,
-                       const struct mat *up, const float *x, float *y, int n);
+                       const struct mat *up, const float *x, const struct norm_in *norm, float *y,
+                       int n);
     /* rope of q and k, then cache_store of k and v, in one op. */
     bool (*rope_store)(struct backend *b, const struct rope_store_args *a);
     /* Optional (NULL: none): record the ops up to graph_end once per key and replay them after.

@@ -116,6 +116,11 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
         !a->b_seq || !a->b_cell || !ctx->b_logits || !ctx->logits || !ctx->out_row)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens on the %s",
                        nb, ctx->be.ops->name);
+#ifdef OX_HAVE_CUDA
+    if (device) /* one chunk of logit rows, page-locked: the copy lands there directly */
+        backend_cuda_pin(&ctx->be, ctx->logits,
+                         (size_t)ctx->logit_rows * (size_t)c->n_vocab * sizeof(float));
+#endif
     return OX_OK;
 }
 
@@ -193,6 +198,10 @@ void ox_context_free(struct ox_context *ctx) {
         for (size_t i = 0; device && i < sizeof mirrors / sizeof mirrors[0]; i++)
             if (mirrors[i])
                 b->ops->free(b, mirrors[i]);
+#ifdef OX_HAVE_CUDA
+        if (b->impl)
+            backend_cuda_unpin(b);
+#endif
         if (device)
             ox_aligned_free(a->router_host), ox_aligned_free(ctx->logits);
     }

@@ -70,6 +70,34 @@ static void kv_store_and_load(struct ox_context *ctx, int il, int n, bool stored
     b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->n_seen, dv, kv->b_pos);
 }
 
+/* Whether a norm (its bias absent) may go into the matmuls that read its output: RMSNorm, and
+ * nothing else reads the normed rows (a parallel block's FFN does). */
+static bool norm_fusable(const struct ox_context *ctx, const struct weight *w,
+                         const struct weight *bias) {
+    const struct arch_desc *d = ctx->model->cfg.arch;
+    return w && !bias && d->norm == NORM_RMS && !d->parallel && !d->no_pre_norm;
+}
+
+/* q, k and v (then any biases) by one backend op taking the input through the norm first
+ * unless that is NULL; false when the backend does not fuse these. */
+static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights *l,
+                              const float *in, const struct norm_in *norm, int n) {
+    struct activations *a = &ctx->act;
+    struct backend *b = &ctx->be;
+    struct mat w[3];
+    float *y[3] = {a->q, a->k, a->v};
+    if (l->wqkv || !b->ops->matmul_multi)
+        return false;
+    w[0] = as_mat(l->wq), w[1] = as_mat(l->wk), w[2] = as_mat(l->wv);
+    if (!b->ops->matmul_multi(b, 3, w, in, norm, y, n))
+        return false;
+    const struct weight *bias[3] = {l->bq, l->bk, l->bv};
+    for (int i = 0; i < 3; i++)
+        if (bias[i])
+            b->ops->add_row(b, y[i], vec(bias[i]), n, (int)w[i].n_rows);
+    return true;
+}
+
 /* q, k and v for n tokens from the layer input: one fused matmul split three ways, or three. */
 static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                         int n) {
@@ -78,17 +106,8 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, c
     struct backend *b = &ctx->be;
     size_t q = (size_t)c->n_head * c->head_dim_k, k = (size_t)c->n_head_kv * c->head_dim_k;
     size_t v = (size_t)c->n_head_kv * c->head_dim_v, all = q + k + v;
-    if (!l->wqkv && b->ops->matmul_multi) { /* one launch for all three, then any biases */
-        struct mat w[3] = {as_mat(l->wq), as_mat(l->wk), as_mat(l->wv)};
-        float *y[3] = {a->q, a->k, a->v};
-        if (b->ops->matmul_multi(b, 3, w, in, y, n)) {
-            const struct weight *bias[3] = {l->bq, l->bk, l->bv};
-            for (int i = 0; i < 3; i++)
-                if (bias[i])
-                    b->ops->add_row(b, y[i], vec(bias[i]), n, (int)w[i].n_rows);
-            return;
-        }
-    }
+    if (project_qkv_fused(ctx, l, in, NULL, n))
+        return;
     if (!l->wqkv) {
         linear(b, l->wq, l->bq, in, a->q, n);
         linear(b, l->wk, l->bk, in, a->k, n);
@@ -171,11 +190,15 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
     struct backend *b = &ctx->be;
     const struct backend_ops *op = b->ops;
     const float *in = a->x;
-    if (!d->no_pre_norm) {
-        norm(ctx, a->x, l->attn_norm, l->attn_norm_b, a->xn, n);
-        in = a->xn;
+    struct norm_in fused = {vec(l->attn_norm), c->norm_eps};
+    if (!norm_fusable(ctx, l->attn_norm, l->attn_norm_b) ||
+        !project_qkv_fused(ctx, l, a->x, &fused, n)) {
+        if (!d->no_pre_norm) {
+            norm(ctx, a->x, l->attn_norm, l->attn_norm_b, a->xn, n);
+            in = a->xn;
+        }
+        project_qkv(ctx, l, in, n);
     }
-    project_qkv(ctx, l, in, n);
     int hd = c->head_dim_k;
     if (d->qk_norm != QK_NORM_NONE) { /* per head, or across all heads at once */
         bool head = d->qk_norm == QK_NORM_HEAD;
@@ -300,6 +323,20 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
     }
 }
 
+/* act.hidden = act(gate in) * (up in) by one backend op, which takes in through the norm first
+ * unless that is NULL; false when the backend does not fuse these. */
+static bool glu_fused(struct ox_context *ctx, const struct layer_weights *l, const float *in,
+                      const struct norm_in *norm, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct backend *b = &ctx->be;
+    if ((c->arch->ffn != FFN_SWIGLU && c->arch->ffn != FFN_GEGLU) || !b->ops->matmul_glu ||
+        l->ffn_gate_b || l->ffn_up_b || l->ffn_gate_inp)
+        return false;
+    struct mat gate = as_mat(l->ffn_gate), up = as_mat(l->ffn_up);
+    return b->ops->matmul_glu(b, c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU, &gate, &up, in,
+                              norm, ctx->act.hidden, n);
+}
+
 /* The first half of the dense FFN of the architecture's kind, from in to act.hidden. */
 static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                              int n) {
@@ -308,13 +345,10 @@ static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights 
     struct backend *b = &ctx->be;
     size_t ff = (size_t)c->n_ff, all = (size_t)n * ff;
     enum glu_kind kind = c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU;
-    struct mat gate, up;
     switch (c->arch->ffn) {
     case FFN_SWIGLU:
     case FFN_GEGLU:
-        gate = as_mat(l->ffn_gate), up = as_mat(l->ffn_up);
-        if (b->ops->matmul_glu && !l->ffn_gate_b && !l->ffn_up_b &&
-            b->ops->matmul_glu(b, kind, &gate, &up, in, a->hidden, n))
+        if (glu_fused(ctx, l, in, NULL, n))
             break;
         linear(b, l->ffn_gate, l->ffn_gate_b, in, a->gate, n);
         linear(b, l->ffn_up, l->ffn_up_b, in, a->up, n);
@@ -342,11 +376,15 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
     struct backend *b = &ctx->be;
     size_t all = (size_t)n * c->n_embd;
     const float *in = a->xn; /* parallel blocks reuse the attention norm */
+    bool hidden = false;     /* act.hidden made with the norm inside */
     if (!d->parallel) {
         if (!attn_added)
             b->ops->add(b, a->x, a->proj, all);
         in = a->x;
-        if (!d->no_pre_norm) {
+        struct norm_in fused = {vec(l->ffn_norm), c->norm_eps};
+        hidden =
+            norm_fusable(ctx, l->ffn_norm, l->ffn_norm_b) && glu_fused(ctx, l, a->x, &fused, n);
+        if (!hidden && !d->no_pre_norm) {
             norm(ctx, a->x, l->ffn_norm, l->ffn_norm_b, a->xn, n);
             in = a->xn;
         }
@@ -354,7 +392,8 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
     if (l->ffn_gate_inp) {
         moe_ffn(ctx, l, in, a->branch, n);
     } else {
-        dense_ffn_hidden(ctx, l, in, n);
+        if (!hidden)
+            dense_ffn_hidden(ctx, l, in, n);
         if (add_projection(ctx, l->ffn_down, l->ffn_down_b, l->ffn_post_norm, a->hidden, n))
             return;
         linear(b, l->ffn_down, l->ffn_down_b, a->hidden, a->branch, n);

@@ -196,7 +196,7 @@ static void test_fused_type(enum ox_dtype type) {
             matmul_ref(type, host[i], rows[i], cols, x, n, want[i]);
             dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows[i] * 4);
         }
-        CHECK_MSG(gpu.ops->matmul_multi(&gpu, 3, m, dx, dy, n) == takes, "multi %s n=%d",
+        CHECK_MSG(gpu.ops->matmul_multi(&gpu, 3, m, dx, NULL, dy, n) == takes, "multi %s n=%d",
                   ox_dtype_name(type), n);
         for (int i = 0; takes && i < 3; i++) {
             got = down(dy[i], (size_t)n * rows[i]);
@@ -205,7 +205,7 @@ static void test_fused_type(enum ox_dtype type) {
             free(got);
         }
         for (int kind = GLU_SILU; kind <= GLU_GELU; kind++) { /* gate m[0], up m[2] */
-            CHECK_MSG(gpu.ops->matmul_glu(&gpu, kind, &m[0], &m[2], dx, dy[0], n) == takes,
+            CHECK_MSG(gpu.ops->matmul_glu(&gpu, kind, &m[0], &m[2], dx, NULL, dy[0], n) == takes,
                       "glu %s n=%d", ox_dtype_name(type), n);
             if (!takes)
                 continue;
@@ -295,7 +295,7 @@ static void test_glu_then_down(void) {
     matmul_ref(OX_DTYPE_Q4_0, hd, rows, ff, yg, n, want);
     float *dh = gpu.ops->alloc(&gpu, (size_t)n * ff * 4),
           *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
-    CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &g, &u, dx, dh, n));
+    CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &g, &u, dx, NULL, dh, n));
     gpu.ops->matmul(&gpu, &d, dh, dy, n);
     float *got = down(dy, (size_t)n * rows);
     CHECK_CLOSE(got, want, (size_t)n * rows, 3e-2, "glu, then down from its q8_1 output");
@@ -305,6 +305,42 @@ static void test_glu_then_down(void) {
     gpu.ops->free(&gpu, (void *)d.data);
 }
 
+/* matmul_multi and matmul_glu with the RMSNorm inside: as the CPU's norm, then the reference. */
+static void test_normed(enum ox_dtype type) {
+    const int cols = 4096, rows = 64, n = 3;
+    uint8_t *host[2];
+    struct mat m[2] = {random_mat(type, rows, cols, &host[0]),
+                       random_mat(type, rows, cols, &host[1])};
+    float *x = random_floats((size_t)n * cols, 3.0f), *g = random_floats(cols, 1.0f);
+    float *xn = malloc((size_t)n * cols * 4), *want[2], *dy[2];
+    cpu.ops->rms_norm(&cpu, x, g, xn, n, cols, 1e-5f);
+    float *dx = up(x, (size_t)n * cols * 4), *dg = up(g, (size_t)cols * 4);
+    for (int i = 0; i < 2; i++) {
+        want[i] = malloc((size_t)n * rows * 4);
+        matmul_ref(type, host[i], rows, cols, xn, n, want[i]);
+        dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+    }
+    struct norm_in norm = {dg, 1e-5f};
+    CHECK(gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, n));
+    for (int i = 0; i < 2; i++) {
+        float *got = down(dy[i], (size_t)n * rows);
+        CHECK_CLOSE(got, want[i], (size_t)n * rows, 2e-2, "normed multi %s matrix %d",
+                    ox_dtype_name(type), i);
+        free(got);
+    }
+    CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], n));
+    for (int i = 0; i < n * rows; i++)
+        want[0][i] = silu(want[0][i]) * want[1][i];
+    float *got = down(dy[0], (size_t)n * rows);
+    CHECK_CLOSE(got, want[0], (size_t)n * rows, 3e-2, "normed glu %s", ox_dtype_name(type));
+    free(got), free(x), free(g), free(xn);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dg);
+    for (int i = 0; i < 2; i++) {
+        free(want[i]), free(host[i]);
+        gpu.ops->free(&gpu, dy[i]), gpu.ops->free(&gpu, (void *)m[i].data);
+    }
+}
+
 static void test_fused(void) {
     static const enum ox_dtype types[] = {OX_DTYPE_Q4_0, OX_DTYPE_Q8_0,   OX_DTYPE_Q4_K,
                                           OX_DTYPE_Q6_K, OX_DTYPE_IQ4_XS, OX_DTYPE_F16};
@@ -312,6 +348,8 @@ static void test_fused(void) {
         test_fused_type(types[i]);
     test_q8_reuse();
     test_glu_then_down();
+    test_normed(OX_DTYPE_Q4_0);
+    test_normed(OX_DTYPE_Q6_K);
 }
 
 /* Run a one-input row op on both backends: op(b, in, out) with n floats. */
@@ -506,6 +544,20 @@ static void test_cache(void) {
 }
 
 /* Two sequences, free cells, GQA, then a window and soft-capping. */
+/* A matmul of one row x (on the device at dx, and its host copy) that an op just wrote, by m
+ * (64 rows, made before the op: an upload would make the backend forget its q8_1 copy),
+ * against the reference from the host copy: a q8_1 copy the op left must be these rows. */
+static void check_matmul_after(const struct mat *m, const uint8_t *host, const float *dx,
+                               const float *x, const char *what) {
+    float *want = malloc(64 * 4), *dy = gpu.ops->alloc(&gpu, 64 * 4);
+    matmul_ref(m->type, host, 64, (int)m->n_cols, x, 1, want);
+    gpu.ops->matmul(&gpu, m, dx, dy, 1);
+    float *got = down(dy, 64);
+    CHECK_CLOSE(got, want, 64, 2e-2, "matmul after %s", what);
+    free(got), free(want);
+    gpu.ops->free(&gpu, dy);
+}
+
 static void test_attention(void) {
     enum { NT = 6, CELLS = 300, HEADS = 8, KV_HEADS = 2, HD = 128 };
     int32_t q_pos[NT] = {3, 150, 151, 152, 0, 290}, q_seq[NT] = {0, 0, 0, 0, 1, 1};
@@ -562,6 +614,8 @@ static void test_attention(void) {
     for (int c = 0; c < CELLS; c++)
         cells[c] = c;
     int32_t *dcells = up(cells, CELLS * 4);
+    uint8_t *wo_host;
+    struct mat wo = random_mat(OX_DTYPE_Q4_0, 64, HEADS * HD, &wo_host);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         size_t row =
             (size_t)KV_HEADS * HD / ox_dtype_block_size(types[i]) * ox_dtype_type_size(types[i]);
@@ -601,13 +655,15 @@ static void test_attention(void) {
             float *got = down(dy, (size_t)n * HEADS * HD);
             CHECK_CLOSE(got, want, (size_t)n * HEADS * HD, 1e-5, "attention over a %s cache, n %d",
                         ox_dtype_name(types[i]), n);
+            if (n == 1) /* the decode kernel left its output in q8_1 for the matmul next */
+                check_matmul_after(&wo, wo_host, dy, got, "attention");
             free(got);
         }
         gpu.ops->free(&gpu, dkc), gpu.ops->free(&gpu, dvc);
         free(kc), free(vc), free(kf), free(vf), free(want);
     }
-    gpu.ops->free(&gpu, dcells);
-    free(cells);
+    gpu.ops->free(&gpu, dcells), gpu.ops->free(&gpu, (void *)wo.data);
+    free(cells), free(wo_host);
     void *bufs[] = {dq, dk, dv, dy, dqp, dqs, dcp, dcs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         gpu.ops->free(&gpu, bufs[i]);

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_vecdot.cuh"
 
 enum { TILE = 128, MAX_HD = 512, PER_THREAD = MAX_HD / TILE };
 
@@ -17,6 +18,7 @@ struct attn_k {
     const int32_t *q_pos, *q_seq, *cell_pos;
     const uint64_t *cell_seq;
     float scale, softcap;
+    cvd_xq *xq; /* the per-query kernel's output as q8_1 too (for the wo matmul), or NULL */
 };
 
 __device__ static float block_max(float v, float *shared) {
@@ -34,6 +36,8 @@ __device__ static float block_max(float v, float *shared) {
 
 template <int KT> __global__ static void __launch_bounds__(TILE) attention_kernel(attn_k a) {
     __shared__ float q[MAX_HD], p[TILE], red[TILE / 32];
+    cuda_let_next_start();
+    cuda_wait_previous();
     int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
     int kvh = h / (a.n_head / a.n_head_kv), tid = threadIdx.x;
     const float *qg = a.q + ((size_t)t * a.n_head + h) * a.hd_k;
@@ -87,8 +91,12 @@ template <int KT> __global__ static void __launch_bounds__(TILE) attention_kerne
 #pragma unroll
     for (int r = 0; r < PER_THREAD; r++) {
         int i = tid + r * TILE;
-        if (i < a.hd_v)
+        if (i < a.hd_v) {
             y[i] = acc[r] * inv;
+            if (a.xq) /* hd_v % 32 == 0: a warp holds 32 consecutive outputs */
+                cvd_quantize_warp(acc[r] * inv,
+                                  a.xq + (((size_t)t * a.n_head + h) * a.hd_v + i) / 32, tid % 32);
+        }
     }
 }
 
@@ -190,13 +198,24 @@ __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, 
     }
 }
 
+/* The per-query kernel also quantizes its output for the wo matmul next (cuda_gemv_q8.cu). */
 template <int KT> static void launch(struct backend *b, const struct attn_args *a, attn_k k) {
-    cudaStream_t s = cuda_of(b)->stream;
-    if (a->n >= 4 && a->hd_k <= TILED_HD && a->hd_v <= TILED_HD)
+    cuda_state *cs = cuda_of(b);
+    cudaStream_t s = cs->stream;
+    const int64_t width = (int64_t)a->n_head * a->hd_v;
+    if (a->n >= 4 && a->hd_k <= TILED_HD && a->hd_v <= TILED_HD) {
         attention_tiled_kernel<KT>
             <<<dim3((unsigned)((a->n + QT - 1) / QT), (unsigned)a->n_head), TILE, 0, s>>>(k, a->n);
-    else if (a->n > 0)
-        attention_kernel<KT><<<a->n * a->n_head, TILE, 0, s>>>(k);
+    } else if (a->n > 0) {
+        if (a->hd_v % 32 == 0 && cuda_q8_fits(b, a->n, width)) {
+            k.xq = (cvd_xq *)cs->xq[cs->xq_cur];
+            cs->xq_src = a->y, cs->xq_n = a->n, cs->xq_cols = width;
+        }
+        cuda_note(b,
+                  cuda_launch_early(2, attention_kernel<KT>, dim3((unsigned)(a->n * a->n_head)),
+                                    dim3(TILE), 0, s, k),
+                  "attention");
+    }
     CUDA_LAUNCHED(b, "attention");
 }
 
@@ -225,7 +244,8 @@ void cuda_attention(struct backend *b, const struct attn_args *a) {
                 a->cell_pos,
                 a->cell_seq,
                 a->scale,
-                a->softcap};
+                a->softcap,
+                nullptr};
     if (cached && a->cache_type == OX_DTYPE_F16)
         launch<OX_DTYPE_F16>(b, a, k);
     else if (cached && a->cache_type == OX_DTYPE_Q8_0)

@@ -60,7 +60,10 @@ static void cu_upload(struct backend *b, void *dst, const void *host, size_t byt
  * the same stream, so they have read it before this copy writes it. */
 static enum ox_status cu_download(struct backend *b, void *host, const void *src, size_t bytes) {
     cuda_state *s = cuda_of(b);
-    bool staged = bytes && s->staging && bytes <= s->staging_size;
+    const uint8_t *h = (const uint8_t *)host;
+    bool direct = s->pinned && h >= s->pinned && h - s->pinned <= (ptrdiff_t)s->pinned_size &&
+                  bytes <= s->pinned_size - (size_t)(h - s->pinned);
+    bool staged = !direct && bytes && s->staging && bytes <= s->staging_size;
     if (bytes)
         cuda_note(b,
                   cudaMemcpyAsync(staged ? s->staging : host, src, bytes, cudaMemcpyDeviceToHost,
@@ -237,6 +240,22 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
     if (be != CUBLAS_STATUS_SUCCESS)
         return ox_fail(OX_ERR_DEVICE, "cublas: cannot start: %s", cublasGetStatusString(be));
     return OX_OK;
+}
+
+void backend_cuda_pin(struct backend *b, void *host, size_t bytes) {
+    cuda_state *s = cuda_of(b);
+    backend_cuda_unpin(b);
+    if (bytes && cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess)
+        s->pinned = (uint8_t *)host, s->pinned_size = bytes;
+    else
+        cudaGetLastError(); /* not an error to keep: downloads stage instead */
+}
+
+void backend_cuda_unpin(struct backend *b) {
+    cuda_state *s = cuda_of(b);
+    if (s->pinned)
+        cudaHostUnregister(s->pinned);
+    s->pinned = nullptr, s->pinned_size = 0;
 }
 
 void backend_cuda_release(struct backend *b) {

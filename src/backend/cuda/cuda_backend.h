@@ -20,6 +20,11 @@ void backend_cuda_free_weights(void *dev);
 /* The per-context state: a stream, cuBLAS, and scratch for batches of n_batch rows of up to
  * max_cols values. */
 enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols);
+/* Page-lock host memory that downloads fill often (the logits), so they copy straight into it
+ * rather than through the staging buffer; nothing happens if the system refuses. One range per
+ * context; unpin before freeing it. */
+void backend_cuda_pin(struct backend *b, void *host, size_t bytes);
+void backend_cuda_unpin(struct backend *b);
 void backend_cuda_release(struct backend *b);
 
 #endif

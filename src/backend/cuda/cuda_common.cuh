@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <stdlib.h>
 
 extern "C" {
 #include "backend/backend.h"
@@ -24,6 +25,8 @@ struct cuda_state {
     void *xh; /* a batch of activations in f16 or bf16 for the GEMMs */
     size_t xh_halves;
     uint8_t *staging; /* pinned host memory: uploads copy through it, so they are async */
+    uint8_t *pinned;  /* a host range downloads may fill directly (backend_cuda_pin) */
+    size_t pinned_size;
     size_t staging_size, staging_used; /* reset at each download, which waits for the copies */
     void *xq[2];           /* activations quantized to q8_1 (cvd_xq) for the small-batch GEMV, */
     int xq_cur;            /* in this one (a gate/up GEMV reads it and quantizes into the other) */
@@ -101,6 +104,38 @@ void cuda_note(struct backend *b, cudaError_t e, const char *what);
 void cuda_note_blas(struct backend *b, cublasStatus_t e, const char *what);
 /* After a kernel launch: a bad configuration shows up here. */
 #define CUDA_LAUNCHED(b, what) cuda_note((b), cudaGetLastError(), (what))
+
+/* Programmatic dependent launch (Hopper): a kernel launched with cuda_launch_early may start
+ * while the kernel before it on the stream finishes, so its launch and any prologue that reads
+ * nothing earlier kernels wrote (weights) hide in that kernel's tail. Such a kernel calls
+ * cuda_wait_previous() before touching anything else; every early kernel also calls
+ * cuda_let_next_start() first, so the next one may come as soon as all its blocks run. Before
+ * Hopper both are no-ops and launches keep stream order. */
+__device__ __forceinline__ void cuda_let_next_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cuda_wait_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <typename... Params, typename... Args>
+static inline cudaError_t cuda_launch_early(int level, void (*kernel)(Params...), dim3 grid,
+                                            dim3 block, size_t smem, cudaStream_t stream,
+                                            Args... args) {
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+    static const int mode = getenv("OX_CUDA_PDL") ? atoi(getenv("OX_CUDA_PDL")) : 1;
+    cfg.attrs = &attr, cfg.numAttrs = mode >= level ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, ((Params)args)...);
+}
 
 static inline unsigned cuda_blocks(size_t n, unsigned threads) {
     return (unsigned)((n + threads - 1) / threads);

@@ -8,6 +8,9 @@
 #include "backend/cuda/cuda_vecdot.cuh"
 
 constexpr int QW = 8; /* warps per block */
+/* Tile buffers per warp: QNB - 1 tiles on their way while one is used. 3 measured slower than
+ * 2 on the H200 (more shared memory per block, no more bytes in flight that mattered). */
+constexpr int QNB = 2;
 constexpr int Q_THREADS = 32 * QW;
 constexpr int Q_SMEM = 200000; /* the most dynamic shared memory a launch asks for, */
 static int q_smem_limit;       /* or what this GPU allows (cuda_gemv_q8_init) */
@@ -17,6 +20,8 @@ static int q_smem_limit;       /* or what this GPU allows (cuda_gemv_q8_init) */
 /* x[n][n_cols] (n_cols a multiple of 32) to q8_1 blocks, one warp per block. */
 __global__ static void q8_quantize_kernel(const float *__restrict__ x, cvd_xq *__restrict__ xq,
                                           int64_t n_blocks) {
+    cuda_let_next_start();
+    cuda_wait_previous();
     const int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     if (blk < n_blocks)
         cvd_quantize_warp(__ldg(x + 32 * blk + threadIdx.x % 32), xq + blk, (int)threadIdx.x % 32);
@@ -32,9 +37,11 @@ static const cvd_xq *q8_input(struct backend *b, const float *x, int n, int64_t 
     cuda_state *s = cuda_of(b);
     if (s->xq_src != x || s->xq_n != n || s->xq_cols != n_cols) {
         const int64_t blocks = (int64_t)n * (n_cols / 32);
-        q8_quantize_kernel<<<cuda_blocks((size_t)blocks * 32, 256), 256, 0, s->stream>>>(
-            x, (cvd_xq *)s->xq[s->xq_cur], blocks);
-        CUDA_LAUNCHED(b, "quantizing activations");
+        cuda_note(b,
+                  cuda_launch_early(2, q8_quantize_kernel,
+                                    dim3(cuda_blocks((size_t)blocks * 32, 256)), dim3(256), 0,
+                                    s->stream, x, (cvd_xq *)s->xq[s->xq_cur], blocks),
+                  "quantizing activations");
         s->xq_src = x, s->xq_n = n, s->xq_cols = n_cols;
     }
     return (const cvd_xq *)s->xq[s->xq_cur];
@@ -62,127 +69,214 @@ struct q8_job {
     size_t row_bytes;
     int n_mats, glu, accumulate;
     cvd_xq *xq_out;
+    const float *x;      /* with norm_w: x's float rows, normed and quantized by each block */
+    const float *norm_w; /* (then the xq argument is unused) */
+    float norm_eps;
 };
 
-/* All lanes get sum_c W[row][c] x[t][c] in acc[t], t < n, the row streamed tile by tile into
- * the warp's two buffers at ws with cp.async (the next tile in flight while this one is used). */
+/* Each block's copy of x in shared memory: the n rows of q8_1 blocks at xq, or with
+ * job.norm_w, x's rows through the RMSNorm (sums of squares first, a block reduction, then
+ * each warp quantizes 32 consecutive values at a time). */
+template <int NT>
+__device__ __forceinline__ void q8_stage_x(const q8_job &job, const cvd_xq *__restrict__ xq, int n,
+                                           int n_cols, uint8_t *smem, float *red) {
+    const int n_groups = n_cols / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (!job.norm_w) {
+        const int words = n * n_groups * (int)(sizeof(cvd_xq) / 4);
+        for (int i = threadIdx.x; i < words; i += Q_THREADS)
+            ((uint32_t *)smem)[i] = __ldg((const uint32_t *)xq + i);
+        return;
+    }
+    float ss[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        ss[t] = 0.f;
+        if (t < n)
+            for (int i = threadIdx.x; i < n_cols; i += Q_THREADS) {
+                const float v = job.x[(size_t)t * n_cols + i];
+                ss[t] += v * v;
+            }
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2)
+            ss[t] += __shfl_xor_sync(0xffffffffu, ss[t], o);
+        if (lane == 0)
+            red[t * QW + warp] = ss[t];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        if (t >= n)
+            break;
+        float sum = 0.f;
+        for (int k = 0; k < QW; k++)
+            sum += red[t * QW + k];
+        const float scale = rsqrtf(sum / (float)n_cols + job.norm_eps);
+        for (int i = threadIdx.x; i < n_cols; i += Q_THREADS) /* n_cols % 32 == 0 */
+            cvd_quantize_warp(job.x[(size_t)t * n_cols + i] * scale * __ldg(job.norm_w + i),
+                              (cvd_xq *)smem + (size_t)t * n_groups + i / 32, lane);
+    }
+}
+
+/* Row seg (0, or 1 for a GLU job's up matrix) of item it. */
+__device__ __forceinline__ const uint8_t *q8_row(const q8_job &job, int64_t it, int seg) {
+    if (job.glu >= 0)
+        return (seg ? job.w[1] : job.w[0]) + it * job.row_bytes;
+    if (it < job.row_end[0]) /* selects, not an indexed read of the parameter block */
+        return job.w[0] + it * job.row_bytes;
+    if (it < job.row_end[1])
+        return job.w[1] + (it - job.row_end[0]) * job.row_bytes;
+    return job.w[2] + (it - job.row_end[1]) * job.row_bytes;
+}
+
+/* Item it's values v[t] (t < n, the same in every lane) to its output row(s). */
+template <int NT>
+__device__ __forceinline__ void q8_store(const q8_job &job, int64_t it, const float *v, int n,
+                                         int lane) {
+    int m = 0;
+    int64_t r0 = 0, rows = job.glu >= 0 ? job.items : job.row_end[0];
+    if (job.glu < 0 && it >= job.row_end[0]) {
+        m = it < job.row_end[1] ? 1 : 2;
+        r0 = m == 1 ? job.row_end[0] : job.row_end[1];
+        rows = (m == 1 ? job.row_end[1] : job.row_end[2]) - r0;
+    }
+    float *y = (m == 0 ? job.y[0] : m == 1 ? job.y[1] : job.y[2]) + (it - r0);
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        if (t < n && lane == t) {
+            float *p = y + t * rows;
+            *p = job.accumulate ? *p + v[t] : v[t];
+        }
+    }
+}
+
+/* The block's warps take items rpb / QW apart within the block's rpb. Each warp streams the
+ * tiles of all its rows (two per item for a GLU job) through its QNB shared buffers with
+ * cp.async, the next tiles in flight while the lanes take integer dot products with this one,
+ * across row boundaries too: short rows keep as many bytes on their way as long ones. The
+ * first tiles are requested before waiting for the previous kernel (weights depend on nothing),
+ * then the block stages all of x (n rows of q8_1 blocks) in shared memory. */
 template <enum ox_dtype T, int NT>
-__device__ __forceinline__ void q8_row(const uint8_t *__restrict__ wr, int n_groups,
-                                       const cvd_xq *xs, uint8_t *ws, int lane, int n, float *acc) {
+__global__ void __launch_bounds__(Q_THREADS, 2)
+    gemv_q8_kernel(const q8_job job, int n_cols, const cvd_xq *__restrict__ xq, int n, int rpb) {
     constexpr int TG = q8_groups<T>(), TB = q8_tile_bytes<T>(), GPB = dq<T>::QK / 32;
-    const int n_tiles = (n_groups + TG - 1) / TG;
-    auto fetch = [&](int t) {
-        const int len = min(TG, n_groups - t * TG) / GPB * dq<T>::BS;
-        const uint8_t *src = wr + (size_t)t * (TG / GPB) * dq<T>::BS;
-        uint8_t *dst = ws + (t & 1) * TB;
+    extern __shared__ __align__(16) uint8_t smem[];
+    cuda_let_next_start();
+    const int n_groups = n_cols / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const cvd_xq *xs = (const cvd_xq *)smem;
+    const size_t x_bytes = ((size_t)NT * n_groups * sizeof(cvd_xq) + 15) / 16 * 16;
+    uint8_t *ws = smem + x_bytes + warp * QNB * TB;
+    /* [NT][32]: the norm's partial sums, then the rows for xq_out */
+    float *outs = (float *)(smem + x_bytes + QW * QNB * TB);
+
+    const int segs = job.glu >= 0 ? 2 : 1, n_tiles = (n_groups + TG - 1) / TG;
+    const int64_t end = min(job.items, (int64_t)(blockIdx.x + 1) * rpb);
+    const int64_t first = (int64_t)blockIdx.x * rpb + warp;
+    const int total = first < end ? (int)((end - first + QW - 1) / QW) * segs * n_tiles : 0;
+    /* the stream's position, as (item, segment, tile), for the next fetch and the compute */
+    int64_t f_it = first, c_it = first;
+    int f_seg = 0, f_t = 0, c_seg = 0, c_t = 0;
+    const uint8_t *f_row = total > 0 ? q8_row(job, first, 0) : nullptr;
+    /* the next tile into buffer s % QNB, then step past it */
+    auto fetch = [&](int s) {
+        const uint8_t *src = f_row + (size_t)f_t * (TG / GPB) * dq<T>::BS;
+        const int len = min(TG, n_groups - f_t * TG) / GPB * dq<T>::BS;
+        uint8_t *dst = ws + (s % QNB) * TB;
         for (int i = lane * 16; i < len; i += 32 * 16)
             __pipeline_memcpy_async(dst + i, src + i, 16);
         __pipeline_commit();
+        if (++f_t < n_tiles)
+            return;
+        f_t = 0;
+        if (++f_seg == segs)
+            f_seg = 0, f_it += QW;
+        if (s + 1 < total)
+            f_row = q8_row(job, f_it, f_seg);
     };
+    int fetched = 0;
+    while (fetched < total && fetched < QNB - 1)
+        fetch(fetched++);
+    cuda_wait_previous();
+    q8_stage_x<NT>(job, xq, n, n_cols, smem, outs);
+    __syncthreads();
+
+    float acc[NT], up[NT]; /* the item's sums: its row, or its gate and up rows */
 #pragma unroll
     for (int t = 0; t < NT; t++)
-        acc[t] = 0.f;
-    fetch(0);
-    for (int t = 0; t < n_tiles; t++) {
-        if (t + 1 < n_tiles) {
-            fetch(t + 1);
+        acc[t] = up[t] = 0.f;
+    for (int s = 0; s < total; s++) {
+        if (fetched < total) /* into the buffer tile s - 1 used */
+            fetch(fetched++);
+        if (fetched - s - 1 >= 2) /* tile s has landed, later ones may not have */
+            __pipeline_wait_prior(2);
+        else if (fetched - s - 1 == 1)
             __pipeline_wait_prior(1);
-        } else {
+        else
             __pipeline_wait_prior(0);
-        }
         __syncwarp();
+        const int t = c_t, seg = c_seg;
         const int tg = min(TG, n_groups - t * TG);
+        float part[NT];
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            part[i] = 0.f;
 #pragma unroll
         for (int k = 0; k < TG / 32; k++) {
             const int g = lane + 32 * k;
             if (g >= tg)
                 break;
             cvd_w w;
-            vd<T>::template unpack<16>(ws + (t & 1) * TB, g, w);
+            vd<T>::template unpack<16>(ws + (s % QNB) * TB, g, w);
 #pragma unroll
             for (int i = 0; i < NT; i++)
                 if (i < n)
-                    acc[i] += cvd_dot<T>(w, xs[(size_t)i * n_groups + t * TG + g]);
+                    part[i] += cvd_dot<T>(w, xs[(size_t)i * n_groups + t * TG + g]);
         }
-        __syncwarp(); /* the buffer is refilled two tiles later */
-    }
+        __syncwarp(); /* the buffer is refilled at the next step */
 #pragma unroll
-    for (int i = 0; i < NT; i++)
-#pragma unroll
-        for (int o = 16; o > 0; o /= 2)
-            acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
-}
-
-/* Lane t < n stores token t's value v[t] at y + t * stride. */
-template <int NT>
-__device__ __forceinline__ void q8_store(float *y, int64_t stride, const float *v, int n, int lane,
-                                         bool accumulate) {
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        if (t < n && lane == t) {
-            float *p = y + t * stride;
-            *p = accumulate ? *p + v[t] : v[t];
+        for (int i = 0; i < NT; i++) {
+            if (seg)
+                up[i] += part[i];
+            else
+                acc[i] += part[i];
         }
-    }
-}
-
-/* The block stages all of x (n rows of q8_1 blocks) in shared memory once, then each warp
- * takes the job's rows rpb / QW apart within the block's rpb. */
-template <enum ox_dtype T, int NT>
-__global__ void __launch_bounds__(Q_THREADS, 2)
-    gemv_q8_kernel(const q8_job job, int n_cols, const cvd_xq *__restrict__ xq, int n, int rpb) {
-    constexpr int TB = q8_tile_bytes<T>();
-    extern __shared__ __align__(16) uint8_t smem[];
-    const int n_groups = n_cols / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const cvd_xq *xs = (const cvd_xq *)smem;
-    const size_t x_bytes = ((size_t)NT * n_groups * sizeof(cvd_xq) + 15) / 16 * 16;
-    uint8_t *ws = smem + x_bytes + warp * 2 * TB;
-    float *outs = (float *)(smem + x_bytes + QW * 2 * TB); /* [NT][32]: rows for xq_out */
-    const int words = n * n_groups * (int)(sizeof(cvd_xq) / 4);
-    for (int i = threadIdx.x; i < words; i += Q_THREADS)
-        ((uint32_t *)smem)[i] = __ldg((const uint32_t *)xq + i);
-    __syncthreads();
-
-    const int64_t items = job.items;
-    const int64_t end = min(items, (int64_t)(blockIdx.x + 1) * rpb);
-    for (int64_t it = (int64_t)blockIdx.x * rpb + warp; it < end; it += QW) {
-        float a[NT];
-        if (job.glu >= 0) {
-            float u[NT];
-            q8_row<T, NT>(job.w[0] + it * job.row_bytes, n_groups, xs, ws, lane, n, a);
-            q8_row<T, NT>(job.w[1] + it * job.row_bytes, n_groups, xs, ws, lane, n, u);
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                a[t] = cuda_glu_act(job.glu, a[t]) * u[t];
-                if (job.xq_out && lane == t)
-                    outs[t * 32 + (int)(it % 32)] = a[t];
-            }
-            q8_store<NT>(job.y[0] + it, items, a, n, lane, job.accumulate);
+        if (++c_t < n_tiles)
             continue;
+        c_t = 0;
+        if (++c_seg < segs)
+            continue;
+        c_seg = 0;
+        /* the item's last tile: sum over the lanes, store, start the next item */
+        const int64_t it = c_it;
+        c_it += QW;
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+#pragma unroll
+            for (int o = 16; o > 0; o /= 2) {
+                acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+                up[i] += __shfl_xor_sync(0xffffffffu, up[i], o);
+            }
+            if (job.glu >= 0) {
+                acc[i] = cuda_glu_act(job.glu, acc[i]) * up[i];
+                if (job.xq_out && lane == i)
+                    outs[i * 32 + (int)(it % 32)] = acc[i];
+            }
         }
-        /* which matrix: selects, not an indexed read of the parameter block */
-        const int m = it < job.row_end[0] ? 0 : it < job.row_end[1] ? 1 : 2;
-        const int64_t r0 = m == 0 ? 0 : m == 1 ? job.row_end[0] : job.row_end[1];
-        const int64_t rows = (m == 0   ? job.row_end[0]
-                              : m == 1 ? job.row_end[1]
-                                       : job.row_end[2]) -
-                             r0;
-        const uint8_t *w = m == 0 ? job.w[0] : m == 1 ? job.w[1] : job.w[2];
-        float *y = m == 0 ? job.y[0] : m == 1 ? job.y[1] : job.y[2];
-        q8_row<T, NT>(w + (it - r0) * job.row_bytes, n_groups, xs, ws, lane, n, a);
-        q8_store<NT>(y + (it - r0), rows, a, n, lane, job.accumulate);
+        q8_store<NT>(job, it, acc, n, lane);
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            acc[i] = up[i] = 0.f;
     }
     if (job.xq_out) { /* the block's 32 rows are block blockIdx.x of each token's q8_1 row */
         __syncthreads();
         if (warp < n)
-            cvd_quantize_warp(outs[warp * 32 + lane], job.xq_out + warp * (items / 32) + blockIdx.x,
-                              lane);
+            cvd_quantize_warp(outs[warp * 32 + lane],
+                              job.xq_out + warp * (job.items / 32) + blockIdx.x, lane);
     }
 }
 
 template <enum ox_dtype T> static size_t q8_smem(int nt, int64_t n_cols) {
     return ((size_t)nt * (size_t)(n_cols / 32) * sizeof(cvd_xq) + 15) / 16 * 16 +
-           (size_t)QW * 2 * q8_tile_bytes<T>() + (size_t)nt * 32 * sizeof(float);
+           (size_t)QW * QNB * q8_tile_bytes<T>() + (size_t)nt * 32 * sizeof(float);
 }
 
 /* Whether the kernel takes matrices of this type and shape: 16-byte aligned rows and tiles
@@ -198,17 +292,19 @@ template <enum ox_dtype T> static bool q8_shape_ok(const struct mat *w, int nt) 
 
 template <enum ox_dtype T, int NT>
 static void q8_launch(struct backend *b, const q8_job &job, int64_t n_cols, const float *x, int n) {
-    const cvd_xq *xq = q8_input(b, x, n, n_cols);
+    const cvd_xq *xq = job.norm_w ? nullptr : q8_input(b, x, n, n_cols);
     const int64_t items = job.items;
     const int64_t work = job.glu >= 0 ? 2 * items : items;
     /* one row per warp while that leaves fewer than two blocks per multiprocessor; up to four
      * for big matrices, so x is staged less often */
     const int64_t per_warp = work / ((int64_t)QW * 2 * cuda_of(b)->n_sm);
     const int rpb = job.xq_out ? 32 : QW * (int)(per_warp < 1 ? 1 : per_warp > 4 ? 4 : per_warp);
-    gemv_q8_kernel<T, NT>
-        <<<cuda_blocks((size_t)items, (unsigned)rpb), Q_THREADS, q8_smem<T>(NT, n_cols),
-           cuda_of(b)->stream>>>(job, (int)n_cols, xq, n, rpb);
-    CUDA_LAUNCHED(b, "q8 gemv kernel");
+    cuda_note(b,
+              cuda_launch_early(1, gemv_q8_kernel<T, NT>,
+                                dim3(cuda_blocks((size_t)items, (unsigned)rpb)), dim3(Q_THREADS),
+                                q8_smem<T>(NT, n_cols), cuda_of(b)->stream, job, (int)n_cols, xq, n,
+                                rpb),
+              "q8 gemv kernel");
 }
 
 template <enum ox_dtype T>
@@ -267,12 +363,19 @@ bool cuda_matmul_add(struct backend *b, const struct mat *w, const float *x, flo
     return cuda_gemv_q8(b, w, x, y, n, true);
 }
 
+/* The job takes x through the norm itself (NULL: x is as it is). */
+static void q8_norm(q8_job &job, const float *x, const struct norm_in *norm) {
+    if (norm)
+        job.x = x, job.norm_w = norm->w, job.norm_eps = norm->eps;
+}
+
 bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
-                       float *const *y, int n) {
+                       const struct norm_in *norm, float *const *y, int n) {
     if (count < 1 || count > 3)
         return false;
     q8_job job = {};
     job.n_mats = count, job.glu = -1;
+    q8_norm(job, x, norm);
     int64_t rows = 0;
     for (int m = 0; m < count; m++) {
         if (!same_kind(&w[0], &w[m]) || w[m].n_rows <= 0)
@@ -287,10 +390,12 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
 }
 
 bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
-                     const struct mat *up, const float *x, float *y, int n) {
+                     const struct mat *up, const float *x, const struct norm_in *norm, float *y,
+                     int n) {
     if (!same_kind(gate, up) || gate->n_rows != up->n_rows || gate->n_rows <= 0)
         return false;
     q8_job job = {};
+    q8_norm(job, x, norm);
     job.w[0] = (const uint8_t *)gate->data, job.w[1] = (const uint8_t *)up->data, job.y[0] = y;
     job.row_end[0] = job.items = gate->n_rows;
     job.n_mats = 2, job.glu = (int)kind;

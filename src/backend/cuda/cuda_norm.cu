@@ -24,18 +24,33 @@ __device__ static float block_sum(float v, float *shared) {
 __global__ static void rms_norm_kernel(const float *x, const float *g, float *y, int dim, float eps,
                                        cvd_xq *xq) {
     __shared__ float shared[32];
+    constexpr int GR = 4; /* weights read before the wait: all of them up to 4 * THREADS dims */
+    float gr[GR];
+#pragma unroll
+    for (int r = 0; r < GR; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        gr[r] = g && i < dim ? g[i] : 1.0f; /* times 1: the same bits as no weight */
+    }
+    cuda_let_next_start();
+    cuda_wait_previous();
     const float *xr = x + (size_t)blockIdx.x * (size_t)dim;
     float *yr = y + (size_t)blockIdx.x * (size_t)dim;
     float sum = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
         sum += xr[i] * xr[i];
     float scale = rsqrtf(block_sum(sum, shared) / (float)dim + eps);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        const float v = g ? xr[i] * scale * g[i] : xr[i] * scale;
+    auto put = [&](int i, float gi) {
+        const float v = xr[i] * scale * gi;
         yr[i] = v;
         if (xq)
             cvd_quantize_warp(v, xq + ((size_t)blockIdx.x * dim + i) / 32, threadIdx.x % 32);
-    }
+    };
+#pragma unroll
+    for (int r = 0; r < GR; r++)
+        if (threadIdx.x + r * blockDim.x < dim)
+            put(threadIdx.x + r * blockDim.x, gr[r]);
+    for (int i = threadIdx.x + GR * blockDim.x; i < dim; i += blockDim.x)
+        put(i, g ? g[i] : 1.0f);
 }
 
 /* Rows few enough for the integer GEMV are also quantized, for the matmul that reads them next
@@ -46,9 +61,11 @@ void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, 
     const bool q8 = cuda_q8_fits(b, n, dim);
     s->xq_src = q8 ? y : nullptr, s->xq_n = n, s->xq_cols = dim;
     if (n > 0)
-        rms_norm_kernel<<<n, THREADS, 0, s->stream>>>(x, g, y, dim, eps,
-                                                      q8 ? (cvd_xq *)s->xq[s->xq_cur] : nullptr);
-    CUDA_LAUNCHED(b, "rms_norm");
+        cuda_note(b,
+                  cuda_launch_early(2, rms_norm_kernel, dim3((unsigned)n), dim3(THREADS), 0,
+                                    s->stream, x, g, y, dim, eps,
+                                    q8 ? (cvd_xq *)s->xq[s->xq_cur] : nullptr),
+                  "rms_norm");
 }
 
 /* Mean first, then the variance around it (two passes over the row, which stays in L1). */

@@ -18,9 +18,10 @@ bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float 
                   bool accumulate);
 bool cuda_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
-                       float *const *y, int n);
+                       const struct norm_in *norm, float *const *y, int n);
 bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
-                     const struct mat *up, const float *x, float *y, int n);
+                     const struct mat *up, const float *x, const struct norm_in *norm, float *y,
+                     int n);
 /* Whether n rows of n_cols fit the q8_1 buffer (the RMSNorm quantizes its output then). */
 bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols);
 

@@ -77,6 +77,8 @@ struct rope_store_k {
 
 __global__ static void rope_store_kernel(rope_store_k a, rope_k p) {
     extern __shared__ float head[];
+    cuda_let_next_start();
+    cuda_wait_previous();
     const int t = blockIdx.y, h = blockIdx.x;
     const int kind = h < a.n_head ? 0 : h < a.n_head + a.n_head_kv ? 1 : 2; /* q, k, v */
     const int hh = kind == 0 ? h : kind == 1 ? h - a.n_head : h - a.n_head - a.n_head_kv;
@@ -118,8 +120,9 @@ bool cuda_rope_store(struct backend *b, const struct rope_store_args *a) {
                       a->k_cache, a->v_cache,   a->k_row, a->v_row};
     const int hd = a->hd_k > a->hd_v ? a->hd_k : a->hd_v;
     dim3 grid((unsigned)(a->n_head + 2 * a->n_head_kv), (unsigned)a->n);
-    rope_store_kernel<<<grid, 128, (size_t)hd * sizeof(float), cuda_of(b)->stream>>>(
-        k, rope_settings(a->rope));
-    CUDA_LAUNCHED(b, "rope_store");
+    cuda_note(b,
+              cuda_launch_early(2, rope_store_kernel, grid, dim3(128), (size_t)hd * sizeof(float),
+                                cuda_of(b)->stream, k, rope_settings(a->rope)),
+              "rope_store");
     return true;
 }
