@@ -681,7 +681,7 @@ int main(void) {
     cpu.scratch = ox_aligned_alloc(OX_ALIGN, 2 * cpu.scratch_per_thread * sizeof(float));
     cpu.x_rounded = ox_aligned_alloc(OX_ALIGN, 256 * (size_t)cols * sizeof(float));
     cpu.x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)cols * sizeof(float));
-    if (threadpool_create(2, &cpu.pool) != OX_OK || backend_cuda_init(&gpu, 256, cols) != OX_OK) {
+    if (threadpool_create(2, &cpu.pool) != OX_OK || backend_cuda_init(&gpu, 256, cols, true) != OX_OK) {
         fprintf(stderr, "setup: %s\n", ox_last_error());
         return 1;
     }

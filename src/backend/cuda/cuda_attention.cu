@@ -44,6 +44,7 @@ template <int KT> __global__ static void __launch_bounds__(TILE) attention_kerne
     for (int i = tid; i < a.hd_k; i += TILE)
         q[i] = qg[i];
     int32_t qp = a.q_pos[t], qs = a.q_seq[t];
+    const bool vec_k = ((uintptr_t)a.kb | a.k_row | (size_t)a.hd_k * 2) % 16 == 0;
     float m = -INFINITY, sum = 0.0f, acc[PER_THREAD] = {0};
     __syncthreads();
     for (int c0 = 0; c0 < a.n_cells; c0 += TILE) {
@@ -55,8 +56,23 @@ template <int KT> __global__ static void __launch_bounds__(TILE) attention_kerne
                         (a.window <= 0 || qp - kp < a.window);
             if (seen) {
                 float dot = 0.0f;
-                for (int i = 0; i < a.hd_k; i++)
-                    dot += q[i] * kv_elem<KT>(a.kb, a.k_row, (size_t)c, kvh * a.hd_k + i);
+                if (KT == OX_DTYPE_F16 && vec_k) { /* the row 8 halves at a time, same order */
+                    const uint4 *kr =
+                        (const uint4 *)(a.kb + (size_t)c * a.k_row) + kvh * a.hd_k / 8;
+                    for (int i0 = 0; i0 < a.hd_k; i0 += 8) {
+                        const uint4 u = __ldg(kr + i0 / 8);
+                        const __half2 *h2 = (const __half2 *)&u;
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            const float2 f = __half22float2(h2[j]);
+                            dot += q[i0 + 2 * j] * f.x;
+                            dot += q[i0 + 2 * j + 1] * f.y;
+                        }
+                    }
+                } else {
+                    for (int i = 0; i < a.hd_k; i++)
+                        dot += q[i] * kv_elem<KT>(a.kb, a.k_row, (size_t)c, kvh * a.hd_k + i);
+                }
                 s = a.softcap == 0.0f ? dot * a.scale
                                       : a.softcap * tanhf(dot * (a.scale / a.softcap));
             }
@@ -212,8 +228,8 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
             cs->xq_src = a->y, cs->xq_n = a->n, cs->xq_cols = width;
         }
         cuda_note(b,
-                  cuda_launch_early(2, attention_kernel<KT>, dim3((unsigned)(a->n * a->n_head)),
-                                    dim3(TILE), 0, s, k),
+                  cuda_launch_early(cuda_of(b)->early, attention_kernel<KT>,
+                                    dim3((unsigned)(a->n * a->n_head)), dim3(TILE), 0, s, k),
                   "attention");
     }
     CUDA_LAUNCHED(b, "attention");

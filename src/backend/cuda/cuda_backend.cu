@@ -201,10 +201,12 @@ void backend_cuda_free_weights(void *dev) {
     cudaFree(dev);
 }
 
-enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols) {
+enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols,
+                                 bool early_launch) {
     cuda_state *s = (cuda_state *)calloc(1, sizeof *s);
     if (!s)
         return ox_fail(OX_ERR_OOM, "cuda: out of host memory");
+    s->early = early_launch;
     b->impl = s, b->ops = &backend_cuda_ops;
     cudaError_t e = cudaGetDevice(&s->device);
     if (e == cudaSuccess)

@@ -6,7 +6,6 @@
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <stdlib.h>
 
 extern "C" {
 #include "backend/backend.h"
@@ -37,6 +36,7 @@ struct cuda_state {
     cudaGraphExec_t graph; /* the recorded decode step, and its key */
     uint64_t graph_key;
     bool capturing;
+    bool early;         /* launch the decode kernels early (cuda_launch_early) */
     enum ox_status err; /* the first failure since the last download, which reports it */
     char msg[256];
 };
@@ -105,12 +105,12 @@ void cuda_note_blas(struct backend *b, cublasStatus_t e, const char *what);
 /* After a kernel launch: a bad configuration shows up here. */
 #define CUDA_LAUNCHED(b, what) cuda_note((b), cudaGetLastError(), (what))
 
-/* Programmatic dependent launch (Hopper): a kernel launched with cuda_launch_early may start
- * while the kernel before it on the stream finishes, so its launch and any prologue that reads
- * nothing earlier kernels wrote (weights) hide in that kernel's tail. Such a kernel calls
- * cuda_wait_previous() before touching anything else; every early kernel also calls
- * cuda_let_next_start() first, so the next one may come as soon as all its blocks run. Before
- * Hopper both are no-ops and launches keep stream order. */
+/* Programmatic dependent launch (Hopper): a kernel launched with cuda_launch_early(true, ...)
+ * may start while the kernel before it on the stream finishes, so its launch and any prologue
+ * that reads nothing earlier kernels wrote (weights) hide in that kernel's tail. Such a kernel
+ * calls cuda_wait_previous() before touching anything else, and cuda_let_next_start() first,
+ * so the next one may come as soon as all its blocks run. With false (or before Hopper) both
+ * are no-ops and launches keep plain stream order. */
 __device__ __forceinline__ void cuda_let_next_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -124,7 +124,7 @@ __device__ __forceinline__ void cuda_wait_previous() {
 }
 
 template <typename... Params, typename... Args>
-static inline cudaError_t cuda_launch_early(int level, void (*kernel)(Params...), dim3 grid,
+static inline cudaError_t cuda_launch_early(bool early, void (*kernel)(Params...), dim3 grid,
                                             dim3 block, size_t smem, cudaStream_t stream,
                                             Args... args) {
     cudaLaunchAttribute attr = {};
@@ -132,8 +132,7 @@ static inline cudaError_t cuda_launch_early(int level, void (*kernel)(Params...)
     attr.val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
-    static const int mode = getenv("OX_CUDA_PDL") ? atoi(getenv("OX_CUDA_PDL")) : 1;
-    cfg.attrs = &attr, cfg.numAttrs = mode >= level ? 1 : 0;
+    cfg.attrs = &attr, cfg.numAttrs = early ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, ((Params)args)...);
 }
 

@@ -38,7 +38,7 @@ static const cvd_xq *q8_input(struct backend *b, const float *x, int n, int64_t 
     if (s->xq_src != x || s->xq_n != n || s->xq_cols != n_cols) {
         const int64_t blocks = (int64_t)n * (n_cols / 32);
         cuda_note(b,
-                  cuda_launch_early(2, q8_quantize_kernel,
+                  cuda_launch_early(cuda_of(b)->early, q8_quantize_kernel,
                                     dim3(cuda_blocks((size_t)blocks * 32, 256)), dim3(256), 0,
                                     s->stream, x, (cvd_xq *)s->xq[s->xq_cur], blocks),
                   "quantizing activations");
@@ -300,7 +300,7 @@ static void q8_launch(struct backend *b, const q8_job &job, int64_t n_cols, cons
     const int64_t per_warp = work / ((int64_t)QW * 2 * cuda_of(b)->n_sm);
     const int rpb = job.xq_out ? 32 : QW * (int)(per_warp < 1 ? 1 : per_warp > 4 ? 4 : per_warp);
     cuda_note(b,
-              cuda_launch_early(1, gemv_q8_kernel<T, NT>,
+              cuda_launch_early(cuda_of(b)->early, gemv_q8_kernel<T, NT>,
                                 dim3(cuda_blocks((size_t)items, (unsigned)rpb)), dim3(Q_THREADS),
                                 q8_smem<T>(NT, n_cols), cuda_of(b)->stream, job, (int)n_cols, xq, n,
                                 rpb),
