@@ -2,7 +2,9 @@
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_vecdot.cuh"
 
-static const unsigned THREADS = 1024; /* one block per row: all of a row's loads at once */
+/* One block per row: a few rows (decode) get all of a row's loads in flight at once, many rows
+ * (prompts) smaller blocks. */
+static const unsigned THREADS = 256, FEW_ROWS_THREADS = 1024;
 
 /* Sum of one value per thread across the block; every thread gets it. */
 __device__ static float block_sum(float v, float *shared) {
@@ -63,7 +65,8 @@ void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, 
     if (n > 0)
         cuda_note(b,
                   cuda_launch_early(cuda_of(b)->early, rms_norm_kernel, dim3((unsigned)n),
-                                    dim3(THREADS), 0, s->stream, x, g, y, dim, eps,
+                                    dim3(n <= CUDA_Q8_MAX_N ? FEW_ROWS_THREADS : THREADS), 0,
+                                    s->stream, x, g, y, dim, eps,
                                     q8 ? (cvd_xq *)s->xq[s->xq_cur] : nullptr),
                   "rms_norm");
 }

@@ -109,10 +109,12 @@ __global__ static void rope_store_kernel(rope_store_k a, rope_k p) {
         kv_put(a.cache_type, slice, head, i);
 }
 
+/* Decode steps only: prompts keep the separate kernels, whose thread per element keeps every
+ * lane busy (a block per head of 64 dims would idle half of its 128). */
 bool cuda_rope_store(struct backend *b, const struct rope_store_args *a) {
     const bool q8 = a->cache_type == OX_DTYPE_Q8_0;
-    if (a->n <= 0 || (q8 && (a->hd_k % 32 || a->hd_v % 32)) || a->n > 65535 || a->hd_k > 1024 ||
-        a->hd_v > 1024 || a->rope->n_rot > a->hd_k)
+    if (a->n <= 0 || a->n > CUDA_Q8_MAX_N || (q8 && (a->hd_k % 32 || a->hd_v % 32)) ||
+        a->hd_k > 1024 || a->hd_v > 1024 || a->rope->n_rot > a->hd_k)
         return false;
     cuda_of(b)->xq_src = nullptr; /* q and k change (cuda_gemv_q8.cu) */
     rope_store_k k = {a->q,       a->k,         a->v,     a->pos,  a->cells,
