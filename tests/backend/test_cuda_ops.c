@@ -188,7 +188,8 @@ static void test_fused_type(enum ox_dtype type) {
     static const int ns[] = {1, 3, 8, 9};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         int n = ns[k];
-        bool takes = n <= 8 && int8_gemv(type);
+        bool plain = type == OX_DTYPE_F32 || type == OX_DTYPE_F16 || type == OX_DTYPE_BF16;
+        bool takes = plain ? n == 1 : n <= 8 && int8_gemv(type); /* plain: float x, one token */
         float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
         float *want[3], *dy[3], *got;
         for (int i = 0; i < 3; i++) {
@@ -305,9 +306,10 @@ static void test_glu_then_down(void) {
     gpu.ops->free(&gpu, (void *)d.data);
 }
 
-/* matmul_multi and matmul_glu with the RMSNorm inside: as the CPU's norm, then the reference. */
+/* matmul_multi and matmul_glu with the RMSNorm inside (single tokens): as the CPU's norm, then
+ * the reference. */
 static void test_normed(enum ox_dtype type) {
-    const int cols = 4096, rows = 64, n = 3;
+    const int cols = 4096, rows = 64, n = 1;
     uint8_t *host[2];
     struct mat m[2] = {random_mat(type, rows, cols, &host[0]),
                        random_mat(type, rows, cols, &host[1])};
@@ -321,6 +323,9 @@ static void test_normed(enum ox_dtype type) {
         dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
     }
     struct norm_in norm = {dg, 1e-5f};
+    /* two tokens would each block norm twice as much: declined */
+    CHECK(!gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, 2));
+    CHECK(!gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], 2));
     CHECK(gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, n));
     for (int i = 0; i < 2; i++) {
         float *got = down(dy[i], (size_t)n * rows);
@@ -343,13 +348,15 @@ static void test_normed(enum ox_dtype type) {
 
 static void test_fused(void) {
     static const enum ox_dtype types[] = {OX_DTYPE_Q4_0, OX_DTYPE_Q8_0,   OX_DTYPE_Q4_K,
-                                          OX_DTYPE_Q6_K, OX_DTYPE_IQ4_XS, OX_DTYPE_F16};
+                                          OX_DTYPE_Q6_K, OX_DTYPE_IQ4_XS, OX_DTYPE_F16,
+                                          OX_DTYPE_BF16, OX_DTYPE_F32};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         test_fused_type(types[i]);
     test_q8_reuse();
     test_glu_then_down();
     test_normed(OX_DTYPE_Q4_0);
     test_normed(OX_DTYPE_Q6_K);
+    test_normed(OX_DTYPE_F16);
 }
 
 /* Run a one-input row op on both backends: op(b, in, out) with n floats. */
@@ -681,7 +688,8 @@ int main(void) {
     cpu.scratch = ox_aligned_alloc(OX_ALIGN, 2 * cpu.scratch_per_thread * sizeof(float));
     cpu.x_rounded = ox_aligned_alloc(OX_ALIGN, 256 * (size_t)cols * sizeof(float));
     cpu.x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)cols * sizeof(float));
-    if (threadpool_create(2, &cpu.pool) != OX_OK || backend_cuda_init(&gpu, 256, cols, true) != OX_OK) {
+    if (threadpool_create(2, &cpu.pool) != OX_OK ||
+        backend_cuda_init(&gpu, 256, cols, true) != OX_OK) {
         fprintf(stderr, "setup: %s\n", ox_last_error());
         return 1;
     }

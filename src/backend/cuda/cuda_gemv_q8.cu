@@ -50,11 +50,38 @@ static const cvd_xq *q8_input(struct backend *b, const float *x, int n, int64_t 
 /* ---- the GEMV ---- */
 
 /* Groups of 32 per tile of a row: 128 (4 per lane) where two tiles per warp stay small. */
-template <enum ox_dtype T> constexpr int q8_groups() {
-    return 1024 / dq<T>::QK * dq<T>::BS <= 640 ? 128 : 64;
+/* The plain types (f32, f16, bf16) take x as floats (XPAD apart per group of 32, so lane l's
+ * reads of its group hit bank (l + j) % 32), single tokens only: int8 activations would cost
+ * them more accuracy than their references allow. */
+template <enum ox_dtype T> constexpr bool q8_float_x() {
+    return dq<T>::QK == 1;
 }
+constexpr int XPAD = 33;
+
+template <enum ox_dtype T> constexpr int q8_groups() {
+    if constexpr (q8_float_x<T>())
+        return dq<T>::BS == 4 ? 32 : 64; /* 4 KB tiles */
+    else
+        return 1024 / dq<T>::QK * dq<T>::BS <= 640 ? 128 : 64;
+}
+/* Bytes of count groups of 32 (count a multiple of the groups per block). */
+template <enum ox_dtype T> __host__ __device__ constexpr size_t q8_group_bytes(int64_t count) {
+    if constexpr (q8_float_x<T>())
+        return (size_t)count * 32 * dq<T>::BS;
+    else
+        return (size_t)(count / (dq<T>::QK / 32)) * dq<T>::BS;
+}
+
 template <enum ox_dtype T> constexpr int q8_tile_bytes() {
-    return q8_groups<T>() * 32 / dq<T>::QK * dq<T>::BS;
+    return (int)q8_group_bytes<T>(q8_groups<T>());
+}
+
+/* Bytes of shared memory for each block's copy of nt rows of x of n_cols. */
+template <enum ox_dtype T> __host__ __device__ constexpr size_t q8_x_bytes(int nt, int64_t n_cols) {
+    if constexpr (q8_float_x<T>())
+        return ((size_t)(n_cols / 32) * XPAD * sizeof(float) + 15) / 16 * 16;
+    else
+        return ((size_t)nt * (size_t)(n_cols / 32) * sizeof(cvd_xq) + 15) / 16 * 16;
 }
 
 /* What one launch computes: up to three matrices of one type and width sharing x, their rows
@@ -69,18 +96,25 @@ struct q8_job {
     size_t row_bytes;
     int n_mats, glu, accumulate;
     cvd_xq *xq_out;
-    const float *x;      /* with norm_w: x's float rows, normed and quantized by each block */
-    const float *norm_w; /* (then the xq argument is unused) */
+    const float *x;      /* x's float rows, for the plain types and with norm_w (then each */
+    const float *norm_w; /* block norms them; the xq argument is unused) */
     float norm_eps;
 };
 
 /* Each block's copy of x in shared memory: the n rows of q8_1 blocks at xq, or with
  * job.norm_w, x's rows through the RMSNorm (sums of squares first, a block reduction, then
- * each warp quantizes 32 consecutive values at a time). */
-template <int NT>
+ * each warp quantizes 32 consecutive values at a time); for FLOAT_X, x's floats (normed or
+ * not), XPAD per group. */
+template <int NT, bool FLOAT_X>
 __device__ __forceinline__ void q8_stage_x(const q8_job &job, const cvd_xq *__restrict__ xq, int n,
                                            int n_cols, uint8_t *smem, float *red) {
     const int n_groups = n_cols / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float *xf = (float *)smem;
+    if (FLOAT_X && !job.norm_w) {
+        for (int i = threadIdx.x; i < n_cols; i += Q_THREADS)
+            xf[i / 32 * XPAD + i % 32] = __ldg(job.x + i);
+        return;
+    }
     if (!job.norm_w) {
         const int words = n * n_groups * (int)(sizeof(cvd_xq) / 4);
         for (int i = threadIdx.x; i < words; i += Q_THREADS)
@@ -111,9 +145,13 @@ __device__ __forceinline__ void q8_stage_x(const q8_job &job, const cvd_xq *__re
         for (int k = 0; k < QW; k++)
             sum += red[t * QW + k];
         const float scale = rsqrtf(sum / (float)n_cols + job.norm_eps);
-        for (int i = threadIdx.x; i < n_cols; i += Q_THREADS) /* n_cols % 32 == 0 */
-            cvd_quantize_warp(job.x[(size_t)t * n_cols + i] * scale * __ldg(job.norm_w + i),
-                              (cvd_xq *)smem + (size_t)t * n_groups + i / 32, lane);
+        for (int i = threadIdx.x; i < n_cols; i += Q_THREADS) { /* n_cols % 32 == 0 */
+            const float v = job.x[(size_t)t * n_cols + i] * scale * __ldg(job.norm_w + i);
+            if (FLOAT_X) /* one token */
+                xf[i / 32 * XPAD + i % 32] = v;
+            else
+                cvd_quantize_warp(v, (cvd_xq *)smem + (size_t)t * n_groups + i / 32, lane);
+        }
     }
 }
 
@@ -158,12 +196,14 @@ __device__ __forceinline__ void q8_store(const q8_job &job, int64_t it, const fl
 template <enum ox_dtype T, int NT>
 __global__ void __launch_bounds__(Q_THREADS, 2)
     gemv_q8_kernel(const q8_job job, int n_cols, const cvd_xq *__restrict__ xq, int n, int rpb) {
-    constexpr int TG = q8_groups<T>(), TB = q8_tile_bytes<T>(), GPB = dq<T>::QK / 32;
+    constexpr int TG = q8_groups<T>(), TB = q8_tile_bytes<T>();
+    constexpr bool FX = q8_float_x<T>();
     extern __shared__ __align__(16) uint8_t smem[];
     cuda_let_next_start();
     const int n_groups = n_cols / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const cvd_xq *xs = (const cvd_xq *)smem;
-    const size_t x_bytes = ((size_t)NT * n_groups * sizeof(cvd_xq) + 15) / 16 * 16;
+    const float *xf = (const float *)smem; /* FX */
+    const size_t x_bytes = q8_x_bytes<T>(NT, n_cols);
     uint8_t *ws = smem + x_bytes + warp * QNB * TB;
     /* [NT][32]: the norm's partial sums, then the rows for xq_out */
     float *outs = (float *)(smem + x_bytes + QW * QNB * TB);
@@ -178,8 +218,8 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
     const uint8_t *f_row = total > 0 ? q8_row(job, first, 0) : nullptr;
     /* the next tile into buffer s % QNB, then step past it */
     auto fetch = [&](int s) {
-        const uint8_t *src = f_row + (size_t)f_t * (TG / GPB) * dq<T>::BS;
-        const int len = min(TG, n_groups - f_t * TG) / GPB * dq<T>::BS;
+        const uint8_t *src = f_row + q8_group_bytes<T>((int64_t)f_t * TG);
+        const int len = (int)q8_group_bytes<T>(min(TG, n_groups - f_t * TG));
         uint8_t *dst = ws + (s % QNB) * TB;
         for (int i = lane * 16; i < len; i += 32 * 16)
             __pipeline_memcpy_async(dst + i, src + i, 16);
@@ -196,7 +236,7 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
     while (fetched < total && fetched < QNB - 1)
         fetch(fetched++);
     cuda_wait_previous();
-    q8_stage_x<NT>(job, xq, n, n_cols, smem, outs);
+    q8_stage_x<NT, FX>(job, xq, n, n_cols, smem, outs);
     __syncthreads();
 
     float acc[NT], up[NT]; /* the item's sums: its row, or its gate and up rows */
@@ -224,12 +264,23 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
             const int g = lane + 32 * k;
             if (g >= tg)
                 break;
-            cvd_w w;
-            vd<T>::template unpack<16>(ws + (s % QNB) * TB, g, w);
+            if constexpr (FX) { /* one token */
+                float v[32];
+                dq<T>::template group<16>(ws + (s % QNB) * TB, g, v);
+                const float *xr = xf + (size_t)(t * TG + g) * XPAD;
+                float d = 0.f;
 #pragma unroll
-            for (int i = 0; i < NT; i++)
-                if (i < n)
-                    part[i] += cvd_dot<T>(w, xs[(size_t)i * n_groups + t * TG + g]);
+                for (int j = 0; j < 32; j++)
+                    d += v[j] * xr[j];
+                part[0] += d;
+            } else {
+                cvd_w w;
+                vd<T>::template unpack<16>(ws + (s % QNB) * TB, g, w);
+#pragma unroll
+                for (int i = 0; i < NT; i++)
+                    if (i < n)
+                        part[i] += cvd_dot<T>(w, xs[(size_t)i * n_groups + t * TG + g]);
+            }
         }
         __syncwarp(); /* the buffer is refilled at the next step */
 #pragma unroll
@@ -275,24 +326,24 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
 }
 
 template <enum ox_dtype T> static size_t q8_smem(int nt, int64_t n_cols) {
-    return ((size_t)nt * (size_t)(n_cols / 32) * sizeof(cvd_xq) + 15) / 16 * 16 +
-           (size_t)QW * QNB * q8_tile_bytes<T>() + (size_t)nt * 32 * sizeof(float);
+    return q8_x_bytes<T>(nt, n_cols) + (size_t)QW * QNB * q8_tile_bytes<T>() +
+           (size_t)nt * 32 * sizeof(float);
 }
 
 /* Whether the kernel takes matrices of this type and shape: 16-byte aligned rows and tiles
  * (the cp.async copies), x and the tiles within shared memory. */
 template <enum ox_dtype T> static bool q8_shape_ok(const struct mat *w, int nt) {
-    constexpr int TG = q8_groups<T>(), GPB = dq<T>::QK / 32;
+    constexpr int TG = q8_groups<T>();
     const int64_t n_groups = w->n_cols / 32;
-    const size_t last = (size_t)(n_groups % TG) / GPB * dq<T>::BS;
-    return q8_tile_bytes<T>() % 16 == 0 && last % 16 == 0 &&
-           (((uintptr_t)w->data | w->row_bytes) & 15) == 0 && w->n_cols <= INT32_MAX / 2 &&
-           q8_smem<T>(nt, w->n_cols) <= (size_t)q_smem_limit;
+    const size_t last = q8_group_bytes<T>(n_groups % TG);
+    return (!q8_float_x<T>() || (nt == 1 && w->n_cols % 32 == 0)) && q8_tile_bytes<T>() % 16 == 0 &&
+           last % 16 == 0 && (((uintptr_t)w->data | w->row_bytes) & 15) == 0 &&
+           w->n_cols <= INT32_MAX / 2 && q8_smem<T>(nt, w->n_cols) <= (size_t)q_smem_limit;
 }
 
 template <enum ox_dtype T, int NT>
 static void q8_launch(struct backend *b, const q8_job &job, int64_t n_cols, const float *x, int n) {
-    const cvd_xq *xq = job.norm_w ? nullptr : q8_input(b, x, n, n_cols);
+    const cvd_xq *xq = job.norm_w || q8_float_x<T>() ? nullptr : q8_input(b, x, n, n_cols);
     const int64_t items = job.items;
     const int64_t work = job.glu >= 0 ? 2 * items : items;
     /* one row per warp while that leaves fewer than two blocks per multiprocessor; up to four
@@ -313,9 +364,11 @@ static bool q8_run_t(struct backend *b, const q8_job &job, const struct mat *w, 
     const int nt = n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8;
     if (!q8_shape_ok<T>(w, nt))
         return false;
-    if (nt == 1)
+    if (nt == 1) {
         q8_launch<T, 1>(b, job, w->n_cols, x, n);
-    else if (nt == 2)
+    } else if constexpr (q8_float_x<T>()) {
+        return false; /* not reached: q8_shape_ok takes single tokens only */
+    } else if (nt == 2)
         q8_launch<T, 2>(b, job, w->n_cols, x, n);
     else if (nt == 4)
         q8_launch<T, 4>(b, job, w->n_cols, x, n);
@@ -324,16 +377,21 @@ static bool q8_run_t(struct backend *b, const q8_job &job, const struct mat *w, 
     return true;
 }
 
+/* The types the kernel takes: integer dot products for CVD_TYPES, float x for these. */
+#define Q8_TYPES(X) CVD_TYPES(X) X(F32) X(F16) X(BF16)
+
 /* Runs the job on matrices like w when the kernel takes them; false leaves everything as it
  * was (the caller uses another path). */
 static bool q8_run(struct backend *b, q8_job &job, const struct mat *w, const float *x, int n) {
     if (!cuda_q8_fits(b, n, w->n_cols))
         return false;
     job.row_bytes = w->row_bytes;
+    if (!job.x)
+        job.x = x; /* the float types read it */
     switch (w->type) {
 #define CQ_CASE_(name)                                                                             \
     case OX_DTYPE_##name: return q8_run_t<OX_DTYPE_##name>(b, job, w, x, n);
-        CVD_TYPES(CQ_CASE_)
+        Q8_TYPES(CQ_CASE_)
 #undef CQ_CASE_
     default: return false;
     }
@@ -407,8 +465,10 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
     q8_written(b, y);
     cuda_state *s = cuda_of(b);
     /* the output quantized for the down projection: 32 rows per block, a whole number of
-     * blocks (a big matrix gets 32 rows per block anyway) */
-    const bool quantize = gate->n_rows % 32 == 0 && cuda_q8_fits(b, n, gate->n_rows);
+     * blocks (a big matrix gets 32 rows per block anyway); the float types' down projection
+     * reads floats */
+    const bool quantize = gate->n_rows % 32 == 0 && cuda_q8_fits(b, n, gate->n_rows) &&
+                          ox_dtype_block_size(gate->type) > 1;
     if (quantize)
         job.xq_out = (cvd_xq *)s->xq[1 - s->xq_cur];
     if (!q8_run(b, job, gate, x, n))
@@ -423,6 +483,8 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
 template <enum ox_dtype T> static cudaError_t q8_allow_smem() {
     cudaError_t e = cudaFuncSetAttribute(gemv_q8_kernel<T, 1>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, q_smem_limit);
+    if constexpr (q8_float_x<T>())
+        return e;
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(gemv_q8_kernel<T, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  q_smem_limit);
@@ -447,7 +509,7 @@ cudaError_t cuda_gemv_q8_init(void) {
 #define CQ_ATTR_(name)                                                                             \
     if (e == cudaSuccess)                                                                          \
         e = q8_allow_smem<OX_DTYPE_##name>();
-    CVD_TYPES(CQ_ATTR_)
+    Q8_TYPES(CQ_ATTR_)
 #undef CQ_ATTR_
     return e;
 }
