@@ -143,9 +143,9 @@ static enum ox_status alloc_backend(struct ox_context *ctx) {
     int64_t cols = max_cols(ctx, true);
 #ifdef OX_HAVE_CUDA
     /* Early kernel launch measured on an H200: 8B Q4_K_M decode 258 -> 271 t/s, 1B Q4_0
-     * 932 -> 880; so from 2 GiB of weights on (OX_CUDA_EARLY=0 or 1 overrides). */
+     * 932 -> 880; so from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1 overrides). */
     const char *early = getenv("OX_CUDA_EARLY");
-    bool big = ctx->model->gpu_bytes >= ((size_t)2 << 30);
+    bool big = ctx->model->gpu_bytes >= ((size_t)4 << 30);
     if (ctx->model->on_gpu) /* its attention needs no scratch: only the matmuls' widths */
         return backend_cuda_init(&ctx->be, ctx->params.n_batch, max_cols(ctx, false),
                                  early ? atoi(early) != 0 : big);
