@@ -35,25 +35,22 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)rnd() / 2097152.0f - 1.0f;
 }
 
-/* One block of 32 activations x_j = 2^e * q_j, max |q_j| = 127, |sum q_j| < 2048: its q8_1 form
- * (d = 2^e, s = their sum) is exact. */
+/* One block of 32 activations x_j = 2^e * q_j, max |q_j| = 127: its q8_1 form (d = 2^e, the
+ * levels and their sum) is exact. */
 static void exact_block(cvd_xq *b, float *x) {
     const int e = (int)(rnd() % 16) - 10;
     const float d = ldexpf(1.0f, e);
     int8_t q[32];
-    int sum;
-    do {
-        sum = 0;
-        for (int j = 0; j < 32; j++)
-            q[j] = (int8_t)((int)(rnd() % 255) - 127);
-        q[rnd() % 32] = (rnd() & 1) ? 127 : -127;
-        for (int j = 0; j < 32; j++)
-            sum += q[j];
-    } while (sum >= 2048 || sum <= -2048);
+    int sum = 0;
+    for (int j = 0; j < 32; j++)
+        q[j] = (int8_t)((int)(rnd() % 255) - 127);
+    q[rnd() % 32] = (rnd() & 1) ? 127 : -127;
+    for (int j = 0; j < 32; j++)
+        sum += q[j];
     for (int j = 0; j < 32; j++)
         x[j] = d * (float)q[j];
     b->d = fp32_to_fp16(d);
-    b->s = fp32_to_fp16(d * (float)sum);
+    b->sq = (int16_t)sum;
     memcpy(b->qs, q, sizeof q);
 }
 

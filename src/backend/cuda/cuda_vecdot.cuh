@@ -12,11 +12,15 @@
     X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_NL) X(IQ4_XS)
 /* clang-format on */
 
-/* 32 activations x_j ~ d * qs_j (llama.cpp's block_q8_1): d = max |x_j| / 127 and s = the sum of
- * the original x_j, both as half bits, then the 32 int8 levels. 36 bytes: 9 words, an odd
- * stride, so lanes reading consecutive blocks from shared memory hit distinct banks. */
+/* 32 activations x_j ~ d * qs_j (as llama.cpp's block_q8_1): d = max |x_j| / 127 as half bits,
+ * the sum of the 32 int8 levels, then the levels. The offset terms of q4_0, q4_1, q5_* and the
+ * K-quants use that integer sum, as llama.cpp's CPU dot products do (its GPU kernels take the
+ * sum of the original x in half precision instead, which measured 3-8x the KL on the reference
+ * models' greedy decode). 36 bytes: 9 words, an odd stride, so lanes reading consecutive blocks
+ * from shared memory hit distinct banks. */
 struct cvd_xq {
-    uint16_t d, s;
+    uint16_t d;
+    int16_t sq;
     int32_t qs[8];
 };
 static_assert(sizeof(cvd_xq) == 36, "q8_1 layout");
@@ -300,17 +304,20 @@ template <> struct vd<OX_DTYPE_IQ4_XS> {
 
 /* The warp's 32 values (one per lane, in order) into blk, rounded as llama.cpp's q8_1. */
 __device__ __forceinline__ void cvd_quantize_warp(float v, cvd_xq *blk, int lane) {
-    float amax = fabsf(v), sum = v;
+    float amax = fabsf(v);
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) {
+    for (int o = 16; o > 0; o /= 2)
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    }
     const float d = amax / 127.f;
-    ((int8_t *)blk->qs)[lane] = (int8_t)(amax == 0.f ? 0 : __float2int_rn(v / d));
+    const int q = amax == 0.f ? 0 : __float2int_rn(v / d);
+    int sum = q;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    ((int8_t *)blk->qs)[lane] = (int8_t)q;
     if (lane == 0) {
         blk->d = __half_as_ushort(__float2half_rn(d));
-        blk->s = __half_as_ushort(__float2half_rn(sum));
+        blk->sq = (int16_t)sum;
     }
 }
 
@@ -333,7 +340,7 @@ template <enum ox_dtype T> CDQ_HD float cvd_dot(const cvd_w &w, const cvd_xq &x)
         }
         r += xd * (w.m[0] * (float)s0 + w.m[1] * (float)s1);
     } else if constexpr (!vd<T>::NO_MIN) {
-        r += w.m[0] * cdq_f16(x.s);
+        r += xd * (w.m[0] * (float)x.sq);
     }
     return r;
 }
