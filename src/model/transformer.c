@@ -181,8 +181,9 @@ static bool add_projection(struct ox_context *ctx, const struct weight *w,
            ctx->be.ops->matmul_add(&ctx->be, &m, h, ctx->act.x, n);
 }
 
-/* Attention of n tokens; leaves the normed input in act.xn and either adds the branch output to
- * act.x (returns true) or leaves it (after wo, its bias and any post-norm) in act.proj. */
+/* Attention of n tokens; leaves the normed input in act.xn (unless the norm went into the q, k,
+ * v matmul: norm_fusable says nothing reads it then) and either adds the branch output to act.x
+ * (returns true) or leaves it (after wo, its bias and any post-norm) in act.proj. */
 static bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;

@@ -348,6 +348,30 @@ static void test_normed(enum ox_dtype type) {
     }
 }
 
+/* Long matrices: each warp streams several rows, across the q -> k -> v boundaries (at rows
+ * that are no multiple of the rows per block). */
+static void test_multi_long(enum ox_dtype type) {
+    const int cols = 2048, rows[3] = {5000, 1000, 2440};
+    uint8_t *host[3];
+    struct mat m[3];
+    float *want[3], *dy[3], *x = random_floats(cols, 1.0f), *dx = up(x, (size_t)cols * 4);
+    for (int i = 0; i < 3; i++) {
+        m[i] = random_mat(type, rows[i], cols, &host[i]);
+        want[i] = malloc((size_t)rows[i] * 4);
+        matmul_ref(type, host[i], rows[i], cols, x, 1, want[i]);
+        dy[i] = gpu.ops->alloc(&gpu, (size_t)rows[i] * 4);
+    }
+    CHECK(gpu.ops->matmul_multi(&gpu, 3, m, dx, NULL, dy, 1));
+    for (int i = 0; i < 3; i++) {
+        float *got = down(dy[i], (size_t)rows[i]);
+        CHECK_CLOSE(got, want[i], (size_t)rows[i], 2e-2, "long multi %s matrix %d",
+                    ox_dtype_name(type), i);
+        free(got), free(want[i]), free(host[i]);
+        gpu.ops->free(&gpu, dy[i]), gpu.ops->free(&gpu, (void *)m[i].data);
+    }
+    free(x), gpu.ops->free(&gpu, dx);
+}
+
 static void test_fused(void) {
     static const enum ox_dtype types[] = {OX_DTYPE_Q4_0, OX_DTYPE_Q8_0,   OX_DTYPE_Q4_K,
                                           OX_DTYPE_Q6_K, OX_DTYPE_IQ4_XS, OX_DTYPE_F16,
@@ -356,6 +380,8 @@ static void test_fused(void) {
         test_fused_type(types[i]);
     test_q8_reuse();
     test_glu_then_down();
+    test_multi_long(OX_DTYPE_Q4_0);
+    test_multi_long(OX_DTYPE_Q6_K);
     test_normed(OX_DTYPE_Q4_0);
     test_normed(OX_DTYPE_Q6_K);
     if (!early)
@@ -481,11 +507,34 @@ static void test_rope_store(const struct rope_params *rope) {
     gpu.ops->free(&gpu, dpos), gpu.ops->free(&gpu, dcells), gpu.ops->free(&gpu, dv);
 }
 
+/* RMSNorm at the shapes its launch picks between: few rows (1024 threads: the weights the
+ * registers hold before the wait cover 4096 dims, the rest come from memory) and many (256). */
+static void test_rms_shapes(void) {
+    static const int shapes[][2] = {{1, 4160}, {8, 5120}, {9, 4160}, {33, 2048}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int n = shapes[k][0], dim = shapes[k][1];
+        float *x = random_floats((size_t)n * dim, 2.0f), *g = random_floats(dim, 1.0f);
+        float *want = malloc((size_t)n * dim * 4), *dx = up(x, (size_t)n * dim * 4);
+        float *dg = up(g, (size_t)dim * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * dim * 4);
+        for (int weighted = 0; weighted < 2; weighted++) {
+            cpu.ops->rms_norm(&cpu, x, weighted ? g : NULL, want, n, dim, 1e-5f);
+            gpu.ops->rms_norm(&gpu, dx, weighted ? dg : NULL, dy, n, dim, 1e-5f);
+            float *got = down(dy, (size_t)n * dim);
+            CHECK_CLOSE(got, want, (size_t)n * dim, 1e-5, "rms_norm %d x %d, weight %d", n, dim,
+                        weighted);
+            free(got);
+        }
+        free(x), free(g), free(want);
+        gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dg), gpu.ops->free(&gpu, dy);
+    }
+}
+
 static void test_rows(void) {
     float *g = random_floats(2 * DIM, 1.0f);
     g_row = g, g_row_dev = up(g, 2 * DIM * 4);
     compare_op("rms_norm", op_rms, N * DIM, N * DIM, 1e-5);
     compare_op("rms_norm without weight", op_rms_nog, N * DIM, N * DIM, 1e-5);
+    test_rms_shapes();
     compare_op("layer_norm", op_layer, N * DIM, N * DIM, 1e-5);
     compare_op("glu silu", op_silu, 2 * N * DIM, N * DIM, 1e-5);
     compare_op("glu gelu", op_geglu, 2 * N * DIM, N * DIM, 2e-3); /* the CPU's f16 table */
@@ -696,7 +745,8 @@ int main(void) {
         fprintf(stderr, "setup: %s\n", ox_last_error());
         return 1;
     }
-    test_fused(); /* as for a small model, then everything as for a big one */
+    test_matmul(); /* as for a small model, then everything as for a big one */
+    test_fused();
     backend_cuda_release(&gpu);
     early = true;
     if (backend_cuda_init(&gpu, 256, cols, true) != OX_OK) {

@@ -407,9 +407,11 @@ static bool same_kind(const struct mat *a, const struct mat *c) {
 }
 
 /* The matmul's writes may overwrite the rows the q8_1 copy was made from. */
-static void q8_written(struct backend *b, const float *y) {
-    if (cuda_of(b)->xq_src == y)
-        cuda_of(b)->xq_src = nullptr;
+static void q8_written(struct backend *b, const float *y, int n, int64_t rows) {
+    cuda_state *s = cuda_of(b);
+    const float *src_end = s->xq_src + (size_t)s->xq_n * (size_t)s->xq_cols;
+    if (s->xq_src && y < src_end && s->xq_src < y + (size_t)n * (size_t)rows)
+        s->xq_src = nullptr; /* the ranges overlap */
 }
 
 bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float *y, int n,
@@ -418,7 +420,7 @@ bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float 
     job.w[0] = (const uint8_t *)w->data, job.y[0] = y;
     job.row_end[0] = job.items = w->n_rows;
     job.n_mats = 1, job.glu = -1, job.accumulate = accumulate;
-    q8_written(b, y);
+    q8_written(b, y, n, w->n_rows);
     return w->n_rows > 0 && q8_run(b, job, w, x, n);
 }
 
@@ -452,7 +454,7 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
     }
     job.items = rows;
     for (int m = 0; m < count; m++)
-        q8_written(b, y[m]);
+        q8_written(b, y[m], n, w[m].n_rows);
     return q8_run(b, job, &w[0], x, n);
 }
 
@@ -467,7 +469,7 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
     job.w[0] = (const uint8_t *)gate->data, job.w[1] = (const uint8_t *)up->data, job.y[0] = y;
     job.row_end[0] = job.items = gate->n_rows;
     job.n_mats = 2, job.glu = (int)kind;
-    q8_written(b, y);
+    q8_written(b, y, n, gate->n_rows);
     cuda_state *s = cuda_of(b);
     /* the output quantized for the down projection: 32 rows per block, a whole number of
      * blocks (a big matrix gets 32 rows per block anyway); the float types' down projection

@@ -109,8 +109,9 @@ __global__ static void rope_store_kernel(rope_store_k a, rope_k p) {
         kv_put(a.cache_type, slice, head, i);
 }
 
-/* Decode steps only: prompts keep the separate kernels, whose thread per element keeps every
- * lane busy (a block per head of 64 dims would idle half of its 128). */
+/* Batches of up to CUDA_Q8_MAX_N tokens (decode steps): prompts keep the separate kernels,
+ * whose thread per element keeps every lane busy (a block per head of 64 dims would idle half
+ * of its 128). */
 bool cuda_rope_store(struct backend *b, const struct rope_store_args *a) {
     const bool q8 = a->cache_type == OX_DTYPE_Q8_0;
     if (a->n <= 0 || a->n > CUDA_Q8_MAX_N || (q8 && (a->hd_k % 32 || a->hd_v % 32)) ||

@@ -302,7 +302,9 @@ template <> struct vd<OX_DTYPE_IQ4_XS> {
     }
 };
 
-/* The warp's 32 values (one per lane, in order) into blk, rounded as llama.cpp's q8_1. */
+/* The warp's 32 values (one per lane, in order) into blk: d = max |v| / 127, levels rounded to
+ * nearest with ties to even (as llama.cpp's SIMD quantizers; its scalar reference rounds ties
+ * away from zero). */
 __device__ __forceinline__ void cvd_quantize_warp(float v, cvd_xq *blk, int lane) {
     float amax = fabsf(v);
 #pragma unroll
