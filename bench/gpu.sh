@@ -47,7 +47,7 @@ if [ "$MODE" != tests ]; then
   # batched decoding: aggregate tokens/s of N sequences at once, on the 8B Q4_K_M shape
   f=bench/models/llama-3-8b-q4_k_m.gguf
   [ -f "$f" ] && build-cuda/apps/oxidize/oxidize bench -m "$f" -ngl 99 -p 0 -n 128 \
-    --batch "${BATCHES:-1,8,32,64}" -r 2 >"$LOG/batched.md" 2>>"$LOG/bench.log" &&
+    --batch "${BATCHES:-1,8,32,128}" -r 2 >"$LOG/batched.md" 2>>"$LOG/bench.log" &&
     cat "$LOG/batched.md"
   grep "GPU memory" "$LOG/bench.log"
   python3 - "$LOG" "${ANCHORS:-${OX_TESTDATA:-../shared/testdata}/anchors/llama-bench-cuda-h200.json}" <<'EOF'

@@ -391,11 +391,14 @@ OX_API const char *ox_arch_supported(void);
 /* The default thread count: the machine's physical cores. */
 OX_API int ox_default_threads(void);
 
+/* The most sequences one context holds (n_seq_max). */
+#define OX_SEQ_MAX 256
+
 struct ox_context_params {
     uint32_t n_ctx;      /* KV cache cells (tokens over all sequences); 0: the model's */
     uint32_t n_batch;    /* most tokens one ox_decode call takes */
     int32_t n_threads;   /* <= 0: ox_default_threads() (physical cores) */
-    uint32_t n_seq_max;  /* sequences (seq_id 0 .. n_seq_max-1) */
+    uint32_t n_seq_max;  /* sequences (seq_id 0 .. n_seq_max-1), at most OX_SEQ_MAX */
     enum ox_dtype kv_type; /* OX_DTYPE_F16 (default), OX_DTYPE_F32 or OX_DTYPE_Q8_0 */
 };
 

@@ -11,9 +11,9 @@
 #include "json_out.h"
 #include "oxidize.h"
 
-#define MAX_LIST   64        /* values per -p / -n list */
-#define MAX_PAR    64        /* sequences decoded together (a context's sequence masks) */
-#define MAX_TOKENS (1 << 20) /* per test; the context (max -p + max -n) stays far below 2^24 */
+#define MAX_LIST   64         /* values per -p / -n list */
+#define MAX_PAR    OX_SEQ_MAX /* sequences decoded together (a context holds at most that) */
+#define MAX_TOKENS (1 << 20)  /* per test; the context (max -p + max -n) stays far below 2^24 */
 
 struct bench_opts {
     const char *model;

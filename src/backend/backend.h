@@ -45,13 +45,25 @@ struct rope_params {
     const float *freq_factors; /* n_rot/2 divisors of the angle (llama3 rope_freqs), or NULL */
 };
 
+/* A KV cell's sequences: SEQ_WORDS 64-bit words, bit s % 64 of word s / 64 set when the cell
+ * belongs to sequence s. */
+#define SEQ_WORDS (OX_SEQ_MAX / 64)
+
+#ifdef __CUDACC__ /* the CUDA kernels read the sets too */
+__host__ __device__
+#endif
+    static inline bool
+    seq_set_has(const uint64_t *set, int32_t s) {
+    return set[s / 64] >> (s % 64) & 1;
+}
+
 struct attn_args {
     const float *q, *k, *v;
     float *y;
     int n, n_cells, n_head, n_head_kv, hd_k, hd_v;
     const int32_t *q_pos, *q_seq;
     const int32_t *cell_pos;
-    const uint64_t *cell_seq; /* bit s set: the cell belongs to sequence s */
+    const uint64_t *cell_seq; /* [n_cells][SEQ_WORDS] sequence sets (seq_set_has) */
     float scale;              /* applied to q.k, usually 1/sqrt(hd_k) */
     float softcap;            /* scores become softcap * tanh(score / softcap); 0: off */
     int32_t window;           /* sliding window: query p sees cells with p - pos < window;

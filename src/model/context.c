@@ -9,8 +9,6 @@
 #include "model/context.h"
 #include "quant/dtype.h"
 
-#define MAX_SEQ 64 /* sequence sets are 64-bit masks */
-
 struct ox_context_params ox_context_params_default(void) {
     return (struct ox_context_params){
         .n_ctx = 4096, .n_batch = 512, .n_threads = 0, .n_seq_max = 1, .kv_type = OX_DTYPE_F16};
@@ -31,7 +29,7 @@ static enum ox_status check_params(const struct ox_model *m, struct ox_context_p
         ((int64_t)m->cfg.n_head_kv * m->cfg.head_dim_v) % kt->block_size)
         return ox_fail(OX_ERR_INVALID_ARG, "context: KV rows do not fit %s blocks", kt->name);
     if (p->n_ctx > (1u << 24) || p->n_batch < 1 || p->n_batch > (1u << 16) || p->n_seq_max < 1 ||
-        p->n_seq_max > MAX_SEQ)
+        p->n_seq_max > OX_SEQ_MAX)
         return ox_fail(OX_ERR_INVALID_ARG,
                        "context: n_ctx %u, n_batch %u or n_seq_max %u out "
                        "of range",
@@ -60,13 +58,13 @@ static enum ox_status alloc_kv(struct ox_context *ctx) {
     kv->v_row = (size_t)((int64_t)c->n_head_kv * c->head_dim_v / tr->block_size) * tr->type_size;
     size_t cells = (size_t)kv->n_cells * (size_t)c->n_layer;
     kv->pos = malloc((size_t)kv->n_cells * sizeof *kv->pos);
-    kv->seq = calloc((size_t)kv->n_cells, sizeof *kv->seq);
+    kv->seq = calloc((size_t)kv->n_cells * SEQ_WORDS, sizeof *kv->seq);
     ctx->kv_bytes = cells * (kv->k_row + kv->v_row); /* counted apart from buffer_bytes */
     kv->k = ctx->be.ops->alloc(&ctx->be, cells * kv->k_row);
     kv->v = ctx->be.ops->alloc(&ctx->be, cells * kv->v_row);
     bool device = ctx->be.ops->device;
     kv->b_pos = device ? balloc(ctx, (size_t)kv->n_cells * sizeof *kv->pos) : kv->pos;
-    kv->b_seq = device ? balloc(ctx, (size_t)kv->n_cells * sizeof *kv->seq) : kv->seq;
+    kv->b_seq = device ? balloc(ctx, (size_t)kv->n_cells * SEQ_WORDS * sizeof *kv->seq) : kv->seq;
     if (!kv->pos || !kv->seq || !kv->k || !kv->v || !kv->b_pos || !kv->b_seq)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells on the %s",
                        kv->n_cells, ctx->be.ops->name);

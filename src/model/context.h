@@ -11,7 +11,7 @@ struct kv_cache {
     enum ox_dtype type;
     int32_t n_cells;
     int32_t *pos;        /* position of the token in the cell, -1 when free */
-    uint64_t *seq;       /* sequences the cell belongs to (bit s) */
+    uint64_t *seq;       /* [n_cells][SEQ_WORDS]: the cell's sequences (seq_set_has) */
     size_t k_row, v_row; /* bytes of one cell's keys / values in one layer */
     uint8_t *k, *v;      /* [n_layer][n_cells] rows */
     int32_t used_end;    /* cells at or past this index are all free */

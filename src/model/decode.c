@@ -5,23 +5,53 @@
 #include "model/context.h"
 #include "quant/dtype.h"
 
+/* Cell c's sequence set (SEQ_WORDS words). */
+static uint64_t *cell_seqs(const struct kv_cache *kv, int32_t c) {
+    return kv->seq + (size_t)c * SEQ_WORDS;
+}
+
+static bool cell_in(const struct kv_cache *kv, int32_t c, int32_t seq) {
+    return seq_set_has(cell_seqs(kv, c), seq);
+}
+
+/* Cell c freed: no position, no sequence. */
+static void cell_free(struct kv_cache *kv, int32_t c) {
+    kv->pos[c] = -1;
+    memset(cell_seqs(kv, c), 0, SEQ_WORDS * sizeof *kv->seq);
+}
+
 int32_t ox_kv_seq_pos_max(const struct ox_context *ctx, int32_t seq) {
     int32_t max = -1;
     if (seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
         return -1;
     for (int32_t c = 0; c < ctx->kv.used_end; c++)
-        if ((ctx->kv.seq[c] >> seq & 1) && ctx->kv.pos[c] > max)
+        if (cell_in(&ctx->kv, c, seq) && ctx->kv.pos[c] > max)
             max = ctx->kv.pos[c];
     return max;
+}
+
+/* next[s] = 1 + the last position of sequence s in the cache (0 when it has none), for every
+ * sequence, in one pass over the cells. */
+static void next_positions(const struct kv_cache *kv, int32_t *next) {
+    memset(next, 0, OX_SEQ_MAX * sizeof *next);
+    for (int32_t c = 0; c < kv->used_end; c++) {
+        if (kv->pos[c] < 0)
+            continue;
+        for (int w = 0; w < SEQ_WORDS; w++)
+            for (uint64_t bits = cell_seqs(kv, c)[w]; bits; bits &= bits - 1) {
+                int s = w * 64 + __builtin_ctzll(bits);
+                next[s] = kv->pos[c] + 1 > next[s] ? kv->pos[c] + 1 : next[s];
+            }
+    }
 }
 
 /* Positions, sequences and output rows of the batch into the context; nothing else changes. */
 static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *b) {
     struct activations *a = &ctx->act;
     int32_t n_vocab = ctx->model->cfg.n_vocab;
-    int32_t next[64];
-    for (uint32_t s = 0; s < ctx->params.n_seq_max; s++)
-        next[s] = ox_kv_seq_pos_max(ctx, (int32_t)s) + 1;
+    int32_t next[OX_SEQ_MAX];
+    if (!b->pos) /* positions follow each sequence's last one */
+        next_positions(&ctx->kv, next);
     int rows = 0;
     for (int t = 0; t < b->n_tokens; t++) {
         int32_t seq = b->seq_id ? b->seq_id[t] : 0;
@@ -33,14 +63,13 @@ static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *
         if (seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
             return ox_fail(OX_ERR_INVALID_ARG, "decode: sequence id %d at %d (n_seq_max %u)", seq,
                            t, ctx->params.n_seq_max);
-        int32_t pos = b->pos ? b->pos[t] : next[seq];
+        int32_t pos = b->pos ? b->pos[t] : next[seq]++;
         if (pos < 0)
             return ox_fail(OX_ERR_INVALID_ARG, "decode: negative position at %d", t);
         if (ctx->model->pos_embd && pos >= ctx->model->cfg.n_ctx_train) /* a table lookup */
             return ox_fail(OX_ERR_CONTEXT_FULL,
                            "decode: position %d is past the %d learned positions of the model", pos,
                            ctx->model->cfg.n_ctx_train);
-        next[seq] = pos + 1;
         a->pos[t] = pos, a->seq[t] = seq;
         bool want = b->logits ? b->logits[t] : t == b->n_tokens - 1;
         ctx->out_row[t] = want ? rows++ : -1;
@@ -62,8 +91,9 @@ static enum ox_status place_batch(struct ox_context *ctx, int n) {
                        n, kv->n_cells, found);
     for (int t = 0; t < n; t++) {
         int32_t c = ctx->act.cell[t];
+        cell_free(kv, c);
         kv->pos[c] = ctx->act.pos[t];
-        kv->seq[c] = 1ull << ctx->act.seq[t];
+        cell_seqs(kv, c)[ctx->act.seq[t] / 64] = 1ull << (ctx->act.seq[t] % 64);
         kv->used_end = c + 1 > kv->used_end ? c + 1 : kv->used_end;
     }
     return OX_OK;
@@ -96,7 +126,7 @@ static bool in_range(int32_t pos, int32_t p0, int32_t p1) {
 
 void ox_kv_clear(struct ox_context *ctx) {
     for (int32_t c = 0; c < ctx->kv.n_cells; c++)
-        ctx->kv.pos[c] = -1, ctx->kv.seq[c] = 0;
+        cell_free(&ctx->kv, c);
     ctx->kv.used_end = 0;
 }
 
@@ -105,22 +135,26 @@ void ox_kv_seq_rm(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1) {
     for (int32_t c = 0; c < kv->used_end; c++) {
         if (kv->pos[c] < 0 || !in_range(kv->pos[c], p0, p1))
             continue;
-        if (seq < 0)
-            kv->seq[c] = 0; /* every sequence */
-        else if (seq < 64)
-            kv->seq[c] &= ~(1ull << seq);
-        if (!kv->seq[c])
+        uint64_t *set = cell_seqs(kv, c), left = 0;
+        if (seq < 0) /* every sequence */
+            memset(set, 0, SEQ_WORDS * sizeof *set);
+        else if (seq < OX_SEQ_MAX)
+            set[seq / 64] &= ~(1ull << (seq % 64));
+        for (int w = 0; w < SEQ_WORDS; w++)
+            left |= set[w];
+        if (!left)
             kv->pos[c] = -1;
     }
 }
 
 void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
     struct kv_cache *kv = &ctx->kv;
-    if (src < 0 || dst < 0 || src >= 64 || dst >= (int32_t)ctx->params.n_seq_max)
+    int32_t n_seq = (int32_t)ctx->params.n_seq_max;
+    if (src < 0 || dst < 0 || src >= n_seq || dst >= n_seq)
         return;
     for (int32_t c = 0; c < kv->used_end; c++)
-        if (kv->pos[c] >= 0 && (kv->seq[c] >> src & 1) && in_range(kv->pos[c], p0, p1))
-            kv->seq[c] |= 1ull << dst; /* cells are shared, not copied */
+        if (kv->pos[c] >= 0 && cell_in(kv, c, src) && in_range(kv->pos[c], p0, p1))
+            cell_seqs(kv, c)[dst / 64] |= 1ull << (dst % 64); /* cells are shared, not copied */
 }
 
 /* Moving a cell by delta positions rotates its cached keys by delta more (rotations add).
@@ -147,14 +181,14 @@ static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
 
 void ox_kv_seq_add(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
     struct kv_cache *kv = &ctx->kv;
-    if (delta == 0 || seq < 0 || seq >= 64)
+    if (delta == 0 || seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
         return;
     for (int32_t c = 0; c < kv->used_end; c++) {
-        if (kv->pos[c] < 0 || !(kv->seq[c] >> seq & 1) || !in_range(kv->pos[c], p0, p1))
+        if (kv->pos[c] < 0 || !cell_in(kv, c, seq) || !in_range(kv->pos[c], p0, p1))
             continue;
         kv->pos[c] += delta;
         if (kv->pos[c] < 0) { /* shifted out of the window: dropped, as llama.cpp does */
-            kv->pos[c] = -1, kv->seq[c] = 0;
+            cell_free(kv, c);
             continue;
         }
         rerope_cell(ctx, c, delta);

@@ -466,7 +466,7 @@ static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) 
     b->ops->upload(b, a->b_seq, a->seq, ints);
     b->ops->upload(b, a->b_cell, a->cell, ints);
     b->ops->upload(b, kv->b_pos, kv->pos, cells * sizeof *kv->pos);
-    b->ops->upload(b, kv->b_seq, kv->seq, cells * sizeof *kv->seq);
+    b->ops->upload(b, kv->b_seq, kv->seq, cells * SEQ_WORDS * sizeof *kv->seq);
 }
 
 /* Whether a decode step of n tokens may be recorded as a graph: single tokens (prompts are few

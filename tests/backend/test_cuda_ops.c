@@ -619,12 +619,15 @@ static void check_matmul_after(const struct mat *m, const uint8_t *host, const f
 
 static void test_attention(void) {
     enum { NT = 6, CELLS = 300, HEADS = 8, KV_HEADS = 2, HD = 128 };
-    int32_t q_pos[NT] = {3, 150, 151, 152, 0, 290}, q_seq[NT] = {0, 0, 0, 0, 1, 1};
+    int32_t q_pos[NT] = {3, 150, 151, 152, 0, 290}, q_seq[NT] = {0, 0, 0, 0, 77, 77};
     int32_t *cell_pos = malloc(CELLS * 4);
-    uint64_t *cell_seq = malloc(CELLS * 8);
-    for (int c = 0; c < CELLS; c++) { /* sequence 0 in even cells, 1 in odd; some free */
+    uint64_t *cell_seq = calloc(CELLS * SEQ_WORDS, 8);
+    for (int c = 0; c < CELLS; c++) { /* sequence 0 in even cells, 77 (word 1) in odd; some free */
         cell_pos[c] = c % 17 == 5 ? -1 : c / 2;
-        cell_seq[c] = cell_pos[c] < 0 ? 0 : 1ull << (c % 2);
+        if (cell_pos[c] >= 0 && c % 2)
+            cell_seq[c * SEQ_WORDS + 1] = 1ull << (77 - 64);
+        else if (cell_pos[c] >= 0)
+            cell_seq[c * SEQ_WORDS] = 1;
     }
     float *q = random_floats(NT * HEADS * HD, 1.0f), *k = random_floats(CELLS * KV_HEADS * HD, 1);
     float *v = random_floats(CELLS * KV_HEADS * HD, 1.0f);
@@ -632,7 +635,7 @@ static void test_attention(void) {
     float *dv = up(v, 4 * CELLS * KV_HEADS * HD), *dy = gpu.ops->alloc(&gpu, 4 * NT * HEADS * HD);
     int32_t *dqp = up(q_pos, sizeof q_pos), *dqs = up(q_seq, sizeof q_seq);
     int32_t *dcp = up(cell_pos, CELLS * 4);
-    uint64_t *dcs = up(cell_seq, CELLS * 8);
+    uint64_t *dcs = up(cell_seq, CELLS * SEQ_WORDS * 8);
     struct {
         int window;
         float softcap;

@@ -47,15 +47,20 @@ static void check_attention(int hd, int window, float softcap) {
     static float q[N * NH * 256], k[CELLS * NKV * 256], v[CELLS * NKV * 256];
     static float y_ref[N * NH * 256], y_simd[N * NH * 256];
     int32_t q_pos[N], q_seq[N], cell_pos[CELLS];
-    uint64_t cell_seq[CELLS];
+    uint64_t cell_seq[CELLS * SEQ_WORDS] = {0}; /* sequences 0 and 130 (word 2) */
     for (int i = 0; i < N * NH * hd; i++)
         q[i] = uniform() * 2.0f;
     for (int i = 0; i < CELLS * NKV * hd; i++) /* as read back from an f16 cache */
         k[i] = fp16_to_fp32(fp32_to_fp16(uniform())), v[i] = fp16_to_fp32(fp32_to_fp16(uniform()));
-    for (int c = 0; c < CELLS; c++)
-        cell_pos[c] = c / 2, cell_seq[c] = (c % 2 ? 2u : 1u) | (c < 4 ? 3u : 0u);
+    for (int c = 0; c < CELLS; c++) {
+        cell_pos[c] = c / 2;
+        if (c % 2 == 0 || c < 4)
+            cell_seq[c * SEQ_WORDS] |= 1u;
+        if (c % 2 || c < 4)
+            cell_seq[c * SEQ_WORDS + 2] |= 1ull << (130 - 128);
+    }
     for (int t = 0; t < N; t++)
-        q_pos[t] = 10 + 2 * t, q_seq[t] = t % 2;
+        q_pos[t] = 10 + 2 * t, q_seq[t] = t % 2 ? 130 : 0;
     struct attn_args a = {.q = q,
                           .k = k,
                           .v = v,
@@ -94,13 +99,13 @@ static void check_attention_tiled(int hd, int window) {
     static float q[N * NH * 128], k[CELLS * NKV * 128], v[CELLS * NKV * 128], kt[CELLS * NKV * 128];
     static float y_ref[N * NH * 128], y_simd[N * NH * 128];
     int32_t q_pos[N], q_seq[N], cell_pos[CELLS];
-    uint64_t cell_seq[CELLS];
+    uint64_t cell_seq[CELLS * SEQ_WORDS] = {0};
     for (int i = 0; i < N * NH * hd; i++)
         q[i] = uniform() * 2.0f;
     for (int i = 0; i < CELLS * NKV * hd; i++)
         k[i] = uniform(), v[i] = uniform();
     for (int c = 0; c < CELLS; c++) /* two sequences, the last cells of each in use */
-        cell_pos[c] = c / 2, cell_seq[c] = c % 2 ? 2u : 1u;
+        cell_pos[c] = c / 2, cell_seq[c * SEQ_WORDS] = c % 2 ? 2u : 1u;
     for (int t = 0; t < N; t++)
         q_pos[t] = 10 + t / 2, q_seq[t] = t % 2;
     struct attn_args a = {.q = q,

@@ -99,6 +99,49 @@ static void check_two_sequences(void) {
     ox_context_free(s1);
 }
 
+/* Sequence ids across the words of the sequence sets (0, 63, 64, 130, 255), positions left to
+ * the context: each sees only its own tokens; copying and removing work on any word. */
+static void check_many_sequences(void) {
+    enum { S = 5, M = 12 }; /* 60 tokens: under 64, the CPU matmul keeps the summation order of
+                               each sequence alone (bigger batches tile differently) */
+    static const int32_t ids[S] = {0, 63, 64, 130, OX_SEQ_MAX - 1};
+    ox_token t[S][N], all_t[S * M];
+    int32_t seq[S * M];
+    bool all[S * M];
+    for (int k = 0; k < S; k++)
+        prompt(t[k], 10 + k);
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < S; k++)
+            all_t[i * S + k] = t[k][i], seq[i * S + k] = ids[k], all[i * S + k] = true;
+    struct ox_context *c = new_context(S * M + 8, OX_SEQ_MAX);
+    struct ox_batch b = {.n_tokens = S * M, .token = all_t, .seq_id = seq, .logits = all};
+    CHECK_EQ(ox_decode(c, &b), OX_OK);
+    double worst = 0;
+    for (int k = 0; k < S; k++) {
+        struct ox_context *alone = new_context(64, 1);
+        struct ox_batch one = {.n_tokens = M, .token = t[k], .logits = all};
+        CHECK_EQ(ox_decode(alone, &one), OX_OK);
+        for (int i = 0; i < M; i++)
+            worst = fmax(worst, max_diff(ox_get_logits(c, i * S + k), ox_get_logits(alone, i)));
+        CHECK_EQ(ox_kv_seq_pos_max(c, ids[k]), M - 1);
+        ox_context_free(alone);
+    }
+    printf("  %d sequences up to id %d in one batch vs alone: max |logit diff| %.3g\n", S,
+           OX_SEQ_MAX - 1, worst);
+    CHECK(worst < 1e-4);
+    ox_kv_seq_cp(c, 130, 200, 0, -1);
+    CHECK_EQ(ox_kv_seq_pos_max(c, 200), M - 1);
+    ox_kv_seq_rm(c, 130, 0, -1); /* the cells stay: sequence 200 holds them */
+    CHECK_EQ(ox_kv_seq_pos_max(c, 130), -1);
+    CHECK_EQ(ox_kv_seq_pos_max(c, 200), M - 1);
+    ox_context_free(c);
+    struct ox_context_params p = ox_context_params_default();
+    p.n_seq_max = OX_SEQ_MAX + 1;
+    struct ox_context *bad = NULL;
+    CHECK_EQ(ox_context_create(model, &p, &bad), OX_ERR_INVALID_ARG);
+    CHECK(bad == NULL);
+}
+
 static void check_limits(void) {
     struct ox_context *c = new_context(16, 1);
     ox_token t[N];
@@ -274,6 +317,7 @@ int main(void) {
     n_vocab = ox_model_n_vocab(model);
     check_incremental();
     check_two_sequences();
+    check_many_sequences();
     check_limits();
     check_kv_types();
     check_shift();

@@ -11,7 +11,7 @@
  * the sliding window when there is one. */
 static inline bool visible(const struct attn_args *a, int t, int c) {
     int32_t qp = a->q_pos[t], kp = a->cell_pos[c];
-    return (a->cell_seq[c] >> a->q_seq[t] & 1) && kp <= qp &&
+    return seq_set_has(a->cell_seq + (size_t)c * SEQ_WORDS, a->q_seq[t]) && kp <= qp &&
            (a->window <= 0 || qp - kp < a->window);
 }
 

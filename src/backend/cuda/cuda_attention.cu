@@ -52,8 +52,8 @@ template <int KT> __global__ static void __launch_bounds__(TILE) attention_kerne
         float s = -INFINITY;
         if (c < a.n_cells) {
             int32_t kp = a.cell_pos[c];
-            bool seen = kp >= 0 && (a.cell_seq[c] >> qs & 1) && kp <= qp &&
-                        (a.window <= 0 || qp - kp < a.window);
+            bool seen = kp >= 0 && seq_set_has(a.cell_seq + (size_t)c * SEQ_WORDS, qs) &&
+                        kp <= qp && (a.window <= 0 || qp - kp < a.window);
             if (seen) {
                 float dot = 0.0f;
                 if (KT == OX_DTYPE_F16 && vec_k) { /* the row 8 halves at a time, same order */
@@ -160,11 +160,10 @@ __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, 
         /* scores: thread t takes cell t % CT for queries t / CT, + 4, + 8, + 12 */
         const int c = tid % CT, cell = c0 + c;
         const int32_t kp = cell < a.n_cells ? a.cell_pos[cell] : -1;
-        const uint64_t kseq = cell < a.n_cells ? a.cell_seq[cell] : 0;
         for (int q = tid / CT; q < QT; q += TILE / CT) {
-            float s = -INFINITY;
-            if (kp >= 0 && (kseq >> qseq[q] & 1) && kp <= qpos[q] &&
-                (a.window <= 0 || qpos[q] - kp < a.window)) {
+            float s = -INFINITY; /* kp >= 0: a cell of the cache */
+            if (kp >= 0 && seq_set_has(a.cell_seq + (size_t)cell * SEQ_WORDS, qseq[q]) &&
+                kp <= qpos[q] && (a.window <= 0 || qpos[q] - kp < a.window)) {
                 float dot = 0.0f;
                 for (int d = 0; d < a.hd_k; d++)
                     dot += qs[q][d] * ks[c][d];
