@@ -120,6 +120,22 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, c
     b->ops->copy_rows(b, a->v, v, a->qkv + q + k, all, n, (int)v);
 }
 
+/* The layer's input normed (into act.xn, unless the backend takes the norm into the
+ * projection), then q, k and v. */
+static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weights *l, int n) {
+    struct activations *a = &ctx->act;
+    struct norm_in fused = {vec(l->attn_norm), ctx->model->cfg.norm_eps};
+    if (norm_fusable(ctx, l->attn_norm, l->attn_norm_b) &&
+        project_qkv_fused(ctx, l, a->x, &fused, n))
+        return;
+    const float *in = a->x;
+    if (!ctx->model->cfg.arch->no_pre_norm) {
+        norm(ctx, a->x, l->attn_norm, l->attn_norm_b, a->xn, n);
+        in = a->xn;
+    }
+    project_qkv(ctx, l, in, n);
+}
+
 /* q and k rotated and k, v stored into the cache by one backend op, where it has one and
  * nothing else comes between (attention temperature, q prescaling). */
 static bool rope_and_store(struct ox_context *ctx, int il, int n) {
@@ -190,16 +206,7 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
     struct activations *a = &ctx->act;
     struct backend *b = &ctx->be;
     const struct backend_ops *op = b->ops;
-    const float *in = a->x;
-    struct norm_in fused = {vec(l->attn_norm), c->norm_eps};
-    if (!norm_fusable(ctx, l->attn_norm, l->attn_norm_b) ||
-        !project_qkv_fused(ctx, l, a->x, &fused, n)) {
-        if (!d->no_pre_norm) {
-            norm(ctx, a->x, l->attn_norm, l->attn_norm_b, a->xn, n);
-            in = a->xn;
-        }
-        project_qkv(ctx, l, in, n);
-    }
+    norm_and_project_qkv(ctx, l, n);
     int hd = c->head_dim_k;
     if (d->qk_norm != QK_NORM_NONE) { /* per head, or across all heads at once */
         bool head = d->qk_norm == QK_NORM_HEAD;

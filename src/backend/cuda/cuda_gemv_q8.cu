@@ -187,6 +187,66 @@ __device__ __forceinline__ void q8_store(const q8_job &job, int64_t it, const fl
     }
 }
 
+/* part[t] = this lane's share of tile t_idx's dot products with token t (t < n): its groups
+ * lane, lane + 32, ... of the tile at tile, against x as q8_gemv stages it in smem. */
+template <enum ox_dtype T, int NT>
+__device__ __forceinline__ void q8_tile_dot(const uint8_t *tile, int t_idx, int lane, int n,
+                                            int n_groups, const uint8_t *smem, float *part) {
+    constexpr int TG = q8_groups<T>();
+    const int tg = min(TG, n_groups - t_idx * TG);
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+        part[i] = 0.f;
+#pragma unroll
+    for (int k = 0; k < TG / 32; k++) {
+        const int g = lane + 32 * k;
+        if (g >= tg)
+            break;
+        if constexpr (q8_float_x<T>()) { /* one token, floats XPAD per group */
+            float v[32];
+            dq<T>::template group<16>(tile, g, v);
+            const float *xr = (const float *)smem + (size_t)(t_idx * TG + g) * XPAD;
+            float d = 0.f;
+#pragma unroll
+            for (int j = 0; j < 32; j++)
+                d += v[j] * xr[j];
+            part[0] += d;
+        } else {
+            const cvd_xq *xs = (const cvd_xq *)smem;
+            cvd_w w;
+            vd<T>::template unpack<16>(tile, g, w);
+#pragma unroll
+            for (int i = 0; i < NT; i++)
+                if (i < n)
+                    part[i] += cvd_dot<T>(w, xs[(size_t)i * n_groups + t_idx * TG + g]);
+        }
+    }
+}
+
+/* Item it's sums are complete in each lane's share: add them up over the lanes, apply the GLU
+ * (keeping the row for xq_out), store, and clear the sums for the next item. */
+template <int NT>
+__device__ __forceinline__ void q8_finish_item(const q8_job &job, int64_t it, float *acc, float *up,
+                                               int n, int lane, float *outs) {
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) {
+            acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+            up[i] += __shfl_xor_sync(0xffffffffu, up[i], o);
+        }
+        if (job.glu >= 0) {
+            acc[i] = cuda_glu_act(job.glu, acc[i]) * up[i];
+            if (job.xq_out && lane == i)
+                outs[i * 32 + (int)(it % 32)] = acc[i];
+        }
+    }
+    q8_store<NT>(job, it, acc, n, lane);
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+        acc[i] = up[i] = 0.f;
+}
+
 /* The block's warps take items rpb / QW apart within the block's rpb. Each warp streams the
  * tiles of all its rows (two per item for a GLU job) through its QNB shared buffers with
  * cp.async, the next tiles in flight while the lanes take integer dot products with this one,
@@ -201,9 +261,7 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
     extern __shared__ __align__(16) uint8_t smem[];
     cuda_let_next_start();
     const int n_groups = n_cols / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const cvd_xq *xs = (const cvd_xq *)smem;
-    const float *xf = (const float *)smem; /* FX */
-    const size_t x_bytes = q8_x_bytes<T>(NT, n_cols);
+    const size_t x_bytes = q8_x_bytes<T>(NT, n_cols); /* x first, as q8_stage_x puts it */
     uint8_t *ws = smem + x_bytes + warp * QNB * TB;
     /* [NT][32]: the norm's partial sums, then the rows for xq_out */
     float *outs = (float *)(smem + x_bytes + QW * QNB * TB);
@@ -253,39 +311,12 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
         else
             __pipeline_wait_prior(0);
         __syncwarp();
-        const int t = c_t, seg = c_seg;
-        const int tg = min(TG, n_groups - t * TG);
         float part[NT];
-#pragma unroll
-        for (int i = 0; i < NT; i++)
-            part[i] = 0.f;
-#pragma unroll
-        for (int k = 0; k < TG / 32; k++) {
-            const int g = lane + 32 * k;
-            if (g >= tg)
-                break;
-            if constexpr (FX) { /* one token */
-                float v[32];
-                dq<T>::template group<16>(ws + (s % QNB) * TB, g, v);
-                const float *xr = xf + (size_t)(t * TG + g) * XPAD;
-                float d = 0.f;
-#pragma unroll
-                for (int j = 0; j < 32; j++)
-                    d += v[j] * xr[j];
-                part[0] += d;
-            } else {
-                cvd_w w;
-                vd<T>::template unpack<16>(ws + (s % QNB) * TB, g, w);
-#pragma unroll
-                for (int i = 0; i < NT; i++)
-                    if (i < n)
-                        part[i] += cvd_dot<T>(w, xs[(size_t)i * n_groups + t * TG + g]);
-            }
-        }
+        q8_tile_dot<T, NT>(ws + (s % QNB) * TB, c_t, lane, n, n_groups, smem, part);
         __syncwarp(); /* the buffer is refilled at the next step */
 #pragma unroll
         for (int i = 0; i < NT; i++) {
-            if (seg)
+            if (c_seg)
                 up[i] += part[i];
             else
                 acc[i] += part[i];
@@ -296,26 +327,8 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
         if (++c_seg < segs)
             continue;
         c_seg = 0;
-        /* the item's last tile: sum over the lanes, store, start the next item */
-        const int64_t it = c_it;
+        q8_finish_item<NT>(job, c_it, acc, up, n, lane, outs);
         c_it += QW;
-#pragma unroll
-        for (int i = 0; i < NT; i++) {
-#pragma unroll
-            for (int o = 16; o > 0; o /= 2) {
-                acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
-                up[i] += __shfl_xor_sync(0xffffffffu, up[i], o);
-            }
-            if (job.glu >= 0) {
-                acc[i] = cuda_glu_act(job.glu, acc[i]) * up[i];
-                if (job.xq_out && lane == i)
-                    outs[i * 32 + (int)(it % 32)] = acc[i];
-            }
-        }
-        q8_store<NT>(job, it, acc, n, lane);
-#pragma unroll
-        for (int i = 0; i < NT; i++)
-            acc[i] = up[i] = 0.f;
     }
     if (job.xq_out) { /* the block's 32 rows are block blockIdx.x of each token's q8_1 row */
         __syncthreads();
@@ -487,20 +500,21 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
 
 /* Over 48 KB of dynamic shared memory must be allowed per kernel before any launch (and so
  * before a graph capture records one). */
+template <enum ox_dtype T, int NT> static cudaError_t q8_allow_smem_nt() {
+    return cudaFuncSetAttribute(gemv_q8_kernel<T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                q_smem_limit);
+}
+
 template <enum ox_dtype T> static cudaError_t q8_allow_smem() {
-    cudaError_t e = cudaFuncSetAttribute(gemv_q8_kernel<T, 1>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, q_smem_limit);
-    if constexpr (q8_float_x<T>())
-        return e;
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(gemv_q8_kernel<T, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 q_smem_limit);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(gemv_q8_kernel<T, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 q_smem_limit);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(gemv_q8_kernel<T, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 q_smem_limit);
+    cudaError_t e = q8_allow_smem_nt<T, 1>();
+    if constexpr (!q8_float_x<T>()) { /* the float types take single tokens only */
+        if (e == cudaSuccess)
+            e = q8_allow_smem_nt<T, 2>();
+        if (e == cudaSuccess)
+            e = q8_allow_smem_nt<T, 4>();
+        if (e == cudaSuccess)
+            e = q8_allow_smem_nt<T, 8>();
+    }
     return e;
 }
 

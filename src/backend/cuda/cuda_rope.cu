@@ -65,17 +65,9 @@ void cuda_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_hea
 /* One block per head of a token: blocks [0, n_head) rotate a q head, the next n_head_kv a k
  * head, which they also store, the last n_head_kv store a v head. The head goes through shared
  * memory, so the rotation and the q8_0 blocks see all of it; the arithmetic is rope_kernel's
- * and store_kernel's, so the results are the same bits. */
-struct rope_store_k {
-    float *q, *k;
-    const float *v;
-    const int32_t *pos, *cells;
-    int n_head, n_head_kv, hd_k, hd_v, cache_type;
-    uint8_t *k_cache, *v_cache;
-    size_t k_row, v_row;
-};
-
-__global__ static void rope_store_kernel(rope_store_k a, rope_k p) {
+ * and store_kernel's, so the results are the same bits. The arguments come by value; their
+ * rope pointer (host memory) is not read here, p holds those settings. */
+__global__ static void rope_store_kernel(rope_store_args a, rope_k p) {
     extern __shared__ float head[];
     cuda_let_next_start();
     cuda_wait_previous();
@@ -83,8 +75,7 @@ __global__ static void rope_store_kernel(rope_store_k a, rope_k p) {
     const int kind = h < a.n_head ? 0 : h < a.n_head + a.n_head_kv ? 1 : 2; /* q, k, v */
     const int hh = kind == 0 ? h : kind == 1 ? h - a.n_head : h - a.n_head - a.n_head_kv;
     const int hd = kind == 2 ? a.hd_v : a.hd_k, heads = kind == 0 ? a.n_head : a.n_head_kv;
-    float *src = kind == 0 ? a.q : kind == 1 ? a.k : (float *)a.v;
-    float *x = src + ((size_t)t * heads + hh) * hd;
+    float *x = (kind == 0 ? a.q : kind == 1 ? a.k : (float *)a.v) + ((size_t)t * heads + hh) * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         head[i] = x[i];
     __syncthreads();
@@ -118,14 +109,11 @@ bool cuda_rope_store(struct backend *b, const struct rope_store_args *a) {
         a->hd_k > 1024 || a->hd_v > 1024 || a->rope->n_rot > a->hd_k)
         return false;
     cuda_of(b)->xq_src = nullptr; /* q and k change (cuda_gemv_q8.cu) */
-    rope_store_k k = {a->q,       a->k,         a->v,     a->pos,  a->cells,
-                      a->n_head,  a->n_head_kv, a->hd_k,  a->hd_v, (int)a->cache_type,
-                      a->k_cache, a->v_cache,   a->k_row, a->v_row};
     const int hd = a->hd_k > a->hd_v ? a->hd_k : a->hd_v;
     dim3 grid((unsigned)(a->n_head + 2 * a->n_head_kv), (unsigned)a->n);
     cuda_note(b,
               cuda_launch_early(cuda_of(b)->early, rope_store_kernel, grid, dim3(128),
-                                (size_t)hd * sizeof(float), cuda_of(b)->stream, k,
+                                (size_t)hd * sizeof(float), cuda_of(b)->stream, *a,
                                 rope_settings(a->rope)),
               "rope_store");
     return true;

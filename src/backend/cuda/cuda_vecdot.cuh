@@ -87,6 +87,25 @@ CDQ_HD void cvd_nibbles(const uint32_t *q, cvd_w &w) {
     }
 }
 
+/* q5_0 / q5_1: the nibbles plus bit j of the little-endian qh word as the 5th bit of
+ * element j */
+CDQ_HD void cvd_nibbles5(const uint32_t *q, uint32_t qh, cvd_w &w) {
+    cvd_nibbles(q, w);
+    CDQ_UNROLL
+    for (int i = 0; i < 4; i++) {
+        w.v[i] |= cvd_bit4(qh >> (4 * i) & 15);
+        w.v[4 + i] |= cvd_bit4(qh >> (16 + 4 * i) & 15);
+    }
+}
+
+/* iq4_nl / iq4_xs: the nibbles (laid out as the legacy types') are indices of levels */
+CDQ_HD void cvd_iq4_nibbles(const uint32_t *q, cvd_w &w) {
+    cvd_nibbles(q, w);
+    CDQ_UNROLL
+    for (int i = 0; i < 8; i++)
+        w.v[i] = cvd_iq4_levels(w.v[i]);
+}
+
 CDQ_HD void cvd_scale(cvd_w &w, float d, float m) {
     w.d[0] = w.d[1] = d;
     w.m[0] = w.m[1] = m;
@@ -123,12 +142,7 @@ template <> struct vd<OX_DTYPE_Q5_0> {
         uint32_t qh, q[4];
         cdq_load<4, cdq_align(A, 22, 2)>(b + 2, &qh);
         cdq_load<16, cdq_align(A, 22, 6)>(b + 6, q);
-        cvd_nibbles(q, w);
-        CDQ_UNROLL
-        for (int i = 0; i < 4; i++) {
-            w.v[i] |= cvd_bit4(qh >> (4 * i) & 15);
-            w.v[4 + i] |= cvd_bit4(qh >> (16 + 4 * i) & 15);
-        }
+        cvd_nibbles5(q, qh, w);
         const float d = cdq_f16((uint16_t)cdq_u16<cdq_align(A, 22, 0)>(b));
         cvd_scale(w, d, -16.f * d);
     }
@@ -141,12 +155,7 @@ template <> struct vd<OX_DTYPE_Q5_1> {
         uint32_t qh, q[4];
         cdq_load<4, cdq_align(A, 24, 4)>(b + 4, &qh);
         cdq_load<16, cdq_align(A, 24, 8)>(b + 8, q);
-        cvd_nibbles(q, w);
-        CDQ_UNROLL
-        for (int i = 0; i < 4; i++) {
-            w.v[i] |= cvd_bit4(qh >> (4 * i) & 15);
-            w.v[4 + i] |= cvd_bit4(qh >> (16 + 4 * i) & 15);
-        }
+        cvd_nibbles5(q, qh, w);
         cvd_scale(w, cdq_f16((uint16_t)cdq_u16<cdq_align(A, 24, 0)>(b)),
                   cdq_f16((uint16_t)cdq_u16<cdq_align(A, 24, 2)>(b + 2)));
     }
@@ -274,11 +283,7 @@ template <> struct vd<OX_DTYPE_IQ4_NL> {
         const uint8_t *b = base + 18 * g;
         uint32_t q[4];
         cdq_load<16, cdq_align(A, 18, 2)>(b + 2, q);
-        CDQ_UNROLL
-        for (int i = 0; i < 4; i++) {
-            w.v[i] = cvd_iq4_levels(q[i] & 0x0f0f0f0fu);
-            w.v[4 + i] = cvd_iq4_levels(q[i] >> 4 & 0x0f0f0f0fu);
-        }
+        cvd_iq4_nibbles(q, w);
         cvd_scale(w, cdq_f16((uint16_t)cdq_u16<cdq_align(A, 18, 0)>(b)), 0.f);
     }
 };
@@ -290,11 +295,7 @@ template <> struct vd<OX_DTYPE_IQ4_XS> {
         const int ib = (int)(g % 8);
         uint32_t q[4];
         cdq_load<16, cdq_align(A, 136, 8)>(b + 8 + 16 * ib, q);
-        CDQ_UNROLL
-        for (int i = 0; i < 4; i++) {
-            w.v[i] = cvd_iq4_levels(q[i] & 0x0f0f0f0fu);
-            w.v[4 + i] = cvd_iq4_levels(q[i] >> 4 & 0x0f0f0f0fu);
-        }
+        cvd_iq4_nibbles(q, w);
         const uint32_t scales_h = cdq_u16<cdq_align(A, 136, 2)>(b + 2);
         const int ls = (b[4 + ib / 2] >> (4 * (ib % 2)) & 15) | (int)(scales_h >> (2 * ib) & 3)
                                                                     << 4;
