@@ -5,7 +5,8 @@
 #
 # Builds build-cuda (-DOX_CUDA=ON, sm_90), prints the GPU, runs the CUDA op test and the model
 # tests on the GPU (test_reference compares every reference model in $OX_TESTDATA with
-# llama.cpp's logits, run on the GPU since models go there by default), then `oxidize bench
+# llama.cpp's logits, run on the GPU since models go there by default; then again with only
+# the last layer on the GPU, OX_TEST_GPU_LAYERS=1), then `oxidize bench
 # -ngl 99` (pp512, tg128) on random-weight real-shape models made by gen-model in bench/models
 # (the shapes of ../shared/testdata/anchors/llama-bench-cuda-h200.json). Logs go to $OUT (or
 # bench/results/gpu-<time>); the last lines are the benchmark table.
@@ -30,6 +31,10 @@ if [ "$MODE" != bench ]; then
   (cd build-cuda && ctest -V -R "${TESTS:-cuda|reference|decode|arch}") \
     >"$LOG/tests.log" 2>&1 && echo "tests: passed" || echo "tests: FAILED"
   grep -E "checks|tests passed|Failed|FAIL|relative|prompt KL|weight types" "$LOG/tests.log" | tail -70
+  # partial offload: the model tests again with only the last layer (and the output) on the GPU
+  (cd build-cuda && OX_TEST_GPU_LAYERS=1 ctest -V -R "${SPLIT_TESTS:-reference|decode|arch}") \
+    >"$LOG/tests-split.log" 2>&1 && echo "split tests: passed" || echo "split tests: FAILED"
+  grep -E "checks|tests passed|Failed|FAIL|prompt KL" "$LOG/tests-split.log" | tail -40
 fi
 
 if [ "$MODE" != tests ]; then
@@ -49,6 +54,9 @@ if [ "$MODE" != tests ]; then
   [ -f "$f" ] && build-cuda/apps/oxidize/oxidize bench -m "$f" -ngl 99 -p 0 -n 128 \
     --batch "${BATCHES:-1,8,32,128}" -r 2 >"$LOG/batched.md" 2>>"$LOG/bench.log" &&
     cat "$LOG/batched.md"
+  # partial offload: half of the 8B Q4_K_M's layers on the GPU, the rest on the CPU
+  [ -f "$f" ] && build-cuda/apps/oxidize/oxidize bench -m "$f" -ngl 16 -p 512 -n 32 -r 1 \
+    >"$LOG/split.md" 2>>"$LOG/bench.log" && cat "$LOG/split.md"
   grep "GPU memory" "$LOG/bench.log"
   python3 - "$LOG" "${ANCHORS:-${OX_TESTDATA:-../shared/testdata}/anchors/llama-bench-cuda-h200.json}" <<'EOF'
 import glob, json, os, re, sys

@@ -358,7 +358,8 @@ struct ox_model_params {
     int32_t n_gpu_layers; /* layers on the GPU: -1 (default) all when the build has the CUDA
                              backend, a GPU is present and it runs the model's types (else the
                              CPU, with a warning), 0 none, n_layer or more all or fail;
-                             partial offload is not supported yet */
+                             between, the last n_gpu_layers layers and the output (the
+                             CPU runs the embeddings and the first layers) */
 };
 
 OX_API struct ox_model_params ox_model_params_default(void);
@@ -375,7 +376,8 @@ OX_API int32_t ox_model_n_ctx_train(const struct ox_model *model);
 OX_API int32_t ox_model_n_embd(const struct ox_model *model);
 OX_API int32_t ox_model_n_layer(const struct ox_model *model);
 OX_API uint64_t ox_model_n_params(const struct ox_model *model);
-/* Where the model runs: "CPU", or "CUDA" when its weights were uploaded to a GPU. */
+/* Where the model runs: "CPU", "CUDA" when its weights were uploaded to a GPU, "CPU+CUDA" when
+ * only its last layers were. */
 OX_API const char *ox_model_backend(const struct ox_model *model);
 /* Bytes of GPU memory the model's weights take (0 on the CPU). */
 OX_API uint64_t ox_model_gpu_bytes(const struct ox_model *model);

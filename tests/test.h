@@ -41,6 +41,20 @@ static inline const char *test_data_dir(void) {
     return env && *env ? env : OX_SOURCE_DIR "/../shared/testdata";
 }
 
+#ifdef OXIDIZE_H
+/* Model parameters for tests that run models: the defaults, with n_gpu_layers from
+ * $OX_TEST_GPU_LAYERS when set (bench/gpu.sh runs the model tests again with only the last
+ * layer on the GPU, so both halves of a split model and the hand-over between them are
+ * checked against the same references). */
+static inline struct ox_model_params test_model_params(void) {
+    struct ox_model_params p = ox_model_params_default();
+    const char *env = getenv("OX_TEST_GPU_LAYERS");
+    if (env && *env)
+        p.n_gpu_layers = atoi(env);
+    return p;
+}
+#endif
+
 /* Print the summary line and turn the result into the exit status. */
 static inline int test_finish(const char *name) {
     printf("%s: %d checks, %d passed, %d failed\n", name, test_checks, test_checks - test_failures,

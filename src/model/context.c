@@ -1,4 +1,4 @@
-/* context.c: ox_context_create / ox_decode / KV cache operations. */
+/* context.c: ox_context_create / ox_context_free: the KV cache, the stages and their buffers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,17 +37,18 @@ static enum ox_status check_params(const struct ox_model *m, struct ox_context_p
     return OX_OK;
 }
 
-/* Backend memory for n floats (or bytes, with balloc), counted in buffer_bytes; NULL is caught
- * by the callers' checks. */
-static void *balloc(struct ox_context *ctx, size_t bytes) {
+/* Backend memory of the stage for n bytes (or floats, with bfalloc), counted in buffer_bytes;
+ * NULL is caught by the callers' checks. */
+static void *balloc(struct ox_context *ctx, struct stage *s, size_t bytes) {
     ctx->buffer_bytes += bytes;
-    return ctx->be.ops->alloc(&ctx->be, bytes ? bytes : 1);
+    return s->be.ops->alloc(&s->be, bytes ? bytes : 1);
 }
 
-static float *bfalloc(struct ox_context *ctx, size_t n) {
-    return balloc(ctx, n * sizeof(float));
+static float *bfalloc(struct ox_context *ctx, struct stage *s, size_t n) {
+    return balloc(ctx, s, n * sizeof(float));
 }
 
+/* The cells' bookkeeping, on the host. */
 static enum ox_status alloc_kv(struct ox_context *ctx) {
     const struct model_config *c = &ctx->model->cfg;
     struct kv_cache *kv = &ctx->kv;
@@ -56,26 +57,35 @@ static enum ox_status alloc_kv(struct ox_context *ctx) {
     kv->n_cells = (int32_t)ctx->params.n_ctx;
     kv->k_row = (size_t)((int64_t)c->n_head_kv * c->head_dim_k / tr->block_size) * tr->type_size;
     kv->v_row = (size_t)((int64_t)c->n_head_kv * c->head_dim_v / tr->block_size) * tr->type_size;
-    size_t cells = (size_t)kv->n_cells * (size_t)c->n_layer;
     kv->pos = malloc((size_t)kv->n_cells * sizeof *kv->pos);
     kv->seq = calloc((size_t)kv->n_cells * SEQ_WORDS, sizeof *kv->seq);
-    ctx->kv_bytes = cells * (kv->k_row + kv->v_row); /* counted apart from buffer_bytes */
-    kv->k = ctx->be.ops->alloc(&ctx->be, cells * kv->k_row);
-    kv->v = ctx->be.ops->alloc(&ctx->be, cells * kv->v_row);
-    bool device = ctx->be.ops->device;
-    kv->b_pos = device ? balloc(ctx, (size_t)kv->n_cells * sizeof *kv->pos) : kv->pos;
-    kv->b_seq = device ? balloc(ctx, (size_t)kv->n_cells * SEQ_WORDS * sizeof *kv->seq) : kv->seq;
-    if (!kv->pos || !kv->seq || !kv->k || !kv->v || !kv->b_pos || !kv->b_seq)
-        return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells on the %s",
-                       kv->n_cells, ctx->be.ops->name);
+    if (!kv->pos || !kv->seq)
+        return ox_fail(OX_ERR_OOM, "context: out of memory");
     for (int32_t i = 0; i < kv->n_cells; i++)
         kv->pos[i] = -1;
     return OX_OK;
 }
 
-static enum ox_status alloc_activations(struct ox_context *ctx) {
+/* The rows of the stage's layers, and its copies of the cells' positions and sequences. */
+static enum ox_status alloc_kv_rows(struct ox_context *ctx, struct stage *s) {
+    struct kv_cache *kv = &ctx->kv;
+    size_t cells = (size_t)kv->n_cells * (size_t)(s->layer_end - s->layer_begin);
+    ctx->kv_bytes += cells * (kv->k_row + kv->v_row); /* counted apart from buffer_bytes */
+    s->k = s->be.ops->alloc(&s->be, cells * kv->k_row);
+    s->v = s->be.ops->alloc(&s->be, cells * kv->v_row);
+    bool device = s->be.ops->device;
+    s->kv_pos = device ? balloc(ctx, s, (size_t)kv->n_cells * sizeof *kv->pos) : kv->pos;
+    s->kv_seq =
+        device ? balloc(ctx, s, (size_t)kv->n_cells * SEQ_WORDS * sizeof *kv->seq) : kv->seq;
+    if (!s->k || !s->v || !s->kv_pos || !s->kv_seq)
+        return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells on the %s",
+                       kv->n_cells, s->be.ops->name);
+    return OX_OK;
+}
+
+static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->act;
+    struct activations *a = &s->act;
     size_t nb = ctx->params.n_batch, e = (size_t)c->n_embd;
     size_t q = (size_t)c->n_head * (size_t)c->head_dim_k, o = (size_t)c->n_head * c->head_dim_v;
     size_t dk = (size_t)c->n_head_kv * c->head_dim_k, dv = (size_t)c->n_head_kv * c->head_dim_v;
@@ -83,41 +93,49 @@ static enum ox_status alloc_activations(struct ox_context *ctx) {
     ff = ff > (size_t)c->n_ff_exp ? ff : (size_t)c->n_ff_exp;
     size_t ff_up = c->arch->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff; /* a row of [gate | up] */
     size_t ints = nb * sizeof(int32_t);
-    bool device = ctx->be.ops->device;
-    a->x = bfalloc(ctx, nb * e), a->xn = bfalloc(ctx, nb * e), a->q = bfalloc(ctx, nb * q);
-    a->qkv = bfalloc(ctx, nb * (q + dk + dv)), a->branch = bfalloc(ctx, nb * e);
-    a->k = bfalloc(ctx, nb * dk), a->v = bfalloc(ctx, nb * dv), a->attn = bfalloc(ctx, nb * o);
-    a->proj = bfalloc(ctx, nb * e), a->gate = bfalloc(ctx, nb * ff),
-    a->up = bfalloc(ctx, nb * ff_up);
+    bool device = s->be.ops->device;
+    a->x = bfalloc(ctx, s, nb * e), a->xn = bfalloc(ctx, s, nb * e);
+    a->q = bfalloc(ctx, s, nb * q), a->qkv = bfalloc(ctx, s, nb * (q + dk + dv));
+    a->branch = bfalloc(ctx, s, nb * e), a->k = bfalloc(ctx, s, nb * dk);
+    a->v = bfalloc(ctx, s, nb * dv), a->attn = bfalloc(ctx, s, nb * o);
+    a->proj = bfalloc(ctx, s, nb * e), a->gate = bfalloc(ctx, s, nb * ff);
+    a->up = bfalloc(ctx, s, nb * ff_up);
     /* an attention that reads the cache needs no float copy of it: kf stays one row, which the
      * context shift re-ropes */
-    bool in_place = ctx->be.ops->attention_reads_cache;
+    bool in_place = s->be.ops->attention_reads_cache;
     size_t cache_rows = in_place ? 1 : (size_t)ctx->kv.n_cells;
-    a->hidden = bfalloc(ctx, nb * ff), a->kf = bfalloc(ctx, cache_rows * dk);
-    a->k_t = device ? NULL : bfalloc(ctx, ctx->kv.n_cells * dk);
-    a->vf = bfalloc(ctx, cache_rows * dv), a->router = bfalloc(ctx, nb * (size_t)c->n_expert);
+    a->hidden = bfalloc(ctx, s, nb * ff), a->kf = bfalloc(ctx, s, cache_rows * dk);
+    a->k_t = device ? NULL : bfalloc(ctx, s, ctx->kv.n_cells * dk);
+    a->vf = bfalloc(ctx, s, cache_rows * dv);
+    a->router = bfalloc(ctx, s, nb * (size_t)c->n_expert);
     a->router_host = device ? falloc(nb * (size_t)c->n_expert) : a->router;
-    a->pos = malloc(ints), a->seq = malloc(ints), a->cell = malloc(ints);
-    a->b_tok = balloc(ctx, ints);
-    a->b_pos = device ? balloc(ctx, ints) : a->pos;
-    a->b_seq = device ? balloc(ctx, ints) : a->seq;
-    a->b_cell = device ? balloc(ctx, ints) : a->cell;
-    /* A GPU computes logits 64 rows at a time (downloaded after each): a batch's worth would
-     * take more device memory than the rest of the activations together. */
-    ctx->logit_rows = device && nb > 64 ? 64 : (int32_t)nb;
-    ctx->b_logits = bfalloc(ctx, (size_t)ctx->logit_rows * (size_t)c->n_vocab);
-    ctx->logits = device ? falloc(nb * (size_t)c->n_vocab) : ctx->b_logits;
-    ctx->out_row = malloc(ints);
+    a->b_tok = balloc(ctx, s, ints);
+    a->b_pos = device ? balloc(ctx, s, ints) : ctx->pos;
+    a->b_seq = device ? balloc(ctx, s, ints) : ctx->seq;
+    a->b_cell = device ? balloc(ctx, s, ints) : ctx->cell;
     if (!a->x || !a->xn || !a->qkv || !a->branch || !a->q || !a->k || !a->v || !a->attn ||
         !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || (!device && !a->k_t) || !a->vf ||
-        !a->router || !a->router_host || !a->pos || !a->seq || !a->cell || !a->b_tok || !a->b_pos ||
-        !a->b_seq || !a->b_cell || !ctx->b_logits || !ctx->logits || !ctx->out_row)
+        !a->router || !a->router_host || !a->b_tok || !a->b_pos || !a->b_seq || !a->b_cell)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens on the %s",
-                       nb, ctx->be.ops->name);
+                       nb, s->be.ops->name);
+    return OX_OK;
+}
+
+/* Logits in the last stage's memory, and their host copy. A GPU computes them 64 rows at a
+ * time (downloaded after each): a batch's worth would take more device memory than the rest of
+ * the activations together. */
+static enum ox_status alloc_logits(struct ox_context *ctx, struct stage *s) {
+    size_t nb = ctx->params.n_batch, nv = (size_t)ctx->model->cfg.n_vocab;
+    bool device = s->be.ops->device;
+    ctx->logit_rows = device && nb > 64 ? 64 : (int32_t)nb;
+    ctx->b_logits = bfalloc(ctx, s, (size_t)ctx->logit_rows * nv);
+    ctx->logits = device ? falloc(nb * nv) : ctx->b_logits;
+    if (!ctx->b_logits || !ctx->logits)
+        return ox_fail(OX_ERR_OOM, "context: cannot allocate logits for %zu tokens on the %s", nb,
+                       s->be.ops->name);
 #ifdef OX_HAVE_CUDA
     if (device) /* one chunk of logit rows, page-locked: the copy lands there directly */
-        backend_cuda_pin(&ctx->be, ctx->logits,
-                         (size_t)ctx->logit_rows * (size_t)c->n_vocab * sizeof(float));
+        backend_cuda_pin(&s->be, ctx->logits, (size_t)ctx->logit_rows * nv * sizeof(float));
 #endif
     return OX_OK;
 }
@@ -137,26 +155,55 @@ static int64_t max_cols(const struct ox_context *ctx, bool scores) {
     return cols > qv ? cols : qv;
 }
 
-static enum ox_status alloc_backend(struct ox_context *ctx) {
+static enum ox_status alloc_cpu_backend(struct ox_context *ctx, struct backend *be) {
     int64_t cols = max_cols(ctx, true);
+    int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_default_threads();
+    be->ops = &backend_cpu_ops;
+    be->scratch_per_thread = backend_cpu_scratch(cols);
+    be->scratch = falloc((size_t)n * be->scratch_per_thread);
+    be->x_rounded = falloc((size_t)ctx->params.n_batch * (size_t)cols);
+    be->x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)cols * sizeof(float));
+    if (!be->scratch || !be->x_rounded || !be->x_packed)
+        return ox_fail(OX_ERR_OOM, "context: out of memory");
+    return threadpool_create(n, &be->pool);
+}
+
+/* The stage's backend: the GPU when its layers' weights are there. */
+static enum ox_status alloc_backend(struct ox_context *ctx, struct stage *s, bool gpu) {
+    const struct model_config *c = &ctx->model->cfg;
+    s->rope = c->rope, s->rope_swa = c->rope_swa;
+    if (!gpu)
+        return alloc_cpu_backend(ctx, &s->be);
 #ifdef OX_HAVE_CUDA
+    s->rope.freq_factors = s->rope_swa.freq_factors = model_gpu_freq_factors(ctx->model);
     /* Early kernel launch measured on an H200: 8B Q4_K_M decode 258 -> 271 t/s, 1B Q4_0
      * 932 -> 880; so from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1 overrides). */
     const char *early = getenv("OX_CUDA_EARLY");
     bool big = ctx->model->gpu_bytes >= ((size_t)4 << 30);
-    if (ctx->model->on_gpu) /* its attention needs no scratch: only the matmuls' widths */
-        return backend_cuda_init(&ctx->be, ctx->params.n_batch, max_cols(ctx, false),
-                                 early ? atoi(early) != 0 : big);
+    /* its attention needs no scratch: only the matmuls' widths */
+    return backend_cuda_init(&s->be, ctx->params.n_batch, max_cols(ctx, false),
+                             early ? atoi(early) != 0 : big);
+#else
+    return ox_fail(OX_ERR_UNSUPPORTED, "context: this build has no CUDA backend");
 #endif
-    int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_default_threads();
-    ctx->be.ops = &backend_cpu_ops;
-    ctx->be.scratch_per_thread = backend_cpu_scratch(cols);
-    ctx->be.scratch = falloc((size_t)n * ctx->be.scratch_per_thread);
-    ctx->be.x_rounded = falloc((size_t)ctx->params.n_batch * (size_t)cols);
-    ctx->be.x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)cols * sizeof(float));
-    if (!ctx->be.scratch || !ctx->be.x_rounded || !ctx->be.x_packed)
-        return ox_fail(OX_ERR_OOM, "context: out of memory");
-    return threadpool_create(n, &ctx->be.pool);
+}
+
+/* One stage per backend the model's layers are on: the CPU's first when there are two. */
+static enum ox_status alloc_stages(struct ox_context *ctx) {
+    const struct ox_model *m = ctx->model;
+    int32_t split = m->on_gpu ? m->gpu_layer_begin : m->cfg.n_layer;
+    ctx->n_stages = split > 0 && split < m->cfg.n_layer ? 2 : 1;
+    for (int32_t i = 0; i < ctx->n_stages; i++) {
+        struct stage *s = &ctx->stages[i];
+        bool gpu = m->on_gpu && i == ctx->n_stages - 1;
+        s->layer_begin = gpu ? split : 0;
+        s->layer_end = gpu ? m->cfg.n_layer : split;
+        OX_TRY(alloc_backend(ctx, s, gpu));
+        OX_TRY(alloc_kv_rows(ctx, s));
+        OX_TRY(alloc_activations(ctx, s));
+    }
+    ctx->st = &ctx->stages[0];
+    return alloc_logits(ctx, &ctx->stages[ctx->n_stages - 1]);
 }
 
 enum ox_status ox_context_create(const struct ox_model *m, const struct ox_context_params *p,
@@ -169,13 +216,15 @@ enum ox_status ox_context_create(const struct ox_model *m, const struct ox_conte
         return ox_fail(OX_ERR_OOM, "context: out of memory");
     ctx->model = m;
     ctx->params = p ? *p : ox_context_params_default();
+    size_t ints = (size_t)ctx->params.n_batch * sizeof(int32_t);
     enum ox_status s = check_params(m, &ctx->params);
-    if (s == OX_OK)
-        s = alloc_backend(ctx);
+    if (s == OX_OK && (!(ctx->pos = malloc(ints)) || !(ctx->seq = malloc(ints)) ||
+                       !(ctx->cell = malloc(ints)) || !(ctx->out_row = malloc(ints))))
+        s = ox_fail(OX_ERR_OOM, "context: out of memory");
     if (s == OX_OK)
         s = alloc_kv(ctx);
     if (s == OX_OK)
-        s = alloc_activations(ctx);
+        s = alloc_stages(ctx);
     if (s != OX_OK) {
         ox_context_free(ctx);
         return s;
@@ -184,44 +233,58 @@ enum ox_status ox_context_create(const struct ox_model *m, const struct ox_conte
     return OX_OK;
 }
 
-void ox_context_free(struct ox_context *ctx) {
-    if (!ctx)
-        return;
-    struct backend *b = &ctx->be;
-    struct activations *a = &ctx->act;
-    if (b->ops) { /* the backend's buffers; the host's aliases of them are not freed twice */
+/* The stage's buffers and backend; the host's aliases of its buffers are not freed twice. */
+static void free_stage(struct stage *s) {
+    struct backend *b = &s->be;
+    struct activations *a = &s->act;
+    if (b->ops) {
         bool device = b->ops->device;
-        void *bs[] = {a->x,    a->xn,     a->qkv,   a->branch,     a->q,      a->k,     a->v,
-                      a->attn, a->proj,   a->gate,  a->up,         a->hidden, a->kf,    a->k_t,
-                      a->vf,   a->router, a->b_tok, ctx->b_logits, ctx->kv.k, ctx->kv.v};
+        void *bs[] = {a->x,    a->xn,     a->qkv,   a->branch, a->q,      a->k,  a->v,
+                      a->attn, a->proj,   a->gate,  a->up,     a->hidden, a->kf, a->k_t,
+                      a->vf,   a->router, a->b_tok, s->k,      s->v};
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i])
                 b->ops->free(b, bs[i]);
-        void *mirrors[] = {a->b_pos, a->b_seq, a->b_cell, ctx->kv.b_pos, ctx->kv.b_seq};
+        void *mirrors[] = {a->b_pos, a->b_seq, a->b_cell, s->kv_pos, s->kv_seq};
         for (size_t i = 0; device && i < sizeof mirrors / sizeof mirrors[0]; i++)
             if (mirrors[i])
                 b->ops->free(b, mirrors[i]);
-#ifdef OX_HAVE_CUDA
-        if (b->impl)
-            backend_cuda_unpin(b);
-#endif
         if (device)
-            ox_aligned_free(a->router_host), ox_aligned_free(ctx->logits);
+            ox_aligned_free(a->router_host);
     }
 #ifdef OX_HAVE_CUDA
     if (b->impl)
         backend_cuda_release(b);
 #endif
-    free(a->pos), free(a->seq), free(a->cell), free(ctx->out_row);
-    free(ctx->kv.pos), free(ctx->kv.seq);
     ox_aligned_free(b->scratch), ox_aligned_free(b->x_rounded), ox_aligned_free(b->x_packed);
     threadpool_free(b->pool);
+}
+
+void ox_context_free(struct ox_context *ctx) {
+    if (!ctx)
+        return;
+    struct stage *last = &ctx->stages[ctx->n_stages > 0 ? ctx->n_stages - 1 : 0];
+    if (ctx->b_logits && last->be.ops) {
+        last->be.ops->free(&last->be, ctx->b_logits);
+        if (last->be.ops->device) {
+#ifdef OX_HAVE_CUDA
+            backend_cuda_unpin(&last->be);
+#endif
+            ox_aligned_free(ctx->logits);
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        free_stage(&ctx->stages[i]);
+    free(ctx->pos), free(ctx->seq), free(ctx->cell), free(ctx->out_row);
+    free(ctx->kv.pos), free(ctx->kv.seq);
     free(ctx);
 }
 
 void ox_context_memory(const struct ox_context *ctx, uint64_t *kv_bytes, uint64_t *buffer_bytes) {
     *kv_bytes = ctx->kv_bytes;
-    *buffer_bytes = ctx->buffer_bytes + ctx->be.own_bytes;
+    *buffer_bytes = ctx->buffer_bytes;
+    for (int32_t i = 0; i < ctx->n_stages; i++)
+        *buffer_bytes += ctx->stages[i].be.own_bytes;
 }
 
 uint32_t ox_context_n_ctx(const struct ox_context *ctx) {

@@ -6,44 +6,57 @@
 #include "model/model.h"
 
 /* The KV cache: n_cells slots, each holding one token's keys and values for every layer. The
- * cell bookkeeping lives on the host; the rows and the b_ copies in the backend's memory. */
+ * cell bookkeeping lives here, on the host; the rows of each layer in the memory of the stage
+ * that runs it. */
 struct kv_cache {
     enum ox_dtype type;
     int32_t n_cells;
     int32_t *pos;        /* position of the token in the cell, -1 when free */
     uint64_t *seq;       /* [n_cells][SEQ_WORDS]: the cell's sequences (seq_set_has) */
     size_t k_row, v_row; /* bytes of one cell's keys / values in one layer */
-    uint8_t *k, *v;      /* [n_layer][n_cells] rows */
     int32_t used_end;    /* cells at or past this index are all free */
     int32_t n_seen;      /* cells this batch's ops look at: used_end, rounded up for graphs */
-    int32_t *b_pos;      /* pos and seq as the backend reads them (uploaded per batch) */
-    uint64_t *b_seq;
 };
 
-/* Activations for up to n_batch tokens (sized once, at creation), in the backend's memory;
- * pos, seq and cell are the host's, b_ arrays their backend copies (the same arrays on the CPU
- * but for b_tok). */
+/* Activations for up to n_batch tokens (sized once, at creation), in a stage's memory; the b_
+ * arrays are the batch's tokens, positions, sequences and cells as its backend reads them (on
+ * the CPU the context's own arrays, but for b_tok). */
 struct activations {
     float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up, *hidden;
     float *kf, *vf;     /* the cache of one layer as floats [n_cells][kv dim] */
     float *k_t;         /* room for kf transposed, for the attention of large batches */
     float *router;      /* [n_batch][n_expert] */
     float *router_host; /* the router's probabilities copied back, to pick experts */
-    int32_t *pos, *seq, *cell;
     int32_t *b_tok, *b_pos, *b_seq, *b_cell;
+};
+
+/* A backend and the layers [layer_begin, layer_end) it runs, with their KV rows and its own
+ * activations. A context has one stage, or two when only some layers are on the GPU: the CPU
+ * runs the embeddings and the first layers, the GPU the rest and the output, and the hidden
+ * state crosses once per batch. */
+struct stage {
+    struct backend be;
+    struct activations act;
+    int32_t layer_begin, layer_end;
+    uint8_t *k, *v;  /* [layer - layer_begin][n_cells] rows of kv.k_row / kv.v_row bytes */
+    int32_t *kv_pos; /* kv.pos and kv.seq as the backend reads them (uploaded per batch) */
+    uint64_t *kv_seq;
+    struct rope_params rope, rope_swa; /* the model's, frequency factors in the stage's memory */
 };
 
 struct ox_context {
     const struct ox_model *model;
     struct ox_context_params params;
-    struct backend be;
+    struct stage stages[2];
+    int32_t n_stages;
+    struct stage *st; /* the stage whose ops the forward pass issues now */
     struct kv_cache kv;
-    struct activations act;
-    float *b_logits;    /* [logit_rows][n_vocab], written by the backend */
-    int32_t logit_rows; /* n_batch on the CPU (b_logits is logits); fewer on a GPU */
+    int32_t *pos, *seq, *cell;       /* this batch's positions, sequences and cells */
+    float *b_logits;                 /* [logit_rows][n_vocab], written by the last stage */
+    int32_t logit_rows;              /* n_batch on the CPU (b_logits is logits); fewer on a GPU */
     uint64_t kv_bytes, buffer_bytes; /* backend memory: the KV cache, and everything else */
-    float *logits;      /* [n_batch][n_vocab], copied to the host */
-    int32_t *out_row; /* batch index -> row of logits, or -1 */
+    float *logits;                   /* [n_batch][n_vocab], copied to the host */
+    int32_t *out_row;                /* batch index -> row of logits, or -1 */
     int32_t n_batch_last;
 };
 

@@ -47,7 +47,6 @@ static void next_positions(const struct kv_cache *kv, int32_t *next) {
 
 /* Positions, sequences and output rows of the batch into the context; nothing else changes. */
 static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *b) {
-    struct activations *a = &ctx->act;
     int32_t n_vocab = ctx->model->cfg.n_vocab;
     int32_t next[OX_SEQ_MAX];
     if (!b->pos) /* positions follow each sequence's last one */
@@ -70,7 +69,7 @@ static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *
             return ox_fail(OX_ERR_CONTEXT_FULL,
                            "decode: position %d is past the %d learned positions of the model", pos,
                            ctx->model->cfg.n_ctx_train);
-        a->pos[t] = pos, a->seq[t] = seq;
+        ctx->pos[t] = pos, ctx->seq[t] = seq;
         bool want = b->logits ? b->logits[t] : t == b->n_tokens - 1;
         ctx->out_row[t] = want ? rows++ : -1;
     }
@@ -83,17 +82,17 @@ static enum ox_status place_batch(struct ox_context *ctx, int n) {
     int found = 0;
     for (int32_t c = 0; c < kv->n_cells && found < n; c++)
         if (kv->pos[c] < 0)
-            ctx->act.cell[found++] = c;
+            ctx->cell[found++] = c;
     if (found < n)
         return ox_fail(OX_ERR_CONTEXT_FULL,
                        "decode: %d tokens do not fit in the context of %d "
                        "(%d cells free)",
                        n, kv->n_cells, found);
     for (int t = 0; t < n; t++) {
-        int32_t c = ctx->act.cell[t];
+        int32_t c = ctx->cell[t];
         cell_free(kv, c);
-        kv->pos[c] = ctx->act.pos[t];
-        cell_seqs(kv, c)[ctx->act.seq[t] / 64] = 1ull << (ctx->act.seq[t] % 64);
+        kv->pos[c] = ctx->pos[t];
+        cell_seqs(kv, c)[ctx->seq[t] / 64] = 1ull << (ctx->seq[t] % 64);
         kv->used_end = c + 1 > kv->used_end ? c + 1 : kv->used_end;
     }
     return OX_OK;
@@ -159,23 +158,26 @@ void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0, 
 
 /* Moving a cell by delta positions rotates its cached keys by delta more (rotations add).
  * Keys of learned-position models carry no rotation; their cells just take the new positions.
- * The row goes through act.kf and the batch arrays, which are free between decodes. */
+ * The row goes through each stage's act.kf and batch arrays, which are free between decodes. */
 static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
     const struct model_config *cfg = &ctx->model->cfg;
     if (cfg->arch->position == POS_LEARNED)
         return;
     struct kv_cache *kv = &ctx->kv;
-    struct backend *b = &ctx->be;
     int dk = cfg->n_head_kv * cfg->head_dim_k;
-    b->ops->upload(b, ctx->act.b_pos, &delta, sizeof delta);
-    b->ops->upload(b, ctx->act.b_cell, &c, sizeof c);
-    for (int il = 0; il < cfg->n_layer; il++) {
-        uint8_t *base = kv->k + (size_t)il * kv->n_cells * kv->k_row;
-        b->ops->cache_load(b, kv->type, base + (size_t)c * kv->k_row, kv->k_row, ctx->act.kf, 1, dk,
-                           NULL);
-        const struct rope_params *rp = cfg->is_swa[il] ? &cfg->rope_swa : &cfg->rope;
-        b->ops->rope(b, ctx->act.kf, ctx->act.b_pos, 1, cfg->n_head_kv, cfg->head_dim_k, rp);
-        b->ops->cache_store(b, kv->type, ctx->act.kf, 1, dk, base, kv->k_row, ctx->act.b_cell);
+    for (int32_t i = 0; i < ctx->n_stages; i++) {
+        struct stage *s = &ctx->stages[i];
+        struct backend *b = &s->be;
+        b->ops->upload(b, s->act.b_pos, &delta, sizeof delta);
+        b->ops->upload(b, s->act.b_cell, &c, sizeof c);
+        for (int il = s->layer_begin; il < s->layer_end; il++) {
+            uint8_t *base = s->k + (size_t)(il - s->layer_begin) * kv->n_cells * kv->k_row;
+            b->ops->cache_load(b, kv->type, base + (size_t)c * kv->k_row, kv->k_row, s->act.kf, 1,
+                               dk, NULL);
+            const struct rope_params *rp = cfg->is_swa[il] ? &s->rope_swa : &s->rope;
+            b->ops->rope(b, s->act.kf, s->act.b_pos, 1, cfg->n_head_kv, cfg->head_dim_k, rp);
+            b->ops->cache_store(b, kv->type, s->act.kf, 1, dk, base, kv->k_row, s->act.b_cell);
+        }
     }
 }
 

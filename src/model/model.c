@@ -17,7 +17,7 @@ static enum ox_status load(struct ox_model *m, const char *path, const struct ox
     OX_TRY(ox_vocab_load(path, &m->vocab));
     OX_TRY(model_bind_weights(m));
     OX_TRY(model_upload_weights(m, p->n_gpu_layers));
-    if (!m->on_gpu)
+    if (!m->on_gpu || m->gpu_layer_begin > 0)
         model_pack_weights(m);
     const char *tmpl;
     uint64_t tmpl_len;
@@ -86,7 +86,7 @@ uint64_t ox_model_n_params(const struct ox_model *m) {
     return m->n_params;
 }
 const char *ox_model_backend(const struct ox_model *m) {
-    return m->on_gpu ? "CUDA" : "CPU";
+    return !m->on_gpu ? "CPU" : m->gpu_layer_begin > 0 ? "CPU+CUDA" : "CUDA";
 }
 uint64_t ox_model_gpu_bytes(const struct ox_model *m) {
     return m->gpu_bytes;

@@ -63,19 +63,24 @@ struct ox_model {
     const struct weight *tok_embd, *pos_embd, *output_norm, *output_norm_b, *output, *output_b;
     struct layer_weights *layers;
     uint64_t n_params;
-    char *chat_template; /* tokenizer.chat_template, NUL-terminated, or NULL */
-    bool on_gpu;         /* weights uploaded: contexts run on the CUDA backend */
-    uint64_t gpu_bytes;  /* GPU memory the weights take */
+    char *chat_template;     /* tokenizer.chat_template, NUL-terminated, or NULL */
+    bool on_gpu;             /* weights uploaded: contexts run (some of) the model on the GPU */
+    int32_t gpu_layer_begin; /* on_gpu: layers from this one on, and the output, run there */
+    uint64_t gpu_bytes;      /* GPU memory the weights take */
 };
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);
 enum ox_status model_bind_weights(struct ox_model *m);
-/* Copy the matrices the CPU kernels read faster in their own layout; frees with the model. */
+/* Copy the matrices the CPU kernels read faster in their own layout (those the CPU runs); frees
+ * with the model. */
 void model_pack_weights(struct ox_model *m);
-/* Copy every weight to the GPU (weights_gpu.c) when n_gpu_layers asks for it (< 0: all when a
- * GPU is present and runs every type, else the CPU with a warning; > 0: all, or an error such
- * as OX_ERR_UNSUPPORTED for a type the GPU kernels lack). */
+/* Copy weights to the GPU (weights_gpu.c) when n_gpu_layers asks for it (< 0: all when a GPU is
+ * present and runs every type, else the CPU with a warning; >= n_layer: all; in between, the
+ * last n_gpu_layers layers and the output; an error such as OX_ERR_UNSUPPORTED for a type the
+ * GPU kernels lack when layers were asked for). */
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers);
 void model_free_gpu_weights(struct ox_model *m);
+/* The GPU's copy of the rope frequency factors (rope_freqs.weight), or NULL. */
+const float *model_gpu_freq_factors(const struct ox_model *m);
 
 #endif

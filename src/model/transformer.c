@@ -6,46 +6,63 @@
 #include "model/context.h"
 #include "quant/dtype.h"
 
-/* A weight as the backend sees it: its device copy when the model was uploaded. */
-static struct mat as_mat(const struct weight *w) {
-    return (struct mat){w->type,      w->dev ? w->dev : w->data, w->ne[1], w->ne[0],
-                        w->row_bytes, w->dev ? NULL : w->packed};
+/* A weight as backend b sees it: its device copy on a GPU. */
+static struct mat as_mat(const struct backend *b, const struct weight *w) {
+    bool dev = b->ops->device;
+    return (struct mat){w->type,  dev ? w->dev : w->data, w->ne[1],
+                        w->ne[0], w->row_bytes,           dev ? NULL : w->packed};
 }
 
 /* Matrix e of a 3-D expert tensor. */
-static struct mat expert_mat(const struct weight *w, int e) {
-    struct mat m = as_mat(w);
+static struct mat expert_mat(const struct backend *b, const struct weight *w, int e) {
+    struct mat m = as_mat(b, w);
     m.data = (const uint8_t *)m.data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
     m.packed = NULL; /* experts stay in the file's layout */
     return m;
 }
 
-static const float *vec(const struct weight *w) {
+static const float *vec(const struct backend *b, const struct weight *w) {
     if (!w) /* norms and biases are f32 (checked at load) */
         return NULL;
-    return (const float *)(w->dev ? w->dev : w->data);
+    return (const float *)(b->ops->device ? w->dev : w->data);
+}
+
+/* Layer il's cached keys and values: rows in the memory of the stage that runs it. */
+static uint8_t *layer_k(const struct ox_context *ctx, int il) {
+    const struct kv_cache *kv = &ctx->kv;
+    return ctx->st->k + (size_t)(il - ctx->st->layer_begin) * kv->n_cells * kv->k_row;
+}
+
+static uint8_t *layer_v(const struct ox_context *ctx, int il) {
+    const struct kv_cache *kv = &ctx->kv;
+    return ctx->st->v + (size_t)(il - ctx->st->layer_begin) * kv->n_cells * kv->v_row;
+}
+
+/* Layer il's rotation, with the frequency factors in the stage's memory. */
+static const struct rope_params *layer_rope(const struct ox_context *ctx, int il) {
+    return ctx->model->cfg.is_swa[il] ? &ctx->st->rope_swa : &ctx->st->rope;
 }
 
 /* y = W x (+ bias) for n tokens. */
 static void linear(struct backend *b, const struct weight *w, const struct weight *bias,
                    const float *x, float *y, int n) {
-    struct mat m = as_mat(w);
+    struct mat m = as_mat(b, w);
     b->ops->matmul(b, &m, x, y, n);
     if (bias)
-        b->ops->add_row(b, y, vec(bias), n, (int)m.n_rows);
+        b->ops->add_row(b, y, vec(b, bias), n, (int)m.n_rows);
 }
 
 /* The architecture's norm of n rows of n_embd values (the weight and bias optional). */
 static void norm(struct ox_context *ctx, const float *x, const struct weight *w,
                  const struct weight *bias, float *y, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct backend *b = &ctx->be;
+    struct backend *b = &ctx->st->be;
     if (c->arch->norm == NORM_LAYER) {
-        b->ops->layer_norm(b, x, vec(w), vec(bias), y, n, c->n_embd, c->norm_eps);
+        b->ops->layer_norm(b, x, vec(b, w), vec(b, bias), y, n, c->n_embd, c->norm_eps);
     } else {
-        b->ops->rms_norm(b, x, vec(w), y, n, c->n_embd, c->norm_eps);
+        b->ops->rms_norm(b, x, vec(b, w), y, n, c->n_embd, c->norm_eps);
         if (bias)
-            b->ops->add_row(b, y, vec(bias), n, c->n_embd);
+            b->ops->add_row(b, y, vec(b, bias), n, c->n_embd);
     }
 }
 
@@ -54,20 +71,19 @@ static void norm(struct ox_context *ctx, const float *x, const struct weight *w,
  * for attention. */
 static void kv_store_and_load(struct ox_context *ctx, int il, int n, bool stored) {
     struct kv_cache *kv = &ctx->kv;
-    struct activations *a = &ctx->act;
-    struct backend *b = &ctx->be;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
     const struct model_config *c = &ctx->model->cfg;
     int dk = c->n_head_kv * c->head_dim_k, dv = c->n_head_kv * c->head_dim_v;
-    uint8_t *k_base = kv->k + (size_t)il * kv->n_cells * kv->k_row;
-    uint8_t *v_base = kv->v + (size_t)il * kv->n_cells * kv->v_row;
+    uint8_t *k_base = layer_k(ctx, il), *v_base = layer_v(ctx, il);
     if (!stored) {
         b->ops->cache_store(b, kv->type, a->k, n, dk, k_base, kv->k_row, a->b_cell);
         b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, kv->v_row, a->b_cell);
     }
     if (b->ops->attention_reads_cache)
         return;
-    b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->n_seen, dk, kv->b_pos);
-    b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->n_seen, dv, kv->b_pos);
+    b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->n_seen, dk, ctx->st->kv_pos);
+    b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->n_seen, dv, ctx->st->kv_pos);
 }
 
 /* Whether a norm (its bias absent) may go into the matmuls that read its output: RMSNorm, and
@@ -82,19 +98,19 @@ static bool norm_fusable(const struct ox_context *ctx, const struct weight *w,
  * unless that is NULL; false when the backend does not fuse these. */
 static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights *l,
                               const float *in, const struct norm_in *norm, int n) {
-    struct activations *a = &ctx->act;
-    struct backend *b = &ctx->be;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
     struct mat w[3];
     float *y[3] = {a->q, a->k, a->v};
     if (l->wqkv || !b->ops->matmul_multi)
         return false;
-    w[0] = as_mat(l->wq), w[1] = as_mat(l->wk), w[2] = as_mat(l->wv);
+    w[0] = as_mat(b, l->wq), w[1] = as_mat(b, l->wk), w[2] = as_mat(b, l->wv);
     if (!b->ops->matmul_multi(b, 3, w, in, norm, y, n))
         return false;
     const struct weight *bias[3] = {l->bq, l->bk, l->bv};
     for (int i = 0; i < 3; i++)
         if (bias[i])
-            b->ops->add_row(b, y[i], vec(bias[i]), n, (int)w[i].n_rows);
+            b->ops->add_row(b, y[i], vec(b, bias[i]), n, (int)w[i].n_rows);
     return true;
 }
 
@@ -102,8 +118,8 @@ static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights
 static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                         int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->act;
-    struct backend *b = &ctx->be;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
     size_t q = (size_t)c->n_head * c->head_dim_k, k = (size_t)c->n_head_kv * c->head_dim_k;
     size_t v = (size_t)c->n_head_kv * c->head_dim_v, all = q + k + v;
     if (project_qkv_fused(ctx, l, in, NULL, n))
@@ -123,8 +139,8 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, c
 /* The layer's input normed (into act.xn, unless the backend takes the norm into the
  * projection), then q, k and v. */
 static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weights *l, int n) {
-    struct activations *a = &ctx->act;
-    struct norm_in fused = {vec(l->attn_norm), ctx->model->cfg.norm_eps};
+    struct activations *a = &ctx->st->act;
+    struct norm_in fused = {vec(&ctx->st->be, l->attn_norm), ctx->model->cfg.norm_eps};
     if (norm_fusable(ctx, l->attn_norm, l->attn_norm_b) &&
         project_qkv_fused(ctx, l, a->x, &fused, n))
         return;
@@ -140,9 +156,9 @@ static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weig
  * nothing else comes between (attention temperature, q prescaling). */
 static bool rope_and_store(struct ox_context *ctx, int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->act;
+    struct activations *a = &ctx->st->act;
     struct kv_cache *kv = &ctx->kv;
-    struct backend *b = &ctx->be;
+    struct backend *b = &ctx->st->be;
     if (!b->ops->rope_store || c->arch->position == POS_LEARNED || c->attn_temp_scale != 0.0f ||
         c->arch->q_prescale)
         return false;
@@ -156,10 +172,10 @@ static bool rope_and_store(struct ox_context *ctx, int il, int n) {
         .n_head_kv = c->n_head_kv,
         .hd_k = c->head_dim_k,
         .hd_v = c->head_dim_v,
-        .rope = c->is_swa[il] ? &c->rope_swa : &c->rope,
+        .rope = layer_rope(ctx, il),
         .cache_type = kv->type,
-        .k_cache = kv->k + (size_t)il * kv->n_cells * kv->k_row,
-        .v_cache = kv->v + (size_t)il * kv->n_cells * kv->v_row,
+        .k_cache = layer_k(ctx, il),
+        .v_cache = layer_v(ctx, il),
         .k_row = kv->k_row,
         .v_row = kv->v_row,
         .cells = a->b_cell,
@@ -173,9 +189,8 @@ static void temperature_scale_q(struct ox_context *ctx, int n) {
     size_t q = (size_t)c->n_head * c->head_dim_k;
     for (int t = 0; t < n; t++) {
         double s =
-            log(floor((double)ctx->act.pos[t] / c->attn_temp_floor) + 1.0) * c->attn_temp_scale +
-            1.0;
-        ctx->be.ops->scale(&ctx->be, ctx->act.q + t * q, (float)s, q);
+            log(floor((double)ctx->pos[t] / c->attn_temp_floor) + 1.0) * c->attn_temp_scale + 1.0;
+        ctx->st->be.ops->scale(&ctx->st->be, ctx->st->act.q + t * q, (float)s, q);
     }
 }
 
@@ -184,7 +199,7 @@ static void temperature_scale_q(struct ox_context *ctx, int n) {
 static bool adds_to_residual(const struct ox_context *ctx, const struct weight *bias,
                              const struct weight *post_norm) {
     const struct model_config *c = &ctx->model->cfg;
-    return ctx->be.ops->matmul_add && !bias && !post_norm && c->residual_scale == 0.0f &&
+    return ctx->st->be.ops->matmul_add && !bias && !post_norm && c->residual_scale == 0.0f &&
            !c->arch->parallel;
 }
 
@@ -192,9 +207,10 @@ static bool adds_to_residual(const struct ox_context *ctx, const struct weight *
 static bool add_projection(struct ox_context *ctx, const struct weight *w,
                            const struct weight *bias, const struct weight *post_norm,
                            const float *h, int n) {
-    struct mat m = as_mat(w);
+    struct backend *b = &ctx->st->be;
+    struct mat m = as_mat(b, w);
     return adds_to_residual(ctx, bias, post_norm) &&
-           ctx->be.ops->matmul_add(&ctx->be, &m, h, ctx->act.x, n);
+           b->ops->matmul_add(b, &m, h, ctx->st->act.x, n);
 }
 
 /* Attention of n tokens; leaves the normed input in act.xn (unless the norm went into the q, k,
@@ -203,21 +219,21 @@ static bool add_projection(struct ox_context *ctx, const struct weight *w,
 static bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
-    struct activations *a = &ctx->act;
-    struct backend *b = &ctx->be;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
     const struct backend_ops *op = b->ops;
     norm_and_project_qkv(ctx, l, n);
     int hd = c->head_dim_k;
     if (d->qk_norm != QK_NORM_NONE) { /* per head, or across all heads at once */
         bool head = d->qk_norm == QK_NORM_HEAD;
-        op->rms_norm(b, a->q, vec(l->q_norm), a->q, head ? n * c->n_head : n,
+        op->rms_norm(b, a->q, vec(b, l->q_norm), a->q, head ? n * c->n_head : n,
                      head ? hd : c->n_head * hd, c->norm_eps);
-        op->rms_norm(b, a->k, vec(l->k_norm), a->k, head ? n * c->n_head_kv : n,
+        op->rms_norm(b, a->k, vec(b, l->k_norm), a->k, head ? n * c->n_head_kv : n,
                      head ? hd : c->n_head_kv * hd, c->norm_eps);
     }
     bool stored = rope_and_store(ctx, il, n);
     if (!stored && d->position != POS_LEARNED) {
-        const struct rope_params *rp = c->is_swa[il] ? &c->rope_swa : &c->rope;
+        const struct rope_params *rp = layer_rope(ctx, il);
         op->rope(b, a->q, a->b_pos, n, c->n_head, hd, rp);
         op->rope(b, a->k, a->b_pos, n, c->n_head_kv, hd, rp);
     }
@@ -243,8 +259,8 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         .hd_v = c->head_dim_v,
         .q_pos = a->b_pos,
         .q_seq = a->b_seq,
-        .cell_pos = ctx->kv.b_pos,
-        .cell_seq = ctx->kv.b_seq,
+        .cell_pos = ctx->st->kv_pos,
+        .cell_seq = ctx->st->kv_seq,
         .scale = scale,
         .softcap = c->attn_softcap,
         .window = c->is_swa[il] ? c->swa_window : 0,
@@ -253,8 +269,7 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
     if (op->attention_reads_cache) {
         struct kv_cache *kv = &ctx->kv;
         args.k = args.v = NULL;
-        args.k_cache = kv->k + (size_t)il * kv->n_cells * kv->k_row;
-        args.v_cache = kv->v + (size_t)il * kv->n_cells * kv->v_row;
+        args.k_cache = layer_k(ctx, il), args.v_cache = layer_v(ctx, il);
         args.cache_type = kv->type, args.k_row = kv->k_row, args.v_row = kv->v_row;
     }
     op->attention(b, &args);
@@ -262,7 +277,7 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         return true;
     linear(b, l->wo, l->bo, a->attn, a->proj, n);
     if (l->attn_post_norm)
-        op->rms_norm(b, a->proj, vec(l->attn_post_norm), a->proj, n, c->n_embd, c->norm_eps);
+        op->rms_norm(b, a->proj, vec(b, l->attn_post_norm), a->proj, n, c->n_embd, c->norm_eps);
     if (c->residual_scale != 0.0f)
         op->scale(b, a->proj, c->residual_scale, (size_t)n * c->n_embd);
     return false;
@@ -271,8 +286,8 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
 /* Keep only the rows whose logits were asked for (out_row >= 0), in order, as llama.cpp does
  * before the last layer's FFN: nothing after that mixes tokens. Returns how many remain. */
 static int keep_output_rows(struct ox_context *ctx, int n) {
-    struct activations *a = &ctx->act;
-    struct backend *b = &ctx->be;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
     size_t d = (size_t)ctx->model->cfg.n_embd;
     float *rows[] = {a->x, a->xn, a->proj};
     int kept = 0;
@@ -292,9 +307,9 @@ static int keep_output_rows(struct ox_context *ctx, int n) {
 static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                     float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->act;
-    struct backend *b = &ctx->be;
-    struct mat router = as_mat(l->ffn_gate_inp);
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
+    struct mat router = as_mat(b, l->ffn_gate_inp);
     b->ops->matmul(b, &router, in, a->router, n);
     int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
     b->ops->softmax(b, a->router, n, ne);
@@ -319,9 +334,9 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
             wsum += p[idx[j]];
         const float *x = in + (size_t)t * d;
         for (int j = 0; j < k; j++) {
-            struct mat g = expert_mat(l->ffn_gate_exps, idx[j]),
-                       u = expert_mat(l->ffn_up_exps, idx[j]);
-            struct mat dn = expert_mat(l->ffn_down_exps, idx[j]);
+            struct mat g = expert_mat(b, l->ffn_gate_exps, idx[j]),
+                       u = expert_mat(b, l->ffn_up_exps, idx[j]);
+            struct mat dn = expert_mat(b, l->ffn_down_exps, idx[j]);
             b->ops->matmul(b, &g, x, a->gate, 1);
             b->ops->matmul(b, &u, x, a->up, 1);
             b->ops->glu(b, GLU_SILU, a->gate, a->up, a->hidden, (size_t)ff);
@@ -336,21 +351,21 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
 static bool glu_fused(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                       const struct norm_in *norm, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct backend *b = &ctx->be;
+    struct backend *b = &ctx->st->be;
     if ((c->arch->ffn != FFN_SWIGLU && c->arch->ffn != FFN_GEGLU) || !b->ops->matmul_glu ||
         l->ffn_gate_b || l->ffn_up_b || l->ffn_gate_inp)
         return false;
-    struct mat gate = as_mat(l->ffn_gate), up = as_mat(l->ffn_up);
+    struct mat gate = as_mat(b, l->ffn_gate), up = as_mat(b, l->ffn_up);
     return b->ops->matmul_glu(b, c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU, &gate, &up, in,
-                              norm, ctx->act.hidden, n);
+                              norm, ctx->st->act.hidden, n);
 }
 
 /* The first half of the dense FFN of the architecture's kind, from in to act.hidden. */
 static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                              int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->act;
-    struct backend *b = &ctx->be;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
     size_t ff = (size_t)c->n_ff, all = (size_t)n * ff;
     enum glu_kind kind = c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU;
     switch (c->arch->ffn) {
@@ -380,8 +395,8 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
                       bool attn_added) {
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
-    struct activations *a = &ctx->act;
-    struct backend *b = &ctx->be;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
     size_t all = (size_t)n * c->n_embd;
     const float *in = a->xn; /* parallel blocks reuse the attention norm */
     bool hidden = false;     /* act.hidden made with the norm inside */
@@ -389,7 +404,7 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
         if (!attn_added)
             b->ops->add(b, a->x, a->proj, all);
         in = a->x;
-        struct norm_in fused = {vec(l->ffn_norm), c->norm_eps};
+        struct norm_in fused = {vec(b, l->ffn_norm), c->norm_eps};
         hidden =
             norm_fusable(ctx, l->ffn_norm, l->ffn_norm_b) && glu_fused(ctx, l, a->x, &fused, n);
         if (!hidden && !d->no_pre_norm) {
@@ -407,7 +422,8 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
         linear(b, l->ffn_down, l->ffn_down_b, a->hidden, a->branch, n);
     }
     if (l->ffn_post_norm)
-        b->ops->rms_norm(b, a->branch, vec(l->ffn_post_norm), a->branch, n, c->n_embd, c->norm_eps);
+        b->ops->rms_norm(b, a->branch, vec(b, l->ffn_post_norm), a->branch, n, c->n_embd,
+                         c->norm_eps);
     if (c->residual_scale != 0.0f)
         b->ops->scale(b, a->branch, c->residual_scale, all);
     if (d->parallel) /* (attn + ffn) + x, in llama.cpp's order */
@@ -421,17 +437,17 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
 static void embed(struct ox_context *ctx, int n) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
-    struct backend *b = &ctx->be;
-    struct activations *a = &ctx->act;
+    struct backend *b = &ctx->st->be;
+    struct activations *a = &ctx->st->act;
     size_t all = (size_t)n * c->n_embd;
-    struct mat emb = as_mat(m->tok_embd);
+    struct mat emb = as_mat(b, m->tok_embd);
     b->ops->get_rows(b, &emb, a->b_tok, a->x, n);
     if (c->arch->embd_scale_sqrt)
         b->ops->scale(b, a->x, sqrtf((float)c->n_embd), all);
     if (c->embd_scale != 0.0f)
         b->ops->scale(b, a->x, c->embd_scale, all);
     if (m->pos_embd) {
-        struct mat pe = as_mat(m->pos_embd);
+        struct mat pe = as_mat(b, m->pos_embd);
         b->ops->get_rows(b, &pe, a->b_pos, a->proj, n);
         b->ops->add(b, a->x, a->proj, all);
     }
@@ -442,10 +458,10 @@ static void embed(struct ox_context *ctx, int n) {
 static void output_block(struct ox_context *ctx, int r0, int rows) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
-    struct backend *b = &ctx->be;
+    struct backend *b = &ctx->st->be;
     size_t all = (size_t)rows * c->n_vocab, at = (size_t)r0 * (size_t)c->n_embd;
-    norm(ctx, ctx->act.x + at, m->output_norm, m->output_norm_b, ctx->act.xn + at, rows);
-    linear(b, m->output, m->output_b, ctx->act.xn + at, ctx->b_logits, rows);
+    norm(ctx, ctx->st->act.x + at, m->output_norm, m->output_norm_b, ctx->st->act.xn + at, rows);
+    linear(b, m->output, m->output_b, ctx->st->act.xn + at, ctx->b_logits, rows);
     if (c->final_softcap != 0.0f)
         b->ops->softcap(b, ctx->b_logits, c->final_softcap, all);
     if (c->logit_scale != 0.0f)
@@ -457,52 +473,81 @@ static void output_block(struct ox_context *ctx, int r0, int rows) {
 /* Logit rows [r0, r0 + rows), from b_logits to the host: the status of every op so far. */
 static enum ox_status output_logits(struct ox_context *ctx, int r0, int rows) {
     size_t v = (size_t)ctx->model->cfg.n_vocab;
-    return ctx->be.ops->download(&ctx->be, ctx->logits + (size_t)r0 * v, ctx->b_logits,
-                                 (size_t)rows * v * sizeof(float));
+    return ctx->st->be.ops->download(&ctx->st->be, ctx->logits + (size_t)r0 * v, ctx->b_logits,
+                                     (size_t)rows * v * sizeof(float));
 }
 
 /* The batch's tokens, positions, sequences and cells, and the cache's cell positions and
- * sequence masks, into the backend's copies (the same arrays on the CPU: nothing moves). */
+ * sequence masks, into the stage's copies (the same arrays on the CPU: nothing moves). */
 static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) {
-    struct backend *b = &ctx->be;
-    struct activations *a = &ctx->act;
+    struct stage *s = ctx->st;
+    struct backend *b = &s->be;
+    struct activations *a = &s->act;
     struct kv_cache *kv = &ctx->kv;
     size_t ints = (size_t)n * sizeof(int32_t), cells = (size_t)kv->n_seen;
     b->ops->upload(b, a->b_tok, tokens, ints);
-    b->ops->upload(b, a->b_pos, a->pos, ints);
-    b->ops->upload(b, a->b_seq, a->seq, ints);
-    b->ops->upload(b, a->b_cell, a->cell, ints);
-    b->ops->upload(b, kv->b_pos, kv->pos, cells * sizeof *kv->pos);
-    b->ops->upload(b, kv->b_seq, kv->seq, cells * SEQ_WORDS * sizeof *kv->seq);
+    b->ops->upload(b, a->b_pos, ctx->pos, ints);
+    b->ops->upload(b, a->b_seq, ctx->seq, ints);
+    b->ops->upload(b, a->b_cell, ctx->cell, ints);
+    b->ops->upload(b, s->kv_pos, kv->pos, cells * sizeof *kv->pos);
+    b->ops->upload(b, s->kv_seq, kv->seq, cells * SEQ_WORDS * sizeof *kv->seq);
 }
 
-/* Whether a decode step of n tokens may be recorded as a graph: single tokens (prompts are few
- * launches per token anyway), and no op that reads the host mid-way (MoE routing) or depends on
- * the position on the host (attention temperature). */
-static bool graphable(const struct ox_context *ctx, int n) {
+/* Whether a decode step of n tokens may be recorded as a graph by the last stage's backend:
+ * single tokens (prompts are few launches per token anyway), and no op that reads the host
+ * mid-way (MoE routing) or depends on the position on the host (attention temperature). */
+static bool graphable(const struct ox_context *ctx, const struct backend *b, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    return n == 1 && ctx->out_row[0] >= 0 && ctx->be.ops->graph_begin &&
+    return n == 1 && ctx->out_row[0] >= 0 && b->ops->graph_begin &&
            !ctx->model->layers[0].ffn_gate_inp && c->attn_temp_scale == 0.0f;
 }
 
-enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n) {
+/* The stage's layers over n tokens; returns the rows left (keep_output_rows drops those whose
+ * logits nobody asked for before the model's last FFN). */
+static int run_layers(struct ox_context *ctx, int n) {
     const struct ox_model *m = ctx->model;
-    struct backend *b = &ctx->be;
-    bool graph = graphable(ctx, n);
+    for (int il = ctx->st->layer_begin; il < ctx->st->layer_end; il++) {
+        bool attn_added = attention_block(ctx, &m->layers[il], il, n);
+        if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
+            return 0;
+        ffn_block(ctx, &m->layers[il], n, attn_added);
+    }
+    return n;
+}
+
+/* The stages before the last run on the host: the embeddings and the first layers, whose
+ * hidden state the last stage then takes. */
+static void run_host_stages(struct ox_context *ctx, const ox_token *tokens, int n) {
+    struct stage *last = &ctx->stages[ctx->n_stages - 1];
+    for (int32_t i = 0; i < ctx->n_stages - 1; i++) {
+        ctx->st = &ctx->stages[i];
+        upload_batch(ctx, tokens, n);
+        if (i == 0)
+            embed(ctx, n);
+        run_layers(ctx, n);
+    }
+    size_t bytes = (size_t)n * (size_t)ctx->model->cfg.n_embd * sizeof(float);
+    last->be.ops->upload(&last->be, last->act.x, ctx->st->act.x, bytes);
+}
+
+enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n) {
+    struct stage *last = &ctx->stages[ctx->n_stages - 1];
+    struct backend *b = &last->be;
+    bool graph = graphable(ctx, b, n);
     int32_t g = graph && b->ops->cell_granularity > 1 ? b->ops->cell_granularity : 1;
     int32_t seen = (ctx->kv.used_end + g - 1) / g * g;
     ctx->kv.n_seen = seen < ctx->kv.n_cells ? seen : ctx->kv.n_cells;
+    if (ctx->n_stages > 1)
+        run_host_stages(ctx, tokens, n);
+    ctx->st = last;
     upload_batch(ctx, tokens, n);
     /* a recording is exact for one batch size and one number of cells seen */
     if (graph && b->ops->graph_begin(b, (uint64_t)n << 32 | (uint32_t)ctx->kv.n_seen))
         return output_logits(ctx, 0, 1);
-    embed(ctx, n);
-    for (int il = 0; il < m->cfg.n_layer; il++) {
-        bool attn_added = attention_block(ctx, &m->layers[il], il, n);
-        if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
-            return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
-        ffn_block(ctx, &m->layers[il], n, attn_added);
-    }
+    if (ctx->n_stages == 1)
+        embed(ctx, n);
+    if ((n = run_layers(ctx, n)) == 0)
+        return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
     if (n <= ctx->logit_rows) {
         output_block(ctx, 0, n);
         if (graph)

@@ -154,7 +154,7 @@ enum ox_status model_bind_weights(struct ox_model *m) {
  * lookup on a tied token_embd gets its rows back from the copy too. */
 static void pack_one(struct ox_model *m, const struct weight *cw) {
     struct weight *w = (struct weight *)cw; /* our own array; bound as const for the forward */
-    if (!w || w->packed || w->ne[2] != 1)
+    if (!w || w->packed || w->dev || w->ne[2] != 1) /* the GPU runs those with dev */
         return;
     w->packed = backend_cpu_pack(w->type, w->data, w->ne[1], w->ne[0], w->row_bytes);
     if (w->packed)

@@ -377,7 +377,8 @@ static void run_case(int ic) {
     snprintf(path, sizeof path, "%s/%s.gguf", dir, c->label);
     write_model(c, path, NULL);
     struct ox_model *m = NULL;
-    enum ox_status s = ox_model_load(path, NULL, &m);
+    struct ox_model_params mp = test_model_params();
+    enum ox_status s = ox_model_load(path, &mp, &m);
     /* archs not implemented yet fail here, once each, with the loader's reason */
     CHECK_MSG(s == OX_OK, "%s (arch %s): load failed: %s: %s", c->label, c->arch, ox_status_name(s),
               ox_last_error());

@@ -24,6 +24,13 @@ static struct ox_context *new_context(uint32_t n_ctx, uint32_t n_seq) {
     return c;
 }
 
+/* How far batches of different sizes may round apart: the CPU's kernels give one order for any
+ * batch; a GPU's matmuls pick their kernels by batch size. A sequence that sees another's cells
+ * is off by far more than either. */
+static double batch_tolerance(void) {
+    return strcmp(ox_model_backend(model), "CPU") ? 1e-3 : 1e-4;
+}
+
 static double max_diff(const float *a, const float *b) {
     double m = 0;
     for (int i = 0; i < n_vocab; i++)
@@ -89,7 +96,7 @@ static void check_two_sequences(void) {
         worst = fmax(worst, max_diff(ox_get_logits(c, 2 * i + 1), ox_get_logits(s1, i)));
     }
     printf("  two sequences in one batch vs alone: max |logit diff| %.3g\n", worst);
-    CHECK(worst < 1e-4);
+    CHECK(worst < batch_tolerance());
     /* removing sequence 1 leaves sequence 0 decodable as before */
     ox_kv_seq_rm(c, 1, 0, -1);
     CHECK_EQ(ox_kv_seq_pos_max(c, 1), -1);
@@ -128,7 +135,7 @@ static void check_many_sequences(void) {
     }
     printf("  %d sequences up to id %d in one batch vs alone: max |logit diff| %.3g\n", S,
            OX_SEQ_MAX - 1, worst);
-    CHECK(worst < 1e-4);
+    CHECK(worst < batch_tolerance());
     ox_kv_seq_cp(c, 130, 200, 0, -1);
     CHECK_EQ(ox_kv_seq_pos_max(c, 200), M - 1);
     ox_kv_seq_rm(c, 130, 0, -1); /* the cells stay: sequence 200 holds them */
@@ -201,7 +208,8 @@ static void check_learned_positions(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/gpt2-f16.gguf", test_data_dir());
     struct ox_model *m = NULL;
-    CHECK_MSG(ox_model_load(path, NULL, &m) == OX_OK, "%s", ox_last_error());
+    struct ox_model_params mp = test_model_params();
+    CHECK_MSG(ox_model_load(path, &mp, &m) == OX_OK, "%s", ox_last_error());
     struct ox_context_params p = ox_context_params_default();
     p.n_ctx = 2048;
     struct ox_context *c = NULL;
@@ -303,15 +311,16 @@ static void check_memory(void) {
     CHECK_MSG(kv_a == 64ull * ox_model_n_layer(model) * 2 * row && kv_b == 2 * kv_a, "kv %llu %llu",
               (unsigned long long)kv_a, (unsigned long long)kv_b);
     CHECK(buf_a > 0 && buf_b > buf_a);
-    CHECK_EQ(ox_model_gpu_bytes(model), 0);
-    CHECK_STR(ox_model_backend(model), "CPU");
+    /* GPU memory exactly when (some of) the model runs there */
+    CHECK_EQ(ox_model_gpu_bytes(model) == 0, !strcmp(ox_model_backend(model), "CPU"));
     ox_context_free(a), ox_context_free(b);
 }
 
 int main(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/llama-f32.gguf", test_data_dir());
-    CHECK_MSG(ox_model_load(path, NULL, &model) == OX_OK, "%s", ox_last_error());
+    struct ox_model_params mp = test_model_params();
+    CHECK_MSG(ox_model_load(path, &mp, &model) == OX_OK, "%s", ox_last_error());
     if (!model)
         return test_finish("test_decode");
     n_vocab = ox_model_n_vocab(model);
@@ -325,7 +334,7 @@ int main(void) {
     check_learned_positions();
     check_memory();
     int calls = 0;
-    struct ox_model_params mp = ox_model_params_default();
+    mp = ox_model_params_default();
     mp.progress = cancel_at_half;
     mp.progress_user = &calls;
     struct ox_model *cancelled = NULL;

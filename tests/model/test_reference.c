@@ -68,7 +68,8 @@ static void check_model(const char *name, json_t *ref) {
     snprintf(path, sizeof path, "%s/models/%s.gguf", dir, name);
     struct ox_model *m = NULL;
     struct ox_context *ctx = NULL;
-    CHECK_MSG(ox_model_load(path, NULL, &m) == OX_OK, "%s: %s", name, ox_last_error());
+    struct ox_model_params mp = test_model_params();
+    CHECK_MSG(ox_model_load(path, &mp, &m) == OX_OK, "%s: %s", name, ox_last_error());
     struct ox_context_params cp = ox_context_params_default();
     cp.n_ctx = 512;
     cp.n_threads = 2;
