@@ -57,6 +57,12 @@ if [ "$MODE" != tests ]; then
   # partial offload: half of the 8B Q4_K_M's layers on the GPU, the rest on the CPU
   [ -f "$f" ] && build-cuda/apps/oxidize/oxidize bench -m "$f" -ngl 16 -p 512 -n 32 -r 1 \
     >"$LOG/split.md" 2>>"$LOG/bench.log" && cat "$LOG/split.md"
+  # MoE routing on the device: the reference set's small MoE model against its dense sibling
+  td=${OX_TESTDATA:-../shared/testdata}/models
+  for m in llama-moe-f16 llama-f16; do
+    [ -f "$td/$m.gguf" ] && build-cuda/apps/oxidize/oxidize bench -m "$td/$m.gguf" -ngl 99 \
+      -p 64 -n 128 -r 3 2>>"$LOG/bench.log" | tail -n +3
+  done | tee "$LOG/moe.md"
   grep "GPU memory" "$LOG/bench.log"
   python3 - "$LOG" "${ANCHORS:-${OX_TESTDATA:-../shared/testdata}/anchors/llama-bench-cuda-h200.json}" <<'EOF'
 import glob, json, os, re, sys

@@ -101,6 +101,22 @@ struct norm_in {
     float eps;
 };
 
+/* A Mixtral-style MoE FFN over n tokens: each token's k most likely experts by the router's
+ * probabilities (ties to the lower index), their GLU FFNs, weighted by the probabilities
+ * renormalised over the k, summed in that order into y. */
+struct moe_args {
+    enum glu_kind kind;
+    const struct mat *gate, *up, *down; /* expert 0's; expert e's is e * n_rows * row_bytes on */
+    const float *probs;                 /* [n][n_expert], softmaxed */
+    const float *x;                     /* [n][gate->n_cols] */
+    float *y;                           /* [n][down->n_rows] */
+    int n, n_expert, k;
+    int32_t *ids;   /* room for the choice: [n][k] experts */
+    float *weights; /* and their weights */
+    float *hidden;  /* [n * k][gate->n_rows] */
+    float *out_k;   /* [n * k][down->n_rows]: each expert's output */
+};
+
 /* Activations are row-major float arrays: x[n][dim], in the backend's memory, as are the KV
  * cache and the index arrays ops take (positions, cells, sequence masks): the forward pass
  * uploads those once per batch. Ops run in order; only download waits for them. */
@@ -172,8 +188,10 @@ struct backend_ops {
     bool (*matmul_glu)(struct backend *b, enum glu_kind kind, const struct mat *gate,
                        const struct mat *up, const float *x, const struct norm_in *norm, float *y,
                        int n);
-    /* rope of q and k, then cache_store of k and v, in one op. */
+    /* rope of q and k, then cache_store of k and v, in one op; */
     bool (*rope_store)(struct backend *b, const struct rope_store_args *a);
+    /* a MoE FFN with the experts chosen where the probabilities are (no host round trip). */
+    bool (*moe_ffn)(struct backend *b, const struct moe_args *a);
     /* Optional (NULL: none): record the ops up to graph_end once per key and replay them after.
      * graph_begin returns true when it replayed a recording (skip the ops then); the ops
      * between must not read the host (no download) and must repeat exactly for a key. */

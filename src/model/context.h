@@ -27,6 +27,8 @@ struct activations {
     float *k_t;         /* room for kf transposed, for the attention of large batches */
     float *router;      /* [n_batch][n_expert] */
     float *router_host; /* the router's probabilities copied back, to pick experts */
+    int32_t *expert_ids; /* [n_batch][n_expert_used]: a backend's own choice of experts */
+    float *expert_w;     /* and their weights */
     int32_t *b_tok, *b_pos, *b_seq, *b_cell;
 };
 
@@ -58,6 +60,8 @@ struct ox_context {
     float *logits;                   /* [n_batch][n_vocab], copied to the host */
     int32_t *out_row;                /* batch index -> row of logits, or -1 */
     int32_t n_batch_last;
+    bool moe_on_host;   /* this batch took a device stage's router probabilities to the host */
+    bool moe_graphable; /* the last single-token batch did not: later ones may be graphs */
 };
 
 /* Run the model on the tokens in act (already placed in cells); write logits of the tokens

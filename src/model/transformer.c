@@ -301,9 +301,39 @@ static int keep_output_rows(struct ox_context *ctx, int n) {
     return kept;
 }
 
+/* The experts chosen and run by the backend where the router's probabilities are (moe_ffn),
+ * when it does that for these shapes: no round trip to the host. */
+static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l, const float *in,
+                           float *out, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
+    int k = c->n_expert_used;
+    /* hidden and gate hold n_batch rows of n_ff_exp and n_embd values at least */
+    if (!b->ops->moe_ffn || n * k > (int)ctx->params.n_batch)
+        return false;
+    struct mat g = as_mat(b, l->ffn_gate_exps), u = as_mat(b, l->ffn_up_exps),
+               d = as_mat(b, l->ffn_down_exps);
+    struct moe_args m = {.kind = GLU_SILU,
+                         .gate = &g,
+                         .up = &u,
+                         .down = &d,
+                         .probs = a->router,
+                         .x = in,
+                         .y = out,
+                         .n = n,
+                         .n_expert = c->n_expert,
+                         .k = k,
+                         .ids = a->expert_ids,
+                         .weights = a->expert_w,
+                         .hidden = a->hidden,
+                         .out_k = a->gate};
+    return b->ops->moe_ffn(b, &m);
+}
+
 /* Mixtral-style MoE: softmax over the router, the top experts' SwiGLU FFNs weighted by their
- * renormalised probabilities, summed in expert order into out. The experts are chosen on the
- * host, from the router's probabilities copied back. */
+ * renormalised probabilities, summed in expert order into out. The experts are chosen by the
+ * backend, or on the host from the router's probabilities copied back. */
 static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                     float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
@@ -313,6 +343,9 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
     b->ops->matmul(b, &router, in, a->router, n);
     int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
     b->ops->softmax(b, a->router, n, ne);
+    if (moe_on_backend(ctx, l, in, out, n))
+        return;
+    ctx->moe_on_host |= b->ops->device;
     /* a failed copy leaves indices in range; the batch's last download reports the failure */
     b->ops->download(b, a->router_host, a->router, (size_t)n * (size_t)ne * sizeof(float));
     b->ops->zero(b, out, (size_t)n * (size_t)d);
@@ -495,11 +528,13 @@ static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) 
 
 /* Whether a decode step of n tokens may be recorded as a graph by the last stage's backend:
  * single tokens (prompts are few launches per token anyway), and no op that reads the host
- * mid-way (MoE routing) or depends on the position on the host (attention temperature). */
+ * mid-way (MoE routing there, unless the last single token went without) or depends on the
+ * position on the host (attention temperature). */
 static bool graphable(const struct ox_context *ctx, const struct backend *b, int n) {
     const struct model_config *c = &ctx->model->cfg;
     return n == 1 && ctx->out_row[0] >= 0 && b->ops->graph_begin &&
-           !ctx->model->layers[0].ffn_gate_inp && c->attn_temp_scale == 0.0f;
+           (!ctx->model->layers[0].ffn_gate_inp || ctx->moe_graphable) &&
+           c->attn_temp_scale == 0.0f;
 }
 
 /* The stage's layers over n tokens; returns the rows left (keep_output_rows drops those whose
@@ -537,6 +572,8 @@ enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *token
     int32_t g = graph && b->ops->cell_granularity > 1 ? b->ops->cell_granularity : 1;
     int32_t seen = (ctx->kv.used_end + g - 1) / g * g;
     ctx->kv.n_seen = seen < ctx->kv.n_cells ? seen : ctx->kv.n_cells;
+    int n_in = n;
+    ctx->moe_on_host = false;
     if (ctx->n_stages > 1)
         run_host_stages(ctx, tokens, n);
     ctx->st = last;
@@ -548,6 +585,8 @@ enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *token
         embed(ctx, n);
     if ((n = run_layers(ctx, n)) == 0)
         return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
+    if (n_in == 1 && ctx->out_row[0] >= 0) /* a step graphable() would take, but for MoE */
+        ctx->moe_graphable = !ctx->moe_on_host;
     if (n <= ctx->logit_rows) {
         output_block(ctx, 0, n);
         if (graph)

@@ -372,6 +372,88 @@ static void test_multi_long(enum ox_dtype type) {
     free(x), gpu.ops->free(&gpu, dx);
 }
 
+/* Token t's k most likely experts of probs (ties to the lower index) and their weights. */
+static void top_experts(const float *p, int n_expert, int k, int32_t *ids, float *w) {
+    double sum = 0.0;
+    for (int j = 0; j < k; j++) {
+        ids[j] = -1;
+        for (int e = 0; e < n_expert; e++) {
+            bool taken = false;
+            for (int q = 0; q < j; q++)
+                taken |= ids[q] == e;
+            if (!taken && (ids[j] < 0 || p[e] > p[ids[j]]))
+                ids[j] = e;
+        }
+        sum += p[ids[j]];
+    }
+    for (int j = 0; j < k; j++)
+        w[j] = p[ids[j]] / (float)sum;
+}
+
+/* The MoE FFN op against the reference: the same experts chosen (a tie among them), the weighted
+ * sum of their SwiGLU FFNs in double; it declines batches past 8 (token, expert) pairs. */
+static void test_moe_case(enum ox_dtype type, int n_expert, int k, int n) {
+    const int d = 512, ff = 256, pairs = n * k;
+    uint8_t *hg, *hu, *hd;
+    struct mat g = random_mat(type, n_expert * ff, d, &hg), u = random_mat(type, n_expert * ff, d, &hu);
+    struct mat dn = random_mat(type, n_expert * d, ff, &hd);
+    g.n_rows = u.n_rows = ff, dn.n_rows = d; /* expert 0's; the rest follow */
+    float *x = random_floats((size_t)n * d, 1.0f), *p = random_floats((size_t)n * n_expert, 1.0f);
+    for (int i = 0; i < n * n_expert; i++)
+        p[i] = fabsf(p[i]) + 0.01f;
+    p[1] = p[n_expert - 1] = 2.0f; /* token 0: a tie for the top */
+    float *dx = up(x, (size_t)n * d * 4), *dp = up(p, (size_t)n * n_expert * 4);
+    int32_t *dids = gpu.ops->alloc(&gpu, (size_t)pairs * 4);
+    float *dw = gpu.ops->alloc(&gpu, (size_t)pairs * 4);
+    float *dh = gpu.ops->alloc(&gpu, (size_t)pairs * ff * 4);
+    float *dk = gpu.ops->alloc(&gpu, (size_t)pairs * d * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * d * 4);
+    struct moe_args a = {GLU_SILU, &g, &u, &dn, dp, dx, dy, n, n_expert, k, dids, dw, dh, dk};
+    bool plain = type == OX_DTYPE_F32 || type == OX_DTYPE_F16 || type == OX_DTYPE_BF16;
+    bool takes = pairs <= 8 && (plain || int8_gemv(type));
+    CHECK_MSG(gpu.ops->moe_ffn(&gpu, &a) == takes, "moe %s n=%d k=%d", ox_dtype_name(type), n, k);
+    if (takes) {
+        int32_t *ids = malloc((size_t)pairs * 4), *got_ids = malloc((size_t)pairs * 4);
+        float *w = malloc((size_t)pairs * 4), *want = calloc((size_t)n * d, 4);
+        float *gh = malloc(ff * 4), *uh = malloc(ff * 4), *oh = malloc(d * 4);
+        size_t gbytes = (size_t)ff * g.row_bytes, dbytes = (size_t)d * dn.row_bytes;
+        for (int t = 0; t < n; t++) {
+            top_experts(p + (size_t)t * n_expert, n_expert, k, ids + t * k, w + t * k);
+            for (int j = 0; j < k; j++) {
+                int e = ids[t * k + j];
+                matmul_ref(type, hg + e * gbytes, ff, d, x + (size_t)t * d, 1, gh);
+                matmul_ref(type, hu + e * gbytes, ff, d, x + (size_t)t * d, 1, uh);
+                for (int i = 0; i < ff; i++)
+                    gh[i] = silu(gh[i]) * uh[i];
+                matmul_ref(type, hd + e * dbytes, d, ff, gh, 1, oh);
+                for (int i = 0; i < d; i++)
+                    want[(size_t)t * d + i] += w[t * k + j] * oh[i];
+            }
+        }
+        CHECK(gpu.ops->download(&gpu, got_ids, dids, (size_t)pairs * 4) == OX_OK);
+        CHECK_MSG(!memcmp(ids, got_ids, (size_t)pairs * 4), "moe %s n=%d k=%d: experts chosen",
+                  ox_dtype_name(type), n, k);
+        float *got = down(dy, (size_t)n * d);
+        CHECK_CLOSE(got, want, (size_t)n * d, plain ? 1e-4 : 3e-2, "moe %s n=%d k=%d",
+                    ox_dtype_name(type), n, k);
+        free(got), free(ids), free(got_ids), free(w), free(want), free(gh), free(uh), free(oh);
+    }
+    void *dev[] = {dx, dp, dids, dw, dh, dk, dy, (void *)g.data, (void *)u.data, (void *)dn.data};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        gpu.ops->free(&gpu, dev[i]);
+    free(x), free(p), free(hg), free(hu), free(hd);
+}
+
+static void test_moe(void) {
+    static const enum ox_dtype types[] = {OX_DTYPE_Q4_0, OX_DTYPE_Q8_0, OX_DTYPE_Q4_K,
+                                          OX_DTYPE_F16, OX_DTYPE_F32};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        static const int ns[] = {1, 3, 4, 5};
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+            test_moe_case(types[i], 8, 2, ns[j]);
+        test_moe_case(types[i], 8, 8, 1); /* every expert */
+    }
+}
+
 static void test_fused(void) {
     static const enum ox_dtype types[] = {OX_DTYPE_Q4_0, OX_DTYPE_Q8_0,   OX_DTYPE_Q4_K,
                                           OX_DTYPE_Q6_K, OX_DTYPE_IQ4_XS, OX_DTYPE_F16,
@@ -386,6 +468,7 @@ static void test_fused(void) {
     test_normed(OX_DTYPE_Q6_K);
     if (!early)
         test_normed(OX_DTYPE_F16);
+    test_moe();
 }
 
 /* Run a one-input row op on both backends: op(b, in, out) with n floats. */

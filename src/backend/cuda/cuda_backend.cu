@@ -169,6 +169,7 @@ const struct backend_ops backend_cuda_ops = {
     .matmul_multi = cuda_matmul_multi,
     .matmul_glu = cuda_matmul_glu,
     .rope_store = cuda_rope_store,
+    .moe_ffn = cuda_moe_ffn,
     .graph_begin = cu_graph_begin,
     .graph_end = cu_graph_end,
     .cell_granularity = 256,

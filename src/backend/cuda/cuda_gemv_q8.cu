@@ -87,7 +87,10 @@ template <enum ox_dtype T> __host__ __device__ constexpr size_t q8_x_bytes(int n
 /* What one launch computes: up to three matrices of one type and width sharing x, their rows
  * taken in turn (q, k and v); or, with glu >= 0, a gate and an up matrix whose row pairs make
  * y[0] = act(gate x) * (up x), also quantized to q8_1 into xq_out unless that is NULL (for
- * the down projection next; needs 32 rows per block). accumulate: y += instead of y =. */
+ * the down projection next; needs 32 rows per block). accumulate: y += instead of y =.
+ * With ids (MoE experts, one token per block), blockIdx.y is a pair p < n_pairs of a token and
+ * one of its experts: the matrices are expert ids[p]'s (expert_bytes apart), x is row
+ * p / x_div, and y and xq_out move on by p rows. */
 struct q8_job {
     const uint8_t *w[3];
     float *y[3];
@@ -99,6 +102,9 @@ struct q8_job {
     const float *x;      /* x's float rows, for the plain types and with norm_w (then each */
     const float *norm_w; /* block norms them; the xq argument is unused) */
     float norm_eps;
+    const int32_t *ids;
+    size_t expert_bytes;
+    int n_pairs, x_div;
 };
 
 /* Each block's copy of x in shared memory: the n rows of q8_1 blocks at xq, or with
@@ -107,14 +113,15 @@ struct q8_job {
  * not), XPAD per group. */
 template <int NT, bool FLOAT_X>
 __device__ __forceinline__ void q8_stage_x(const q8_job &job, const cvd_xq *__restrict__ xq, int n,
-                                           int n_cols, uint8_t *smem, float *red) {
+                                           int n_cols, size_t x_row, uint8_t *smem, float *red) {
     const int n_groups = n_cols / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float *xf = (float *)smem;
     if (FLOAT_X && !job.norm_w) {
         for (int i = threadIdx.x; i < n_cols; i += Q_THREADS)
-            xf[i / 32 * XPAD + i % 32] = __ldg(job.x + i);
+            xf[i / 32 * XPAD + i % 32] = __ldg(job.x + x_row * n_cols + i);
         return;
     }
+    xq += x_row * n_groups;
     if (!job.norm_w) {
         const int words = n * n_groups * (int)(sizeof(cvd_xq) / 4);
         for (int i = threadIdx.x; i < words; i += Q_THREADS)
@@ -166,10 +173,11 @@ __device__ __forceinline__ const uint8_t *q8_row(const q8_job &job, int64_t it, 
     return job.w[2] + (it - job.row_end[1]) * job.row_bytes;
 }
 
-/* Item it's values v[t] (t < n, the same in every lane) to its output row(s). */
+/* Item it's values v[t] (t < n, the same in every lane) to its output row(s), y_off floats on
+ * (a MoE pair's row). */
 template <int NT>
 __device__ __forceinline__ void q8_store(const q8_job &job, int64_t it, const float *v, int n,
-                                         int lane) {
+                                         int lane, size_t y_off) {
     int m = 0;
     int64_t r0 = 0, rows = job.glu >= 0 ? job.items : job.row_end[0];
     if (job.glu < 0 && it >= job.row_end[0]) {
@@ -177,7 +185,7 @@ __device__ __forceinline__ void q8_store(const q8_job &job, int64_t it, const fl
         r0 = m == 1 ? job.row_end[0] : job.row_end[1];
         rows = (m == 1 ? job.row_end[1] : job.row_end[2]) - r0;
     }
-    float *y = (m == 0 ? job.y[0] : m == 1 ? job.y[1] : job.y[2]) + (it - r0);
+    float *y = (m == 0 ? job.y[0] : m == 1 ? job.y[1] : job.y[2]) + y_off + (it - r0);
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         if (t < n && lane == t) {
@@ -227,7 +235,7 @@ __device__ __forceinline__ void q8_tile_dot(const uint8_t *tile, int t_idx, int 
  * (keeping the row for xq_out), store, and clear the sums for the next item. */
 template <int NT>
 __device__ __forceinline__ void q8_finish_item(const q8_job &job, int64_t it, float *acc, float *up,
-                                               int n, int lane, float *outs) {
+                                               int n, int lane, float *outs, size_t y_off) {
 #pragma unroll
     for (int i = 0; i < NT; i++) {
 #pragma unroll
@@ -241,7 +249,7 @@ __device__ __forceinline__ void q8_finish_item(const q8_job &job, int64_t it, fl
                 outs[i * 32 + (int)(it % 32)] = acc[i];
         }
     }
-    q8_store<NT>(job, it, acc, n, lane);
+    q8_store<NT>(job, it, acc, n, lane, y_off);
 #pragma unroll
     for (int i = 0; i < NT; i++)
         acc[i] = up[i] = 0.f;
@@ -266,6 +274,14 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
     /* [NT][32]: the norm's partial sums, then the rows for xq_out */
     float *outs = (float *)(smem + x_bytes + QW * QNB * TB);
 
+    /* a MoE block's expert is known once the router's kernel is done: only then can the
+     * weights be fetched */
+    size_t pair = 0, w_off = 0;
+    if (job.ids) {
+        cuda_wait_previous();
+        pair = blockIdx.y;
+        w_off = (size_t)job.ids[pair] * job.expert_bytes;
+    }
     const int segs = job.glu >= 0 ? 2 : 1, n_tiles = (n_groups + TG - 1) / TG;
     const int64_t end = min(job.items, (int64_t)(blockIdx.x + 1) * rpb);
     const int64_t first = (int64_t)blockIdx.x * rpb + warp;
@@ -273,7 +289,7 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
     /* the stream's position, as (item, segment, tile), for the next fetch and the compute */
     int64_t f_it = first, c_it = first;
     int f_seg = 0, f_t = 0, c_seg = 0, c_t = 0;
-    const uint8_t *f_row = total > 0 ? q8_row(job, first, 0) : nullptr;
+    const uint8_t *f_row = total > 0 ? q8_row(job, first, 0) + w_off : nullptr;
     /* the next tile into buffer s % QNB, then step past it */
     auto fetch = [&](int s) {
         const uint8_t *src = f_row + q8_group_bytes<T>((int64_t)f_t * TG);
@@ -288,13 +304,13 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
         if (++f_seg == segs)
             f_seg = 0, f_it += QW;
         if (s + 1 < total)
-            f_row = q8_row(job, f_it, f_seg);
+            f_row = q8_row(job, f_it, f_seg) + w_off;
     };
     int fetched = 0;
     while (fetched < total && fetched < QNB - 1)
         fetch(fetched++);
     cuda_wait_previous();
-    q8_stage_x<NT, FX>(job, xq, n, n_cols, smem, outs);
+    q8_stage_x<NT, FX>(job, xq, n, n_cols, job.ids ? pair / job.x_div : 0, smem, outs);
     __syncthreads();
 
     float acc[NT], up[NT]; /* the item's sums: its row, or its gate and up rows */
@@ -327,14 +343,14 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
         if (++c_seg < segs)
             continue;
         c_seg = 0;
-        q8_finish_item<NT>(job, c_it, acc, up, n, lane, outs);
+        q8_finish_item<NT>(job, c_it, acc, up, n, lane, outs, pair * job.items);
         c_it += QW;
     }
     if (job.xq_out) { /* the block's 32 rows are block blockIdx.x of each token's q8_1 row */
         __syncthreads();
         if (warp < n)
             cvd_quantize_warp(outs[warp * 32 + lane],
-                              job.xq_out + warp * (job.items / 32) + blockIdx.x, lane);
+                              job.xq_out + (pair + warp) * (job.items / 32) + blockIdx.x, lane);
     }
 }
 
@@ -356,16 +372,18 @@ template <enum ox_dtype T> static bool q8_shape_ok(const struct mat *w, int nt) 
 
 template <enum ox_dtype T, int NT>
 static void q8_launch(struct backend *b, const q8_job &job, int64_t n_cols, const float *x, int n) {
-    const cvd_xq *xq = job.norm_w || q8_float_x<T>() ? nullptr : q8_input(b, x, n, n_cols);
+    const int pairs = job.ids ? job.n_pairs : 1, x_rows = job.ids ? pairs / job.x_div : n;
+    const cvd_xq *xq = job.norm_w || q8_float_x<T>() ? nullptr : q8_input(b, x, x_rows, n_cols);
     const int64_t items = job.items;
-    const int64_t work = job.glu >= 0 ? 2 * items : items;
+    const int64_t work = (job.glu >= 0 ? 2 * items : items) * pairs;
     /* one row per warp while that leaves fewer than two blocks per multiprocessor; up to four
      * for big matrices, so x is staged less often */
     const int64_t per_warp = work / ((int64_t)QW * 2 * cuda_of(b)->n_sm);
     const int rpb = job.xq_out ? 32 : QW * (int)(per_warp < 1 ? 1 : per_warp > 4 ? 4 : per_warp);
     cuda_note(b,
               cuda_launch_early(cuda_of(b)->early, gemv_q8_kernel<T, NT>,
-                                dim3(cuda_blocks((size_t)items, (unsigned)rpb)), dim3(Q_THREADS),
+                                dim3(cuda_blocks((size_t)items, (unsigned)rpb), (unsigned)pairs),
+                                dim3(Q_THREADS),
                                 q8_smem<T>(NT, n_cols), cuda_of(b)->stream, job, (int)n_cols, xq, n,
                                 rpb),
               "q8 gemv kernel");
@@ -401,7 +419,7 @@ static bool q8_run(struct backend *b, q8_job &job, const struct mat *w, const fl
     /* big models' float weights stream faster through the plain float GEMV (cuda_matmul.cu):
      * 8B f16 decode 154 t/s there against 147 here, where 1B f16 gains 586 -> 669 from the
      * fusions (H200) */
-    if (ox_dtype_block_size(w->type) == 1 && cuda_of(b)->early)
+    if (ox_dtype_block_size(w->type) == 1 && cuda_of(b)->early && !job.ids)
         return false;
     job.row_bytes = w->row_bytes;
     if (!job.x)
@@ -496,6 +514,65 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
     if (quantize)
         s->xq_cur = 1 - s->xq_cur, s->xq_src = y, s->xq_n = n, s->xq_cols = gate->n_rows;
     return true;
+}
+
+/* ---- MoE experts: one (token, expert) pair per block row, the experts read on the device ---- */
+
+bool cuda_q8_takes_experts(struct backend *b, const struct mat *w, int n_pairs) {
+    if (!cuda_q8_fits(b, n_pairs, w->n_cols) || w->n_rows <= 0)
+        return false;
+    switch (w->type) {
+#define CQ_CASE_(name)                                                                             \
+    case OX_DTYPE_##name: return q8_shape_ok<OX_DTYPE_##name>(w, 1);
+        Q8_TYPES(CQ_CASE_)
+#undef CQ_CASE_
+    default: return false;
+    }
+}
+
+static void q8_experts(q8_job &job, const struct mat *w, const int32_t *ids, int n_pairs,
+                       int x_div) {
+    job.ids = ids, job.expert_bytes = (size_t)w->n_rows * w->row_bytes;
+    job.n_pairs = n_pairs, job.x_div = x_div;
+}
+
+bool cuda_experts_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                      const struct mat *up, const float *x, int n, const int32_t *ids, int k,
+                      float *y) {
+    const int pairs = n * k;
+    if (!same_kind(gate, up) || gate->n_rows != up->n_rows || !cuda_q8_fits(b, n, gate->n_cols) ||
+        !cuda_q8_takes_experts(b, gate, pairs))
+        return false;
+    q8_job job = {};
+    job.w[0] = (const uint8_t *)gate->data, job.w[1] = (const uint8_t *)up->data, job.y[0] = y;
+    job.row_end[0] = job.items = gate->n_rows;
+    job.n_mats = 2, job.glu = (int)kind;
+    q8_experts(job, gate, ids, pairs, k);
+    q8_written(b, y, pairs, gate->n_rows);
+    cuda_state *s = cuda_of(b);
+    /* the rows quantized for the down projection, as cuda_matmul_glu does */
+    const bool quantize = gate->n_rows % 32 == 0 && cuda_q8_fits(b, pairs, gate->n_rows) &&
+                          ox_dtype_block_size(gate->type) > 1;
+    if (quantize)
+        job.xq_out = (cvd_xq *)s->xq[1 - s->xq_cur];
+    if (!q8_run(b, job, gate, x, 1))
+        return false;
+    if (quantize)
+        s->xq_cur = 1 - s->xq_cur, s->xq_src = y, s->xq_n = pairs, s->xq_cols = gate->n_rows;
+    return true;
+}
+
+bool cuda_experts(struct backend *b, const struct mat *w, const float *x, const int32_t *ids,
+                  int n_pairs, float *y) {
+    if (!cuda_q8_takes_experts(b, w, n_pairs))
+        return false;
+    q8_job job = {};
+    job.w[0] = (const uint8_t *)w->data, job.y[0] = y;
+    job.row_end[0] = job.items = w->n_rows;
+    job.n_mats = 1, job.glu = -1;
+    q8_experts(job, w, ids, n_pairs, 1);
+    q8_written(b, y, n_pairs, w->n_rows);
+    return q8_run(b, job, w, x, 1);
 }
 
 /* Over 48 KB of dynamic shared memory must be allowed per kernel before any launch (and so

@@ -24,6 +24,19 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
                      int n);
 /* Whether n rows of n_cols fit the q8_1 buffer (the RMSNorm quantizes its output then). */
 bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols);
+/* MoE experts, matrices w (expert e's is e * n_rows * row_bytes on) chosen by ids[p] for pairs
+ * p of a token and one of its k experts: cuda_experts_glu gives y[p] = act(gate x[p / k]) *
+ * (up x[p / k]) for n tokens, cuda_experts y[p] = w x[p]. cuda_q8_takes_experts: whether they
+ * take w for n_pairs pairs (then they do not decline). */
+bool cuda_q8_takes_experts(struct backend *b, const struct mat *w, int n_pairs);
+bool cuda_experts_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                      const struct mat *up, const float *x, int n, const int32_t *ids, int k,
+                      float *y);
+bool cuda_experts(struct backend *b, const struct mat *w, const float *x, const int32_t *ids,
+                  int n_pairs, float *y);
+
+/* cuda_moe.cu */
+bool cuda_moe_ffn(struct backend *b, const struct moe_args *a);
 
 /* cuda_norm.cu */
 void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
