@@ -260,8 +260,9 @@ __device__ __forceinline__ void q8_finish_item(const q8_job &job, int64_t it, fl
  * cp.async, the next tiles in flight while the lanes take integer dot products with this one,
  * across row boundaries too: short rows keep as many bytes on their way as long ones. The
  * first tiles are requested before waiting for the previous kernel (weights depend on nothing),
- * then the block stages all of x (n rows of q8_1 blocks) in shared memory. */
-template <enum ox_dtype T, int NT>
+ * then the block stages all of x (n rows of q8_1 blocks) in shared memory. MOE: the job's ids
+ * choose the matrices (a template argument, so the dense kernels carry none of it). */
+template <enum ox_dtype T, int NT, bool MOE>
 __global__ void __launch_bounds__(Q_THREADS, 2)
     gemv_q8_kernel(const q8_job job, int n_cols, const cvd_xq *__restrict__ xq, int n, int rpb) {
     constexpr int TG = q8_groups<T>(), TB = q8_tile_bytes<T>();
@@ -277,7 +278,7 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
     /* a MoE block's expert is known once the router's kernel is done: only then can the
      * weights be fetched */
     size_t pair = 0, w_off = 0;
-    if (job.ids) {
+    if constexpr (MOE) {
         cuda_wait_previous();
         pair = blockIdx.y;
         w_off = (size_t)job.ids[pair] * job.expert_bytes;
@@ -310,7 +311,7 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
     while (fetched < total && fetched < QNB - 1)
         fetch(fetched++);
     cuda_wait_previous();
-    q8_stage_x<NT, FX>(job, xq, n, n_cols, job.ids ? pair / job.x_div : 0, smem, outs);
+    q8_stage_x<NT, FX>(job, xq, n, n_cols, MOE ? pair / job.x_div : 0, smem, outs);
     __syncthreads();
 
     float acc[NT], up[NT]; /* the item's sums: its row, or its gate and up rows */
@@ -380,8 +381,12 @@ static void q8_launch(struct backend *b, const q8_job &job, int64_t n_cols, cons
      * for big matrices, so x is staged less often */
     const int64_t per_warp = work / ((int64_t)QW * 2 * cuda_of(b)->n_sm);
     const int rpb = job.xq_out ? 32 : QW * (int)(per_warp < 1 ? 1 : per_warp > 4 ? 4 : per_warp);
+    auto kernel = gemv_q8_kernel<T, NT, false>;
+    if constexpr (NT == 1) /* the experts' pairs take one token each */
+        if (job.ids)
+            kernel = gemv_q8_kernel<T, 1, true>;
     cuda_note(b,
-              cuda_launch_early(cuda_of(b)->early, gemv_q8_kernel<T, NT>,
+              cuda_launch_early(cuda_of(b)->early, kernel,
                                 dim3(cuda_blocks((size_t)items, (unsigned)rpb), (unsigned)pairs),
                                 dim3(Q_THREADS),
                                 q8_smem<T>(NT, n_cols), cuda_of(b)->stream, job, (int)n_cols, xq, n,
@@ -577,13 +582,15 @@ bool cuda_experts(struct backend *b, const struct mat *w, const float *x, const 
 
 /* Over 48 KB of dynamic shared memory must be allowed per kernel before any launch (and so
  * before a graph capture records one). */
-template <enum ox_dtype T, int NT> static cudaError_t q8_allow_smem_nt() {
-    return cudaFuncSetAttribute(gemv_q8_kernel<T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                q_smem_limit);
+template <enum ox_dtype T, int NT, bool MOE = false> static cudaError_t q8_allow_smem_nt() {
+    return cudaFuncSetAttribute(gemv_q8_kernel<T, NT, MOE>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, q_smem_limit);
 }
 
 template <enum ox_dtype T> static cudaError_t q8_allow_smem() {
     cudaError_t e = q8_allow_smem_nt<T, 1>();
+    if (e == cudaSuccess)
+        e = q8_allow_smem_nt<T, 1, true>();
     if constexpr (!q8_float_x<T>()) { /* the float types take single tokens only */
         if (e == cudaSuccess)
             e = q8_allow_smem_nt<T, 2>();
