@@ -388,9 +388,8 @@ static void q8_launch(struct backend *b, const q8_job &job, int64_t n_cols, cons
     cuda_note(b,
               cuda_launch_early(cuda_of(b)->early, kernel,
                                 dim3(cuda_blocks((size_t)items, (unsigned)rpb), (unsigned)pairs),
-                                dim3(Q_THREADS),
-                                q8_smem<T>(NT, n_cols), cuda_of(b)->stream, job, (int)n_cols, xq, n,
-                                rpb),
+                                dim3(Q_THREADS), q8_smem<T>(NT, n_cols), cuda_of(b)->stream, job,
+                                (int)n_cols, xq, n, rpb),
               "q8 gemv kernel");
 }
 
