@@ -395,7 +395,8 @@ static void top_experts(const float *p, int n_expert, int k, int32_t *ids, float
 static void test_moe_case(enum ox_dtype type, int n_expert, int k, int n) {
     const int d = 512, ff = 256, pairs = n * k;
     uint8_t *hg, *hu, *hd;
-    struct mat g = random_mat(type, n_expert * ff, d, &hg), u = random_mat(type, n_expert * ff, d, &hu);
+    struct mat g = random_mat(type, n_expert * ff, d, &hg),
+               u = random_mat(type, n_expert * ff, d, &hu);
     struct mat dn = random_mat(type, n_expert * d, ff, &hd);
     g.n_rows = u.n_rows = ff, dn.n_rows = d; /* expert 0's; the rest follow */
     float *x = random_floats((size_t)n * d, 1.0f), *p = random_floats((size_t)n * n_expert, 1.0f);
@@ -406,7 +407,8 @@ static void test_moe_case(enum ox_dtype type, int n_expert, int k, int n) {
     int32_t *dids = gpu.ops->alloc(&gpu, (size_t)pairs * 4);
     float *dw = gpu.ops->alloc(&gpu, (size_t)pairs * 4);
     float *dh = gpu.ops->alloc(&gpu, (size_t)pairs * ff * 4);
-    float *dk = gpu.ops->alloc(&gpu, (size_t)pairs * d * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * d * 4);
+    float *dk = gpu.ops->alloc(&gpu, (size_t)pairs * d * 4),
+          *dy = gpu.ops->alloc(&gpu, (size_t)n * d * 4);
     struct moe_args a = {GLU_SILU, &g, &u, &dn, dp, dx, dy, n, n_expert, k, dids, dw, dh, dk};
     bool plain = type == OX_DTYPE_F32 || type == OX_DTYPE_F16 || type == OX_DTYPE_BF16;
     bool takes = pairs <= 8 && (plain || int8_gemv(type));
@@ -444,8 +446,8 @@ static void test_moe_case(enum ox_dtype type, int n_expert, int k, int n) {
 }
 
 static void test_moe(void) {
-    static const enum ox_dtype types[] = {OX_DTYPE_Q4_0, OX_DTYPE_Q8_0, OX_DTYPE_Q4_K,
-                                          OX_DTYPE_F16, OX_DTYPE_F32};
+    static const enum ox_dtype types[] = {OX_DTYPE_Q4_0, OX_DTYPE_Q8_0, OX_DTYPE_Q4_K, OX_DTYPE_F16,
+                                          OX_DTYPE_F32};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         static const int ns[] = {1, 3, 4, 5};
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
@@ -815,6 +817,85 @@ static void test_attention(void) {
     free(q), free(k), free(v), free(cell_pos), free(cell_seq);
 }
 
+/* Prompts over the cache on the tensor cores (f16 operands, P rounded to f16): 70 queries of
+ * two sequences against the reference over the cache's values, for head sizes 64 to 256, GQA,
+ * windows and soft-capping; free cells hold NaN values that must not reach the output. */
+static void test_flash_attention(int hd, enum ox_dtype type, int window, float softcap) {
+    enum { NQ = 70, CELLS = 300, HEADS = 8, KV_HEADS = 2 };
+    int32_t q_pos[NQ], q_seq[NQ], cell_pos[CELLS], cells[CELLS];
+    uint64_t *cell_seq = calloc(CELLS * SEQ_WORDS, 8);
+    for (int t = 0; t < NQ; t++) /* the prompt's two sequences, each one position per cell */
+        q_seq[t] = t % 2 ? 77 : 0, q_pos[t] = 80 + t / 2;
+    for (int c = 0; c < CELLS; c++) {
+        cells[c] = c;
+        cell_pos[c] = c % 17 == 5 ? -1 : c / 2;
+        if (cell_pos[c] >= 0)
+            cell_seq[c * SEQ_WORDS + (c % 2 ? 1 : 0)] = c % 2 ? 1ull << (77 - 64) : 1;
+    }
+    size_t kv = (size_t)CELLS * KV_HEADS * hd;
+    float *q = random_floats((size_t)NQ * HEADS * hd, 1.0f), *k = random_floats(kv, 1.0f);
+    float *v = random_floats(kv, 1.0f);
+    for (int c = 0; c < CELLS; c++)
+        if (cell_pos[c] < 0)
+            for (int i = 0; i < KV_HEADS * hd; i++)
+                v[(size_t)c * KV_HEADS * hd + i] = NAN;
+    size_t row = (size_t)KV_HEADS * hd / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    uint8_t *kc = malloc(CELLS * row), *vc = malloc(CELLS * row);
+    float *kf = malloc(4 * kv), *vf = malloc(4 * kv), *want = malloc(4 * (size_t)NQ * HEADS * hd);
+    cpu.ops->cache_store(&cpu, type, k, CELLS, KV_HEADS * hd, kc, row, cells);
+    cpu.ops->cache_store(&cpu, type, v, CELLS, KV_HEADS * hd, vc, row, cells);
+    cpu.ops->cache_load(&cpu, type, kc, row, kf, CELLS, KV_HEADS * hd, NULL);
+    cpu.ops->cache_load(&cpu, type, vc, row, vf, CELLS, KV_HEADS * hd, NULL);
+    struct attn_args a = {.q = q,
+                          .k = kf,
+                          .v = vf,
+                          .y = want,
+                          .n = NQ,
+                          .n_cells = CELLS,
+                          .n_head = HEADS,
+                          .n_head_kv = KV_HEADS,
+                          .hd_k = hd,
+                          .hd_v = hd,
+                          .q_pos = q_pos,
+                          .q_seq = q_seq,
+                          .cell_pos = cell_pos,
+                          .cell_seq = cell_seq,
+                          .scale = 1.0f / sqrtf((float)hd),
+                          .softcap = softcap,
+                          .window = window};
+    cpu_attention_ref(&cpu, &a);
+    struct attn_args d = a;
+    d.q = up(q, 4 * (size_t)NQ * HEADS * hd), d.k = d.v = NULL;
+    d.y = gpu.ops->alloc(&gpu, 4 * (size_t)NQ * HEADS * hd);
+    d.q_pos = up(q_pos, sizeof q_pos), d.q_seq = up(q_seq, sizeof q_seq);
+    d.cell_pos = up(cell_pos, sizeof cell_pos), d.cell_seq = up(cell_seq, CELLS * SEQ_WORDS * 8);
+    d.k_cache = up(kc, CELLS * row), d.v_cache = up(vc, CELLS * row);
+    d.cache_type = type, d.k_row = d.v_row = row;
+    gpu.ops->attention(&gpu, &d);
+    float *got = down(d.y, (size_t)NQ * HEADS * hd);
+    CHECK_CLOSE(got, want, (size_t)NQ * HEADS * hd, 3e-3,
+                "flash attention hd %d over %s, window %d softcap %g", hd, ox_dtype_name(type),
+                window, softcap);
+    void *bufs[] = {(void *)d.q,        d.y,
+                    (void *)d.q_pos,    (void *)d.q_seq,
+                    (void *)d.cell_pos, (void *)d.cell_seq,
+                    (void *)d.k_cache,  (void *)d.v_cache};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        gpu.ops->free(&gpu, bufs[i]);
+    free(got), free(q), free(k), free(v), free(kc), free(vc), free(kf), free(vf), free(want);
+    free(cell_seq);
+}
+
+static void test_flash(void) {
+    static const int hds[] = {64, 80, 128, 256};
+    for (size_t i = 0; i < sizeof hds / sizeof hds[0]; i++) {
+        test_flash_attention(hds[i], OX_DTYPE_F16, 0, 0.0f);
+        test_flash_attention(hds[i], OX_DTYPE_Q8_0, 0, 0.0f);
+    }
+    test_flash_attention(128, OX_DTYPE_F16, 20, 0.0f);
+    test_flash_attention(256, OX_DTYPE_F16, 50, 30.0f);
+}
+
 int main(void) {
     if (!backend_cuda_available()) {
         printf("test_cuda_ops: no CUDA GPU here: skipped\n");
@@ -844,6 +925,7 @@ int main(void) {
     test_rows();
     test_cache();
     test_attention();
+    test_flash();
     backend_cuda_release(&gpu);
     threadpool_free(cpu.pool);
     ox_aligned_free(cpu.scratch), ox_aligned_free(cpu.x_rounded), ox_aligned_free(cpu.x_packed);

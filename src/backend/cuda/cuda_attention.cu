@@ -240,6 +240,8 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
 /* Keys and values from the KV cache itself (the backend sets attention_reads_cache), or from
  * float arrays (the op test, and any caller that loaded the cache first). */
 void cuda_attention(struct backend *b, const struct attn_args *a) {
+    if (cuda_flash_attention(b, a))
+        return;
     if (a->hd_k > MAX_HD || a->hd_v > MAX_HD) {
         cuda_note(b, cudaErrorInvalidValue, "attention: head size over 512");
         return;

@@ -218,6 +218,8 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
         e = cuda_matmul_init();
     if (e == cudaSuccess)
         e = cuda_gemv_q8_init();
+    if (e == cudaSuccess)
+        e = cuda_flash_attention_init();
     /* 1024 rows of f16 per GEMM chunk at the widest: big enough for the tensor cores, small
      * beside the weights */
     s->scratch_floats = (size_t)max_cols * 512;

@@ -65,6 +65,10 @@ void cuda_zero(struct backend *b, float *y, size_t n);
 
 /* cuda_attention.cu */
 void cuda_attention(struct backend *b, const struct attn_args *a);
+/* cuda_flash_attention.cu: prompts (16 queries or more) over an f16 or q8_0 cache on the tensor
+ * cores; false, doing nothing, for shapes it does not take. _init: once per device. */
+cudaError_t cuda_flash_attention_init(void);
+bool cuda_flash_attention(struct backend *b, const struct attn_args *a);
 
 /* cuda_cache.cu */
 void cuda_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n, int dim,
