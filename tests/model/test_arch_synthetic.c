@@ -326,8 +326,11 @@ static void check_two_sequences(const char *label, const struct ox_model *m, con
         worst = fmax(worst, max_diff(ox_get_logits(c, 2 * i), alone0 + (size_t)i * n_vocab));
         worst = fmax(worst, max_diff(ox_get_logits(c, 2 * i + 1), alone1 + (size_t)i * n_vocab));
     }
+    /* the CPU gives each sequence the same sums in any batch; a GPU's prompt attention rounds
+     * its probabilities to f16 per tile of cells, which moves with the batch's layout */
+    double tol = strcmp(ox_model_backend(m), "CPU") ? 1e-3 : 1e-4;
     printf("  %-16s two sequences vs alone: %.3g\n", label, worst);
-    CHECK_MSG(worst < 1e-4, "%s: two sequences vs alone differ by %g", label, worst);
+    CHECK_MSG(worst < tol, "%s: two sequences vs alone differ by %g", label, worst);
     ox_context_free(c);
 }
 

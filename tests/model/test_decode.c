@@ -25,10 +25,11 @@ static struct ox_context *new_context(uint32_t n_ctx, uint32_t n_seq) {
 }
 
 /* How far batches of different sizes may round apart: the CPU's kernels give one order for any
- * batch; a GPU's matmuls pick their kernels by batch size. A sequence that sees another's cells
- * is off by far more than either. */
+ * batch; a GPU's matmuls pick their kernels by batch size, and its prompt attention rounds the
+ * probabilities to f16 per tile of cells (as much as the f16 cache itself moves this model's
+ * logits, about 2e-3). A sequence that sees another's cells is off by far more. */
 static double batch_tolerance(void) {
-    return strcmp(ox_model_backend(model), "CPU") ? 1e-3 : 1e-4;
+    return strcmp(ox_model_backend(model), "CPU") ? 1e-2 : 1e-4;
 }
 
 static double max_diff(const float *a, const float *b) {
