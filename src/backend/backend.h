@@ -103,18 +103,21 @@ struct norm_in {
 
 /* A Mixtral-style MoE FFN over n tokens: each token's k most likely experts by the router's
  * probabilities (ties to the lower index), their GLU FFNs, weighted by the probabilities
- * renormalised over the k, summed in that order into y. */
+ * renormalised over the k, summed into y. Expert 0's matrices are given; expert e's is
+ * e * n_rows * row_bytes on. The buffers are the backend's to use: */
 struct moe_args {
     enum glu_kind kind;
-    const struct mat *gate, *up, *down; /* expert 0's; expert e's is e * n_rows * row_bytes on */
-    const float *probs;                 /* [n][n_expert], softmaxed */
-    const float *x;                     /* [n][gate->n_cols] */
-    float *y;                           /* [n][down->n_rows] */
+    const struct mat *gate, *up, *down;
+    const float *probs; /* [n][n_expert], softmaxed */
+    const float *x;     /* [n][gate->n_cols] */
+    float *y;           /* [n][down->n_rows] */
     int n, n_expert, k;
-    int32_t *ids;   /* room for the choice: [n][k] experts */
-    float *weights; /* and their weights */
-    float *hidden;  /* [n * k][gate->n_rows] */
-    float *out_k;   /* [n * k][down->n_rows]: each expert's output */
+    int n_batch;                    /* rows each buffer below holds (n <= n_batch) */
+    int32_t *ids;                   /* [n_batch][k]: the choice of experts */
+    float *weights;                 /* and their weights */
+    float *gate_out, *up_out, *glu; /* [n_batch][gate->n_rows] */
+    float *rows, *out;              /* [n_batch][gate->n_cols], [n_batch][down->n_rows] */
+    bool waited; /* set by the op when it waited for the host midway (so not in a graph) */
 };
 
 /* Activations are row-major float arrays: x[n][dim], in the backend's memory, as are the KV
@@ -190,8 +193,8 @@ struct backend_ops {
                        int n);
     /* rope of q and k, then cache_store of k and v, in one op; */
     bool (*rope_store)(struct backend *b, const struct rope_store_args *a);
-    /* a MoE FFN with the experts chosen where the probabilities are (no host round trip). */
-    bool (*moe_ffn)(struct backend *b, const struct moe_args *a);
+    /* a MoE FFN, the experts chosen by the backend where the probabilities are. */
+    bool (*moe_ffn)(struct backend *b, struct moe_args *a);
     /* Optional (NULL: none): record the ops up to graph_end once per key and replay them after.
      * graph_begin returns true when it replayed a recording (skip the ops then); the ops
      * between must not read the host (no download) and must repeat exactly for a key. */

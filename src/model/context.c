@@ -111,13 +111,15 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     a->router_host = device ? falloc(nb * (size_t)c->n_expert) : a->router;
     size_t chosen = nb * (size_t)c->n_expert_used;
     a->expert_ids = balloc(ctx, s, chosen * sizeof(int32_t)), a->expert_w = bfalloc(ctx, s, chosen);
+    a->moe_out = bfalloc(ctx, s, c->n_expert > 0 ? nb * e : 0);
     a->b_tok = balloc(ctx, s, ints);
     a->b_pos = device ? balloc(ctx, s, ints) : ctx->pos;
     a->b_seq = device ? balloc(ctx, s, ints) : ctx->seq;
     a->b_cell = device ? balloc(ctx, s, ints) : ctx->cell;
     if (!a->x || !a->xn || !a->qkv || !a->branch || !a->q || !a->k || !a->v || !a->attn ||
         !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || (!device && !a->k_t) || !a->vf ||
-        !a->router || !a->router_host || !a->expert_ids || !a->expert_w || !a->b_tok || !a->b_pos || !a->b_seq || !a->b_cell)
+        !a->router || !a->router_host || !a->expert_ids || !a->expert_w || !a->moe_out ||
+        !a->b_tok || !a->b_pos || !a->b_seq || !a->b_cell)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens on the %s",
                        nb, s->be.ops->name);
     return OX_OK;
@@ -241,9 +243,10 @@ static void free_stage(struct stage *s) {
     struct activations *a = &s->act;
     if (b->ops) {
         bool device = b->ops->device;
-        void *bs[] = {a->x,    a->xn,     a->qkv,   a->branch, a->q,      a->k,  a->v,
-                      a->attn, a->proj,   a->gate,  a->up,     a->hidden, a->kf, a->k_t,
-                      a->vf,   a->router, a->b_tok, s->k,      s->v,  a->expert_ids, a->expert_w};
+        void *bs[] = {a->x,  a->xn,         a->qkv,      a->branch, a->q,     a->k,
+                      a->v,  a->attn,       a->proj,     a->gate,   a->up,    a->hidden,
+                      a->kf, a->k_t,        a->vf,       a->router, a->b_tok, s->k,
+                      s->v,  a->expert_ids, a->expert_w, a->moe_out};
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i])
                 b->ops->free(b, bs[i]);

@@ -29,6 +29,7 @@ struct activations {
     float *router_host; /* the router's probabilities copied back, to pick experts */
     int32_t *expert_ids; /* [n_batch][n_expert_used]: a backend's own choice of experts */
     float *expert_w;     /* and their weights */
+    float *moe_out;      /* [n_batch][n_embd] for a backend's MoE (MoE models only) */
     int32_t *b_tok, *b_pos, *b_seq, *b_cell;
 };
 

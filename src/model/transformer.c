@@ -308,9 +308,7 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    int k = c->n_expert_used;
-    /* hidden and gate hold n_batch rows of n_ff_exp and n_embd values at least */
-    if (!b->ops->moe_ffn || n * k > (int)ctx->params.n_batch)
+    if (!b->ops->moe_ffn || c->arch->parallel) /* a parallel block still needs proj */
         return false;
     struct mat g = as_mat(b, l->ffn_gate_exps), u = as_mat(b, l->ffn_up_exps),
                d = as_mat(b, l->ffn_down_exps);
@@ -323,12 +321,19 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
                          .y = out,
                          .n = n,
                          .n_expert = c->n_expert,
-                         .k = k,
+                         .k = c->n_expert_used,
+                         .n_batch = (int)ctx->params.n_batch,
                          .ids = a->expert_ids,
                          .weights = a->expert_w,
-                         .hidden = a->hidden,
-                         .out_k = a->gate};
-    return b->ops->moe_ffn(b, &m);
+                         .gate_out = a->gate,
+                         .up_out = a->up,
+                         .glu = a->hidden,
+                         .rows = a->proj,
+                         .out = a->moe_out};
+    if (!b->ops->moe_ffn(b, &m))
+        return false;
+    ctx->moe_on_host |= m.waited;
+    return true;
 }
 
 /* Mixtral-style MoE: softmax over the router, the top experts' SwiGLU FFNs weighted by their
@@ -585,7 +590,7 @@ enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *token
         embed(ctx, n);
     if ((n = run_layers(ctx, n)) == 0)
         return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
-    if (n_in == 1 && ctx->out_row[0] >= 0) /* a step graphable() would take, but for MoE */
+    if (n_in == 1 && ctx->out_row[0] >= 0)         /* a step graphable() would take, but for MoE */
         ctx->moe_graphable = !ctx->moe_on_host;
     if (n <= ctx->logit_rows) {
         output_block(ctx, 0, n);

@@ -1,7 +1,13 @@
-/* cuda_moe.cu: a MoE FFN on the device: the router's top experts chosen by a kernel, the
- * experts' matmuls reading that choice (cuda_gemv_q8.cu), their outputs summed by weight. The
- * host never sees the choice, so a decode step stays one graph. */
+/* cuda_moe.cu: a MoE FFN on the device: the router's top experts chosen by a kernel; for decode
+ * steps the experts' matmuls read that choice on the device (cuda_gemv_q8.cu) and the host never
+ * sees it, so the step stays one graph; for prompts the host groups the tokens by expert and
+ * each expert multiplies its tokens at once. */
+#include <stdlib.h>
+
 #include "backend/cuda/cuda_ops.cuh"
+extern "C" {
+#include "backend/cuda/cuda_backend.h" /* the table's download and upload */
+}
 
 /* Token t's k most likely experts in order (ties to the lower index, as the host's choice) and
  * their probabilities over the sum of the k, the sum taken in double as ggml's. Any
@@ -44,27 +50,108 @@ __global__ static void moe_combine_kernel(const float *__restrict__ out_k,
     y[i] = acc;
 }
 
-bool cuda_moe_ffn(struct backend *b, const struct moe_args *a) {
+/* y[ids[j]] += weights[j] * rows[j] for j < n (the tokens of one expert: each row of y once). */
+__global__ static void moe_scatter_add_kernel(const float *__restrict__ rows,
+                                              const int32_t *__restrict__ ids,
+                                              const float *__restrict__ weights, int dim,
+                                              float *__restrict__ y, size_t n_values) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_values)
+        return;
+    const size_t j = i / dim, c = i % dim;
+    y[(size_t)ids[j] * dim + c] += weights[j] * rows[i];
+}
+
+/* Expert e's matrix of a MoE tensor. */
+static struct mat expert(const struct mat *w, int e) {
+    struct mat m = *w;
+    m.data = (const uint8_t *)w->data + (size_t)e * (size_t)w->n_rows * w->row_bytes;
+    return m;
+}
+
+/* Decode steps: every token-expert pair at once through the integer GEMV, which reads the
+ * choice on the device; the pairs' outputs are then summed in each token's order. */
+static void moe_pairs(struct backend *b, const struct moe_args *a) {
     const int pairs = a->n * a->k;
-    /* both expert matmuls must take these shapes before anything runs: past the choice there is
-     * no going back to the host's path */
-    const struct mat *g = a->gate, *u = a->up;
-    if (a->k < 1 || a->k > a->n_expert || g->type != u->type || g->n_rows != u->n_rows ||
-        g->n_cols != u->n_cols || g->row_bytes != u->row_bytes || a->down->n_cols != g->n_rows ||
-        !cuda_q8_takes_experts(b, g, pairs) || !cuda_q8_takes_experts(b, a->down, pairs) ||
-        !cuda_q8_fits(b, a->n, g->n_cols))
-        return false;
-    cudaStream_t st = cuda_of(b)->stream;
-    moe_route_kernel<<<cuda_blocks((size_t)a->n, 64), 64, 0, st>>>(a->probs, a->n, a->n_expert,
-                                                                   a->k, a->ids, a->weights);
-    CUDA_LAUNCHED(b, "moe routing");
-    if (!cuda_experts_glu(b, a->kind, a->gate, a->up, a->x, a->n, a->ids, a->k, a->hidden) ||
-        !cuda_experts(b, a->down, a->hidden, a->ids, pairs, a->out_k))
-        cuda_note(b, cudaErrorInvalidValue, "moe experts declined"); /* not reached */
+    if (!cuda_experts_glu(b, a->kind, a->gate, a->up, a->x, a->n, a->ids, a->k, a->glu) ||
+        !cuda_experts(b, a->down, a->glu, a->ids, pairs, a->out))
+        cuda_note(b, cudaErrorInvalidValue, "moe experts declined"); /* checked before */
     const size_t values = (size_t)a->n * (size_t)a->down->n_rows;
-    moe_combine_kernel<<<cuda_blocks(values, 256), 256, 0, st>>>(
-        a->out_k, a->weights, a->k, (int)a->down->n_rows, a->y, values);
+    moe_combine_kernel<<<cuda_blocks(values, 256), 256, 0, cuda_of(b)->stream>>>(
+        a->out, a->weights, a->k, (int)a->down->n_rows, a->y, values);
     CUDA_LAUNCHED(b, "moe combine");
+}
+
+/* Prompts: the choice comes to the host (one wait per layer), which groups the tokens by
+ * expert; each expert that has tokens then multiplies all of their rows at once (cuBLAS from 9
+ * rows), and adds its weighted outputs into y, the experts in order. */
+static void moe_grouped(struct backend *b, const struct moe_args *a) {
+    cuda_state *s = cuda_of(b);
+    const int n = a->n, k = a->k, pairs = n * k, d_in = (int)a->gate->n_cols;
+    const int d_out = (int)a->down->n_rows, ff = (int)a->gate->n_rows;
+    int32_t *ids = (int32_t *)malloc((size_t)pairs * sizeof *ids);
+    float *w = (float *)malloc((size_t)pairs * sizeof *w);
+    int32_t *order = (int32_t *)malloc((size_t)pairs * sizeof *order);
+    float *order_w = (float *)malloc((size_t)pairs * sizeof *order_w);
+    int *start = (int *)calloc((size_t)a->n_expert + 1, sizeof *start);
+    if (!ids || !w || !order || !order_w || !start) {
+        cuda_note(b, cudaErrorMemoryAllocation, "moe: host memory");
+    } else if (backend_cuda_ops.download(b, ids, a->ids, (size_t)pairs * sizeof *ids) == OX_OK &&
+               backend_cuda_ops.download(b, w, a->weights, (size_t)pairs * sizeof *w) == OX_OK) {
+        for (int p = 0; p < pairs; p++) /* counting sort by expert, tokens in order */
+            start[ids[p] + 1]++;
+        for (int e = 0; e < a->n_expert; e++)
+            start[e + 1] += start[e];
+        for (int p = 0, *next = start; p < pairs; p++) {
+            const int at = next[ids[p]]++;
+            order[at] = p / k, order_w[at] = w[p];
+        }
+        for (int e = a->n_expert; e > 0; e--) /* next[] moved the starts on: back by one */
+            start[e] = start[e - 1];
+        start[0] = 0;
+        backend_cuda_ops.upload(b, a->ids, order, (size_t)pairs * sizeof *order);
+        backend_cuda_ops.upload(b, a->weights, order_w, (size_t)pairs * sizeof *order_w);
+        cuda_zero(b, a->y, (size_t)n * (size_t)d_out);
+        const struct mat xs = {OX_DTYPE_F32, a->x, n, d_in, (size_t)d_in * sizeof(float), nullptr};
+        for (int e = 0; e < a->n_expert; e++) {
+            const int c = start[e + 1] - start[e];
+            if (c == 0)
+                continue;
+            const struct mat g = expert(a->gate, e), u = expert(a->up, e), dn = expert(a->down, e);
+            cuda_get_rows(b, &xs, a->ids + start[e], a->rows, c); /* the expert's tokens */
+            s->xq_src = nullptr; /* rows changed behind the q8_1 bookkeeping */
+            cuda_matmul(b, &g, a->rows, a->gate_out, c);
+            cuda_matmul(b, &u, a->rows, a->up_out, c);
+            cuda_glu(b, a->kind, a->gate_out, a->up_out, a->glu, (size_t)c * (size_t)ff);
+            s->xq_src = nullptr;
+            cuda_matmul(b, &dn, a->glu, a->out, c);
+            const size_t values = (size_t)c * (size_t)d_out;
+            moe_scatter_add_kernel<<<cuda_blocks(values, 256), 256, 0, s->stream>>>(
+                a->out, a->ids + start[e], a->weights + start[e], d_out, a->y, values);
+            CUDA_LAUNCHED(b, "moe scatter");
+        }
+    }
+    free(ids), free(w), free(order), free(order_w), free(start);
+}
+
+bool cuda_moe_ffn(struct backend *b, struct moe_args *a) {
+    const int pairs = a->n * a->k;
+    const struct mat *g = a->gate, *u = a->up;
+    if (a->k < 1 || a->k > a->n_expert || a->n < 1 || a->n > a->n_batch || g->type != u->type ||
+        g->n_rows != u->n_rows || g->n_cols != u->n_cols || g->row_bytes != u->row_bytes ||
+        a->down->n_cols != g->n_rows)
+        return false;
+    moe_route_kernel<<<cuda_blocks((size_t)a->n, 64), 64, 0, cuda_of(b)->stream>>>(
+        a->probs, a->n, a->n_expert, a->k, a->ids, a->weights);
+    CUDA_LAUNCHED(b, "moe routing");
+    /* the pairs path needs both expert matmuls to take these shapes before anything runs */
+    if (pairs <= a->n_batch && cuda_q8_takes_experts(b, g, pairs) &&
+        cuda_q8_takes_experts(b, a->down, pairs) && cuda_q8_fits(b, a->n, g->n_cols)) {
+        moe_pairs(b, a);
+    } else {
+        moe_grouped(b, a);
+        a->waited = true;
+    }
     cuda_of(b)->xq_src = nullptr; /* y may have been a q8_1 copy's source */
     return true;
 }

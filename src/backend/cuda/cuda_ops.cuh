@@ -36,7 +36,7 @@ bool cuda_experts(struct backend *b, const struct mat *w, const float *x, const 
                   int n_pairs, float *y);
 
 /* cuda_moe.cu */
-bool cuda_moe_ffn(struct backend *b, const struct moe_args *a);
+bool cuda_moe_ffn(struct backend *b, struct moe_args *a);
 
 /* cuda_norm.cu */
 void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
