@@ -63,15 +63,17 @@ struct attn_args {
     int n, n_cells, n_head, n_head_kv, hd_k, hd_v;
     const int32_t *q_pos, *q_seq;
     const int32_t *cell_pos;
-    const uint64_t *cell_seq; /* [n_cells][SEQ_WORDS] sequence sets (seq_set_has) */
-    float scale;              /* applied to q.k, usually 1/sqrt(hd_k) */
-    float softcap;            /* scores become softcap * tanh(score / softcap); 0: off */
-    int32_t window;           /* sliding window: query p sees cells with p - pos < window;
-                                 0: no window */
-    bool f16_cache;           /* k/v came from an f16 cache: round q and the value
-                                 accumulator to f16 as llama.cpp's CPU flash attention does */
-    float *k_t;               /* n_cells * n_head_kv * hd_k floats a backend may use for a
-                                 transposed copy of k (large batches), or NULL */
+    const uint64_t *cell_seq;   /* [n_cells][SEQ_WORDS] sequence sets (seq_set_has) */
+    const int32_t *n_cells_now; /* n_cells again, in the backend's memory (or NULL): what a
+                                   recorded decode step reads when it is replayed later */
+    float scale;                /* applied to q.k, usually 1/sqrt(hd_k) */
+    float softcap;              /* scores become softcap * tanh(score / softcap); 0: off */
+    int32_t window;             /* sliding window: query p sees cells with p - pos < window;
+                                   0: no window */
+    bool f16_cache;             /* k/v came from an f16 cache: round q and the value
+                                   accumulator to f16 as llama.cpp's CPU flash attention does */
+    float *k_t;                 /* n_cells * n_head_kv * hd_k floats a backend may use for a
+                                   transposed copy of k (large batches), or NULL */
     /* For backends whose attention_reads_cache is set: k and v are NULL and the rows come
      * from the cache itself, cache_type rows k_row / v_row bytes apart. */
     const uint8_t *k_cache, *v_cache;
@@ -197,10 +199,10 @@ struct backend_ops {
     bool (*moe_ffn)(struct backend *b, struct moe_args *a);
     /* Optional (NULL: none): record the ops up to graph_end once per key and replay them after.
      * graph_begin returns true when it replayed a recording (skip the ops then); the ops
-     * between must not read the host (no download) and must repeat exactly for a key. */
+     * between must not read the host (no download) and must repeat exactly for a key (the
+     * cells in use may change: attention reads their count from n_cells_now). */
     bool (*graph_begin)(struct backend *b, uint64_t key);
     void (*graph_end)(struct backend *b);
-    int cell_granularity;       /* graphs: n_cells is rounded up to this, so fewer keys (0: 1) */
     bool attention_reads_cache; /* attention takes the cache's rows (no cache_load first) */
 };
 

@@ -77,7 +77,8 @@ static enum ox_status alloc_kv_rows(struct ox_context *ctx, struct stage *s) {
     s->kv_pos = device ? balloc(ctx, s, (size_t)kv->n_cells * sizeof *kv->pos) : kv->pos;
     s->kv_seq =
         device ? balloc(ctx, s, (size_t)kv->n_cells * SEQ_WORDS * sizeof *kv->seq) : kv->seq;
-    if (!s->k || !s->v || !s->kv_pos || !s->kv_seq)
+    s->kv_used = device ? balloc(ctx, s, sizeof kv->used_end) : &kv->used_end;
+    if (!s->k || !s->v || !s->kv_pos || !s->kv_seq || !s->kv_used)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells on the %s",
                        kv->n_cells, s->be.ops->name);
     return OX_OK;
@@ -180,8 +181,8 @@ static enum ox_status alloc_backend(struct ox_context *ctx, struct stage *s, boo
         return alloc_cpu_backend(ctx, &s->be);
 #ifdef OX_HAVE_CUDA
     s->rope.freq_factors = s->rope_swa.freq_factors = model_gpu_freq_factors(ctx->model);
-    /* Early kernel launch measured on an H200: 8B Q4_K_M decode 258 -> 271 t/s, 1B Q4_0
-     * 932 -> 880; so from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1 overrides). */
+    /* big models' decode GEMVs let the next kernel launch as they start (cuda_gemv_q8.cu),
+     * from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1 overrides) */
     const char *early = getenv("OX_CUDA_EARLY");
     bool big = ctx->model->gpu_bytes >= ((size_t)4 << 30);
     /* its attention needs no scratch: only the matmuls' widths */
@@ -250,7 +251,7 @@ static void free_stage(struct stage *s) {
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i])
                 b->ops->free(b, bs[i]);
-        void *mirrors[] = {a->b_pos, a->b_seq, a->b_cell, s->kv_pos, s->kv_seq};
+        void *mirrors[] = {a->b_pos, a->b_seq, a->b_cell, s->kv_pos, s->kv_seq, s->kv_used};
         for (size_t i = 0; device && i < sizeof mirrors / sizeof mirrors[0]; i++)
             if (mirrors[i])
                 b->ops->free(b, mirrors[i]);

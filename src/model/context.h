@@ -14,8 +14,7 @@ struct kv_cache {
     int32_t *pos;        /* position of the token in the cell, -1 when free */
     uint64_t *seq;       /* [n_cells][SEQ_WORDS]: the cell's sequences (seq_set_has) */
     size_t k_row, v_row; /* bytes of one cell's keys / values in one layer */
-    int32_t used_end;    /* cells at or past this index are all free */
-    int32_t n_seen;      /* cells this batch's ops look at: used_end, rounded up for graphs */
+    int32_t used_end;    /* cells at or past this index are all free: the ops look at the rest */
 };
 
 /* Activations for up to n_batch tokens (sized once, at creation), in a stage's memory; the b_
@@ -23,10 +22,10 @@ struct kv_cache {
  * the CPU the context's own arrays, but for b_tok). */
 struct activations {
     float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up, *hidden;
-    float *kf, *vf;     /* the cache of one layer as floats [n_cells][kv dim] */
-    float *k_t;         /* room for kf transposed, for the attention of large batches */
-    float *router;      /* [n_batch][n_expert] */
-    float *router_host; /* the router's probabilities copied back, to pick experts */
+    float *kf, *vf;      /* the cache of one layer as floats [n_cells][kv dim] */
+    float *k_t;          /* room for kf transposed, for the attention of large batches */
+    float *router;       /* [n_batch][n_expert] */
+    float *router_host;  /* the router's probabilities copied back, to pick experts */
     int32_t *expert_ids; /* [n_batch][n_expert_used]: a backend's own choice of experts */
     float *expert_w;     /* and their weights */
     float *moe_out;      /* [n_batch][n_embd] for a backend's MoE (MoE models only) */
@@ -41,9 +40,10 @@ struct stage {
     struct backend be;
     struct activations act;
     int32_t layer_begin, layer_end;
-    uint8_t *k, *v;  /* [layer - layer_begin][n_cells] rows of kv.k_row / kv.v_row bytes */
-    int32_t *kv_pos; /* kv.pos and kv.seq as the backend reads them (uploaded per batch) */
-    uint64_t *kv_seq;
+    uint8_t *k, *v;   /* [layer - layer_begin][n_cells] rows of kv.k_row / kv.v_row bytes */
+    int32_t *kv_pos;  /* kv.pos, kv.seq and kv.used_end as the backend reads them (uploaded per */
+    uint64_t *kv_seq; /* batch) */
+    int32_t *kv_used;
     struct rope_params rope, rope_swa; /* the model's, frequency factors in the stage's memory */
 };
 

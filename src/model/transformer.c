@@ -82,8 +82,8 @@ static void kv_store_and_load(struct ox_context *ctx, int il, int n, bool stored
     }
     if (b->ops->attention_reads_cache)
         return;
-    b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->n_seen, dk, ctx->st->kv_pos);
-    b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->n_seen, dv, ctx->st->kv_pos);
+    b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->used_end, dk, ctx->st->kv_pos);
+    b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->used_end, dv, ctx->st->kv_pos);
 }
 
 /* Whether a norm (its bias absent) may go into the matmuls that read its output: RMSNorm, and
@@ -252,7 +252,8 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         .k_t = a->k_t,
         .y = a->attn,
         .n = n,
-        .n_cells = ctx->kv.n_seen,
+        .n_cells = ctx->kv.used_end,
+        .n_cells_now = ctx->st->kv_used,
         .n_head = c->n_head,
         .n_head_kv = c->n_head_kv,
         .hd_k = hd,
@@ -522,13 +523,14 @@ static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) 
     struct backend *b = &s->be;
     struct activations *a = &s->act;
     struct kv_cache *kv = &ctx->kv;
-    size_t ints = (size_t)n * sizeof(int32_t), cells = (size_t)kv->n_seen;
+    size_t ints = (size_t)n * sizeof(int32_t), cells = (size_t)kv->used_end;
     b->ops->upload(b, a->b_tok, tokens, ints);
     b->ops->upload(b, a->b_pos, ctx->pos, ints);
     b->ops->upload(b, a->b_seq, ctx->seq, ints);
     b->ops->upload(b, a->b_cell, ctx->cell, ints);
     b->ops->upload(b, s->kv_pos, kv->pos, cells * sizeof *kv->pos);
     b->ops->upload(b, s->kv_seq, kv->seq, cells * SEQ_WORDS * sizeof *kv->seq);
+    b->ops->upload(b, s->kv_used, &kv->used_end, sizeof kv->used_end);
 }
 
 /* Whether a decode step of n tokens may be recorded as a graph by the last stage's backend:
@@ -574,17 +576,14 @@ enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *token
     struct stage *last = &ctx->stages[ctx->n_stages - 1];
     struct backend *b = &last->be;
     bool graph = graphable(ctx, b, n);
-    int32_t g = graph && b->ops->cell_granularity > 1 ? b->ops->cell_granularity : 1;
-    int32_t seen = (ctx->kv.used_end + g - 1) / g * g;
-    ctx->kv.n_seen = seen < ctx->kv.n_cells ? seen : ctx->kv.n_cells;
     int n_in = n;
     ctx->moe_on_host = false;
     if (ctx->n_stages > 1)
         run_host_stages(ctx, tokens, n);
     ctx->st = last;
     upload_batch(ctx, tokens, n);
-    /* a recording is exact for one batch size and one number of cells seen */
-    if (graph && b->ops->graph_begin(b, (uint64_t)n << 32 | (uint32_t)ctx->kv.n_seen))
+    /* a recording is exact for one batch size; the cells in use it reads from kv_used */
+    if (graph && b->ops->graph_begin(b, (uint64_t)n))
         return output_logits(ctx, 0, 1);
     if (ctx->n_stages == 1)
         embed(ctx, n);

@@ -17,6 +17,7 @@ struct attn_k {
     int n_head, n_head_kv, hd_k, hd_v, n_cells, window;
     const int32_t *q_pos, *q_seq, *cell_pos;
     const uint64_t *cell_seq;
+    const int32_t *n_cells_now; /* the count as the decode kernel reads it (or NULL: n_cells) */
     float scale, softcap;
     cvd_xq *xq; /* the per-query kernel's output as q8_1 too (for the wo matmul), or NULL */
 };
@@ -48,12 +49,14 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
         q[i] = qg[i];
     int32_t qp = a.q_pos[t], qs = a.q_seq[t];
     const bool vec_k = ((uintptr_t)a.kb | a.k_row | (size_t)a.hd_k * 2) % 16 == 0;
+    /* a replayed decode step reads the cells in use now, not those of its recording */
+    const int n_cells = a.n_cells_now ? *a.n_cells_now : a.n_cells;
     float m = -INFINITY, sum = 0.0f, acc[PER_THREAD] = {0};
     __syncthreads();
-    for (int c0 = 0; c0 < a.n_cells; c0 += TILE) {
+    for (int c0 = 0; c0 < n_cells; c0 += TILE) {
         int c = c0 + tid;
         float s = -INFINITY;
-        if (c < a.n_cells) {
+        if (c < n_cells) {
             int32_t kp = a.cell_pos[c];
             bool seen = kp >= 0 && seq_set_has(a.cell_seq + (size_t)c * SEQ_WORDS, qs) &&
                         kp <= qp && (a.window <= 0 || qp - kp < a.window);
@@ -90,7 +93,7 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
         for (int j = 0; j < TILE; j++)
             tile_sum += p[j];
         sum = sum * alpha + tile_sum;
-        int n_tile = a.n_cells - c0 < TILE ? a.n_cells - c0 : TILE;
+        int n_tile = n_cells - c0 < TILE ? n_cells - c0 : TILE;
 #pragma unroll
         for (int r = 0; r < PER_THREAD; r++) {
             int i = tid + r * TILE;
@@ -230,7 +233,7 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
             cs->xq_src = a->y, cs->xq_n = a->n, cs->xq_cols = width;
         }
         cuda_note(b,
-                  cuda_launch_early(cuda_of(b)->early, attention_kernel<KT>,
+                  cuda_launch_early(cuda_of(b)->pdl, attention_kernel<KT>,
                                     dim3((unsigned)(a->n * a->n_head)), dim3(TILE), 0, s, k),
                   "attention");
     }
@@ -263,6 +266,7 @@ void cuda_attention(struct backend *b, const struct attn_args *a) {
                 a->q_seq,
                 a->cell_pos,
                 a->cell_seq,
+                a->n_cells_now,
                 a->scale,
                 a->softcap,
                 nullptr};

@@ -172,7 +172,6 @@ const struct backend_ops backend_cuda_ops = {
     .moe_ffn = cuda_moe_ffn,
     .graph_begin = cu_graph_begin,
     .graph_end = cu_graph_end,
-    .cell_granularity = 256,
     .attention_reads_cache = true,
 };
 
@@ -209,7 +208,11 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
         return ox_fail(OX_ERR_OOM, "cuda: out of host memory");
     s->early = early_launch;
     b->impl = s, b->ops = &backend_cuda_ops;
+    int major = 0;
     cudaError_t e = cudaGetDevice(&s->device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s->device);
+    s->pdl = major >= 9;
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&s->n_sm, cudaDevAttrMultiProcessorCount, s->device);
     if (e == cudaSuccess)

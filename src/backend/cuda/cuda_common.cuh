@@ -36,7 +36,8 @@ struct cuda_state {
     cudaGraphExec_t graph; /* the recorded decode step, and its key */
     uint64_t graph_key;
     bool capturing;
-    bool early;         /* launch the decode kernels early (cuda_launch_early) */
+    bool pdl;           /* the GPU launches kernels early (cuda_launch_early): Hopper on */
+    bool early;         /* and the decode GEMVs let the next kernel launch as they start */
     enum ox_status err; /* the first failure since the last download, which reports it */
     char msg[256];
 };
@@ -108,9 +109,10 @@ void cuda_note_blas(struct backend *b, cublasStatus_t e, const char *what);
 /* Programmatic dependent launch (Hopper): a kernel launched with cuda_launch_early(true, ...)
  * may start while the kernel before it on the stream finishes, so its launch and any prologue
  * that reads nothing earlier kernels wrote (weights) hide in that kernel's tail. Such a kernel
- * calls cuda_wait_previous() before touching anything else, and cuda_let_next_start() first,
- * so the next one may come as soon as all its blocks run. With false (or before Hopper) both
- * are no-ops and launches keep plain stream order. */
+ * calls cuda_wait_previous() before touching anything else, and cuda_let_next_start() where the
+ * next may come (first, or once its main work is done): the next launches when all its blocks
+ * have called it. With false (or before Hopper) both are no-ops and launches keep plain stream
+ * order. */
 __device__ __forceinline__ void cuda_let_next_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -64,7 +64,7 @@ void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, 
     s->xq_src = q8 ? y : nullptr, s->xq_n = n, s->xq_cols = dim;
     if (n > 0)
         cuda_note(b,
-                  cuda_launch_early(cuda_of(b)->early, rms_norm_kernel, dim3((unsigned)n),
+                  cuda_launch_early(cuda_of(b)->pdl, rms_norm_kernel, dim3((unsigned)n),
                                     dim3(n <= CUDA_Q8_MAX_N ? FEW_ROWS_THREADS : THREADS), 0,
                                     s->stream, x, g, y, dim, eps,
                                     q8 ? (cvd_xq *)s->xq[s->xq_cur] : nullptr),

@@ -112,7 +112,7 @@ bool cuda_rope_store(struct backend *b, const struct rope_store_args *a) {
     const int hd = a->hd_k > a->hd_v ? a->hd_k : a->hd_v;
     dim3 grid((unsigned)(a->n_head + 2 * a->n_head_kv), (unsigned)a->n);
     cuda_note(b,
-              cuda_launch_early(cuda_of(b)->early, rope_store_kernel, grid, dim3(128),
+              cuda_launch_early(cuda_of(b)->pdl, rope_store_kernel, grid, dim3(128),
                                 (size_t)hd * sizeof(float), cuda_of(b)->stream, *a,
                                 rope_settings(a->rope)),
               "rope_store");
