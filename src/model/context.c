@@ -270,15 +270,15 @@ void ox_context_free(struct ox_context *ctx) {
     if (!ctx)
         return;
     struct stage *last = &ctx->stages[ctx->n_stages > 0 ? ctx->n_stages - 1 : 0];
-    if (ctx->b_logits && last->be.ops) {
-        last->be.ops->free(&last->be, ctx->b_logits);
-        if (last->be.ops->device) {
+    bool host_copy = ctx->logits && ctx->logits != ctx->b_logits; /* a device's logits */
 #ifdef OX_HAVE_CUDA
-            backend_cuda_unpin(&last->be);
+    if (host_copy && last->be.impl)
+        backend_cuda_unpin(&last->be);
 #endif
-            ox_aligned_free(ctx->logits);
-        }
-    }
+    if (ctx->b_logits && last->be.ops)
+        last->be.ops->free(&last->be, ctx->b_logits);
+    if (host_copy)
+        ox_aligned_free(ctx->logits);
     for (int i = 0; i < 2; i++)
         free_stage(&ctx->stages[i]);
     free(ctx->pos), free(ctx->seq), free(ctx->cell), free(ctx->out_row);

@@ -61,6 +61,7 @@ struct ox_context {
     float *logits;                   /* [n_batch][n_vocab], copied to the host */
     int32_t *out_row;                /* batch index -> row of logits, or -1 */
     int32_t n_batch_last;
+    enum ox_status batch_err; /* the first failure a download in the middle of the batch saw */
     bool moe_on_host;   /* this batch took a device stage's router probabilities to the host */
     bool moe_graphable; /* the last single-token batch did not: later ones may be graphs */
 };

@@ -352,8 +352,10 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
     if (moe_on_backend(ctx, l, in, out, n))
         return;
     ctx->moe_on_host |= b->ops->device;
-    /* a failed copy leaves indices in range; the batch's last download reports the failure */
-    b->ops->download(b, a->router_host, a->router, (size_t)n * (size_t)ne * sizeof(float));
+    /* a failed copy leaves indices in range, and the batch reports the failure */
+    enum ox_status st =
+        b->ops->download(b, a->router_host, a->router, (size_t)n * (size_t)ne * sizeof(float));
+    ctx->batch_err = ctx->batch_err != OX_OK ? ctx->batch_err : st;
     b->ops->zero(b, out, (size_t)n * (size_t)d);
     for (int t = 0; t < n; t++) {
         const float *p = a->router_host + (size_t)t * ne;
@@ -572,7 +574,7 @@ static void run_host_stages(struct ox_context *ctx, const ox_token *tokens, int 
     last->be.ops->upload(&last->be, last->act.x, ctx->st->act.x, bytes);
 }
 
-enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n) {
+static enum ox_status forward(struct ox_context *ctx, const ox_token *tokens, int n) {
     struct stage *last = &ctx->stages[ctx->n_stages - 1];
     struct backend *b = &last->be;
     bool graph = graphable(ctx, b, n);
@@ -603,4 +605,10 @@ enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *token
         OX_TRY(output_logits(ctx, r0, rows));
     }
     return OX_OK;
+}
+
+enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n) {
+    ctx->batch_err = OX_OK;
+    enum ox_status st = forward(ctx, tokens, n);
+    return st != OX_OK ? st : ctx->batch_err; /* a download midway failed, which it cleared */
 }

@@ -22,6 +22,14 @@ void cuda_note_blas(struct backend *b, cublasStatus_t e, const char *what) {
     snprintf(s->msg, sizeof s->msg, "cublas: %s: %s", what, cublasGetStatusString(e));
 }
 
+void cuda_note_again(struct backend *b, const char *msg) {
+    cuda_state *s = cuda_of(b);
+    if (s->err != OX_OK)
+        return;
+    s->err = OX_ERR_DEVICE;
+    snprintf(s->msg, sizeof s->msg, "%s", msg);
+}
+
 static void *cu_alloc(struct backend *b, size_t bytes) {
     (void)b;
     void *p = NULL;

@@ -105,6 +105,9 @@ void cuda_note(struct backend *b, cudaError_t e, const char *what);
 void cuda_note_blas(struct backend *b, cublasStatus_t e, const char *what);
 /* After a kernel launch: a bad configuration shows up here. */
 #define CUDA_LAUNCHED(b, what) cuda_note((b), cudaGetLastError(), (what))
+/* A failure that a download in the middle of a batch returned (and so cleared), noted again for
+ * the batch's last download to report. */
+void cuda_note_again(struct backend *b, const char *msg);
 
 /* Programmatic dependent launch (Hopper): a kernel launched with cuda_launch_early(true, ...)
  * may start while the kernel before it on the stream finishes, so its launch and any prologue

@@ -19,7 +19,7 @@ constexpr int S_LD = FA_C + 4, P_LD = FA_C + 8; /* padded rows: fewer bank confl
  * part and row block starts 32-byte aligned, as WMMA's loads need. */
 struct fa_layout {
     int ld, o_ld;
-    size_t k, v, s, p, o, total;
+    size_t k, v, s, p, o, q_last, total;
 };
 
 __host__ __device__ inline fa_layout fa_smem(int hd) {
@@ -29,7 +29,8 @@ __host__ __device__ inline fa_layout fa_smem(int hd) {
     l.k = tile, l.v = 2 * tile, l.s = 3 * tile;
     l.p = l.s + (size_t)FA_Q * S_LD * sizeof(float);
     l.o = l.p + (size_t)FA_Q * P_LD * sizeof(__half);
-    l.total = l.o + (size_t)FA_Q * l.o_ld * sizeof(float);
+    l.q_last = l.o + (size_t)FA_Q * l.o_ld * sizeof(float);
+    l.total = l.q_last + 16; /* all of it dynamic: the limit the GPU allows covers it all */
     return l;
 }
 
@@ -64,7 +65,6 @@ __device__ void fa_load_tile(__half *dst, int ld, const uint8_t *base, size_t ro
 template <int KT>
 __global__ void __launch_bounds__(FA_THREADS, 2) flash_attention_kernel(const attn_args a) {
     extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ int32_t q_last; /* the block's latest query position: later cells are masked */
     const int hd = a.hd_k, h = blockIdx.y, t0 = blockIdx.x * FA_Q;
     const int kvh = h / (a.n_head / a.n_head_kv);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -73,6 +73,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2) flash_attention_kernel(const at
     float *ss = (float *)(smem + L.s) + warp * 16 * S_LD;
     __half *ps = (__half *)(smem + L.p) + warp * 16 * P_LD;
     float *os = (float *)(smem + L.o) + (size_t)warp * 16 * L.o_ld;
+    int32_t &q_last = *(int32_t *)(smem + L.q_last); /* the block's latest query position */
 
     if (threadIdx.x == 0)
         q_last = -1;
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2) flash_attention_kernel(const at
         os[i] = 0.f;
     __syncthreads();
     if (threadIdx.x < FA_Q && t0 + threadIdx.x < a.n)
-        atomicMax(&q_last, a.q_pos[t0 + threadIdx.x]);
+        atomicMax(&q_last, a.q_pos[t0 + threadIdx.x]); /* later cells are masked */
     __syncthreads();
     /* this lane's row of its warp's 16, and which half of the tile's columns it takes */
     const int r = lane / 2, half = lane % 2, tq = t0 + warp * 16 + r;
@@ -170,19 +171,23 @@ int fa_smem_limit; /* what this GPU allows a block (cuda_flash_attention_init) *
 
 } // namespace
 
+/* A GPU that refuses the shared memory just leaves prompts to the other attention kernels. */
 cudaError_t cuda_flash_attention_init(void) {
-    int device = 0;
+    int device = 0, limit = 0;
     cudaError_t e = cudaGetDevice(&device);
     if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&fa_smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+        e = cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     const int want = (int)fa_smem(FA_MAX_HD).total;
-    fa_smem_limit = fa_smem_limit < want ? fa_smem_limit : want;
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(flash_attention_kernel<OX_DTYPE_F16>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, fa_smem_limit);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(flash_attention_kernel<OX_DTYPE_Q8_0>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, fa_smem_limit);
+    limit = limit < want ? limit : want;
+    if (e == cudaSuccess &&
+        (cudaFuncSetAttribute(flash_attention_kernel<OX_DTYPE_F16>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit) != cudaSuccess ||
+         cudaFuncSetAttribute(flash_attention_kernel<OX_DTYPE_Q8_0>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit) != cudaSuccess)) {
+        cudaGetLastError(); /* not an error to keep */
+        limit = 0;
+    }
+    fa_smem_limit = limit;
     return e;
 }
 

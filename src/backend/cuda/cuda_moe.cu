@@ -94,10 +94,17 @@ static void moe_grouped(struct backend *b, const struct moe_args *a) {
     int32_t *order = (int32_t *)malloc((size_t)pairs * sizeof *order);
     float *order_w = (float *)malloc((size_t)pairs * sizeof *order_w);
     int *start = (int *)calloc((size_t)a->n_expert + 1, sizeof *start);
-    if (!ids || !w || !order || !order_w || !start) {
+    bool got = false;
+    if (!ids || !w || !order || !order_w || !start)
         cuda_note(b, cudaErrorMemoryAllocation, "moe: host memory");
-    } else if (backend_cuda_ops.download(b, ids, a->ids, (size_t)pairs * sizeof *ids) == OX_OK &&
-               backend_cuda_ops.download(b, w, a->weights, (size_t)pairs * sizeof *w) == OX_OK) {
+    else if (backend_cuda_ops.download(b, ids, a->ids, (size_t)pairs * sizeof *ids) != OX_OK ||
+             backend_cuda_ops.download(b, w, a->weights, (size_t)pairs * sizeof *w) != OX_OK)
+        cuda_note_again(b, ox_last_error()); /* for the batch's last download to report */
+    else
+        got = true;
+    if (!got) {
+        cuda_zero(b, a->y, (size_t)n * (size_t)d_out); /* no stale output either way */
+    } else {
         for (int p = 0; p < pairs; p++) /* counting sort by expert, tokens in order */
             start[ids[p] + 1]++;
         for (int e = 0; e < a->n_expert; e++)
