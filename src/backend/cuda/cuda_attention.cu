@@ -22,6 +22,19 @@ struct attn_k {
     cvd_xq *xq; /* the per-query kernel's output as q8_1 too (for the wo matmul), or NULL */
 };
 
+__device__ static float block_sum(float v, float *shared) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (threadIdx.x % 32 == 0)
+        shared[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = shared[0];
+    for (int w = 1; w < TILE / 32; w++)
+        v += shared[w];
+    return v;
+}
+
 __device__ static float block_max(float v, float *shared) {
     for (int o = 16; o > 0; o >>= 1)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -39,7 +52,8 @@ __device__ static float block_max(float v, float *shared) {
  * the f16 kernel to 32 registers and spilled, which made 1B Q4_0 decode 18% slower (1026 ->
  * 846 t/s on an H200; under a profiler, one kernel at a time, hardly at all). */
 template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_kernel(attn_k a) {
-    __shared__ float q[MAX_HD], p[TILE], red[TILE / 32];
+    __shared__ float q[MAX_HD], p[TILE], red[TILE / 32], red_sum[TILE / 32];
+    __shared__ float v_part[TILE * 8]; /* the cell groups' partial outputs (vec_v) */
     cuda_let_next_start();
     cuda_wait_previous();
     int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
@@ -51,7 +65,14 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
     const bool vec_k = ((uintptr_t)a.kb | a.k_row | (size_t)a.hd_k * 2) % 16 == 0;
     /* a replayed decode step reads the cells in use now, not those of its recording */
     const int n_cells = a.n_cells_now ? *a.n_cells_now : a.n_cells;
-    float m = -INFINITY, sum = 0.0f, acc[PER_THREAD] = {0};
+    /* f16 values 8 at a time: a thread takes dims vd * 8 .. + 8 of every groups-th cell (from
+     * vg), so a tile's weighted sum is a few 16-byte loads per thread rather than a chain of
+     * n_tile loads; the groups' sums are added at the end */
+    const int dv8 = a.hd_v / 8;
+    const bool vec_v = KT == OX_DTYPE_F16 && a.hd_v % 8 == 0 && TILE % dv8 == 0 &&
+                       ((uintptr_t)a.vb | a.v_row) % 16 == 0;
+    const int groups = vec_v ? TILE / dv8 : 1, vd = vec_v ? tid % dv8 : 0, vg = tid / dv8;
+    float m = -INFINITY, sum = 0.0f, acc[PER_THREAD] = {0}, acc8[8] = {0};
     __syncthreads();
     for (int c0 = 0; c0 < n_cells; c0 += TILE) {
         int c = c0 + tid;
@@ -88,14 +109,30 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
             continue;
         float alpha = expf(m - m_new); /* 0 when m was -inf */
         p[tid] = s == -INFINITY ? 0.0f : expf(s - m_new);
-        __syncthreads();
-        float tile_sum = 0.0f;
-        for (int j = 0; j < TILE; j++)
-            tile_sum += p[j];
-        sum = sum * alpha + tile_sum;
+        sum = sum * alpha + block_sum(p[tid], red_sum); /* its barriers publish p too */
         int n_tile = n_cells - c0 < TILE ? n_cells - c0 : TILE;
+        if (vec_v) {
 #pragma unroll
-        for (int r = 0; r < PER_THREAD; r++) {
+            for (int k = 0; k < 8; k++)
+                acc8[k] *= alpha;
+            for (int j = vg; j < n_tile; j += groups) {
+                const float pj = p[j];
+                if (pj == 0.0f) /* masked cells: never 0 * whatever they hold */
+                    continue;
+                const uint4 u = __ldg(
+                    (const uint4 *)(a.vb + (size_t)(c0 + j) * a.v_row + (size_t)kvh * a.hd_v * 2) +
+                    vd);
+                const __half2 *h2 = (const __half2 *)&u;
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float2 f = __half22float2(h2[k]);
+                    acc8[2 * k] += pj * f.x;
+                    acc8[2 * k + 1] += pj * f.y;
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < PER_THREAD && !vec_v; r++) {
             int i = tid + r * TILE;
             if (i >= a.hd_v)
                 break;
@@ -108,16 +145,28 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
         m = m_new;
         __syncthreads(); /* p is rewritten by the next tile */
     }
+    if (vec_v) { /* the groups' partial sums, added in group order */
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            v_part[vg * a.hd_v + vd * 8 + k] = acc8[k];
+        __syncthreads();
+    }
     float *y = a.y + ((size_t)t * a.n_head + h) * a.hd_v;
     float inv = sum > 0.0f ? 1.0f / sum : 0.0f; /* nothing visible: zeros, as the CPU */
 #pragma unroll
     for (int r = 0; r < PER_THREAD; r++) {
         int i = tid + r * TILE;
         if (i < a.hd_v) {
-            y[i] = acc[r] * inv;
+            float o = acc[r];
+            if (vec_v) {
+                o = 0.0f;
+                for (int g = 0; g < groups; g++)
+                    o += v_part[g * a.hd_v + i];
+            }
+            y[i] = o * inv;
             if (a.xq) /* hd_v % 32 == 0: a warp holds 32 consecutive outputs */
-                cvd_quantize_warp(acc[r] * inv,
-                                  a.xq + (((size_t)t * a.n_head + h) * a.hd_v + i) / 32, tid % 32);
+                cvd_quantize_warp(o * inv, a.xq + (((size_t)t * a.n_head + h) * a.hd_v + i) / 32,
+                                  tid % 32);
         }
     }
 }
