@@ -570,6 +570,61 @@ OX_API enum ox_status ox_chat_render_json(const char *tmpl, const char *messages
  * same thread. NULL when there is none. */
 OX_API const char *ox_model_chat_template(const struct ox_model *model, const char *name);
 
+/* ---- Serving: many requests in one batch ------------------------------------------------ */
+
+/* An engine runs generation requests side by side on one context: each active request owns a
+ * slot (a KV sequence), and every step decodes one batch holding the next token of each
+ * generating slot and chunks of the prompts still being read (continuous batching: requests
+ * join between steps and leave when done). A slot keeps its tokens after a request, and the
+ * next request that starts with the same tokens reuses that prefix of the KV cache. */
+struct ox_engine;
+
+struct ox_engine_params {
+    int32_t n_parallel;   /* slots, at most OX_SEQ_MAX (default 4) */
+    uint32_t n_ctx;       /* KV cells shared by all slots; each slot gets n_ctx / n_parallel */
+    uint32_t n_batch;     /* tokens per step at most (default 512) */
+    int32_t n_threads;    /* CPU threads (0: all cores) */
+    enum ox_dtype kv_type; /* the KV cache: f16 (default), f32 or q8_0 */
+};
+
+enum ox_finish {
+    OX_FINISH_STOP,      /* an end-of-generation token (not passed to on_token) */
+    OX_FINISH_LENGTH,    /* max_tokens, or the slot's share of the context, reached */
+    OX_FINISH_CANCELLED, /* ox_engine_cancel, or on_token returned false */
+    OX_FINISH_ERROR,     /* the batch failed (ox_last_error() on the stepping thread) */
+};
+
+/* A generation. The engine copies the prompt at submit; the sampler is borrowed until on_done
+ * (reset and fed the prompt by the engine). The callbacks run on the thread that steps. */
+struct ox_request {
+    const ox_token *prompt;
+    int32_t n_prompt;  /* 1 or more, at most the slot's share of the context */
+    int32_t max_tokens; /* tokens to generate at most; < 0: until the slot's context is full */
+    struct ox_sampler *sampler;
+    bool (*on_token)(void *user, ox_token token); /* false: stop here (OX_FINISH_CANCELLED) */
+    void (*on_done)(void *user, enum ox_finish reason, int32_t n_generated);
+    void *user;
+};
+
+OX_API struct ox_engine_params ox_engine_params_default(void);
+OX_API enum ox_status ox_engine_create(const struct ox_model *model,
+                                       const struct ox_engine_params *params,
+                                       struct ox_engine **out);
+/* Requests still queued or running end with OX_FINISH_CANCELLED first. */
+OX_API void ox_engine_free(struct ox_engine *engine);
+/* Queue a request (thread-safe); *id names it for ox_engine_cancel. OX_ERR_CONTEXT_FULL when
+ * the prompt does not fit a slot, OX_ERR_INVALID_ARG for an empty prompt, a token out of the
+ * vocabulary or a missing sampler or callback. */
+OX_API enum ox_status ox_engine_submit(struct ox_engine *engine, const struct ox_request *req,
+                                       uint64_t *id);
+/* Stop a request (thread-safe): it ends with OX_FINISH_CANCELLED at the next step; unknown or
+ * finished ids are ignored. */
+OX_API void ox_engine_cancel(struct ox_engine *engine, uint64_t id);
+/* One step: start queued requests in free slots, decode one batch, sample, call back. Sets
+ * *n_busy to the requests still running or queued (0: nothing to do until the next submit).
+ * A failing batch ends its requests with OX_FINISH_ERROR and returns the failure. */
+OX_API enum ox_status ox_engine_step(struct ox_engine *engine, int32_t *n_busy);
+
 /* ---- GGUF files (read-only inspection) --------------------------------------------------- */
 
 /* GGUF metadata value types, with the file format's numeric ids. */

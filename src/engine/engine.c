@@ -1,0 +1,326 @@
+/* engine.c: ox_engine: generation requests side by side on one context, one batch per step
+ * (continuous batching), each request in a slot whose KV sequence outlives it for prefix reuse. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "oxidize.h"
+
+/* A submitted request: queued, then running in a slot. */
+struct job {
+    uint64_t id;
+    struct ox_request req;
+    ox_token *prompt; /* the engine's copy */
+    bool cancel;      /* set by ox_engine_cancel, read at the next step */
+    struct job *next; /* the queue */
+};
+
+/* A KV sequence (id = its index) and the request running in it, if any. */
+struct slot {
+    struct job *job;
+    ox_token *tokens;    /* what the sequence holds: [0, n_past), then the prompt's rest */
+    int32_t n_past;      /* tokens in the KV */
+    int32_t n_tokens;    /* tokens known: the prompt, then each generated one */
+    int32_t n_generated; /* tokens passed to on_token */
+    int32_t row;         /* this step's batch row whose logits it samples, or -1 */
+};
+
+struct ox_engine {
+    const struct ox_model *model;
+    struct ox_context *ctx;
+    int32_t n_slots, slot_ctx, n_batch, n_vocab;
+    struct slot *slots;
+    pthread_mutex_t lock; /* the queue, the cancel flags and next_id */
+    struct job *head, *tail;
+    int32_t n_queued;
+    uint64_t next_id;
+    ox_token *b_tok; /* this step's batch: [n_batch] */
+    int32_t *b_pos, *b_seq;
+    bool *b_logits;
+};
+
+struct ox_engine_params ox_engine_params_default(void) {
+    return (struct ox_engine_params){
+        .n_parallel = 4, .n_ctx = 4096, .n_batch = 512, .kv_type = OX_DTYPE_F16};
+}
+
+static void free_job(struct job *j) {
+    if (j)
+        free(j->prompt);
+    free(j);
+}
+
+/* The request's end: the slot is free (its tokens stay for reuse), then its callback. The job
+ * leaves the slot under the lock, as ox_engine_cancel looks at it from other threads. */
+static void finish(struct ox_engine *e, struct slot *s, enum ox_finish reason) {
+    pthread_mutex_lock(&e->lock);
+    struct job *j = s->job;
+    s->job = NULL;
+    pthread_mutex_unlock(&e->lock);
+    s->row = -1;
+    if (j->req.on_done)
+        j->req.on_done(j->req.user, reason, s->n_generated);
+    free_job(j);
+}
+
+enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_engine_params *params,
+                                struct ox_engine **out) {
+    if (!model || !out)
+        return ox_fail(OX_ERR_INVALID_ARG, "ox_engine_create: NULL argument");
+    *out = NULL;
+    struct ox_engine_params p = params ? *params : ox_engine_params_default();
+    if (p.n_parallel < 1 || p.n_parallel > OX_SEQ_MAX || p.n_batch < (uint32_t)p.n_parallel ||
+        p.n_ctx < (uint32_t)p.n_parallel * 2)
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "engine: %d slots need 1 to %d slots, a batch of at least one token per "
+                       "slot (n_batch %u) and two cells per slot (n_ctx %u)",
+                       p.n_parallel, OX_SEQ_MAX, p.n_batch, p.n_ctx);
+    struct ox_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return ox_fail(OX_ERR_OOM, "engine: out of memory");
+    struct ox_context_params cp = ox_context_params_default();
+    cp.n_ctx = p.n_ctx, cp.n_batch = p.n_batch, cp.n_threads = p.n_threads, cp.kv_type = p.kv_type;
+    cp.n_seq_max = (uint32_t)p.n_parallel;
+    e->model = model, e->n_slots = p.n_parallel, e->n_batch = (int32_t)p.n_batch;
+    e->slot_ctx = (int32_t)(p.n_ctx / (uint32_t)p.n_parallel);
+    e->n_vocab = ox_model_n_vocab(model), e->next_id = 1;
+    pthread_mutex_init(&e->lock, NULL);
+    enum ox_status st = ox_context_create(model, &cp, &e->ctx);
+    e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
+    e->b_tok = malloc(p.n_batch * sizeof *e->b_tok);
+    e->b_pos = malloc(p.n_batch * sizeof *e->b_pos);
+    e->b_seq = malloc(p.n_batch * sizeof *e->b_seq);
+    e->b_logits = malloc(p.n_batch * sizeof *e->b_logits);
+    bool ok = e->slots && e->b_tok && e->b_pos && e->b_seq && e->b_logits;
+    for (int32_t i = 0; ok && i < e->n_slots; i++)
+        ok = (e->slots[i].tokens = malloc((size_t)e->slot_ctx * sizeof(ox_token))) != NULL;
+    if (st == OX_OK && !ok)
+        st = ox_fail(OX_ERR_OOM, "engine: out of memory");
+    if (st != OX_OK) {
+        ox_engine_free(e);
+        return st;
+    }
+    *out = e;
+    return OX_OK;
+}
+
+void ox_engine_free(struct ox_engine *e) {
+    if (!e)
+        return;
+    for (int32_t i = 0; e->slots && i < e->n_slots; i++) {
+        if (e->slots[i].job)
+            finish(e, &e->slots[i], OX_FINISH_CANCELLED);
+        free(e->slots[i].tokens);
+    }
+    for (struct job *j = e->head, *next; j; j = next) {
+        next = j->next;
+        if (j->req.on_done)
+            j->req.on_done(j->req.user, OX_FINISH_CANCELLED, 0);
+        free_job(j);
+    }
+    ox_context_free(e->ctx);
+    pthread_mutex_destroy(&e->lock);
+    free(e->slots), free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logits);
+    free(e);
+}
+
+enum ox_status ox_engine_submit(struct ox_engine *e, const struct ox_request *req, uint64_t *id) {
+    if (!e || !req || !req->prompt || req->n_prompt < 1 || !req->sampler || !req->on_token)
+        return ox_fail(OX_ERR_INVALID_ARG, "engine: a request needs a prompt, a sampler and "
+                                           "on_token");
+    if (req->n_prompt > e->slot_ctx)
+        return ox_fail(OX_ERR_CONTEXT_FULL,
+                       "engine: a prompt of %d tokens does not fit a slot's %d cells",
+                       req->n_prompt, e->slot_ctx);
+    for (int32_t i = 0; i < req->n_prompt; i++)
+        if (req->prompt[i] < 0 || req->prompt[i] >= e->n_vocab)
+            return ox_fail(OX_ERR_INVALID_ARG,
+                           "engine: prompt token %d at %d is not in the vocabulary of %d",
+                           req->prompt[i], i, e->n_vocab);
+    struct job *j = calloc(1, sizeof *j);
+    ox_token *copy = malloc((size_t)req->n_prompt * sizeof *copy);
+    if (!j || !copy) {
+        free(j), free(copy);
+        return ox_fail(OX_ERR_OOM, "engine: out of memory");
+    }
+    memcpy(copy, req->prompt, (size_t)req->n_prompt * sizeof *copy);
+    j->req = *req, j->prompt = copy, j->req.prompt = copy;
+    pthread_mutex_lock(&e->lock);
+    j->id = e->next_id++;
+    if (e->tail)
+        e->tail->next = j;
+    else
+        e->head = j;
+    e->tail = j;
+    e->n_queued++;
+    pthread_mutex_unlock(&e->lock);
+    if (id)
+        *id = j->id;
+    return OX_OK;
+}
+
+void ox_engine_cancel(struct ox_engine *e, uint64_t id) {
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->lock);
+    for (struct job *j = e->head; j; j = j->next)
+        j->cancel |= j->id == id;
+    for (int32_t i = 0; i < e->n_slots; i++)
+        if (e->slots[i].job && e->slots[i].job->id == id)
+            e->slots[i].job->cancel = true;
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* How many leading tokens a slot's sequence shares with a prompt. */
+static int32_t common_prefix(const struct slot *s, const struct job *j) {
+    int32_t n = 0;
+    while (n < s->n_past && n < j->req.n_prompt && s->tokens[n] == j->prompt[n])
+        n++;
+    return n;
+}
+
+/* Start a request in a free slot: the KV keeps the prefix it shares with the slot's last
+ * sequence (at least the last prompt token is decoded again, for its logits). */
+static void start(struct ox_engine *e, struct slot *s, struct job *j) {
+    int32_t seq = (int32_t)(s - e->slots), keep = common_prefix(s, j);
+    keep = keep < j->req.n_prompt ? keep : j->req.n_prompt - 1;
+    ox_kv_seq_rm(e->ctx, seq, keep, -1);
+    memcpy(s->tokens, j->prompt, (size_t)j->req.n_prompt * sizeof *s->tokens);
+    s->job = j, s->n_past = keep, s->n_tokens = j->req.n_prompt, s->n_generated = 0, s->row = -1;
+    ox_sampler_reset(j->req.sampler);
+    for (int32_t i = 0; i < j->req.n_prompt; i++)
+        ox_sampler_accept_prompt(j->req.sampler, j->prompt[i]);
+}
+
+/* Under the lock: queued requests into free slots, each into the free slot sharing the longest
+ * prefix with it; cancelled ones leave the queue into *dropped. */
+static void admit(struct ox_engine *e, struct job **dropped) {
+    struct job **link = &e->head;
+    while (*link) {
+        struct job *j = *link;
+        struct slot *best = NULL;
+        int32_t best_len = -1;
+        for (int32_t i = 0; !j->cancel && i < e->n_slots; i++) {
+            int32_t len = e->slots[i].job ? -1 : common_prefix(&e->slots[i], j);
+            if (len > best_len)
+                best = &e->slots[i], best_len = len;
+        }
+        if (!j->cancel && !best) { /* every slot busy: it waits */
+            link = &j->next;
+            continue;
+        }
+        *link = j->next, e->n_queued--;
+        if (j->cancel) {
+            j->next = *dropped, *dropped = j;
+        } else {
+            j->next = NULL;
+            start(e, best, j);
+        }
+    }
+    e->tail = NULL;
+    for (struct job *j = e->head; j; j = j->next)
+        e->tail = j;
+}
+
+/* This step's batch: first the one token each generating slot has to decode, then chunks of the
+ * prompts still being read while there is room (n_batch >= n_slots). Returns its length; a
+ * slot's row is set where its logits are wanted, added[i] counts slot i's tokens. */
+static int32_t fill_batch(struct ox_engine *e, int32_t *added) {
+    int32_t n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t i = 0; i < e->n_slots; i++) {
+            struct slot *s = &e->slots[i];
+            int32_t left = s->job ? s->n_tokens - s->n_past : 0;
+            if (left < 1 || (left > 1) != (pass == 1))
+                continue;
+            int32_t take = left < e->n_batch - n ? left : e->n_batch - n;
+            added[i] = take;
+            for (int32_t t = 0; t < take; t++, n++) {
+                e->b_tok[n] = s->tokens[s->n_past + t], e->b_pos[n] = s->n_past + t;
+                e->b_seq[n] = i, e->b_logits[n] = s->n_past + t == s->n_tokens - 1;
+                if (e->b_logits[n])
+                    s->row = n;
+            }
+        }
+    return n;
+}
+
+/* Sample slot s's next token from its logits row and pass it on, or end the request. */
+static void advance(struct ox_engine *e, struct slot *s) {
+    const struct ox_request *r = &s->job->req;
+    const float *logits = ox_get_logits(e->ctx, s->row);
+    s->row = -1;
+    ox_token t = logits ? ox_sampler_sample(r->sampler, logits, e->n_vocab) : -1;
+    if (t < 0) {
+        ox_fail(OX_ERR_INVALID_ARG, "engine: the sampler picked no token");
+        finish(e, s, OX_FINISH_ERROR);
+        return;
+    }
+    ox_sampler_accept(r->sampler, t);
+    if (ox_vocab_is_eog(ox_model_vocab(e->model), t)) {
+        finish(e, s, OX_FINISH_STOP);
+        return;
+    }
+    s->n_generated++;
+    if (!r->on_token(r->user, t)) {
+        finish(e, s, OX_FINISH_CANCELLED);
+        return;
+    }
+    bool room = s->n_tokens < e->slot_ctx; /* the token must be decoded next step */
+    if ((r->max_tokens >= 0 && s->n_generated >= r->max_tokens) || !room) {
+        finish(e, s, OX_FINISH_LENGTH);
+        return;
+    }
+    s->tokens[s->n_tokens++] = t;
+}
+
+enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
+    if (!e)
+        return ox_fail(OX_ERR_INVALID_ARG, "ox_engine_step: NULL engine");
+    struct job *dropped = NULL;
+    pthread_mutex_lock(&e->lock);
+    admit(e, &dropped);
+    bool cancel[OX_SEQ_MAX] = {false};
+    for (int32_t i = 0; i < e->n_slots; i++)
+        cancel[i] = e->slots[i].job && e->slots[i].job->cancel;
+    pthread_mutex_unlock(&e->lock);
+    for (struct job *j = dropped, *next; j; j = next) { /* callbacks outside the lock */
+        next = j->next;
+        if (j->req.on_done)
+            j->req.on_done(j->req.user, OX_FINISH_CANCELLED, 0);
+        free_job(j);
+    }
+    for (int32_t i = 0; i < e->n_slots; i++)
+        if (cancel[i])
+            finish(e, &e->slots[i], OX_FINISH_CANCELLED);
+    int32_t added[OX_SEQ_MAX] = {0};
+    int32_t n = fill_batch(e, added);
+    enum ox_status st = OX_OK;
+    if (n > 0) {
+        struct ox_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+        st = ox_decode(e->ctx, &b);
+        for (int32_t i = 0; i < e->n_slots; i++) {
+            struct slot *s = &e->slots[i];
+            if (!added[i])
+                continue;
+            if (st != OX_OK) { /* the sequence is unknown now: start it afresh next time */
+                ox_kv_seq_rm(e->ctx, i, -1, -1);
+                s->n_past = 0;
+                finish(e, s, OX_FINISH_ERROR);
+                continue;
+            }
+            s->n_past += added[i];
+            if (s->row >= 0)
+                advance(e, s);
+        }
+    }
+    if (n_busy) {
+        pthread_mutex_lock(&e->lock);
+        *n_busy = e->n_queued;
+        pthread_mutex_unlock(&e->lock);
+        for (int32_t i = 0; i < e->n_slots; i++)
+            *n_busy += e->slots[i].job != NULL;
+    }
+    return st;
+}

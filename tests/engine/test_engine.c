@@ -1,0 +1,299 @@
+/* test_engine.c: the serving engine against plain decoding: requests run side by side (more
+ * than there are slots, prompts longer than a batch) give each the greedy tokens it gives
+ * alone, also when they arrive from another thread mid-generation; prefix reuse, cancelling,
+ * the context limit and bad requests. The KV cache is f32:
+ * an f16 one rounds its attention sums in the order of the cells, which a slot's reuse of
+ * freed cells changes (llama.cpp's CPU flash attention does the same). */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <time.h>
+
+#include "oxidize.h"
+#include "test.h"
+
+enum { MAX_GEN = 64 };
+
+static struct ox_model *model;
+static int n_vocab;
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static void random_prompt(ox_token *t, int n) {
+    for (int i = 0; i < n; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        t[i] = (ox_token)(rng % (uint64_t)n_vocab);
+    }
+}
+
+static int argmax(const float *x, float *margin) {
+    int best = 0, second = -1;
+    for (int i = 1; i < n_vocab; i++) {
+        if (x[i] > x[best])
+            second = best, best = i;
+        else if (second < 0 || x[i] > x[second])
+            second = i;
+    }
+    *margin = x[best] - x[second];
+    return best;
+}
+
+/* The greedy continuation of a prompt decoded alone, one token at a time after the prompt,
+ * with each step's top-2 margin (a near tie may round either way in another batch). */
+struct reference {
+    ox_token tok[MAX_GEN];
+    float margin[MAX_GEN];
+    int n;
+    bool stopped; /* ended by an end-of-generation token */
+};
+
+static void greedy_alone(const ox_token *prompt, int n_prompt, int max, struct reference *r) {
+    struct ox_context_params cp = ox_context_params_default();
+    cp.n_ctx = (uint32_t)(n_prompt + max + 1), cp.n_threads = 2, cp.kv_type = OX_DTYPE_F32;
+    struct ox_context *c = NULL;
+    memset(r, 0, sizeof *r);
+    CHECK_MSG(ox_context_create(model, &cp, &c) == OX_OK, "%s", ox_last_error());
+    struct ox_batch b = {.n_tokens = n_prompt, .token = prompt};
+    const struct ox_vocab *v = ox_model_vocab(model);
+    for (int g = 0; c && ox_decode(c, &b) == OX_OK && g < max; g++) {
+        ox_token t = (ox_token)argmax(ox_get_logits(c, b.n_tokens - 1), &r->margin[g]);
+        if (ox_vocab_is_eog(v, t)) {
+            r->stopped = true;
+            break;
+        }
+        r->tok[r->n++] = t;
+        b = (struct ox_batch){.n_tokens = 1, .token = &r->tok[g]};
+    }
+    ox_context_free(c);
+}
+
+/* One request's side: what it was sent and what came back. */
+struct client {
+    ox_token prompt[128];
+    int n_prompt, max, stop_after; /* stop_after > 0: on_token says stop after that many */
+    struct ox_sampler *sampler;
+    ox_token got[MAX_GEN];
+    int n_got, n_done;
+    enum ox_finish reason;
+    int32_t n_generated;
+};
+
+static bool on_token(void *user, ox_token t) {
+    struct client *cl = user;
+    if (cl->n_got < MAX_GEN)
+        cl->got[cl->n_got] = t;
+    cl->n_got++;
+    return cl->stop_after <= 0 || cl->n_got < cl->stop_after;
+}
+
+static void on_done(void *user, enum ox_finish reason, int32_t n_generated) {
+    struct client *cl = user;
+    cl->reason = reason, cl->n_generated = n_generated, cl->n_done++;
+}
+
+static enum ox_status submit(struct ox_engine *e, struct client *cl, uint64_t *id) {
+    if (!cl->sampler) {
+        CHECK(ox_sampler_create(&cl->sampler) == OX_OK);
+        CHECK(ox_sampler_add_greedy(cl->sampler) == OX_OK);
+    }
+    struct ox_request r = {cl->prompt, cl->n_prompt, cl->max, cl->sampler, on_token, on_done, cl};
+    return ox_engine_submit(e, &r, id);
+}
+
+static void run_until_idle(struct ox_engine *e) {
+    int32_t busy = 1;
+    for (int steps = 0; busy > 0 && steps < 10000; steps++)
+        CHECK_MSG(ox_engine_step(e, &busy) == OX_OK, "step: %s", ox_last_error());
+    CHECK_EQ(busy, 0);
+}
+
+/* The client got what its prompt gives alone, up to a near tie where the two may part. */
+static void check_against_alone(const struct client *cl, const char *what) {
+    struct reference ref;
+    greedy_alone(cl->prompt, cl->n_prompt, cl->max, &ref);
+    int same = 0;
+    while (same < ref.n && same < cl->n_got && ref.tok[same] == cl->got[same])
+        same++;
+    bool tie = same < ref.n && same < cl->n_got && ref.margin[same] < 1e-3f;
+    CHECK_MSG(tie || (same == ref.n && cl->n_got == ref.n),
+              "%s: %d of %d tokens as alone (got %d; margin there %g)", what, same, ref.n,
+              cl->n_got, same < ref.n ? ref.margin[same] : 0.0);
+    CHECK_MSG(cl->n_done == 1, "%s: on_done called %d times", what, cl->n_done);
+    if (!tie)
+        CHECK_MSG(cl->reason == (ref.stopped ? OX_FINISH_STOP : OX_FINISH_LENGTH) &&
+                      cl->n_generated == cl->n_got,
+                  "%s: finished with %d after %d", what, cl->reason, cl->n_generated);
+}
+
+static struct ox_engine *new_engine(int slots, int n_ctx, int n_batch) {
+    struct ox_engine_params p = ox_engine_params_default();
+    p.n_parallel = slots, p.n_ctx = (uint32_t)n_ctx, p.n_batch = (uint32_t)n_batch;
+    p.n_threads = 2, p.kv_type = OX_DTYPE_F32;
+    struct ox_engine *e = NULL;
+    CHECK_MSG(ox_engine_create(model, &p, &e) == OX_OK, "%s", ox_last_error());
+    return e;
+}
+
+/* Seven requests on four slots, batches of 16 tokens: three wait in the queue, the long
+ * prompts take several steps while the others generate; then a prompt extending the first
+ * one's reuses its slot's cache. */
+static void check_side_by_side(void) {
+    struct ox_engine *e = new_engine(4, 4 * 128, 16);
+    static const int lens[] = {5, 40, 17, 3, 29, 11, 64}, gens[] = {12, 6, 9, 16, 7, 10, 8};
+    struct client cl[8] = {0};
+    for (int i = 0; e && i < 7; i++) {
+        cl[i].n_prompt = lens[i], cl[i].max = gens[i];
+        random_prompt(cl[i].prompt, lens[i]);
+        CHECK_EQ(submit(e, &cl[i], NULL), OX_OK);
+    }
+    if (e)
+        run_until_idle(e);
+    char what[64];
+    for (int i = 0; i < 7; i++) {
+        snprintf(what, sizeof what, "request %d", i);
+        check_against_alone(&cl[i], what);
+    }
+    /* request 0's prompt and its output, and more: the slot keeps that prefix */
+    struct client *x = &cl[7];
+    memcpy(x->prompt, cl[0].prompt, (size_t)lens[0] * sizeof(ox_token));
+    memcpy(x->prompt + lens[0], cl[0].got, 8 * sizeof(ox_token));
+    random_prompt(x->prompt + lens[0] + 8, 4);
+    x->n_prompt = lens[0] + 12, x->max = 10;
+    if (e) {
+        CHECK_EQ(submit(e, x, NULL), OX_OK);
+        run_until_idle(e);
+    }
+    check_against_alone(x, "a prompt reusing a slot's prefix");
+    for (int i = 0; i < 8; i++)
+        ox_sampler_free(cl[i].sampler);
+    ox_engine_free(e);
+}
+
+/* Cancelling a queued request, a running one, and on_token asking to stop. */
+static void check_cancel(void) {
+    struct ox_engine *e = new_engine(1, 256, 32);
+    struct client a = {.n_prompt = 6, .max = 20}, b = {.n_prompt = 4, .max = 5};
+    struct client c = {.n_prompt = 7, .max = 20, .stop_after = 2};
+    random_prompt(a.prompt, 6), random_prompt(b.prompt, 4), random_prompt(c.prompt, 7);
+    uint64_t ida = 0, idb = 0;
+    if (e) {
+        CHECK_EQ(submit(e, &a, &ida), OX_OK);
+        CHECK_EQ(submit(e, &b, &idb), OX_OK);
+        CHECK_EQ(submit(e, &c, NULL), OX_OK);
+        ox_engine_cancel(e, idb); /* still queued behind a */
+        int32_t busy = 0;
+        for (int i = 0; i < 3; i++)
+            CHECK_EQ(ox_engine_step(e, &busy), OX_OK);
+        ox_engine_cancel(e, ida); /* running */
+        run_until_idle(e);
+        ox_engine_cancel(e, ida); /* finished: ignored */
+    }
+    CHECK_MSG(b.n_done == 1 && b.reason == OX_FINISH_CANCELLED && b.n_got == 0, "queued cancel");
+    CHECK_MSG(a.n_done == 1 && a.reason == OX_FINISH_CANCELLED && a.n_got >= 2 && a.n_got < 20,
+              "running cancel: %d tokens, reason %d", a.n_got, a.reason);
+    CHECK_MSG(c.n_done == 1 && c.reason == OX_FINISH_CANCELLED && c.n_got == 2 &&
+                  c.n_generated == 2,
+              "on_token stop: %d tokens, reason %d", c.n_got, c.reason);
+    ox_sampler_free(a.sampler), ox_sampler_free(b.sampler), ox_sampler_free(c.sampler);
+    ox_engine_free(e);
+}
+
+/* A slot's share of the context bounds a request; bad requests are refused up front; requests
+ * still queued when the engine is freed end cancelled. */
+static void check_limits(void) {
+    struct ox_engine *e = new_engine(2, 64, 16); /* 32 cells a slot */
+    struct client full = {.n_prompt = 20, .max = -1}, big = {.n_prompt = 33, .max = 4};
+    struct client left = {.n_prompt = 3, .max = 4};
+    random_prompt(full.prompt, 20), random_prompt(big.prompt, 33), random_prompt(left.prompt, 3);
+    if (e) {
+        CHECK_EQ(submit(e, &big, NULL), OX_ERR_CONTEXT_FULL);
+        CHECK_EQ(submit(e, &full, NULL), OX_OK);
+        run_until_idle(e);
+        struct ox_request bad = {full.prompt, 0, 4, full.sampler, on_token, on_done, &full};
+        CHECK_EQ(ox_engine_submit(e, &bad, NULL), OX_ERR_INVALID_ARG);
+        ox_token oov = (ox_token)n_vocab;
+        bad.prompt = &oov, bad.n_prompt = 1;
+        CHECK_EQ(ox_engine_submit(e, &bad, NULL), OX_ERR_INVALID_ARG);
+        bad.prompt = full.prompt, bad.sampler = NULL;
+        CHECK_EQ(ox_engine_submit(e, &bad, NULL), OX_ERR_INVALID_ARG);
+        CHECK_EQ(submit(e, &left, NULL), OX_OK);
+    }
+    /* tokens until the slot's 32 cells hold the prompt and all but the last one generated */
+    CHECK_MSG(full.n_done == 1 && full.reason == OX_FINISH_LENGTH && full.n_got == 32 - 20 + 1,
+              "context limit: %d tokens, reason %d", full.n_got, full.reason);
+    ox_engine_free(e);
+    CHECK_MSG(left.n_done == 1 && left.reason == OX_FINISH_CANCELLED, "freed while queued");
+    ox_sampler_free(full.sampler), ox_sampler_free(big.sampler), ox_sampler_free(left.sampler);
+    struct ox_engine_params p = ox_engine_params_default();
+    p.n_parallel = 0;
+    CHECK_EQ(ox_engine_create(model, &p, &e), OX_ERR_INVALID_ARG);
+    CHECK(e == NULL);
+}
+
+/* Requests submitted from another thread while this one steps, as a server's HTTP threads do. */
+enum { N_THREADED = 8 };
+struct producer {
+    struct ox_engine *e;
+    struct client *cl;
+    int submitted; /* read after the join */
+};
+
+static void *produce(void *arg) {
+    struct producer *p = arg;
+    for (int i = 0; i < N_THREADED; i++) {
+        struct timespec pause = {0, 2000000}; /* 2 ms: some arrive mid-generation */
+        nanosleep(&pause, NULL);
+        p->submitted += submit(p->e, &p->cl[i], NULL) == OX_OK;
+    }
+    return NULL;
+}
+
+static void check_threaded(void) {
+    struct ox_engine *e = new_engine(3, 3 * 96, 24);
+    struct client cl[N_THREADED] = {0};
+    for (int i = 0; i < N_THREADED; i++) {
+        cl[i].n_prompt = 4 + 5 * i, cl[i].max = 6 + i;
+        random_prompt(cl[i].prompt, cl[i].n_prompt);
+        CHECK(ox_sampler_create(&cl[i].sampler) == OX_OK); /* before the thread starts */
+        CHECK(ox_sampler_add_greedy(cl[i].sampler) == OX_OK);
+    }
+    struct producer p = {e, cl, 0};
+    pthread_t th;
+    bool started = e && pthread_create(&th, NULL, produce, &p) == 0;
+    int done = 0;
+    for (int steps = 0; started && done < N_THREADED && steps < 100000; steps++) {
+        int32_t busy = 0;
+        CHECK_MSG(ox_engine_step(e, &busy) == OX_OK, "step: %s", ox_last_error());
+        done = 0;
+        for (int i = 0; i < N_THREADED; i++)
+            done += __atomic_load_n(&cl[i].n_done, __ATOMIC_SEQ_CST);
+        if (busy == 0) {
+            struct timespec pause = {0, 200000};
+            nanosleep(&pause, NULL);
+        }
+    }
+    if (started)
+        pthread_join(th, NULL);
+    CHECK_EQ(p.submitted, N_THREADED);
+    char what[64];
+    for (int i = 0; i < N_THREADED; i++) {
+        snprintf(what, sizeof what, "threaded request %d", i);
+        check_against_alone(&cl[i], what);
+        ox_sampler_free(cl[i].sampler);
+    }
+    ox_engine_free(e);
+}
+
+int main(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/llama-q8_0.gguf", test_data_dir());
+    struct ox_model_params mp = test_model_params();
+    CHECK_MSG(ox_model_load(path, &mp, &model) == OX_OK, "%s", ox_last_error());
+    if (!model)
+        return test_finish("test_engine");
+    n_vocab = ox_model_n_vocab(model);
+    check_side_by_side();
+    check_cancel();
+    check_limits();
+    check_threaded();
+    ox_model_free(model);
+    return test_finish("test_engine");
+}
