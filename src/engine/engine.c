@@ -251,6 +251,10 @@ static void advance(struct ox_engine *e, struct slot *s) {
     const struct ox_request *r = &s->job->req;
     const float *logits = ox_get_logits(e->ctx, s->row);
     s->row = -1;
+    if (r->max_tokens == 0) { /* the prompt only (now in the slot's cache) */
+        finish(e, s, OX_FINISH_LENGTH);
+        return;
+    }
     ox_token t = logits ? ox_sampler_sample(r->sampler, logits, e->n_vocab) : -1;
     if (t < 0) {
         ox_fail(OX_ERR_INVALID_ARG, "engine: the sampler picked no token");

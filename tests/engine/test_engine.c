@@ -201,11 +201,13 @@ static void check_cancel(void) {
 static void check_limits(void) {
     struct ox_engine *e = new_engine(2, 64, 16); /* 32 cells a slot */
     struct client full = {.n_prompt = 20, .max = -1}, big = {.n_prompt = 33, .max = 4};
-    struct client left = {.n_prompt = 3, .max = 4};
+    struct client left = {.n_prompt = 3, .max = 4}, none = {.n_prompt = 5, .max = 0};
     random_prompt(full.prompt, 20), random_prompt(big.prompt, 33), random_prompt(left.prompt, 3);
+    random_prompt(none.prompt, 5);
     if (e) {
         CHECK_EQ(submit(e, &big, NULL), OX_ERR_CONTEXT_FULL);
         CHECK_EQ(submit(e, &full, NULL), OX_OK);
+        CHECK_EQ(submit(e, &none, NULL), OX_OK);
         run_until_idle(e);
         struct ox_request bad = {full.prompt, 0, 4, full.sampler, on_token, on_done, &full};
         CHECK_EQ(ox_engine_submit(e, &bad, NULL), OX_ERR_INVALID_ARG);
@@ -219,9 +221,12 @@ static void check_limits(void) {
     /* tokens until the slot's 32 cells hold the prompt and all but the last one generated */
     CHECK_MSG(full.n_done == 1 && full.reason == OX_FINISH_LENGTH && full.n_got == 32 - 20 + 1,
               "context limit: %d tokens, reason %d", full.n_got, full.reason);
+    CHECK_MSG(none.n_done == 1 && none.reason == OX_FINISH_LENGTH && none.n_got == 0,
+              "max_tokens 0: %d tokens, reason %d", none.n_got, none.reason);
     ox_engine_free(e);
     CHECK_MSG(left.n_done == 1 && left.reason == OX_FINISH_CANCELLED, "freed while queued");
     ox_sampler_free(full.sampler), ox_sampler_free(big.sampler), ox_sampler_free(left.sampler);
+    ox_sampler_free(none.sampler);
     struct ox_engine_params p = ox_engine_params_default();
     p.n_parallel = 0;
     CHECK_EQ(ox_engine_create(model, &p, &e), OX_ERR_INVALID_ARG);
