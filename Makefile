@@ -13,7 +13,7 @@ NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 
 CUDA      ?= 0
 # Debian packages the build and tests need (installed by `make deps` when missing and root).
 DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
-               libutf8proc-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user
+               libutf8proc-dev libmicrohttpd-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user
 
 .PHONY: all release test test-release test-cuda test-asan fuzz fuzz-long demo bench compare deps clean
 

@@ -15,6 +15,7 @@ struct command {
 static const struct command commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat with a model in its chat template"},
+    {"serve", cmd_serve, "an HTTP server with OpenAI's API (completions so far)"},
     {"bench", cmd_bench, "measure prompt and generation speed (llama-bench's method)"},
     {"chat-template", cmd_chat_template, "render a conversation with a chat template"},
     {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},

@@ -1,0 +1,226 @@
+/* routes.c: the endpoints of `oxidize serve` (OpenAI's shapes): GET /health, GET /v1/models,
+ * POST /v1/completions. Requests are parsed with jansson and checked field by field. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+/* An error in OpenAI's shape. */
+static struct reply error_reply(unsigned status, const char *type, const char *param,
+                                const char *msg) {
+    json_t *e = json_pack("{s:{s:s, s:s, s:s?, s:n}}", "error", "message", msg, "type", type,
+                          "param", param, "code");
+    char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    return (struct reply){status, body};
+}
+
+static struct reply json_reply(json_t *j) {
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return body ? (struct reply){200, body}
+                : error_reply(500, "server_error", NULL, "out of memory");
+}
+
+/* text with every invalid UTF-8 sequence replaced by U+FFFD (JSON strings are UTF-8), or NULL
+ * when out of memory. */
+static char *valid_utf8(const char *text, size_t len) {
+    char *out = malloc(3 * len + 1), *o = out;
+    for (size_t i = 0; out && i < len;) {
+        const unsigned char *p = (const unsigned char *)text + i;
+        size_t n = p[0] < 0x80             ? 1
+                   : (p[0] & 0xe0) == 0xc0 ? 2
+                   : (p[0] & 0xf0) == 0xe0 ? 3
+                   : (p[0] & 0xf8) == 0xf0 ? 4
+                                           : 0;
+        bool ok = n > 0 && i + n <= len && (n != 2 || p[0] >= 0xc2);
+        for (size_t k = 1; ok && k < n; k++)
+            ok = (p[k] & 0xc0) == 0x80;
+        if (ok && n == 3) /* no overlong forms or surrogates */
+            ok = !(p[0] == 0xe0 && p[1] < 0xa0) && !(p[0] == 0xed && p[1] >= 0xa0);
+        if (ok && n == 4)
+            ok = !(p[0] == 0xf0 && p[1] < 0x90) && !(p[0] == 0xf4 && p[1] >= 0x90) && p[0] <= 0xf4;
+        if (!ok) {
+            memcpy(o, "\xef\xbf\xbd", 3), o += 3, i++;
+            continue;
+        }
+        memcpy(o, p, n), o += n, i += n;
+    }
+    if (out)
+        *o = '\0';
+    return out;
+}
+
+/* The generated tokens as text, as `oxidize run` prints them. */
+static char *detokenize(const struct ox_vocab *v, const ox_token *t, int32_t n) {
+    struct ox_detok_stream *ds = NULL;
+    size_t cap = 256, len = 0;
+    char *text = malloc(cap);
+    if (!text || ox_detok_stream_create(v, false, &ds) != OX_OK) {
+        free(text);
+        return NULL;
+    }
+    for (int32_t i = 0; i <= n && text; i++) {
+        const char *piece;
+        size_t plen = 0;
+        if (i < n ? ox_detok_stream_push(ds, t[i], &piece, &plen) != OX_OK
+                  : ox_detok_stream_flush(ds, &piece, &plen) != OX_OK)
+            plen = 0;
+        if (len + plen > cap) {
+            char *grown = realloc(text, cap = 2 * (len + plen));
+            if (!grown)
+                free(text);
+            text = grown;
+        }
+        if (text && plen)
+            memcpy(text + len, piece, plen), len += plen;
+    }
+    ox_detok_stream_free(ds);
+    char *out = text ? valid_utf8(text, len) : NULL;
+    free(text);
+    return out;
+}
+
+/* A number field in [lo, hi] (absent: def); false with *err naming it otherwise. */
+static bool number_field(json_t *req, const char *key, double lo, double hi, double def,
+                         double *out, struct reply *err) {
+    json_t *v = json_object_get(req, key);
+    *out = def;
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "'%s' must be a number from %g to %g", key, lo, hi);
+        *err = error_reply(400, "invalid_request_error", key, msg);
+        return false;
+    }
+    *out = json_number_value(v);
+    return true;
+}
+
+/* The sampler OpenAI's parameters describe: greedy at temperature 0, else top-p, temperature
+ * and a draw seeded by seed (or the clock). */
+static struct ox_sampler *make_sampler(double temp, double top_p, json_t *seed) {
+    static unsigned counter;
+    struct ox_sampler *smp = NULL;
+    if (ox_sampler_create(&smp) != OX_OK)
+        return NULL;
+    enum ox_status st;
+    if (temp <= 0.0) {
+        st = ox_sampler_add_greedy(smp);
+    } else {
+        uint32_t s = json_is_integer(seed) ? (uint32_t)json_integer_value(seed)
+                                           : (uint32_t)time(NULL) ^ (0x9e3779b9u * ++counter);
+        st = top_p < 1.0 ? ox_sampler_add_top_p(smp, (float)top_p, 1) : OX_OK;
+        if (st == OX_OK)
+            st = ox_sampler_add_temp(smp, (float)temp);
+        if (st == OX_OK)
+            st = ox_sampler_add_dist(smp, s);
+    }
+    if (st != OX_OK) {
+        ox_sampler_free(smp);
+        return NULL;
+    }
+    return smp;
+}
+
+static struct reply completion_json(struct server *s, const char *text, int32_t n_prompt,
+                                    int32_t n_out, enum ox_finish reason) {
+    char id[64];
+    static unsigned long counter;
+    snprintf(id, sizeof id, "cmpl-%lx%lx", (unsigned long)time(NULL), ++counter);
+    return json_reply(json_pack(
+        "{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s}], s:{s:i, s:i, s:i}}", "id", id, "object",
+        "text_completion", "created", (json_int_t)time(NULL), "model", server_model_id(s),
+        "choices", "text", text, "index", 0, "logprobs", "finish_reason",
+        reason == OX_FINISH_STOP ? "stop" : "length", "usage", "prompt_tokens", n_prompt,
+        "completion_tokens", n_out, "total_tokens", n_prompt + n_out));
+}
+
+/* POST /v1/completions: prompt (a string), max_tokens, temperature, top_p, seed. */
+static struct reply completions(struct server *s, json_t *req) {
+    struct reply err;
+    json_t *prompt = json_object_get(req, "prompt");
+    if (!json_is_string(prompt))
+        return error_reply(400, "invalid_request_error", "prompt", "'prompt' must be a string");
+    double max, temp, top_p;
+    if (!number_field(req, "max_tokens", 0, server_slot_ctx(s), 16, &max, &err) ||
+        !number_field(req, "temperature", 0, 2, 1, &temp, &err) ||
+        !number_field(req, "top_p", 0, 1, 1, &top_p, &err))
+        return err;
+    if (top_p <= 0.0)
+        return error_reply(400, "invalid_request_error", "top_p", "'top_p' must be above 0");
+    const struct ox_vocab *v = ox_model_vocab(server_model(s));
+    size_t len = json_string_length(prompt), n = 0, cap = len + 8;
+    ox_token *tokens = malloc(cap * sizeof *tokens);
+    if (!tokens ||
+        ox_tokenize(v, json_string_value(prompt), len, tokens, cap, &n, true, false) != OX_OK ||
+        n > cap) {
+        free(tokens);
+        return error_reply(400, "invalid_request_error", "prompt",
+                           "the prompt cannot be tokenized");
+    }
+    if (n == 0 || (int32_t)n > server_slot_ctx(s)) {
+        free(tokens);
+        char msg[160];
+        snprintf(msg, sizeof msg, "the prompt has %zu tokens; a request holds 1 to %d", n,
+                 server_slot_ctx(s));
+        return error_reply(400, "invalid_request_error", "prompt", msg);
+    }
+    struct ox_sampler *smp = make_sampler(temp, top_p, json_object_get(req, "seed"));
+    ox_token *out = NULL;
+    int32_t n_out = 0;
+    enum ox_finish reason = OX_FINISH_ERROR;
+    enum ox_status st =
+        smp ? server_generate(s, tokens, (int32_t)n, (int32_t)max, smp, &out, &n_out, &reason)
+            : OX_ERR_OOM;
+    ox_sampler_free(smp);
+    free(tokens);
+    struct reply r;
+    if (st == OX_ERR_ABORTED)
+        r = error_reply(503, "server_error", NULL, "the server is shutting down");
+    else if (st != OX_OK || reason == OX_FINISH_ERROR || reason == OX_FINISH_CANCELLED)
+        r = error_reply(500, "server_error", NULL, "the generation failed");
+    else {
+        char *text = detokenize(v, out, n_out);
+        r = text ? completion_json(s, text, (int32_t)n, n_out, reason)
+                 : error_reply(500, "server_error", NULL, "out of memory");
+        free(text);
+    }
+    free(out);
+    return r;
+}
+
+static struct reply models(struct server *s) {
+    return json_reply(json_pack("{s:s, s:[{s:s, s:s, s:i, s:s}]}", "object", "list", "data", "id",
+                                server_model_id(s), "object", "model", "created", 0, "owned_by",
+                                "oxidize"));
+}
+
+struct reply route_request(struct server *s, const char *method, const char *path, const char *body,
+                           size_t len) {
+    bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!strcmp(path, "/health"))
+        return get ? json_reply(json_pack("{s:s}", "status", "ok"))
+                   : error_reply(405, "invalid_request_error", NULL, "use GET");
+    if (!strcmp(path, "/v1/models"))
+        return get ? models(s) : error_reply(405, "invalid_request_error", NULL, "use GET");
+    if (strcmp(path, "/v1/completions"))
+        return error_reply(404, "invalid_request_error", NULL, "no such endpoint");
+    if (!post)
+        return error_reply(405, "invalid_request_error", NULL, "use POST");
+    json_error_t jerr;
+    json_t *req = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(req)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the body is not a JSON object: %s", req ? "" : jerr.text);
+        json_decref(req);
+        return error_reply(400, "invalid_request_error", NULL, msg);
+    }
+    struct reply r = completions(s, req);
+    json_decref(req);
+    return r;
+}

@@ -1,0 +1,48 @@
+/* server.h: `oxidize serve`: an HTTP server (libmicrohttpd) in front of an ox_engine. */
+#ifndef OX_APPS_SERVER_H
+#define OX_APPS_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "oxidize.h"
+
+struct server_opts {
+    const char *model_path;
+    const char *host; /* "127.0.0.1" unless asked */
+    int port;
+    int n_parallel, n_ctx, n_batch, n_threads, n_gpu_layers;
+    size_t max_body; /* request bodies past this get 413 */
+};
+
+/* Serve until SIGINT or SIGTERM; returns the process exit status (messages on stderr). */
+int server_run(const struct server_opts *o);
+
+/* ---- between the HTTP layer and the routes (server.c, routes.c) ---- */
+
+struct server;
+
+/* A reply: status and a JSON body (owned, malloc'd). */
+struct reply {
+    unsigned status;
+    char *body;
+};
+
+/* The route's answer to a request (method, path, body of len bytes). */
+struct reply route_request(struct server *s, const char *method, const char *path, const char *body,
+                           size_t len);
+
+/* What the routes need of the server: the model, and generation through the engine. */
+const struct ox_model *server_model(const struct server *s);
+const char *server_model_id(const struct server *s);
+int32_t server_slot_ctx(const struct server *s);
+
+/* Generate for a prompt on the engine and wait: *out gets the tokens (malloc'd, also on
+ * failure), *reason how it ended. OX_ERR_ABORTED while the server shuts down; the engine's
+ * refusal otherwise (ox_last_error() says why). */
+enum ox_status server_generate(struct server *s, const ox_token *prompt, int32_t n_prompt,
+                               int32_t max, struct ox_sampler *sampler, ox_token **out,
+                               int32_t *n_out, enum ox_finish *reason);
+
+#endif
