@@ -10,22 +10,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
-OXIDIZE = sys.argv[1]
-DATA = os.environ.get("OX_TESTDATA") or os.path.join(os.path.dirname(__file__), "..", "..", "..",
-                                                      "shared", "testdata")
-checks = failures = 0
-
-
-def check(cond, what):
-    global checks, failures
-    checks += 1
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+from apptest import DATA, OXIDIZE, check, finish
 
 
 def start(model, *args):
@@ -143,8 +131,7 @@ def main():
             p.kill()
             rc = None
     check(rc == 0, "SIGTERM: exit status %s" % rc)
-    print("test_serve: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
-    return 1 if failures else 0
+    return finish("test_serve")
 
 
 if __name__ == "__main__":
