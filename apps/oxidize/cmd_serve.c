@@ -39,7 +39,7 @@ int cmd_serve(int argc, char **argv) {
                             .n_batch = 512,
                             .n_gpu_layers = -1,
                             .max_body = 1 << 20};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -64,13 +64,11 @@ int cmd_serve(int argc, char **argv) {
         } else {
             fprintf(stderr, "oxidize serve: unknown option %s\n", a);
             ok = false;
-            i--; /* nothing to skip */
         }
         if (!ok) {
             usage(stderr);
             return 2;
         }
-        i++;
     }
     if (!o.model_path) {
         usage(stderr);
