@@ -15,19 +15,18 @@ static struct reply error_reply(unsigned status, const char *type, const char *p
                           "param", param, "code");
     char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
-    return (struct reply){status, body};
+    return (struct reply){status, body, NULL};
 }
 
 static struct reply json_reply(json_t *j) {
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    return body ? (struct reply){200, body}
+    return body ? (struct reply){200, body, NULL}
                 : error_reply(500, "server_error", NULL, "out of memory");
 }
 
-/* text with every invalid UTF-8 sequence replaced by U+FFFD (JSON strings are UTF-8), or NULL
- * when out of memory. */
-static char *valid_utf8(const char *text, size_t len) {
+/* JSON strings are UTF-8: generated text may not be. */
+char *server_valid_utf8(const char *text, size_t len) {
     char *out = malloc(3 * len + 1), *o = out;
     for (size_t i = 0; out && i < len;) {
         const unsigned char *p = (const unsigned char *)text + i;
@@ -79,7 +78,7 @@ static char *detokenize(const struct ox_vocab *v, const ox_token *t, int32_t n) 
             memcpy(text + len, piece, plen), len += plen;
     }
     ox_detok_stream_free(ds);
-    char *out = text ? valid_utf8(text, len) : NULL;
+    char *out = text ? server_valid_utf8(text, len) : NULL;
     free(text);
     return out;
 }
@@ -140,7 +139,7 @@ static struct reply completion_json(struct server *s, const char *text, int32_t 
         "completion_tokens", n_out, "total_tokens", n_prompt + n_out));
 }
 
-/* POST /v1/completions: prompt (a string), max_tokens, temperature, top_p, seed. */
+/* POST /v1/completions: prompt (a string), max_tokens, temperature, top_p, seed, stream. */
 static struct reply completions(struct server *s, json_t *req) {
     struct reply err;
     json_t *prompt = json_object_get(req, "prompt");
@@ -171,6 +170,20 @@ static struct reply completions(struct server *s, json_t *req) {
         return error_reply(400, "invalid_request_error", "prompt", msg);
     }
     struct ox_sampler *smp = make_sampler(temp, top_p, json_object_get(req, "seed"));
+    json_t *stream = json_object_get(req, "stream");
+    if (stream && !json_is_boolean(stream) && !json_is_null(stream)) {
+        ox_sampler_free(smp), free(tokens);
+        return error_reply(400, "invalid_request_error", "stream", "'stream' must be a boolean");
+    }
+    if (json_is_true(stream) && smp) {
+        enum ox_status st;
+        struct MHD_Response *r = stream_start(s, tokens, (int32_t)n, (int32_t)max, smp, &st);
+        free(tokens);
+        if (r)
+            return (struct reply){200, NULL, r};
+        return st == OX_ERR_ABORTED ? error_reply(503, "server_error", NULL, "shutting down")
+                                    : error_reply(500, "server_error", NULL, "cannot start");
+    }
     ox_token *out = NULL;
     int32_t n_out = 0;
     enum ox_finish reason = OX_FINISH_ERROR;

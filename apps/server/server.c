@@ -76,17 +76,27 @@ static void finished(void *user, enum ox_finish reason, int32_t n_generated) {
     pthread_mutex_unlock(&w->s->lock);
 }
 
-enum ox_status server_generate(struct server *s, const ox_token *prompt, int32_t n_prompt,
-                               int32_t max, struct ox_sampler *sampler, ox_token **out,
-                               int32_t *n_out, enum ox_finish *reason) {
-    struct waiter w = {.s = s};
-    struct ox_request r = {prompt, n_prompt, max, sampler, collect, finished, &w};
+enum ox_status server_submit(struct server *s, const ox_token *prompt, int32_t n_prompt,
+                             int32_t max, struct ox_sampler *sampler,
+                             bool (*on_token)(void *, ox_token),
+                             void (*on_done)(void *, enum ox_finish, int32_t), void *user) {
+    struct ox_request r = {prompt, n_prompt, max, sampler, on_token, on_done, user};
     pthread_mutex_lock(&s->lock);
     enum ox_status st = s->stopping ? OX_ERR_ABORTED : ox_engine_submit(s->engine, &r, NULL);
     if (st == OX_OK) {
         s->submitted++;
         pthread_cond_signal(&s->wake);
     }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+enum ox_status server_generate(struct server *s, const ox_token *prompt, int32_t n_prompt,
+                               int32_t max, struct ox_sampler *sampler, ox_token **out,
+                               int32_t *n_out, enum ox_finish *reason) {
+    struct waiter w = {.s = s};
+    enum ox_status st = server_submit(s, prompt, n_prompt, max, sampler, collect, finished, &w);
+    pthread_mutex_lock(&s->lock);
     while (st == OX_OK && !w.finished)
         pthread_cond_wait(&s->done, &s->lock);
     pthread_mutex_unlock(&s->lock);
@@ -118,6 +128,11 @@ static void *worker(void *arg) {
 }
 
 static enum MHD_Result send_reply(struct MHD_Connection *c, struct reply r) {
+    if (r.stream) {
+        enum MHD_Result ok = MHD_queue_response(c, 200, r.stream);
+        MHD_destroy_response(r.stream);
+        return ok;
+    }
     const char *body = r.body ? r.body : "{}";
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -160,7 +175,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (u->too_big) {
         char *body = strdup("{\"error\":{\"message\":\"the request body is too large\","
                             "\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}");
-        return send_reply(c, (struct reply){413, body});
+        return send_reply(c, (struct reply){413, body, NULL});
     }
     return send_reply(c, route_request(s, method, url, u->data ? u->data : "", u->len));
 }

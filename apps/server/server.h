@@ -23,10 +23,13 @@ int server_run(const struct server_opts *o);
 
 struct server;
 
-/* A reply: status and a JSON body (owned, malloc'd). */
+struct MHD_Response;
+
+/* A reply: status and a JSON body (owned, malloc'd), or a response streamed as it is made. */
 struct reply {
     unsigned status;
     char *body;
+    struct MHD_Response *stream;
 };
 
 /* The route's answer to a request (method, path, body of len bytes). */
@@ -44,5 +47,19 @@ int32_t server_slot_ctx(const struct server *s);
 enum ox_status server_generate(struct server *s, const ox_token *prompt, int32_t n_prompt,
                                int32_t max, struct ox_sampler *sampler, ox_token **out,
                                int32_t *n_out, enum ox_finish *reason);
+/* The same without waiting: the callbacks (on the worker thread) see the tokens and the end. */
+enum ox_status server_submit(struct server *s, const ox_token *prompt, int32_t n_prompt,
+                             int32_t max, struct ox_sampler *sampler,
+                             bool (*on_token)(void *, ox_token),
+                             void (*on_done)(void *, enum ox_finish, int32_t), void *user);
+
+/* text with every invalid UTF-8 sequence replaced by U+FFFD, NUL-terminated (malloc'd), or
+ * NULL when out of memory (routes.c). */
+char *server_valid_utf8(const char *text, size_t len);
+
+/* A completion streamed as Server-Sent Events (stream.c): the response to queue, or NULL with
+ * *status saying why. The stream takes the sampler (freed when done, also on failure). */
+struct MHD_Response *stream_start(struct server *s, const ox_token *prompt, int32_t n_prompt,
+                                  int32_t max, struct ox_sampler *sampler, enum ox_status *status);
 
 #endif

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """test_serve.py: `oxidize serve` on loopback, driven with the standard library's HTTP client:
-greedy completions equal llama.cpp's continuation of the reference text, requests side by side
-all complete, every malformed request gets its 4xx in OpenAI's error shape and the server stays
+greedy completions (whole or streamed as Server-Sent Events) equal llama.cpp's continuation of
+the reference text, requests side by side all complete, clients that leave mid-stream leave
+nothing behind, every malformed request gets its 4xx in OpenAI's error shape and the server stays
 healthy, and SIGTERM stops it."""
+import http.client
 import json
 import os
 import re
@@ -10,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -86,6 +89,54 @@ def test_side_by_side(base):
     check(again[0] == 200, "seeded again: %s" % (again,))
 
 
+def stream(base, body, read_events=None):
+    """(status, content type, the data of each event) of a streamed completion; read_events: stop
+    reading after that many events and drop the connection."""
+    host, port = base[len("http://"):].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    conn.request("POST", "/v1/completions", json.dumps(dict(body, stream=True)),
+                 {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    events = []
+    while r.status == 200 and (read_events is None or len(events) < read_events):
+        line = r.readline()
+        if not line:
+            break
+        if line.startswith(b"data: "):
+            events.append(line[6:].strip().decode())
+    ctype = r.getheader("Content-Type")
+    conn.close()
+    return r.status, ctype, events
+
+
+def test_stream(base, ref):
+    """A streamed greedy completion: its pieces make llama.cpp's continuation; after clients
+    leave mid-stream the server goes on serving."""
+    n = len(ref["text_greedy"])
+    status, ctype, events = stream(base, {"prompt": ref["text"], "max_tokens": n,
+                                          "temperature": 0})
+    check(status == 200 and ctype == "text/event-stream", "stream: %s %s" % (status, ctype))
+    check(events and events[-1] == "[DONE]", "stream ends with [DONE]: %s" % events[-2:])
+    chunks = [json.loads(e) for e in events[:-1]]
+    text = "".join(c["choices"][0]["text"] for c in chunks)
+    want = bytes.fromhex(ref["text_greedy_detok_hex"]).decode("utf-8", "replace")
+    check(text == want, "streamed text %r != %r" % (text, want))
+    check(chunks and chunks[-1]["choices"][0]["finish_reason"] == "length" and
+          all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1]) and
+          len({c["id"] for c in chunks}) == 1 and chunks[0]["object"] == "text_completion",
+          "stream chunks' shape")
+    # two clients leave after two events of a long generation: the slots come free again
+    for _ in range(2):
+        status, _, events = stream(base, {"prompt": "And God said", "max_tokens": 200,
+                                          "temperature": 0}, read_events=2)
+        check(status == 200 and len(events) == 2, "left mid-stream: %s %d" % (status, len(events)))
+    start = time.time()
+    status, body = call(base, "/v1/completions", {"prompt": "In the beginning", "max_tokens": 4})
+    check(status == 200 and body["usage"]["completion_tokens"] == 4,
+          "a request after clients left: %s" % status)
+    check(time.time() - start < 30, "slots freed promptly: %.1f s" % (time.time() - start))
+
+
 def error_of(status, body, code, param=None):
     e = body.get("error", {}) if isinstance(body, dict) else {}
     return status == code and isinstance(e.get("message"), str) and e.get("message") and \
@@ -101,6 +152,7 @@ def test_errors(base):
         ("negative max_tokens", dict(body={"prompt": "a", "max_tokens": -1}), 400, "max_tokens"),
         ("temperature 5", dict(body={"prompt": "a", "temperature": 5}), 400, "temperature"),
         ("top_p 0", dict(body={"prompt": "a", "top_p": 0}), 400, "top_p"),
+        ("stream not a boolean", dict(body={"prompt": "a", "stream": "yes"}), 400, "stream"),
         ("prompt past the slot", dict(body={"prompt": "and " * 600}), 400, "prompt"),
         ("body over 1 MiB", dict(raw=b'{"prompt":"' + b"a" * (1 << 21) + b'"}'), 413, None),
     ]
@@ -122,6 +174,7 @@ def main():
     try:
         test_endpoints(base, ref)
         test_side_by_side(base)
+        test_stream(base, ref)
         test_errors(base)
     finally:
         p.send_signal(signal.SIGTERM)
