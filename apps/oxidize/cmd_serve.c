@@ -16,7 +16,10 @@ static void usage(FILE *f) {
                "  -b, --batch-size N       tokens per step (default 512)\n"
                "  -t, --threads N          CPU threads (default: all cores)\n"
                "  -ngl, --n-gpu-layers N   layers on the GPU (default -1: all, when there is one)\n"
-               "Endpoints: GET /health, GET /v1/models, POST /v1/completions.\n");
+               "  --chat-template FILE     the template chat completions are rendered with\n"
+               "                           (default: the model's)\n"
+               "Endpoints: GET /health, GET /v1/models, POST /v1/completions,\n"
+               "POST /v1/chat/completions.\n");
 }
 
 /* An integer option in [lo, hi]; false after printing why. */
@@ -39,6 +42,7 @@ int cmd_serve(int argc, char **argv) {
                             .n_batch = 512,
                             .n_gpu_layers = -1,
                             .max_body = 1 << 20};
+    char *tmpl = NULL;                  /* --chat-template's text */
     for (int i = 1; i < argc; i += 2) { /* every option but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -59,6 +63,11 @@ int cmd_serve(int argc, char **argv) {
             ok = int_arg(a, v, 1, 1 << 16, &o.n_batch);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             ok = int_arg(a, v, 0, 1024, &o.n_threads);
+        } else if (!strcmp(a, "--chat-template")) {
+            size_t len;
+            free(tmpl);
+            tmpl = v ? cmd_read_file("serve", v, &len) : NULL;
+            o.chat_template = tmpl, ok = tmpl != NULL;
         } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
             ok = int_arg(a, v, -1, 1 << 20, &o.n_gpu_layers);
         } else {
@@ -67,12 +76,16 @@ int cmd_serve(int argc, char **argv) {
         }
         if (!ok) {
             usage(stderr);
+            free(tmpl);
             return 2;
         }
     }
     if (!o.model_path) {
         usage(stderr);
+        free(tmpl);
         return 2;
     }
-    return server_run(&o);
+    int rc = server_run(&o);
+    free(tmpl);
+    return rc;
 }

@@ -1,5 +1,6 @@
 /* routes.c: the endpoints of `oxidize serve` (OpenAI's shapes): GET /health, GET /v1/models,
- * POST /v1/completions. Requests are parsed with jansson and checked field by field. */
+ * POST /v1/completions and /v1/chat/completions. Requests are parsed with jansson and checked
+ * field by field. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,58 +127,80 @@ static struct ox_sampler *make_sampler(double temp, double top_p, json_t *seed) 
     return smp;
 }
 
-static struct reply completion_json(struct server *s, const char *text, int32_t n_prompt,
-                                    int32_t n_out, enum ox_finish reason) {
+/* The reply of a finished generation: a text_completion, or a chat.completion. */
+static struct reply result_json(struct server *s, bool chat, const char *text, int32_t n_prompt,
+                                int32_t n_out, enum ox_finish reason) {
     char id[64];
     static unsigned long counter;
-    snprintf(id, sizeof id, "cmpl-%lx%lx", (unsigned long)time(NULL), ++counter);
-    return json_reply(json_pack(
-        "{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s}], s:{s:i, s:i, s:i}}", "id", id, "object",
-        "text_completion", "created", (json_int_t)time(NULL), "model", server_model_id(s),
-        "choices", "text", text, "index", 0, "logprobs", "finish_reason",
-        reason == OX_FINISH_STOP ? "stop" : "length", "usage", "prompt_tokens", n_prompt,
-        "completion_tokens", n_out, "total_tokens", n_prompt + n_out));
+    snprintf(id, sizeof id, "%s-%lx%lx", chat ? "chatcmpl" : "cmpl", (unsigned long)time(NULL),
+             ++counter);
+    const char *finish = reason == OX_FINISH_STOP ? "stop" : "length";
+    json_t *choice =
+        chat ? json_pack("{s:i, s:{s:s, s:s}, s:n, s:s}", "index", 0, "message", "role",
+                         "assistant", "content", text, "logprobs", "finish_reason", finish)
+             : json_pack("{s:s, s:i, s:n, s:s}", "text", text, "index", 0, "logprobs",
+                         "finish_reason", finish);
+    return json_reply(json_pack("{s:s, s:s, s:I, s:s, s:[o], s:{s:i, s:i, s:i}}", "id", id,
+                                "object", chat ? "chat.completion" : "text_completion", "created",
+                                (json_int_t)time(NULL), "model", server_model_id(s), "choices",
+                                choice, "usage", "prompt_tokens", n_prompt, "completion_tokens",
+                                n_out, "total_tokens", n_prompt + n_out));
 }
 
-/* POST /v1/completions: prompt (a string), max_tokens, temperature, top_p, seed, stream. */
-static struct reply completions(struct server *s, json_t *req) {
-    struct reply err;
-    json_t *prompt = json_object_get(req, "prompt");
-    if (!json_is_string(prompt))
-        return error_reply(400, "invalid_request_error", "prompt", "'prompt' must be a string");
-    double max, temp, top_p;
-    if (!number_field(req, "max_tokens", 0, server_slot_ctx(s), 16, &max, &err) ||
-        !number_field(req, "temperature", 0, 2, 1, &temp, &err) ||
-        !number_field(req, "top_p", 0, 1, 1, &top_p, &err))
-        return err;
-    if (top_p <= 0.0)
-        return error_reply(400, "invalid_request_error", "top_p", "'top_p' must be above 0");
-    const struct ox_vocab *v = ox_model_vocab(server_model(s));
-    size_t len = json_string_length(prompt), n = 0, cap = len + 8;
-    ox_token *tokens = malloc(cap * sizeof *tokens);
-    if (!tokens ||
-        ox_tokenize(v, json_string_value(prompt), len, tokens, cap, &n, true, false) != OX_OK ||
-        n > cap) {
-        free(tokens);
-        return error_reply(400, "invalid_request_error", "prompt",
-                           "the prompt cannot be tokenized");
-    }
-    if (n == 0 || (int32_t)n > server_slot_ctx(s)) {
-        free(tokens);
-        char msg[160];
-        snprintf(msg, sizeof msg, "the prompt has %zu tokens; a request holds 1 to %d", n,
-                 server_slot_ctx(s));
-        return error_reply(400, "invalid_request_error", "prompt", msg);
-    }
-    struct ox_sampler *smp = make_sampler(temp, top_p, json_object_get(req, "seed"));
+/* The sampling fields both endpoints take: max (its key and default), temperature, top_p,
+ * seed; a sampler for them, or NULL with *err set. */
+static struct ox_sampler *request_sampler(struct server *s, json_t *req, const char *max_key,
+                                          double max_def, double *max, struct reply *err) {
+    double temp, top_p;
+    if (!number_field(req, max_key, 0, server_slot_ctx(s), max_def, max, err) ||
+        !number_field(req, "temperature", 0, 2, 1, &temp, err) ||
+        !number_field(req, "top_p", 0, 1, 1, &top_p, err))
+        return NULL;
     json_t *stream = json_object_get(req, "stream");
     if (stream && !json_is_boolean(stream) && !json_is_null(stream)) {
-        ox_sampler_free(smp), free(tokens);
-        return error_reply(400, "invalid_request_error", "stream", "'stream' must be a boolean");
+        *err = error_reply(400, "invalid_request_error", "stream", "'stream' must be a boolean");
+        return NULL;
     }
-    if (json_is_true(stream) && smp) {
+    if (top_p <= 0.0) {
+        *err = error_reply(400, "invalid_request_error", "top_p", "'top_p' must be above 0");
+        return NULL;
+    }
+    struct ox_sampler *smp = make_sampler(temp, top_p, json_object_get(req, "seed"));
+    if (!smp)
+        *err = error_reply(500, "server_error", NULL, "out of memory");
+    return smp;
+}
+
+/* text as tokens for a slot, or NULL with *err set (400 for what does not fit). */
+static ox_token *prompt_tokens(struct server *s, const char *text, size_t len, bool add_bos,
+                               bool special, size_t *n, struct reply *err) {
+    const struct ox_vocab *v = ox_model_vocab(server_model(s));
+    size_t cap = len + 8;
+    ox_token *tokens = malloc(cap * sizeof *tokens);
+    if (!tokens || ox_tokenize(v, text, len, tokens, cap, n, add_bos, special) != OX_OK ||
+        *n > cap) {
+        free(tokens);
+        *err =
+            error_reply(400, "invalid_request_error", "prompt", "the prompt cannot be tokenized");
+        return NULL;
+    }
+    if (*n == 0 || (int32_t)*n > server_slot_ctx(s)) {
+        free(tokens);
+        char msg[160];
+        snprintf(msg, sizeof msg, "the prompt has %zu tokens; a request holds 1 to %d", *n,
+                 server_slot_ctx(s));
+        *err = error_reply(400, "invalid_request_error", "prompt", msg);
+        return NULL;
+    }
+    return tokens;
+}
+
+/* Generate and answer, whole or streamed; takes the tokens and the sampler. */
+static struct reply generate(struct server *s, json_t *req, bool chat, ox_token *tokens, size_t n,
+                             double max, struct ox_sampler *smp) {
+    if (json_is_true(json_object_get(req, "stream"))) {
         enum ox_status st;
-        struct MHD_Response *r = stream_start(s, tokens, (int32_t)n, (int32_t)max, smp, &st);
+        struct MHD_Response *r = stream_start(s, tokens, (int32_t)n, (int32_t)max, smp, chat, &st);
         free(tokens);
         if (r)
             return (struct reply){200, NULL, r};
@@ -188,8 +211,7 @@ static struct reply completions(struct server *s, json_t *req) {
     int32_t n_out = 0;
     enum ox_finish reason = OX_FINISH_ERROR;
     enum ox_status st =
-        smp ? server_generate(s, tokens, (int32_t)n, (int32_t)max, smp, &out, &n_out, &reason)
-            : OX_ERR_OOM;
+        server_generate(s, tokens, (int32_t)n, (int32_t)max, smp, &out, &n_out, &reason);
     ox_sampler_free(smp);
     free(tokens);
     struct reply r;
@@ -198,13 +220,104 @@ static struct reply completions(struct server *s, json_t *req) {
     else if (st != OX_OK || reason == OX_FINISH_ERROR || reason == OX_FINISH_CANCELLED)
         r = error_reply(500, "server_error", NULL, "the generation failed");
     else {
-        char *text = detokenize(v, out, n_out);
-        r = text ? completion_json(s, text, (int32_t)n, n_out, reason)
+        char *text = detokenize(ox_model_vocab(server_model(s)), out, n_out);
+        r = text ? result_json(s, chat, text, (int32_t)n, n_out, reason)
                  : error_reply(500, "server_error", NULL, "out of memory");
         free(text);
     }
     free(out);
     return r;
+}
+
+/* POST /v1/completions: prompt (a string), max_tokens, temperature, top_p, seed, stream. */
+static struct reply completions(struct server *s, json_t *req) {
+    struct reply err;
+    json_t *prompt = json_object_get(req, "prompt");
+    if (!json_is_string(prompt))
+        return error_reply(400, "invalid_request_error", "prompt", "'prompt' must be a string");
+    double max;
+    struct ox_sampler *smp = request_sampler(s, req, "max_tokens", 16, &max, &err);
+    if (!smp)
+        return err;
+    size_t n = 0;
+    ox_token *tokens = prompt_tokens(s, json_string_value(prompt), json_string_length(prompt), true,
+                                     false, &n, &err);
+    if (!tokens) {
+        ox_sampler_free(smp);
+        return err;
+    }
+    return generate(s, req, false, tokens, n, max, smp);
+}
+
+/* The conversation rendered with the chat template (malloc'd), or NULL with *err set. */
+static char *render_chat(struct server *s, json_t *messages, size_t *len, struct reply *err) {
+    size_t n = json_array_size(messages);
+    const char *tmpl = server_chat_template(s);
+    if (!tmpl) {
+        *err = error_reply(400, "invalid_request_error", NULL,
+                           "the model has no chat template (serve with --chat-template FILE)");
+        return NULL;
+    }
+    if (!json_is_array(messages) || n == 0 || n > 4096) {
+        *err = error_reply(400, "invalid_request_error", "messages",
+                           "'messages' must be an array of 1 to 4096 messages");
+        return NULL;
+    }
+    struct ox_chat_message *msgs = calloc(n, sizeof *msgs);
+    for (size_t i = 0; msgs && i < n; i++) {
+        json_t *m = json_array_get(messages, i);
+        msgs[i].role = json_string_value(json_object_get(m, "role"));
+        msgs[i].content = json_string_value(json_object_get(m, "content"));
+        if (!msgs[i].role || !msgs[i].content) {
+            free(msgs);
+            *err = error_reply(400, "invalid_request_error", "messages",
+                               "each message needs a string 'role' and a string 'content'");
+            return NULL;
+        }
+    }
+    char *text = NULL;
+    enum ox_status st =
+        msgs ? ox_chat_apply_template(server_model(s), tmpl, msgs, n, true, NULL, NULL, 0, len)
+             : OX_ERR_OOM;
+    if (st == OX_OK && (text = malloc(*len + 1)) != NULL)
+        st =
+            ox_chat_apply_template(server_model(s), tmpl, msgs, n, true, NULL, text, *len + 1, len);
+    free(msgs);
+    if (st != OX_OK || !text) {
+        free(text);
+        char msg[300];
+        snprintf(msg, sizeof msg, "the chat template failed: %s", ox_last_error());
+        *err = error_reply(400, "invalid_request_error", "messages", msg);
+        return NULL;
+    }
+    return text;
+}
+
+/* POST /v1/chat/completions: messages (role and content strings), max_completion_tokens (or
+ * max_tokens), temperature, top_p, seed, stream. The reply ends at the end of the turn. */
+static struct reply chat_completions(struct server *s, json_t *req) {
+    struct reply err;
+    double max;
+    const char *key =
+        json_object_get(req, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    struct ox_sampler *smp = request_sampler(s, req, key, -1, &max, &err);
+    if (!smp)
+        return err;
+    size_t len = 0, n = 0;
+    char *text = render_chat(s, json_object_get(req, "messages"), &len, &err);
+    /* the BOS the template wrote counts; control tokens in it are themselves (as `chat`) */
+    const struct ox_vocab *v = ox_model_vocab(server_model(s));
+    char bos[64];
+    int32_t bl = ox_token_to_piece(v, ox_vocab_bos(v), bos, sizeof bos, 0, true);
+    bool has_bos = text && bl > 0 && bl < (int32_t)sizeof bos && len >= (size_t)bl &&
+                   !memcmp(text, bos, (size_t)bl);
+    ox_token *tokens = text ? prompt_tokens(s, text, len, !has_bos, true, &n, &err) : NULL;
+    free(text);
+    if (!tokens) {
+        ox_sampler_free(smp);
+        return err;
+    }
+    return generate(s, req, true, tokens, n, max, smp);
 }
 
 static struct reply models(struct server *s) {
@@ -221,7 +334,8 @@ struct reply route_request(struct server *s, const char *method, const char *pat
                    : error_reply(405, "invalid_request_error", NULL, "use GET");
     if (!strcmp(path, "/v1/models"))
         return get ? models(s) : error_reply(405, "invalid_request_error", NULL, "use GET");
-    if (strcmp(path, "/v1/completions"))
+    bool chat = !strcmp(path, "/v1/chat/completions");
+    if (!chat && strcmp(path, "/v1/completions"))
         return error_reply(404, "invalid_request_error", NULL, "no such endpoint");
     if (!post)
         return error_reply(405, "invalid_request_error", NULL, "use POST");
@@ -233,7 +347,7 @@ struct reply route_request(struct server *s, const char *method, const char *pat
         json_decref(req);
         return error_reply(400, "invalid_request_error", NULL, msg);
     }
-    struct reply r = completions(s, req);
+    struct reply r = chat ? chat_completions(s, req) : completions(s, req);
     json_decref(req);
     return r;
 }

@@ -17,6 +17,7 @@ struct server {
     struct ox_model *model;
     struct ox_engine *engine;
     char model_id[256];
+    const char *chat_template;
     int32_t slot_ctx;
     size_t max_body;
     pthread_mutex_t lock; /* wake, stopping and each waiting generation's fields */
@@ -52,6 +53,10 @@ const char *server_model_id(const struct server *s) {
 
 int32_t server_slot_ctx(const struct server *s) {
     return s->slot_ctx;
+}
+
+const char *server_chat_template(const struct server *s) {
+    return s->chat_template ? s->chat_template : ox_model_chat_template(s->model, NULL);
 }
 
 static bool collect(void *user, ox_token t) {
@@ -207,7 +212,7 @@ static bool load(struct server *s, const struct server_opts *o) {
 }
 
 int server_run(const struct server_opts *o) {
-    struct server s = {.max_body = o->max_body};
+    struct server s = {.max_body = o->max_body, .chat_template = o->chat_template};
     pthread_mutex_init(&s.lock, NULL);
     pthread_cond_init(&s.wake, NULL), pthread_cond_init(&s.done, NULL);
     if (!load(&s, o)) {

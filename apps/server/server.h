@@ -13,7 +13,8 @@ struct server_opts {
     const char *host; /* "127.0.0.1" unless asked */
     int port;
     int n_parallel, n_ctx, n_batch, n_threads, n_gpu_layers;
-    size_t max_body; /* request bodies past this get 413 */
+    const char *chat_template; /* template text for chat completions, or NULL: the model's */
+    size_t max_body;           /* request bodies past this get 413 */
 };
 
 /* Serve until SIGINT or SIGTERM; returns the process exit status (messages on stderr). */
@@ -60,6 +61,10 @@ char *server_valid_utf8(const char *text, size_t len);
 /* A completion streamed as Server-Sent Events (stream.c): the response to queue, or NULL with
  * *status saying why. The stream takes the sampler (freed when done, also on failure). */
 struct MHD_Response *stream_start(struct server *s, const ox_token *prompt, int32_t n_prompt,
-                                  int32_t max, struct ox_sampler *sampler, enum ox_status *status);
+                                  int32_t max, struct ox_sampler *sampler, bool chat,
+                                  enum ox_status *status);
+/* The chat template requests are rendered with: --chat-template's text, else the model's (NULL
+ * when it has none). */
+const char *server_chat_template(const struct server *s);
 
 #endif

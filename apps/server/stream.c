@@ -19,6 +19,7 @@ struct stream {
     char *buf; /* events not yet sent: [sent, len) */
     size_t len, sent, cap;
     bool done, gone; /* the request ended; the client went away */
+    bool chat;       /* chat.completion.chunk events (a delta), else text_completion */
     int refs;        /* the response and the request each hold one */
     struct ox_sampler *sampler;
     struct ox_detok_stream *detok;
@@ -54,10 +55,19 @@ static void push_event(struct stream *st, const char *json) {
     st->len += (size_t)snprintf(st->buf + st->len, n, "data: %s\n\n", json);
 }
 
+/* One event: a piece of text (chat: the delta, empty at the end), and the finish reason last. */
 static void push_chunk(struct stream *st, const char *text, const char *finish) {
-    json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s?}]}", "id", st->id, "object",
-                          "text_completion", "created", (json_int_t)st->created, "model", st->model,
-                          "choices", "text", text, "index", 0, "logprobs", "finish_reason", finish);
+    json_t *c;
+    if (st->chat)
+        c = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s?}]}", "id", st->id, "object",
+                      "chat.completion.chunk", "created", (json_int_t)st->created, "model",
+                      st->model, "choices", "index", 0, "delta",
+                      finish ? json_object() : json_pack("{s:s}", "content", text), "logprobs",
+                      "finish_reason", finish);
+    else
+        c = json_pack("{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s?}]}", "id", st->id, "object",
+                      "text_completion", "created", (json_int_t)st->created, "model", st->model,
+                      "choices", "text", text, "index", 0, "logprobs", "finish_reason", finish);
     char *json = c ? json_dumps(c, JSON_COMPACT) : NULL;
     json_decref(c);
     if (json)
@@ -91,13 +101,28 @@ static void on_done(void *user, enum ox_finish reason, int32_t n_generated) {
         n = 0;
     char *text = server_valid_utf8(n ? piece : "", n);
     pthread_mutex_lock(&st->lock);
-    push_chunk(st, text ? text : "", reason == OX_FINISH_STOP ? "stop" : "length");
+    if (st->chat && text && *text) /* the held-back end of the text, then the closing delta */
+        push_chunk(st, text, NULL);
+    push_chunk(st, st->chat ? "" : text ? text : "", reason == OX_FINISH_STOP ? "stop" : "length");
     push_event(st, "[DONE]");
     st->done = true;
     pthread_cond_signal(&st->more);
     pthread_mutex_unlock(&st->lock);
     free(text);
     stream_release(st);
+}
+
+/* OpenAI's first chat chunk: the role, no content yet. */
+static void push_event_role(struct stream *st) {
+    json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:s}, s:n, s:n}]}", "id", st->id,
+                          "object", "chat.completion.chunk", "created", (json_int_t)st->created,
+                          "model", st->model, "choices", "index", 0, "delta", "role", "assistant",
+                          "content", "", "logprobs", "finish_reason");
+    char *json = c ? json_dumps(c, JSON_COMPACT) : NULL;
+    json_decref(c);
+    if (json)
+        push_event(st, json);
+    free(json);
 }
 
 /* libmicrohttpd asks for the next bytes of the body: wait until there are some. */
@@ -125,7 +150,8 @@ static void response_freed(void *cls) {
 }
 
 struct MHD_Response *stream_start(struct server *s, const ox_token *prompt, int32_t n_prompt,
-                                  int32_t max, struct ox_sampler *sampler, enum ox_status *status) {
+                                  int32_t max, struct ox_sampler *sampler, bool chat,
+                                  enum ox_status *status) {
     struct stream *st = calloc(1, sizeof *st);
     *status = OX_ERR_OOM;
     if (!st ||
@@ -136,10 +162,13 @@ struct MHD_Response *stream_start(struct server *s, const ox_token *prompt, int3
     }
     static unsigned long counter;
     st->created = (long long)time(NULL);
-    snprintf(st->id, sizeof st->id, "cmpl-%llx%lx", st->created, ++counter);
+    snprintf(st->id, sizeof st->id, "%s-%llx%lx", chat ? "chatcmpl" : "cmpl", st->created,
+             ++counter);
     snprintf(st->model, sizeof st->model, "%s", server_model_id(s));
-    st->sampler = sampler, st->refs = 2;
+    st->sampler = sampler, st->refs = 2, st->chat = chat;
     pthread_mutex_init(&st->lock, NULL), pthread_cond_init(&st->more, NULL);
+    if (chat) /* OpenAI's first chunk names the role (nothing else runs yet) */
+        push_event_role(st);
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_events, st, response_freed);
     *status =

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_serve.py: `oxidize serve` on loopback, driven with the standard library's HTTP client:
 greedy completions (whole or streamed as Server-Sent Events) equal llama.cpp's continuation of
-the reference text, requests side by side all complete, clients that leave mid-stream leave
+the reference text, chat completions equal the completion of their rendered conversation, requests side by side all complete, clients that leave mid-stream leave
 nothing behind, every malformed request gets its 4xx in OpenAI's error shape and the server stays
 healthy, and SIGTERM stops it."""
 import http.client
@@ -89,12 +89,12 @@ def test_side_by_side(base):
     check(again[0] == 200, "seeded again: %s" % (again,))
 
 
-def stream(base, body, read_events=None):
+def stream(base, body, read_events=None, path="/v1/completions"):
     """(status, content type, the data of each event) of a streamed completion; read_events: stop
     reading after that many events and drop the connection."""
     host, port = base[len("http://"):].split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    conn.request("POST", "/v1/completions", json.dumps(dict(body, stream=True)),
+    conn.request("POST", path, json.dumps(dict(body, stream=True)),
                  {"Content-Type": "application/json"})
     r = conn.getresponse()
     events = []
@@ -167,6 +167,50 @@ def test_errors(base):
     check(status == 200, "healthy after the errors")
 
 
+def test_chat(model):
+    """Chat completions rendered with a template given to the server: the greedy reply is the
+    completion of the rendered conversation, whole or streamed as chat chunks."""
+    tmpl = os.path.join(DATA, "chat", "templates", "mistralai-Mistral-Nemo-Instruct-2407.jinja")
+    msgs = [{"role": "user", "content": "Who made the light?"}]
+    mfile = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ox-serve-msgs-%d.json" % os.getpid())
+    with open(mfile, "w") as f:
+        json.dump(msgs, f)
+    rendered = subprocess.run([OXIDIZE, "chat-template", "--template", tmpl, "--messages", mfile],
+                              capture_output=True, text=True).stdout
+    os.unlink(mfile)
+    check(rendered.startswith("[INST]Who made the light?"), "rendered %r" % rendered)
+    p, base = start(model, "-np", "2", "-c", "512", "--chat-template", tmpl)
+    try:
+        status, plain = call(base, "/v1/completions",
+                             {"prompt": rendered, "max_tokens": 10, "temperature": 0})
+        status2, body = call(base, "/v1/chat/completions",
+                             {"messages": msgs, "max_tokens": 10, "temperature": 0})
+        check(status == 200 and status2 == 200, "chat: %s %s" % (status2, body))
+        if status == 200 and status2 == 200:
+            m = body["choices"][0]["message"]
+            check(body["object"] == "chat.completion" and m["role"] == "assistant" and
+                  m["content"] == plain["choices"][0]["text"] and
+                  body["usage"] == plain["usage"], "chat reply %s vs %s" % (body, plain))
+            status, ctype, events = stream(base, {"messages": msgs, "max_tokens": 10,
+                                                  "temperature": 0}, path="/v1/chat/completions")
+            chunks = [json.loads(e) for e in events[:-1]]
+            check(status == 200 and events[-1] == "[DONE]" and
+                  chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""} and
+                  chunks[-1]["choices"][0]["finish_reason"] == "length" and
+                  all(c["object"] == "chat.completion.chunk" for c in chunks),
+                  "chat stream shape: %s" % events[:2])
+            text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+            check(text == m["content"], "streamed chat %r != %r" % (text, m["content"]))
+        for what, body, param in [("no messages", {"max_tokens": 2}, "messages"),
+                                  ("no content", {"messages": [{"role": "user"}]}, "messages"),
+                                  ("empty", {"messages": []}, "messages")]:
+            status, reply = call(base, "/v1/chat/completions", body)
+            check(error_of(status, reply, 400, param), "chat %s: %s %s" % (what, status, reply))
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+
+
 def main():
     with open(os.path.join(DATA, "reference", "kjv-15m-q4_k_m.json")) as f:
         ref = json.load(f)
@@ -176,6 +220,9 @@ def main():
         test_side_by_side(base)
         test_stream(base, ref)
         test_errors(base)
+        status, body = call(base, "/v1/chat/completions", {"messages": [{"role": "user",
+                                                                         "content": "hi"}]})
+        check(error_of(status, body, 400), "chat without a template: %s %s" % (status, body))
     finally:
         p.send_signal(signal.SIGTERM)
         try:
@@ -184,6 +231,7 @@ def main():
             p.kill()
             rc = None
     check(rc == 0, "SIGTERM: exit status %s" % rc)
+    test_chat(os.path.join(DATA, "models", "kjv-15m-q4_k_m.gguf"))
     return finish("test_serve")
 
 
