@@ -7,19 +7,21 @@
 #include "cmd.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: oxidize serve -m MODEL [options]\n"
-               "  -m, --model FILE         the GGUF model\n"
-               "  --host ADDR              IPv4 address to listen on (default 127.0.0.1)\n"
-               "  --port N                 TCP port (default 8080; 0: any free one, printed)\n"
-               "  -np, --parallel N        requests generated side by side (default 4)\n"
-               "  -c, --ctx-size N         KV cells shared by the slots (default 4096)\n"
-               "  -b, --batch-size N       tokens per step (default 512)\n"
-               "  -t, --threads N          CPU threads (default: all cores)\n"
-               "  -ngl, --n-gpu-layers N   layers on the GPU (default -1: all, when there is one)\n"
-               "  --chat-template FILE     the template chat completions are rendered with\n"
-               "                           (default: the model's)\n"
-               "Endpoints: GET /health, GET /v1/models, POST /v1/completions,\n"
-               "POST /v1/chat/completions.\n");
+    fprintf(f,
+            "usage: oxidize serve -m MODEL [options]\n"
+            "  -m, --model FILE         the GGUF model\n"
+            "  --host ADDR              IPv4 address to listen on (default 127.0.0.1)\n"
+            "  --port N                 TCP port (default 8080; 0: any free one, printed)\n"
+            "  -np, --parallel N        requests generated side by side (default 4)\n"
+            "  -c, --ctx-size N         KV cells shared by the slots (default 4096)\n"
+            "  -b, --batch-size N       tokens per step (default 512)\n"
+            "  -t, --threads N          CPU threads (default: all cores)\n"
+            "  -ngl, --n-gpu-layers N   layers on the GPU (default -1: all, when there is one)\n"
+            "  --api-key KEY            every route but /health wants Authorization: Bearer KEY\n"
+            "  --chat-template FILE     the template chat completions are rendered with\n"
+            "                           (default: the model's)\n"
+            "Endpoints: GET /health, GET /v1/models, POST /v1/completions,\n"
+            "POST /v1/chat/completions, POST /tokenize, POST /detokenize.\n");
 }
 
 /* An integer option in [lo, hi]; false after printing why. */
@@ -51,6 +53,8 @@ int cmd_serve(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             o.model_path = v, ok = v != NULL;
+        } else if (!strcmp(a, "--api-key")) {
+            o.api_key = v, ok = v && *v;
         } else if (!strcmp(a, "--host")) {
             o.host = v, ok = v != NULL;
         } else if (!strcmp(a, "--port")) {

@@ -1,6 +1,6 @@
-/* routes.c: the endpoints of `oxidize serve` (OpenAI's shapes): GET /health, GET /v1/models,
- * POST /v1/completions and /v1/chat/completions. Requests are parsed with jansson and checked
- * field by field. */
+/* routes.c: the endpoints of `oxidize serve`: GET /health, GET /v1/models, POST /v1/completions
+ * and /v1/chat/completions in OpenAI's shapes, POST /tokenize and /detokenize in llama.cpp's.
+ * Requests are parsed with jansson and checked field by field. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,6 +320,58 @@ static struct reply chat_completions(struct server *s, json_t *req) {
     return generate(s, req, true, tokens, n, max, smp);
 }
 
+/* POST /tokenize (llama.cpp's): content, add_special (default false) -> tokens. */
+static struct reply tokenize_route(struct server *s, json_t *req) {
+    json_t *content = json_object_get(req, "content");
+    if (!json_is_string(content))
+        return error_reply(400, "invalid_request_error", "content", "'content' must be a string");
+    size_t len = json_string_length(content), n = 0, cap = len + 8;
+    ox_token *t = malloc(cap * sizeof *t);
+    if (!t ||
+        ox_tokenize(ox_model_vocab(server_model(s)), json_string_value(content), len, t, cap, &n,
+                    json_is_true(json_object_get(req, "add_special")), true) != OX_OK ||
+        n > cap) {
+        free(t);
+        return error_reply(400, "invalid_request_error", "content", "cannot tokenize");
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++)
+        json_array_append_new(arr, json_integer(t[i]));
+    free(t);
+    return json_reply(arr ? json_pack("{s:o}", "tokens", arr) : NULL);
+}
+
+/* POST /detokenize (llama.cpp's): tokens -> content. */
+static struct reply detokenize_route(struct server *s, json_t *req) {
+    json_t *arr = json_object_get(req, "tokens");
+    const struct ox_vocab *v = ox_model_vocab(server_model(s));
+    size_t n = json_array_size(arr);
+    if (!json_is_array(arr) || n > (1u << 20))
+        return error_reply(400, "invalid_request_error", "tokens", "'tokens' must be an array");
+    ox_token *t = malloc((n ? n : 1) * sizeof *t);
+    for (size_t i = 0; t && i < n; i++) {
+        json_t *x = json_array_get(arr, i);
+        json_int_t id = json_is_integer(x) ? json_integer_value(x) : -1;
+        if (id < 0 || id >= ox_model_n_vocab(server_model(s))) {
+            free(t);
+            return error_reply(400, "invalid_request_error", "tokens",
+                               "every token must be an id of the vocabulary");
+        }
+        t[i] = (ox_token)id;
+    }
+    /* as llama_detokenize: an SPM vocabulary's leading space goes */
+    int64_t len = t ? ox_detokenize(v, t, n, NULL, 0, false, false) : -1;
+    char *raw = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (raw)
+        ox_detokenize(v, t, n, raw, (size_t)len, false, false);
+    char *text = raw ? server_valid_utf8(raw, (size_t)len) : NULL;
+    free(raw), free(t);
+    struct reply r = text ? json_reply(json_pack("{s:s}", "content", text))
+                          : error_reply(500, "server_error", NULL, "out of memory");
+    free(text);
+    return r;
+}
+
 static struct reply models(struct server *s) {
     return json_reply(json_pack("{s:s, s:[{s:s, s:s, s:i, s:s}]}", "object", "list", "data", "id",
                                 server_model_id(s), "object", "model", "created", 0, "owned_by",
@@ -334,8 +386,9 @@ struct reply route_request(struct server *s, const char *method, const char *pat
                    : error_reply(405, "invalid_request_error", NULL, "use GET");
     if (!strcmp(path, "/v1/models"))
         return get ? models(s) : error_reply(405, "invalid_request_error", NULL, "use GET");
-    bool chat = !strcmp(path, "/v1/chat/completions");
-    if (!chat && strcmp(path, "/v1/completions"))
+    bool chat = !strcmp(path, "/v1/chat/completions"), tok = !strcmp(path, "/tokenize");
+    bool detok = !strcmp(path, "/detokenize");
+    if (!chat && !tok && !detok && strcmp(path, "/v1/completions"))
         return error_reply(404, "invalid_request_error", NULL, "no such endpoint");
     if (!post)
         return error_reply(405, "invalid_request_error", NULL, "use POST");
@@ -347,7 +400,10 @@ struct reply route_request(struct server *s, const char *method, const char *pat
         json_decref(req);
         return error_reply(400, "invalid_request_error", NULL, msg);
     }
-    struct reply r = chat ? chat_completions(s, req) : completions(s, req);
+    struct reply r = tok     ? tokenize_route(s, req)
+                     : detok ? detokenize_route(s, req)
+                     : chat  ? chat_completions(s, req)
+                             : completions(s, req);
     json_decref(req);
     return r;
 }

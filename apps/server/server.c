@@ -18,6 +18,7 @@ struct server {
     struct ox_engine *engine;
     char model_id[256];
     const char *chat_template;
+    const char *api_key;
     int32_t slot_ctx;
     size_t max_body;
     pthread_mutex_t lock; /* wake, stopping and each waiting generation's fields */
@@ -150,6 +151,21 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct reply r) {
     return ok;
 }
 
+/* Whether the request carries the API key (when there is one), compared in constant time. */
+static bool authorized(const struct server *s, struct MHD_Connection *c, const char *url) {
+    if (!s->api_key || !strcmp(url, "/health"))
+        return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7))
+        return false;
+    h += 7;
+    size_t n = strlen(s->api_key), m = strlen(h);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(s->api_key[i] ^ (i < m ? h[i] : 0));
+    return diff == 0;
+}
+
 /* libmicrohttpd calls this for the headers, then for each piece of the body, then once more
  * with none left: the request is answered then. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -176,6 +192,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         *data_size = 0;
         return MHD_YES;
+    }
+    if (!authorized(s, c, url)) {
+        char *body = strdup("{\"error\":{\"message\":\"invalid API key\","
+                            "\"type\":\"invalid_request_error\",\"param\":null,"
+                            "\"code\":\"invalid_api_key\"}}");
+        return send_reply(c, (struct reply){401, body, NULL});
     }
     if (u->too_big) {
         char *body = strdup("{\"error\":{\"message\":\"the request body is too large\","
@@ -212,7 +234,8 @@ static bool load(struct server *s, const struct server_opts *o) {
 }
 
 int server_run(const struct server_opts *o) {
-    struct server s = {.max_body = o->max_body, .chat_template = o->chat_template};
+    struct server s = {
+        .max_body = o->max_body, .chat_template = o->chat_template, .api_key = o->api_key};
     pthread_mutex_init(&s.lock, NULL);
     pthread_cond_init(&s.wake, NULL), pthread_cond_init(&s.done, NULL);
     if (!load(&s, o)) {

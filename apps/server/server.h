@@ -14,6 +14,7 @@ struct server_opts {
     int port;
     int n_parallel, n_ctx, n_batch, n_threads, n_gpu_layers;
     const char *chat_template; /* template text for chat completions, or NULL: the model's */
+    const char *api_key;       /* every route but /health wants "Authorization: Bearer KEY" */
     size_t max_body;           /* request bodies past this get 413 */
 };
 

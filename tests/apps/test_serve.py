@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_serve.py: `oxidize serve` on loopback, driven with the standard library's HTTP client:
 greedy completions (whole or streamed as Server-Sent Events) equal llama.cpp's continuation of
-the reference text, chat completions equal the completion of their rendered conversation, requests side by side all complete, clients that leave mid-stream leave
+the reference text, chat completions equal the completion of their rendered conversation,
+/tokenize and /detokenize go there and back, --api-key guards every route but /health, requests side by side all complete, clients that leave mid-stream leave
 nothing behind, every malformed request gets its 4xx in OpenAI's error shape and the server stays
 healthy, and SIGTERM stops it."""
 import http.client
@@ -32,11 +33,13 @@ def start(model, *args):
     return p, "http://127.0.0.1:%s" % m.group(1)
 
 
-def call(base, path, body=None, method=None, raw=None):
+def call(base, path, body=None, method=None, raw=None, key=None):
     """(status, parsed JSON body) of one request."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     req = urllib.request.Request(base + path, data=data, method=method or ("POST" if data else "GET"))
     req.add_header("Content-Type", "application/json")
+    if key is not None:
+        req.add_header("Authorization", "Bearer " + key)
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
             return r.status, json.loads(r.read())
@@ -211,6 +214,35 @@ def test_chat(model):
         p.wait(timeout=30)
 
 
+def test_tokenize(base):
+    """llama.cpp's /tokenize and /detokenize: text there and back."""
+    status, body = call(base, "/tokenize", {"content": "In the beginning"})
+    tokens = body.get("tokens") if status == 200 else None
+    check(isinstance(tokens, list) and tokens and all(isinstance(t, int) for t in tokens),
+          "tokenize: %s %s" % (status, body))
+    status, body = call(base, "/detokenize", {"tokens": tokens or []})
+    check(status == 200 and body.get("content") == "In the beginning", "detokenize: %s" % body)
+    status, body = call(base, "/detokenize", {"tokens": [10 ** 9]})
+    check(error_of(status, body, 400, "tokens"), "detokenize a bad id: %s" % status)
+    status, body = call(base, "/tokenize", {"text": "x"})
+    check(error_of(status, body, 400, "content"), "tokenize without content: %s" % status)
+
+
+def test_api_key(model):
+    """With --api-key every route but /health wants the key."""
+    p, base = start(model, "-np", "1", "-c", "128", "--api-key", "s3cret")
+    try:
+        check(call(base, "/health")[0] == 200, "health needs no key")
+        for key in (None, "wrong", "s3cret-and-more", ""):
+            status, body = call(base, "/v1/models", key=key)
+            check(error_of(status, body, 401) and body["error"].get("code") == "invalid_api_key",
+                  "key %r: %s" % (key, status))
+        check(call(base, "/v1/models", key="s3cret")[0] == 200, "the right key")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+
+
 def main():
     with open(os.path.join(DATA, "reference", "kjv-15m-q4_k_m.json")) as f:
         ref = json.load(f)
@@ -220,6 +252,7 @@ def main():
         test_side_by_side(base)
         test_stream(base, ref)
         test_errors(base)
+        test_tokenize(base)
         status, body = call(base, "/v1/chat/completions", {"messages": [{"role": "user",
                                                                          "content": "hi"}]})
         check(error_of(status, body, 400), "chat without a template: %s %s" % (status, body))
@@ -232,6 +265,7 @@ def main():
             rc = None
     check(rc == 0, "SIGTERM: exit status %s" % rc)
     test_chat(os.path.join(DATA, "models", "kjv-15m-q4_k_m.gguf"))
+    test_api_key(os.path.join(DATA, "models", "kjv-15m-q4_k_m.gguf"))
     return finish("test_serve")
 
 
