@@ -2,8 +2,9 @@
 # run.sh: the micro-benchmarks: GGUF open time and reference dequantization speed per file;
 # bits/weight, round-trip error and quantize speed per type; tokenizer throughput per
 # vocabulary; a whole-file `oxidize quantize` run; the matmul kernels against the scalar
-# reference; and the machine's memory read bandwidth. The side-by-side comparison with
-# llama.cpp is bench/compare.sh (make compare).
+# reference; the machine's memory read bandwidth; and serving (bench/serve_bench.py: concurrent
+# streams through `oxidize serve`). The side-by-side comparison with llama.cpp is
+# bench/compare.sh (make compare).
 set -eu
 build="$1"
 testdata="$2"
@@ -29,3 +30,7 @@ echo "## Matmul kernels (8192 x 2048 matrix, $(nproc) threads; tg: weight GB/s, 
 echo
 echo "## Memory read bandwidth (the ceiling for token generation)"
 "$build/bench/bench_membw" "$(nproc)"
+echo
+echo "## Serving: oxidize serve with 1, 4 and 16 concurrent streams (kjv-15m-q4_k_m, $(nproc) threads)"
+python3 bench/serve_bench.py "$build/apps/oxidize/oxidize" "$testdata/models/kjv-15m-q4_k_m.gguf" \
+    -t "$(nproc)"

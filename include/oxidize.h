@@ -402,6 +402,8 @@ struct ox_context_params {
     int32_t n_threads;   /* <= 0: ox_default_threads() (physical cores) */
     uint32_t n_seq_max;  /* sequences (seq_id 0 .. n_seq_max-1), at most OX_SEQ_MAX */
     enum ox_dtype kv_type; /* OX_DTYPE_F16 (default), OX_DTYPE_F32 or OX_DTYPE_Q8_0 */
+    bool embeddings;       /* also keep each output row's final hidden state (after the output
+                              norm, before the output matrix): ox_get_embeddings, ox_embed */
 };
 
 OX_API struct ox_context_params ox_context_params_default(void);
@@ -435,6 +437,27 @@ OX_API enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *b
 /* The logits (n_vocab floats) of batch token i of the last ox_decode, or NULL when i did not
  * ask for them. Valid until the next ox_decode. */
 OX_API const float *ox_get_logits(const struct ox_context *ctx, int32_t i);
+/* The final hidden state (n_embd floats) of batch token i of the last ox_decode, or NULL when i
+ * did not ask for its output or the context was made without embeddings. Valid until the next
+ * ox_decode. */
+OX_API const float *ox_get_embeddings(const struct ox_context *ctx, int32_t i);
+
+/* How ox_embed pools a sequence's hidden states (llama.cpp's LLAMA_POOLING_TYPE_* values). */
+enum ox_pooling {
+    OX_POOLING_NONE = 0, /* none: per-token states only (ox_get_embeddings); ox_embed refuses it */
+    OX_POOLING_MEAN = 1, /* the mean over the tokens */
+    OX_POOLING_CLS = 2,  /* the first token's */
+    OX_POOLING_LAST = 3, /* the last token's */
+    OX_POOLING_COUNT
+};
+
+/* The embedding of one token sequence: decoded on sequence 0 of a cleared cache in n_batch
+ * pieces; the tokens' final hidden states pooled, then divided by their L2 norm when normalize
+ * (llama.cpp's server normalizes). out: ox_model_n_embd floats. Needs a context made with
+ * embeddings; more tokens than the context holds: OX_ERR_CONTEXT_FULL. The cache then holds the
+ * tokens; ox_get_logits and ox_get_embeddings return NULL until the next ox_decode. */
+OX_API enum ox_status ox_embed(struct ox_context *ctx, const ox_token *tokens, int32_t n,
+                               enum ox_pooling pooling, bool normalize, float *out);
 
 /* KV cache operations over positions [p0, p1) (p1 < 0: to the end). */
 OX_API void ox_kv_clear(struct ox_context *ctx);
@@ -604,6 +627,25 @@ struct ox_request {
     bool (*on_token)(void *user, ox_token token); /* false: stop here (OX_FINISH_CANCELLED) */
     void (*on_done)(void *user, enum ox_finish reason, int32_t n_generated);
     void *user;
+    /* optional: the logits row each generated token was sampled from (before on_token) */
+    void (*on_logits)(void *user, const float *logits, int32_t n_vocab, ox_token token);
+    bool fresh; /* decode the whole prompt, reusing no cached prefix */
+};
+
+/* What an engine is doing, for monitoring (a snapshot taken at the end of the last step). */
+struct ox_engine_stats {
+    int32_t n_slots, n_running, n_queued;
+    int32_t kv_cells, kv_used;          /* cells of all slots; cells holding a token */
+    uint64_t n_prompt_tokens;           /* prompt tokens decoded (reused prefixes not counted) */
+    uint64_t n_generated_tokens;        /* tokens passed to on_token */
+    double prompt_seconds, gen_seconds; /* time of the steps that decoded prompt / generated
+                                         * tokens (a mixed step counts in both) */
+};
+
+/* One slot: the request in it (id 0: none) and the tokens its sequence holds. */
+struct ox_engine_slot {
+    uint64_t request_id;
+    int32_t n_ctx, n_past, n_prompt, n_generated;
 };
 
 OX_API struct ox_engine_params ox_engine_params_default(void);
@@ -618,8 +660,11 @@ OX_API void ox_engine_free(struct ox_engine *engine);
 OX_API enum ox_status ox_engine_submit(struct ox_engine *engine, const struct ox_request *req,
                                        uint64_t *id);
 /* Stop a request (thread-safe): it ends with OX_FINISH_CANCELLED at the next step; unknown or
- * finished ids are ignored. */
+ * finished ids are ignored; id 0 stops every request, queued or running. */
 OX_API void ox_engine_cancel(struct ox_engine *engine, uint64_t id);
+/* The last step's snapshot (thread-safe); slots: n_slots entries, or NULL. */
+OX_API void ox_engine_stats(struct ox_engine *engine, struct ox_engine_stats *stats,
+                            struct ox_engine_slot *slots);
 /* One step: start queued requests in free slots, decode one batch, sample, call back. Sets
  * *n_busy to the requests still running or queued (0: nothing to do until the next submit).
  * A failing batch ends its requests with OX_FINISH_ERROR and returns the failure. */

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "oxidize.h"
-#include "stop_filter.h"
+#include "../server/stop_filter.h"
 
 struct chat_session {
     struct ox_model *model;     /* borrowed */

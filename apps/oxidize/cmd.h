@@ -19,6 +19,7 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 
 /* The whole file as a NUL-terminated string (length in *len), or NULL after printing
  * "oxidize CMD: ..." with the reason. */

@@ -18,6 +18,7 @@ static const struct command commands[] = {
     {"serve", cmd_serve, "an HTTP server with OpenAI's API (completions so far)"},
     {"bench", cmd_bench, "measure prompt and generation speed (llama-bench's method)"},
     {"chat-template", cmd_chat_template, "render a conversation with a chat template"},
+    {"embed", cmd_embed, "print a text's embedding (pooled final hidden states) as JSON"},
     {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},
     {"logits", cmd_logits, "write a model's logits for given tokens (for checking)"},
     {"perplexity", cmd_perplexity, "measure perplexity on a text (llama.cpp's method)"},

@@ -5,29 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../server/sampling.h"
 #include "oxidize.h"
 
-struct sampling_opts {
-    float temp, top_p, min_p, typical, top_n_sigma;
-    int top_k;
-    float repeat_penalty, presence_penalty, frequency_penalty;
-    int repeat_last_n;
-    float dry_multiplier, dry_base;
-    int dry_allowed_length, dry_penalty_last_n;
-    float xtc_probability, xtc_threshold;
-    int mirostat;
-    float mirostat_lr, mirostat_ent;
-    uint32_t seed;
-    /* The output constraint: at most one of --grammar-file, --grammar, --json-schema and
-     * --json-schema-file (grammar_opt names it, grammar_arg is its value); sampling_opts_load
-     * turns it into GBNF text. */
-    const char *grammar_opt, *grammar_arg;
-    char *grammar; /* GBNF text (owned; sampling_opts_free), or NULL */
-    size_t grammar_len;
-};
-
-/* llama.cpp's defaults. */
-void sampling_opts_default(struct sampling_opts *o);
 /* 1: name was a sampling option and value was valid; 0: not one; -1: bad value. */
 int sampling_opts_set(struct sampling_opts *o, const char *name, const char *value);
 /* Read the grammar or schema file and convert a schema to GBNF (into o->grammar); on failure
@@ -36,9 +16,5 @@ enum ox_status sampling_opts_load(struct sampling_opts *o);
 void sampling_opts_free(struct sampling_opts *o);
 /* The options' help lines. */
 const char *sampling_opts_usage(void);
-/* The chain for these options (n_ctx: what "last n = -1" means); a grammar option needs
- * sampling_opts_load first. */
-enum ox_status sampling_opts_chain(const struct sampling_opts *o, const struct ox_model *m,
-                                   int32_t n_ctx, struct ox_sampler **out);
 
 #endif

@@ -1,29 +1,32 @@
-/* routes.c: the endpoints of `oxidize serve`: GET /health, GET /v1/models, POST /v1/completions
- * and /v1/chat/completions in OpenAI's shapes, POST /tokenize and /detokenize in llama.cpp's.
- * Requests are parsed with jansson and checked field by field. */
+/* routes.c: the endpoints of `oxidize serve`, OpenAI's (/v1/completions, /v1/chat/completions,
+ * /v1/models) and llama.cpp's (/completion, /tokenize, /detokenize, /apply-template, /props,
+ * /slots, /metrics, /health). Requests are parsed with jansson and checked field by field;
+ * generations are handed back to server.c to start. */
+#define _POSIX_C_SOURCE 200809L
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "chat_tools.h"
+#include "embeddings.h"
+#include "gen.h"
+#include "params.h"
 #include "server.h"
 
-/* An error in OpenAI's shape. */
-static struct reply error_reply(unsigned status, const char *type, const char *param,
-                                const char *msg) {
+struct reply reply_error(unsigned status, const char *type, const char *param, const char *msg) {
     json_t *e = json_pack("{s:{s:s, s:s, s:s?, s:n}}", "error", "message", msg, "type", type,
                           "param", param, "code");
     char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
-    return (struct reply){status, body, NULL};
+    return (struct reply){.status = status, .body = body};
 }
 
 static struct reply json_reply(json_t *j) {
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    return body ? (struct reply){200, body, NULL}
-                : error_reply(500, "server_error", NULL, "out of memory");
+    return body ? (struct reply){.status = 200, .body = body}
+                : reply_error(500, "server_error", NULL, "out of memory");
 }
 
 /* JSON strings are UTF-8: generated text may not be. */
@@ -54,277 +57,283 @@ char *server_valid_utf8(const char *text, size_t len) {
     return out;
 }
 
-/* The generated tokens as text, as `oxidize run` prints them. */
-static char *detokenize(const struct ox_vocab *v, const ox_token *t, int32_t n) {
-    struct ox_detok_stream *ds = NULL;
-    size_t cap = 256, len = 0;
-    char *text = malloc(cap);
-    if (!text || ox_detok_stream_create(v, false, &ds) != OX_OK) {
-        free(text);
-        return NULL;
-    }
-    for (int32_t i = 0; i <= n && text; i++) {
-        const char *piece;
-        size_t plen = 0;
-        if (i < n ? ox_detok_stream_push(ds, t[i], &piece, &plen) != OX_OK
-                  : ox_detok_stream_flush(ds, &piece, &plen) != OX_OK)
-            plen = 0;
-        if (len + plen > cap) {
-            char *grown = realloc(text, cap = 2 * (len + plen));
-            if (!grown)
-                free(text);
-            text = grown;
-        }
-        if (text && plen)
-            memcpy(text + len, piece, plen), len += plen;
-    }
-    ox_detok_stream_free(ds);
-    char *out = text ? server_valid_utf8(text, len) : NULL;
-    free(text);
-    return out;
-}
+/* ---- prompts ---- */
 
-/* A number field in [lo, hi] (absent: def); false with *err naming it otherwise. */
-static bool number_field(json_t *req, const char *key, double lo, double hi, double def,
-                         double *out, struct reply *err) {
-    json_t *v = json_object_get(req, key);
-    *out = def;
-    if (!v || json_is_null(v))
-        return true;
-    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "'%s' must be a number from %g to %g", key, lo, hi);
-        *err = error_reply(400, "invalid_request_error", key, msg);
-        return false;
+/* Append text's tokens (with the vocabulary's BOS when bos) to *t. */
+static bool add_text(struct server *s, const char *text, size_t len, bool bos, bool special,
+                     ox_token **t, size_t *n, size_t *cap) {
+    if (*n + len + 8 > *cap) {
+        size_t grown_cap = 2 * (*n + len + 8);
+        ox_token *grown = realloc(*t, grown_cap * sizeof *grown);
+        if (!grown)
+            return false;
+        *t = grown, *cap = grown_cap;
     }
-    *out = json_number_value(v);
+    size_t got = 0;
+    if (ox_tokenize(ox_model_vocab(server_model(s)), text, len, *t + *n, *cap - *n, &got, bos,
+                    special) != OX_OK ||
+        got > *cap - *n)
+        return false;
+    *n += got;
     return true;
 }
 
-/* The sampler OpenAI's parameters describe: greedy at temperature 0, else top-p, temperature
- * and a draw seeded by seed (or the clock). */
-static struct ox_sampler *make_sampler(double temp, double top_p, json_t *seed) {
-    static unsigned counter;
-    struct ox_sampler *smp = NULL;
-    if (ox_sampler_create(&smp) != OX_OK)
-        return NULL;
-    enum ox_status st;
-    if (temp <= 0.0) {
-        st = ox_sampler_add_greedy(smp);
-    } else {
-        uint32_t s = json_is_integer(seed) ? (uint32_t)json_integer_value(seed)
-                                           : (uint32_t)time(NULL) ^ (0x9e3779b9u * ++counter);
-        st = top_p < 1.0 ? ox_sampler_add_top_p(smp, (float)top_p, 1) : OX_OK;
-        if (st == OX_OK)
-            st = ox_sampler_add_temp(smp, (float)temp);
-        if (st == OX_OK)
-            st = ox_sampler_add_dist(smp, s);
+/* A prompt: a string, or an array of token ids and strings (llama.cpp's mixed form; OpenAI's
+ * one prompt in an array too). Tokens malloc'd, or NULL with *err set (400 for what does not
+ * fit a slot). *echo gets the prompt's text when asked. */
+static ox_token *prompt_tokens(struct server *s, json_t *p, bool special, size_t *n, char **echo,
+                               struct reply *err) {
+    size_t cap = 0, count = json_is_array(p) ? json_array_size(p) : 1;
+    ox_token *t = NULL;
+    *n = 0;
+    if (json_is_array(p) && count == 1 && json_is_array(json_array_get(p, 0)))
+        p = json_array_get(p, 0), count = json_array_size(p); /* [[tokens]] */
+    bool ok = json_is_string(p) || (json_is_array(p) && count > 0);
+    for (size_t i = 0; ok && i < count; i++) {
+        json_t *x = json_is_string(p) ? p : json_array_get(p, i);
+        if (json_is_string(x)) {
+            ok = add_text(s, json_string_value(x), json_string_length(x), i == 0, special, &t, n,
+                          &cap);
+        } else if (json_is_integer(x) && json_integer_value(x) >= 0 &&
+                   json_integer_value(x) < ox_model_n_vocab(server_model(s))) {
+            ok = add_text(s, "", 0, false, false, &t, n, &cap); /* room for one more */
+            if (ok)
+                t[(*n)++] = (ox_token)json_integer_value(x);
+        } else {
+            ok = false;
+        }
     }
-    if (st != OX_OK) {
-        ox_sampler_free(smp);
-        return NULL;
-    }
-    return smp;
-}
-
-/* The reply of a finished generation: a text_completion, or a chat.completion. */
-static struct reply result_json(struct server *s, bool chat, const char *text, int32_t n_prompt,
-                                int32_t n_out, enum ox_finish reason) {
-    char id[64];
-    static unsigned long counter;
-    snprintf(id, sizeof id, "%s-%lx%lx", chat ? "chatcmpl" : "cmpl", (unsigned long)time(NULL),
-             ++counter);
-    const char *finish = reason == OX_FINISH_STOP ? "stop" : "length";
-    json_t *choice =
-        chat ? json_pack("{s:i, s:{s:s, s:s}, s:n, s:s}", "index", 0, "message", "role",
-                         "assistant", "content", text, "logprobs", "finish_reason", finish)
-             : json_pack("{s:s, s:i, s:n, s:s}", "text", text, "index", 0, "logprobs",
-                         "finish_reason", finish);
-    return json_reply(json_pack("{s:s, s:s, s:I, s:s, s:[o], s:{s:i, s:i, s:i}}", "id", id,
-                                "object", chat ? "chat.completion" : "text_completion", "created",
-                                (json_int_t)time(NULL), "model", server_model_id(s), "choices",
-                                choice, "usage", "prompt_tokens", n_prompt, "completion_tokens",
-                                n_out, "total_tokens", n_prompt + n_out));
-}
-
-/* The sampling fields both endpoints take: max (its key and default), temperature, top_p,
- * seed; a sampler for them, or NULL with *err set. */
-static struct ox_sampler *request_sampler(struct server *s, json_t *req, const char *max_key,
-                                          double max_def, double *max, struct reply *err) {
-    double temp, top_p;
-    if (!number_field(req, max_key, 0, server_slot_ctx(s), max_def, max, err) ||
-        !number_field(req, "temperature", 0, 2, 1, &temp, err) ||
-        !number_field(req, "top_p", 0, 1, 1, &top_p, err))
-        return NULL;
-    json_t *stream = json_object_get(req, "stream");
-    if (stream && !json_is_boolean(stream) && !json_is_null(stream)) {
-        *err = error_reply(400, "invalid_request_error", "stream", "'stream' must be a boolean");
-        return NULL;
-    }
-    if (top_p <= 0.0) {
-        *err = error_reply(400, "invalid_request_error", "top_p", "'top_p' must be above 0");
-        return NULL;
-    }
-    struct ox_sampler *smp = make_sampler(temp, top_p, json_object_get(req, "seed"));
-    if (!smp)
-        *err = error_reply(500, "server_error", NULL, "out of memory");
-    return smp;
-}
-
-/* text as tokens for a slot, or NULL with *err set (400 for what does not fit). */
-static ox_token *prompt_tokens(struct server *s, const char *text, size_t len, bool add_bos,
-                               bool special, size_t *n, struct reply *err) {
-    const struct ox_vocab *v = ox_model_vocab(server_model(s));
-    size_t cap = len + 8;
-    ox_token *tokens = malloc(cap * sizeof *tokens);
-    if (!tokens || ox_tokenize(v, text, len, tokens, cap, n, add_bos, special) != OX_OK ||
-        *n > cap) {
-        free(tokens);
-        *err =
-            error_reply(400, "invalid_request_error", "prompt", "the prompt cannot be tokenized");
+    if (!ok) {
+        free(t);
+        *err = reply_error(400, "invalid_request_error", "prompt",
+                           "'prompt' must be a string, or one array of token ids and strings");
         return NULL;
     }
     if (*n == 0 || (int32_t)*n > server_slot_ctx(s)) {
-        free(tokens);
+        free(t);
         char msg[160];
         snprintf(msg, sizeof msg, "the prompt has %zu tokens; a request holds 1 to %d", *n,
                  server_slot_ctx(s));
-        *err = error_reply(400, "invalid_request_error", "prompt", msg);
+        *err = reply_error(400, "invalid_request_error", "prompt", msg);
         return NULL;
     }
-    return tokens;
+    if (echo && json_is_string(p)) {
+        *echo = strdup(json_string_value(p));
+    } else if (echo) { /* the text of the tokens, without the BOS the vocabulary adds */
+        const struct ox_vocab *v = ox_model_vocab(server_model(s));
+        int64_t len = ox_detokenize(v, t, *n, NULL, 0, true, false);
+        char *raw = len >= 0 ? malloc((size_t)len + 1) : NULL;
+        if (raw)
+            ox_detokenize(v, t, *n, raw, (size_t)len, true, false);
+        *echo = raw ? server_valid_utf8(raw, (size_t)len) : NULL;
+        free(raw);
+    }
+    return t;
 }
 
-/* Generate and answer, whole or streamed; takes the tokens and the sampler. */
-static struct reply generate(struct server *s, json_t *req, bool chat, ox_token *tokens, size_t n,
-                             double max, struct ox_sampler *smp) {
-    if (json_is_true(json_object_get(req, "stream"))) {
-        enum ox_status st;
-        struct MHD_Response *r = stream_start(s, tokens, (int32_t)n, (int32_t)max, smp, chat, &st);
+/* A generation for server.c to start: takes the tokens. */
+static struct reply start(struct server *s, struct gen_opts *o, struct ox_sampler *smp,
+                          ox_token *tokens, size_t n) {
+    struct gen *g = gen_create(s, o, smp, (int32_t)n);
+    if (!g) {
         free(tokens);
-        if (r)
-            return (struct reply){200, NULL, r};
-        return st == OX_ERR_ABORTED ? error_reply(503, "server_error", NULL, "shutting down")
-                                    : error_reply(500, "server_error", NULL, "cannot start");
+        return reply_error(500, "server_error", NULL, "out of memory");
     }
-    ox_token *out = NULL;
-    int32_t n_out = 0;
-    enum ox_finish reason = OX_FINISH_ERROR;
-    enum ox_status st =
-        server_generate(s, tokens, (int32_t)n, (int32_t)max, smp, &out, &n_out, &reason);
-    ox_sampler_free(smp);
-    free(tokens);
-    struct reply r;
-    if (st == OX_ERR_ABORTED)
-        r = error_reply(503, "server_error", NULL, "the server is shutting down");
-    else if (st != OX_OK || reason == OX_FINISH_ERROR || reason == OX_FINISH_CANCELLED)
-        r = error_reply(500, "server_error", NULL, "the generation failed");
-    else {
-        char *text = detokenize(ox_model_vocab(server_model(s)), out, n_out);
-        r = text ? result_json(s, chat, text, (int32_t)n, n_out, reason)
-                 : error_reply(500, "server_error", NULL, "out of memory");
-        free(text);
-    }
-    free(out);
-    return r;
+    return (struct reply){.status = 200, .gen = g, .prompt = tokens};
 }
 
-/* POST /v1/completions: prompt (a string), max_tokens, temperature, top_p, seed, stream. */
-static struct reply completions(struct server *s, json_t *req) {
+/* POST /v1/completions (OpenAI) and /completion (llama.cpp). */
+static struct reply completions(struct server *s, json_t *req, enum gen_api api) {
     struct reply err;
-    json_t *prompt = json_object_get(req, "prompt");
-    if (!json_is_string(prompt))
-        return error_reply(400, "invalid_request_error", "prompt", "'prompt' must be a string");
-    double max;
-    struct ox_sampler *smp = request_sampler(s, req, "max_tokens", 16, &max, &err);
-    if (!smp)
-        return err;
-    size_t n = 0;
-    ox_token *tokens = prompt_tokens(s, json_string_value(prompt), json_string_length(prompt), true,
-                                     false, &n, &err);
-    if (!tokens) {
-        ox_sampler_free(smp);
+    struct gen_opts o;
+    struct ox_sampler *smp = NULL;
+    bool echo = false;
+    if (!params_parse(s, req, api, NULL, &o, &smp, &err) ||
+        (json_object_get(req, "echo") && !json_is_boolean(json_object_get(req, "echo")))) {
+        if (smp)
+            err = reply_error(400, "invalid_request_error", "echo", "'echo' must be a boolean");
+        params_free(&o), ox_sampler_free(smp);
         return err;
     }
-    return generate(s, req, false, tokens, n, max, smp);
+    echo = api == API_COMPLETION && json_is_true(json_object_get(req, "echo"));
+    size_t n = 0;
+    ox_token *tokens = prompt_tokens(s, json_object_get(req, "prompt"), api == API_NATIVE, &n,
+                                     echo ? &o.echo : NULL, &err);
+    if (!tokens) {
+        params_free(&o), ox_sampler_free(smp);
+        return err;
+    }
+    return start(s, &o, smp, tokens, n);
 }
 
-/* The conversation rendered with the chat template (malloc'd), or NULL with *err set. */
-static char *render_chat(struct server *s, json_t *messages, size_t *len, struct reply *err) {
+/* ---- chat ---- */
+
+/* A message's content as a template wants it: a string (OpenAI's text parts joined; beside
+ * tool calls, none is "" as llama.cpp gives it). False when it is neither. */
+static bool normalize_content(json_t *m) {
+    json_t *c = json_object_get(m, "content");
+    if (json_is_string(c))
+        return true;
+    if (!c || json_is_null(c))
+        return json_object_get(m, "tool_calls") != NULL &&
+               json_object_set_new(m, "content", json_string("")) == 0;
+    if (!json_is_array(c))
+        return false;
+    size_t len = 0, i;
+    json_t *part;
+    json_array_foreach(c, i, part) {
+        json_t *text = json_object_get(part, "text"), *type = json_object_get(part, "type");
+        if (!json_is_string(text) || !json_is_string(type) ||
+            strcmp(json_string_value(type), "text"))
+            return false;
+        len += json_string_length(text);
+    }
+    char *joined = malloc(len + 1), *at = joined;
+    json_array_foreach(c, i, part) {
+        json_t *text = json_object_get(part, "text");
+        if (joined)
+            memcpy(at, json_string_value(text), json_string_length(text)),
+                at += json_string_length(text);
+    }
+    if (joined)
+        *at = '\0';
+    bool ok = joined && json_object_set_new(m, "content", json_stringn(joined, len)) == 0;
+    free(joined);
+    return ok;
+}
+
+/* Tool calls' arguments arrive as JSON text; templates read them as objects (as llama.cpp
+ * gives them). */
+static void parse_arguments(json_t *m) {
+    size_t i;
+    json_t *call;
+    json_array_foreach(json_object_get(m, "tool_calls"), i, call) {
+        json_t *fn = json_object_get(call, "function");
+        json_t *args = json_object_get(fn, "arguments");
+        json_t *parsed = json_is_string(args) ? json_loads(json_string_value(args), 0, NULL) : NULL;
+        if (json_is_object(parsed))
+            json_object_set(fn, "arguments", parsed);
+        json_decref(parsed);
+    }
+}
+
+static char *special_piece(const struct ox_vocab *v, ox_token t) {
+    char buf[128];
+    int32_t n = t >= 0 ? ox_token_to_piece(v, t, buf, sizeof buf, 0, true) : 0;
+    return strndup(buf, n > 0 && n < (int32_t)sizeof buf ? (size_t)n : 0);
+}
+
+/* The conversation (and tools) rendered with the chat template (malloc'd), or NULL with *err
+ * set. */
+static char *render_chat(struct server *s, json_t *req, size_t *len, struct reply *err) {
+    json_t *messages = json_object_get(req, "messages"), *tools = json_object_get(req, "tools");
     size_t n = json_array_size(messages);
     const char *tmpl = server_chat_template(s);
     if (!tmpl) {
-        *err = error_reply(400, "invalid_request_error", NULL,
+        *err = reply_error(400, "invalid_request_error", NULL,
                            "the model has no chat template (serve with --chat-template FILE)");
         return NULL;
     }
     if (!json_is_array(messages) || n == 0 || n > 4096) {
-        *err = error_reply(400, "invalid_request_error", "messages",
+        *err = reply_error(400, "invalid_request_error", "messages",
                            "'messages' must be an array of 1 to 4096 messages");
         return NULL;
     }
-    struct ox_chat_message *msgs = calloc(n, sizeof *msgs);
+    if (tools && !json_is_null(tools) && (!json_is_array(tools) || json_array_size(tools) > 128)) {
+        *err = reply_error(400, "invalid_request_error", "tools",
+                           "'tools' must be an array of at most 128 tools");
+        return NULL;
+    }
+    json_t *msgs = json_deep_copy(messages);
     for (size_t i = 0; msgs && i < n; i++) {
-        json_t *m = json_array_get(messages, i);
-        msgs[i].role = json_string_value(json_object_get(m, "role"));
-        msgs[i].content = json_string_value(json_object_get(m, "content"));
-        if (!msgs[i].role || !msgs[i].content) {
-            free(msgs);
-            *err = error_reply(400, "invalid_request_error", "messages",
-                               "each message needs a string 'role' and a string 'content'");
+        json_t *m = json_array_get(msgs, i);
+        if (!json_is_string(json_object_get(m, "role")) || !normalize_content(m)) {
+            json_decref(msgs);
+            *err = reply_error(400, "invalid_request_error", "messages",
+                               "each message needs a string 'role' and a string 'content' (or "
+                               "text parts, or tool_calls)");
             return NULL;
         }
+        parse_arguments(m);
     }
+    char *mj = msgs ? json_dumps(msgs, JSON_COMPACT) : NULL;
+    char *tj =
+        json_is_array(tools) && json_array_size(tools) ? json_dumps(tools, JSON_COMPACT) : NULL;
+    const struct ox_vocab *v = ox_model_vocab(server_model(s));
+    char *bos = special_piece(v, ox_vocab_bos(v)), *eos = special_piece(v, ox_vocab_eos(v));
     char *text = NULL;
-    enum ox_status st =
-        msgs ? ox_chat_apply_template(server_model(s), tmpl, msgs, n, true, NULL, NULL, 0, len)
-             : OX_ERR_OOM;
-    if (st == OX_OK && (text = malloc(*len + 1)) != NULL)
-        st =
-            ox_chat_apply_template(server_model(s), tmpl, msgs, n, true, NULL, text, *len + 1, len);
-    free(msgs);
-    if (st != OX_OK || !text) {
-        free(text);
+    enum ox_status st = mj && bos && eos
+                            ? ox_chat_render_json(tmpl, mj, tj, true, bos, eos, 0, &text, len)
+                            : OX_ERR_OOM;
+    json_decref(msgs), free(mj), free(tj), free(bos), free(eos);
+    if (st != OX_OK) {
         char msg[300];
         snprintf(msg, sizeof msg, "the chat template failed: %s", ox_last_error());
-        *err = error_reply(400, "invalid_request_error", "messages", msg);
+        *err = reply_error(400, "invalid_request_error", "messages", msg);
         return NULL;
     }
     return text;
 }
 
-/* POST /v1/chat/completions: messages (role and content strings), max_completion_tokens (or
- * max_tokens), temperature, top_p, seed, stream. The reply ends at the end of the turn. */
+/* POST /v1/chat/completions. The reply ends at the end of the turn; with tools, calls in the
+ * template family's syntax become tool_calls. */
 static struct reply chat_completions(struct server *s, json_t *req) {
     struct reply err;
-    double max;
-    const char *key =
-        json_object_get(req, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-    struct ox_sampler *smp = request_sampler(s, req, key, -1, &max, &err);
-    if (!smp)
-        return err;
+    struct gen_opts o;
+    struct ox_sampler *smp = NULL;
     size_t len = 0, n = 0;
-    char *text = render_chat(s, json_object_get(req, "messages"), &len, &err);
-    /* the BOS the template wrote counts; control tokens in it are themselves (as `chat`) */
-    const struct ox_vocab *v = ox_model_vocab(server_model(s));
-    char bos[64];
-    int32_t bl = ox_token_to_piece(v, ox_vocab_bos(v), bos, sizeof bos, 0, true);
-    bool has_bos = text && bl > 0 && bl < (int32_t)sizeof bos && len >= (size_t)bl &&
-                   !memcmp(text, bos, (size_t)bl);
-    ox_token *tokens = text ? prompt_tokens(s, text, len, !has_bos, true, &n, &err) : NULL;
-    free(text);
-    if (!tokens) {
-        ox_sampler_free(smp);
+    char *tool_grammar = NULL;
+    int family = -1;
+    if (!chat_tools(s, req, &family, &tool_grammar, &err))
+        return err;
+    if (!params_parse(s, req, API_CHAT, tool_grammar, &o, &smp, &err)) {
+        params_free(&o), free(tool_grammar);
         return err;
     }
-    return generate(s, req, true, tokens, n, max, smp);
+    free(tool_grammar);
+    o.tool_family = family;
+    char *text = render_chat(s, req, &len, &err);
+    /* the BOS the template wrote counts; control tokens in it are themselves (as `chat`) */
+    const struct ox_vocab *v = ox_model_vocab(server_model(s));
+    char *bos = special_piece(v, ox_vocab_bos(v));
+    bool has_bos = text && bos && *bos && !strncmp(text, bos, strlen(bos));
+    free(bos);
+    ox_token *tokens = NULL;
+    if (text) {
+        json_t *p = json_stringn(text, len);
+        tokens = p ? prompt_tokens(s, p, true, &n, NULL, &err) : NULL;
+        json_decref(p);
+        if (tokens && has_bos && n > 1 && tokens[0] == ox_vocab_bos(v) &&
+            tokens[1] == ox_vocab_bos(v))
+            memmove(tokens, tokens + 1, --n * sizeof *tokens); /* one BOS, the template's */
+    }
+    free(text);
+    if (!tokens) {
+        params_free(&o), ox_sampler_free(smp);
+        return err;
+    }
+    return start(s, &o, smp, tokens, n);
 }
+
+/* POST /apply-template (llama.cpp's): the rendered conversation. */
+static struct reply apply_template(struct server *s, json_t *req) {
+    struct reply err;
+    size_t len = 0;
+    char *text = render_chat(s, req, &len, &err);
+    if (!text)
+        return err;
+    json_t *j = json_pack("{s:s%}", "prompt", text, len);
+    free(text);
+    return json_reply(j);
+}
+
+/* ---- tokens ---- */
 
 /* POST /tokenize (llama.cpp's): content, add_special (default false) -> tokens. */
 static struct reply tokenize_route(struct server *s, json_t *req) {
     json_t *content = json_object_get(req, "content");
     if (!json_is_string(content))
-        return error_reply(400, "invalid_request_error", "content", "'content' must be a string");
+        return reply_error(400, "invalid_request_error", "content", "'content' must be a string");
     size_t len = json_string_length(content), n = 0, cap = len + 8;
     ox_token *t = malloc(cap * sizeof *t);
     if (!t ||
@@ -332,7 +341,7 @@ static struct reply tokenize_route(struct server *s, json_t *req) {
                     json_is_true(json_object_get(req, "add_special")), true) != OX_OK ||
         n > cap) {
         free(t);
-        return error_reply(400, "invalid_request_error", "content", "cannot tokenize");
+        return reply_error(400, "invalid_request_error", "content", "cannot tokenize");
     }
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++)
@@ -347,14 +356,14 @@ static struct reply detokenize_route(struct server *s, json_t *req) {
     const struct ox_vocab *v = ox_model_vocab(server_model(s));
     size_t n = json_array_size(arr);
     if (!json_is_array(arr) || n > (1u << 20))
-        return error_reply(400, "invalid_request_error", "tokens", "'tokens' must be an array");
+        return reply_error(400, "invalid_request_error", "tokens", "'tokens' must be an array");
     ox_token *t = malloc((n ? n : 1) * sizeof *t);
     for (size_t i = 0; t && i < n; i++) {
         json_t *x = json_array_get(arr, i);
         json_int_t id = json_is_integer(x) ? json_integer_value(x) : -1;
         if (id < 0 || id >= ox_model_n_vocab(server_model(s))) {
             free(t);
-            return error_reply(400, "invalid_request_error", "tokens",
+            return reply_error(400, "invalid_request_error", "tokens",
                                "every token must be an id of the vocabulary");
         }
         t[i] = (ox_token)id;
@@ -367,10 +376,12 @@ static struct reply detokenize_route(struct server *s, json_t *req) {
     char *text = raw ? server_valid_utf8(raw, (size_t)len) : NULL;
     free(raw), free(t);
     struct reply r = text ? json_reply(json_pack("{s:s}", "content", text))
-                          : error_reply(500, "server_error", NULL, "out of memory");
+                          : reply_error(500, "server_error", NULL, "out of memory");
     free(text);
     return r;
 }
+
+/* ---- the server's state ---- */
 
 static struct reply models(struct server *s) {
     return json_reply(json_pack("{s:s, s:[{s:s, s:s, s:i, s:s}]}", "object", "list", "data", "id",
@@ -378,32 +389,183 @@ static struct reply models(struct server *s) {
                                 "oxidize"));
 }
 
+/* GET /props (llama.cpp's): the slots' settings and the model. */
+static struct reply props(struct server *s) {
+    const struct server_opts *o = server_options(s);
+    const char *tmpl = server_chat_template(s);
+    return json_reply(json_pack("{s:{s:i, s:{s:f, s:i, s:f, s:f, s:i}}, s:i, s:s, s:s, s:s, s:s}",
+                                "default_generation_settings", "n_ctx", server_slot_ctx(s),
+                                "params", "temperature", 0.8, "top_k", 40, "top_p", 0.95, "min_p",
+                                0.05, "n_predict", -1, "total_slots", o->n_parallel, "model_path",
+                                o->model_path, "model_alias", server_model_id(s), "chat_template",
+                                tmpl ? tmpl : "", "build_info", "oxidize " OX_VERSION_STRING));
+}
+
+/* GET /slots (llama.cpp's): what each slot holds and runs. */
+static struct reply slots(struct server *s) {
+    int n = server_options(s)->n_parallel;
+    struct ox_engine_slot *v = calloc((size_t)n, sizeof *v);
+    json_t *arr = v ? json_array() : NULL;
+    if (v)
+        server_stats(s, NULL, v, NULL);
+    for (int i = 0; arr && i < n; i++)
+        json_array_append_new(
+            arr, json_pack("{s:i, s:i, s:b, s:I, s:i, s:i, s:i}", "id", i, "n_ctx", v[i].n_ctx,
+                           "is_processing", v[i].request_id != 0, "id_task",
+                           (json_int_t)v[i].request_id, "n_past", v[i].n_past, "n_prompt_tokens",
+                           v[i].n_prompt, "n_decoded", v[i].n_generated));
+    free(v);
+    return json_reply(arr);
+}
+
+/* GET /metrics: Prometheus' text format, with llama.cpp's names. */
+static struct reply metrics(struct server *s) {
+    struct ox_engine_stats st;
+    struct server_counters c;
+    server_stats(s, &st, NULL, &c);
+    char *body = malloc(4096);
+    if (!body)
+        return reply_error(500, "server_error", NULL, "out of memory");
+    struct {
+        const char *name, *type, *help;
+        double value;
+    } rows[] = {
+        {"llamacpp:prompt_tokens_total", "counter", "Prompt tokens decoded.",
+         (double)st.n_prompt_tokens},
+        {"llamacpp:tokens_predicted_total", "counter", "Tokens generated.",
+         (double)st.n_generated_tokens},
+        {"llamacpp:prompt_seconds_total", "counter", "Seconds of steps that decoded prompts.",
+         st.prompt_seconds},
+        {"llamacpp:tokens_predicted_seconds_total", "counter",
+         "Seconds of steps that generated tokens.", st.gen_seconds},
+        {"llamacpp:prompt_tokens_seconds", "gauge", "Prompt tokens per second.",
+         st.prompt_seconds > 0 ? (double)st.n_prompt_tokens / st.prompt_seconds : 0},
+        {"llamacpp:predicted_tokens_seconds", "gauge", "Generated tokens per second.",
+         st.gen_seconds > 0 ? (double)st.n_generated_tokens / st.gen_seconds : 0},
+        {"llamacpp:requests_processing", "gauge", "Requests in a slot.", st.n_running},
+        {"llamacpp:requests_deferred", "gauge", "Requests waiting for a slot.", st.n_queued},
+        {"llamacpp:kv_cache_usage_ratio", "gauge", "Share of the KV cells holding a token.",
+         st.kv_cells ? (double)st.kv_used / st.kv_cells : 0},
+        {"llamacpp:kv_cache_tokens", "gauge", "KV cells holding a token.", st.kv_used},
+        {"oxidize:http_requests_total", "counter", "HTTP requests answered.", (double)c.requests},
+        {"oxidize:http_errors_total", "counter", "Requests answered with a 4xx or 5xx.",
+         (double)c.errors},
+        {"oxidize:http_rejected_total", "counter", "Requests refused with 429 or 503.",
+         (double)c.rejected},
+    };
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        len += (size_t)snprintf(body + len, 4096 - len, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n",
+                                rows[i].name, rows[i].help, rows[i].name, rows[i].type,
+                                rows[i].name, rows[i].value);
+    return (struct reply){.status = 200, .body = body, .content_type = "text/plain; version=0.0.4"};
+}
+
+/* ---- dispatch ---- */
+
+enum method { ANY_GET, ANY_POST };
+struct route {
+    const char *path;
+    enum method method;
+    int id;
+};
+enum {
+    R_HEALTH,
+    R_MODELS,
+    R_PROPS,
+    R_SLOTS,
+    R_METRICS, /* GET */
+    R_COMPLETIONS,
+    R_CHAT,
+    R_NATIVE,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_APPLY,
+    R_EMBED /* POST */
+};
+static const struct route routes[] = {
+    {"/health", ANY_GET, R_HEALTH},
+    {"/v1/health", ANY_GET, R_HEALTH},
+    {"/v1/models", ANY_GET, R_MODELS},
+    {"/models", ANY_GET, R_MODELS},
+    {"/props", ANY_GET, R_PROPS},
+    {"/slots", ANY_GET, R_SLOTS},
+    {"/metrics", ANY_GET, R_METRICS},
+    {"/v1/completions", ANY_POST, R_COMPLETIONS},
+    {"/completions", ANY_POST, R_COMPLETIONS},
+    {"/v1/chat/completions", ANY_POST, R_CHAT},
+    {"/chat/completions", ANY_POST, R_CHAT},
+    {"/completion", ANY_POST, R_NATIVE},
+    {"/tokenize", ANY_POST, R_TOKENIZE},
+    {"/detokenize", ANY_POST, R_DETOKENIZE},
+    {"/apply-template", ANY_POST, R_APPLY},
+    {"/v1/embeddings", ANY_POST, R_EMBED},
+    {"/embeddings", ANY_POST, R_EMBED},
+};
+
+/* How deep a body's arrays and objects nest (strings skipped), counting up to limit + 1. */
+static int nesting(const char *body, size_t len, int limit) {
+    int depth = 0, max = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len && max <= limit; i++) {
+        char c = body[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            max = ++depth > max ? depth : max;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return max;
+}
+
 struct reply route_request(struct server *s, const char *method, const char *path, const char *body,
                            size_t len) {
-    bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-    if (!strcmp(path, "/health"))
-        return get ? json_reply(json_pack("{s:s}", "status", "ok"))
-                   : error_reply(405, "invalid_request_error", NULL, "use GET");
-    if (!strcmp(path, "/v1/models"))
-        return get ? models(s) : error_reply(405, "invalid_request_error", NULL, "use GET");
-    bool chat = !strcmp(path, "/v1/chat/completions"), tok = !strcmp(path, "/tokenize");
-    bool detok = !strcmp(path, "/detokenize");
-    if (!chat && !tok && !detok && strcmp(path, "/v1/completions"))
-        return error_reply(404, "invalid_request_error", NULL, "no such endpoint");
-    if (!post)
-        return error_reply(405, "invalid_request_error", NULL, "use POST");
+    const struct route *r = NULL;
+    for (size_t i = 0; !r && i < sizeof routes / sizeof routes[0]; i++)
+        if (!strcmp(path, routes[i].path))
+            r = &routes[i];
+    if (!r)
+        return reply_error(404, "invalid_request_error", NULL, "no such endpoint");
+    if (strcmp(method, r->method == ANY_GET ? "GET" : "POST"))
+        return reply_error(405, "invalid_request_error", NULL,
+                           r->method == ANY_GET ? "use GET" : "use POST");
+    switch (r->id) {
+    case R_HEALTH: return json_reply(json_pack("{s:s}", "status", "ok"));
+    case R_MODELS: return models(s);
+    case R_PROPS: return props(s);
+    case R_SLOTS: return slots(s);
+    case R_METRICS: return metrics(s);
+    default: break;
+    }
+    enum { MAX_DEPTH = 64 };
+    if (nesting(body, len, MAX_DEPTH) > MAX_DEPTH)
+        return reply_error(400, "invalid_request_error", NULL,
+                           "the body nests arrays and objects more than 64 deep");
     json_error_t jerr;
     json_t *req = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(req)) {
         char msg[256];
         snprintf(msg, sizeof msg, "the body is not a JSON object: %s", req ? "" : jerr.text);
         json_decref(req);
-        return error_reply(400, "invalid_request_error", NULL, msg);
+        return reply_error(400, "invalid_request_error", NULL, msg);
     }
-    struct reply r = tok     ? tokenize_route(s, req)
-                     : detok ? detokenize_route(s, req)
-                     : chat  ? chat_completions(s, req)
-                             : completions(s, req);
+    struct reply out;
+    switch (r->id) {
+    case R_COMPLETIONS: out = completions(s, req, API_COMPLETION); break;
+    case R_NATIVE: out = completions(s, req, API_NATIVE); break;
+    case R_CHAT: out = chat_completions(s, req); break;
+    case R_TOKENIZE: out = tokenize_route(s, req); break;
+    case R_DETOKENIZE: out = detokenize_route(s, req); break;
+    case R_EMBED: out = embeddings_route(s, req); break;
+    default: out = apply_template(s, req); break;
+    }
     json_decref(req);
-    return r;
+    return out;
 }

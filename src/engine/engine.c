@@ -1,8 +1,10 @@
 /* engine.c: ox_engine: generation requests side by side on one context, one batch per step
  * (continuous batching), each request in a slot whose KV sequence outlives it for prefix reuse. */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/status.h"
 #include "oxidize.h"
@@ -31,10 +33,13 @@ struct ox_engine {
     struct ox_context *ctx;
     int32_t n_slots, slot_ctx, n_batch, n_vocab;
     struct slot *slots;
-    pthread_mutex_t lock; /* the queue, the cancel flags and next_id */
+    pthread_mutex_t lock; /* the queue, the cancel flags, next_id and the snapshot */
     struct job *head, *tail;
     int32_t n_queued;
     uint64_t next_id;
+    struct ox_engine_stats live;  /* the stepping thread's counters */
+    struct ox_engine_stats stats; /* their snapshot, and the slots', under the lock */
+    struct ox_engine_slot *slot_view;
     ox_token *b_tok; /* this step's batch: [n_batch] */
     int32_t *b_pos, *b_seq;
     bool *b_logits;
@@ -51,12 +56,32 @@ static void free_job(struct job *j) {
     free(j);
 }
 
+/* Under the lock: the snapshot ox_engine_stats reads, taken after each step and at each
+ * request's end. */
+static void take_snapshot(struct ox_engine *e) {
+    e->stats = e->live;
+    e->stats.n_queued = e->n_queued, e->stats.n_running = 0, e->stats.kv_used = 0;
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        const struct slot *s = &e->slots[i];
+        e->slot_view[i] = (struct ox_engine_slot){
+            .request_id = s->job ? s->job->id : 0,
+            .n_ctx = e->slot_ctx,
+            .n_past = s->n_past,
+            .n_prompt = s->job ? s->job->req.n_prompt : 0,
+            .n_generated = s->job ? s->n_generated : 0,
+        };
+        e->stats.n_running += s->job != NULL;
+        e->stats.kv_used += s->n_past;
+    }
+}
+
 /* The request's end: the slot is free (its tokens stay for reuse), then its callback. The job
  * leaves the slot under the lock, as ox_engine_cancel looks at it from other threads. */
 static void finish(struct ox_engine *e, struct slot *s, enum ox_finish reason) {
     pthread_mutex_lock(&e->lock);
     struct job *j = s->job;
     s->job = NULL;
+    take_snapshot(e); /* a client told of the end sees it in the statistics */
     pthread_mutex_unlock(&e->lock);
     s->row = -1;
     if (j->req.on_done)
@@ -92,11 +117,15 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
     e->b_pos = malloc(p.n_batch * sizeof *e->b_pos);
     e->b_seq = malloc(p.n_batch * sizeof *e->b_seq);
     e->b_logits = malloc(p.n_batch * sizeof *e->b_logits);
-    bool ok = e->slots && e->b_tok && e->b_pos && e->b_seq && e->b_logits;
+    e->slot_view = calloc((size_t)e->n_slots, sizeof *e->slot_view);
+    e->live.n_slots = e->n_slots, e->live.kv_cells = e->n_slots * e->slot_ctx;
+    bool ok = e->slots && e->b_tok && e->b_pos && e->b_seq && e->b_logits && e->slot_view;
     for (int32_t i = 0; ok && i < e->n_slots; i++)
         ok = (e->slots[i].tokens = malloc((size_t)e->slot_ctx * sizeof(ox_token))) != NULL;
     if (st == OX_OK && !ok)
         st = ox_fail(OX_ERR_OOM, "engine: out of memory");
+    if (st == OX_OK)
+        take_snapshot(e);
     if (st != OX_OK) {
         ox_engine_free(e);
         return st;
@@ -122,6 +151,7 @@ void ox_engine_free(struct ox_engine *e) {
     ox_context_free(e->ctx);
     pthread_mutex_destroy(&e->lock);
     free(e->slots), free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logits);
+    free(e->slot_view);
     free(e);
 }
 
@@ -165,9 +195,9 @@ void ox_engine_cancel(struct ox_engine *e, uint64_t id) {
         return;
     pthread_mutex_lock(&e->lock);
     for (struct job *j = e->head; j; j = j->next)
-        j->cancel |= j->id == id;
+        j->cancel |= j->id == id || id == 0;
     for (int32_t i = 0; i < e->n_slots; i++)
-        if (e->slots[i].job && e->slots[i].job->id == id)
+        if (e->slots[i].job && (e->slots[i].job->id == id || id == 0))
             e->slots[i].job->cancel = true;
     pthread_mutex_unlock(&e->lock);
 }
@@ -183,7 +213,7 @@ static int32_t common_prefix(const struct slot *s, const struct job *j) {
 /* Start a request in a free slot: the KV keeps the prefix it shares with the slot's last
  * sequence (at least the last prompt token is decoded again, for its logits). */
 static void start(struct ox_engine *e, struct slot *s, struct job *j) {
-    int32_t seq = (int32_t)(s - e->slots), keep = common_prefix(s, j);
+    int32_t seq = (int32_t)(s - e->slots), keep = j->req.fresh ? 0 : common_prefix(s, j);
     keep = keep < j->req.n_prompt ? keep : j->req.n_prompt - 1;
     ox_kv_seq_rm(e->ctx, seq, keep, -1);
     memcpy(s->tokens, j->prompt, (size_t)j->req.n_prompt * sizeof *s->tokens);
@@ -266,7 +296,10 @@ static void advance(struct ox_engine *e, struct slot *s) {
         finish(e, s, OX_FINISH_STOP);
         return;
     }
+    if (r->on_logits)
+        r->on_logits(r->user, logits, e->n_vocab, t);
     s->n_generated++;
+    e->live.n_generated_tokens++;
     if (!r->on_token(r->user, t)) {
         finish(e, s, OX_FINISH_CANCELLED);
         return;
@@ -277,6 +310,24 @@ static void advance(struct ox_engine *e, struct slot *s) {
         return;
     }
     s->tokens[s->n_tokens++] = t;
+}
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ox_engine_stats(struct ox_engine *e, struct ox_engine_stats *stats,
+                     struct ox_engine_slot *slots) {
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->lock);
+    if (stats)
+        *stats = e->stats;
+    if (slots)
+        memcpy(slots, e->slot_view, (size_t)e->n_slots * sizeof *slots);
+    pthread_mutex_unlock(&e->lock);
 }
 
 enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
@@ -303,7 +354,15 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
     enum ox_status st = OX_OK;
     if (n > 0) {
         struct ox_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+        double t0 = seconds();
         st = ox_decode(e->ctx, &b);
+        double dt = seconds() - t0;
+        int32_t n_prompt = 0; /* a slot that has generated nothing yet reads its prompt */
+        for (int32_t i = 0; i < e->n_slots; i++)
+            n_prompt += e->slots[i].job && e->slots[i].n_generated == 0 ? added[i] : 0;
+        e->live.n_prompt_tokens += st == OX_OK ? (uint64_t)n_prompt : 0;
+        e->live.prompt_seconds += n_prompt > 0 ? dt : 0;
+        e->live.gen_seconds += n_prompt < n ? dt : 0;
         for (int32_t i = 0; i < e->n_slots; i++) {
             struct slot *s = &e->slots[i];
             if (!added[i])
@@ -319,12 +378,10 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
                 advance(e, s);
         }
     }
-    if (n_busy) {
-        pthread_mutex_lock(&e->lock);
-        *n_busy = e->n_queued;
-        pthread_mutex_unlock(&e->lock);
-        for (int32_t i = 0; i < e->n_slots; i++)
-            *n_busy += e->slots[i].job != NULL;
-    }
+    pthread_mutex_lock(&e->lock);
+    take_snapshot(e);
+    if (n_busy)
+        *n_busy = e->stats.n_queued + e->stats.n_running;
+    pthread_mutex_unlock(&e->lock);
     return st;
 }

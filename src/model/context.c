@@ -145,6 +145,22 @@ static enum ox_status alloc_logits(struct ox_context *ctx, struct stage *s) {
     return OX_OK;
 }
 
+/* With params.embeddings, the host's copy of the output rows' hidden states (counted as the
+ * context's memory when the host runs the model) and ox_embed's pooling room. */
+static enum ox_status alloc_embeddings(struct ox_context *ctx, const struct stage *s) {
+    size_t nb = ctx->params.n_batch, e = (size_t)ctx->model->cfg.n_embd;
+    if (!ctx->params.embeddings)
+        return OX_OK;
+    ctx->embd = falloc(nb * e);
+    ctx->embd_sum = malloc(e * sizeof *ctx->embd_sum);
+    ctx->embd_want = malloc(nb * sizeof *ctx->embd_want);
+    if (!ctx->embd || !ctx->embd_sum || !ctx->embd_want)
+        return ox_fail(OX_ERR_OOM, "context: cannot allocate embeddings for %zu tokens", nb);
+    if (!s->be.ops->device)
+        ctx->buffer_bytes += nb * e * sizeof(float);
+    return OX_OK;
+}
+
 /* The columns of the widest activation row a matmul may see, and with scores (the CPU's
  * attention rows over the whole context) the widest scratch row. */
 static int64_t max_cols(const struct ox_context *ctx, bool scores) {
@@ -208,7 +224,8 @@ static enum ox_status alloc_stages(struct ox_context *ctx) {
         OX_TRY(alloc_activations(ctx, s));
     }
     ctx->st = &ctx->stages[0];
-    return alloc_logits(ctx, &ctx->stages[ctx->n_stages - 1]);
+    OX_TRY(alloc_logits(ctx, &ctx->stages[ctx->n_stages - 1]));
+    return alloc_embeddings(ctx, &ctx->stages[ctx->n_stages - 1]);
 }
 
 enum ox_status ox_context_create(const struct ox_model *m, const struct ox_context_params *p,
@@ -282,6 +299,7 @@ void ox_context_free(struct ox_context *ctx) {
     for (int i = 0; i < 2; i++)
         free_stage(&ctx->stages[i]);
     free(ctx->pos), free(ctx->seq), free(ctx->cell), free(ctx->out_row);
+    ox_aligned_free(ctx->embd), free(ctx->embd_sum), free(ctx->embd_want);
     free(ctx->kv.pos), free(ctx->kv.seq);
     free(ctx);
 }

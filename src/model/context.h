@@ -60,6 +60,11 @@ struct ox_context {
     uint64_t kv_bytes, buffer_bytes; /* backend memory: the KV cache, and everything else */
     float *logits;                   /* [n_batch][n_vocab], copied to the host */
     int32_t *out_row;                /* batch index -> row of logits, or -1 */
+    float *embd;      /* [n_batch][n_embd] on the host: the output rows' normed hidden states
+                         (params.embeddings only, else NULL), by out_row like logits */
+    double *embd_sum; /* [n_embd]: ox_embed's running sum */
+    bool *embd_want;  /* [n_batch]: the rows ox_embed asks for in one piece */
+    bool embd_only;   /* ox_embed's batches: the hidden states alone, no output matrix */
     int32_t n_batch_last;
     enum ox_status batch_err; /* the first failure a download in the middle of the batch saw */
     bool moe_on_host;   /* this batch took a device stage's router probabilities to the host */

@@ -494,14 +494,17 @@ static void embed(struct ox_context *ctx, int n) {
     }
 }
 
-/* Final norm, output projection and logit shaping for rows [r0, r0 + rows) of act.x, into the
- * first rows of b_logits. */
+/* Final norm (into the same rows of act.xn, where the embeddings are read) for rows
+ * [r0, r0 + rows) of act.x, then, unless only the embeddings are wanted, the output projection
+ * and logit shaping into the first rows of b_logits. */
 static void output_block(struct ox_context *ctx, int r0, int rows) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
     struct backend *b = &ctx->st->be;
     size_t all = (size_t)rows * c->n_vocab, at = (size_t)r0 * (size_t)c->n_embd;
     norm(ctx, ctx->st->act.x + at, m->output_norm, m->output_norm_b, ctx->st->act.xn + at, rows);
+    if (ctx->embd_only)
+        return;
     linear(b, m->output, m->output_b, ctx->st->act.xn + at, ctx->b_logits, rows);
     if (c->final_softcap != 0.0f)
         b->ops->softcap(b, ctx->b_logits, c->final_softcap, all);
@@ -511,11 +514,21 @@ static void output_block(struct ox_context *ctx, int r0, int rows) {
             c->arch->logit_scale == LOGIT_SCALE_DIV ? 1.0f / c->logit_scale : c->logit_scale, all);
 }
 
-/* Logit rows [r0, r0 + rows), from b_logits to the host: the status of every op so far. */
-static enum ox_status output_logits(struct ox_context *ctx, int r0, int rows) {
-    size_t v = (size_t)ctx->model->cfg.n_vocab;
-    return ctx->st->be.ops->download(&ctx->st->be, ctx->logits + (size_t)r0 * v, ctx->b_logits,
-                                     (size_t)rows * v * sizeof(float));
+/* Output rows [r0, r0 + rows) to the host: with params.embeddings their normed hidden states
+ * from act.xn, and (unless embd_only) their logits from b_logits. The status of every op so
+ * far. */
+static enum ox_status output_rows(struct ox_context *ctx, int r0, int rows) {
+    struct backend *b = &ctx->st->be;
+    size_t v = (size_t)ctx->model->cfg.n_vocab, e = (size_t)ctx->model->cfg.n_embd;
+    if (ctx->embd) {
+        enum ox_status st =
+            b->ops->download(b, ctx->embd + (size_t)r0 * e, ctx->st->act.xn + (size_t)r0 * e,
+                             (size_t)rows * e * sizeof(float));
+        if (st != OX_OK || ctx->embd_only)
+            return st;
+    }
+    return b->ops->download(b, ctx->logits + (size_t)r0 * v, ctx->b_logits,
+                            (size_t)rows * v * sizeof(float));
 }
 
 /* The batch's tokens, positions, sequences and cells, and the cache's cell positions and
@@ -536,12 +549,13 @@ static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) 
 }
 
 /* Whether a decode step of n tokens may be recorded as a graph by the last stage's backend:
- * single tokens (prompts are few launches per token anyway), and no op that reads the host
- * mid-way (MoE routing there, unless the last single token went without) or depends on the
- * position on the host (attention temperature). */
+ * single tokens with logits (prompts are few launches per token anyway; ox_embed's steps skip
+ * the output matrix a recording holds), and no op that reads the host mid-way (MoE routing
+ * there, unless the last single token went without) or depends on the position on the host
+ * (attention temperature). */
 static bool graphable(const struct ox_context *ctx, const struct backend *b, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    return n == 1 && ctx->out_row[0] >= 0 && b->ops->graph_begin &&
+    return n == 1 && ctx->out_row[0] >= 0 && b->ops->graph_begin && !ctx->embd_only &&
            (!ctx->model->layers[0].ffn_gate_inp || ctx->moe_graphable) &&
            c->attn_temp_scale == 0.0f;
 }
@@ -586,7 +600,7 @@ static enum ox_status forward(struct ox_context *ctx, const ox_token *tokens, in
     upload_batch(ctx, tokens, n);
     /* a recording is exact for one batch size; the cells in use it reads from kv_used */
     if (graph && b->ops->graph_begin(b, (uint64_t)n))
-        return output_logits(ctx, 0, 1);
+        return output_rows(ctx, 0, 1);
     if (ctx->n_stages == 1)
         embed(ctx, n);
     if ((n = run_layers(ctx, n)) == 0)
@@ -597,12 +611,12 @@ static enum ox_status forward(struct ox_context *ctx, const ox_token *tokens, in
         output_block(ctx, 0, n);
         if (graph)
             b->ops->graph_end(b);
-        return output_logits(ctx, 0, n);
+        return output_rows(ctx, 0, n);
     }
     for (int r0 = 0; r0 < n; r0 += ctx->logit_rows) { /* b_logits holds logit_rows at a time */
         int rows = n - r0 < ctx->logit_rows ? n - r0 : ctx->logit_rows;
         output_block(ctx, r0, rows);
-        OX_TRY(output_logits(ctx, r0, rows));
+        OX_TRY(output_rows(ctx, r0, rows));
     }
     return OX_OK;
 }

@@ -24,11 +24,12 @@ def start(model, *args):
     """The server on a free port; returns (process, base URL)."""
     p = subprocess.Popen([OXIDIZE, "serve", "-m", model, "--port", "0", "-t", "2"] + list(args),
                          stderr=subprocess.PIPE, text=True)
-    line = p.stderr.readline()  # "... on http://127.0.0.1:PORT (...)"
+    line = p.stderr.readline()  # "... listening on http://127.0.0.1:PORT, loading ..."
     m = re.search(r"http://[0-9.]+:(\d+)", line)
-    if not m:
+    ready = p.stderr.readline()  # "... ready (...)"
+    if not m or "ready" not in ready:
         p.kill()
-        raise SystemExit("server did not start: %r" % line)
+        raise SystemExit("server did not start: %r %r" % (line, ready))
     threading.Thread(target=p.stderr.read, daemon=True).start()  # keep the pipe drained
     return p, "http://127.0.0.1:%s" % m.group(1)
 

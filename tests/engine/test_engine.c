@@ -1,8 +1,8 @@
 /* test_engine.c: the serving engine against plain decoding: requests run side by side (more
  * than there are slots, prompts longer than a batch) give each the greedy tokens it gives
  * alone, also when they arrive from another thread mid-generation; prefix reuse, cancelling,
- * the context limit and bad requests. The KV cache is f32:
- * an f16 one rounds its attention sums in the order of the cells, which a slot's reuse of
+ * the context limit and bad requests; the logits callback, statistics and slot views. The KV cache
+ * is f32: an f16 one rounds its attention sums in the order of the cells, which a slot's reuse of
  * freed cells changes (llama.cpp's CPU flash attention does the same). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -94,7 +94,13 @@ static enum ox_status submit(struct ox_engine *e, struct client *cl, uint64_t *i
         CHECK(ox_sampler_create(&cl->sampler) == OX_OK);
         CHECK(ox_sampler_add_greedy(cl->sampler) == OX_OK);
     }
-    struct ox_request r = {cl->prompt, cl->n_prompt, cl->max, cl->sampler, on_token, on_done, cl};
+    struct ox_request r = {.prompt = cl->prompt,
+                           .n_prompt = cl->n_prompt,
+                           .max_tokens = cl->max,
+                           .sampler = cl->sampler,
+                           .on_token = on_token,
+                           .on_done = on_done,
+                           .user = cl};
     return ox_engine_submit(e, &r, id);
 }
 
@@ -209,7 +215,13 @@ static void check_limits(void) {
         CHECK_EQ(submit(e, &full, NULL), OX_OK);
         CHECK_EQ(submit(e, &none, NULL), OX_OK);
         run_until_idle(e);
-        struct ox_request bad = {full.prompt, 0, 4, full.sampler, on_token, on_done, &full};
+        struct ox_request bad = {.prompt = full.prompt,
+                                 .n_prompt = 0,
+                                 .max_tokens = 4,
+                                 .sampler = full.sampler,
+                                 .on_token = on_token,
+                                 .on_done = on_done,
+                                 .user = &full};
         CHECK_EQ(ox_engine_submit(e, &bad, NULL), OX_ERR_INVALID_ARG);
         ox_token oov = (ox_token)n_vocab;
         bad.prompt = &oov, bad.n_prompt = 1;
@@ -231,6 +243,89 @@ static void check_limits(void) {
     p.n_parallel = 0;
     CHECK_EQ(ox_engine_create(model, &p, &e), OX_ERR_INVALID_ARG);
     CHECK(e == NULL);
+}
+
+/* on_logits sees the row each token was sampled from (greedy: its largest logit). */
+static int logits_seen, logits_wrong;
+static void on_logits(void *user, const float *logits, int32_t n, ox_token t) {
+    (void)user;
+    float margin;
+    logits_seen++;
+    logits_wrong += n != n_vocab || argmax(logits, &margin) != t;
+}
+
+/* The logits callback, the statistics and slot views, a fresh request that reuses no prefix,
+ * and cancelling everything at once. */
+static void check_stats(void) {
+    struct ox_engine *e = new_engine(2, 2 * 64, 16);
+    struct client a = {.n_prompt = 20, .max = 5}, b = {.n_prompt = 20, .max = 5};
+    random_prompt(a.prompt, 20);
+    memcpy(b.prompt, a.prompt, sizeof a.prompt);
+    struct ox_engine_stats st = {0};
+    struct ox_engine_slot view[2];
+    if (!e)
+        return;
+    CHECK(ox_sampler_create(&a.sampler) == OX_OK && ox_sampler_add_greedy(a.sampler) == OX_OK);
+    struct ox_request r = {.prompt = a.prompt,
+                           .n_prompt = 20,
+                           .max_tokens = 5,
+                           .sampler = a.sampler,
+                           .on_token = on_token,
+                           .on_done = on_done,
+                           .user = &a,
+                           .on_logits = on_logits};
+    CHECK_EQ(ox_engine_submit(e, &r, NULL), OX_OK);
+    run_until_idle(e);
+    ox_engine_stats(e, &st, view);
+    CHECK_MSG(logits_seen == a.n_got && logits_wrong == 0,
+              "on_logits: %d calls for %d tokens, %d "
+              "not the argmax",
+              logits_seen, a.n_got, logits_wrong);
+    CHECK_MSG(st.n_slots == 2 && st.n_running == 0 && st.n_queued == 0 && st.kv_cells == 128 &&
+                  st.n_prompt_tokens == 20 && st.n_generated_tokens == (uint64_t)a.n_got,
+              "stats: %d slots, %d running, %d queued, %d cells, %llu prompt, %llu generated",
+              st.n_slots, st.n_running, st.n_queued, st.kv_cells,
+              (unsigned long long)st.n_prompt_tokens, (unsigned long long)st.n_generated_tokens);
+    int slot = view[0].n_past > 0 ? 0 : 1;
+    CHECK_MSG(view[slot].request_id == 0 && view[slot].n_ctx == 64 &&
+                  view[slot].n_past == 20 + a.n_got - 1 && st.kv_used == view[slot].n_past,
+              "slot view: request %llu, %d of %d cells", (unsigned long long)view[slot].request_id,
+              view[slot].n_past, view[slot].n_ctx);
+    /* the same prompt again reuses all but its last token; a fresh one reads it all */
+    CHECK_EQ(submit(e, &b, NULL), OX_OK);
+    run_until_idle(e);
+    uint64_t before = st.n_prompt_tokens;
+    ox_engine_stats(e, &st, NULL);
+    CHECK_MSG(st.n_prompt_tokens - before == 1, "prefix reuse: %llu prompt tokens decoded",
+              (unsigned long long)(st.n_prompt_tokens - before));
+    r.fresh = true, before = st.n_prompt_tokens, a.n_got = 0;
+    CHECK_EQ(ox_engine_submit(e, &r, NULL), OX_OK);
+    run_until_idle(e);
+    ox_engine_stats(e, &st, NULL);
+    CHECK_MSG(st.n_prompt_tokens - before == 20, "fresh: %llu prompt tokens decoded",
+              (unsigned long long)(st.n_prompt_tokens - before));
+    /* id 0 cancels the running and the queued alike */
+    struct client c[3] = {
+        {.n_prompt = 4, .max = 30}, {.n_prompt = 5, .max = 30}, {.n_prompt = 6, .max = 30}};
+    for (int i = 0; i < 3; i++) {
+        random_prompt(c[i].prompt, c[i].n_prompt);
+        CHECK_EQ(submit(e, &c[i], NULL), OX_OK);
+    }
+    int32_t busy = 0;
+    CHECK_EQ(ox_engine_step(e, &busy), OX_OK);
+    CHECK_EQ(busy, 3);
+    ox_engine_stats(e, &st, view);
+    CHECK_MSG(st.n_running == 2 && st.n_queued == 1 && view[0].request_id && view[1].request_id,
+              "busy snapshot: %d running, %d queued", st.n_running, st.n_queued);
+    ox_engine_cancel(e, 0);
+    run_until_idle(e);
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(c[i].n_done == 1 && c[i].reason == OX_FINISH_CANCELLED && c[i].n_got < 30,
+                  "cancel all: request %d ended %d after %d tokens", i, c[i].reason, c[i].n_got);
+        ox_sampler_free(c[i].sampler);
+    }
+    ox_sampler_free(a.sampler), ox_sampler_free(b.sampler);
+    ox_engine_free(e);
 }
 
 /* Requests submitted from another thread while this one steps, as a server's HTTP threads do. */
@@ -298,6 +393,7 @@ int main(void) {
     check_side_by_side();
     check_cancel();
     check_limits();
+    check_stats();
     check_threaded();
     ox_model_free(model);
     return test_finish("test_engine");

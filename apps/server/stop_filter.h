@@ -1,7 +1,7 @@
 /* stop_filter.h: stop strings over streamed text: text that might begin a stop string is held
  * back until it is known not to, and generation ends at the first stop string (not printed). */
-#ifndef OX_APPS_STOP_FILTER_H
-#define OX_APPS_STOP_FILTER_H
+#ifndef OX_APPS_SERVER_STOP_FILTER_H
+#define OX_APPS_SERVER_STOP_FILTER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,6 +15,7 @@ struct stop_filter {
     char *held; /* text not yet written */
     size_t n_held, cap;
     bool stopped;
+    const char *matched; /* the stop string that ended it */
 };
 
 /* Add text; writes what is safe to out. Returns true once a stop string has been seen (the

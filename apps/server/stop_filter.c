@@ -4,14 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The earliest stop string in f->held, as its offset, or -1. */
-static long first_stop(const struct stop_filter *f) {
+/* The earliest stop string in f->held, as its offset (f->matched names it), or -1. */
+static long first_stop(struct stop_filter *f) {
     long best = -1;
     for (int i = 0; i < f->n_stop; i++) {
         size_t n = strlen(f->stop[i]);
         for (size_t at = 0; n && at + n <= f->n_held; at++)
             if (!memcmp(f->held + at, f->stop[i], n)) {
-                best = best < 0 || (long)at < best ? (long)at : best;
+                if (best < 0 || (long)at < best)
+                    best = (long)at, f->matched = f->stop[i];
                 break;
             }
     }

@@ -1,0 +1,60 @@
+/* gen.h: one generation of `oxidize serve`: the engine's callbacks that turn its tokens into
+ * text (stop strings, logprobs, a deadline, a client that left), and the answer in the shape
+ * of the API asked: one JSON body, or Server-Sent Events as the tokens come. */
+#ifndef OX_APPS_SERVER_GEN_H
+#define OX_APPS_SERVER_GEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "oxidize.h"
+#include "server.h"
+#include "stop_filter.h"
+
+enum gen_api {
+    API_COMPLETION, /* OpenAI's /v1/completions */
+    API_CHAT,       /* OpenAI's /v1/chat/completions */
+    API_NATIVE,     /* llama.cpp's /completion */
+};
+
+#define GEN_TOP_MAX 20 /* alternatives per token that logprobs report at most */
+
+struct gen_opts {
+    enum gen_api api;
+    bool stream, include_usage;
+    int32_t max_tokens; /* < 0: until the slot's context is full */
+    bool logprobs;
+    int32_t top_logprobs; /* 0..GEN_TOP_MAX */
+    char *stop[STOP_MAX]; /* owned */
+    int n_stop;
+    char *echo;      /* completions' echo: the prompt's text, which the answer starts with */
+    int tool_family; /* tool_calls.h's family when the request offers tools; -1: none */
+    bool fresh;      /* reuse no cached prompt prefix (native cache_prompt: false) */
+    double timeout;  /* seconds the generation may take */
+};
+
+struct gen;
+
+/* A generation for n_prompt tokens (the tokens go to gen_start), taking opts' strings and the
+ * sampler; NULL when out of memory (both freed then). */
+struct gen *gen_create(struct server *s, struct gen_opts *opts, struct ox_sampler *sampler,
+                       int32_t n_prompt);
+/* Drop the HTTP side's reference. */
+void gen_release(struct gen *g);
+
+/* Submit it for the connection. A whole answer suspends the connection until it is done (the
+ * request's handler then calls gen_reply); a stream's events are read through gen_response.
+ * Fails with the engine's or the server's refusal (OX_ERR_ABORTED: shutting down; OX_ERR_BUSY
+ * style limits are the server's). */
+enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token *prompt);
+bool gen_done(struct gen *g);
+bool gen_streams(const struct gen *g);
+/* The whole answer, once done. */
+struct reply gen_reply(struct gen *g);
+/* The response that streams the events (takes a reference), or NULL when out of memory. */
+struct MHD_Response *gen_response(struct gen *g);
+
+/* The request's id for the answers ("cmpl-...", "chatcmpl-..."). */
+void gen_new_id(char *out, size_t cap, const char *prefix);
+
+#endif
