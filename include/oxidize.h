@@ -606,6 +606,8 @@ struct ox_engine_params {
     int32_t n_parallel;   /* slots, at most OX_SEQ_MAX (default 4) */
     uint32_t n_ctx;       /* KV cells shared by all slots; each slot gets n_ctx / n_parallel */
     uint32_t n_batch;     /* tokens per step at most (default 512) */
+    uint32_t n_ubatch;    /* tokens per forward pass (0 or more than n_batch: n_batch); the
+                           * context's activations are sized for these */
     int32_t n_threads;    /* CPU threads (0: all cores) */
     enum ox_dtype kv_type; /* the KV cache: f16 (default), f32 or q8_0 */
 };

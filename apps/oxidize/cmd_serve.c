@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "  -np, --parallel N        requests generated side by side (default 4)\n"
             "  -c, --ctx-size N         KV cells shared by the slots (default 4096)\n"
             "  -b, --batch-size N       tokens per step (default 512)\n"
+            "  -ub, --ubatch-size N     tokens per forward pass (default: the batch size)\n"
             "  -t, --threads N          CPU threads (default: all cores)\n"
             "  -ctk, --cache-type T     the KV cache: f16 (default), f32 or q8_0\n"
             "  -ngl, --n-gpu-layers N   layers on the GPU (default -1: all, when there is one)\n"
@@ -139,6 +140,8 @@ int cmd_serve(int argc, char **argv) {
             ok = int_arg(a, v, 2, 1 << 24, &o.n_ctx);
         } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
             ok = int_arg(a, v, 1, 1 << 16, &o.n_batch);
+        } else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size")) {
+            ok = int_arg(a, v, 1, 1 << 16, &o.n_ubatch);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             ok = int_arg(a, v, 0, 1024, &o.n_threads);
         } else if (!strcmp(a, "--chat-template")) {

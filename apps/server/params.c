@@ -265,13 +265,14 @@ bool params_parse(struct server *s, json_t *req, enum gen_api api, const char *t
                                                                           : "max_tokens";
     bool cache_prompt = true;
     json_t *so_opts = json_object_get(req, "stream_options");
-    if (!param_number(req, max_key, api == API_NATIVE ? -1 : 0, slot, &max, err) ||
+    if (!param_number(req, max_key, api == API_NATIVE ? -1 : 0, 1 << 30, &max, err) ||
         !param_number(req, "n", 1, 1, &n, err) || !param_bool(req, "stream", &o->stream, err) ||
         !param_bool(req, "cache_prompt", &cache_prompt, err) ||
         !param_bool(so_opts, "include_usage", &o->include_usage, err) || !stops(req, o, err) ||
         !logprobs(req, o, err))
         return false;
-    o->max_tokens = (int32_t)max, o->fresh = !cache_prompt;
+    o->max_tokens = max > slot ? slot : (int32_t)max; /* the slot's context caps it anyway */
+    o->fresh = !cache_prompt;
     struct sampling_opts so;
     sampling_opts_default(&so);
     struct ox_logit_bias *bias = NULL;

@@ -314,6 +314,7 @@ static bool load(struct server *s) {
         return false;
     struct ox_engine_params ep = ox_engine_params_default();
     ep.n_parallel = o->n_parallel, ep.n_ctx = (uint32_t)o->n_ctx, ep.n_batch = (uint32_t)o->n_batch;
+    ep.n_ubatch = (uint32_t)o->n_ubatch;
     ep.n_threads = o->n_threads, ep.kv_type = o->kv_type;
     if (ox_engine_create(s->model, &ep, &s->engine) != OX_OK)
         return false;

@@ -31,7 +31,7 @@ struct slot {
 struct ox_engine {
     const struct ox_model *model;
     struct ox_context *ctx;
-    int32_t n_slots, slot_ctx, n_batch, n_vocab;
+    int32_t n_slots, slot_ctx, n_batch, n_ubatch, n_vocab;
     struct slot *slots;
     pthread_mutex_t lock; /* the queue, the cancel flags, next_id and the snapshot */
     struct job *head, *tail;
@@ -105,9 +105,11 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
     if (!e)
         return ox_fail(OX_ERR_OOM, "engine: out of memory");
     struct ox_context_params cp = ox_context_params_default();
-    cp.n_ctx = p.n_ctx, cp.n_batch = p.n_batch, cp.n_threads = p.n_threads, cp.kv_type = p.kv_type;
+    uint32_t ubatch = p.n_ubatch > 0 && p.n_ubatch < p.n_batch ? p.n_ubatch : p.n_batch;
+    cp.n_ctx = p.n_ctx, cp.n_batch = ubatch, cp.n_threads = p.n_threads, cp.kv_type = p.kv_type;
     cp.n_seq_max = (uint32_t)p.n_parallel;
     e->model = model, e->n_slots = p.n_parallel, e->n_batch = (int32_t)p.n_batch;
+    e->n_ubatch = (int32_t)ubatch;
     e->slot_ctx = (int32_t)(p.n_ctx / (uint32_t)p.n_parallel);
     e->n_vocab = ox_model_n_vocab(model), e->next_id = 1;
     pthread_mutex_init(&e->lock, NULL);
@@ -255,8 +257,8 @@ static void admit(struct ox_engine *e, struct job **dropped) {
 
 /* This step's batch: first the one token each generating slot has to decode, then chunks of the
  * prompts still being read while there is room (n_batch >= n_slots). Returns its length; a
- * slot's row is set where its logits are wanted, added[i] counts slot i's tokens. */
-static int32_t fill_batch(struct ox_engine *e, int32_t *added) {
+ * slot's row is set where its logits are wanted, slot i's added[i] tokens start at start[i]. */
+static int32_t fill_batch(struct ox_engine *e, int32_t *added, int32_t *start) {
     int32_t n = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int32_t i = 0; i < e->n_slots; i++) {
@@ -265,7 +267,7 @@ static int32_t fill_batch(struct ox_engine *e, int32_t *added) {
             if (left < 1 || (left > 1) != (pass == 1))
                 continue;
             int32_t take = left < e->n_batch - n ? left : e->n_batch - n;
-            added[i] = take;
+            added[i] = take, start[i] = n;
             for (int32_t t = 0; t < take; t++, n++) {
                 e->b_tok[n] = s->tokens[s->n_past + t], e->b_pos[n] = s->n_past + t;
                 e->b_seq[n] = i, e->b_logits[n] = s->n_past + t == s->n_tokens - 1;
@@ -330,6 +332,51 @@ void ox_engine_stats(struct ox_engine *e, struct ox_engine_stats *stats,
     pthread_mutex_unlock(&e->lock);
 }
 
+/* The batch in forward passes of n_ubatch tokens; each slot samples once the pass holding its
+ * logits row is done. A failed pass ends the requests whose tokens it (or a later one) held. */
+static enum ox_status decode_batch(struct ox_engine *e, int32_t n, int32_t *added,
+                                   const int32_t *start) {
+    int32_t n_prompt = 0; /* a slot that has generated nothing yet reads its prompt */
+    for (int32_t i = 0; i < e->n_slots; i++)
+        n_prompt += e->slots[i].job && e->slots[i].n_generated == 0 ? added[i] : 0;
+    enum ox_status st = OX_OK;
+    int32_t done = 0; /* tokens decoded */
+    double t0 = seconds();
+    for (int32_t c0 = 0; c0 < n && st == OX_OK; c0 += e->n_ubatch) {
+        int32_t c1 = n - c0 < e->n_ubatch ? n : c0 + e->n_ubatch;
+        struct ox_batch b = {c1 - c0, e->b_tok + c0, e->b_pos + c0, e->b_seq + c0,
+                             e->b_logits + c0};
+        if ((st = ox_decode(e->ctx, &b)) != OX_OK)
+            break;
+        done = c1;
+        for (int32_t i = 0; i < e->n_slots; i++) {
+            struct slot *s = &e->slots[i];
+            if (added[i] && s->row >= c0 && s->row < c1) { /* its last token: all decoded */
+                s->n_past += added[i], added[i] = 0;
+                s->row -= c0;
+                advance(e, s);
+            }
+        }
+    }
+    double dt = seconds() - t0;
+    e->live.n_prompt_tokens += st == OX_OK ? (uint64_t)n_prompt : 0;
+    e->live.prompt_seconds += n_prompt > 0 ? dt : 0;
+    e->live.gen_seconds += n_prompt < n ? dt : 0;
+    for (int32_t i = 0; i < e->n_slots; i++) { /* prompt pieces without a logits row */
+        struct slot *s = &e->slots[i];
+        if (!added[i])
+            continue;
+        if (start[i] + added[i] <= done) {
+            s->n_past += added[i];
+            continue;
+        }
+        ox_kv_seq_rm(e->ctx, i, -1, -1); /* unknown now: start it afresh next time */
+        s->n_past = 0;
+        finish(e, s, OX_FINISH_ERROR);
+    }
+    return st;
+}
+
 enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
     if (!e)
         return ox_fail(OX_ERR_INVALID_ARG, "ox_engine_step: NULL engine");
@@ -349,35 +396,9 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
     for (int32_t i = 0; i < e->n_slots; i++)
         if (cancel[i])
             finish(e, &e->slots[i], OX_FINISH_CANCELLED);
-    int32_t added[OX_SEQ_MAX] = {0};
-    int32_t n = fill_batch(e, added);
-    enum ox_status st = OX_OK;
-    if (n > 0) {
-        struct ox_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
-        double t0 = seconds();
-        st = ox_decode(e->ctx, &b);
-        double dt = seconds() - t0;
-        int32_t n_prompt = 0; /* a slot that has generated nothing yet reads its prompt */
-        for (int32_t i = 0; i < e->n_slots; i++)
-            n_prompt += e->slots[i].job && e->slots[i].n_generated == 0 ? added[i] : 0;
-        e->live.n_prompt_tokens += st == OX_OK ? (uint64_t)n_prompt : 0;
-        e->live.prompt_seconds += n_prompt > 0 ? dt : 0;
-        e->live.gen_seconds += n_prompt < n ? dt : 0;
-        for (int32_t i = 0; i < e->n_slots; i++) {
-            struct slot *s = &e->slots[i];
-            if (!added[i])
-                continue;
-            if (st != OX_OK) { /* the sequence is unknown now: start it afresh next time */
-                ox_kv_seq_rm(e->ctx, i, -1, -1);
-                s->n_past = 0;
-                finish(e, s, OX_FINISH_ERROR);
-                continue;
-            }
-            s->n_past += added[i];
-            if (s->row >= 0)
-                advance(e, s);
-        }
-    }
+    int32_t added[OX_SEQ_MAX] = {0}, start[OX_SEQ_MAX] = {0};
+    int32_t n = fill_batch(e, added, start);
+    enum ox_status st = n > 0 ? decode_batch(e, n, added, start) : OX_OK;
     pthread_mutex_lock(&e->lock);
     take_snapshot(e);
     if (n_busy)

@@ -286,6 +286,8 @@ def test_errors(base):
     for what, body, param in cases:
         status, reply = call(base, "/v1/completions", body)
         check(error_of(status, reply, 400, param), "%s: %s %s" % (what, status, reply))
+    status, reply = call(base, "/v1/completions", {"prompt": "a", "max_tokens": 10 ** 6})
+    check(status == 200, "max_tokens past the context is capped by it: %s" % status)
     status, reply = call(base, "/completion", {"prompt": "a", "n_predict": -2})
     check(error_of(status, reply, 400, "n_predict"), "n_predict -2: %s" % status)
     for what, raw in [("invalid UTF-8", b'{"prompt": "\xff\xfe"}'),

@@ -54,7 +54,9 @@ def agrees(alone, text):
     return False, None
 
 
-NEAR_TIE = 0.15
+# The largest margin seen at a parting was 0.18 (nats, over many runs; most are below 0.05); a
+# wrong computation parts at the first clear choice, typically margins of several nats.
+NEAR_TIE = 0.5
 
 
 def test_32_streams(base):
@@ -219,7 +221,7 @@ def test_shutdown(model):
 
 
 def main():
-    p, base = start(MODEL, "-np", "8", "-c", "4096", "-b", "256")
+    p, base = start(MODEL, "-np", "8", "-c", "4096", "-b", "256", "-ub", "64")
     try:
         test_32_streams(base)
         test_leaving_frees_slot(base)

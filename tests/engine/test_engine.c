@@ -1,7 +1,8 @@
 /* test_engine.c: the serving engine against plain decoding: requests run side by side (more
  * than there are slots, prompts longer than a batch) give each the greedy tokens it gives
  * alone, also when they arrive from another thread mid-generation; prefix reuse, cancelling,
- * the context limit and bad requests; the logits callback, statistics and slot views. The KV cache
+ * the context limit and bad requests; the logits callback, statistics and slot views; steps
+ * decoded in several forward passes. The KV cache
  * is f32: an f16 one rounds its attention sums in the order of the cells, which a slot's reuse of
  * freed cells changes (llama.cpp's CPU flash attention does the same). */
 #define _POSIX_C_SOURCE 200809L
@@ -245,6 +246,31 @@ static void check_limits(void) {
     CHECK(e == NULL);
 }
 
+/* Steps of 24 tokens decoded in forward passes of 7 (n_ubatch): the same answers. */
+static void check_ubatch(void) {
+    struct ox_engine_params p = ox_engine_params_default();
+    p.n_parallel = 3, p.n_ctx = 3 * 96, p.n_batch = 24, p.n_ubatch = 7;
+    p.n_threads = 2, p.kv_type = OX_DTYPE_F32;
+    struct ox_engine *e = NULL;
+    CHECK_MSG(ox_engine_create(model, &p, &e) == OX_OK, "%s", ox_last_error());
+    static const int lens[] = {30, 12, 5, 19}, gens[] = {9, 14, 11, 6};
+    struct client cl[4] = {0};
+    for (int i = 0; e && i < 4; i++) {
+        cl[i].n_prompt = lens[i], cl[i].max = gens[i];
+        random_prompt(cl[i].prompt, lens[i]);
+        CHECK_EQ(submit(e, &cl[i], NULL), OX_OK);
+    }
+    if (e)
+        run_until_idle(e);
+    char what[64];
+    for (int i = 0; i < 4; i++) {
+        snprintf(what, sizeof what, "ubatch request %d", i);
+        check_against_alone(&cl[i], what);
+        ox_sampler_free(cl[i].sampler);
+    }
+    ox_engine_free(e);
+}
+
 /* on_logits sees the row each token was sampled from (greedy: its largest logit). */
 static int logits_seen, logits_wrong;
 static void on_logits(void *user, const float *logits, int32_t n, ox_token t) {
@@ -394,6 +420,7 @@ int main(void) {
     check_cancel();
     check_limits();
     check_stats();
+    check_ubatch();
     check_threaded();
     ox_model_free(model);
     return test_finish("test_engine");
