@@ -18,42 +18,6 @@ static bool number(const char *s, double lo, double hi, double *out) {
     return true;
 }
 
-/* One row per option: its name, range, and where it goes (float or int). */
-struct option_row {
-    const char *name;
-    double lo, hi;
-    size_t offset;
-    bool is_int;
-};
-
-#define F(name, lo, hi, field)                                                                     \
-    { name, lo, hi, offsetof(struct sampling_opts, field), false }
-#define I(name, lo, hi, field)                                                                     \
-    { name, lo, hi, offsetof(struct sampling_opts, field), true }
-static const struct option_row rows[] = {
-    F("--temp", -1, 100, temp),
-    I("--top-k", 0, 1 << 24, top_k),
-    F("--top-p", 0, 1, top_p),
-    F("--min-p", 0, 1, min_p),
-    F("--typical", 0, 1, typical),
-    F("--top-n-sigma", -1, 100, top_n_sigma),
-    F("--repeat-penalty", 0.01, 100, repeat_penalty),
-    I("--repeat-last-n", 0, 1 << 24, repeat_last_n),
-    F("--presence-penalty", -100, 100, presence_penalty),
-    F("--frequency-penalty", -100, 100, frequency_penalty),
-    F("--dry-multiplier", 0, 100, dry_multiplier),
-    F("--dry-base", 1, 100, dry_base),
-    I("--dry-allowed-length", 0, 1 << 24, dry_allowed_length),
-    I("--dry-penalty-last-n", -1, 1 << 24, dry_penalty_last_n),
-    F("--xtc-probability", 0, 1, xtc_probability),
-    F("--xtc-threshold", 0, 1, xtc_threshold),
-    I("--mirostat", 0, 2, mirostat),
-    F("--mirostat-lr", 0, 10, mirostat_lr),
-    F("--mirostat-ent", 0, 100, mirostat_ent),
-};
-#undef F
-#undef I
-
 /* The options that constrain the output; only one may be given. */
 static const char *const grammar_opts[] = {"--grammar-file", "--grammar", "--json-schema",
                                            "--json-schema-file"};
@@ -83,16 +47,13 @@ int sampling_opts_set(struct sampling_opts *o, const char *name, const char *val
         o->seed = (uint32_t)x;
         return 1;
     }
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        if (strcmp(name, rows[i].name))
+    for (size_t i = 0; i < n_sampling_fields; i++) {
+        const struct sampling_field *f = &sampling_fields[i];
+        if (strcmp(name, f->option))
             continue;
-        if (!number(value, rows[i].lo, rows[i].hi, &x))
+        if (!number(value, f->lo, f->hi, &x))
             return -1;
-        char *field = (char *)o + rows[i].offset;
-        if (rows[i].is_int)
-            *(int *)field = (int)x;
-        else
-            *(float *)field = (float)x;
+        sampling_field_set(o, f, x);
         return 1;
     }
     return 0;
@@ -136,7 +97,8 @@ const char *sampling_opts_usage(void) {
            "  --min-p P             drop tokens below P x the best one's probability (0.05)\n"
            "  --typical P           locally typical sampling (default 1 = off)\n"
            "  --top-n-sigma N       drop logits below max - N stddev (default -1 = off)\n"
-           "  --repeat-penalty R    over the last --repeat-last-n tokens (default 1 = off, 64)\n"
+           "  --repeat-penalty R    over the last --repeat-last-n tokens (default 1 = off, 64;\n"
+           "                        -1: the whole context)\n"
            "  --presence-penalty P, --frequency-penalty F   (default 0)\n"
            "  --dry-multiplier M    DRY repetition penalty (default 0 = off); --dry-base B\n"
            "                        (1.75), --dry-allowed-length N (2), --dry-penalty-last-n N\n"

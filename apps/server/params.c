@@ -46,54 +46,20 @@ static bool param_bool(json_t *req, const char *key, bool *out, struct reply *er
     return true;
 }
 
-/* The sampling fields, as a table: JSON name, range, and the sampling_opts field. */
-struct sampling_field {
-    const char *name;
-    double lo, hi;
-    size_t offset;
-    bool is_int;
-};
-#define F(name, lo, hi, f)                                                                         \
-    { name, lo, hi, offsetof(struct sampling_opts, f), false }
-#define I(name, lo, hi, f)                                                                         \
-    { name, lo, hi, offsetof(struct sampling_opts, f), true }
-static const struct sampling_field sampling_fields[] = {
-    F("temperature", 0, 2, temp), /* OpenAI's range; llama.cpp's route takes up to 100 below */
-    I("top_k", 0, 1 << 24, top_k),
-    F("top_p", 0, 1, top_p),
-    F("min_p", 0, 1, min_p),
-    F("typical_p", 0, 1, typical),
-    F("top_n_sigma", -1, 100, top_n_sigma),
-    F("repeat_penalty", 0.01, 100, repeat_penalty),
-    I("repeat_last_n", -1, 1 << 24, repeat_last_n),
-    F("presence_penalty", -2, 2, presence_penalty),
-    F("frequency_penalty", -2, 2, frequency_penalty),
-    F("dry_multiplier", 0, 100, dry_multiplier),
-    F("dry_base", 1, 100, dry_base),
-    I("dry_allowed_length", 0, 1 << 24, dry_allowed_length),
-    I("dry_penalty_last_n", -1, 1 << 24, dry_penalty_last_n),
-    F("xtc_probability", 0, 1, xtc_probability),
-    F("xtc_threshold", 0, 1, xtc_threshold),
-    I("mirostat", 0, 2, mirostat),
-    F("mirostat_tau", 0, 100, mirostat_ent),
-    F("mirostat_eta", 0, 10, mirostat_lr),
-};
-#undef F
-#undef I
-
+/* The sampler's numbers by their JSON names (sampling.c's table); OpenAI's routes take its
+ * narrower ranges for temperature and the penalties. */
 static bool sampling_numbers(json_t *req, enum gen_api api, struct sampling_opts *so,
                              struct reply *err) {
-    for (size_t i = 0; i < sizeof sampling_fields / sizeof sampling_fields[0]; i++) {
+    for (size_t i = 0; i < n_sampling_fields; i++) {
         const struct sampling_field *f = &sampling_fields[i];
-        char *field = (char *)so + f->offset;
-        double v = f->is_int ? *(int *)field : *(float *)field;
-        double hi = api == API_NATIVE && !strcmp(f->name, "temperature") ? 100 : f->hi;
-        if (!param_number(req, f->name, f->lo, hi, &v, err))
+        double v = sampling_field_get(so, f), lo = f->lo, hi = f->hi;
+        if (api != API_NATIVE && !strcmp(f->json, "temperature"))
+            lo = 0, hi = 2;
+        else if (api != API_NATIVE && strstr(f->json, "_penalty") && lo < 0)
+            lo = -2, hi = 2;
+        if (!param_number(req, f->json, lo, hi, &v, err))
             return false;
-        if (f->is_int)
-            *(int *)field = (int)v;
-        else
-            *(float *)field = (float)v;
+        sampling_field_set(so, f, v);
     }
     if (api != API_NATIVE && so->top_p <= 0)
         return bad(err, "top_p", "'%s' must be above 0", "top_p");

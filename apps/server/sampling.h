@@ -28,6 +28,20 @@ struct sampling_opts {
     size_t n_bias;
 };
 
+/* The numeric settings: the command-line option, the JSON field (llama.cpp's /completion
+ * names), the range both take, and where the value goes (an int or a float field). */
+struct sampling_field {
+    const char *option, *json;
+    double lo, hi;
+    size_t offset;
+    bool is_int;
+};
+extern const struct sampling_field sampling_fields[];
+extern const size_t n_sampling_fields;
+/* Store v into the field's place in o. */
+void sampling_field_set(struct sampling_opts *o, const struct sampling_field *f, double v);
+double sampling_field_get(const struct sampling_opts *o, const struct sampling_field *f);
+
 /* llama.cpp's defaults. */
 void sampling_opts_default(struct sampling_opts *o);
 /* The chain for these settings (n_ctx: what "last n = -1" means); a grammar option needs

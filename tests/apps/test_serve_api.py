@@ -5,11 +5,14 @@ logprobs in each API's form, logit_bias, penalties (equal to `oxidize run` with 
 output constrained by grammar, JSON schema and response_format, tools with tool_choice (calls
 parsed in the template's syntax), /apply-template, /props, /slots and /metrics (counting exactly
 the tokens asked for), and the limits: bad fields named in a 400, invalid UTF-8, deep nesting,
-n > 1, keys from a file, and /health's 503 while the model loads."""
+n > 1, keys from a file, /health's 503 while the model loads; /v1/embeddings against `oxidize
+embed`."""
+import base64
 import json
 import math
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -321,6 +324,43 @@ def test_loading():
     os.unlink(fifo)
 
 
+def test_embeddings():
+    """/v1/embeddings: what `oxidize embed` prints, as floats or base64; its errors; 501 without
+    --embeddings (the main server of this test)."""
+    p, base = start(MODEL, "-np", "1", "-c", "128", "--embeddings", "--pooling", "last")
+    try:
+        texts = ["In the beginning", "And God said, Let there be light"]
+        status, body = call(base, "/v1/embeddings", {"input": texts})
+        cli = [json.loads(subprocess.run([OXIDIZE, "embed", "-m", MODEL, "-p", t, "--pooling",
+                                          "last", "-t", "2"], capture_output=True,
+                                         text=True).stdout) for t in texts]
+        got = [d["embedding"] for d in body["data"]] if status == 200 else []
+        check(len(got) == 2 and all(len(g) == len(c) == 288 and
+                                    max(abs(a - b) for a, b in zip(g, c)) < 1e-6
+                                    for g, c in zip(got, cli)) and
+              body["usage"]["prompt_tokens"] > 5 and body["data"][1]["index"] == 1,
+              "embeddings equal oxidize embed's: %s" % str(body)[:200])
+        status, b64 = call(base, "/v1/embeddings", {"input": texts[0],
+                                                    "encoding_format": "base64"})
+        raw = base64.b64decode(b64["data"][0]["embedding"]) if status == 200 else b""
+        floats = list(struct.unpack("<%df" % (len(raw) // 4), raw))
+        check(got and len(floats) == 288 and max(abs(a - b) for a, b in zip(floats, got[0])) < 1e-7,
+              "base64 embeddings decode to the floats")
+        status, tok = call(base, "/tokenize", {"content": texts[0], "add_special": True})
+        status, body = call(base, "/v1/embeddings", {"input": tok["tokens"]})
+        check(status == 200 and got and max(abs(a - b) for a, b in zip(
+            body["data"][0]["embedding"], got[0])) < 1e-6, "token ids embed as their text")
+        for what, inp, extra in [("empty list", [], {}), ("a number", 5, {}),
+                                 ("past the context", "and " * 300, {}),
+                                 ("a token out of range", [[10 ** 7]], {}),
+                                 ("bad encoding", "a", {"encoding_format": "hex"})]:
+            status, body = call(base, "/v1/embeddings", dict({"input": inp}, **extra))
+            check(error_of(status, body, 400), "embeddings %s: %s %s" % (what, status, body))
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+
+
 def test_key_file():
     keys = os.path.join(tempfile.mkdtemp(), "keys")
     with open(keys, "w") as f:
@@ -354,11 +394,14 @@ def main():
         test_constraints(base)
         test_tools(base)
         test_errors(base)
+        status, body = call(base, "/v1/embeddings", {"input": "a"})
+        check(error_of(status, body, 501), "embeddings without --embeddings: %s" % status)
     finally:
         p.send_signal(signal.SIGTERM)
         rc = p.wait(timeout=30)
     check(rc == 0, "SIGTERM: exit status %s" % rc)
     test_loading()
+    test_embeddings()
     test_key_file()
     return finish("test_serve_api")
 
