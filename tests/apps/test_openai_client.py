@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 
-from apptest import DATA, REPO, check, finish
+from apptest import DATA, OXIDIZE, REPO, check, finish
 from test_serve import call, start
 
 MODEL = os.path.join(DATA, "models", "kjv-15m-q4_k_m.gguf")
@@ -18,8 +18,9 @@ PROMPT = "And the LORD said unto Moses,"
 
 
 def openai_modules():
-    """The folder holding node_modules/openai (version 6), installed when missing."""
-    prefix = os.path.join(os.getcwd(), "openai-npm")
+    """The folder holding node_modules/openai (version 6), installed when missing: in the build
+    folder, beside the binary under test."""
+    prefix = os.path.join(os.path.dirname(os.path.abspath(OXIDIZE)), "openai-npm")
     if not os.path.isdir(os.path.join(prefix, "node_modules", "openai")):
         r = subprocess.run(["npm", "install", "--prefix", prefix, "--no-audit", "--no-fund",
                             "--no-save", "openai@6"], capture_output=True, text=True)
