@@ -350,10 +350,8 @@ static bool no_open_requests(const struct server *s) {
 
 /* SIGINT/SIGTERM: accept no more connections, let the generations in flight finish for
  * --shutdown-timeout seconds, cancel the rest, and give their answers a moment to leave. */
-static void shut_down(struct server *s, struct MHD_Daemon *d) {
-    MHD_socket listen = d ? MHD_quiesce_daemon(d) : MHD_INVALID_SOCKET;
-    if (listen != MHD_INVALID_SOCKET)
-        close(listen);
+static MHD_socket shut_down(struct server *s, struct MHD_Daemon *d) {
+    MHD_socket listen = MHD_quiesce_daemon(d); /* closed after MHD_stop_daemon, as it asks */
     pthread_mutex_lock(&s->lock);
     s->stopping = true; /* new generations are refused (503) from here */
     pthread_cond_signal(&s->wake);
@@ -364,6 +362,7 @@ static void shut_down(struct server *s, struct MHD_Daemon *d) {
     }
     wait_until(s, no_open_requests, 2);
     pthread_mutex_unlock(&s->lock);
+    return listen;
 }
 
 static struct MHD_Daemon *listen_on(struct server *s, const struct sockaddr_in *addr) {
@@ -403,6 +402,7 @@ int server_run(const struct server_opts *o) {
     pthread_t th;
     bool up = load(&s) && pthread_create(&th, NULL, worker, &s) == 0;
     int rc = 1;
+    MHD_socket listen = MHD_INVALID_SOCKET;
     if (up) {
         pthread_mutex_lock(&s.lock);
         s.ready = true;
@@ -412,13 +412,15 @@ int server_run(const struct server_opts *o) {
         int sig = 0;
         sigwait(&sigs, &sig);
         fprintf(stderr, "oxidize serve: shutting down\n");
-        shut_down(&s, d);
+        listen = shut_down(&s, d);
         pthread_join(th, NULL);
         rc = 0;
     } else {
         fprintf(stderr, "oxidize serve: %s\n", ox_last_error());
     }
     MHD_stop_daemon(d);
+    if (listen != MHD_INVALID_SOCKET)
+        close(listen);
     ox_context_free(s.embed), ox_engine_free(s.engine), ox_model_free(s.model);
     pthread_cond_destroy(&s.wake), pthread_cond_destroy(&s.quiet);
     pthread_mutex_destroy(&s.lock), pthread_mutex_destroy(&s.embed_lock);
