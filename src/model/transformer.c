@@ -549,15 +549,21 @@ static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) 
 }
 
 /* Whether a decode step of n tokens may be recorded as a graph by the last stage's backend:
- * single tokens with logits (prompts are few launches per token anyway; ox_embed's steps skip
- * the output matrix a recording holds), and no op that reads the host mid-way (MoE routing
- * there, unless the last single token went without) or depends on the position on the host
- * (attention temperature). */
+ * up to its graph_max_tokens tokens, each with logits (a step of several sequences' next
+ * tokens; prompts are few launches per token anyway, and ox_embed's steps skip the output
+ * matrix a recording holds), and no op that reads the host mid-way (MoE routing there: single
+ * tokens, unless the last one went without) or depends on the position on the host (attention
+ * temperature). */
 static bool graphable(const struct ox_context *ctx, const struct backend *b, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    return n == 1 && ctx->out_row[0] >= 0 && b->ops->graph_begin && !ctx->embd_only &&
-           (!ctx->model->layers[0].ffn_gate_inp || ctx->moe_graphable) &&
-           c->attn_temp_scale == 0.0f;
+    bool moe = ctx->model->layers[0].ffn_gate_inp != NULL;
+    if (n < 1 || n > b->ops->graph_max_tokens || !b->ops->graph_begin || ctx->embd_only ||
+        (moe && (n > 1 || !ctx->moe_graphable)) || c->attn_temp_scale != 0.0f)
+        return false;
+    for (int t = 0; t < n; t++)
+        if (ctx->out_row[t] < 0)
+            return false;
+    return true;
 }
 
 /* The stage's layers over n tokens; returns the rows left (keep_output_rows drops those whose
@@ -600,7 +606,7 @@ static enum ox_status forward(struct ox_context *ctx, const ox_token *tokens, in
     upload_batch(ctx, tokens, n);
     /* a recording is exact for one batch size; the cells in use it reads from kv_used */
     if (graph && b->ops->graph_begin(b, (uint64_t)n))
-        return output_rows(ctx, 0, 1);
+        return output_rows(ctx, 0, n);
     if (ctx->n_stages == 1)
         embed(ctx, n);
     if ((n = run_layers(ctx, n)) == 0)

@@ -273,7 +273,9 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
     cuda_state *cs = cuda_of(b);
     cudaStream_t s = cs->stream;
     const int64_t width = (int64_t)a->n_head * a->hd_v;
-    if (a->n >= 4 && a->hd_k <= TILED_HD && a->hd_v <= TILED_HD) {
+    /* decode steps (each token of its own sequence, so nothing to share) take the per-query
+     * kernel, which reads the cells in use from device memory as a recorded step must */
+    if (a->n > CUDA_Q8_MAX_N && a->hd_k <= TILED_HD && a->hd_v <= TILED_HD) {
         attention_tiled_kernel<KT>
             <<<dim3((unsigned)((a->n + QT - 1) / QT), (unsigned)a->n_head), TILE, 0, s>>>(k, a->n);
     } else if (a->n > 0) {

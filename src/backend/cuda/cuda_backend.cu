@@ -180,6 +180,8 @@ const struct backend_ops backend_cuda_ops = {
     .moe_ffn = cuda_moe_ffn,
     .graph_begin = cu_graph_begin,
     .graph_end = cu_graph_end,
+    .graph_max_tokens = CUDA_Q8_MAX_N, /* the attention that reads the cells in use from device
+                                        * memory takes them (cuda_attention.cu) */
     .attention_reads_cache = true,
 };
 
