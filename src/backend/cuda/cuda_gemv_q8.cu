@@ -459,36 +459,14 @@ static void q8_written(struct backend *b, const float *y, int n, int64_t rows) {
         s->xq_src = nullptr; /* the ranges overlap */
 }
 
-static bool gemv_q8_once(struct backend *b, const struct mat *w, const float *x, float *y, int n,
-                         bool accumulate) {
+bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float *y, int n,
+                  bool accumulate) {
     q8_job job = {};
     job.w[0] = (const uint8_t *)w->data, job.y[0] = y;
     job.row_end[0] = job.items = w->n_rows;
     job.n_mats = 1, job.glu = -1, job.accumulate = accumulate;
     q8_written(b, y, n, w->n_rows);
     return w->n_rows > 0 && q8_run(b, job, w, x, n);
-}
-
-/* Batches of up to Q8_PIECES_MAX tokens (a decode step of that many sequences) go through in
- * pieces of CUDA_Q8_MAX_N: reading a quantized matrix a few times costs fewer bytes than
- * dequantizing it to f16 for cuBLAS (about 4.5 bytes per weight against 0.56 per piece at 4
- * bits: even near 64 tokens). On an H200 the 8B Q4_K_M model's x16 decode went from 376 t/s
- * (with the GEMM) to MEASURED. */
-constexpr int Q8_PIECES_MAX = 32;
-
-bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float *y, int n,
-                  bool accumulate) {
-    if (n <= CUDA_Q8_MAX_N)
-        return gemv_q8_once(b, w, x, y, n, accumulate);
-    if (n > Q8_PIECES_MAX || !gemv_q8_once(b, w, x, y, CUDA_Q8_MAX_N, accumulate))
-        return false; /* nothing written: the caller's GEMM takes it */
-    for (int t0 = CUDA_Q8_MAX_N; t0 < n; t0 += CUDA_Q8_MAX_N) {
-        const int m = n - t0 < CUDA_Q8_MAX_N ? n - t0 : CUDA_Q8_MAX_N;
-        if (!gemv_q8_once(b, w, x + (size_t)t0 * w->n_cols, y + (size_t)t0 * w->n_rows, m,
-                          accumulate))
-            cuda_note(b, cudaErrorInvalidValue, "cuda_gemv_q8: a piece of the batch declined");
-    }
-    return true;
 }
 
 bool cuda_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {

@@ -11,7 +11,7 @@ void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 
 /* cuda_gemv_q8.cu: up to CUDA_Q8_MAX_N tokens on int8 activations, for the types of
- * cuda_vecdot.cuh (cuda_gemv_q8 and cuda_matmul_add: up to 32, in pieces). Each returns false, doing nothing, where the kernel does not take the
+ * cuda_vecdot.cuh. Each returns false, doing nothing, where the kernel does not take the
  * matrices (the caller falls back). cuda_gemv_q8_init: once per device, before any launch. */
 cudaError_t cuda_gemv_q8_init(void);
 bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float *y, int n,
