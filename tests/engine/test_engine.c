@@ -271,6 +271,26 @@ static void check_ubatch(void) {
     ox_engine_free(e);
 }
 
+/* Twelve sequences decoding side by side: a GPU takes such steps in pieces it records. */
+static void check_many_slots(void) {
+    struct ox_engine *e = new_engine(12, 12 * 32, 64);
+    struct client cl[12] = {0};
+    for (int i = 0; e && i < 12; i++) {
+        cl[i].n_prompt = 3 + i % 4, cl[i].max = 6 + i % 5;
+        random_prompt(cl[i].prompt, cl[i].n_prompt);
+        CHECK_EQ(submit(e, &cl[i], NULL), OX_OK);
+    }
+    if (e)
+        run_until_idle(e);
+    char what[64];
+    for (int i = 0; i < 12; i++) {
+        snprintf(what, sizeof what, "one of twelve: request %d", i);
+        check_against_alone(&cl[i], what);
+        ox_sampler_free(cl[i].sampler);
+    }
+    ox_engine_free(e);
+}
+
 /* on_logits sees the row each token was sampled from (greedy: its largest logit). */
 static int logits_seen, logits_wrong;
 static void on_logits(void *user, const float *logits, int32_t n, ox_token t) {
@@ -421,6 +441,7 @@ int main(void) {
     check_limits();
     check_stats();
     check_ubatch();
+    check_many_slots();
     check_threaded();
     ox_model_free(model);
     return test_finish("test_engine");
