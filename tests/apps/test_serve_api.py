@@ -272,6 +272,28 @@ def test_state(base, slots):
     return int(float(values.get("llamacpp:tokens_predicted_total", "-1")))
 
 
+def test_keep_alive(base):
+    """One connection carries a stream and then a whole answer (HTTP/1.1 keep-alive)."""
+    import http.client
+    host, port = base[len("http://"):].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("POST", "/v1/completions", json.dumps(
+        {"prompt": PROMPT, "max_tokens": 5, "temperature": 0, "stream": True}))
+    r = conn.getresponse()
+    streamed = r.read().decode()
+    sock = conn.sock
+    conn.request("POST", "/v1/completions", json.dumps(
+        {"prompt": PROMPT, "max_tokens": 5, "temperature": 0}))
+    r2 = conn.getresponse()
+    body = json.loads(r2.read())
+    check(r.status == 200 and streamed.endswith("data: [DONE]\n\n") and r2.status == 200 and
+          sock is not None and conn.sock is sock and
+          body["choices"][0]["text"] == "".join(
+              json.loads(e[6:])["choices"][0]["text"] for e in streamed.split("\n\n")
+              if e.startswith("data: {")), "keep-alive: %s %s" % (r2.status, body))
+    conn.close()
+
+
 def test_errors(base):
     cases = [
         ("n 2", {"prompt": "a", "n": 2}, "n"),
@@ -394,6 +416,7 @@ def main():
         test_constraints(base)
         test_tools(base)
         test_errors(base)
+        test_keep_alive(base)
         status, body = call(base, "/v1/embeddings", {"input": "a"})
         check(error_of(status, body, 501), "embeddings without --embeddings: %s" % status)
     finally:
