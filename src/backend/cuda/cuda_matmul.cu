@@ -481,7 +481,8 @@ template <enum ox_dtype T> __device__ __forceinline__ float dot8(uint4 u, const 
 template <enum ox_dtype T>
 __global__ void __launch_bounds__(GV_THREADS)
     gemv_half1_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_rows, int n_cols,
-                      const float *__restrict__ x, float *__restrict__ y) {
+                      const float *__restrict__ x, float *__restrict__ y, int accumulate) {
+    cuda_wait_previous();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t row = (int64_t)blockIdx.x * GV_WARPS + warp;
     if (row >= n_rows)
@@ -498,27 +499,39 @@ __global__ void __launch_bounds__(GV_THREADS)
     }
     for (; i < pieces; i += 32)
         acc += dot8<T>(__ldg(wr + i), x + 8 * i);
+    cuda_let_next_start(); /* its weights' requests may follow this row's */
 #pragma unroll
     for (int o = 16; o > 0; o /= 2)
         acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (lane == 0)
-        y[row] = acc;
+        y[row] = accumulate ? y[row] + acc : acc;
 }
 
 template <enum ox_dtype T>
-static bool gemv_half1_launch(struct backend *b, const struct mat *w, const float *x, float *y) {
+static bool gemv_half1_launch(struct backend *b, const struct mat *w, const float *x, float *y,
+                              bool accumulate = false) {
     if constexpr (T != OX_DTYPE_F16 && T != OX_DTYPE_BF16) {
         return false;
     } else {
         if (w->n_cols % 8 || w->n_cols > INT32_MAX || ((uintptr_t)w->data | w->row_bytes) & 15 ||
             (uintptr_t)x & 15)
             return false;
-        gemv_half1_kernel<T>
-            <<<cuda_blocks((size_t)w->n_rows, GV_WARPS), GV_THREADS, 0, cuda_of(b)->stream>>>(
-                (const uint8_t *)w->data, w->row_bytes, w->n_rows, (int)w->n_cols, x, y);
-        CUDA_LAUNCHED(b, "cuda_matmul: f16 gemv");
+        cuda_note(b,
+                  cuda_launch_early(cuda_of(b)->pdl, gemv_half1_kernel<T>,
+                                    dim3(cuda_blocks((size_t)w->n_rows, GV_WARPS)),
+                                    dim3(GV_THREADS), 0, cuda_of(b)->stream,
+                                    (const uint8_t *)w->data, w->row_bytes, w->n_rows,
+                                    (int)w->n_cols, x, y, (int)accumulate),
+                  "cuda_matmul: f16 gemv");
         return true;
     }
+}
+
+bool cuda_gemv_half1(struct backend *b, const struct mat *w, const float *x, float *y,
+                     bool accumulate) {
+    return w->type == OX_DTYPE_F16   ? gemv_half1_launch<OX_DTYPE_F16>(b, w, x, y, accumulate)
+           : w->type == OX_DTYPE_BF16 ? gemv_half1_launch<OX_DTYPE_BF16>(b, w, x, y, accumulate)
+                                      : false;
 }
 
 template <enum ox_dtype T>

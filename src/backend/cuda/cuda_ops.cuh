@@ -8,6 +8,10 @@
 /* cuda_matmul.cu (cuda_matmul_init: once per device, before any launch) */
 cudaError_t cuda_matmul_init(void);
 void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+/* One token through f16 / bf16 weights (y = W x, or y += W x): false for other types or
+ * unaligned rows. */
+bool cuda_gemv_half1(struct backend *b, const struct mat *w, const float *x, float *y,
+                     bool accumulate);
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 
 /* cuda_gemv_q8.cu: up to CUDA_Q8_MAX_N tokens on int8 activations, for the types of
