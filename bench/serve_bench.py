@@ -69,6 +69,8 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
     a = ap.parse_args()
     counts = [int(c) for c in a.clients.split(",")]
+    p, port = start(a.oxidize, a.model, max(counts), a.threads)  # first: the file is read once
+    one_stream(port, 0, 8, [None])  # warm-up
     single = subprocess.run([a.oxidize, "bench", "-m", a.model, "-p", "0", "-n", str(a.tokens),
                              "-r", "2", "-t", str(a.threads), "-o", "json"],
                             capture_output=True, text=True)
@@ -82,9 +84,7 @@ def main():
         "%.1f" % tg if tg else "?"))
     print("| streams | generated t/s | x single stream | TTFT p50 ms | TTFT p99 ms |")
     print("| ---: | ---: | ---: | ---: | ---: |")
-    p, port = start(a.oxidize, a.model, max(counts), a.threads)
     try:
-        one_stream(port, 0, 8, [None])  # warm-up
         for n in counts:
             ttft, rates = [], []
             for _ in range(a.rounds):
