@@ -491,6 +491,15 @@ __global__ void __launch_bounds__(GV_THREADS)
     const int pieces = n_cols / 8;
     float acc = 0.f;
     int i = lane;
+    for (; i + 224 < pieces; i += 256) { /* 8 KB of the row on the way per warp */
+        uint4 u[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            u[k] = __ldg(wr + i + 32 * k);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            acc += dot8<T>(u[k], x + 8 * (i + 32 * k));
+    }
     for (; i + 96 < pieces; i += 128) {
         const uint4 u0 = __ldg(wr + i), u1 = __ldg(wr + i + 32), u2 = __ldg(wr + i + 64),
                     u3 = __ldg(wr + i + 96);
