@@ -11,11 +11,22 @@ struct command {
     const char *summary;
 };
 
+#ifndef OX_HAVE_SERVER
+/* The build had no libmicrohttpd (apps/server/CMakeLists.txt). */
+static int cmd_serve_missing(int argc, char **argv) {
+    (void)argc, (void)argv;
+    fprintf(stderr, "oxidize serve: this build has no HTTP server (libmicrohttpd was not "
+                    "installed when it was configured)\n");
+    return 1;
+}
+#define cmd_serve cmd_serve_missing
+#endif
+
 /* New subcommands (run, chat, serve, bench ...) are one line here plus their file. */
 static const struct command commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat with a model in its chat template"},
-    {"serve", cmd_serve, "an HTTP server with OpenAI's API (completions so far)"},
+    {"serve", cmd_serve, "an HTTP server with OpenAI's and llama.cpp's APIs"},
     {"bench", cmd_bench, "measure prompt and generation speed (llama-bench's method)"},
     {"chat-template", cmd_chat_template, "render a conversation with a chat template"},
     {"embed", cmd_embed, "print a text's embedding (pooled final hidden states) as JSON"},
