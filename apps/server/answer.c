@@ -227,22 +227,14 @@ void answer_stream_begin(struct gen *g) {
         answer_chunk(g, g->o.echo, 0, 0);
 }
 
-static struct reply error_json(unsigned status, const char *type, const char *msg) {
-    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", msg, "type", type,
-                          "param", "code");
-    char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e);
-    return (struct reply){.status = status, .body = body};
-}
-
 struct reply answer_whole(struct gen *g) {
     if (g->end == END_TIMEOUT)
-        return error_json(408, "timeout_error",
-                          "the request took longer than the server's --timeout");
+        return reply_error(408, "timeout_error", NULL,
+                           "the request took longer than the server's --timeout");
     if (g->end == END_ERROR)
-        return error_json(500, "server_error", "the generation failed");
+        return reply_error(500, "server_error", NULL, "the generation failed");
     if (g->end == END_CANCELLED)
-        return error_json(503, "server_error", "the generation was cancelled");
+        return reply_error(503, "server_error", NULL, "the generation was cancelled");
     char *text = server_valid_utf8(g->text ? g->text : "", g->text_len);
     json_t *j = NULL;
     if (g->o.api == API_NATIVE) {
@@ -276,6 +268,6 @@ struct reply answer_whole(struct gen *g) {
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!body)
-        return error_json(500, "server_error", "out of memory");
+        return reply_error(500, "server_error", NULL, "out of memory");
     return (struct reply){.status = 200, .body = body};
 }
