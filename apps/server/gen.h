@@ -44,8 +44,8 @@ void gen_release(struct gen *g);
 
 /* Submit it for the connection. A whole answer suspends the connection until it is done (the
  * request's handler then calls gen_reply); a stream's events are read through gen_response.
- * Fails with the engine's or the server's refusal (OX_ERR_ABORTED: shutting down; OX_ERR_BUSY
- * style limits are the server's). */
+ * Fails with server_submit's refusal (OX_ERR_ABORTED: shutting down; OX_ERR_CONTEXT_FULL: the
+ * queue is full) or the engine's. */
 enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token *prompt);
 bool gen_done(struct gen *g);
 bool gen_streams(const struct gen *g);
