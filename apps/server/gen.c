@@ -19,7 +19,8 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void gen_new_id(char *out, size_t cap, const char *prefix) {
+/* The request's id for the answers ("cmpl-...", "chatcmpl-..."). */
+static void gen_new_id(char *out, size_t cap, const char *prefix) {
     static unsigned long counter;
     unsigned long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
     snprintf(out, cap, "%s-%lx%lx", prefix, (unsigned long)time(NULL), n);
@@ -247,13 +248,6 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
 
 bool gen_streams(const struct gen *g) {
     return g->o.stream;
-}
-
-bool gen_done(struct gen *g) {
-    pthread_mutex_lock(&g->lock);
-    bool done = g->done;
-    pthread_mutex_unlock(&g->lock);
-    return done;
 }
 
 struct reply gen_reply(struct gen *g) {

@@ -47,14 +47,10 @@ void gen_release(struct gen *g);
  * Fails with server_submit's refusal (OX_ERR_ABORTED: shutting down; OX_ERR_CONTEXT_FULL: the
  * queue is full) or the engine's. */
 enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token *prompt);
-bool gen_done(struct gen *g);
 bool gen_streams(const struct gen *g);
 /* The whole answer, once done. */
 struct reply gen_reply(struct gen *g);
 /* The response that streams the events (takes a reference), or NULL when out of memory. */
 struct MHD_Response *gen_response(struct gen *g);
-
-/* The request's id for the answers ("cmpl-...", "chatcmpl-..."). */
-void gen_new_id(char *out, size_t cap, const char *prefix);
 
 #endif
