@@ -1,7 +1,7 @@
 /* embeddings.c: POST /v1/embeddings (OpenAI's): each input's pooled, normalized final hidden
  * state, as floats or base64 (the openai client's default). It runs on a context of its own
- * (serve --embeddings), one request at a time, on the HTTP thread: embedding a prompt is one
- * forward pass, without the engine's slots. */
+ * (serve --embeddings) on the HTTP thread, one request at a time (others get 429 rather than
+ * holding HTTP threads): embedding a prompt is forward passes, without the engine's slots. */
 #define _POSIX_C_SOURCE 200809L
 #include <jansson.h>
 #include <stdlib.h>
@@ -92,11 +92,17 @@ struct reply embeddings_route(struct server *s, json_t *req) {
                            "'input' must be a string, an array of token ids, or an array of up "
                            "to 2048 of either");
     }
-    struct ox_context *ctx = server_embed_begin(s);
+    bool busy = false;
+    struct ox_context *ctx = server_embed_begin(s, &busy);
     if (!ctx) {
         json_decref(inputs);
-        return reply_error(501, "not_supported_error", NULL,
-                           "this server does not make embeddings: serve with --embeddings");
+        struct reply r =
+            busy ? reply_error(429, "rate_limit_error", NULL,
+                               "another embedding request is being computed: retry shortly")
+                 : reply_error(501, "not_supported_error", NULL,
+                               "this server does not make embeddings: serve with --embeddings");
+        r.retry_after = busy ? 1 : 0;
+        return r;
     }
     int32_t dim = ox_model_n_embd(m);
     float *vec = malloc((size_t)dim * sizeof *vec);

@@ -129,7 +129,8 @@ static void on_logits(void *user, const float *logits, int32_t n_vocab, ox_token
     pthread_mutex_unlock(&g->lock);
 }
 
-/* Whether the client of a whole answer hung up: its socket reads end-of-file. */
+/* Whether the client of a whole answer hung up: its socket reads end-of-file (which a client
+ * that only shut down its sending side looks like too, as in llama.cpp's check). */
 static bool client_left(const struct gen *g) {
     char c;
     return g->fd >= 0 && recv(g->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
@@ -177,8 +178,10 @@ static bool on_token(void *user, ox_token t) {
         g->end = END_TIMEOUT;
     bool go_on = g->end == END_NONE && !g->gone;
     pthread_mutex_unlock(&g->lock);
-    /* a sleeping connection does not notice its client leave (a stream does once it sends) */
-    if (go_on && g->n_out % 8 == 0 && client_left(g))
+    /* a sleeping connection does not notice its client leave; a stream does when a send fails,
+     * unless it holds its text back (tool calls) */
+    bool sends = g->o.stream && g->o.tool_family < 0;
+    if (go_on && !sends && g->n_out % 8 == 0 && client_left(g))
         go_on = false;
     return go_on;
 }

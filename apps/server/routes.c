@@ -15,10 +15,11 @@
 #include "server.h"
 
 struct reply reply_error(unsigned status, const char *type, const char *param, const char *msg) {
-    json_t *e = json_pack("{s:{s:s, s:s, s:s?, s:n}}", "error", "message", msg, "type", type,
-                          "param", param, "code");
+    char *text = server_valid_utf8(msg, strlen(msg)); /* a message cut mid-character too */
+    json_t *e = json_pack("{s:{s:s, s:s, s:s?, s:n}}", "error", "message", text ? text : "", "type",
+                          type, "param", param, "code");
     char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e);
+    json_decref(e), free(text);
     return (struct reply){.status = status, .body = body};
 }
 
@@ -301,6 +302,8 @@ static struct reply chat_completions(struct server *s, json_t *req) {
     ox_token *tokens = NULL;
     if (text) {
         json_t *p = json_stringn(text, len);
+        if (!p)
+            err = reply_error(500, "server_error", NULL, "out of memory");
         tokens = p ? prompt_tokens(s, p, true, &n, NULL, &err) : NULL;
         json_decref(p);
         if (tokens && has_bos && n > 1 && tokens[0] == ox_vocab_bos(v) &&

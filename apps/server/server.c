@@ -67,11 +67,9 @@ const char *server_chat_template(const struct server *s) {
     return s->o->chat_template ? s->o->chat_template : ox_model_chat_template(s->model, NULL);
 }
 
-struct ox_context *server_embed_begin(struct server *s) {
-    if (!s->embed)
-        return NULL;
-    pthread_mutex_lock(&s->embed_lock);
-    return s->embed;
+struct ox_context *server_embed_begin(struct server *s, bool *busy) {
+    *busy = s->embed && pthread_mutex_trylock(&s->embed_lock) != 0;
+    return s->embed && !*busy ? s->embed : NULL;
 }
 
 void server_embed_end(struct server *s) {
@@ -230,6 +228,17 @@ static enum MHD_Result start_generation(struct server *s, struct MHD_Connection 
     return MHD_YES;
 }
 
+static struct reply bad_key(void) {
+    return (struct reply){.status = 401,
+                          .body = strdup("{\"error\":{\"message\":\"invalid API key\","
+                                         "\"type\":\"invalid_request_error\",\"param\":null,"
+                                         "\"code\":\"invalid_api_key\"}}")};
+}
+
+static struct reply too_big(void) {
+    return reply_error(413, "invalid_request_error", NULL, "the request body is too large");
+}
+
 static struct reply loading(void) {
     struct reply r = reply_error(503, "unavailable_error", NULL, "Loading model");
     r.retry_after = 1;
@@ -245,7 +254,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct server *s = cls;
     (void)version;
     struct upload *u = *con_cls;
-    if (!u) {
+    if (!u) { /* the headers: a request without the key is answered before its body is kept
+               * (a body past the cap is read and dropped, so the client sees its 413) */
+        if (!authorized(s, c, url))
+            return send_reply(s, c, bad_key());
         if (!(u = calloc(1, sizeof *u)))
             return MHD_NO;
         *con_cls = u;
@@ -269,17 +281,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (u->gen)
         return send_reply(s, c, gen_reply(u->gen));
-    if (!authorized(s, c, url)) {
-        struct reply r = reply_error(401, "invalid_request_error", NULL, "invalid API key");
-        free(r.body);
-        r.body = strdup("{\"error\":{\"message\":\"invalid API key\","
-                        "\"type\":\"invalid_request_error\",\"param\":null,"
-                        "\"code\":\"invalid_api_key\"}}");
-        return send_reply(s, c, r);
-    }
     if (u->too_big)
-        return send_reply(
-            s, c, reply_error(413, "invalid_request_error", NULL, "the request body is too large"));
+        return send_reply(s, c, too_big());
     pthread_mutex_lock(&s->lock);
     bool ready = s->ready;
     pthread_mutex_unlock(&s->lock);

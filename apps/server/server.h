@@ -67,9 +67,10 @@ struct server_counters {
 void server_stats(struct server *s, struct ox_engine_stats *st, struct ox_engine_slot *slots,
                   struct server_counters *c);
 
-/* The embeddings context, held until server_embed_end (one request at a time); NULL when the
- * server makes none. */
-struct ox_context *server_embed_begin(struct server *s);
+/* The embeddings context, held until server_embed_end; NULL when the server makes none, or
+ * (*busy) while another request holds it: one at a time, and an HTTP thread never waits for
+ * it. */
+struct ox_context *server_embed_begin(struct server *s, bool *busy);
 void server_embed_end(struct server *s);
 enum ox_pooling server_pooling(const struct server *s);
 
