@@ -10,30 +10,31 @@
 static int test_failures;
 static int test_checks;
 
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        test_checks++;                                                           \
-        if (!(cond)) {                                                           \
-            test_failures++;                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                        \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        test_checks++;                                                                             \
+        if (!(cond)) {                                                                             \
+            test_failures++;                                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                     \
-    do {                                                                         \
-        test_checks++;                                                           \
-        if (!(cond)) {                                                           \
-            test_failures++;                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-        }                                                                        \
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        test_checks++;                                                                             \
+        if (!(cond)) {                                                                             \
+            test_failures++;                                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_EQ(a, b) CHECK_MSG((a) == (b), "%lld != %lld", (long long)(a), (long long)(b))
+#define CHECK_EQ(a, b)  CHECK_MSG((a) == (b), "%lld != %lld", (long long)(a), (long long)(b))
 #define CHECK_STR(a, b) CHECK_MSG(strcmp((a), (b)) == 0, "'%s' != '%s'", (a), (b))
-#define CHECK_NEAR(a, b, tol) \
-    CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), "%g vs %g (tol %g)", (double)(a), (double)(b), (double)(tol))
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), "%g vs %g (tol %g)", (double)(a),          \
+              (double)(b), (double)(tol))
 
 /* The reference data folder: $OX_TESTDATA, else ../shared/testdata beside the repository. */
 static inline const char *test_data_dir(void) {
@@ -54,6 +55,28 @@ static inline struct ox_model_params test_model_params(void) {
     return p;
 }
 #endif
+
+/* A whole file into a NUL-terminated heap buffer (*len: its bytes; len may be NULL), or NULL. */
+static inline char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (len)
+            *len = (size_t)n;
+    }
+    return buf;
+}
 
 /* Print the summary line and turn the result into the exit status. */
 static inline int test_finish(const char *name) {

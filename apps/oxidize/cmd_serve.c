@@ -1,4 +1,5 @@
 /* cmd_serve.c: `oxidize serve -m MODEL`: the HTTP server (apps/server) with its options. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,92 @@ static bool int_arg(const char *opt, const char *val, int lo, int hi, int *out) 
     return true;
 }
 
+/* The integer options: two spellings, the range, and the field. */
+struct int_option {
+    const char *name, *alias;
+    int lo, hi;
+    size_t offset;
+};
+#define IO(name, alias, lo, hi, field)                                                             \
+    { name, alias, lo, hi, offsetof(struct server_opts, field) }
+static const struct int_option int_options[] = {
+    IO("--port", "--port", 0, 65535, port),
+    IO("-np", "--parallel", 1, OX_SEQ_MAX, n_parallel),
+    IO("-c", "--ctx-size", 2, 1 << 24, n_ctx),
+    IO("-b", "--batch-size", 1, 1 << 16, n_batch),
+    IO("-ub", "--ubatch-size", 1, 1 << 16, n_ubatch),
+    IO("-t", "--threads", 0, 1024, n_threads),
+    IO("-ngl", "--n-gpu-layers", -1, 1 << 20, n_gpu_layers),
+    IO("--queue-size", "--queue-size", 0, 1 << 20, queue_size),
+    IO("--http-threads", "--http-threads", 1, 256, http_threads),
+};
+#undef IO
+
+/* The files options name, read into memory the options point at. */
+struct serve_files {
+    char *tmpl, *keys; /* --chat-template's and --api-key-file's text */
+};
+
+/* Option a with its value v (NULL: none left); false after printing why. *takes: whether it
+ * took v. */
+static bool set_option(struct server_opts *o, struct serve_files *f, const char *a, const char *v,
+                       bool *takes) {
+    *takes = true;
+    for (size_t k = 0; k < sizeof int_options / sizeof int_options[0]; k++)
+        if (!strcmp(a, int_options[k].name) || !strcmp(a, int_options[k].alias))
+            return int_arg(a, v, int_options[k].lo, int_options[k].hi,
+                           (int *)((char *)o + int_options[k].offset));
+    size_t len;
+    int max_body = 0;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+        return (o->model_path = v) != NULL;
+    if (!strcmp(a, "--host"))
+        return (o->host = v) != NULL;
+    if (!strcmp(a, "--embeddings")) { /* takes no value */
+        *takes = false, o->embeddings = true;
+        return true;
+    }
+    if (!strcmp(a, "--api-key")) {
+        if (!v || !*v || o->n_api_keys == SERVER_MAX_KEYS)
+            return false;
+        o->api_keys[o->n_api_keys++] = v;
+        return true;
+    }
+    if (!strcmp(a, "--api-key-file"))
+        return !f->keys && v && (f->keys = cmd_read_file("serve", v, &len)) &&
+               read_keys(o, f->keys);
+    if (!strcmp(a, "--chat-template")) {
+        free(f->tmpl);
+        f->tmpl = v ? cmd_read_file("serve", v, &len) : NULL;
+        return (o->chat_template = f->tmpl) != NULL;
+    }
+    if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type")) {
+        bool ok = v && (!strcmp(v, "f16") || !strcmp(v, "f32") || !strcmp(v, "q8_0"));
+        o->kv_type = !ok || !strcmp(v, "f16") ? OX_DTYPE_F16
+                     : !strcmp(v, "f32")      ? OX_DTYPE_F32
+                                              : OX_DTYPE_Q8_0;
+        return ok;
+    }
+    if (!strcmp(a, "--pooling")) {
+        bool ok = v && (!strcmp(v, "mean") || !strcmp(v, "cls") || !strcmp(v, "last"));
+        o->pooling = !ok || !strcmp(v, "mean") ? OX_POOLING_MEAN
+                     : !strcmp(v, "cls")       ? OX_POOLING_CLS
+                                               : OX_POOLING_LAST;
+        return ok;
+    }
+    if (!strcmp(a, "--timeout"))
+        return num_arg(a, v, 0.001, 1e6, &o->timeout);
+    if (!strcmp(a, "--shutdown-timeout"))
+        return num_arg(a, v, 0, 1e6, &o->shutdown_timeout);
+    if (!strcmp(a, "--max-body")) {
+        bool ok = int_arg(a, v, 1024, 1 << 30, &max_body);
+        o->max_body = (size_t)max_body;
+        return ok;
+    }
+    fprintf(stderr, "oxidize serve: unknown option %s\n", a);
+    return false;
+}
+
 int cmd_serve(int argc, char **argv) {
     struct server_opts o = {.host = "127.0.0.1",
                             .port = 8080,
@@ -90,88 +177,22 @@ int cmd_serve(int argc, char **argv) {
                             .shutdown_timeout = 10,
                             .http_threads = 4,
                             .pooling = OX_POOLING_MEAN};
-    char *tmpl = NULL, *keys = NULL; /* --chat-template's and --api-key-file's text */
-    int max_body = 1 << 20;
-    for (int i = 1; i < argc; i += 2) { /* every option but --help and --embeddings takes a value */
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    struct serve_files f = {0};
+    bool ok = true, takes = false;
+    for (int i = 1; ok && i < argc; i += 1 + takes) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            o.model_path = v, ok = v != NULL;
-        } else if (!strcmp(a, "--api-key")) {
-            ok = v && *v && o.n_api_keys < SERVER_MAX_KEYS;
-            if (ok)
-                o.api_keys[o.n_api_keys++] = v;
-        } else if (!strcmp(a, "--api-key-file")) {
-            size_t len;
-            ok = !keys && v && (keys = cmd_read_file("serve", v, &len)) && read_keys(&o, keys);
-        } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type")) {
-            ok = v && (!strcmp(v, "f16") || !strcmp(v, "f32") || !strcmp(v, "q8_0"));
-            o.kv_type = !ok || !strcmp(v, "f16") ? OX_DTYPE_F16
-                        : !strcmp(v, "f32")      ? OX_DTYPE_F32
-                                                 : OX_DTYPE_Q8_0;
-        } else if (!strcmp(a, "--embeddings")) {
-            o.embeddings = true, i--; /* takes no value */
-        } else if (!strcmp(a, "--pooling")) {
-            ok = v && (!strcmp(v, "mean") || !strcmp(v, "cls") || !strcmp(v, "last"));
-            o.pooling = !ok || !strcmp(v, "mean") ? OX_POOLING_MEAN
-                        : !strcmp(v, "cls")       ? OX_POOLING_CLS
-                                                  : OX_POOLING_LAST;
-        } else if (!strcmp(a, "--queue-size")) {
-            ok = int_arg(a, v, 0, 1 << 20, &o.queue_size);
-        } else if (!strcmp(a, "--timeout")) {
-            ok = num_arg(a, v, 0.001, 1e6, &o.timeout);
-        } else if (!strcmp(a, "--shutdown-timeout")) {
-            ok = num_arg(a, v, 0, 1e6, &o.shutdown_timeout);
-        } else if (!strcmp(a, "--http-threads")) {
-            ok = int_arg(a, v, 1, 256, &o.http_threads);
-        } else if (!strcmp(a, "--max-body")) {
-            ok = int_arg(a, v, 1024, 1 << 30, &max_body);
-            o.max_body = (size_t)max_body;
-        } else if (!strcmp(a, "--host")) {
-            o.host = v, ok = v != NULL;
-        } else if (!strcmp(a, "--port")) {
-            ok = int_arg(a, v, 0, 65535, &o.port);
-        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
-            ok = int_arg(a, v, 1, OX_SEQ_MAX, &o.n_parallel);
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            ok = int_arg(a, v, 2, 1 << 24, &o.n_ctx);
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            ok = int_arg(a, v, 1, 1 << 16, &o.n_batch);
-        } else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size")) {
-            ok = int_arg(a, v, 1, 1 << 16, &o.n_ubatch);
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            ok = int_arg(a, v, 0, 1024, &o.n_threads);
-        } else if (!strcmp(a, "--chat-template")) {
-            size_t len;
-            free(tmpl);
-            tmpl = v ? cmd_read_file("serve", v, &len) : NULL;
-            o.chat_template = tmpl, ok = tmpl != NULL;
-        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
-            ok = int_arg(a, v, -1, 1 << 20, &o.n_gpu_layers);
-        } else {
-            fprintf(stderr, "oxidize serve: unknown option %s\n", a);
-            ok = false;
         }
-        if (!ok) {
-            usage(stderr);
-            free(tmpl), free(keys);
-            return 2;
-        }
+        ok = set_option(&o, &f, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &takes);
     }
-    if (!o.model_path) {
+    if (ok && !o.model_path)
+        ok = false;
+    else if (ok && f.keys && o.n_api_keys == 0)
+        fprintf(stderr, "oxidize serve: the --api-key-file has no keys\n"), ok = false;
+    int rc = ok ? server_run(&o) : 2;
+    if (!ok)
         usage(stderr);
-        free(tmpl), free(keys);
-        return 2;
-    }
-    if (keys && o.n_api_keys == 0) {
-        fprintf(stderr, "oxidize serve: the --api-key-file has no keys\n");
-        free(tmpl), free(keys);
-        return 2;
-    }
-    int rc = server_run(&o);
-    free(tmpl), free(keys);
+    free(f.tmpl), free(f.keys);
     return rc;
 }

@@ -10,25 +10,6 @@
 /* strftime_now() is pinned to 2026-01-15 10:30:00 UTC, as when the references were made. */
 #define FIXED_NOW 1768473000
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p)
-        p[n] = 0;
-    *len = (size_t)n;
-    fclose(f);
-    return p;
-}
-
 static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -97,7 +78,7 @@ static void run_file(const char *dir, const char *fname, int *total, int *passed
     char path[1024];
     size_t len, tlen;
     snprintf(path, sizeof path, "%s/chat/expected/%s", dir, fname);
-    char *text = slurp(path, &len);
+    char *text = test_read_file(path, &len);
     CHECK_MSG(text != NULL, "cannot read %s", path);
     if (!text)
         return;
@@ -116,7 +97,7 @@ static void run_file(const char *dir, const char *fname, int *total, int *passed
     snprintf(path, sizeof path, "%s/chat/templates/%s", dir, tname->u.s->p);
     if (!strstr(path + strlen(dir), ".jinja"))
         strncat(path, ".jinja", sizeof path - strlen(path) - 1);
-    char *src = slurp(path, &tlen);
+    char *src = test_read_file(path, &tlen);
     CHECK_MSG(src != NULL, "cannot read %s", path);
     if (!src)
         goto done;

@@ -130,13 +130,36 @@ static void check_against_alone(const struct client *cl, const char *what) {
                   "%s: finished with %d after %d", what, cl->reason, cl->n_generated);
 }
 
-static struct ox_engine *new_engine(int slots, int n_ctx, int n_batch) {
+/* An engine of f32 KV; n_ubatch 0: forward passes of a whole step. */
+static struct ox_engine *new_engine_ub(int slots, int n_ctx, int n_batch, int n_ubatch) {
     struct ox_engine_params p = ox_engine_params_default();
     p.n_parallel = slots, p.n_ctx = (uint32_t)n_ctx, p.n_batch = (uint32_t)n_batch;
-    p.n_threads = 2, p.kv_type = OX_DTYPE_F32;
+    p.n_ubatch = (uint32_t)n_ubatch, p.n_threads = 2, p.kv_type = OX_DTYPE_F32;
     struct ox_engine *e = NULL;
     CHECK_MSG(ox_engine_create(model, &p, &e) == OX_OK, "%s", ox_last_error());
     return e;
+}
+
+static struct ox_engine *new_engine(int slots, int n_ctx, int n_batch) {
+    return new_engine_ub(slots, n_ctx, n_batch, 0);
+}
+
+/* n requests of random prompts (lens[i] tokens, gens[i] to generate) submitted at once and run
+ * to the end: each gives what it gives alone. The samplers stay for the caller to free. */
+static void run_side_by_side(struct ox_engine *e, struct client *cl, int n, const int *lens,
+                             const int *gens, const char *label) {
+    for (int i = 0; e && i < n; i++) {
+        cl[i].n_prompt = lens[i], cl[i].max = gens[i];
+        random_prompt(cl[i].prompt, lens[i]);
+        CHECK_EQ(submit(e, &cl[i], NULL), OX_OK);
+    }
+    if (e)
+        run_until_idle(e);
+    char what[96];
+    for (int i = 0; i < n; i++) {
+        snprintf(what, sizeof what, "%s: request %d", label, i);
+        check_against_alone(&cl[i], what);
+    }
 }
 
 /* Seven requests on four slots, batches of 16 tokens: three wait in the queue, the long
@@ -146,18 +169,7 @@ static void check_side_by_side(void) {
     struct ox_engine *e = new_engine(4, 4 * 128, 16);
     static const int lens[] = {5, 40, 17, 3, 29, 11, 64}, gens[] = {12, 6, 9, 16, 7, 10, 8};
     struct client cl[8] = {0};
-    for (int i = 0; e && i < 7; i++) {
-        cl[i].n_prompt = lens[i], cl[i].max = gens[i];
-        random_prompt(cl[i].prompt, lens[i]);
-        CHECK_EQ(submit(e, &cl[i], NULL), OX_OK);
-    }
-    if (e)
-        run_until_idle(e);
-    char what[64];
-    for (int i = 0; i < 7; i++) {
-        snprintf(what, sizeof what, "request %d", i);
-        check_against_alone(&cl[i], what);
-    }
+    run_side_by_side(e, cl, 7, lens, gens, "side by side");
     /* request 0's prompt and its output, and more: the slot keeps that prefix */
     struct client *x = &cl[7];
     memcpy(x->prompt, cl[0].prompt, (size_t)lens[0] * sizeof(ox_token));
@@ -248,46 +260,25 @@ static void check_limits(void) {
 
 /* Steps of 24 tokens decoded in forward passes of 7 (n_ubatch): the same answers. */
 static void check_ubatch(void) {
-    struct ox_engine_params p = ox_engine_params_default();
-    p.n_parallel = 3, p.n_ctx = 3 * 96, p.n_batch = 24, p.n_ubatch = 7;
-    p.n_threads = 2, p.kv_type = OX_DTYPE_F32;
-    struct ox_engine *e = NULL;
-    CHECK_MSG(ox_engine_create(model, &p, &e) == OX_OK, "%s", ox_last_error());
+    struct ox_engine *e = new_engine_ub(3, 3 * 96, 24, 7);
     static const int lens[] = {30, 12, 5, 19}, gens[] = {9, 14, 11, 6};
     struct client cl[4] = {0};
-    for (int i = 0; e && i < 4; i++) {
-        cl[i].n_prompt = lens[i], cl[i].max = gens[i];
-        random_prompt(cl[i].prompt, lens[i]);
-        CHECK_EQ(submit(e, &cl[i], NULL), OX_OK);
-    }
-    if (e)
-        run_until_idle(e);
-    char what[64];
-    for (int i = 0; i < 4; i++) {
-        snprintf(what, sizeof what, "ubatch request %d", i);
-        check_against_alone(&cl[i], what);
+    run_side_by_side(e, cl, 4, lens, gens, "ubatch");
+    for (int i = 0; i < 4; i++)
         ox_sampler_free(cl[i].sampler);
-    }
     ox_engine_free(e);
 }
 
 /* Twelve sequences decoding side by side: a GPU takes such steps in pieces it records. */
 static void check_many_slots(void) {
     struct ox_engine *e = new_engine(12, 12 * 32, 64);
+    int lens[12], gens[12];
+    for (int i = 0; i < 12; i++)
+        lens[i] = 3 + i % 4, gens[i] = 6 + i % 5;
     struct client cl[12] = {0};
-    for (int i = 0; e && i < 12; i++) {
-        cl[i].n_prompt = 3 + i % 4, cl[i].max = 6 + i % 5;
-        random_prompt(cl[i].prompt, cl[i].n_prompt);
-        CHECK_EQ(submit(e, &cl[i], NULL), OX_OK);
-    }
-    if (e)
-        run_until_idle(e);
-    char what[64];
-    for (int i = 0; i < 12; i++) {
-        snprintf(what, sizeof what, "one of twelve: request %d", i);
-        check_against_alone(&cl[i], what);
+    run_side_by_side(e, cl, 12, lens, gens, "one of twelve");
+    for (int i = 0; i < 12; i++)
         ox_sampler_free(cl[i].sampler);
-    }
     ox_engine_free(e);
 }
 

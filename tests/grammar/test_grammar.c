@@ -5,31 +5,11 @@
 #include "grammar/grammar.h"
 #include "test.h"
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    if (s) {
-        s[n] = 0;
-        *len = (size_t)n;
-    }
-    return s;
-}
-
 static struct gram *load(const char *name) {
     char path[1024];
     snprintf(path, sizeof(path), "%s/grammars/%s", test_data_dir(), name);
     size_t len = 0;
-    char *src = read_text(path, &len);
+    char *src = test_read_file(path, &len);
     struct gram *g = NULL;
     CHECK_MSG(src != NULL, "cannot read %s", path);
     if (src && gram_parse(src, len, &g) != OX_OK)

@@ -3,13 +3,13 @@
  * token; mean / cls / last pooling, normalization and n_batch pieces agree with the per-token
  * states of one batch; refusals leave the cache alone. */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 
 #include "model/model.h"
 #include "quant/dtype.h"
 #include "oxidize.h"
+#include "reference_files.h"
 #include "test.h"
 
 #define MAX_PROMPT 512
@@ -190,28 +190,7 @@ static void check_reference(const char *name, json_t *ref) {
 }
 
 static void check_references(void) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/reference", test_data_dir());
-    DIR *d = opendir(dir);
-    CHECK(d != NULL);
-    struct dirent *e;
-    int n_models = 0;
-    while (d && (e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
-            continue;
-        char path[2048], name[256];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
-        json_error_t err;
-        json_t *ref = json_load_file(path, 0, &err);
-        CHECK_MSG(ref != NULL, "%s: %s", path, err.text);
-        if (ref)
-            check_reference(name, ref), n_models++;
-        json_decref(ref);
-    }
-    if (d)
-        closedir(d);
+    int n_models = for_each_reference(check_reference);
     printf("%d reference models: worst KL float %.2e (max |logit diff| %.2e), quantized %.2e; "
            "worst KL vs own logits %.2e\n",
            n_models, worst_float_kl, worst_abs, worst_quant_kl, worst_self_kl);

@@ -2,11 +2,11 @@
  * as one batch, then greedy decoding one token at a time), with DESIGN.md section 4's measure:
  * per position KL(softmax(ref) || softmax(ours)) and top-1 agreement. */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 
 #include "oxidize.h"
+#include "reference_files.h"
 #include "test.h"
 
 static float *read_f32(const char *path, size_t n) {
@@ -91,8 +91,8 @@ static void check_model(const char *name, json_t *ref) {
     ox_token ttoks[512], want_toks[512];
     size_t nt = 0;
     int nw = json_ints(json_object_get(ref, "text_tokens"), want_toks, 512);
-    CHECK(ox_tokenize(ox_model_vocab(m), json_string_value(text), json_string_length(text),
-                      ttoks, 512, &nt, true, false) == OX_OK);
+    CHECK(ox_tokenize(ox_model_vocab(m), json_string_value(text), json_string_length(text), ttoks,
+                      512, &nt, true, false) == OX_OK);
     CHECK_MSG((int)nt == nw && !memcmp(ttoks, want_toks, nt * sizeof *ttoks), "%s: text tokens",
               name);
     bool want[512];
@@ -116,12 +116,11 @@ static void check_model(const char *name, json_t *ref) {
     /* DESIGN.md's float bound for f32, f16 and bf16 ("bf16" contains "f16") */
     bool is_float = strstr(name, "f32") || strstr(name, "f16");
     double mean = prompt_a.n ? prompt_a.sum_kl / prompt_a.n : 1e9;
-    printf("  %-22s prompt KL mean %.2e max %.2e top-1 %d/%d | greedy %d/%d KL mean %.2e\n",
-           name, mean, prompt_a.max_kl, prompt_a.top1, prompt_a.n, same_tokens, ng,
+    printf("  %-22s prompt KL mean %.2e max %.2e top-1 %d/%d | greedy %d/%d KL mean %.2e\n", name,
+           mean, prompt_a.max_kl, prompt_a.top1, prompt_a.n, same_tokens, ng,
            greedy_a.n ? greedy_a.sum_kl / greedy_a.n : 1e9);
     if (is_float) {
-        CHECK_MSG(mean < 1e-5 && prompt_a.top1 == n && same_tokens == ng, "%s: float bounds",
-                  name);
+        CHECK_MSG(mean < 1e-5 && prompt_a.top1 == n && same_tokens == ng, "%s: float bounds", name);
     } else {
         CHECK_MSG(mean < 2e-3 && prompt_a.max_kl < 1e-2 && prompt_a.top1 * 10 >= n * 9,
                   "%s: quantized bounds", name);
@@ -133,30 +132,7 @@ static void check_model(const char *name, json_t *ref) {
 }
 
 int main(void) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/reference", test_data_dir());
-    DIR *d = opendir(dir);
-    CHECK(d != NULL);
-    struct dirent *e;
-    int n_models = 0;
-    while (d && (e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
-            continue;
-        char path[2048], name[256];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
-        json_error_t err;
-        json_t *ref = json_load_file(path, 0, &err);
-        CHECK_MSG(ref != NULL, "%s: %s", path, err.text);
-        if (ref) {
-            check_model(name, ref);
-            n_models++;
-        }
-        json_decref(ref);
-    }
-    if (d)
-        closedir(d);
+    int n_models = for_each_reference(check_model);
     printf("%d reference models\n", n_models);
     return test_finish("test_reference");
 }

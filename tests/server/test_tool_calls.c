@@ -92,24 +92,6 @@ static const char *second_call =
     "{\"id\": \"xyzUVW456\", \"type\": \"function\", \"function\": {\"name\": \"get_time\", "
     "\"arguments\": {\"tz\": \"Europe/Paris\", \"n\": 2, \"on\": true}}}";
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p)
-        p[n] = 0;
-    fclose(f);
-    return p;
-}
-
 /* Parse text and compare with OpenAI-style tool_calls (arguments compared as JSON). */
 static void expect_calls(const char *what, enum tool_family f, const char *text, size_t len,
                          json_t *want, const char *content) {
@@ -178,7 +160,7 @@ static void test_templates(void) {
     for (size_t i = 0; i < N_TEMPLATES; i++) {
         snprintf(path, sizeof path, "%s/chat/templates/%s.jinja", test_data_dir(),
                  templates[i].name);
-        char *tmpl = slurp(path);
+        char *tmpl = test_read_file(path, NULL);
         CHECK_MSG(tmpl, "cannot read %s", path);
         CHECK_MSG(tool_family_of(tmpl) == templates[i].family, "%s: family %s, want %s",
                   templates[i].name, tool_family_name(tool_family_of(tmpl)),

@@ -21,7 +21,6 @@ static void print_ids(const char *label, const struct tok_list *out) {
     fputc('\n', stderr);
 }
 
-
 /* Inputs beyond the reference files, with the ids llama.cpp's own WPM code gives (computed
  * from llama.cpp's algorithm over its Unicode tables): its quirks are part of the contract.
  * One exception is marked: input llama.cpp throws on. */
@@ -184,7 +183,6 @@ static void check_threads(const struct vocab *v, const char *text, size_t len) {
     tok_list_free(&want);
 }
 
-
 int main(void) {
     const char *dir = test_data_dir();
     char path[1200];
@@ -207,7 +205,7 @@ int main(void) {
 
     size_t text_len = 0;
     snprintf(path, sizeof path, "%s/text/kjv-revelation.txt", dir);
-    char *text = vocab_read_file(path, &text_len);
+    char *text = test_read_file(path, &text_len);
     CHECK_MSG(text != NULL && text_len > 0, "missing %s", path);
     if (text) {
         check_threads(v, text, text_len);

@@ -9,29 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VOCAB_CASE_SEP "\n__ggml_vocab_test__\n"
-#define VOCAB_MAX_CASES 512
+#include "test.h"
 
-/* Whole file into a NUL-terminated heap buffer, or NULL. */
-static inline char *vocab_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    return buf;
-}
+#define VOCAB_CASE_SEP  "\n__ggml_vocab_test__\n"
+#define VOCAB_MAX_CASES 512
 
 /* Inputs are separated by VOCAB_CASE_SEP (the file ends with one); the .out file has one line
  * of space-separated ids per input. */
@@ -48,9 +29,9 @@ static inline bool vocab_cases_load(const char *base, struct vocab_cases *c) {
     size_t inp_len = 0, out_len = 0;
     memset(c, 0, sizeof *c);
     snprintf(path, sizeof path, "%s.inp", base);
-    c->inp = vocab_read_file(path, &inp_len);
+    c->inp = test_read_file(path, &inp_len);
     snprintf(path, sizeof path, "%s.out", base);
-    c->out = vocab_read_file(path, &out_len);
+    c->out = test_read_file(path, &out_len);
     if (!c->inp || !c->out)
         return false;
     for (size_t pos = 0; pos < inp_len && c->n < VOCAB_MAX_CASES; c->n++) {
