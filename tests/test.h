@@ -64,7 +64,7 @@ static inline char *test_read_file(const char *path, size_t *len) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    char *buf = n >= 0 ? (char *)malloc((size_t)n + 1) : NULL; /* C++ too (the .cu tests) */
     if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
         free(buf);
         buf = NULL;
