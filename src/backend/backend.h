@@ -72,6 +72,8 @@ struct attn_args {
                                    0: no window */
     bool f16_cache;             /* k/v came from an f16 cache: round q and the value
                                    accumulator to f16 as llama.cpp's CPU flash attention does */
+    bool one_per_seq;           /* no two queries share a sequence (a decode step of several
+                                   sequences): nothing for queries to share */
     float *k_t;                 /* n_cells * n_head_kv * hd_k floats a backend may use for a
                                    transposed copy of k (large batches), or NULL */
     /* For backends whose attention_reads_cache is set: k and v are NULL and the rows come
@@ -203,7 +205,7 @@ struct backend_ops {
      * cells in use may change: attention reads their count from n_cells_now). */
     bool (*graph_begin)(struct backend *b, uint64_t key);
     void (*graph_end)(struct backend *b);
-    int graph_max_tokens; /* steps of up to this many tokens may be recorded */
+    int graph_max_tokens;       /* steps of up to this many tokens may be recorded */
     bool attention_reads_cache; /* attention takes the cache's rows (no cache_load first) */
 };
 

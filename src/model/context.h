@@ -67,6 +67,7 @@ struct ox_context {
     bool embd_only;   /* ox_embed's batches: the hidden states alone, no output matrix */
     int32_t n_batch_last;
     enum ox_status batch_err; /* the first failure a download in the middle of the batch saw */
+    bool one_per_seq;         /* no two tokens of the batch share a sequence */
     bool moe_on_host;   /* this batch took a device stage's router probabilities to the host */
     bool moe_graphable; /* the last single-token batch did not: later ones may be graphs */
 };

@@ -266,6 +266,7 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         .softcap = c->attn_softcap,
         .window = c->is_swa[il] ? c->swa_window : 0,
         .f16_cache = ctx->kv.type == OX_DTYPE_F16,
+        .one_per_seq = ctx->one_per_seq,
     };
     if (op->attention_reads_cache) {
         struct kv_cache *kv = &ctx->kv;
@@ -627,42 +628,22 @@ static enum ox_status forward(struct ox_context *ctx, const ox_token *tokens, in
     return OX_OK;
 }
 
-/* The tokens per forward pass for this batch: all of them, except for a decode step (each
- * token the next of its own sequence, all with logits) of more sequences than a GPU backend
- * records at once: that runs in pieces it replays (graph_max_tokens). On an H200 the 8B
- * Q4_K_M model decoded 796 t/s in steps of 8 sequences but 502 in one step of 16, whose
- * matmuls dequantize for cuBLAS. Up to logit_rows tokens (the page-locked logits). */
-static int pass_tokens(const struct ox_context *ctx, int n) {
-    const struct backend_ops *ops = ctx->stages[0].be.ops;
-    int piece = ops->graph_max_tokens;
-    if (ctx->n_stages != 1 || !ops->device || ctx->embd || piece < 1 || n <= piece ||
-        n > ctx->logit_rows)
-        return n;
+/* Whether no two tokens of the batch share a sequence (a decode step of several sequences):
+ * their attentions then have no cells in common, which the backend's kernel choice uses. */
+static bool one_token_per_seq(const struct ox_context *ctx, int n) {
     uint64_t seen[SEQ_WORDS] = {0};
     for (int t = 0; t < n; t++) {
         uint64_t bit = 1ull << (ctx->seq[t] % 64);
-        if (ctx->out_row[t] != t || (seen[ctx->seq[t] / 64] & bit))
-            return n;
+        if (seen[ctx->seq[t] / 64] & bit)
+            return false;
         seen[ctx->seq[t] / 64] |= bit;
     }
-    return piece;
+    return true;
 }
 
 enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n) {
-    int piece = pass_tokens(ctx, n);
-    int32_t *pos = ctx->pos, *seq = ctx->seq, *cell = ctx->cell, *out_row = ctx->out_row;
-    float *logits = ctx->logits;
-    enum ox_status st = OX_OK;
-    for (int t0 = 0; t0 < n && st == OX_OK; t0 += piece) { /* a piece is a batch of its own */
-        int m = n - t0 < piece ? n - t0 : piece;
-        ctx->pos = pos + t0, ctx->seq = seq + t0, ctx->cell = cell + t0;
-        ctx->out_row = out_row + t0;
-        ctx->logits = logits + (size_t)t0 * (size_t)ctx->model->cfg.n_vocab;
-        ctx->batch_err = OX_OK;
-        st = forward(ctx, tokens + t0, m);
-        st = st != OX_OK ? st : ctx->batch_err; /* a download midway failed, which it cleared */
-    }
-    ctx->pos = pos, ctx->seq = seq, ctx->cell = cell, ctx->out_row = out_row;
-    ctx->logits = logits;
-    return st;
+    ctx->one_per_seq = one_token_per_seq(ctx, n);
+    ctx->batch_err = OX_OK;
+    enum ox_status st = forward(ctx, tokens, n);
+    return st != OX_OK ? st : ctx->batch_err; /* a download midway failed, which it cleared */
 }

@@ -120,11 +120,12 @@ static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int 
         float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
         gpu.ops->matmul(&gpu, &m, dx, dy, n);
         float *got = down(dy, (size_t)n * rows);
-        /* batches over 8 multiply on the tensor cores with f16 (bf16) operands, f32 sums */
-        double tol = n <= 8                  ? small_batch_tol(type)
-                     : type == OX_DTYPE_F32  ? 2e-5
-                     : type == OX_DTYPE_BF16 ? 1e-2
-                                             : 2e-3;
+        /* batches over 8 multiply on the tensor cores: int8 for the integer types (x rounded
+         * to q8_1 as for the GEMV), else f16 (bf16) operands; f32 sums */
+        double tol = n <= 8 || int8_gemv(type) ? small_batch_tol(type)
+                     : type == OX_DTYPE_F32    ? 2e-5
+                     : type == OX_DTYPE_BF16   ? 1e-2
+                                               : 2e-3;
         CHECK_CLOSE(got, want, (size_t)n * rows, tol, "matmul %s n=%d", ox_dtype_name(type), n);
         free(x), free(want), free(got);
         gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
@@ -143,9 +144,14 @@ static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int 
 }
 
 static void test_matmul_type(enum ox_dtype type) {
-    static const int all[] = {1, 2, 5, 8, 9, 33, 128, 0}, one[] = {1, 2, 0};
+    static const int all[] = {1, 2, 5, 8, 9, 33, 128, 0}, one[] = {1, 2, 17, 0};
     test_matmul_shape(type, 67, 512, all);
     test_matmul_shape(type, 37, 4608, one); /* decode rows of several tiles */
+    static const int wide[] = {200, 0};     /* several tiles of tokens and rows */
+    test_matmul_shape(type, 300, 256, wide);
+    static const int tail[] = {20, 0}; /* 7 groups of 32: a last stage of 3 */
+    if (ox_dtype_block_size(type) == 32)
+        test_matmul_shape(type, 45, 224, tail);
 }
 
 static void test_matmul(void) {
@@ -179,14 +185,15 @@ static float silu(float v) {
 }
 
 /* The fused matmuls (q, k, v in one launch; gate and up with the GLU; y += W x) against the
- * reference, for batches the integer GEMV takes; they decline (false) everything else. */
+ * reference, for batches the integer GEMV takes (y += W x also for the tensor-core matmul's
+ * batches); they decline (false) everything else. */
 static void test_fused_type(enum ox_dtype type) {
     const int cols = 2048, rows[3] = {96, 32, 96}; /* q6_K tiles need cols % 2048 == 0 */
     uint8_t *host[3];
     struct mat m[3];
     for (int i = 0; i < 3; i++)
         m[i] = random_mat(type, rows[i], cols, &host[i]);
-    static const int ns[] = {1, 3, 8, 9};
+    static const int ns[] = {1, 3, 8, 9, 40};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         int n = ns[k];
         bool plain = type == OX_DTYPE_F32 || type == OX_DTYPE_F16 || type == OX_DTYPE_BF16;
@@ -232,7 +239,7 @@ static void test_fused_type(enum ox_dtype type) {
         float *y0 = random_floats((size_t)n * rows[1], 1.0f);
         gpu.ops->upload(&gpu, dy[1], y0, (size_t)n * rows[1] * 4);
         /* y += W x: plain types take one token in any mode (the barrier-free GEMV) */
-        bool adds = plain ? n == 1 && (type != OX_DTYPE_F32 || !early) : takes;
+        bool adds = plain ? n == 1 && (type != OX_DTYPE_F32 || !early) : int8_gemv(type);
         CHECK_MSG(gpu.ops->matmul_add(&gpu, &m[1], dx, dy[1], n) == adds, "add %s n=%d",
                   ox_dtype_name(type), n);
         if (adds) {
@@ -863,13 +870,19 @@ static void test_flash_attention(int hd, enum ox_dtype type, int window, float s
     enum { NQ = 70, CELLS = 300, HEADS = 8, KV_HEADS = 2 };
     int32_t q_pos[NQ], q_seq[NQ], cell_pos[CELLS], cells[CELLS];
     uint64_t *cell_seq = calloc(CELLS * SEQ_WORDS, 8);
-    for (int t = 0; t < NQ; t++) /* the prompt's two sequences, each one position per cell */
-        q_seq[t] = t % 2 ? 77 : 0, q_pos[t] = 80 + t / 2;
+    /* nq < 0: a decode step of -nq sequences (one query each, one_per_seq), sequence s
+     * holding cells s, s - nq, ...; else the prompt's two sequences, one position per cell */
+    int n_seq = nq < 0 ? -nq : 2;
+    bool one_per_seq = nq < 0;
+    nq = nq < 0 ? -nq : nq;
+    for (int t = 0; t < NQ; t++)
+        q_seq[t] = one_per_seq ? t % n_seq : t % 2 ? 77 : 0, q_pos[t] = 80 + t / 2;
     for (int c = 0; c < CELLS; c++) {
+        int s = one_per_seq ? c % n_seq : c % 2 ? 77 : 0;
         cells[c] = c;
-        cell_pos[c] = c % 17 == 5 ? -1 : c / 2;
+        cell_pos[c] = c % 17 == 5 ? -1 : c / n_seq;
         if (cell_pos[c] >= 0)
-            cell_seq[c * SEQ_WORDS + (c % 2 ? 1 : 0)] = c % 2 ? 1ull << (77 - 64) : 1;
+            cell_seq[c * SEQ_WORDS + s / 64] = 1ull << (s % 64);
     }
     size_t kv = (size_t)CELLS * KV_HEADS * hd;
     float *q = random_floats((size_t)NQ * HEADS * hd, 1.0f), *k = random_floats(kv, 1.0f);
@@ -901,7 +914,8 @@ static void test_flash_attention(int hd, enum ox_dtype type, int window, float s
                           .cell_seq = cell_seq,
                           .scale = 1.0f / sqrtf((float)hd),
                           .softcap = softcap,
-                          .window = window};
+                          .window = window,
+                          .one_per_seq = one_per_seq};
     cpu_attention_ref(&cpu, &a);
     struct attn_args d = a;
     d.q = up(q, 4 * (size_t)NQ * HEADS * hd), d.k = d.v = NULL;
@@ -931,6 +945,9 @@ static void test_flash(void) {
         test_flash_attention(hds[i], OX_DTYPE_F16, 0, 0.0f, 70);
         test_flash_attention(hds[i], OX_DTYPE_Q8_0, 0, 0.0f, 70);
     }
+    /* decode steps of more sequences than a recorded step takes: the per-query kernel */
+    test_flash_attention(64, OX_DTYPE_F16, 0, 0.0f, -20);
+    test_flash_attention(128, OX_DTYPE_Q8_0, 0, 0.0f, -12);
     test_flash_attention(128, OX_DTYPE_F16, 20, 0.0f, 70);
     test_flash_attention(256, OX_DTYPE_F16, 50, 30.0f, 70);
     test_flash_attention(96, OX_DTYPE_F16, 0, 0.0f, 20); /* one block, partly filled */

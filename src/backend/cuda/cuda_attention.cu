@@ -274,8 +274,10 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
     cudaStream_t s = cs->stream;
     const int64_t width = (int64_t)a->n_head * a->hd_v;
     /* decode steps (each token of its own sequence, so nothing to share) take the per-query
-     * kernel, which reads the cells in use from device memory as a recorded step must */
-    if (a->n > CUDA_Q8_MAX_N && a->hd_k <= TILED_HD && a->hd_v <= TILED_HD) {
+     * kernel, which reads the cells in use from device memory as a recorded step must; so do
+     * steps of more sequences than a recording takes: the 8B Q4_K_M model decoded 2036 t/s in
+     * steps of 32 sequences this way against 1300 through the tensor-core kernel (H100) */
+    if (a->n > CUDA_Q8_MAX_N && !a->one_per_seq && a->hd_k <= TILED_HD && a->hd_v <= TILED_HD) {
         attention_tiled_kernel<KT>
             <<<dim3((unsigned)((a->n + QT - 1) / QT), (unsigned)a->n_head), TILE, 0, s>>>(k, a->n);
     } else if (a->n > 0) {
@@ -294,7 +296,7 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
 /* Keys and values from the KV cache itself (the backend sets attention_reads_cache), or from
  * float arrays (the op test, and any caller that loaded the cache first). */
 void cuda_attention(struct backend *b, const struct attn_args *a) {
-    if (cuda_flash_attention(b, a))
+    if (!a->one_per_seq && cuda_flash_attention(b, a))
         return;
     if (a->hd_k > MAX_HD || a->hd_v > MAX_HD) {
         cuda_note(b, cudaErrorInvalidValue, "attention: head size over 512");

@@ -27,9 +27,9 @@ struct cuda_state {
     uint8_t *pinned;  /* a host range downloads may fill directly (backend_cuda_pin) */
     size_t pinned_size;
     size_t staging_size, staging_used; /* reset at each download, which waits for the copies */
-    void *xq[2];           /* activations quantized to q8_1 (cvd_xq) for the small-batch GEMV, */
+    void *xq[2];           /* activations quantized to q8_1 (cvd_xq) for the integer matmuls, */
     int xq_cur;            /* in this one (a gate/up GEMV reads it and quantizes into the other) */
-    size_t xq_blocks;      /* room in each for CUDA_Q8_MAX_N rows of the widest matrix */
+    size_t xq_blocks;      /* room in each for a batch of rows of the widest matrix */
     const float *xq_src;   /* the rows it holds (an op that may change them clears this), */
     int xq_n;              /* how many, */
     int64_t xq_cols;       /* and their width */

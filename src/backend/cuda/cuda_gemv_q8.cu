@@ -27,13 +27,15 @@ __global__ static void q8_quantize_kernel(const float *__restrict__ x, cvd_xq *_
         cvd_quantize_warp(__ldg(x + 32 * blk + threadIdx.x % 32), xq + blk, (int)threadIdx.x % 32);
 }
 
-bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols) {
-    return n >= 1 && n <= CUDA_Q8_MAX_N && n_cols % 32 == 0 &&
-           (size_t)n * (size_t)(n_cols / 32) <= cuda_of(b)->xq_blocks;
+bool cuda_q8_room(struct backend *b, int n, int64_t n_cols) {
+    return n >= 1 && n_cols % 32 == 0 && (size_t)n * (size_t)(n_cols / 32) <= cuda_of(b)->xq_blocks;
 }
 
-/* The q8_1 copy of x, made unless the last quantization was of these very rows. */
-static const cvd_xq *q8_input(struct backend *b, const float *x, int n, int64_t n_cols) {
+bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols) {
+    return n <= CUDA_Q8_MAX_N && cuda_q8_room(b, n, n_cols);
+}
+
+const cvd_xq *cuda_q8_input(struct backend *b, const float *x, int n, int64_t n_cols) {
     cuda_state *s = cuda_of(b);
     if (s->xq_src != x || s->xq_n != n || s->xq_cols != n_cols) {
         const int64_t blocks = (int64_t)n * (n_cols / 32);
@@ -383,7 +385,8 @@ template <enum ox_dtype T> static bool q8_shape_ok(const struct mat *w, int nt) 
 template <enum ox_dtype T, int NT>
 static void q8_launch(struct backend *b, const q8_job &job, int64_t n_cols, const float *x, int n) {
     const int pairs = job.ids ? job.n_pairs : 1, x_rows = job.ids ? pairs / job.x_div : n;
-    const cvd_xq *xq = job.norm_w || q8_float_x<T>() ? nullptr : q8_input(b, x, x_rows, n_cols);
+    const cvd_xq *xq =
+        job.norm_w || q8_float_x<T>() ? nullptr : cuda_q8_input(b, x, x_rows, n_cols);
     const int64_t items = job.items;
     const int64_t work = (job.glu >= 0 ? 2 * items : items) * pairs;
     /* one row per warp while that leaves fewer than two blocks per multiprocessor; up to four
@@ -451,8 +454,7 @@ static bool same_kind(const struct mat *a, const struct mat *c) {
     return a->type == c->type && a->n_cols == c->n_cols && a->row_bytes == c->row_bytes;
 }
 
-/* The matmul's writes may overwrite the rows the q8_1 copy was made from. */
-static void q8_written(struct backend *b, const float *y, int n, int64_t rows) {
+void cuda_q8_written(struct backend *b, const float *y, int n, int64_t rows) {
     cuda_state *s = cuda_of(b);
     const float *src_end = s->xq_src + (size_t)s->xq_n * (size_t)s->xq_cols;
     if (s->xq_src && y < src_end && s->xq_src < y + (size_t)n * (size_t)rows)
@@ -471,12 +473,12 @@ bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float 
     job.w[0] = (const uint8_t *)w->data, job.y[0] = y;
     job.row_end[0] = job.items = w->n_rows;
     job.n_mats = 1, job.glu = -1, job.accumulate = accumulate;
-    q8_written(b, y, n, w->n_rows);
+    cuda_q8_written(b, y, n, w->n_rows);
     return w->n_rows > 0 && q8_run(b, job, w, x, n);
 }
 
 bool cuda_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
-    return cuda_gemv_q8(b, w, x, y, n, true);
+    return cuda_gemv_q8(b, w, x, y, n, true) || cuda_mmq(b, w, x, y, n, true);
 }
 
 /* The job takes x through the norm itself (NULL: x is as it is). Every block norms its own
@@ -505,7 +507,7 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
     }
     job.items = rows;
     for (int m = 0; m < count; m++)
-        q8_written(b, y[m], n, w[m].n_rows);
+        cuda_q8_written(b, y[m], n, w[m].n_rows);
     return q8_run(b, job, &w[0], x, n);
 }
 
@@ -520,7 +522,7 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
     job.w[0] = (const uint8_t *)gate->data, job.w[1] = (const uint8_t *)up->data, job.y[0] = y;
     job.row_end[0] = job.items = gate->n_rows;
     job.n_mats = 2, job.glu = (int)kind;
-    q8_written(b, y, n, gate->n_rows);
+    cuda_q8_written(b, y, n, gate->n_rows);
     cuda_state *s = cuda_of(b);
     /* the output quantized for the down projection: 32 rows per block, a whole number of
      * blocks (a big matrix gets 32 rows per block anyway); the float types' down projection
@@ -568,7 +570,7 @@ bool cuda_experts_glu(struct backend *b, enum glu_kind kind, const struct mat *g
     job.row_end[0] = job.items = gate->n_rows;
     job.n_mats = 2, job.glu = (int)kind;
     q8_experts(job, gate, ids, pairs, k);
-    q8_written(b, y, pairs, gate->n_rows);
+    cuda_q8_written(b, y, pairs, gate->n_rows);
     cuda_state *s = cuda_of(b);
     /* the rows quantized for the down projection, as cuda_matmul_glu does */
     const bool quantize = gate->n_rows % 32 == 0 && cuda_q8_fits(b, pairs, gate->n_rows) &&
@@ -591,7 +593,7 @@ bool cuda_experts(struct backend *b, const struct mat *w, const float *x, const 
     job.row_end[0] = job.items = w->n_rows;
     job.n_mats = 1, job.glu = -1;
     q8_experts(job, w, ids, n_pairs, 1);
-    q8_written(b, y, n_pairs, w->n_rows);
+    cuda_q8_written(b, y, n_pairs, w->n_rows);
     return q8_run(b, job, w, x, 1);
 }
 

@@ -558,7 +558,8 @@ static void matmul_t(struct backend *b, const struct mat *w, const float *x, flo
 }
 
 void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
-    if (n <= 0 || w->n_rows <= 0 || cuda_gemv_q8(b, w, x, y, n, false))
+    if (n <= 0 || w->n_rows <= 0 || cuda_gemv_q8(b, w, x, y, n, false) ||
+        cuda_mmq(b, w, x, y, n, false))
         return;
     switch (w->type) {
 #define CMM_CASE_(name)                                                                            \

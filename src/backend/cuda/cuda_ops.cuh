@@ -5,6 +5,8 @@
 
 #include "backend/cuda/cuda_common.cuh"
 
+struct cvd_xq; /* cuda_vecdot.cuh */
+
 /* cuda_matmul.cu (cuda_matmul_init: once per device, before any launch) */
 cudaError_t cuda_matmul_init(void);
 void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
@@ -26,8 +28,22 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
 bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
                      const struct mat *up, const float *x, const struct norm_in *norm, float *y,
                      int n);
-/* Whether n rows of n_cols fit the q8_1 buffer (the RMSNorm quantizes its output then). */
+/* Whether n rows of n_cols fit the q8_1 buffers (room: any n up to the batch; fits: also few
+ * enough for the GEMV, when the RMSNorm quantizes its output for it). */
+bool cuda_q8_room(struct backend *b, int n, int64_t n_cols);
 bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols);
+/* The q8_1 copy of x's n rows (cvd_xq blocks), quantized unless the last quantization was of
+ * these very rows; needs cuda_q8_room. */
+const struct cvd_xq *cuda_q8_input(struct backend *b, const float *x, int n, int64_t n_cols);
+/* A matmul's writes to y's n rows may overwrite the rows the q8_1 copy was made from. */
+void cuda_q8_written(struct backend *b, const float *y, int n, int64_t rows);
+
+/* cuda_mmq.cu: more than CUDA_Q8_MAX_N tokens on the int8 tensor cores for the types of
+ * cuda_vecdot.cuh (y = W x, or y += W x); false, doing nothing, where it does not take w.
+ * cuda_mmq_init: once per device, before any launch. */
+cudaError_t cuda_mmq_init(void);
+bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, int n,
+              bool accumulate);
 /* MoE experts, matrices w (expert e's is e * n_rows * row_bytes on) chosen by ids[p] for pairs
  * p of a token and one of its k experts: cuda_experts_glu gives y[p] = act(gate x[p / k]) *
  * (up x[p / k]) for n tokens, cuda_experts y[p] = w x[p]. cuda_q8_takes_experts: whether they
