@@ -243,9 +243,8 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
         e = cudaMalloc(&s->scratch, s->scratch_floats * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc(&s->xh, s->xh_halves * 2);
-    /* room for a whole batch: the tensor-core matmuls quantize prompts there too */
-    s->xq_blocks = (size_t)(n_batch > (uint32_t)CUDA_Q8_MAX_N ? n_batch : CUDA_Q8_MAX_N) *
-                   (size_t)(max_cols / 32);
+    /* the tensor-core matmuls quantize their batches there too */
+    s->xq_blocks = (size_t)CUDA_MMQ_MAX_N * (size_t)(max_cols / 32);
     for (int i = 0; i < 2 && e == cudaSuccess; i++)
         e = cudaMalloc(&s->xq[i], s->xq_blocks * 40 + 1); /* cvd_xq, or cuda_mmq.cu's q8_K */
     b->own_bytes = s->scratch_floats * sizeof(float) + s->xh_halves * 2 + 2 * s->xq_blocks * 40;

@@ -29,7 +29,7 @@ struct cuda_state {
     size_t staging_size, staging_used; /* reset at each download, which waits for the copies */
     void *xq[2];           /* activations quantized to q8_1 (cvd_xq) for the integer matmuls, */
     int xq_cur;            /* in this one (a gate/up GEMV reads it and quantizes into the other) */
-    size_t xq_blocks;      /* room in each for a batch of rows of the widest matrix */
+    size_t xq_blocks;      /* room in each for CUDA_MMQ_MAX_N rows of the widest matrix */
     const float *xq_src;   /* the rows it holds (an op that may change them clears this), */
     int xq_n;              /* how many, */
     int64_t xq_cols;       /* and their width */
@@ -44,6 +44,11 @@ struct cuda_state {
 
 /* Batches up to this many tokens take the integer GEMV (cuda_gemv_q8.cu). */
 constexpr int CUDA_Q8_MAX_N = 8;
+/* Larger ones up to this many take the int8 tensor-core matmul (cuda_mmq.cu); beyond, the
+ * weights are dequantized for cuBLAS, whose f16 GEMM wins there. H100, us per matmul, the
+ * first against the second: 4096 x 4096 q4_0 at n = 64 28 vs 52, n = 128 49 vs 55, n = 512
+ * 177 vs 74; 14336 x 4096 n = 64 107 vs 144, n = 128 178 vs 149 (q4_K and q6_K alike). */
+constexpr int CUDA_MMQ_MAX_N = 64;
 
 /* The GLU activation of the gate (enum glu_kind): SiLU, or ggml's tanh GELU computed in float
  * (the CPU reads it from an f16 table). */

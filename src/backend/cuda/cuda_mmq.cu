@@ -354,12 +354,6 @@ static bool mq_q8k_type(enum ox_dtype t) {
     }
 }
 
-/* Batches up to this size take the kernel; larger ones dequantize for cuBLAS, whose f16 GEMM
- * wins there. H100, us per matmul, this kernel against cuBLAS: 4096 x 4096 q4_0 at n = 64
- * 28 vs 52, n = 128 49 vs 55, n = 512 177 vs 74; 14336 x 4096 n = 64 107 vs 144, n = 128 178
- * vs 149 (q4_K and q6_K alike). */
-constexpr int MMQ_MAX_N = 64;
-
 bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, int n,
               bool accumulate) {
     switch (w->type) {
@@ -369,7 +363,7 @@ bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, 
         break;
     default: return false;
     }
-    if (n <= CUDA_Q8_MAX_N || n > MMQ_MAX_N || !cuda_q8_room(b, n, w->n_cols) ||
+    if (n <= CUDA_Q8_MAX_N || n > CUDA_MMQ_MAX_N || !cuda_q8_room(b, n, w->n_cols) ||
         w->n_rows > INT32_MAX || (((uintptr_t)w->data | w->row_bytes) & 15))
         return false;
     const void *xq;
