@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/alloc.h"
+#include "quant/dtype.h"
 #include "test.h"
 
 static struct backend cpu, gpu;
@@ -143,6 +144,33 @@ static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int 
     gpu.ops->free(&gpu, dids), gpu.ops->free(&gpu, dy), gpu.ops->free(&gpu, dw);
 }
 
+/* Weights whose dot products take q8_K activations (llama.cpp's CPU: the k-quants, iq4_xs):
+ * their tensor-core batches round x as the CPU's q8_K does, so against the product with x
+ * rounded on the CPU they differ by float rounding alone, not by the int8 tolerance. */
+static void test_matmul_q8k(enum ox_dtype type) {
+    const int rows = 70, cols = 768, n = 24;
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    size_t xq_row = (size_t)cols / 256 * ox_dtype_type_size(OX_DTYPE_Q8_K);
+    float *wf = random_floats((size_t)rows * cols, 1.0f),
+          *x = random_floats((size_t)n * cols, 1.0f);
+    float *xr = malloc((size_t)n * cols * 4), *want = malloc((size_t)n * rows * 4);
+    uint8_t *w = malloc(row_bytes * rows), *xq = malloc(xq_row * n);
+    CHECK(ox_quantize(type, wf, w, rows, cols, NULL) == OX_OK);
+    CHECK(ox_quantize(OX_DTYPE_Q8_K, x, xq, n, cols, NULL) == OX_OK);
+    for (int t = 0; t < n; t++)
+        ox_dequantize(OX_DTYPE_Q8_K, xq + (size_t)t * xq_row, xr + (size_t)t * cols, cols);
+    matmul_ref(type, w, rows, cols, xr, n, want);
+    void *dw = up(w, row_bytes * rows);
+    struct mat m = {type, dw, rows, cols, row_bytes, NULL};
+    float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+    gpu.ops->matmul(&gpu, &m, dx, dy, n);
+    float *got = down(dy, (size_t)n * rows);
+    CHECK_CLOSE(got, want, (size_t)n * rows, 1e-5, "matmul %s n=%d on q8_K activations",
+                ox_dtype_name(type), n);
+    free(wf), free(x), free(xr), free(want), free(w), free(xq), free(got);
+    gpu.ops->free(&gpu, dw), gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
+}
+
 static void test_matmul_type(enum ox_dtype type) {
     static const int all[] = {1, 2, 5, 8, 9, 33, 128, 0}, one[] = {1, 2, 17, 0};
     test_matmul_shape(type, 67, 512, all);
@@ -164,6 +192,8 @@ static void test_matmul(void) {
             (!ox_dtype_can_quantize((enum ox_dtype)t) || ox_dtype_needs_imatrix((enum ox_dtype)t)))
             continue;
         test_matmul_type((enum ox_dtype)t);
+        if (int8_gemv((enum ox_dtype)t) && dtype_get(t)->vec_dot_type == OX_DTYPE_Q8_K)
+            test_matmul_q8k((enum ox_dtype)t);
         tested++;
     }
     CHECK_MSG(tested >= 15, "only %d weight types tested", tested);

@@ -19,7 +19,8 @@ struct cuda_state {
     int n_sm;            /* multiprocessors: how many blocks fill the chip */
     cudaStream_t stream; /* every op of the context runs on it, in order */
     cublasHandle_t blas; /* bound to stream */
-    float *scratch;      /* weights dequantized (to f16) for cuBLAS GEMMs */
+    float *scratch;      /* weights dequantized (to f16) for cuBLAS GEMMs, or the partial
+                            sums of cuda_mmq.cu's column splits */
     size_t scratch_floats;
     void *xh; /* a batch of activations in f16 or bf16 for the GEMMs */
     size_t xh_halves;

@@ -111,9 +111,9 @@ __device__ __forceinline__ void mq_mma_k16(int c[4], uint32_t a0, uint32_t a1, u
 
 /* One block: BM = 16 MT WM weight rows times BN = 8 NT WN tokens, WM x WN warps each taking
  * MT row tiles of 16 and NT token tiles of 8. Per stage the block unpacks MQ_KG groups of its
- * rows (int8 levels, then a float4 (d0, d1, m0, m1) per group) and copies the tokens' q8_1
- * blocks (levels, then (d, d s0, d s1, d sq): the scale times the halves' and the whole
- * block's level sums), then each warp multiplies. y[t][row] = (y +) sum over groups of
+ * rows (int8 levels, then a float4 (d0, d1, m0, m1) per group) and copies the tokens' groups
+ * (q8_1 or q8_K: levels, then (d, d s0, d s1, d sq): the scale times the halves' and the whole
+ * group's level sums), then each warp multiplies. y[t][row] = (y +) sum over groups of
  * xd (d0 lo + d1 hi) + the offset term, lo and hi the halves' integer dot products, as
  * cvd_dot computes them one group at a time. Rows 16-byte aligned. */
 template <enum ox_dtype T, int MT, int NT, int WM, int WN>
