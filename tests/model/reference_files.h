@@ -1,5 +1,5 @@
 /* reference_files.h: the shared llama.cpp reference files (reference/<model>.json), each handed
- * to a check with its model's name. */
+ * to a check with its model's name, and small helpers for those checks. */
 #ifndef OX_TEST_REFERENCE_FILES_H
 #define OX_TEST_REFERENCE_FILES_H
 
@@ -7,6 +7,29 @@
 #include <jansson.h>
 
 #include "test.h"
+
+/* n floats from a reference's binary file (logits, embeddings); NULL when it is missing or
+ * short. */
+static inline float *read_f32(const char *path, size_t n) {
+    FILE *f = fopen(path, "rb");
+    float *buf = f ? malloc(n * sizeof *buf) : NULL;
+    if (buf && fread(buf, sizeof *buf, n, f) != n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (f)
+        fclose(f);
+    return buf;
+}
+
+/* The index of the largest of x[0..n) (the first of equals). */
+static inline int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
 
 /* Calls check(name, ref) for every reference/<name>.json; returns how many were read. */
 static inline int for_each_reference(void (*check)(const char *name, json_t *ref)) {

@@ -9,26 +9,6 @@
 #include "reference_files.h"
 #include "test.h"
 
-static float *read_f32(const char *path, size_t n) {
-    FILE *f = fopen(path, "rb");
-    float *buf = f ? malloc(n * sizeof *buf) : NULL;
-    if (buf && fread(buf, sizeof *buf, n, f) != n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (f)
-        fclose(f);
-    return buf;
-}
-
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 /* KL(softmax(ref) || softmax(got)) in double. */
 static double kl(const float *ref, const float *got, int n) {
     double mr = ref[argmax(ref, n)], mg = got[argmax(got, n)], zr = 0, zg = 0, s = 0;
