@@ -109,21 +109,147 @@ __device__ __forceinline__ void mq_mma_k16(int c[4], uint32_t a0, uint32_t a1, u
 #endif
 }
 
+/* A stage's weights: groups [g0, g0 + kg) of the block's BM rows from r0 unpacked to int8
+ * levels (wq, MQ_WORDS per row) and a float4 (d0, d1, m0, m1) per group (wsc[k][row]); rows
+ * past n_rows and groups past kg are zeros. Every item's loads come first (the loop is
+ * unrolled), so they are all on their way together: a stage's latency is paid about once. */
+template <enum ox_dtype T, int BM, int TH>
+__device__ __forceinline__ void mq_stage_weights(const uint8_t *__restrict__ w, size_t row_bytes,
+                                                 int n_rows, int64_t r0, int g0, int kg,
+                                                 uint32_t *wq, float4 *wsc) {
+    constexpr int ITEMS = BM * MQ_KG / TH;
+    static_assert(BM * MQ_KG % TH == 0, "weight items per thread");
+    cvd_w cw[ITEMS];
+#pragma unroll
+    for (int it = 0; it < ITEMS; it++) {
+        const int i = threadIdx.x + it * TH, r = i / MQ_KG, k = i % MQ_KG;
+        if (r0 + r < n_rows && k < kg) {
+            vd<T>::template unpack<16>(w + (r0 + r) * row_bytes, g0 + k, cw[it]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                cw[it].v[j] = 0;
+            cw[it].d[0] = cw[it].d[1] = cw[it].m[0] = cw[it].m[1] = 0.f;
+        }
+    }
+#pragma unroll
+    for (int it = 0; it < ITEMS; it++) {
+        const int i = threadIdx.x + it * TH, r = i / MQ_KG, k = i % MQ_KG;
+        uint4 *d = (uint4 *)(wq + r * MQ_WORDS + 8 * k);
+        d[0] = make_uint4(cw[it].v[0], cw[it].v[1], cw[it].v[2], cw[it].v[3]);
+        d[1] = make_uint4(cw[it].v[4], cw[it].v[5], cw[it].v[6], cw[it].v[7]);
+        wsc[k * BM + r] = make_float4(cw[it].d[0], cw[it].d[1], cw[it].m[0], cw[it].m[1]);
+    }
+}
+
+/* A stage's activations: groups [g0, g0 + kg) of the BN tokens from n0 (q8_K groups for the
+ * types of mq_q8k, else cvd_xq) to levels (xs) and (d, d s0, d s1, d sq) per group
+ * (xsc[k][token]): the scale times the halves' and the whole group's level sums. */
+template <enum ox_dtype T, int BN, int TH>
+__device__ __forceinline__ void mq_stage_x(const void *__restrict__ xq, int n, int n_groups, int n0,
+                                           int g0, int kg, uint32_t *xs, float4 *xsc) {
+    constexpr bool Q8K = mq_q8k<T>(), SPLIT_MIN = vd<T>::SPLIT_MIN;
+    constexpr int XW = Q8K ? 10 : 9; /* words per group: mq_xk, cvd_xq */
+    static_assert(BN * MQ_KG % TH == 0, "token items per thread");
+#pragma unroll
+    for (int it = 0; it < BN * MQ_KG / TH; it++) {
+        const int i = threadIdx.x + it * TH, c = i / MQ_KG, k = i % MQ_KG;
+        uint32_t *d = xs + c * MQ_WORDS + 8 * k;
+        float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (n0 + c < n && k < kg) {
+            const uint32_t *p = (const uint32_t *)xq + ((int64_t)(n0 + c) * n_groups + g0 + k) * XW;
+            int s0 = 0, s1 = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                d[j] = __ldg(p + XW - 8 + j);
+                if constexpr (SPLIT_MIN) {
+                    if (j < 4)
+                        s0 = __dp4a((int)d[j], 0x01010101, s0);
+                    else
+                        s1 = __dp4a((int)d[j], 0x01010101, s1);
+                }
+            }
+            const uint32_t head = __ldg(p);
+            const float xd = Q8K ? __uint_as_float(head) : cdq_f16((uint16_t)(head & 0xffffu));
+            const int sq = Q8K ? (int)__ldg(p + 1) : (int)(int16_t)(head >> 16);
+            sc = make_float4(xd, xd * (float)s0, xd * (float)s1, xd * (float)sq);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                d[j] = 0;
+        }
+        xsc[k * BN + c] = sc;
+    }
+}
+
+/* A warp's products over a staged stage: acc[mt][nt] += xd (d0 lo + d1 hi) + the offset term
+ * for its MT row tiles from wrow and NT token tiles from wtok, lo and hi the halves' integer
+ * dot products of each group, as cvd_dot computes them one group at a time. */
+template <enum ox_dtype T, int MT, int NT, int BM, int BN>
+__device__ __forceinline__ void mq_multiply(const uint32_t *wq, const float4 *wsc,
+                                            const uint32_t *xs, const float4 *xsc, int kg, int wrow,
+                                            int wtok, float (&acc)[MT][NT][4]) {
+    constexpr bool HALVES = mq_halves<T>(), SPLIT_MIN = vd<T>::SPLIT_MIN, NO_MIN = vd<T>::NO_MIN;
+    const int lane = threadIdx.x % 32, gi = lane / 4, ti = lane % 4;
+#pragma unroll
+    for (int k = 0; k < MQ_KG; k++) {
+        if (k >= kg)
+            break;
+        uint32_t a[MT][4], bf[NT][2];
+        float4 rs[MT][2], cs[NT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            const int row = wrow + 16 * mt + gi;
+            const uint32_t *p = wq + row * MQ_WORDS + 8 * k + ti;
+            a[mt][0] = p[0], a[mt][1] = p[8 * MQ_WORDS];
+            a[mt][2] = p[4], a[mt][3] = p[8 * MQ_WORDS + 4];
+            rs[mt][0] = wsc[k * BM + row], rs[mt][1] = wsc[k * BM + row + 8];
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int tok = wtok + 8 * nt;
+            const uint32_t *p = xs + (tok + gi) * MQ_WORDS + 8 * k + ti;
+            bf[nt][0] = p[0], bf[nt][1] = p[4];
+            cs[nt][0] = xsc[k * BN + tok + 2 * ti], cs[nt][1] = xsc[k * BN + tok + 2 * ti + 1];
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+                if constexpr (HALVES) {
+                    mq_mma_k16(lo, a[mt][0], a[mt][1], bf[nt][0]);
+                    mq_mma_k16(hi, a[mt][2], a[mt][3], bf[nt][1]);
+                } else {
+                    mq_mma_k32(lo, a[mt], bf[nt]);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float4 r = rs[mt][e / 2], x = cs[nt][e % 2];
+                    float v = HALVES ? x.x * (r.x * (float)lo[e] + r.y * (float)hi[e])
+                                     : x.x * r.x * (float)lo[e];
+                    if constexpr (SPLIT_MIN)
+                        v += r.z * x.y + r.w * x.z;
+                    else if constexpr (!NO_MIN)
+                        v += r.z * x.w;
+                    acc[mt][nt][e] += v;
+                }
+            }
+        }
+    }
+}
+
 /* One block: BM = 16 MT WM weight rows times BN = 8 NT WN tokens, WM x WN warps each taking
- * MT row tiles of 16 and NT token tiles of 8. Per stage the block unpacks MQ_KG groups of its
- * rows (int8 levels, then a float4 (d0, d1, m0, m1) per group) and copies the tokens' groups
- * (q8_1 or q8_K: levels, then (d, d s0, d s1, d sq): the scale times the halves' and the whole
- * group's level sums), then each warp multiplies. y[t][row] = (y +) sum over groups of
- * xd (d0 lo + d1 hi) + the offset term, lo and hi the halves' integer dot products, as
- * cvd_dot computes them one group at a time. Rows 16-byte aligned. */
+ * MT row tiles of 16 and NT token tiles of 8, the columns [z split_groups, (z + 1)
+ * split_groups) of split z = blockIdx.z (partial sums in y's z-th n x n_rows slab when there
+ * are several). Per stage of MQ_KG groups the block stages weights and activations in shared
+ * memory, then each warp multiplies. y[t][row] = (y +) the sum. Rows 16-byte aligned. */
 template <enum ox_dtype T, int MT, int NT, int WM, int WN>
 __global__ void __launch_bounds__(32 * WM * WN)
     mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int n_rows, int n_groups,
                const void *__restrict__ xq, float *__restrict__ y, int n, int accumulate,
                int split_groups) {
     constexpr int BM = 16 * MT * WM, BN = 8 * NT * WN, TH = 32 * WM * WN;
-    constexpr bool HALVES = mq_halves<T>(), SPLIT_MIN = vd<T>::SPLIT_MIN, NO_MIN = vd<T>::NO_MIN;
-    constexpr bool Q8K = mq_q8k<T>();
     extern __shared__ float4 mq_smem_base[];
     float4 *wsc = mq_smem_base, *xsc = wsc + MQ_KG * BM;
     uint32_t *wq = (uint32_t *)(xsc + MQ_KG * BN), *xs = wq + BM * MQ_WORDS;
@@ -148,110 +274,10 @@ __global__ void __launch_bounds__(32 * WM * WN)
     for (int g0 = g_begin; g0 < g_end; g0 += MQ_KG) {
         const int kg = min(MQ_KG, g_end - g0);
         __syncthreads(); /* the previous stage is consumed */
-        /* every item's loads first (the loop is unrolled), so they are all on their way
-         * together: a stage's latency is then paid about once */
-        constexpr int ITEMS = BM * MQ_KG / TH;
-        static_assert(BM * MQ_KG % TH == 0, "weight items per thread");
-        cvd_w cw[ITEMS];
-#pragma unroll
-        for (int it = 0; it < ITEMS; it++) {
-            const int i = threadIdx.x + it * TH, r = i / MQ_KG, k = i % MQ_KG;
-            if (r0 + r < n_rows && k < kg) {
-                vd<T>::template unpack<16>(w + (r0 + r) * row_bytes, g0 + k, cw[it]);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    cw[it].v[j] = 0;
-                cw[it].d[0] = cw[it].d[1] = cw[it].m[0] = cw[it].m[1] = 0.f;
-            }
-        }
-#pragma unroll
-        for (int it = 0; it < ITEMS; it++) {
-            const int i = threadIdx.x + it * TH, r = i / MQ_KG, k = i % MQ_KG;
-            uint4 *d = (uint4 *)(wq + r * MQ_WORDS + 8 * k);
-            d[0] = make_uint4(cw[it].v[0], cw[it].v[1], cw[it].v[2], cw[it].v[3]);
-            d[1] = make_uint4(cw[it].v[4], cw[it].v[5], cw[it].v[6], cw[it].v[7]);
-            wsc[k * BM + r] = make_float4(cw[it].d[0], cw[it].d[1], cw[it].m[0], cw[it].m[1]);
-        }
-        static_assert(BN * MQ_KG % TH == 0, "token items per thread");
-#pragma unroll
-        for (int it = 0; it < BN * MQ_KG / TH; it++) {
-            const int i = threadIdx.x + it * TH, c = i / MQ_KG, k = i % MQ_KG;
-            uint32_t *d = xs + c * MQ_WORDS + 8 * k;
-            float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (n0 + c < n && k < kg) {
-                constexpr int XW = Q8K ? 10 : 9; /* words per group: mq_xk, cvd_xq */
-                const uint32_t *p =
-                    (const uint32_t *)xq + ((int64_t)(n0 + c) * n_groups + g0 + k) * XW;
-                int s0 = 0, s1 = 0;
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    d[j] = __ldg(p + XW - 8 + j);
-                    if constexpr (SPLIT_MIN) {
-                        if (j < 4)
-                            s0 = __dp4a((int)d[j], 0x01010101, s0);
-                        else
-                            s1 = __dp4a((int)d[j], 0x01010101, s1);
-                    }
-                }
-                const uint32_t head = __ldg(p);
-                const float xd = Q8K ? __uint_as_float(head) : cdq_f16((uint16_t)(head & 0xffffu));
-                const int sq = Q8K ? (int)__ldg(p + 1) : (int)(int16_t)(head >> 16);
-                sc = make_float4(xd, xd * (float)s0, xd * (float)s1, xd * (float)sq);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    d[j] = 0;
-            }
-            xsc[k * BN + c] = sc;
-        }
+        mq_stage_weights<T, BM, TH>(w, row_bytes, n_rows, r0, g0, kg, wq, wsc);
+        mq_stage_x<T, BN, TH>(xq, n, n_groups, n0, g0, kg, xs, xsc);
         __syncthreads();
-#pragma unroll
-        for (int k = 0; k < MQ_KG; k++) {
-            if (k >= kg)
-                break;
-            uint32_t a[MT][4], bf[NT][2];
-            float4 rs[MT][2], cs[NT][2];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                const int row = wrow + 16 * mt + gi;
-                const uint32_t *p = wq + row * MQ_WORDS + 8 * k + ti;
-                a[mt][0] = p[0], a[mt][1] = p[8 * MQ_WORDS];
-                a[mt][2] = p[4], a[mt][3] = p[8 * MQ_WORDS + 4];
-                rs[mt][0] = wsc[k * BM + row], rs[mt][1] = wsc[k * BM + row + 8];
-            }
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const int tok = wtok + 8 * nt;
-                const uint32_t *p = xs + (tok + gi) * MQ_WORDS + 8 * k + ti;
-                bf[nt][0] = p[0], bf[nt][1] = p[4];
-                cs[nt][0] = xsc[k * BN + tok + 2 * ti], cs[nt][1] = xsc[k * BN + tok + 2 * ti + 1];
-            }
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
-                    if constexpr (HALVES) {
-                        mq_mma_k16(lo, a[mt][0], a[mt][1], bf[nt][0]);
-                        mq_mma_k16(hi, a[mt][2], a[mt][3], bf[nt][1]);
-                    } else {
-                        mq_mma_k32(lo, a[mt], bf[nt]);
-                    }
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const float4 r = rs[mt][e / 2], x = cs[nt][e % 2];
-                        float v = HALVES ? x.x * (r.x * (float)lo[e] + r.y * (float)hi[e])
-                                         : x.x * r.x * (float)lo[e];
-                        if constexpr (SPLIT_MIN)
-                            v += r.z * x.y + r.w * x.z;
-                        else if constexpr (!NO_MIN)
-                            v += r.z * x.w;
-                        acc[mt][nt][e] += v;
-                    }
-                }
-            }
-        }
+        mq_multiply<T, MT, NT, BM, BN>(wq, wsc, xs, xsc, kg, wrow, wtok, acc);
     }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
