@@ -432,11 +432,6 @@ static bool q8_run_t(struct backend *b, const q8_job &job, const struct mat *w, 
 static bool q8_run(struct backend *b, q8_job &job, const struct mat *w, const float *x, int n) {
     if (!cuda_q8_fits(b, n, w->n_cols))
         return false;
-    /* big models' float weights stream faster through the plain float GEMV (cuda_matmul.cu):
-     * 8B f16 decode 154 t/s there against 147 here, where 1B f16 gains 586 -> 669 from the
-     * fusions (H200) */
-    if (ox_dtype_block_size(w->type) == 1 && cuda_of(b)->early && !job.ids)
-        return false;
     job.row_bytes = w->row_bytes;
     job.start_next_early = cuda_of(b)->early;
     if (!job.x)
@@ -463,11 +458,8 @@ void cuda_q8_written(struct backend *b, const float *y, int n, int64_t rows) {
 
 bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float *y, int n,
                   bool accumulate) {
-    /* big models' f16 matmuls take the barrier-free GEMV (q8_run declines them), y += W x too,
-     * which saves the add after it. Small models keep this kernel: the 1B F16 model decoded 786
-     * t/s with its wo and down projections there against 817 here (H200) */
-    if (n == 1 && ox_dtype_block_size(w->type) == 1 && cuda_of(b)->early &&
-        cuda_gemv_half1(b, w, x, y, accumulate))
+    /* single tokens through f16 / bf16 weights stream faster without this kernel's staging */
+    if (n == 1 && cuda_half_matmul(b, w, x, y, accumulate))
         return true;
     q8_job job = {};
     job.w[0] = (const uint8_t *)w->data, job.y[0] = y;
@@ -494,6 +486,10 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
                        const struct norm_in *norm, float *const *y, int n) {
     if (count < 1 || count > 3)
         return false;
+    /* one token through f16 / bf16 weights: the streaming kernel, the norm a kernel apart
+     * (cuda_gemv_half.cu says why) */
+    if (n == 1 && cuda_half_takes(&w[0]))
+        return !norm && cuda_half_multi(b, count, w, x, y);
     q8_job job = {};
     job.n_mats = count, job.glu = -1;
     if (!q8_norm(job, x, norm, n))
@@ -516,6 +512,8 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
                      int n) {
     if (!same_kind(gate, up) || gate->n_rows != up->n_rows || gate->n_rows <= 0)
         return false;
+    if (n == 1 && cuda_half_takes(gate)) /* as cuda_matmul_multi */
+        return !norm && cuda_half_glu(b, kind, gate, up, x, y);
     q8_job job = {};
     if (!q8_norm(job, x, norm, n))
         return false;

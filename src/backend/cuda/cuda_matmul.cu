@@ -455,94 +455,6 @@ static void gemm(struct backend *b, const struct mat *w, const float *x, float *
     }
 }
 
-/* ---- GEMV for one token, f16 / bf16 weights: no shared memory, no barriers ---- */
-
-/* Eight weights (16 bytes) times x[0..8) (16-byte aligned). */
-template <enum ox_dtype T> __device__ __forceinline__ float dot8(uint4 u, const float *x) {
-    const float4 x0 = __ldg((const float4 *)x), x1 = __ldg((const float4 *)x + 1);
-    float2 f[4];
-    const uint32_t *h = (const uint32_t *)&u;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        if constexpr (T == OX_DTYPE_F16) {
-            f[k] = __half22float2(*(const __half2 *)&h[k]);
-        } else { /* bf16: the high half of a float */
-            f[k] = make_float2(__uint_as_float(h[k] << 16), __uint_as_float(h[k] & 0xffff0000u));
-        }
-    }
-    return f[0].x * x0.x + f[0].y * x0.y + f[1].x * x0.z + f[1].y * x0.w + f[2].x * x1.x +
-           f[2].y * x1.y + f[3].x * x1.z + f[3].y * x1.w;
-}
-
-/* A warp per row: each lane takes 16-byte pieces lane, lane + 32, ... four at a time, so a warp
- * keeps 2 KB of its row on the way with nothing to wait for in between (no staging of x, which
- * the L1 cache serves); the lanes' sums meet by shuffles. Rows 16-byte aligned, n_cols % 8 == 0.
- */
-template <enum ox_dtype T>
-__global__ void __launch_bounds__(GV_THREADS)
-    gemv_half1_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_rows, int n_cols,
-                      const float *__restrict__ x, float *__restrict__ y, int accumulate) {
-    cuda_wait_previous();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t row = (int64_t)blockIdx.x * GV_WARPS + warp;
-    if (row >= n_rows)
-        return;
-    const uint4 *wr = (const uint4 *)(w + row * row_bytes);
-    const int pieces = n_cols / 8;
-    float acc = 0.f;
-    int i = lane;
-    for (; i + 224 < pieces; i += 256) { /* 8 KB of the row on the way per warp */
-        uint4 u[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            u[k] = __ldg(wr + i + 32 * k);
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            acc += dot8<T>(u[k], x + 8 * (i + 32 * k));
-    }
-    for (; i + 96 < pieces; i += 128) {
-        const uint4 u0 = __ldg(wr + i), u1 = __ldg(wr + i + 32), u2 = __ldg(wr + i + 64),
-                    u3 = __ldg(wr + i + 96);
-        acc += dot8<T>(u0, x + 8 * i) + dot8<T>(u1, x + 8 * (i + 32)) +
-               dot8<T>(u2, x + 8 * (i + 64)) + dot8<T>(u3, x + 8 * (i + 96));
-    }
-    for (; i < pieces; i += 32)
-        acc += dot8<T>(__ldg(wr + i), x + 8 * i);
-    cuda_let_next_start(); /* its weights' requests may follow this row's */
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2)
-        acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0)
-        y[row] = accumulate ? y[row] + acc : acc;
-}
-
-template <enum ox_dtype T>
-static bool gemv_half1_launch(struct backend *b, const struct mat *w, const float *x, float *y,
-                              bool accumulate = false) {
-    if constexpr (T != OX_DTYPE_F16 && T != OX_DTYPE_BF16) {
-        return false;
-    } else {
-        if (w->n_cols % 8 || w->n_cols > INT32_MAX || ((uintptr_t)w->data | w->row_bytes) & 15 ||
-            (uintptr_t)x & 15)
-            return false;
-        cuda_note(b,
-                  cuda_launch_early(cuda_of(b)->pdl, gemv_half1_kernel<T>,
-                                    dim3(cuda_blocks((size_t)w->n_rows, GV_WARPS)),
-                                    dim3(GV_THREADS), 0, cuda_of(b)->stream,
-                                    (const uint8_t *)w->data, w->row_bytes, w->n_rows,
-                                    (int)w->n_cols, x, y, (int)accumulate),
-                  "cuda_matmul: f16 gemv");
-        return true;
-    }
-}
-
-bool cuda_gemv_half1(struct backend *b, const struct mat *w, const float *x, float *y,
-                     bool accumulate) {
-    return w->type == OX_DTYPE_F16   ? gemv_half1_launch<OX_DTYPE_F16>(b, w, x, y, accumulate)
-           : w->type == OX_DTYPE_BF16 ? gemv_half1_launch<OX_DTYPE_BF16>(b, w, x, y, accumulate)
-                                      : false;
-}
-
 template <enum ox_dtype T>
 static void matmul_t(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
     if (n > GV_MAX_N)
@@ -553,7 +465,7 @@ static void matmul_t(struct backend *b, const struct mat *w, const float *x, flo
         gemv_launch<T, 4>(b, w, x, y, n);
     else if (n == 2)
         gemv_launch<T, 2>(b, w, x, y, n);
-    else if (!gemv_half1_launch<T>(b, w, x, y) && !gemv_dec_launch<T>(b, w, x, y))
+    else if (!gemv_dec_launch<T>(b, w, x, y))
         gemv_launch<T, 1>(b, w, x, y, n);
 }
 

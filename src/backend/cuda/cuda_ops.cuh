@@ -10,11 +10,19 @@ struct cvd_xq; /* cuda_vecdot.cuh */
 /* cuda_matmul.cu (cuda_matmul_init: once per device, before any launch) */
 cudaError_t cuda_matmul_init(void);
 void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
-/* One token through f16 / bf16 weights (y = W x, or y += W x): false for other types or
- * unaligned rows. */
-bool cuda_gemv_half1(struct backend *b, const struct mat *w, const float *x, float *y,
-                     bool accumulate);
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
+
+/* cuda_gemv_half.cu: one token through f16 / bf16 weights: y = W x (or y += W x); up to three
+ * matrices of one shape in one launch; y = act(gate x) * (up x). cuda_half_takes: whether the
+ * kernel takes such matrices (f16 or bf16, rows 16-byte aligned, widths a multiple of 8); then
+ * the others decline only for an unaligned x, doing nothing. */
+bool cuda_half_takes(const struct mat *w);
+bool cuda_half_matmul(struct backend *b, const struct mat *w, const float *x, float *y,
+                      bool accumulate);
+bool cuda_half_multi(struct backend *b, int count, const struct mat *w, const float *x,
+                     float *const *y);
+bool cuda_half_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                   const struct mat *up, const float *x, float *y);
 
 /* cuda_gemv_q8.cu: up to CUDA_Q8_MAX_N tokens on int8 activations, for the types of
  * cuda_vecdot.cuh. Each returns false, doing nothing, where the kernel does not take the
