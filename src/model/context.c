@@ -84,6 +84,14 @@ static enum ox_status alloc_kv_rows(struct ox_context *ctx, struct stage *s) {
     return OX_OK;
 }
 
+/* Whether some layer has a fused q, k, v weight (its product goes through act.qkv). */
+static bool has_wqkv(const struct ox_model *m) {
+    for (int32_t i = 0; i < m->cfg.n_layer; i++)
+        if (m->layers[i].wqkv)
+            return true;
+    return false;
+}
+
 static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &s->act;
@@ -96,7 +104,8 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     size_t ints = nb * sizeof(int32_t);
     bool device = s->be.ops->device;
     a->x = bfalloc(ctx, s, nb * e), a->xn = bfalloc(ctx, s, nb * e);
-    a->q = bfalloc(ctx, s, nb * q), a->qkv = bfalloc(ctx, s, nb * (q + dk + dv));
+    a->q = bfalloc(ctx, s, nb * q);
+    a->qkv = bfalloc(ctx, s, has_wqkv(ctx->model) ? nb * (q + dk + dv) : 0);
     a->branch = bfalloc(ctx, s, nb * e), a->k = bfalloc(ctx, s, nb * dk);
     a->v = bfalloc(ctx, s, nb * dv), a->attn = bfalloc(ctx, s, nb * o);
     a->proj = bfalloc(ctx, s, nb * e), a->gate = bfalloc(ctx, s, nb * ff);
@@ -105,7 +114,10 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
      * context shift re-ropes */
     bool in_place = s->be.ops->attention_reads_cache;
     size_t cache_rows = in_place ? 1 : (size_t)ctx->kv.n_cells;
-    a->hidden = bfalloc(ctx, s, nb * ff), a->kf = bfalloc(ctx, s, cache_rows * dk);
+    /* a dense FFN's GLU runs in place over the gate's product (an element at a time); MoE
+     * FFNs keep both (an expert's down projection goes to gate) */
+    a->hidden = c->n_expert > 0 ? bfalloc(ctx, s, nb * ff) : a->gate;
+    a->kf = bfalloc(ctx, s, cache_rows * dk);
     a->k_t = device ? NULL : bfalloc(ctx, s, ctx->kv.n_cells * dk);
     a->vf = bfalloc(ctx, s, cache_rows * dv);
     a->router = bfalloc(ctx, s, nb * (size_t)c->n_expert);
@@ -126,14 +138,17 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     return OX_OK;
 }
 
-/* Logits in the last stage's memory, and their host copy. A GPU computes them 32 rows at a
- * time (downloaded after each): a batch's worth would take more device memory than the rest of
- * the activations together (32 rows of a 128k vocabulary: 16 MB; a decode step of 128
- * sequences reads the output matrix four times, a few tenths of a millisecond more). */
+/* Logits in the last stage's memory, and their host copy. A GPU computes them up to 32 rows at
+ * a time (downloaded after each): a batch's worth would take more device memory than the rest
+ * of the activations together (32 rows of a 128k vocabulary: 16 MB; a decode step of 128
+ * sequences reads the output matrix four times, a few tenths of a millisecond more). Small
+ * models take fewer, down to 8, so the rows stay within 1% of the weights (the 1B Q4_0: 14). */
 static enum ox_status alloc_logits(struct ox_context *ctx, struct stage *s) {
     size_t nb = ctx->params.n_batch, nv = (size_t)ctx->model->cfg.n_vocab;
     bool device = s->be.ops->device;
-    ctx->logit_rows = device && nb > 32 ? 32 : (int32_t)nb;
+    uint64_t fit = ctx->model->gpu_bytes / 100 / (nv * sizeof(float));
+    size_t rows = fit > 32 ? 32 : fit < 8 ? 8 : (size_t)fit;
+    ctx->logit_rows = (int32_t)(device && nb > rows ? rows : nb);
     ctx->b_logits = bfalloc(ctx, s, (size_t)ctx->logit_rows * nv);
     ctx->logits = device ? falloc(nb * nv) : ctx->b_logits;
     if (!ctx->b_logits || !ctx->logits)
@@ -204,7 +219,7 @@ static enum ox_status alloc_backend(struct ox_context *ctx, struct stage *s, boo
     bool big = ctx->model->gpu_bytes >= ((size_t)4 << 30);
     /* its attention needs no scratch: only the matmuls' widths */
     return backend_cuda_init(&s->be, ctx->params.n_batch, max_cols(ctx, false),
-                             early ? atoi(early) != 0 : big);
+                             early ? atoi(early) != 0 : big, ctx->model->gpu_dequant);
 #else
     return ox_fail(OX_ERR_UNSUPPORTED, "context: this build has no CUDA backend");
 #endif
@@ -262,6 +277,8 @@ static void free_stage(struct stage *s) {
     struct activations *a = &s->act;
     if (b->ops) {
         bool device = b->ops->device;
+        if (a->hidden == a->gate)
+            a->hidden = NULL;
         void *bs[] = {a->x,  a->xn,         a->qkv,      a->branch, a->q,     a->k,
                       a->v,  a->attn,       a->proj,     a->gate,   a->up,    a->hidden,
                       a->kf, a->k_t,        a->vf,       a->router, a->b_tok, s->k,

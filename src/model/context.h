@@ -21,10 +21,11 @@ struct kv_cache {
  * arrays are the batch's tokens, positions, sequences and cells as its backend reads them (on
  * the CPU the context's own arrays, but for b_tok). */
 struct activations {
-    float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up, *hidden;
-    float *kf, *vf;      /* the cache of one layer as floats [n_cells][kv dim] */
-    float *k_t;          /* room for kf transposed, for the attention of large batches */
-    float *router;       /* [n_batch][n_expert] */
+    float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up;
+    float *hidden;  /* the GLU's output: gate itself in a dense model; qkv: room only with wqkv */
+    float *kf, *vf; /* the cache of one layer as floats [n_cells][kv dim] */
+    float *k_t;     /* room for kf transposed, for the attention of large batches */
+    float *router;  /* [n_batch][n_expert] */
     float *router_host;  /* the router's probabilities copied back, to pick experts */
     int32_t *expert_ids; /* [n_batch][n_expert_used]: a backend's own choice of experts */
     float *expert_w;     /* and their weights */

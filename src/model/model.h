@@ -67,6 +67,8 @@ struct ox_model {
     bool on_gpu;             /* weights uploaded: contexts run (some of) the model on the GPU */
     int32_t gpu_layer_begin; /* on_gpu: layers from this one on, and the output, run there */
     uint64_t gpu_bytes;      /* GPU memory the weights take */
+    bool gpu_dequant; /* a GPU matrix cuBLAS cannot read as it is (quantized, or rows that are
+                         not 16-byte aligned): prompts dequantize it into a scratch buffer */
 };
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);

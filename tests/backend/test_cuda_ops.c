@@ -1005,14 +1005,14 @@ int main(void) {
     cpu.x_rounded = ox_aligned_alloc(OX_ALIGN, 256 * (size_t)cols * sizeof(float));
     cpu.x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)cols * sizeof(float));
     if (threadpool_create(2, &cpu.pool) != OX_OK ||
-        backend_cuda_init(&gpu, 256, cols, false) != OX_OK) {
+        backend_cuda_init(&gpu, 256, cols, false, true) != OX_OK) {
         fprintf(stderr, "setup: %s\n", ox_last_error());
         return 1;
     }
     test_matmul(); /* as for a small model, then everything as for a big one */
     test_fused();
     backend_cuda_release(&gpu);
-    if (backend_cuda_init(&gpu, 256, cols, true) != OX_OK) {
+    if (backend_cuda_init(&gpu, 256, cols, true, true) != OX_OK) {
         fprintf(stderr, "setup: %s\n", ox_last_error());
         return 1;
     }

@@ -212,7 +212,7 @@ void backend_cuda_free_weights(void *dev) {
 }
 
 enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols,
-                                 bool early_launch) {
+                                 bool early_launch, bool dequant) {
     cuda_state *s = (cuda_state *)calloc(1, sizeof *s);
     if (!s)
         return ox_fail(OX_ERR_OOM, "cuda: out of host memory");
@@ -237,9 +237,9 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
         e = cuda_flash_attention_init();
     /* 1024 rows of f16 per GEMM chunk at the widest: big enough for the tensor cores, small
      * beside the weights */
-    s->scratch_floats = (size_t)max_cols * 512;
+    s->scratch_floats = dequant ? (size_t)max_cols * 512 : 0;
     s->xh_halves = (size_t)n_batch * (size_t)max_cols;
-    if (e == cudaSuccess)
+    if (e == cudaSuccess && dequant)
         e = cudaMalloc(&s->scratch, s->scratch_floats * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc(&s->xh, s->xh_halves * 2);

@@ -18,11 +18,13 @@ bool backend_cuda_supports(enum ox_dtype type);
 enum ox_status backend_cuda_upload_weights(const void *host, size_t bytes, void **dev);
 void backend_cuda_free_weights(void *dev);
 /* The per-context state: a stream, cuBLAS, and scratch for batches of n_batch rows of up to
- * max_cols values. Decode kernels start during the previous one's tail (programmatic dependent
- * launch) where the GPU can; early_launch (big models) lets each GEMV's successor launch as the
- * GEMV starts rather than after its dot products, and keeps float weights on the plain GEMV. */
+ * max_cols values; dequant: weights must be dequantized for cuBLAS (a scratch buffer for
+ * chunks of them; models of f16 / bf16 / f32 weights need none). Decode kernels start during
+ * the previous one's tail (programmatic dependent launch) where the GPU can; early_launch (big
+ * models) lets each integer GEMV's successor launch as the GEMV starts rather than after its
+ * dot products. */
 enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols,
-                                 bool early_launch);
+                                 bool early_launch, bool dequant);
 /* Page-lock host memory that downloads fill often (the logits), so they copy straight into it
  * rather than through the staging buffer; nothing happens if the system refuses. One range per
  * context; unpin before freeing it. */
