@@ -56,7 +56,8 @@ int main(int argc, char **argv) {
     int n_types = argc > 1 ? argc - 1 : 5;
     const int shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
     const int batches[] = {1, 2, 8, 32, 64, 512};
-    if (!backend_cuda_available() || backend_cuda_init(&gpu, 512, 14336, true, true) != OX_OK) {
+    struct cuda_sizes sizes = {512, 14336, 14336, (size_t)14336 * 2048, true};
+    if (!backend_cuda_available() || backend_cuda_init(&gpu, &sizes) != OX_OK) {
         fprintf(stderr, "bench_cuda_matmul: no CUDA GPU (%s)\n", ox_last_error());
         return 1;
     }

@@ -92,24 +92,70 @@ static bool has_wqkv(const struct ox_model *m) {
     return false;
 }
 
+/* The columns of a type whose bytes come in whole 16-byte pieces: where a slice of a row may
+ * start and keep the GPU's aligned loads. */
+static int64_t aligned_cols(enum ox_dtype t) {
+    int64_t ts = (int64_t)ox_dtype_type_size(t), g = 16;
+    while (ts % 2 == 0 && g > 1)
+        ts /= 2, g /= 2;
+    return (int64_t)ox_dtype_block_size(t) * g;
+}
+
+/* The width a GPU stage's FFN goes by for wide batches (transformer.c's ffn_sliced), or 0 for
+ * whole. Sliced: a dense gated FFN after its own norm whose result goes straight into the
+ * residual, and whose whole-width batch buffers (gate and up, n_batch rows of n_ff) would pass
+ * 2% of the weights, as a small model's do (the 1B: 32 MiB at 512 tokens against 728 MiB of
+ * Q4_0 weights; the 8B stays whole). The slice: n_ff in the fewest parts no wider than n_embd
+ * whose down projection columns start on 16-byte boundaries (the 1B: 4 of 2048). */
+static int64_t ffn_slice(const struct ox_context *ctx, bool gpu) {
+    const struct model_config *c = &ctx->model->cfg;
+    const struct arch_desc *d = c->arch;
+    uint64_t whole = 2 * (uint64_t)ctx->params.n_batch * (uint64_t)c->n_ff * sizeof(float);
+    if (!gpu || (d->ffn != FFN_SWIGLU && d->ffn != FFN_GEGLU) || d->parallel || d->no_pre_norm ||
+        c->n_expert > 0 || c->residual_scale != 0.0f || c->n_ff <= c->n_embd ||
+        whole <= ctx->model->gpu_bytes / 50)
+        return 0;
+    int64_t step = 1;
+    for (int32_t i = 0; i < c->n_layer; i++) {
+        const struct layer_weights *l = &ctx->model->layers[i];
+        if (!l->ffn_gate || !l->ffn_up || !l->ffn_down || l->ffn_gate_b || l->ffn_up_b ||
+            l->ffn_down_b || l->ffn_post_norm)
+            return 0;
+        int64_t a = aligned_cols(l->ffn_down->type); /* powers of two times a block: the larger
+                                                        is a multiple of the smaller */
+        step = a > step ? a : step;
+    }
+    for (int64_t parts = (c->n_ff + c->n_embd - 1) / c->n_embd; parts <= 16; parts++)
+        if (c->n_ff % parts == 0 && (c->n_ff / parts) % step == 0)
+            return c->n_ff / parts;
+    return 0;
+}
+
 static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &s->act;
     size_t nb = ctx->params.n_batch, e = (size_t)c->n_embd;
     size_t q = (size_t)c->n_head * (size_t)c->head_dim_k, o = (size_t)c->n_head * c->head_dim_v;
     size_t dk = (size_t)c->n_head_kv * c->head_dim_k, dv = (size_t)c->n_head_kv * c->head_dim_v;
-    size_t ff = (size_t)c->n_ff > e ? (size_t)c->n_ff : e;
-    ff = ff > (size_t)c->n_ff_exp ? ff : (size_t)c->n_ff_exp;
+    size_t ff = a->ffn_slice ? (size_t)a->ffn_slice : (size_t)c->n_ff; /* gate's width */
+    size_t fe = c->n_expert > 0 ? (size_t)c->n_ff_exp : 0;             /* it defaults to n_ff */
+    ff = ff > e ? ff : e;
+    ff = ff > fe ? ff : fe;
     size_t ff_up = c->arch->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff; /* a row of [gate | up] */
     size_t ints = nb * sizeof(int32_t);
-    bool device = s->be.ops->device;
+    bool device = s->be.ops->device, dense = c->n_expert == 0;
+    /* Buffers share memory where their contents never live at once: proj (wo's product) takes
+     * q's, which the attention has read by then; the attention's output takes gate's, which
+     * the FFN fills only after wo has read it; and in a dense model the FFN's output (branch)
+     * takes up's, which the GLU has read by then (a MoE FFN reads up while it writes branch). */
     a->x = bfalloc(ctx, s, nb * e), a->xn = bfalloc(ctx, s, nb * e);
-    a->q = bfalloc(ctx, s, nb * q);
+    a->q = bfalloc(ctx, s, nb * (q > e ? q : e));
     a->qkv = bfalloc(ctx, s, has_wqkv(ctx->model) ? nb * (q + dk + dv) : 0);
-    a->branch = bfalloc(ctx, s, nb * e), a->k = bfalloc(ctx, s, nb * dk);
-    a->v = bfalloc(ctx, s, nb * dv), a->attn = bfalloc(ctx, s, nb * o);
-    a->proj = bfalloc(ctx, s, nb * e), a->gate = bfalloc(ctx, s, nb * ff);
-    a->up = bfalloc(ctx, s, nb * ff_up);
+    a->k = bfalloc(ctx, s, nb * dk), a->v = bfalloc(ctx, s, nb * dv);
+    a->gate = bfalloc(ctx, s, nb * (ff > o ? ff : o));
+    a->up = bfalloc(ctx, s, nb * (dense && e > ff_up ? e : ff_up));
+    a->proj = a->q, a->attn = a->gate;
+    a->branch = dense ? a->up : bfalloc(ctx, s, nb * e);
     /* an attention that reads the cache needs no float copy of it: kf stays one row, which the
      * context shift re-ropes */
     bool in_place = s->be.ops->attention_reads_cache;
@@ -177,12 +223,13 @@ static enum ox_status alloc_embeddings(struct ox_context *ctx, const struct stag
     return OX_OK;
 }
 
-/* The columns of the widest activation row a matmul may see, and with scores (the CPU's
- * attention rows over the whole context) the widest scratch row. */
-static int64_t max_cols(const struct ox_context *ctx, bool scores) {
+/* The columns of the widest activation row a matmul may see (with the FFN's width ff), and with
+ * scores (the CPU's attention rows over the whole context) the widest scratch row. */
+static int64_t max_cols(const struct ox_context *ctx, int64_t ff, bool scores) {
     const struct model_config *c = &ctx->model->cfg;
-    int64_t cols = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
-    cols = cols > c->n_ff_exp ? cols : c->n_ff_exp;
+    int64_t cols = ff > c->n_embd ? ff : c->n_embd;
+    int64_t fe = c->n_expert > 0 ? c->n_ff_exp : 0; /* it defaults to n_ff */
+    cols = cols > fe ? cols : fe;
     cols = cols > c->n_head * c->head_dim_k ? cols : c->n_head * c->head_dim_k;
     cols = cols > c->n_head * c->head_dim_v ? cols : c->n_head * c->head_dim_v;
     if (!scores)
@@ -193,7 +240,7 @@ static int64_t max_cols(const struct ox_context *ctx, bool scores) {
 }
 
 static enum ox_status alloc_cpu_backend(struct ox_context *ctx, struct backend *be) {
-    int64_t cols = max_cols(ctx, true);
+    int64_t cols = max_cols(ctx, ctx->model->cfg.n_ff, true);
     int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_default_threads();
     be->ops = &backend_cpu_ops;
     be->scratch_per_thread = backend_cpu_scratch(cols);
@@ -217,9 +264,14 @@ static enum ox_status alloc_backend(struct ox_context *ctx, struct stage *s, boo
      * from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1 overrides) */
     const char *early = getenv("OX_CUDA_EARLY");
     bool big = ctx->model->gpu_bytes >= ((size_t)4 << 30);
-    /* its attention needs no scratch: only the matmuls' widths */
-    return backend_cuda_init(&s->be, ctx->params.n_batch, max_cols(ctx, false),
-                             early ? atoi(early) != 0 : big, ctx->model->gpu_dequant);
+    /* its attention needs no scratch: only the matmuls' widths; a batch's widest is narrower
+     * when its FFN goes by slices (then so are the chunks of dequantized weights: 1024 rows) */
+    struct cuda_sizes z = {.n_batch = ctx->params.n_batch,
+                           .max_cols = max_cols(ctx, c->n_ff, false),
+                           .early_launch = early ? atoi(early) != 0 : big};
+    z.batch_cols = s->act.ffn_slice ? max_cols(ctx, s->act.ffn_slice, false) : z.max_cols;
+    z.dequant_bytes = ctx->model->gpu_dequant ? (size_t)z.batch_cols * 2048 : 0;
+    return backend_cuda_init(&s->be, &z);
 #else
     return ox_fail(OX_ERR_UNSUPPORTED, "context: this build has no CUDA backend");
 #endif
@@ -235,6 +287,7 @@ static enum ox_status alloc_stages(struct ox_context *ctx) {
         bool gpu = m->on_gpu && i == ctx->n_stages - 1;
         s->layer_begin = gpu ? split : 0;
         s->layer_end = gpu ? m->cfg.n_layer : split;
+        s->act.ffn_slice = ffn_slice(ctx, gpu);
         OX_TRY(alloc_backend(ctx, s, gpu));
         OX_TRY(alloc_kv_rows(ctx, s));
         OX_TRY(alloc_activations(ctx, s));
@@ -277,8 +330,11 @@ static void free_stage(struct stage *s) {
     struct activations *a = &s->act;
     if (b->ops) {
         bool device = b->ops->device;
-        if (a->hidden == a->gate)
+        if (a->hidden == a->gate) /* the shared buffers: freed once, as their owners */
             a->hidden = NULL;
+        if (a->branch == a->up)
+            a->branch = NULL;
+        a->proj = a->attn = NULL;
         void *bs[] = {a->x,  a->xn,         a->qkv,      a->branch, a->q,     a->k,
                       a->v,  a->attn,       a->proj,     a->gate,   a->up,    a->hidden,
                       a->kf, a->k_t,        a->vf,       a->router, a->b_tok, s->k,

@@ -22,11 +22,16 @@ struct kv_cache {
  * the CPU the context's own arrays, but for b_tok). */
 struct activations {
     float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up;
-    float *hidden;  /* the GLU's output: gate itself in a dense model; qkv: room only with wqkv */
-    float *kf, *vf; /* the cache of one layer as floats [n_cells][kv dim] */
-    float *k_t;     /* room for kf transposed, for the attention of large batches */
-    float *router;  /* [n_batch][n_expert] */
-    float *router_host;  /* the router's probabilities copied back, to pick experts */
+    float *hidden;      /* the GLU's output: gate itself in a dense model; qkv: room only with wqkv;
+                           proj shares q's memory, attn gate's, and in a dense model branch up's
+                           (context.c's alloc_activations says why they may) */
+    int64_t ffn_slice;  /* 0, or the width the FFN of a batch too wide for gate goes by
+                           (transformer.c's ffn_sliced): gate and up then hold n_batch rows of
+                           it, or of n_embd if wider */
+    float *kf, *vf;     /* the cache of one layer as floats [n_cells][kv dim] */
+    float *k_t;         /* room for kf transposed, for the attention of large batches */
+    float *router;      /* [n_batch][n_expert] */
+    float *router_host; /* the router's probabilities copied back, to pick experts */
     int32_t *expert_ids; /* [n_batch][n_expert_used]: a backend's own choice of experts */
     float *expert_w;     /* and their weights */
     float *moe_out;      /* [n_batch][n_embd] for a backend's MoE (MoE models only) */

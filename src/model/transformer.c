@@ -402,6 +402,39 @@ static bool glu_fused(struct ox_context *ctx, const struct layer_weights *l, con
                               norm, ctx->st->act.hidden, n);
 }
 
+/* The dense FFN of a batch wider than act.gate holds (its width over n_embd-sized slices:
+ * context.c's ffn_slice), from in straight into the residual: per slice, gate and up of its
+ * rows, the GLU, and x += the down projection's matching columns times that. The sums over
+ * the width then add up slice by slice, in float, as a GEMM's would by chunks of k. False when
+ * the batch fits whole. */
+static bool ffn_sliced(struct ox_context *ctx, const struct layer_weights *l, const float *in,
+                       int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
+    int64_t ff = c->n_ff, w = a->ffn_slice;
+    if (!w || (size_t)n * (size_t)ff <= (size_t)ctx->params.n_batch * (size_t)w)
+        return false;
+    enum glu_kind kind = c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU;
+    struct mat gate = as_mat(b, l->ffn_gate), up = as_mat(b, l->ffn_up);
+    struct mat down = as_mat(b, l->ffn_down);
+    size_t col_bytes = (size_t)(w / ox_dtype_block_size(down.type)) * ox_dtype_type_size(down.type);
+    gate.n_rows = up.n_rows = w, down.n_cols = w;
+    for (int64_t c0 = 0; c0 < ff; c0 += w) {
+        b->ops->matmul(b, &gate, in, a->gate, n);
+        b->ops->matmul(b, &up, in, a->up, n);
+        b->ops->glu(b, kind, a->gate, a->up, a->hidden, (size_t)n * (size_t)w);
+        if (!b->ops->matmul_add || !b->ops->matmul_add(b, &down, a->hidden, a->x, n)) {
+            b->ops->matmul(b, &down, a->hidden, a->branch, n);
+            b->ops->add(b, a->x, a->branch, (size_t)n * (size_t)c->n_embd);
+        }
+        gate.data = (const uint8_t *)gate.data + (size_t)w * gate.row_bytes;
+        up.data = (const uint8_t *)up.data + (size_t)w * up.row_bytes;
+        down.data = (const uint8_t *)down.data + col_bytes;
+    }
+    return true;
+}
+
 /* The first half of the dense FFN of the architecture's kind, from in to act.hidden. */
 static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                              int n) {
@@ -457,6 +490,8 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
     if (l->ffn_gate_inp) {
         moe_ffn(ctx, l, in, a->branch, n);
     } else {
+        if (!hidden && ffn_sliced(ctx, l, in, n))
+            return;
         if (!hidden)
             dense_ffn_hidden(ctx, l, in, n);
         if (add_projection(ctx, l->ffn_down, l->ffn_down_b, l->ffn_post_norm, a->hidden, n))

@@ -237,10 +237,14 @@ static void write_model(const struct arch_case *c, const char *path, const char 
         free(bufs[--n_bufs]);
 }
 
+/* A context for n_seq sequences of up to N tokens in one batch: batches no wider than they
+ * need, so a GPU takes a dense FFN's batch by slices of its width (context.c's ffn_slice) and
+ * the checks against single tokens (whole) cover that too. */
 static struct ox_context *new_context(const struct ox_model *m, uint32_t n_ctx, uint32_t n_seq) {
     struct ox_context_params p = ox_context_params_default();
     p.n_ctx = n_ctx;
     p.n_seq_max = n_seq;
+    p.n_batch = n_seq * N;
     p.n_threads = 2;
     struct ox_context *c = NULL;
     CHECK_MSG(ox_context_create(m, &p, &c) == OX_OK, "%s", ox_last_error());

@@ -211,12 +211,11 @@ void backend_cuda_free_weights(void *dev) {
     cudaFree(dev);
 }
 
-enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols,
-                                 bool early_launch, bool dequant) {
+enum ox_status backend_cuda_init(struct backend *b, const struct cuda_sizes *z) {
     cuda_state *s = (cuda_state *)calloc(1, sizeof *s);
     if (!s)
         return ox_fail(OX_ERR_OOM, "cuda: out of host memory");
-    s->early = early_launch;
+    s->early = z->early_launch;
     b->impl = s, b->ops = &backend_cuda_ops;
     int major = 0;
     cudaError_t e = cudaGetDevice(&s->device);
@@ -235,16 +234,14 @@ enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t ma
         e = cuda_mmq_init();
     if (e == cudaSuccess)
         e = cuda_flash_attention_init();
-    /* 1024 rows of f16 per GEMM chunk at the widest: big enough for the tensor cores, small
-     * beside the weights */
-    s->scratch_floats = dequant ? (size_t)max_cols * 512 : 0;
-    s->xh_halves = (size_t)n_batch * (size_t)max_cols;
-    if (e == cudaSuccess && dequant)
+    s->scratch_floats = z->dequant_bytes / sizeof(float);
+    s->xh_halves = (size_t)z->n_batch * (size_t)z->batch_cols;
+    if (e == cudaSuccess && s->scratch_floats)
         e = cudaMalloc(&s->scratch, s->scratch_floats * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc(&s->xh, s->xh_halves * 2);
     /* the tensor-core matmuls quantize their batches there too */
-    s->xq_blocks = (size_t)CUDA_MMQ_MAX_N * (size_t)(max_cols / 32);
+    s->xq_blocks = (size_t)CUDA_MMQ_MAX_N * (size_t)(z->max_cols / 32);
     for (int i = 0; i < 2 && e == cudaSuccess; i++)
         e = cudaMalloc(&s->xq[i], s->xq_blocks * 40 + 1); /* cvd_xq, or cuda_mmq.cu's q8_K */
     b->own_bytes = s->scratch_floats * sizeof(float) + s->xh_halves * 2 + 2 * s->xq_blocks * 40;

@@ -17,14 +17,20 @@ bool backend_cuda_supports(enum ox_dtype type);
 /* Device memory outside any context (a model's weights): allocate and copy up, synchronously. */
 enum ox_status backend_cuda_upload_weights(const void *host, size_t bytes, void **dev);
 void backend_cuda_free_weights(void *dev);
-/* The per-context state: a stream, cuBLAS, and scratch for batches of n_batch rows of up to
- * max_cols values; dequant: weights must be dequantized for cuBLAS (a scratch buffer for
- * chunks of them; models of f16 / bf16 / f32 weights need none). Decode kernels start during
- * the previous one's tail (programmatic dependent launch) where the GPU can; early_launch (big
- * models) lets each integer GEMV's successor launch as the GEMV starts rather than after its
- * dot products. */
-enum ox_status backend_cuda_init(struct backend *b, uint32_t n_batch, int64_t max_cols,
-                                 bool early_launch, bool dequant);
+/* What a context's CUDA state is sized for. Decode kernels start during the previous one's
+ * tail (programmatic dependent launch) where the GPU can; early_launch (big models) lets each
+ * integer GEMV's successor launch as the GEMV starts rather than after its dot products. */
+struct cuda_sizes {
+    uint32_t n_batch;     /* rows of a batch */
+    int64_t max_cols;     /* the widest row a matmul of up to CUDA_MMQ_MAX_N rows may see */
+    int64_t batch_cols;   /* the widest of a batch of n_batch rows (n x cols <= n_batch x this) */
+    size_t dequant_bytes; /* room for weights dequantized for cuBLAS: 0 when every matrix is
+                             read as it is, else at least batch_cols x 2048 (1024 rows) */
+    bool early_launch;
+};
+
+/* The per-context state: a stream, cuBLAS, and buffers of the sizes asked for. */
+enum ox_status backend_cuda_init(struct backend *b, const struct cuda_sizes *z);
 /* Page-lock host memory that downloads fill often (the logits), so they copy straight into it
  * rather than through the staging buffer; nothing happens if the system refuses. One range per
  * context; unpin before freeing it. */

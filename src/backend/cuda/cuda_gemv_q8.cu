@@ -470,7 +470,8 @@ bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float 
 }
 
 bool cuda_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
-    return cuda_gemv_q8(b, w, x, y, n, true) || cuda_mmq(b, w, x, y, n, true);
+    return cuda_gemv_q8(b, w, x, y, n, true) || cuda_mmq(b, w, x, y, n, true) ||
+           cuda_gemm_add(b, w, x, y, n);
 }
 
 /* The job takes x through the norm itself (NULL: x is as it is). Every block norms its own

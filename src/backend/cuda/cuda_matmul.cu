@@ -390,11 +390,11 @@ static void rows_launch(struct backend *b, const struct mat *w, const int32_t *i
  * the rest multiply f16 (or bf16) operands with f32 accumulation, as llama.cpp's cuBLAS path. */
 static void gemm_chunk(struct backend *b, const void *wt, cudaDataType wtype, int64_t lda,
                        int64_t rows, int64_t n_cols, const void *x, cudaDataType xtype, float *y,
-                       int64_t n_rows, int n) {
-    const float one = 1.f, zero = 0.f;
+                       int64_t n_rows, int n, bool accumulate) {
+    const float one = 1.f, beta = accumulate ? 1.f : 0.f;
     cublasStatus_t st =
         cublasGemmEx(cuda_of(b)->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)n_cols, &one,
-                     wt, wtype, (int)lda, x, xtype, (int)n_cols, &zero, y, CUDA_R_32F, (int)n_rows,
+                     wt, wtype, (int)lda, x, xtype, (int)n_cols, &beta, y, CUDA_R_32F, (int)n_rows,
                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     cuda_note_blas(b, st, "cuda_matmul: cublasGemmEx");
 }
@@ -411,15 +411,17 @@ __global__ static void to_bf16_kernel(const float *x, __nv_bfloat16 *y, size_t n
         y[i] = __float2bfloat16_rn(x[i]);
 }
 
+/* y = W x, or y += W x, through cuBLAS. */
 template <enum ox_dtype T>
-static void gemm(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+static void gemm(struct backend *b, const struct mat *w, const float *x, float *y, int n,
+                 bool accumulate) {
     cuda_state *cs = cuda_of(b);
     const size_t nx = (size_t)n * (size_t)w->n_cols;
     const unsigned grid = cuda_blocks(nx, 256) < 4096 ? cuda_blocks(nx, 256) : 4096;
     const bool direct = (w->row_bytes | (uintptr_t)w->data) % 16 == 0;
     if (T == OX_DTYPE_F32 && direct) {
         gemm_chunk(b, w->data, CUDA_R_32F, (int64_t)(w->row_bytes / 4), w->n_rows, w->n_cols, x,
-                   CUDA_R_32F, y, w->n_rows, n);
+                   CUDA_R_32F, y, w->n_rows, n, accumulate);
         return;
     }
     if (nx > cs->xh_halves) {
@@ -430,14 +432,14 @@ static void gemm(struct backend *b, const struct mat *w, const float *x, float *
         to_bf16_kernel<<<grid, 256, 0, cs->stream>>>(x, (__nv_bfloat16 *)cs->xh, nx);
         CUDA_LAUNCHED(b, "cuda_matmul: x to bf16");
         gemm_chunk(b, w->data, CUDA_R_16BF, (int64_t)(w->row_bytes / 2), w->n_rows, w->n_cols,
-                   cs->xh, CUDA_R_16BF, y, w->n_rows, n);
+                   cs->xh, CUDA_R_16BF, y, w->n_rows, n, accumulate);
         return;
     }
     to_half_kernel<<<grid, 256, 0, cs->stream>>>(x, (__half *)cs->xh, nx);
     CUDA_LAUNCHED(b, "cuda_matmul: x to f16");
     if (T == OX_DTYPE_F16 && direct) {
         gemm_chunk(b, w->data, CUDA_R_16F, (int64_t)(w->row_bytes / 2), w->n_rows, w->n_cols,
-                   cs->xh, CUDA_R_16F, y, w->n_rows, n);
+                   cs->xh, CUDA_R_16F, y, w->n_rows, n, accumulate);
         return;
     }
     const int64_t chunk = (int64_t)(cs->scratch_floats * 2 / (size_t)w->n_cols);
@@ -451,14 +453,14 @@ static void gemm(struct backend *b, const struct mat *w, const float *x, float *
         const int64_t rows = w->n_rows - r0 < chunk ? w->n_rows - r0 : chunk;
         rows_launch<T, __half>(b, w, nullptr, r0, wh, rows);
         gemm_chunk(b, wh, CUDA_R_16F, w->n_cols, rows, w->n_cols, cs->xh, CUDA_R_16F, y + r0,
-                   w->n_rows, n);
+                   w->n_rows, n, accumulate);
     }
 }
 
 template <enum ox_dtype T>
 static void matmul_t(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
     if (n > GV_MAX_N)
-        gemm<T>(b, w, x, y, n);
+        gemm<T>(b, w, x, y, n, false);
     else if (n > 4)
         gemv_launch<T, 8>(b, w, x, y, n);
     else if (n > 2)
@@ -479,6 +481,18 @@ void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *
         CDQ_TYPES(CMM_CASE_)
 #undef CMM_CASE_
     default: cuda_note(b, cudaErrorNotSupported, "cuda_matmul: weight type"); return;
+    }
+}
+
+bool cuda_gemm_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    if (n <= GV_MAX_N || w->n_rows <= 0)
+        return false;
+    switch (w->type) {
+#define CMM_CASE_(name)                                                                            \
+    case OX_DTYPE_##name: gemm<OX_DTYPE_##name>(b, w, x, y, n, true); return true;
+        CDQ_TYPES(CMM_CASE_)
+#undef CMM_CASE_
+    default: return false;
     }
 }
 

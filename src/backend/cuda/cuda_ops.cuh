@@ -10,6 +10,8 @@ struct cvd_xq; /* cuda_vecdot.cuh */
 /* cuda_matmul.cu (cuda_matmul_init: once per device, before any launch) */
 cudaError_t cuda_matmul_init(void);
 void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+/* y += W x through cuBLAS, for batches of more than 8 (the GEMV's most): false for fewer. */
+bool cuda_gemm_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 
 /* cuda_gemv_half.cu: one token through f16 / bf16 weights: y = W x (or y += W x); up to three
