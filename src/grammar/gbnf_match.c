@@ -47,7 +47,11 @@ static bool class_overlaps(const struct gram_elem *e, uint32_t lo, uint32_t hi) 
 }
 
 /* Expand every stack on s->work until a terminal (or nothing) is on top; collect those in out.
- * Stacks already seen this step are skipped: that ends the cycles of nullable repetitions. */
+ * Stacks already seen this step are skipped: that ends the cycles of nullable repetitions.
+ * The work is counted in stack entries, not stacks: an ambiguous grammar whose stacks grow
+ * deeper with every code point (root ::= x+ (root y x+)*, from the fuzzer) has as many stacks
+ * as code points read and each as deep, so a limit on stacks alone let its cost per code point
+ * grow with the square of the text (0.7 s for 900 bytes); the live entries are capped too. */
 static enum ox_status expand(struct gram_state *s, struct gram_stacks *out) {
     const struct gram *g = s->g;
     uint32_t budget = GRAM_MAX_WORK, *buf = s->buf;
@@ -57,19 +61,21 @@ static enum ox_status expand(struct gram_state *s, struct gram_stacks *out) {
         OX_TRY(gram_stacks_add(&s->seen, buf, n, &added));
         if (!added)
             continue;
-        if (--budget == 0 || s->seen.n_data + s->work.n_data > GRAM_MAX_WORK_DATA)
+        uint32_t cost = n ? n : 1;
+        if (cost >= budget || s->seen.n_data + s->work.n_data > GRAM_MAX_WORK_DATA)
             return ox_fail(OX_ERR_UNSUPPORTED,
-                           "grammar: expansion exceeds %u steps for one "
+                           "grammar: expansion exceeds %u stack entries for one "
                            "character (grammar too ambiguous)",
                            GRAM_MAX_WORK);
+        budget -= cost;
         uint32_t top = n ? buf[n - 1] : 0;
         if (n == 0 || g->elems[top].type != GRAM_REF) {
             OX_TRY(gram_stacks_add(out, buf, n, &added));
-            if (out->count > GRAM_MAX_STACKS)
+            if (out->count > GRAM_MAX_STACKS || out->n_data > GRAM_MAX_LIVE_DATA)
                 return ox_fail(OX_ERR_UNSUPPORTED,
-                               "grammar: more than %u parse stacks "
+                               "grammar: more than %u parse stacks or %u entries in them "
                                "(grammar too ambiguous)",
-                               GRAM_MAX_STACKS);
+                               GRAM_MAX_STACKS, GRAM_MAX_LIVE_DATA);
             continue;
         }
         if (n + 1 > GRAM_MAX_DEPTH)

@@ -238,6 +238,20 @@ static void test_pathological(void) {
     CHECK(st == OX_ERR_UNSUPPORTED || (st == OX_OK && ok));
     gram_state_free(s);
     gram_free(g);
+    /* Stacks as many as the letters read and each as deep (the fuzzer's find): the entries of
+     * all live stacks reach their cap (GRAM_MAX_LIVE_DATA), an error, near 200 letters; before
+     * that cap only the depth stopped it, after 916 letters of work quadratic in each */
+    g = parse("root ::= x+ (root \" \" x+)*\nx ::= [a-z]");
+    s = NULL;
+    CHECK(g && gram_state_create(g, &s) == OX_OK);
+    st = OX_OK, ok = true;
+    int read = 0;
+    for (; s && read < 2000 && ok && st == OX_OK; read++)
+        st = gram_state_accept_cp(s, 'a', &ok);
+    CHECK_MSG(st == OX_ERR_UNSUPPORTED && read < 400, "deepening stacks: %d letters, status %d",
+              read, (int)st);
+    gram_state_free(s);
+    gram_free(g);
     double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
     CHECK_MSG(secs < 10, "pathological grammars took %.1f s", secs);
 }
