@@ -5,7 +5,7 @@
 
 #include "backend/cuda/cuda_ops.cuh"
 
-/* A warp per row (or gate and up row pair), eight rows per block. No shared memory and no
+/* A warp per row (or gate and up row pair), four rows per block. No shared memory and no
  * barriers: each lane takes 16-byte pieces lane, lane + 32, ... eight at a time, so a warp
  * keeps 4 KB of its row on the way with nothing to wait for in between; x comes through the L1
  * cache. Kernels per layer are what a decode step of a small model pays for, so fusing them
@@ -14,7 +14,7 @@
  * q, k, v and gate, up, GLU fused. The RMSNorm stays a kernel of its own: taking it in (each
  * warp reading the norm's weights beside x, summing x's squares as it goes) doubled the L1
  * traffic per weight byte and gave 945 and 8B F16 198 t/s, against 969 and 217 apart. */
-constexpr int HV_WARPS = 8;
+constexpr int HV_WARPS = 4;
 constexpr int HV_THREADS = 32 * HV_WARPS;
 
 /* What one launch computes: up to three matrices of one type and width sharing x, their rows
@@ -72,8 +72,13 @@ __device__ __forceinline__ float hv_row(const uint4 *wr, const float *x, int pie
     return acc;
 }
 
+/* A minimum of one block per multiprocessor leaves ptxas free to spend 118 registers, which it
+ * uses to keep the next pieces' loads on the way while the lanes multiply (H200 tg128: 1B F16
+ * 966 -> 1071 t/s, 8B F16 221 -> 237 against no minimum, 56 registers); capped at 48 it
+ * spilled (902 / 201), and 16 pieces a step took 214 registers (828 / 219). Four warps a block
+ * gave 1071 / 237, eight 1057 / 234, two 1072 / 234. */
 template <enum ox_dtype T, bool GLU>
-__global__ void __launch_bounds__(HV_THREADS) gemv_half_kernel(const half_job job) {
+__global__ void __launch_bounds__(HV_THREADS, 1) gemv_half_kernel(const half_job job) {
     cuda_wait_previous();
     const int64_t it = (int64_t)blockIdx.x * HV_WARPS + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
