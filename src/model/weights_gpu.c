@@ -37,13 +37,11 @@ static enum ox_status check_types(const struct ox_model *m, int32_t gpu_begin) {
     return OX_OK;
 }
 
-/* Whether a GEMM over the tensor needs it dequantized to f16 first (cuda_matmul.cu's gemm):
- * matrices of a quantized type, or whose rows are not 16-byte aligned. */
-static bool needs_dequant(const struct gguf_tensor *t) {
-    enum ox_dtype type = t->type;
-    size_t row_bytes = (size_t)(t->ne[0] / ox_dtype_block_size(type)) * ox_dtype_type_size(type);
-    bool plain = type == OX_DTYPE_F32 || type == OX_DTYPE_F16 || type == OX_DTYPE_BF16;
-    return t->n_dims >= 2 && (!plain || row_bytes % 16 != 0);
+/* Whether a GEMM over the tensor (of n_dims dimensions) needs it dequantized to f16 first
+ * (cuda_matmul.cu's gemm): matrices of a quantized type, or whose rows are not 16-byte aligned. */
+static bool needs_dequant(const struct weight *w, int n_dims) {
+    bool plain = w->type == OX_DTYPE_F32 || w->type == OX_DTYPE_F16 || w->type == OX_DTYPE_BF16;
+    return n_dims >= 2 && (!plain || w->row_bytes % 16 != 0);
 }
 
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
@@ -63,7 +61,7 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
         st = backend_cuda_upload_weights(w->data, (size_t)m->gguf->tensors[i].n_bytes, &dev);
         w->dev = dev;
         m->gpu_bytes += st == OX_OK ? m->gguf->tensors[i].n_bytes : 0;
-        m->gpu_dequant |= needs_dequant(&m->gguf->tensors[i]);
+        m->gpu_dequant |= needs_dequant(w, m->gguf->tensors[i].n_dims);
     }
     if (st != OX_OK) { /* asked for explicitly: an error; by default: the CPU, with a note */
         model_free_gpu_weights(m);

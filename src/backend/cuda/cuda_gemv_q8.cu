@@ -487,6 +487,9 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
                        const struct norm_in *norm, float *const *y, int n) {
     if (count < 1 || count > 3)
         return false;
+    for (int m = 0; m < count; m++)
+        if (!same_kind(&w[0], &w[m]) || w[m].n_rows <= 0)
+            return false;
     /* one token through f16 / bf16 weights: the streaming kernel, the norm a kernel apart
      * (cuda_gemv_half.cu says why) */
     if (n == 1 && cuda_half_takes(&w[0]))
@@ -497,8 +500,6 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
         return false;
     int64_t rows = 0;
     for (int m = 0; m < count; m++) {
-        if (!same_kind(&w[0], &w[m]) || w[m].n_rows <= 0)
-            return false;
         job.w[m] = (const uint8_t *)w[m].data, job.y[m] = y[m];
         job.row_end[m] = rows += w[m].n_rows;
     }

@@ -14,10 +14,11 @@ void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *
 bool cuda_gemm_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 
-/* cuda_gemv_half.cu: one token through f16 / bf16 weights: y = W x (or y += W x); up to three
- * matrices of one shape in one launch; y = act(gate x) * (up x). cuda_half_takes: whether the
- * kernel takes such matrices (f16 or bf16, rows 16-byte aligned, widths a multiple of 8); then
- * the others decline only for an unaligned x, doing nothing. */
+/* cuda_gemv_half.cu: one token through f16 / bf16 weights: y = W x (or y += W x); one to three
+ * matrices in one launch; y = act(gate x) * (up x). The matrices of _multi and _glu are of one
+ * type, width and row size (their callers in cuda_gemv_q8.cu check). cuda_half_takes: whether
+ * the kernel takes such matrices (f16 or bf16, rows 16-byte aligned, widths a multiple of 8);
+ * then the others decline, doing nothing, only for an unaligned x or matrix. */
 bool cuda_half_takes(const struct mat *w);
 bool cuda_half_matmul(struct backend *b, const struct mat *w, const float *x, float *y,
                       bool accumulate);

@@ -1,0 +1,158 @@
+/* cuda_ops_common.h: what the CUDA op tests share: both backends, random inputs, device
+ * copies, the relative error and the double-precision matmul reference. Included by one test
+ * file each (test_cuda_ops.c, test_cuda_matmul.c). */
+#ifndef OX_TESTS_CUDA_OPS_COMMON_H
+#define OX_TESTS_CUDA_OPS_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/alloc.h"
+#include "quant/dtype.h"
+#include "test.h"
+
+static struct backend cpu, gpu;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static inline float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static inline float *random_floats(size_t n, float scale) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
+    return x;
+}
+
+/* Device copy of host bytes. */
+static inline void *up(const void *host, size_t bytes) {
+    void *d = gpu.ops->alloc(&gpu, bytes);
+    if (d && bytes)
+        gpu.ops->upload(&gpu, d, host, bytes);
+    return d;
+}
+
+static inline float *down(const float *d, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    CHECK_MSG(gpu.ops->download(&gpu, h, d, n * sizeof *h) == OX_OK, "download: %s",
+              ox_last_error());
+    return h;
+}
+
+/* ||got - want|| / ||want||; NaN anywhere counts as infinitely wrong. */
+static inline double rel_err(const float *got, const float *want, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]) != isnan(want[i]))
+            return INFINITY;
+        double d = (double)got[i] - want[i];
+        num += d * d, den += (double)want[i] * want[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+#define CHECK_CLOSE(got, want, n, tol, ...)                                                        \
+    do {                                                                                           \
+        double e_ = rel_err((got), (want), (n));                                                   \
+        CHECK_MSG(e_ <= (tol), __VA_ARGS__);                                                       \
+        if (e_ > (tol))                                                                            \
+            fprintf(stderr, "  relative error %.3g, allowed %.3g\n", e_, (double)(tol));           \
+    } while (0)
+
+/* y = W x in double from the dequantized rows: what every matmul path must approach. */
+static inline void matmul_ref(enum ox_dtype type, const void *w, int rows, int cols, const float *x,
+                              int n, float *y) {
+    float *row = malloc((size_t)cols * sizeof *row);
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    for (int r = 0; r < rows; r++) {
+        ox_dequantize(type, (const uint8_t *)w + (size_t)r * row_bytes, row, cols);
+        for (int t = 0; t < n; t++) {
+            double s = 0.0;
+            for (int c = 0; c < cols; c++)
+                s += (double)row[c] * x[(size_t)t * cols + c];
+            y[(size_t)t * rows + r] = (float)s;
+        }
+    }
+    free(row);
+}
+
+/* Types whose batches of up to 8 take the integer GEMV: x is rounded to int8 blocks (q8_1)
+ * first, as llama.cpp's kernels do, which leaves 0.4 to 1.2% relative error (the most for the
+ * types with an offset, whose levels are all positive); llama.cpp's own test allows 2.2%. */
+static inline bool int8_gemv(enum ox_dtype t) {
+    switch (t) {
+    case OX_DTYPE_Q4_0:
+    case OX_DTYPE_Q4_1:
+    case OX_DTYPE_Q5_0:
+    case OX_DTYPE_Q5_1:
+    case OX_DTYPE_Q8_0:
+    case OX_DTYPE_Q2_K:
+    case OX_DTYPE_Q3_K:
+    case OX_DTYPE_Q4_K:
+    case OX_DTYPE_Q5_K:
+    case OX_DTYPE_Q6_K:
+    case OX_DTYPE_IQ4_NL:
+    case OX_DTYPE_IQ4_XS: return true;
+    default: return false;
+    }
+}
+
+static inline double small_batch_tol(enum ox_dtype type) {
+    return int8_gemv(type) ? 2e-2 : 2e-5;
+}
+
+/* A random rows x cols matrix of a type: host bytes in *host, the device copy in the result. */
+static inline struct mat random_mat(enum ox_dtype type, int rows, int cols, uint8_t **host) {
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    float *wf = random_floats((size_t)rows * cols, 1.0f);
+    *host = malloc(row_bytes * rows);
+    CHECK(ox_quantize(type, wf, *host, rows, cols, NULL) == OX_OK);
+    free(wf);
+    return (struct mat){type, up(*host, row_bytes * rows), rows, cols, row_bytes, NULL};
+}
+
+enum { CT_COLS = 4096 }; /* the widest row the tests' backends take */
+
+/* The GPU backend for batches of up to 256 rows of CT_COLS (chunks of 1024 rows dequantized),
+ * its kernels launching early as for a big model or not; false with a message. */
+static inline bool ct_open_gpu(bool early) {
+    struct cuda_sizes z = {256, CT_COLS, CT_COLS, (size_t)CT_COLS * 2048, early};
+    if (backend_cuda_init(&gpu, &z) == OX_OK)
+        return true;
+    fprintf(stderr, "setup: %s\n", ox_last_error());
+    return false;
+}
+
+/* The CPU backend on 2 threads and the GPU's (ct_open_gpu). Returns 0 to go on, 77 (skipped)
+ * without a GPU, 1 on a failure. */
+static inline int ct_open(bool early) {
+    if (!backend_cuda_available()) {
+        printf("no CUDA GPU here: skipped\n");
+        return 77;
+    }
+    cpu.ops = &backend_cpu_ops;
+    cpu.scratch_per_thread = backend_cpu_scratch(CT_COLS);
+    cpu.scratch = ox_aligned_alloc(OX_ALIGN, 2 * cpu.scratch_per_thread * sizeof(float));
+    cpu.x_rounded = ox_aligned_alloc(OX_ALIGN, 256 * (size_t)CT_COLS * sizeof(float));
+    cpu.x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)CT_COLS * sizeof(float));
+    if (threadpool_create(2, &cpu.pool) != OX_OK) {
+        fprintf(stderr, "setup: %s\n", ox_last_error());
+        return 1;
+    }
+    return ct_open_gpu(early) ? 0 : 1;
+}
+
+static inline void ct_close(void) {
+    backend_cuda_release(&gpu);
+    threadpool_free(cpu.pool);
+    ox_aligned_free(cpu.scratch), ox_aligned_free(cpu.x_rounded), ox_aligned_free(cpu.x_packed);
+}
+
+#endif
