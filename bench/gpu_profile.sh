@@ -7,7 +7,9 @@
 # on its own (caches left warm, clocks not locked), and prints per kernel: launches per token,
 # microseconds per launch, and the share of the GPU time. Kernels run one at a time under ncu,
 # so the sum is kernel time without launch gaps; set it beside `oxidize bench`'s tokens/s to
-# see what the gaps cost. Needs ncu and the build-cuda build (bench/gpu.sh makes it).
+# see what the gaps cost. Then one layer of the last token, kernel by kernel (from after the
+# first layer's attention to after the second's). Needs ncu and the build-cuda build
+# (bench/gpu.sh makes it).
 set -e
 cd "$(dirname "$0")/.."
 MODEL=${1:?usage: bench/gpu_profile.sh MODEL.gguf [TOKENS]}
@@ -42,5 +44,12 @@ print("| kernel | launches/token | us/launch | share |")
 print("| --- | ---: | ---: | ---: |")
 for n, (c, s) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
     print("| %s | %.0f | %.2f | %.1f%% |" % (n[:60], c / tokens, s / c, 100 * s / total))
+# the second layer of the last token, in order: which matmul of a layer takes what
+if starts:
+    first = [i for i in range(starts[-1], len(kern)) if kern[i][0].startswith("attention")]
+    if len(first) > 2:
+        print("\n| a layer, in order | us |\n| --- | ---: |")
+        for n, t in kern[first[1] + 1:first[2] + 1]:
+            print("| %s | %.2f |" % (n[:60], t))
 EOF
 rm -f "$CSV"

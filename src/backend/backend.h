@@ -99,7 +99,8 @@ struct rope_store_args {
 
 enum glu_kind { GLU_SILU, GLU_GELU };
 
-/* An RMSNorm a fused matmul applies to its input rows first: x / rms(x) * w. */
+/* An RMSNorm a fused matmul applies to its input rows first: x / rms(x) * w, or x / rms(x)
+ * where w is NULL (its weight folded into the matrices: model.h's layer_weights). */
 struct norm_in {
     const float *w;
     float eps;

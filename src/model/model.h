@@ -53,6 +53,9 @@ struct layer_weights {
     const struct weight *ffn_gate, *ffn_gate_b, *ffn_up, *ffn_up_b, *ffn_down, *ffn_down_b;
     const struct weight *ffn_post_norm;
     const struct weight *ffn_gate_inp, *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* MoE */
+    /* The norm's weight is multiplied into the GPU copies of the matrices that read its output
+     * (weights_gpu.c): the norm before them scales only. */
+    bool attn_norm_folded, ffn_norm_folded;
 };
 
 struct ox_model {

@@ -94,6 +94,13 @@ static bool norm_fusable(const struct ox_context *ctx, const struct weight *w,
     return w && !bias && d->norm == NORM_RMS && !d->parallel && !d->no_pre_norm;
 }
 
+/* The weight a layer's norm applies: none on the GPU where the copies of the matrices after it
+ * carry it (weights_gpu.c folds it in). */
+static const struct weight *norm_weight(const struct ox_context *ctx, const struct weight *w,
+                                        bool folded) {
+    return folded && ctx->st->be.ops->device ? NULL : w;
+}
+
 /* q, k and v (then any biases) by one backend op taking the input through the norm first
  * unless that is NULL; false when the backend does not fuse these. */
 static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights *l,
@@ -140,13 +147,14 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, c
  * projection), then q, k and v. */
 static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weights *l, int n) {
     struct activations *a = &ctx->st->act;
-    struct norm_in fused = {vec(&ctx->st->be, l->attn_norm), ctx->model->cfg.norm_eps};
+    const struct weight *g = norm_weight(ctx, l->attn_norm, l->attn_norm_folded);
+    struct norm_in fused = {vec(&ctx->st->be, g), ctx->model->cfg.norm_eps};
     if (norm_fusable(ctx, l->attn_norm, l->attn_norm_b) &&
         project_qkv_fused(ctx, l, a->x, &fused, n))
         return;
     const float *in = a->x;
     if (!ctx->model->cfg.arch->no_pre_norm) {
-        norm(ctx, a->x, l->attn_norm, l->attn_norm_b, a->xn, n);
+        norm(ctx, a->x, g, l->attn_norm_b, a->xn, n);
         in = a->xn;
     }
     project_qkv(ctx, l, in, n);
@@ -479,11 +487,12 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
         if (!attn_added)
             b->ops->add(b, a->x, a->proj, all);
         in = a->x;
-        struct norm_in fused = {vec(b, l->ffn_norm), c->norm_eps};
+        const struct weight *g = norm_weight(ctx, l->ffn_norm, l->ffn_norm_folded);
+        struct norm_in fused = {vec(b, g), c->norm_eps};
         hidden =
             norm_fusable(ctx, l->ffn_norm, l->ffn_norm_b) && glu_fused(ctx, l, a->x, &fused, n);
         if (!hidden && !d->no_pre_norm) {
-            norm(ctx, a->x, l->ffn_norm, l->ffn_norm_b, a->xn, n);
+            norm(ctx, a->x, g, l->ffn_norm_b, a->xn, n);
             in = a->xn;
         }
     }

@@ -304,9 +304,10 @@ static void test_glu_then_down(void) {
 }
 
 /* matmul_multi and matmul_glu with the RMSNorm inside (single tokens): as the CPU's norm, then
- * the reference. */
-static void test_normed(enum ox_dtype type) {
-    const int cols = 4096, rows = 64, n = 1;
+ * the reference. cols / 32 groups of x are quantized by pairs of lanes, 128 groups a round
+ * (2304: some lanes idle). */
+static void test_normed(enum ox_dtype type, int cols) {
+    const int rows = 64, n = 1;
     uint8_t *host[2];
     struct mat m[2] = {random_mat(type, rows, cols, &host[0]),
                        random_mat(type, rows, cols, &host[1])};
@@ -327,16 +328,73 @@ static void test_normed(enum ox_dtype type) {
     for (int i = 0; i < 2; i++) {
         float *got = down(dy[i], (size_t)n * rows);
         CHECK_CLOSE(got, want[i], (size_t)n * rows, small_batch_tol(type),
-                    "normed multi %s matrix %d", ox_dtype_name(type), i);
+                    "normed multi %s %d cols matrix %d", ox_dtype_name(type), cols, i);
         free(got);
     }
     CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], n));
     for (int i = 0; i < n * rows; i++)
         want[0][i] = silu(want[0][i]) * want[1][i];
     float *got = down(dy[0], (size_t)n * rows);
-    CHECK_CLOSE(got, want[0], (size_t)n * rows, int8_gemv(type) ? 3e-2 : 5e-5, "normed glu %s",
-                ox_dtype_name(type));
+    CHECK_CLOSE(got, want[0], (size_t)n * rows, int8_gemv(type) ? 3e-2 : 5e-5,
+                "normed glu %s %d cols", ox_dtype_name(type), cols);
     free(got), free(x), free(g), free(xn);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dg);
+    for (int i = 0; i < 2; i++) {
+        free(want[i]), free(host[i]);
+        gpu.ops->free(&gpu, dy[i]), gpu.ops->free(&gpu, (void *)m[i].data);
+    }
+}
+
+/* A norm's weight folded into f16 matrices (backend_cuda_fold_columns), the single-token
+ * multi and GLU GEMVs scaling by the rms themselves (norm_in with no weight): as the CPU's norm
+ * with its weight, then the reference, within the extra rounding of each product to f16;
+ * other batches decline. A product past f16's range is caught before anything changes. */
+static void test_folded_norm(void) {
+    const int cols = 4096, rows = 64;
+    uint8_t *host[2];
+    struct mat m[2] = {random_mat(OX_DTYPE_F16, rows, cols, &host[0]),
+                       random_mat(OX_DTYPE_F16, rows, cols, &host[1])};
+    float *x = random_floats(cols, 3.0f), *g = random_floats(cols, 1.0f);
+    float *xn = malloc((size_t)cols * 4), *want[2], *dy[2];
+    cpu.ops->rms_norm(&cpu, x, g, xn, 1, cols, 1e-5f);
+    float *dx = up(x, (size_t)cols * 4), *dg = up(g, (size_t)cols * 4);
+    for (int i = 0; i < 2; i++) {
+        bool fits = false;
+        CHECK(backend_cuda_fold_fits(m[i].data, rows, cols, m[i].row_bytes, dg, &fits) == OX_OK &&
+              fits);
+        CHECK(backend_cuda_fold_columns((void *)m[i].data, rows, cols, m[i].row_bytes, dg) ==
+              OX_OK);
+        want[i] = malloc((size_t)rows * 4);
+        matmul_ref(OX_DTYPE_F16, host[i], rows, cols, xn, 1, want[i]);
+        dy[i] = gpu.ops->alloc(&gpu, (size_t)2 * rows * 4);
+    }
+    struct norm_in norm = {NULL, 1e-5f};
+    CHECK(!gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, 2));
+    CHECK(!gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], 2));
+    CHECK(gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, 1));
+    for (int i = 0; i < 2; i++) {
+        float *got = down(dy[i], (size_t)rows);
+        CHECK_CLOSE(got, want[i], (size_t)rows, 1e-3, "folded multi matrix %d", i);
+        free(got);
+    }
+    CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], 1));
+    for (int i = 0; i < rows; i++)
+        want[0][i] = silu(want[0][i]) * want[1][i];
+    float *got = down(dy[0], (size_t)rows);
+    CHECK_CLOSE(got, want[0], (size_t)rows, 2e-3, "folded glu");
+    free(got);
+    /* 60000 x 2 is past 65504: not foldable, and left as it was */
+    uint16_t big[8] = {0x7b53, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0x3c00};
+    float two[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+    void *dbig = up(big, sizeof big);
+    float *dtwo = up(two, sizeof two);
+    bool fits = true;
+    CHECK(backend_cuda_fold_fits(dbig, 1, 8, sizeof big, dtwo, &fits) == OX_OK && !fits);
+    two[0] = 1.0f;
+    gpu.ops->upload(&gpu, dtwo, two, sizeof two);
+    CHECK(backend_cuda_fold_fits(dbig, 1, 8, sizeof big, dtwo, &fits) == OX_OK && fits);
+    gpu.ops->free(&gpu, dbig), gpu.ops->free(&gpu, dtwo);
+    free(x), free(g), free(xn);
     gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dg);
     for (int i = 0; i < 2; i++) {
         free(want[i]), free(host[i]);
@@ -503,8 +561,10 @@ static void test_fused(void) {
     test_column_slice(OX_DTYPE_Q4_0);
     test_column_slice(OX_DTYPE_Q6_K);
     test_column_slice(OX_DTYPE_F16);
-    test_normed(OX_DTYPE_Q4_0);
-    test_normed(OX_DTYPE_Q6_K);
+    test_normed(OX_DTYPE_Q4_0, 4096);
+    test_normed(OX_DTYPE_Q4_0, 2304);
+    test_normed(OX_DTYPE_Q6_K, 4096);
+    test_folded_norm();
     test_moe();
 }
 

@@ -17,6 +17,12 @@ bool backend_cuda_supports(enum ox_dtype type);
 /* Device memory outside any context (a model's weights): allocate and copy up, synchronously. */
 enum ox_status backend_cuda_upload_weights(const void *host, size_t bytes, void **dev);
 void backend_cuda_free_weights(void *dev);
+/* Column c of an f16 matrix on the device times g[c] (a device vector), in place (cuda_fold.cu);
+ * _fits first says whether every product stays within f16's range. */
+enum ox_status backend_cuda_fold_fits(const void *w, int64_t n_rows, int64_t n_cols,
+                                      size_t row_bytes, const float *g, bool *fits);
+enum ox_status backend_cuda_fold_columns(void *w, int64_t n_rows, int64_t n_cols, size_t row_bytes,
+                                         const float *g);
 /* What a context's CUDA state is sized for. Decode kernels start during the previous one's
  * tail (programmatic dependent launch) where the GPU can; early_launch (big models) lets each
  * integer GEMV's successor launch as the GEMV starts rather than after its dot products. */

@@ -16,16 +16,18 @@ void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, f
 
 /* cuda_gemv_half.cu: one token through f16 / bf16 weights: y = W x (or y += W x); one to three
  * matrices in one launch; y = act(gate x) * (up x). The matrices of _multi and _glu are of one
- * type, width and row size (their callers in cuda_gemv_q8.cu check). cuda_half_takes: whether
- * the kernel takes such matrices (f16 or bf16, rows 16-byte aligned, widths a multiple of 8);
- * then the others decline, doing nothing, only for an unaligned x or matrix. */
+ * type, width and row size (their callers in cuda_gemv_q8.cu check); they take a norm only
+ * with its weight folded into them (norm->w NULL: they divide by x's rms). cuda_half_takes:
+ * whether the kernel takes such matrices (f16 or bf16, rows 16-byte aligned, widths a
+ * multiple of 8); then the others decline, doing nothing, only for an unaligned x or matrix or
+ * a norm with a weight. */
 bool cuda_half_takes(const struct mat *w);
 bool cuda_half_matmul(struct backend *b, const struct mat *w, const float *x, float *y,
                       bool accumulate);
 bool cuda_half_multi(struct backend *b, int count, const struct mat *w, const float *x,
-                     float *const *y);
+                     const struct norm_in *norm, float *const *y);
 bool cuda_half_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
-                   const struct mat *up, const float *x, float *y);
+                   const struct mat *up, const float *x, const struct norm_in *norm, float *y);
 
 /* cuda_gemv_q8.cu: up to CUDA_Q8_MAX_N tokens on int8 activations, for the types of
  * cuda_vecdot.cuh. Each returns false, doing nothing, where the kernel does not take the

@@ -16,9 +16,8 @@ __device__ static float yarn_ramp(float low, float high, int i0) {
     return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
 }
 
-/* Rotate pair i (i0 of ggml: the even dim index) of the head at xh for position pos. */
-__device__ static void rope_pair(float *xh, int i, int32_t pos, const rope_k &p) {
-    int half = p.n_rot / 2;
+/* The rotation of pair i (i0 of ggml: the even dim index) for position pos, scaled. */
+__device__ static float2 rope_cos_sin(int i, int32_t pos, const rope_k &p) {
     float ff = p.freq_factors ? p.freq_factors[i / 2] : 1.0f;
     float theta_base = (float)pos * powf(p.theta_scale, (float)(i / 2));
     float extrap = theta_base / ff, interp = p.freq_scale * extrap, theta = interp;
@@ -28,11 +27,19 @@ __device__ static void rope_pair(float *xh, int i, int32_t pos, const rope_k &p)
         theta = interp * (1 - mix) + extrap * mix;
         mscale *= 1.0f + 0.1f * logf(1.0f / p.freq_scale);
     }
-    float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
-    int a = p.neox ? i / 2 : i, bidx = p.neox ? i / 2 + half : i + 1;
+    return make_float2(cosf(theta) * mscale, sinf(theta) * mscale);
+}
+
+/* Rotate pair i of the head at xh by cs (rope_cos_sin). */
+__device__ static void rope_rotate(float *xh, int i, float2 cs, const rope_k &p) {
+    int a = p.neox ? i / 2 : i, bidx = p.neox ? i / 2 + p.n_rot / 2 : i + 1;
     float x0 = xh[a], x1 = xh[bidx];
-    xh[a] = x0 * c - x1 * s;
-    xh[bidx] = x0 * s + x1 * c;
+    xh[a] = x0 * cs.x - x1 * cs.y;
+    xh[bidx] = x0 * cs.y + x1 * cs.x;
+}
+
+__device__ static void rope_pair(float *xh, int i, int32_t pos, const rope_k &p) {
+    rope_rotate(xh, i, rope_cos_sin(i, pos, p), p);
 }
 
 __global__ static void rope_kernel(float *x, const int32_t *pos, int n_heads, int head_dim,
@@ -70,9 +77,19 @@ void cuda_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_hea
 __global__ static void rope_store_kernel(rope_store_args a, rope_k p) {
     extern __shared__ float head[];
     cuda_let_next_start();
-    cuda_wait_previous();
     const int t = blockIdx.y, h = blockIdx.x;
     const int kind = h < a.n_head ? 0 : h < a.n_head + a.n_head_kv ? 1 : 2; /* q, k, v */
+    /* the rotations depend on the position alone (uploaded before the step's kernels): worked
+     * out while the previous kernel finishes (H200 tg128, 8B F16 251.5 -> 254.6 t/s) */
+    constexpr int PAIRS = 4; /* per thread: n_rot <= 1024 (cuda_rope_store) over 128 threads */
+    float2 cs[PAIRS];
+#pragma unroll
+    for (int r = 0; r < PAIRS; r++) {
+        const int j = threadIdx.x + r * blockDim.x;
+        if (kind < 2 && j < p.n_rot / 2)
+            cs[r] = rope_cos_sin(2 * j, a.pos[t], p);
+    }
+    cuda_wait_previous();
     const int hh = kind == 0 ? h : kind == 1 ? h - a.n_head : h - a.n_head - a.n_head_kv;
     const int hd = kind == 2 ? a.hd_v : a.hd_k, heads = kind == 0 ? a.n_head : a.n_head_kv;
     float *x = (kind == 0 ? a.q : kind == 1 ? a.k : (float *)a.v) + ((size_t)t * heads + hh) * hd;
@@ -80,8 +97,12 @@ __global__ static void rope_store_kernel(rope_store_args a, rope_k p) {
         head[i] = x[i];
     __syncthreads();
     if (kind < 2) {
-        for (int j = threadIdx.x; j < p.n_rot / 2; j += blockDim.x)
-            rope_pair(head, 2 * j, a.pos[t], p);
+#pragma unroll
+        for (int r = 0; r < PAIRS; r++) {
+            const int j = threadIdx.x + r * blockDim.x;
+            if (j < p.n_rot / 2)
+                rope_rotate(head, 2 * j, cs[r], p);
+        }
         __syncthreads();
         for (int i = threadIdx.x; i < hd; i += blockDim.x)
             x[i] = head[i];
