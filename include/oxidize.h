@@ -414,8 +414,9 @@ OX_API enum ox_status ox_context_create(const struct ox_model *model,
                                         struct ox_context **out);
 OX_API void ox_context_free(struct ox_context *ctx);
 OX_API uint32_t ox_context_n_ctx(const struct ox_context *ctx);
-/* Memory the context holds where the model runs (the GPU's for a CUDA model, else the host's):
- * the KV cache, and everything else (activations, logits, scratch). */
+/* Memory the context holds where the model runs (the GPU's for a CUDA model, also for one split
+ * between CPU and GPU, else the host's): the KV cache, and everything else (activations,
+ * logits, scratch). */
 OX_API void ox_context_memory(const struct ox_context *ctx, uint64_t *kv_bytes,
                               uint64_t *buffer_bytes);
 

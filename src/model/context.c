@@ -37,10 +37,16 @@ static enum ox_status check_params(const struct ox_model *m, struct ox_context_p
     return OX_OK;
 }
 
-/* Backend memory of the stage for n bytes (or floats, with bfalloc), counted in buffer_bytes;
- * NULL is caught by the callers' checks. */
+/* Whether a stage's memory is what ox_context_memory reports, that of where the model runs:
+ * a split model's GPU stage, not the host's buffers for its first layers. */
+static bool counted(const struct ox_context *ctx, const struct stage *s) {
+    return s->be.ops->device || !ctx->model->on_gpu;
+}
+
+/* Backend memory of the stage for n bytes (or floats, with bfalloc), counted in buffer_bytes
+ * (when counted); NULL is caught by the callers' checks. */
 static void *balloc(struct ox_context *ctx, struct stage *s, size_t bytes) {
-    ctx->buffer_bytes += bytes;
+    ctx->buffer_bytes += counted(ctx, s) ? bytes : 0;
     return s->be.ops->alloc(&s->be, bytes ? bytes : 1);
 }
 
@@ -70,7 +76,8 @@ static enum ox_status alloc_kv(struct ox_context *ctx) {
 static enum ox_status alloc_kv_rows(struct ox_context *ctx, struct stage *s) {
     struct kv_cache *kv = &ctx->kv;
     size_t cells = (size_t)kv->n_cells * (size_t)(s->layer_end - s->layer_begin);
-    ctx->kv_bytes += cells * (kv->k_row + kv->v_row); /* counted apart from buffer_bytes */
+    if (counted(ctx, s)) /* apart from buffer_bytes */
+        ctx->kv_bytes += cells * (kv->k_row + kv->v_row);
     s->k = s->be.ops->alloc(&s->be, cells * kv->k_row);
     s->v = s->be.ops->alloc(&s->be, cells * kv->v_row);
     bool device = s->be.ops->device;
@@ -382,7 +389,7 @@ void ox_context_memory(const struct ox_context *ctx, uint64_t *kv_bytes, uint64_
     *kv_bytes = ctx->kv_bytes;
     *buffer_bytes = ctx->buffer_bytes;
     for (int32_t i = 0; i < ctx->n_stages; i++)
-        *buffer_bytes += ctx->stages[i].be.own_bytes;
+        *buffer_bytes += counted(ctx, &ctx->stages[i]) ? ctx->stages[i].be.own_bytes : 0;
 }
 
 uint32_t ox_context_n_ctx(const struct ox_context *ctx) {

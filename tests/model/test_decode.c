@@ -110,8 +110,11 @@ static void check_two_sequences(void) {
 /* Sequence ids across the words of the sequence sets (0, 63, 64, 130, 255), positions left to
  * the context: each sees only its own tokens; copying and removing work on any word. */
 static void check_many_sequences(void) {
-    enum { S = 5, M = 12 }; /* 60 tokens: under 64, the CPU matmul keeps the summation order of
-                               each sequence alone (bigger batches tile differently) */
+    enum {
+        S = 5,
+        M = 12
+    }; /* 60 tokens: under 64, the CPU matmul keeps the summation order of
+          each sequence alone (bigger batches tile differently) */
     static const int32_t ids[S] = {0, 63, 64, 130, OX_SEQ_MAX - 1};
     ox_token t[S][N], all_t[S * M];
     int32_t seq[S * M];
@@ -300,8 +303,9 @@ static bool cancel_at_half(float progress, void *user) {
     return progress < 0.5f;
 }
 
-/* ox_context_memory: the KV cache is n_layer x n_ctx cells of f16 keys and values; the other
- * buffers grow with n_ctx only through the float copy the CPU's attention reads. */
+/* ox_context_memory: the KV cache is n_ctx cells of f16 keys and values for each layer where
+ * the model runs (a split model's GPU layers only); the other buffers grow with n_ctx only
+ * through the float copy the CPU's attention reads. */
 static void check_memory(void) {
     struct ox_context *a = new_context(64, 1), *b = new_context(128, 1);
     uint64_t kv_a, buf_a, kv_b, buf_b;
@@ -309,7 +313,10 @@ static void check_memory(void) {
     ox_context_memory(b, &kv_b, &buf_b);
     /* llama-f32: 4 heads, 2 of them for keys and values, so a row is n_embd / 2 f16 values */
     uint64_t row = (uint64_t)ox_model_n_embd(model) / 2 * 2;
-    CHECK_MSG(kv_a == 64ull * ox_model_n_layer(model) * 2 * row && kv_b == 2 * kv_a, "kv %llu %llu",
+    uint64_t layers = (uint64_t)ox_model_n_layer(model);
+    if (!strcmp(ox_model_backend(model), "CPU+CUDA")) /* the last n_gpu_layers on the GPU */
+        layers = (uint64_t)test_model_params().n_gpu_layers;
+    CHECK_MSG(kv_a == 64ull * layers * 2 * row && kv_b == 2 * kv_a, "kv %llu %llu",
               (unsigned long long)kv_a, (unsigned long long)kv_b);
     CHECK(buf_a > 0 && buf_b > buf_a);
     /* GPU memory exactly when (some of) the model runs there */
