@@ -48,6 +48,62 @@ __device__ static float block_max(float v, float *shared) {
     return v;
 }
 
+/* q . k for one row of f16 keys at kr (16-byte aligned), summed in dimension order: 8 loads on
+ * their way at once, not one after another. */
+__device__ __forceinline__ float dot_f16_row(const float *q, const uint4 *kr, int hd) {
+    float dot = 0.0f;
+    for (int i0 = 0; i0 < hd; i0 += 64) {
+        uint4 u[8];
+#pragma unroll
+        for (int r = 0; r < 8; r++)
+            if (i0 + 8 * r < hd)
+                u[r] = __ldg(kr + i0 / 8 + r);
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            if (i0 + 8 * r >= hd)
+                break;
+            const __half2 *h2 = (const __half2 *)&u[r];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float2 f = __half22float2(h2[j]);
+                dot += q[i0 + 8 * r + 2 * j] * f.x;
+                dot += q[i0 + 8 * r + 2 * j + 1] * f.y;
+            }
+        }
+    }
+    return dot;
+}
+
+/* acc8 += p[j] times 8 f16 values of cell j, for the thread's cells j = vg, vg + groups, ... of
+ * a tile of n_tile (col: those values of the tile's first cell, rows v_row bytes apart), in that
+ * order: 4 cells' loads on their way at once. */
+__device__ __forceinline__ void add_v_f16(float *acc8, const float *p, int n_tile, int vg,
+                                          int groups, const uint8_t *col, size_t v_row) {
+    for (int j0 = vg; j0 < n_tile; j0 += 4 * groups) {
+        float pj[4];
+        uint4 u[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int j = j0 + r * groups;
+            pj[r] = j < n_tile ? p[j] : 0.0f;
+            if (pj[r] != 0.0f)
+                u[r] = __ldg((const uint4 *)(col + (size_t)j * v_row));
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            if (pj[r] == 0.0f) /* masked cells: never 0 * whatever they hold */
+                continue;
+            const __half2 *h2 = (const __half2 *)&u[r];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float2 f = __half22float2(h2[k]);
+                acc8[2 * k] += pj[r] * f.x;
+                acc8[2 * k + 1] += pj[r] * f.y;
+            }
+        }
+    }
+}
+
 /* At least 4 blocks per multiprocessor, as 128 registers a thread: without a minimum, ptxas kept
  * the f16 kernel to 32 registers and spilled, which made 1B Q4_0 decode 18% slower (1026 ->
  * 846 t/s on an H200; under a profiler, one kernel at a time, hardly at all). */
@@ -92,28 +148,9 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
                         (a.window <= 0 || qp - kp < a.window);
             if (seen) {
                 float dot = 0.0f;
-                if (KT == OX_DTYPE_F16 && vec_k) { /* 8 halves at a time, same order */
-                    const uint4 *kr =
-                        (const uint4 *)(a.kb + (size_t)c * a.k_row) + kvh * a.hd_k / 8;
-                    for (int i0 = 0; i0 < a.hd_k; i0 += 64) { /* 8 loads on their way at once */
-                        uint4 u[8];
-#pragma unroll
-                        for (int r = 0; r < 8; r++)
-                            if (i0 + 8 * r < a.hd_k)
-                                u[r] = __ldg(kr + i0 / 8 + r);
-#pragma unroll
-                        for (int r = 0; r < 8; r++) {
-                            if (i0 + 8 * r >= a.hd_k)
-                                break;
-                            const __half2 *h2 = (const __half2 *)&u[r];
-#pragma unroll
-                            for (int j = 0; j < 4; j++) {
-                                const float2 f = __half22float2(h2[j]);
-                                dot += q[i0 + 8 * r + 2 * j] * f.x;
-                                dot += q[i0 + 8 * r + 2 * j + 1] * f.y;
-                            }
-                        }
-                    }
+                if (KT == OX_DTYPE_F16 && vec_k) {
+                    dot = dot_f16_row(
+                        q, (const uint4 *)(a.kb + (size_t)c * a.k_row) + kvh * a.hd_k / 8, a.hd_k);
                 } else {
                     for (int i = 0; i < a.hd_k; i++)
                         dot += q[i] * kv_elem<KT>(a.kb, a.k_row, (size_t)c, kvh * a.hd_k + i);
@@ -133,30 +170,9 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
 #pragma unroll
             for (int k = 0; k < 8; k++)
                 acc8[k] *= alpha;
-            const uint8_t *vcol = a.vb + (size_t)kvh * a.hd_v * 2 + (size_t)vd * 16;
-            for (int j0 = vg; j0 < n_tile; j0 += 4 * groups) { /* 4 cells' loads at once */
-                float pj[4];
-                uint4 u[4];
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    const int j = j0 + r * groups;
-                    pj[r] = j < n_tile ? p[j] : 0.0f;
-                    if (pj[r] != 0.0f)
-                        u[r] = __ldg((const uint4 *)(vcol + (size_t)(c0 + j) * a.v_row));
-                }
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    if (pj[r] == 0.0f) /* masked cells: never 0 * whatever they hold */
-                        continue;
-                    const __half2 *h2 = (const __half2 *)&u[r];
-#pragma unroll
-                    for (int k = 0; k < 4; k++) {
-                        const float2 f = __half22float2(h2[k]);
-                        acc8[2 * k] += pj[r] * f.x;
-                        acc8[2 * k + 1] += pj[r] * f.y;
-                    }
-                }
-            }
+            add_v_f16(acc8, p, n_tile, vg, groups,
+                      a.vb + (size_t)c0 * a.v_row + (size_t)kvh * a.hd_v * 2 + (size_t)vd * 16,
+                      a.v_row);
         }
 #pragma unroll
         for (int r = 0; r < PER_THREAD && !vec_v; r++) {
