@@ -764,9 +764,16 @@ OX_API enum ox_status ox_gguf_tensor(const struct ox_gguf *gguf, int64_t i,
 
 /* ---- CPU features ------------------------------------------------------------------------ */
 
-/* The features of the running CPU as a space-separated list ("avx2 fma f16c avx512f ...").
+/* The features of the running CPU the kernels may use, as a space-separated list ("avx2 fma
+ * f16c avx512f ..."; OX_CPU_ISA removes those above its level).
  * Returns the length needed; writes at most cap bytes including the NUL (snprintf rule). */
 OX_API size_t ox_cpu_features(char *buf, size_t cap);
+
+/* The instruction-set level the CPU kernels run at: the best this CPU has ("avx512",
+ * "avx2-vnni", "avx2"; "neon-i8mm", "neon-dotprod", "neon"; "scalar"), or the lower one named
+ * by the environment variable OX_CPU_ISA (for tests and benchmarks). A level the CPU lacks, or
+ * an unknown name, makes ox_model_load and ox_context_create fail with OX_ERR_UNSUPPORTED. */
+OX_API const char *ox_cpu_isa(void);
 
 #ifdef __cplusplus
 }

@@ -52,6 +52,7 @@ static int print_version(void) {
     ox_cpu_features(features, sizeof features);
     printf("oxidize %s\n", OX_VERSION_STRING);
     printf("cpu: %s\n", features[0] ? features : "(no optional features)");
+    printf("isa: %s\n", ox_cpu_isa());
     return 0;
 }
 

@@ -4,11 +4,14 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/status.h"
 #include "oxidize.h"
 
-static struct cpu_features features;
+static struct cpu_features features; /* detected */
+static struct cpu_features effective; /* lowered by OX_CPU_ISA */
 static pthread_once_t features_once = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -74,9 +77,140 @@ static void detect(void) {
 }
 #endif
 
+/* The instruction-set levels, lowest first. has() says whether a CPU has the level; lower()
+ * removes from a feature set what lies above it. */
+struct isa_level {
+    const char *name;
+    bool (*has)(const struct cpu_features *f);
+    void (*lower)(struct cpu_features *f);
+};
+
+static bool has_scalar(const struct cpu_features *f) {
+    (void)f;
+    return true;
+}
+
+static void lower_scalar(struct cpu_features *f) {
+    *f = (struct cpu_features){0};
+}
+static void lower_none(struct cpu_features *f) {
+    (void)f;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+static bool has_avx2(const struct cpu_features *f) {
+    return f->avx2 && f->fma && f->f16c;
+}
+static bool has_avx2_vnni(const struct cpu_features *f) {
+    return has_avx2(f) && f->avx_vnni;
+}
+static bool has_avx512(const struct cpu_features *f) {
+    return has_avx2(f) && f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl &&
+           f->avx512vnni;
+}
+static void lower_avx2(struct cpu_features *f) {
+    f->avx_vnni = false;
+    f->avx512f = f->avx512bw = f->avx512dq = f->avx512vl = f->avx512vnni = f->avx512bf16 = false;
+}
+static void lower_avx2_vnni(struct cpu_features *f) {
+    bool vnni = f->avx_vnni;
+    lower_avx2(f);
+    f->avx_vnni = vnni;
+}
+#elif defined(__aarch64__)
+static bool has_neon(const struct cpu_features *f) {
+    return f->neon;
+}
+static bool has_neon_dotprod(const struct cpu_features *f) {
+    return f->neon && f->dotprod;
+}
+static bool has_neon_i8mm(const struct cpu_features *f) {
+    return f->neon && f->dotprod && f->i8mm;
+}
+static void lower_neon(struct cpu_features *f) {
+    f->dotprod = f->i8mm = false;
+}
+static void lower_neon_dotprod(struct cpu_features *f) {
+    f->i8mm = false;
+}
+#endif
+
+static const struct isa_level levels[] = {
+    {"scalar", has_scalar, lower_scalar},
+#if defined(__x86_64__) || defined(__i386__)
+    {"avx2", has_avx2, lower_avx2},
+    {"avx2-vnni", has_avx2_vnni, lower_avx2_vnni},
+    {"avx512", has_avx512, lower_none},
+#elif defined(__aarch64__)
+    {"neon", has_neon, lower_neon},
+    {"neon-dotprod", has_neon_dotprod, lower_neon_dotprod},
+    {"neon-i8mm", has_neon_i8mm, lower_none},
+#endif
+};
+enum { N_LEVELS = sizeof levels / sizeof levels[0] };
+
+static const struct isa_level *active_level;
+static const char *isa_error; /* why OX_CPU_ISA was not applied, or NULL */
+static char isa_error_buf[192];
+
+/* Detect, then apply OX_CPU_ISA: a known level this CPU has lowers the effective features;
+ * anything else leaves them as detected and is reported by cpu_isa_check. */
+static void init(void) {
+    detect();
+    effective = features;
+    const char *want = getenv("OX_CPU_ISA");
+    const struct isa_level *best = &levels[0];
+    for (int i = 0; i < N_LEVELS; i++)
+        if (levels[i].has(&features))
+            best = &levels[i];
+    active_level = best;
+    if (!want || !*want)
+        return;
+    for (int i = 0; i < N_LEVELS; i++) {
+        if (strcmp(want, levels[i].name) != 0)
+            continue;
+        if (!levels[i].has(&features)) {
+            snprintf(isa_error_buf, sizeof isa_error_buf,
+                     "OX_CPU_ISA=%s: this CPU does not have that instruction set (its best is %s)",
+                     want, best->name);
+            isa_error = isa_error_buf;
+            return;
+        }
+        levels[i].lower(&effective);
+        active_level = &levels[i];
+        return;
+    }
+    char names[96] = "";
+    for (int i = 0; i < N_LEVELS; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                 levels[i].name);
+    snprintf(isa_error_buf, sizeof isa_error_buf,
+             "OX_CPU_ISA=%.40s: unknown instruction set (this build knows %s)", want, names);
+    isa_error = isa_error_buf;
+}
+
 const struct cpu_features *cpu_features_get(void) {
-    pthread_once(&features_once, detect);
+    pthread_once(&features_once, init);
+    return &effective;
+}
+
+const struct cpu_features *cpu_features_detected(void) {
+    pthread_once(&features_once, init);
     return &features;
+}
+
+enum ox_status cpu_isa_check(void) {
+    pthread_once(&features_once, init);
+    return isa_error ? ox_fail(OX_ERR_UNSUPPORTED, "%s", isa_error) : OX_OK;
+}
+
+const char *cpu_isa_name(void) {
+    pthread_once(&features_once, init);
+    return active_level->name;
+}
+
+const char *ox_cpu_isa(void) {
+    return cpu_isa_name();
 }
 
 size_t ox_cpu_features(char *buf, size_t cap) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/cpu_features.h"
 #ifdef OX_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -309,6 +310,7 @@ enum ox_status ox_context_create(const struct ox_model *m, const struct ox_conte
     if (!m || !out)
         return ox_fail(OX_ERR_INVALID_ARG, "ox_context_create: NULL argument");
     *out = NULL;
+    OX_TRY(cpu_isa_check());
     struct ox_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return ox_fail(OX_ERR_OOM, "context: out of memory");

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu_features.h"
 #include "model/model.h"
 
 struct ox_model_params ox_model_params_default(void) {
@@ -40,6 +41,7 @@ enum ox_status ox_model_load(const char *path, const struct ox_model_params *par
     if (!out || !path)
         return ox_fail(OX_ERR_INVALID_ARG, "ox_model_load: NULL argument");
     *out = NULL;
+    OX_TRY(cpu_isa_check()); /* an OX_CPU_ISA this CPU cannot run is an error, not a fallback */
     struct ox_model_params p = params ? *params : ox_model_params_default();
     struct ox_model *m = calloc(1, sizeof *m);
     if (!m)

@@ -184,10 +184,14 @@ int main(void) {
         check_q8_K_activations(qkernel_for((enum ox_dtype)t));
         n++;
     }
-#if defined(__x86_64__) /* the AVX2 set, which AVX-512 machines never pick, on its own */
+#if defined(__x86_64__) /* the AVX2 sets, which AVX-512 machines never pick, on their own */
     const struct cpu_features *f = cpu_features_get();
-    for (int t = 0; f->avx2 && f->fma && f->f16c && t < OX_DTYPE_COUNT; t++)
+    for (int t = 0; f->avx2 && f->fma && f->f16c && t < OX_DTYPE_COUNT; t++) {
         check_kernel((enum ox_dtype)t, qkernels_avx2((enum ox_dtype)t));
+        check_q8_K_activations(qkernels_avx2((enum ox_dtype)t));
+        if (f->avx_vnni)
+            check_kernel((enum ox_dtype)t, qkernels_avx2vnni((enum ox_dtype)t));
+    }
 #endif
     printf("%d fast kernels on this CPU\n", n);
     return test_finish("test_qmatmul");

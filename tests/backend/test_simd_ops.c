@@ -1,6 +1,8 @@
 /* test_simd_ops.c: the SIMD versions of reference ops give the reference's results bit for
  * bit: SwiGLU, the activation quantizer and the f16-cache attention (with GQA, sequences,
- * a sliding window and soft-capping), on random data. Skipped where the CPU lacks AVX-512. */
+ * a sliding window and soft-capping), on random data; the tiled attention of large batches
+ * within float rounding. Each x86 level the CPU has (AVX-512, AVX2) is checked on its own. */
+#include "backend/cpu/attention.h"
 #include <math.h>
 #include <string.h>
 
@@ -19,30 +21,34 @@ static float uniform(void) { /* xorshift32 in [-1, 1) */
     return (float)(rng >> 8) / 8388608.0f - 1.0f;
 }
 
-static void check_glu(void) {
+typedef bool (*glu_fn)(enum glu_kind, const float *, const float *, float *, size_t);
+typedef void (*quantize_fn)(const float *, void *, int64_t);
+typedef bool (*attention_fn)(struct backend *, const struct attn_args *);
+
+static void check_glu(glu_fn glu) {
     enum { N = 1000 }; /* not a multiple of 16: the tail too */
     float g[N], u[N], want[N], got[N];
     for (int i = 0; i < N; i++) /* some beyond exp's range, where it saturates */
         g[i] = uniform() * (i % 50 == 0 ? 200.0f : 8.0f), u[i] = uniform();
     for (int i = 0; i < N; i++)
         want[i] = g[i] / (1.0f + ggml_expf(-g[i])) * u[i];
-    CHECK(glu_avx512(GLU_SILU, g, u, got, N));
+    CHECK(glu(GLU_SILU, g, u, got, N));
     CHECK(memcmp(want, got, sizeof want) == 0);
 }
 
-static void check_quantize(void) {
+static void check_quantize(quantize_fn quantize) {
     enum { N = 512 };
     float x[N];
     struct xq8_32 a[N / 32], b[N / 32];
     for (int i = 0; i < N; i++)
         x[i] = uniform() * (i < 32 ? 0.0f : 3.0f); /* the first block all zero */
     xq8_32_quantize(x, a, N);
-    xq8_32_quantize_avx512(x, b, N);
+    quantize(x, b, N);
     CHECK(memcmp(a, b, sizeof a) == 0);
 }
 
 /* One attention problem: n queries of 8 heads over 2 kv heads, cells from two sequences. */
-static void check_attention(int hd, int window, float softcap) {
+static void check_attention(attention_fn attention, int hd, int window, float softcap) {
     enum { N = 6, CELLS = 40, NH = 8, NKV = 2 };
     static float q[N * NH * 256], k[CELLS * NKV * 256], v[CELLS * NKV * 256];
     static float y_ref[N * NH * 256], y_simd[N * NH * 256];
@@ -85,7 +91,7 @@ static void check_attention(int hd, int window, float softcap) {
     a.y = y_ref;
     cpu_attention_ref(&b, &a);
     a.y = y_simd;
-    cpu_attention(&b, &a);
+    CHECK(attention(&b, &a));
     CHECK_MSG(memcmp(y_ref, y_simd, (size_t)N * NH * hd * sizeof(float)) == 0,
               "attention hd %d window %d softcap %g differs", hd, window, softcap);
     ox_aligned_free(b.scratch);
@@ -94,7 +100,7 @@ static void check_attention(int hd, int window, float softcap) {
 
 /* Batches of 64+ queries take the tiled f32 kernel: compared with the reference's exact
  * (double-sum) attention over the same cache, within float rounding. */
-static void check_attention_tiled(int hd, int window) {
+static void check_attention_tiled(attention_fn attention, int hd, int window) {
     enum { N = 70, CELLS = 90, NH = 6, NKV = 2 };
     static float q[N * NH * 128], k[CELLS * NKV * 128], v[CELLS * NKV * 128], kt[CELLS * NKV * 128];
     static float y_ref[N * NH * 128], y_simd[N * NH * 128];
@@ -131,7 +137,7 @@ static void check_attention_tiled(int hd, int window) {
     a.y = y_ref;
     cpu_attention_ref(&b, &a);
     a.y = y_simd, a.f16_cache = true; /* the flag the fast path needs; the tiled one is f32 */
-    cpu_attention(&b, &a);
+    CHECK(attention(&b, &a));
     double worst = 0;
     for (int i = 0; i < N * NH * hd; i++)
         worst = fmax(worst, fabs((double)y_ref[i] - y_simd[i]));
@@ -139,23 +145,31 @@ static void check_attention_tiled(int hd, int window) {
     ox_aligned_free(b.scratch);
     threadpool_free(b.pool);
 }
+
+static void check_level(const char *name, glu_fn glu, quantize_fn quantize,
+                        attention_fn attention) {
+    int before = test_failures;
+    check_glu(glu);
+    check_quantize(quantize);
+    check_attention(attention, 64, 0, 0.0f);
+    check_attention(attention, 128, 5, 0.0f);
+    check_attention(attention, 80, 0, 50.0f); /* a head size with a tail past the 64-element steps */
+    check_attention(attention, 256, 3, 30.0f);
+    check_attention_tiled(attention, 64, 0);
+    check_attention_tiled(attention, 128, 7);
+    printf("%s: %s\n", name, test_failures == before ? "bit for bit" : "DIFFERS");
+}
 #endif
 
 int main(void) {
 #if defined(__x86_64__) /* the SIMD files are built for x86-64 only */
     const struct cpu_features *f = cpu_features_get();
-    if (!(f->avx512f && f->avx512dq && f->avx512bw && f->avx512vl && f->fma && f->f16c)) {
-        printf("no AVX-512 on this CPU: nothing to compare\n");
-        return test_finish("test_simd_ops");
-    }
-    check_glu();
-    check_quantize();
-    check_attention(64, 0, 0.0f);
-    check_attention(128, 5, 0.0f);
-    check_attention(80, 0, 50.0f); /* a head size with a tail past the 64-element steps */
-    check_attention(256, 3, 30.0f);
-    check_attention_tiled(64, 0);
-    check_attention_tiled(128, 7);
+    if (f->avx512f && f->avx512dq && f->avx512bw && f->avx512vl && f->fma && f->f16c)
+        check_level("avx512", glu_avx512, xq8_32_quantize_avx512, attention_avx512);
+    if (f->avx2 && f->fma && f->f16c)
+        check_level("avx2", glu_avx2, xq8_32_quantize_avx2, attention_avx2);
+    else
+        printf("no AVX2 on this CPU (or OX_CPU_ISA): nothing to compare\n");
 #endif
     return test_finish("test_simd_ops");
 }

@@ -23,6 +23,15 @@ static inline float score(const struct attn_args *a, float dot) {
     return a->softcap * tanhf(dot * (a->scale / a->softcap));
 }
 
+/* The tiled kernels' helpers (attention_ref.c): k transposed into a->k_t ([n_head_kv * hd_k]
+ * rows of n_cells), and which cells token t sees: vis[c] for c in [*lo, *hi), the range outside
+ * which none are. */
+void attention_transpose_k(const struct attn_args *a);
+void attention_visibility(const struct attn_args *a, int t, uint8_t *vis, int *lo, int *hi);
+
+/* The same with AVX2 + FMA + F16C (x86/attention_avx2.c). */
+bool attention_avx2(struct backend *b, const struct attn_args *a);
+
 /* The AVX-512 attention (x86/attention_avx512.c); false when it cannot take these args. */
 bool attention_avx512(struct backend *b, const struct attn_args *a);
 

@@ -50,6 +50,22 @@ static void attend(const struct attn_args *a, int t, int h, float *scores) {
     }
 }
 
+void attention_transpose_k(const struct attn_args *a) {
+    int dk = a->n_head_kv * a->hd_k;
+    for (int c = 0; c < a->n_cells; c++)
+        for (int i = 0; i < dk; i++)
+            a->k_t[(size_t)i * a->n_cells + c] = a->k[(size_t)c * dk + i];
+}
+
+void attention_visibility(const struct attn_args *a, int t, uint8_t *vis, int *lo, int *hi) {
+    *lo = a->n_cells, *hi = 0;
+    for (int c = 0; c < a->n_cells; c++) {
+        vis[c] = visible(a, t, c);
+        if (vis[c])
+            *lo = c < *lo ? c : *lo, *hi = c + 1;
+    }
+}
+
 static float round_f16(float x) {
     return fp16_to_fp32(fp32_to_fp16(x));
 }
@@ -109,7 +125,7 @@ void cpu_attention_ref(struct backend *b, const struct attn_args *a) {
 /* The fastest attention this build and CPU have for the args; the reference otherwise. */
 void cpu_attention(struct backend *b, const struct attn_args *a) {
 #ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
-    if (attention_avx512(b, a))
+    if (attention_avx512(b, a) || attention_avx2(b, a))
         return;
 #endif
     cpu_attention_ref(b, a);

@@ -164,7 +164,7 @@ static void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, co
                     float *y, size_t n) {
     (void)b;
 #ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
-    if (glu_avx512(kind, gate, up, y, n))
+    if (glu_avx512(kind, gate, up, y, n) || glu_avx2(kind, gate, up, y, n))
         return;
 #endif
     for (size_t i = 0; i < n; i++) {

@@ -82,6 +82,7 @@ static void pick_kernels(void) {
 #ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
         bool avx2 = f->avx2 && f->fma && f->f16c;
         k = avx512 ? qkernels_avx512((enum ox_dtype)t) : NULL;
+        k = !k && avx2 && f->avx_vnni ? qkernels_avx2vnni((enum ox_dtype)t) : k;
         k = !k && avx2 ? qkernels_avx2((enum ox_dtype)t) : k;
 #endif
 #ifdef OX_HAVE_ARM_KERNELS /* built only for AArch64 */

@@ -66,15 +66,28 @@ const struct qkernel *qkernels_generic(enum ox_dtype type);
 const struct qkernel *qkernels_avx2(enum ox_dtype type);
 const struct qkernel *qkernels_kquant_avx2(enum ox_dtype type); /* k-quants, iq4_xs */
 const struct qkernel *qkernels_float_avx2(enum ox_dtype type);
+const struct qkernel *qkernels_avx2vnni(enum ox_dtype type); /* qkernels_avx2.c with AVX-VNNI */
+const struct qkernel *qkernels_kquant_avx2vnni(enum ox_dtype type);
 const struct qkernel *qkernels_neon(enum ox_dtype type);
 const struct qkernel *qkernels_kquant_neon(enum ox_dtype type); /* k-quants, iq4_xs */
 const struct qkernel *qkernels_float_neon(enum ox_dtype type);
 const struct qkernel *qkernels_float_avx512(enum ox_dtype type);
 
+/* The load-time layout of q4_0 and q8_0 shared by the x86 levels (qpack16.c): per block of
+ * 32, 16 f16 scales, then the rows' quants in chunks of 4 bytes, chunk-major. */
+enum { QPACK16_Q4_0_BLOCK = 32 + 16 * 16, QPACK16_Q8_0_BLOCK = 32 + 16 * 32 };
+size_t qpack16_group_bytes_q4_0(int64_t n);
+size_t qpack16_group_bytes_q8_0(int64_t n);
+void qpack16_pack_q4_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
+void qpack16_pack_q8_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
+void qpack16_file_row_q4_0(int64_t n, const void *group, int lane, void *dst);
+void qpack16_file_row_q8_0(int64_t n, const void *group, int lane, void *dst);
+
 /* Shared activation quantizer for the xq8_32 format (scalar; vectorized by the compiler). */
 size_t xq8_32_row_bytes(int64_t n);
 void xq8_32_quantize(const float *x, void *xq, int64_t n);
 void xq8_32_to_float(const void *xq, float *x, int64_t n);
+void xq8_32_quantize_avx2(const float *x, void *xq, int64_t n); /* the same, with AVX2 */
 
 /* Activations of the f32/f16/bf16 kernels, shared by every instruction set (qmatmul.c). */
 size_t xf32_row_bytes(int64_t n);

@@ -82,23 +82,6 @@ static void attend(const struct attn_args *a, int t, int h, float *qh) {
 
 enum { HEADS_AT_ONCE = 4, TILED_FROM = 64 };
 
-static void transpose_k(const struct attn_args *a) {
-    int dk = a->n_head_kv * a->hd_k;
-    for (int c = 0; c < a->n_cells; c++)
-        for (int i = 0; i < dk; i++)
-            a->k_t[(size_t)i * a->n_cells + c] = a->k[(size_t)c * dk + i];
-}
-
-/* Which cells token t sees: vis[c] for c in [*lo, *hi), the range outside which none are. */
-static void visibility(const struct attn_args *a, int t, uint8_t *vis, int *lo, int *hi) {
-    *lo = a->n_cells, *hi = 0;
-    for (int c = 0; c < a->n_cells; c++) {
-        vis[c] = visible(a, t, c);
-        if (vis[c])
-            *lo = c < *lo ? c : *lo, *hi = c + 1;
-    }
-}
-
 /* Heads h0 .. h0+nh-1 (one kv head) of token t over cells [lo, hi); sc holds nh rows of
  * n_cells scores. */
 static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, const uint8_t *vis,
@@ -163,7 +146,7 @@ static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, const
 static void token_tiled(const struct attn_args *a, int t, float *scratch) {
     int group = a->n_head / a->n_head_kv, lo, hi;
     uint8_t *vis = (uint8_t *)(scratch + (size_t)HEADS_AT_ONCE * a->n_cells);
-    visibility(a, t, vis, &lo, &hi);
+    attention_visibility(a, t, vis, &lo, &hi);
     if (lo >= hi) { /* nothing visible: zero outputs, as a fully masked softmax */
         memset(a->y + (size_t)t * a->n_head * a->hd_v, 0, (size_t)a->n_head * a->hd_v * 4);
         return;
@@ -204,7 +187,7 @@ bool attention_avx512(struct backend *b, const struct attn_args *a) {
     bool tiled = a->n >= TILED_FROM && a->k_t && a->softcap == 0.0f &&
                  (size_t)(HEADS_AT_ONCE + 1) * (size_t)a->n_cells <= b->scratch_per_thread;
     if (tiled)
-        transpose_k(a);
+        attention_transpose_k(a);
     struct job j = {a, b->scratch, b->scratch_per_thread, tiled};
     threadpool_run(b->pool, rows, &j);
     return true;

@@ -1,7 +1,13 @@
-/* qkernels_avx2.c: matmul tiles for x86 CPUs with AVX2 but no AVX-512 VNNI, for the 32-block
- * types. Without VPDPBUSD the byte products go through VPMADDUBSW, which saturates unless the
- * unsigned side stays below 128: weights are unpacked signed and multiplied as |w| times the
- * activation with w's sign (llama.cpp's trick); q4_1/q5_1 mins return through the block sum. */
+/* qkernels_avx2.c: matmul kernels for the 32-block types on x86 CPUs with AVX2, the shapes of
+ * the AVX-512 set on 8-lane registers: a row tile for any shape, 16 rows repacked chunk-major
+ * for batches, and q4_0 / q8_0 in the load-time layout (qpack16.c) for single tokens. Built a
+ * second time as qkernels_avx2vnni.c, where VPDPBUSD (AVX-VNNI) takes the byte products.
+ *
+ * Without VNNI the byte products go through VPMADDUBSW (unsigned x signed, pairs summed with
+ * saturation to int16). Unsigned levels below 16 (q4) leave room to sum 8 chunks of 4 in int16
+ * (16 * 15 * 127 < 2^15), below 32 (q5) 4 chunks; signed weights (q8_0, iq4_nl) take |w| times x
+ * with w's sign, one chunk at a time. With VNNI every type is unsigned (+128 where signed) and
+ * the offsets return through the activation block sums, as on AVX-512. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -10,11 +16,23 @@
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
 
-enum { NR = 4, NC = 4 };
+#include "backend/cpu/x86/level_avx2.h"
 
-/* 32 signed weights, the scale, and the term that multiplies the activation sum. */
-struct sblock {
-    __m256i s;
+enum { NR = 4, NC = 4, PACK_NC = 4 };
+
+/* How a type's weights meet the primitives: signed levels (|w| and x with w's sign) and how
+ * many chunks of 4 may share one int16 partial sum. VNNI: all unsigned, int32 sums. */
+struct wtype {
+    int sign, depth;
+};
+#define WTYPE_SIGNED ((struct wtype){!VNNI, VNNI ? 8 : 1})
+#define WTYPE_Q4     ((struct wtype){0, 8})
+#define WTYPE_Q5     ((struct wtype){0, VNNI ? 8 : 4})
+
+/* 32 weights, the scale, and the term that multiplies the activation sum (-offset * d, or the
+ * block's min). */
+struct wblock {
+    __m256i q;
     float d, bias;
 };
 
@@ -37,60 +55,74 @@ static inline __m256i fifth_bits(const uint8_t *qh) {
     return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-static inline struct sblock unpack_q4_0(const uint8_t *p) {
+/* Signed levels as the level stores them: as they are, or + 128 (VNNI, unsigned). */
+static inline __m256i signed_levels(__m256i q) {
+    return VNNI ? _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)) : q;
+}
+
+static inline struct wblock unpack_q4_0(const uint8_t *p) {
     const struct block_q4_0 *b = (const struct block_q4_0 *)p;
-    return (struct sblock){_mm256_sub_epi8(nibbles(b->qs), _mm256_set1_epi8(8)), f16(b->d), 0.0f};
+    float d = f16(b->d);
+    return (struct wblock){nibbles(b->qs), d, -8.0f * d};
 }
-static inline struct sblock unpack_q4_1(const uint8_t *p) {
+static inline struct wblock unpack_q4_1(const uint8_t *p) {
     const struct block_q4_1 *b = (const struct block_q4_1 *)p;
-    return (struct sblock){nibbles(b->qs), f16(b->d), f16(b->m)};
+    return (struct wblock){nibbles(b->qs), f16(b->d), f16(b->m)};
 }
-static inline struct sblock unpack_q5_0(const uint8_t *p) {
+static inline struct wblock unpack_q5_0(const uint8_t *p) {
     const struct block_q5_0 *b = (const struct block_q5_0 *)p;
-    __m256i q = _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
-    return (struct sblock){_mm256_sub_epi8(q, _mm256_set1_epi8(16)), f16(b->d), 0.0f};
+    float d = f16(b->d);
+    return (struct wblock){_mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh)), d, -16.0f * d};
 }
-static inline struct sblock unpack_q5_1(const uint8_t *p) {
+static inline struct wblock unpack_q5_1(const uint8_t *p) {
     const struct block_q5_1 *b = (const struct block_q5_1 *)p;
-    return (struct sblock){_mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh)), f16(b->d),
+    return (struct wblock){_mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh)), f16(b->d),
                            f16(b->m)};
 }
-static inline struct sblock unpack_q8_0(const uint8_t *p) {
+static inline struct wblock unpack_q8_0(const uint8_t *p) {
     const struct block_q8_0 *b = (const struct block_q8_0 *)p;
-    return (struct sblock){_mm256_loadu_si256((const __m256i *)b->qs), f16(b->d), 0.0f};
+    float d = f16(b->d);
+    return (struct wblock){signed_levels(_mm256_loadu_si256((const __m256i *)b->qs)), d,
+                           VNNI ? -128.0f * d : 0.0f};
 }
-static inline struct sblock unpack_iq4_nl(const uint8_t *p) {
+static inline struct wblock unpack_iq4_nl(const uint8_t *p) {
     const struct block_iq4_nl *b = (const struct block_iq4_nl *)p;
     __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
-    return (struct sblock){_mm256_shuffle_epi8(levels, nibbles(b->qs)), f16(b->d), 0.0f};
+    float d = f16(b->d);
+    return (struct wblock){signed_levels(_mm256_shuffle_epi8(levels, nibbles(b->qs))), d,
+                           VNNI ? -128.0f * d : 0.0f};
 }
 
-/* sum(w * x) of 32 signed bytes each, as 8 int32 lanes. */
-static inline __m256i dot_bytes(__m256i w, __m256i x) {
-    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+/* The int32 sums of w . x over a block's 8 chunks of 4 bytes, for 8 rows (w: one chunk per
+ * call of chunk()) or one row (w: 32 bytes at once); x holds the chunk's activation bytes. */
+static inline __m256i products(struct wtype t, __m256i part, __m256i w, __m256i x) {
+    if (t.sign)
+        return accumulate(part, _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return accumulate(part, w, x);
 }
+
+/* ---- the row tile: nr rows x nc tokens, each weight block unpacked once per tile ---------- */
 
 static inline __attribute__((always_inline)) void
-tile_avx2(struct sblock (*unpack)(const uint8_t *), size_t block_bytes, int64_t n, const uint8_t *w,
-          size_t w_stride, int nr, const uint8_t *x, size_t x_stride, int nc, float *y,
-          size_t y_stride) {
+tile_rows(struct wblock (*unpack)(const uint8_t *), struct wtype t, size_t block_bytes, int64_t n,
+          const uint8_t *w, size_t w_stride, int nr, const uint8_t *x, size_t x_stride, int nc,
+          float *y, size_t y_stride) {
     __m256 acc[NR][NC];
     float corr[NR][NC];
     for (int r = 0; r < NR; r++)
         for (int c = 0; c < NC; c++)
             acc[r][c] = _mm256_setzero_ps(), corr[r][c] = 0.0f;
     for (int64_t b = 0; b < n / 32; b++) {
-        struct sblock wb[NR];
+        struct wblock wb[NR];
         for (int r = 0; r < nr; r++)
             wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * block_bytes);
         for (int c = 0; c < nc; c++) {
             const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
             __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
             for (int r = 0; r < nr; r++) {
+                __m256i dot = widen(products(t, _mm256_setzero_si256(), wb[r].q, xv));
                 __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);
-                acc[r][c] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_bytes(wb[r].s, xv)), scale, acc[r][c]);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][c]);
                 corr[r][c] += wb[r].bias * xb->s;
             }
         }
@@ -102,40 +134,225 @@ tile_avx2(struct sblock (*unpack)(const uint8_t *), size_t block_bytes, int64_t 
 
 /* One token: each row streams alone (memory serves that fastest), with constant bounds so the
  * accumulator stays in a register; other shapes take the general loop. */
-#define DEFINE_TILE_AVX2(name, block_bytes, unpack)                                                \
-    static void name(int64_t n, const uint8_t *w, size_t w_stride, int nr, const uint8_t *x,       \
-                     size_t x_stride, int nc, float *y, size_t y_stride) {                         \
+#define DEFINE_TILE(type, wt)                                                                      \
+    static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
+                            const uint8_t *x, size_t x_stride, int nc, float *y,                   \
+                            size_t y_stride) {                                                     \
+        size_t bb = sizeof(struct block_##type);                                                   \
         if (nc == 1)                                                                               \
             for (int r = 0; r < nr; r++)                                                           \
-                tile_avx2(unpack, block_bytes, n, w + (size_t)r * w_stride, w_stride, 1, x,        \
+                tile_rows(unpack_##type, wt, bb, n, w + (size_t)r * w_stride, w_stride, 1, x,      \
                           x_stride, 1, y + r, y_stride);                                           \
+        else if (nr == NR && nc == NC)                                                             \
+            tile_rows(unpack_##type, wt, bb, n, w, w_stride, NR, x, x_stride, NC, y, y_stride);    \
         else                                                                                       \
-            tile_avx2(unpack, block_bytes, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);      \
+            tile_rows(unpack_##type, wt, bb, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);    \
     }
 
-DEFINE_TILE_AVX2(tile_q4_0, sizeof(struct block_q4_0), unpack_q4_0)
-DEFINE_TILE_AVX2(tile_q4_1, sizeof(struct block_q4_1), unpack_q4_1)
-DEFINE_TILE_AVX2(tile_q5_0, sizeof(struct block_q5_0), unpack_q5_0)
-DEFINE_TILE_AVX2(tile_q5_1, sizeof(struct block_q5_1), unpack_q5_1)
-DEFINE_TILE_AVX2(tile_q8_0, sizeof(struct block_q8_0), unpack_q8_0)
-DEFINE_TILE_AVX2(tile_iq4_nl, sizeof(struct block_iq4_nl), unpack_iq4_nl)
+/* ---- 16 rows at a time: the batch scratch layout and the load-time layout ------------------
+ * Both hold, per block, each chunk of 4 elements for 16 rows (64 bytes: rows 0..7, then 8..15),
+ * so one broadcast of 4 activation bytes meets 8 rows in one product. A layout says where a
+ * chunk and the factors of 8 rows are. Scratch (repack16): 8 chunks of levels as the level
+ * stores them, then 16 scales and 16 biases as floats (PACK_BLOCK bytes). */
+enum { PACK_BLOCK = 16 * 32 + 16 * 8 };
 
-#define KERNEL_AVX2(type)                                                                          \
-    static const struct qkernel k_##type = {.name = #type " avx2",                                 \
+struct layout {
+    __m256i (*chunk)(const uint8_t *blk, int k, int half);
+    void (*factors)(const uint8_t *blk, int half, __m256 *d, __m256 *bias);
+    size_t block_bytes;
+};
+
+static inline __m256i chunk_scratch(const uint8_t *blk, int k, int half) {
+    return _mm256_loadu_si256((const __m256i *)(blk + 64 * k + 32 * half));
+}
+static inline void factors_scratch(const uint8_t *blk, int half, __m256 *d, __m256 *bias) {
+    *d = _mm256_loadu_ps((const float *)(blk + 512) + 8 * half);
+    *bias = _mm256_loadu_ps((const float *)(blk + 576) + 8 * half);
+}
+
+/* q4_0's load-time layout: chunk k < 4 in the low nibbles of the bytes of chunk k, k >= 4 in
+ * the high nibbles of chunk k - 4; the offset 8 returns through the activation sums. */
+static inline __m256i chunk_g4(const uint8_t *blk, int k, int half) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * (k & 3) + 32 * half));
+    return _mm256_and_si256(k < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+}
+static inline void factors_g4(const uint8_t *blk, int half, __m256 *d, __m256 *bias) {
+    *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * half)));
+    *bias = _mm256_mul_ps(*d, _mm256_set1_ps(-8.0f));
+}
+
+static inline __m256i chunk_g8(const uint8_t *blk, int k, int half) {
+    return signed_levels(_mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * half)));
+}
+static inline void factors_g8(const uint8_t *blk, int half, __m256 *d, __m256 *bias) {
+    *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * half)));
+    *bias = _mm256_mul_ps(*d, _mm256_set1_ps(VNNI ? -128.0f : 0.0f));
+}
+
+/* Rows 8 half .. 8 half + 7 x nc tokens (a constant where it matters, so the accumulators stay
+ * in registers) over every block; stores the first nr of the 8 rows. */
+static inline __attribute__((always_inline)) void
+rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, int half, int nr,
+      const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
+    __m256 acc[PACK_NC];
+    for (int c = 0; c < nc; c++)
+        acc[c] = _mm256_setzero_ps();
+    const uint8_t *blk = packed;
+    for (int64_t b = 0; b < n / 32; b++, blk += l->block_bytes) {
+        const struct xq8_32 *xb[PACK_NC];
+        __m256i dot[PACK_NC];
+        for (int c = 0; c < nc; c++) {
+            xb[c] = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
+            dot[c] = _mm256_setzero_si256();
+        }
+        for (int k0 = 0; k0 < 8; k0 += t.depth) {
+            __m256i part[PACK_NC];
+            for (int c = 0; c < nc; c++)
+                part[c] = _mm256_setzero_si256();
+            for (int k = k0; k < k0 + t.depth; k++) {
+                __m256i w = l->chunk(blk, k, half);
+                for (int c = 0; c < nc; c++) {
+                    int32_t xi;
+                    memcpy(&xi, xb[c]->q + 4 * k, 4);
+                    part[c] = products(t, part[c], w, _mm256_set1_epi32(xi));
+                }
+            }
+            for (int c = 0; c < nc; c++)
+                dot[c] = _mm256_add_epi32(dot[c], widen(part[c]));
+        }
+        __m256 d, bias;
+        l->factors(blk, half, &d, &bias);
+        for (int c = 0; c < nc; c++) {
+            __m256 scale = _mm256_mul_ps(d, _mm256_set1_ps(xb[c]->d));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[c]), scale, acc[c]);
+            acc[c] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xb[c]->s), acc[c]);
+        }
+    }
+    int keep = nr - 8 * half;
+    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(keep), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int c = 0; c < nc; c++) {
+        float *yc = y + (size_t)c * y_stride + 8 * half;
+        if (keep >= 8)
+            _mm256_storeu_ps(yc, acc[c]);
+        else
+            _mm256_maskstore_ps(yc, mask, acc[c]);
+    }
+}
+
+/* 16 rows (nr of them real) x up to PACK_NC tokens, a half of 8 rows at a time. */
+static inline __attribute__((always_inline)) void
+rows16(const struct layout *l, struct wtype t, int64_t n, const void *packed, int nr,
+       const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
+    for (int half = 0; half < 2 && 8 * half < nr; half++) {
+        if (nc == PACK_NC)
+            rows8(l, t, n, packed, half, nr, x, x_stride, PACK_NC, y, y_stride);
+        else if (nc == 1)
+            rows8(l, t, n, packed, half, nr, x, x_stride, 1, y, y_stride);
+        else
+            rows8(l, t, n, packed, half, nr, x, x_stride, nc, y, y_stride);
+    }
+}
+
+static const struct layout scratch_layout = {chunk_scratch, factors_scratch, PACK_BLOCK};
+static const struct layout g4_layout = {chunk_g4, factors_g4, QPACK16_Q4_0_BLOCK};
+static const struct layout g8_layout = {chunk_g8, factors_g8, QPACK16_Q8_0_BLOCK};
+
+/* The batch path of a type: its 16 rows unpacked into the scratch layout, then tiles of tokens
+ * over them. */
+#define DEFINE_PACKED(type, wt)                                                                    \
+    DEFINE_TILE(type, wt)                                                                          \
+    static void repack_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {   \
+        uint8_t *out = dst;                                                                        \
+        for (int64_t b = 0; b < n / 32; b++, out += PACK_BLOCK) {                                  \
+            uint32_t rows[16][8];                                                                  \
+            float *d = (float *)(out + 512), *bias = d + 16;                                       \
+            for (int r = 0; r < 16; r++) {                                                         \
+                struct wblock wb = {_mm256_setzero_si256(), 0.0f, 0.0f};                           \
+                if (r < nr)                                                                        \
+                    wb = unpack_##type(w + (size_t)r * w_stride +                                  \
+                                       (size_t)b * sizeof(struct block_##type));                   \
+                _mm256_storeu_si256((__m256i *)rows[r], wb.q);                                     \
+                d[r] = wb.d, bias[r] = wb.bias;                                                    \
+            }                                                                                      \
+            uint32_t *q = (uint32_t *)out;                                                         \
+            for (int k = 0; k < 8; k++)                                                            \
+                for (int r = 0; r < 16; r++)                                                       \
+                    q[k * 16 + r] = rows[r][k];                                                    \
+        }                                                                                          \
+    }                                                                                              \
+    static void tile16_##type(int64_t n, const void *packed, int nr, const uint8_t *x,             \
+                              size_t x_stride, int nc, float *y, size_t y_stride) {                \
+        rows16(&scratch_layout, wt, n, packed, nr, x, x_stride, nc, y, y_stride);                  \
+    }
+
+DEFINE_PACKED(q4_0, WTYPE_Q4)
+DEFINE_PACKED(q4_1, WTYPE_Q4)
+DEFINE_PACKED(q5_0, WTYPE_Q5)
+DEFINE_PACKED(q5_1, WTYPE_Q5)
+DEFINE_PACKED(q8_0, WTYPE_SIGNED)
+DEFINE_PACKED(iq4_nl, WTYPE_SIGNED)
+
+/* q4_0 and q8_0 in the load-time layout: single tokens straight from it, batches through the
+ * scratch layout it unpacks to. */
+#define DEFINE_GROUP(type, layout, wt)                                                             \
+    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
+                              int nc, float *y, size_t y_stride) {                                 \
+        rows16(&layout, wt, n, group, 16, x, x_stride, nc, y, y_stride);                           \
+    }                                                                                              \
+    static void unpack16_##type(int64_t n, const void *group, void *dst) {                         \
+        const uint8_t *blk = group;                                                                \
+        uint8_t *out = dst;                                                                        \
+        for (int64_t b = 0; b < n / 32; b++, blk += layout.block_bytes, out += PACK_BLOCK)         \
+            for (int half = 0; half < 2; half++) {                                                 \
+                for (int k = 0; k < 8; k++)                                                        \
+                    _mm256_storeu_si256((__m256i *)(out + 64 * k + 32 * half),                     \
+                                        layout.chunk(blk, k, half));                               \
+                __m256 d, bias;                                                                    \
+                layout.factors(blk, half, &d, &bias);                                              \
+                _mm256_storeu_ps((float *)(out + 512) + 8 * half, d);                              \
+                _mm256_storeu_ps((float *)(out + 576) + 8 * half, bias);                           \
+            }                                                                                      \
+    }
+
+DEFINE_GROUP(q4_0, g4_layout, WTYPE_Q4)
+DEFINE_GROUP(q8_0, g8_layout, WTYPE_SIGNED)
+
+#define KERNEL(type)                                                                               \
+    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
                                             .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = xq8_32_quantize,                         \
+                                            .quantize_x = xq8_32_quantize_avx2,                    \
                                             .x_to_float = xq8_32_to_float,                         \
                                             .tile = tile_##type,                                   \
                                             .max_nr = NR,                                          \
-                                            .max_nc = NC};
-KERNEL_AVX2(q4_0)
-KERNEL_AVX2(q4_1)
-KERNEL_AVX2(q5_0)
-KERNEL_AVX2(q5_1)
-KERNEL_AVX2(q8_0)
-KERNEL_AVX2(iq4_nl)
+                                            .max_nc = NC,                                          \
+                                            .repack16 = repack_##type,                             \
+                                            .tile16 = tile16_##type,                               \
+                                            .pack_nc = PACK_NC};
+KERNEL(q4_1)
+KERNEL(q5_0)
+KERNEL(q5_1)
+KERNEL(iq4_nl)
 
-const struct qkernel *qkernels_avx2(enum ox_dtype type) {
+#define KERNEL_GROUP(type)                                                                         \
+    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
+                                            .x_row_bytes = xq8_32_row_bytes,                       \
+                                            .quantize_x = xq8_32_quantize_avx2,                    \
+                                            .x_to_float = xq8_32_to_float,                         \
+                                            .tile = tile_##type,                                   \
+                                            .max_nr = NR,                                          \
+                                            .max_nc = NC,                                          \
+                                            .repack16 = repack_##type,                             \
+                                            .tile16 = tile16_##type,                               \
+                                            .pack_nc = PACK_NC,                                    \
+                                            .packed_group_bytes = qpack16_group_bytes_##type,      \
+                                            .pack = qpack16_pack_##type,                           \
+                                            .gemv16 = gemv16_##type,                               \
+                                            .unpack16 = unpack16_##type,                           \
+                                            .file_row = qpack16_file_row_##type};
+KERNEL_GROUP(q4_0)
+KERNEL_GROUP(q8_0)
+
+const struct qkernel *KERNEL_TABLE(enum ox_dtype type) {
     switch (type) {
     case OX_DTYPE_Q4_0: return &k_q4_0;
     case OX_DTYPE_Q4_1: return &k_q4_1;
@@ -143,7 +360,6 @@ const struct qkernel *qkernels_avx2(enum ox_dtype type) {
     case OX_DTYPE_Q5_1: return &k_q5_1;
     case OX_DTYPE_Q8_0: return &k_q8_0;
     case OX_DTYPE_IQ4_NL: return &k_iq4_nl;
-    default:
-        return qkernels_kquant_avx2(type) ? qkernels_kquant_avx2(type) : qkernels_float_avx2(type);
+    default: return KQUANT_TABLE(type) ? KQUANT_TABLE(type) : qkernels_float_avx2(type);
     }
 }

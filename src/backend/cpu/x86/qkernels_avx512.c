@@ -206,65 +206,10 @@ DEFINE_TILE_32(tile_q5_0, sizeof(struct block_q5_0), unpack_q5_0)
 DEFINE_TILE_32(tile_q5_1, sizeof(struct block_q5_1), unpack_q5_1)
 DEFINE_TILE_32(tile_iq4_nl, sizeof(struct block_iq4_nl), unpack_iq4_nl)
 
-/* ---- the load-time layout of q4_0 and q8_0: per block, the 16 rows' f16 scales, then their
- * quants chunk-major as in the file (q4_0: bytes 4k..4k+3 of each row hold elements 4k.. and,
- * in the high nibbles, 4k+16..; q8_0: 4 bytes per row per chunk). A single token then costs
- * one VPDPBUSD per chunk for 16 rows and one multiply-add per block, with no unpacking beyond
- * a mask and a shift. ---- */
+/* ---- the load-time layout of q4_0 and q8_0 (qpack16.c): a single token costs one VPDPBUSD
+ * per chunk for 16 rows and one multiply-add per block. ---- */
 
-enum { G4_BLOCK = 32 + 16 * 16, G8_BLOCK = 32 + 16 * 32 };
-
-static size_t group_bytes_q4_0(int64_t n) {
-    return (size_t)(n / 32) * G4_BLOCK;
-}
-static size_t group_bytes_q8_0(int64_t n) {
-    return (size_t)(n / 32) * G8_BLOCK;
-}
-
-static void pack_q4_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst) {
-    uint8_t *out = dst;
-    for (int64_t b = 0; b < n / 32; b++, out += G4_BLOCK)
-        for (int r = 0; r < 16; r++) {
-            const struct block_q4_0 *blk =
-                (const struct block_q4_0 *)(w + (size_t)r * w_stride) + b;
-            memcpy(out + 2 * r, &blk->d, 2);
-            for (int k = 0; k < 4; k++)
-                memcpy(out + 32 + (k * 16 + r) * 4, blk->qs + 4 * k, 4);
-        }
-}
-
-static void pack_q8_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst) {
-    uint8_t *out = dst;
-    for (int64_t b = 0; b < n / 32; b++, out += G8_BLOCK)
-        for (int r = 0; r < 16; r++) {
-            const struct block_q8_0 *blk =
-                (const struct block_q8_0 *)(w + (size_t)r * w_stride) + b;
-            memcpy(out + 2 * r, &blk->d, 2);
-            for (int k = 0; k < 8; k++)
-                memcpy(out + 32 + (k * 16 + r) * 4, blk->qs + 4 * k, 4);
-        }
-}
-
-/* One row of a group back in the file's layout: its scale, then its chunks of 4 bytes. */
-static void file_row_q4_0(int64_t n, const void *group, int lane, void *dst) {
-    const uint8_t *blk = group;
-    struct block_q4_0 *out = dst;
-    for (int64_t b = 0; b < n / 32; b++, blk += G4_BLOCK) {
-        memcpy(&out[b].d, blk + 2 * lane, 2);
-        for (int k = 0; k < 4; k++)
-            memcpy(out[b].qs + 4 * k, blk + 32 + (k * 16 + lane) * 4, 4);
-    }
-}
-
-static void file_row_q8_0(int64_t n, const void *group, int lane, void *dst) {
-    const uint8_t *blk = group;
-    struct block_q8_0 *out = dst;
-    for (int64_t b = 0; b < n / 32; b++, blk += G8_BLOCK) {
-        memcpy(&out[b].d, blk + 2 * lane, 2);
-        for (int k = 0; k < 8; k++)
-            memcpy(out[b].qs + 4 * k, blk + 32 + (k * 16 + lane) * 4, 4);
-    }
-}
+enum { G4_BLOCK = QPACK16_Q4_0_BLOCK, G8_BLOCK = QPACK16_Q8_0_BLOCK };
 
 /* Block b of a group as 8 chunk vectors of unsigned bytes, the scales, and the offset. */
 static inline void chunks_q4_0(const uint8_t *blk, __m512i q[8], __m512 *d, float *offset) {
@@ -375,11 +320,11 @@ KERNEL_32(iq4_nl)
                                             .repack16 = repack_##type,                             \
                                             .tile16 = tile16_32,                                   \
                                             .pack_nc = PACK_NC,                                    \
-                                            .packed_group_bytes = group_bytes_##type,              \
-                                            .pack = pack_##type,                                   \
+                                            .packed_group_bytes = qpack16_group_bytes_##type,      \
+                                            .pack = qpack16_pack_##type,                           \
                                             .gemv16 = gemv16_##type,                               \
                                             .unpack16 = unpack16_##type,                           \
-                                            .file_row = file_row_##type};
+                                            .file_row = qpack16_file_row_##type};
 KERNEL_32_PACKED(q4_0)
 KERNEL_32_PACKED(q8_0)
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend/cpu/qmatmul.h"
+#include "backend/cpu/x86/level_avx2.h"
 #include "backend/cpu/x86/simd_x86.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
@@ -332,7 +333,7 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
                             size_t y_stride) {                                                     \
         tile_k(&kt_##type, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);                      \
     }                                                                                              \
-    static const struct qkernel k_##type = {.name = #type " avx2",                                 \
+    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                                 \
                                             .x_row_bytes = xq8_K_row_bytes,                        \
                                             .quantize_x = xq8_K_quantize,                          \
                                             .x_to_float = dequant_q8_K,                            \
@@ -348,7 +349,7 @@ DEFINE_KQUANT(q5_K, 0, 0)
 DEFINE_KQUANT(q6_K, 1, 0)
 DEFINE_KQUANT(iq4_xs, 1, 1)
 
-const struct qkernel *qkernels_kquant_avx2(enum ox_dtype type) {
+const struct qkernel *KQUANT_TABLE(enum ox_dtype type) {
     switch (type) {
     case OX_DTYPE_Q2_K: return &k_q2_K;
     case OX_DTYPE_Q3_K: return &k_q3_K;
