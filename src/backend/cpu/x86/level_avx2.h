@@ -19,6 +19,13 @@ static inline __m256i accumulate(__m256i part, __m256i w, __m256i x) {
 static inline __m256i widen(__m256i part) {
     return part;
 }
+/* Group scales (int32 per row) as scale_sum takes them, and a partial sum times them. */
+static inline __m256i group_scales(__m256i sc) {
+    return sc;
+}
+static inline __m256i scale_sum(__m256i part, __m256i sc) {
+    return _mm256_mullo_epi32(part, sc);
+}
 #else
 enum { VNNI = 0 };
 #define LEVEL_NAME   "avx2"
@@ -29,6 +36,15 @@ static inline __m256i accumulate(__m256i part, __m256i w, __m256i x) {
 }
 static inline __m256i widen(__m256i part) {
     return _mm256_madd_epi16(part, _mm256_set1_epi16(1));
+}
+/* The int16 pair sums times the scale: each row's scale in both words of its lane, so one
+ * VPMADDWD widens and scales at once. */
+static inline __m256i group_scales(__m256i sc) {
+    return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)),
+                           _mm256_slli_epi32(sc, 16));
+}
+static inline __m256i scale_sum(__m256i part, __m256i sc) {
+    return _mm256_madd_epi16(part, sc);
 }
 #endif
 

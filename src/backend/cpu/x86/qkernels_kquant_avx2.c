@@ -24,11 +24,13 @@ struct kdec {
 };
 
 /* A type for the shared loops: its decoder and block size, whether the bias sum folds into the
- * dot sum, and whether its levels are signed. */
+ * dot sum, whether its levels are signed, elements per scale (16 or 32), and how many chunks of
+ * 4 may share an int16 partial sum of VPMADDUBSW pairs (levels below 16: 8 chunks, 16 * 15 *
+ * 127 < 2^15; below 32: 4; below 64: 2; signed: 1). */
 struct ktype {
     struct kdec (*decode)(const uint8_t *block);
     size_t block_bytes;
-    int fold, sign;
+    int fold, sign, group, depth;
 };
 
 static inline __m256i load256(const void *p) {
@@ -266,6 +268,137 @@ static inline __attribute__((always_inline)) void tile_k(const struct ktype *t, 
     }
 }
 
+/* ---- batches: 16 rows repacked per super-block, 8 at a time in a register ---------------
+ * The layout of qkernels_kquant_avx512.c: the levels chunk-major (4 elements of row 0, of row
+ * 1, ... row 15, then the next 4 elements), so one broadcast of 4 activation bytes meets 8 rows
+ * in one product; the int8 group scales as [group][row]; the bias multipliers as int16 pairs
+ * [group pair][row] for VPMADDWD against pairs of activation sums; the two factors per row. */
+enum {
+    KP_SC = 16 * 256,
+    KP_BIAS = KP_SC + 16 * 16,
+    KP_D = KP_BIAS + 8 * 16 * 4,
+    KP_DB = KP_D + 16 * 4,
+    KP_BLOCK = KP_DB + 16 * 4,
+    PACK_NC = 4,
+};
+_Static_assert(KP_BLOCK <= PACK16_BYTES(QK_SUPER) - 64, "pack size");
+
+static inline __attribute__((always_inline)) void repack_rows(const struct ktype *t, int64_t n,
+                                                              const uint8_t *w, size_t w_stride,
+                                                              int nr, void *dst) {
+    uint8_t *out = dst;
+    for (int64_t b = 0; b < n / QK_SUPER; b++, out += KP_BLOCK) {
+        uint8_t levels[16][QK_SUPER];
+        int8_t sc[16][16];
+        int16_t bias[16][16];
+        float *d = (float *)(out + KP_D), *db = (float *)(out + KP_DB);
+        for (int r = 0; r < 16; r++) {
+            struct kdec k; /* rows past nr: zero */
+            memset(&k, 0, sizeof k);
+            if (r < nr)
+                k = t->decode(w + (size_t)r * w_stride + (size_t)b * t->block_bytes);
+            for (int i = 0; i < 8; i++)
+                _mm256_storeu_si256((__m256i *)(levels[r] + 32 * i), k.q[i]);
+            _mm_storeu_si128((__m128i *)sc[r], k.sc);
+            _mm256_storeu_si256((__m256i *)bias[r], k.bias);
+            d[r] = k.d, db[r] = k.db;
+        }
+        for (int c = 0; c < QK_SUPER / 4; c++)
+            for (int r = 0; r < 16; r++)
+                memcpy(out + 64 * c + 4 * r, levels[r] + 4 * c, 4);
+        for (int g = 0; g < 16; g++)
+            for (int r = 0; r < 16; r++) {
+                out[KP_SC + 16 * g + r] = (uint8_t)sc[r][g];
+                memcpy(out + KP_BIAS + 64 * (g / 2) + 4 * r + 2 * (g % 2), &bias[r][g], 2);
+            }
+    }
+}
+
+static inline int32_t load32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Rows 8 half .. 8 half + 7 x nc tokens over every super-block: the bias sums first (min types
+ * convert them at once, freeing their registers), then each group's chunks summed into partials
+ * that are scaled per row as they widen. */
+static inline __attribute__((always_inline)) void rows8(const struct ktype *t, int64_t n,
+                                                        const uint8_t *packed, int half, int nr,
+                                                        const uint8_t *x, size_t x_stride, int nc,
+                                                        float *y, size_t y_stride) {
+    const int chunks = t->group / 4, depth = VNNI || t->depth > chunks ? chunks : t->depth;
+    __m256 acc[PACK_NC];
+    for (int c = 0; c < nc; c++)
+        acc[c] = _mm256_setzero_ps();
+    const uint8_t *pb = packed;
+    for (int64_t b = 0; b < n / QK_SUPER; b++, pb += KP_BLOCK) {
+        const struct block_q8_K *xb[PACK_NC];
+        __m256i dot[PACK_NC];
+        for (int c = 0; c < nc; c++) {
+            xb[c] = (const struct block_q8_K *)(x + c * x_stride) + b;
+            dot[c] = _mm256_setzero_si256();
+        }
+        for (int g = 0; g < 16; g += 2) {
+            __m256i bm = load256(pb + KP_BIAS + 64 * (g / 2) + 32 * half);
+            for (int c = 0; c < nc; c++)
+                dot[c] = _mm256_add_epi32(
+                    dot[c], _mm256_madd_epi16(bm, _mm256_set1_epi32(load32(xb[c]->bsums + g))));
+        }
+        __m256 d = _mm256_loadu_ps((const float *)(pb + KP_D) + 8 * half);
+        __m256 db = _mm256_loadu_ps((const float *)(pb + KP_DB) + 8 * half);
+        for (int c = 0; c < nc && !t->fold; c++) {
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[c]),
+                                     _mm256_mul_ps(db, _mm256_set1_ps(xb[c]->d)), acc[c]);
+            dot[c] = _mm256_setzero_si256();
+        }
+        for (int g = 0; g < 16; g += t->group / 16) {
+            __m256i sc = group_scales(_mm256_cvtepi8_epi32(
+                _mm_loadl_epi64((const __m128i *)(pb + KP_SC + 16 * g + 8 * half))));
+            for (int k0 = 4 * g; k0 < 4 * g + chunks; k0 += depth) {
+                __m256i part[PACK_NC];
+                for (int c = 0; c < nc; c++)
+                    part[c] = _mm256_setzero_si256();
+                for (int k = k0; k < k0 + depth; k++) {
+                    __m256i wv = load256(pb + 64 * k + 32 * half);
+                    __m256i wu = t->sign ? _mm256_sign_epi8(wv, wv) : wv;
+                    for (int c = 0; c < nc; c++) {
+                        __m256i xv = _mm256_set1_epi32(load32(xb[c]->qs + 4 * k));
+                        part[c] = accumulate(part[c], wu, t->sign ? _mm256_sign_epi8(xv, wv) : xv);
+                    }
+                }
+                for (int c = 0; c < nc; c++)
+                    dot[c] = _mm256_add_epi32(dot[c], scale_sum(part[c], sc));
+            }
+        }
+        for (int c = 0; c < nc; c++)
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[c]),
+                                     _mm256_mul_ps(d, _mm256_set1_ps(xb[c]->d)), acc[c]);
+    }
+    int keep = nr - 8 * half;
+    __m256i mask =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(keep), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int c = 0; c < nc; c++) {
+        float *yc = y + (size_t)c * y_stride + 8 * half;
+        if (keep >= 8)
+            _mm256_storeu_ps(yc, acc[c]);
+        else
+            _mm256_maskstore_ps(yc, mask, acc[c]);
+    }
+}
+
+static inline __attribute__((always_inline)) void tile16_k(const struct ktype *t, int64_t n,
+                                                           const void *packed, int nr,
+                                                           const uint8_t *x, size_t x_stride,
+                                                           int nc, float *y, size_t y_stride) {
+    for (int half = 0; half < 2 && 8 * half < nr; half++) {
+        if (nc == PACK_NC)
+            rows8(t, n, packed, half, nr, x, x_stride, PACK_NC, y, y_stride);
+        else
+            rows8(t, n, packed, half, nr, x, x_stride, nc, y, y_stride);
+    }
+}
+
 /* ---- activations: ggml's q8_K ---------------------------------------------------------------- */
 
 static size_t xq8_K_row_bytes(int64_t n) {
@@ -325,13 +458,20 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
 
 /* ---- the kernel table ------------------------------------------------------------------------ */
 
-#define DEFINE_KQUANT(type, fold, sign)                                                            \
+#define DEFINE_KQUANT(type, fold, sign, group, depth)                                              \
     static const struct ktype kt_##type = {decode_##type, sizeof(struct block_##type), fold,       \
-                                           sign};                                                  \
+                                           sign, group, depth};                                    \
     static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
                             const uint8_t *x, size_t x_stride, int nc, float *y,                   \
                             size_t y_stride) {                                                     \
         tile_k(&kt_##type, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);                      \
+    }                                                                                              \
+    static void repack_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {   \
+        repack_rows(&kt_##type, n, w, w_stride, nr, dst);                                          \
+    }                                                                                              \
+    static void tile16_##type(int64_t n, const void *packed, int nr, const uint8_t *x,             \
+                              size_t x_stride, int nc, float *y, size_t y_stride) {                \
+        tile16_k(&kt_##type, n, packed, nr, x, x_stride, nc, y, y_stride);                         \
     }                                                                                              \
     static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                                 \
                                             .x_row_bytes = xq8_K_row_bytes,                        \
@@ -339,15 +479,18 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
                                             .x_to_float = dequant_q8_K,                            \
                                             .tile = tile_##type,                                   \
                                             .max_nr = NR,                                          \
-                                            .max_nc = NC};
+                                            .max_nc = NC,                                          \
+                                            .repack16 = repack_##type,                             \
+                                            .tile16 = tile16_##type,                               \
+                                            .pack_nc = PACK_NC};
 
-/*            type  fold sign */
-DEFINE_KQUANT(q2_K, 0, 0)
-DEFINE_KQUANT(q3_K, 1, 0)
-DEFINE_KQUANT(q4_K, 0, 0)
-DEFINE_KQUANT(q5_K, 0, 0)
-DEFINE_KQUANT(q6_K, 1, 0)
-DEFINE_KQUANT(iq4_xs, 1, 1)
+/*            type  fold sign group depth */
+DEFINE_KQUANT(q2_K, 0, 0, 16, 8)
+DEFINE_KQUANT(q3_K, 1, 0, 16, 8)
+DEFINE_KQUANT(q4_K, 0, 0, 32, 8)
+DEFINE_KQUANT(q5_K, 0, 0, 32, 4)
+DEFINE_KQUANT(q6_K, 1, 0, 16, 2)
+DEFINE_KQUANT(iq4_xs, 1, 1, 32, 1)
 
 const struct qkernel *KQUANT_TABLE(enum ox_dtype type) {
     switch (type) {
