@@ -189,67 +189,95 @@ static inline void factors_g8(const uint8_t *blk, int half, __m256 *d, __m256 *b
     *bias = _mm256_mul_ps(*d, _mm256_set1_ps(VNNI ? -128.0f : 0.0f));
 }
 
-/* Rows 8 half .. 8 half + 7 x nc tokens (a constant where it matters, so the accumulators stay
- * in registers) over every block; stores the first nr of the 8 rows. */
+/* Rows 8 h0 .. 8 (h0 + nh) - 1 (nh halves of 8) x nc tokens (constants where it matters, so
+ * the accumulators stay in registers) over every block; stores the first nr rows of the 16.
+ * Single tokens take both halves in one pass, so each cache line of weights streams once. */
 static inline __attribute__((always_inline)) void
-rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, int half, int nr,
-      const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
-    __m256 acc[PACK_NC];
-    for (int c = 0; c < nc; c++)
-        acc[c] = _mm256_setzero_ps();
+rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, int h0, int nh,
+      int nr, const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
+    __m256 acc[2][PACK_NC];
+#pragma GCC unroll 8
+    for (int h = 0; h < nh; h++)
+#pragma GCC unroll 8
+        for (int c = 0; c < nc; c++)
+            acc[h][c] = _mm256_setzero_ps();
     const uint8_t *blk = packed;
     for (int64_t b = 0; b < n / 32; b++, blk += l->block_bytes) {
         const struct xq8_32 *xb[PACK_NC];
-        __m256i dot[PACK_NC];
+        __m256i dot[2][PACK_NC];
+#pragma GCC unroll 8
         for (int c = 0; c < nc; c++) {
             xb[c] = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
-            dot[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int h = 0; h < nh; h++)
+                dot[h][c] = _mm256_setzero_si256();
         }
+#pragma GCC unroll 8
         for (int k0 = 0; k0 < 8; k0 += t.depth) {
-            __m256i part[PACK_NC];
-            for (int c = 0; c < nc; c++)
-                part[c] = _mm256_setzero_si256();
-            for (int k = k0; k < k0 + t.depth; k++) {
-                __m256i w = l->chunk(blk, k, half);
-                for (int c = 0; c < nc; c++) {
-                    int32_t xi;
-                    memcpy(&xi, xb[c]->q + 4 * k, 4);
-                    part[c] = products(t, part[c], w, _mm256_set1_epi32(xi));
+            __m256i part[2][PACK_NC];
+#pragma GCC unroll 8
+            for (int h = 0; h < nh; h++)
+#pragma GCC unroll 8
+                for (int c = 0; c < nc; c++)
+                    part[h][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = k0; k < k0 + t.depth; k++)
+#pragma GCC unroll 8
+                for (int h = 0; h < nh; h++) {
+                    __m256i w = l->chunk(blk, k, h0 + h);
+#pragma GCC unroll 8
+                    for (int c = 0; c < nc; c++) {
+                        int32_t xi;
+                        memcpy(&xi, xb[c]->q + 4 * k, 4);
+                        part[h][c] = products(t, part[h][c], w, _mm256_set1_epi32(xi));
+                    }
                 }
-            }
-            for (int c = 0; c < nc; c++)
-                dot[c] = _mm256_add_epi32(dot[c], widen(part[c]));
+#pragma GCC unroll 8
+            for (int h = 0; h < nh; h++)
+#pragma GCC unroll 8
+                for (int c = 0; c < nc; c++)
+                    dot[h][c] = _mm256_add_epi32(dot[h][c], widen(part[h][c]));
         }
-        __m256 d, bias;
-        l->factors(blk, half, &d, &bias);
-        for (int c = 0; c < nc; c++) {
-            __m256 scale = _mm256_mul_ps(d, _mm256_set1_ps(xb[c]->d));
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[c]), scale, acc[c]);
-            acc[c] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xb[c]->s), acc[c]);
+#pragma GCC unroll 8
+        for (int h = 0; h < nh; h++) {
+            __m256 d, bias;
+            l->factors(blk, h0 + h, &d, &bias);
+#pragma GCC unroll 8
+            for (int c = 0; c < nc; c++) {
+                __m256 scale = _mm256_mul_ps(d, _mm256_set1_ps(xb[c]->d));
+                acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h][c]), scale, acc[h][c]);
+                acc[h][c] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xb[c]->s), acc[h][c]);
+            }
         }
     }
-    int keep = nr - 8 * half;
-    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(keep), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int c = 0; c < nc; c++) {
-        float *yc = y + (size_t)c * y_stride + 8 * half;
-        if (keep >= 8)
-            _mm256_storeu_ps(yc, acc[c]);
-        else
-            _mm256_maskstore_ps(yc, mask, acc[c]);
+    for (int h = 0; h < nh; h++) {
+        int keep = nr - 8 * (h0 + h);
+        __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(keep),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int c = 0; c < nc && keep > 0; c++) {
+            float *yc = y + (size_t)c * y_stride + 8 * (h0 + h);
+            if (keep >= 8)
+                _mm256_storeu_ps(yc, acc[h][c]);
+            else
+                _mm256_maskstore_ps(yc, mask, acc[h][c]);
+        }
     }
 }
 
-/* 16 rows (nr of them real) x up to PACK_NC tokens, a half of 8 rows at a time. */
+/* 16 rows (nr of them real) x up to PACK_NC tokens: one token over both halves at once, more
+ * tokens a half of 8 rows at a time (registers allow no more). */
 static inline __attribute__((always_inline)) void
 rows16(const struct layout *l, struct wtype t, int64_t n, const void *packed, int nr,
        const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
+    if (nc == 1) {
+        rows8(l, t, n, packed, 0, 2, nr, x, x_stride, 1, y, y_stride);
+        return;
+    }
     for (int half = 0; half < 2 && 8 * half < nr; half++) {
         if (nc == PACK_NC)
-            rows8(l, t, n, packed, half, nr, x, x_stride, PACK_NC, y, y_stride);
-        else if (nc == 1)
-            rows8(l, t, n, packed, half, nr, x, x_stride, 1, y, y_stride);
+            rows8(l, t, n, packed, half, 1, nr, x, x_stride, PACK_NC, y, y_stride);
         else
-            rows8(l, t, n, packed, half, nr, x, x_stride, nc, y, y_stride);
+            rows8(l, t, n, packed, half, 1, nr, x, x_stride, nc, y, y_stride);
     }
 }
 
