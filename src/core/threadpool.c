@@ -7,11 +7,31 @@
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
-/* Spins before sleeping: long enough to catch the next op of a decode loop, short enough not
- * to burn a core when the pool idles. */
-#define SPIN_ITERATIONS 20000
+/* How long a thread spins before it sleeps: long enough to catch the next op of a decode loop
+ * (a small model's token is hundreds of ops a few microseconds apart, and every wake from sleep
+ * costs tens of microseconds on a VM), short enough not to burn a core when the pool idles. */
+#define SPIN_NS 2000000
+
+/* A hint to the core that this is a spin loop (frees the sibling hardware thread's resources). */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 struct threadpool {
     int n_threads;
@@ -20,6 +40,8 @@ struct threadpool {
     pthread_cond_t wake, done;
     atomic_uint generation; /* bumped once per run */
     atomic_int pending;     /* workers still running the current job */
+    atomic_int sleepers;    /* workers asleep (or about to be) on wake */
+    atomic_int waiting;     /* the caller asleep (or about to be) on done */
     bool stop;
     threadpool_fn fn;
     void *arg;
@@ -30,14 +52,36 @@ struct worker_start {
     int ith;
 };
 
+/* Spins while *v == value for up to SPIN_NS; false if it still is. The clock is read once
+ * per 256 turns. */
+static bool spin_while(atomic_uint *v, unsigned value) {
+    long long deadline = 0;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(v, memory_order_acquire) != value)
+            return true;
+        cpu_relax();
+        if (i % 256 == 0) {
+            long long t = now_ns();
+            if (!deadline)
+                deadline = t + SPIN_NS;
+            else if (t > deadline)
+                return false;
+        }
+    }
+}
+
+/* A worker sleeps only after announcing it (sleepers), and the publisher takes the mutex only
+ * when someone announced: with both sides' sequentially consistent operations, at least one
+ * sees the other, so no wake is lost and a busy pool makes no system calls. */
 static void wait_for_generation(struct threadpool *p, unsigned seen) {
-    for (int i = 0; i < SPIN_ITERATIONS; i++)
-        if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen)
-            return;
+    if (spin_while(&p->generation, seen))
+        return;
+    atomic_fetch_add(&p->sleepers, 1);
     pthread_mutex_lock(&p->mutex);
     while (atomic_load(&p->generation) == seen)
         pthread_cond_wait(&p->wake, &p->mutex);
     pthread_mutex_unlock(&p->mutex);
+    atomic_fetch_sub(&p->sleepers, 1);
 }
 
 static void *worker_main(void *argp) {
@@ -51,7 +95,7 @@ static void *worker_main(void *argp) {
         if (p->stop)
             return NULL;
         p->fn(p->arg, start.ith, p->n_threads);
-        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->waiting)) {
             pthread_mutex_lock(&p->mutex);
             pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mutex);
@@ -61,10 +105,12 @@ static void *worker_main(void *argp) {
 
 /* Publish a new job (or the stop flag) to every worker. */
 static void bump_generation(struct threadpool *p) {
-    pthread_mutex_lock(&p->mutex);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mutex);
+    atomic_fetch_add(&p->generation, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mutex);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mutex);
+    }
 }
 
 enum ox_status threadpool_create(int n_threads, struct threadpool **out) {
@@ -101,12 +147,27 @@ void threadpool_run(struct threadpool *p, threadpool_fn fn, void *arg) {
     atomic_store(&p->pending, p->n_threads - 1);
     bump_generation(p);
     fn(arg, 0, p->n_threads);
-    for (int i = 0; i < SPIN_ITERATIONS && atomic_load(&p->pending) > 0; i++) {
+    if (p->n_threads == 1)
+        return;
+    long long deadline = 0;
+    for (unsigned i = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
+        cpu_relax();
+        if (i % 256 == 0) {
+            long long t = now_ns();
+            if (!deadline)
+                deadline = t + SPIN_NS;
+            else if (t > deadline)
+                break;
+        }
     }
+    if (atomic_load(&p->pending) == 0)
+        return;
+    atomic_store(&p->waiting, 1);
     pthread_mutex_lock(&p->mutex);
     while (atomic_load(&p->pending) > 0)
         pthread_cond_wait(&p->done, &p->mutex);
     pthread_mutex_unlock(&p->mutex);
+    atomic_store(&p->waiting, 0);
 }
 
 void threadpool_free(struct threadpool *p) {
