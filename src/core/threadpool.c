@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,6 +18,9 @@
  * (a small model's token is hundreds of ops a few microseconds apart, and every wake from sleep
  * costs tens of microseconds on a VM), short enough not to burn a core when the pool idles. */
 #define SPIN_NS 2000000
+/* After this long a spinning thread yields its core on every turn: when more threads than
+ * cores are runnable (two processes at once), the thread it waits for gets to run. */
+#define YIELD_AFTER_NS 50000
 
 /* A hint to the core that this is a spin loop (frees the sibling hardware thread's resources). */
 static inline void cpu_relax(void) {
@@ -52,21 +56,32 @@ struct worker_start {
     int ith;
 };
 
-/* Spins while *v == value for up to SPIN_NS; false if it still is. The clock is read once
- * per 256 turns. */
+/* One turn of a wait loop started at *start (0: not yet read): a pause, the clock every 256
+ * turns, past YIELD_AFTER_NS a yield of the core; false once SPIN_NS has passed. */
+static bool spin_turn(unsigned i, long long *start, bool *yield) {
+    if (*yield)
+        sched_yield();
+    else
+        cpu_relax();
+    if (i % 256 == 0 || *yield) {
+        long long t = now_ns();
+        if (!*start)
+            *start = t;
+        *yield = t - *start > YIELD_AFTER_NS;
+        return t - *start <= SPIN_NS;
+    }
+    return true;
+}
+
+/* Spins while *v == value for up to SPIN_NS; false if it still is. */
 static bool spin_while(atomic_uint *v, unsigned value) {
-    long long deadline = 0;
+    long long start = 0;
+    bool yield = false;
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(v, memory_order_acquire) != value)
             return true;
-        cpu_relax();
-        if (i % 256 == 0) {
-            long long t = now_ns();
-            if (!deadline)
-                deadline = t + SPIN_NS;
-            else if (t > deadline)
-                return false;
-        }
+        if (!spin_turn(i, &start, &yield))
+            return false;
     }
 }
 
@@ -149,17 +164,11 @@ void threadpool_run(struct threadpool *p, threadpool_fn fn, void *arg) {
     fn(arg, 0, p->n_threads);
     if (p->n_threads == 1)
         return;
-    long long deadline = 0;
-    for (unsigned i = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
-        cpu_relax();
-        if (i % 256 == 0) {
-            long long t = now_ns();
-            if (!deadline)
-                deadline = t + SPIN_NS;
-            else if (t > deadline)
-                break;
-        }
-    }
+    long long start = 0;
+    bool yield = false;
+    for (unsigned i = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++)
+        if (!spin_turn(i, &start, &yield))
+            break;
     if (atomic_load(&p->pending) == 0)
         return;
     atomic_store(&p->waiting, 1);
