@@ -3,12 +3,18 @@
 # llama-bench does (pp<P>: one batch of P random tokens from an empty cache; tg<N>: N single-
 # token decodes), printed as a markdown table of tokens/s and their ratio.
 #
-# usage: bench/compare.sh [-t THREADS] [-r REPS] [-p 512] [-n 128] [--no-build] [MODEL ...]
+# usage: bench/compare.sh [-t THREADS] [-r REPS] [-p 512] [-n 128] [--isa LEVEL[,LEVEL]]
+#                         [--node-llama-cpp] [--no-build] [MODEL ...]
 #   MODEL is a .gguf path, or PRESET:TYPE (e.g. llama-3.2-1b:q4_k_m), which is generated with
 #   build/tools/gen-model into bench/models/PRESET-TYPE.gguf when missing.
 #   Default models: llama-3.2-1b:q4_0 llama-3.2-1b:q8_0 llama-3.2-1b:q4_k_m.
-# llama.cpp comes from the npm package node-llama-cpp (prebuilt CPU binaries), installed on first
-# use into bench/node_modules (git-ignored). Raw JSON goes to bench/results/<time>/.
+#   --isa: the x86 levels to compare (avx2, avx2-vnni, avx512; default: every one this CPU has),
+#   one table each: oxidize with OX_CPU_ISA=LEVEL against llama.cpp's llama-bench built for the
+#   same level (bench/llama.cpp/LEVEL, made by bench/llamacpp_build.sh; set LLAMACPP_SRC to a
+#   llama.cpp tree or mirror to have missing levels built).
+#   --node-llama-cpp: instead, llama.cpp from the npm package node-llama-cpp (prebuilt binaries
+#   that pick the CPU's best level), installed into bench/node_modules on first use.
+# Raw JSON goes to bench/results/<time>/ (git-ignored).
 set -euo pipefail
 
 NODE_LLAMA_CPP_VERSION="${NODE_LLAMA_CPP_VERSION:-3.22.1}"
@@ -21,9 +27,11 @@ n_prompt=512
 n_gen=128
 do_build=1
 models=()
+levels=""
+use_node=0
 
 usage() {
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -34,6 +42,8 @@ while [ $# -gt 0 ]; do
         -p) n_prompt="$2"; shift 2 ;;
         -n) n_gen="$2"; shift 2 ;;
         --no-build) do_build=0; shift ;;
+        --isa) levels="$(echo "$2" | tr ',' ' ')"; shift 2 ;;
+        --node-llama-cpp) use_node=1; shift ;;
         -h|--help) usage 0 ;;
         -*) echo "compare.sh: unknown option '$1'" >&2; usage 2 ;;
         *) models+=("$1"); shift ;;
@@ -54,7 +64,7 @@ fi
 
 # llama.cpp through node-llama-cpp: only the Linux x64 CPU binaries (its CUDA/Vulkan/ARM
 # optional packages are skipped); nothing is built or downloaded at run time.
-if [ ! -d bench/node_modules/node-llama-cpp ]; then
+if [ "$use_node" = 1 ] && [ ! -d bench/node_modules/node-llama-cpp ]; then
     echo "installing node-llama-cpp@$NODE_LLAMA_CPP_VERSION into bench/node_modules ..." >&2
     NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --prefix bench --no-save --no-package-lock \
         --no-audit --no-fund --omit=optional "node-llama-cpp@$NODE_LLAMA_CPP_VERSION" \
@@ -80,18 +90,43 @@ resolve_model() {
 has_oxidize_bench=1
 "$oxidize" bench --help >/dev/null 2>&1 || has_oxidize_bench=0
 
-out="bench/results/$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$out"
+out_root="bench/results/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out_root"
+out="$out_root"
 cpu="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)"
+flags="$(lscpu | sed -n 's/^Flags:[[:space:]]*//p' | head -1)"
 ox_commit="$(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 git diff --quiet HEAD 2>/dev/null || ox_commit="$ox_commit+dirty"
 ox_version="$("$oxidize" --version 2>/dev/null | head -1) ($ox_commit)"
-lc_version="$(node bench/llamacpp_bench.mjs --version)"
+
+# The levels to compare: each x86 level this CPU has, unless --isa names them.
+if [ "$use_node" = 0 ] && [ -z "$levels" ]; then
+    for l in avx2 avx2-vnni avx512; do
+        OX_CPU_ISA="$l" "$oxidize" --version | grep -qx "isa: $l" && levels="$levels $l"
+    done
+fi
+# llama-bench of a level: built when missing and LLAMACPP_SRC says where the source is.
+llama_bench() {
+    local bin="bench/llama.cpp/$1/bin/llama-bench"
+    if [ ! -x "$bin" ]; then
+        [ -n "${LLAMACPP_SRC:-}" ] || { echo "compare.sh: no $bin: run bench/llamacpp_build.sh SRC $1, or set LLAMACPP_SRC" >&2; exit 1; }
+        bench/llamacpp_build.sh "$LLAMACPP_SRC" "$1" >&2
+    fi
+    echo "$bin"
+}
+if [ "$use_node" = 1 ]; then
+    lc_version="$(node bench/llamacpp_bench.mjs --version)"
+else
+    for l in $levels; do llama_bench "$l" >/dev/null; done
+    lc_version="llama-bench built from source per level ($(cat bench/llama.cpp/src/VERSION 2>/dev/null || echo 'version unknown'))"
+fi
 {
     echo "date:      $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "cpu:       $cpu ($(nproc) online CPUs), $threads threads, $reps repetitions"
+    echo "flags:     $flags"
     echo "oxidize:   $ox_version"
     echo "llama.cpp: $lc_version"
+    echo "levels:    ${levels:-node-llama-cpp, which picks the best level of the CPU}"
     echo "load:      $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, before the runs)"
 } | tee "$out/env.txt"
 echo
@@ -123,29 +158,40 @@ run() {
 }
 
 files=()
-for m in "${models[@]}"; do
-    f="$(resolve_model "$m")"
-    files+=("$f")
-    name="$(basename "$f" .gguf)"
-    if [ "$has_oxidize_bench" = 1 ]; then
-        echo "== oxidize  $name" >&2
-        run "oxidize   $name" "$out/$name.oxidize.json" "$oxidize" bench -m "$f" -p "$n_prompt" \
-            -n "$n_gen" -t "$threads" -r "$reps" -o json
-    fi
-    echo "== llama.cpp $name" >&2
-    run "llama.cpp $name" "$out/$name.llamacpp.json" node bench/llamacpp_bench.mjs -m "$f" \
-        -p "$n_prompt" -n "$n_gen" -t "$threads" -r "$reps"
-done
-echo "load:      $(cut -d' ' -f1-3 /proc/loadavg) (after the runs)" | tee -a "$out/env.txt"
-echo
+for m in "${models[@]}"; do files+=("$(resolve_model "$m")"); done
 
-# The table: one row per model and test; ratio = oxidize t/s / llama.cpp t/s (> 1: faster).
+# One level (empty: node-llama-cpp): per model, oxidize then llama.cpp (alternating), into $out.
+run_level() {
+    local level="$1" f name
+    for f in "${files[@]}"; do
+        name="$(basename "$f" .gguf)"
+        if [ "$has_oxidize_bench" = 1 ]; then
+            echo "== oxidize  ${level:+$level }$name" >&2
+            run "oxidize   ${level:+$level }$name" "$out/$name.oxidize.json" \
+                env ${level:+OX_CPU_ISA=$level} "$oxidize" bench -m "$f" -p "$n_prompt" \
+                -n "$n_gen" -t "$threads" -r "$reps" -o json
+        fi
+        echo "== llama.cpp ${level:+$level }$name" >&2
+        if [ -n "$level" ]; then
+            run "llama.cpp ${level:+$level }$name" "$out/$name.llamacpp.json" "$(llama_bench "$level")" \
+                -m "$f" -p "$n_prompt" -n "$n_gen" -t "$threads" -r "$reps" -o json
+        else
+            run "llama.cpp $name" "$out/$name.llamacpp.json" node bench/llamacpp_bench.mjs -m "$f" \
+                -p "$n_prompt" -n "$n_gen" -t "$threads" -r "$reps"
+        fi
+    done
+}
+
 presets="$("$gen_model" --help | sed -n 's/^  --preset NAME *//p' | tr -d ',')"
+# The table: one row per model and test; ratio = oxidize t/s / llama.cpp t/s (> 1: faster).
+table() {
 node - "$out" "$presets" "${files[@]}" <<'EOF' | tee "$out/table.md"
 const fs = require("fs"), path = require("path");
 const [out, presetList, ...files] = process.argv.slice(2);
 const presets = presetList.split(" ");
-const read = (f) => { try { return JSON.parse(fs.readFileSync(f, "utf8")); } catch { return []; } };
+// llama-bench's JSON names a test by its token counts; oxidize and the node harness give "test"
+const named = (r) => ({...r, test: r.test ?? (r.n_gen > 0 ? `tg${r.n_gen}` : `pp${r.n_prompt}`)});
+const read = (f) => { try { return JSON.parse(fs.readFileSync(f, "utf8")).map(named); } catch { return []; } };
 const fmt = (r) => r ? `${r.avg_ts.toFixed(2)} ± ${r.stddev_ts.toFixed(2)}` : "-";
 console.log("| model | type | test | oxidize t/s | llama.cpp t/s | ratio |");
 console.log("| --- | --- | --- | ---: | ---: | ---: |");
@@ -179,5 +225,23 @@ if [ -s "$out/noise.txt" ]; then
     echo "CPU taken by other processes during each run (over 5%: rerun on an idle machine):"
     sed 's/^/- /' "$out/noise.txt"
 fi
+}
+
+if [ "$use_node" = 1 ]; then
+    run_level ""
+    table
+else
+    for level in $levels; do
+        out="$out_root/$level"
+        mkdir -p "$out"
+        echo "### level $level"
+        run_level "$level"
+        echo
+        table
+        echo
+    done
+fi
+out="$out_root"
+echo "load:      $(cut -d' ' -f1-3 /proc/loadavg) (after the runs)" | tee -a "$out/env.txt"
 echo
 echo "raw results: $out/" >&2
