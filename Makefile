@@ -19,7 +19,8 @@ DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-de
 
 all: release
 
-# Every build target checks the Debian packages first, so `make demo` works on a fresh machine.
+# The release build (and so demo, bench, compare) checks the Debian packages first, so
+# `make demo` works on a fresh machine.
 release: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
 	  $(if $(filter 1,$(CUDA)),-DOX_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC),-DOX_CUDA=OFF) >/dev/null

@@ -194,23 +194,14 @@ const struct cpu_features *cpu_features_get(void) {
     return &effective;
 }
 
-const struct cpu_features *cpu_features_detected(void) {
-    pthread_once(&features_once, init);
-    return &features;
-}
-
 enum ox_status cpu_isa_check(void) {
     pthread_once(&features_once, init);
     return isa_error ? ox_fail(OX_ERR_UNSUPPORTED, "%s", isa_error) : OX_OK;
 }
 
-const char *cpu_isa_name(void) {
+const char *ox_cpu_isa(void) {
     pthread_once(&features_once, init);
     return active_level->name;
-}
-
-const char *ox_cpu_isa(void) {
-    return cpu_isa_name();
 }
 
 size_t ox_cpu_features(char *buf, size_t cap) {

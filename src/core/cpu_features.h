@@ -18,15 +18,8 @@ struct cpu_features {
  * by OX_CPU_ISA when it is set and this CPU has that level. Thread-safe. */
 const struct cpu_features *cpu_features_get(void);
 
-/* What the CPU itself has, whatever OX_CPU_ISA says. */
-const struct cpu_features *cpu_features_detected(void);
-
 /* OX_OK, or OX_ERR_UNSUPPORTED (with the last error set) when OX_CPU_ISA names an unknown
  * level or one this CPU lacks. Model loading and context creation call it. */
 enum ox_status cpu_isa_check(void);
-
-/* The instruction-set level the kernels run at: "avx512", "avx2-vnni", "avx2", "neon-i8mm",
- * "neon-dotprod", "neon" or "scalar". */
-const char *cpu_isa_name(void);
 
 #endif

@@ -256,6 +256,22 @@ def test_errors():
     check(p.returncode == 2, "bad --tokens")
 
 
+def test_isa():
+    """OX_CPU_ISA: the scalar level gives the float model's greedy text of the best level, and a
+    name this build does not know is refused before anything runs."""
+    best = subprocess.run([OXIDIZE, "--version"], capture_output=True, text=True).stdout
+    check(re.search(r"^isa: \S+$", best, re.M) is not None, "--version has no isa: line")
+    args = [OXIDIZE, "run", "-m", model("llama-f32"), "-p", "Hello", "-n", "8", "--temp", "0"]
+    texts = {}
+    for level in ("", "scalar"):
+        p = subprocess.run(args, capture_output=True, env=dict(os.environ, OX_CPU_ISA=level))
+        check(p.returncode == 0, "OX_CPU_ISA=%s: %s" % (level, p.stderr))
+        texts[level] = p.stdout
+    check(texts[""] == texts["scalar"], "scalar level: %r vs %r" % (texts["scalar"], texts[""]))
+    p = subprocess.run(args, capture_output=True, env=dict(os.environ, OX_CPU_ISA="avx9000"))
+    check(p.returncode == 1 and b"unknown instruction set" in p.stderr, "bad level: %s" % p.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_greedy_text()
@@ -266,6 +282,7 @@ def main():
         test_stop()
         test_chat()
         test_errors()
+        test_isa()
     print("test_run: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)
 

@@ -329,7 +329,7 @@ static inline __attribute__((always_inline)) void rows8(const struct ktype *t, i
                                                         float *y, size_t y_stride) {
     const int chunks = t->group / 4, depth = VNNI || t->depth > chunks ? chunks : t->depth;
     __m256 acc[PACK_NC];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < nc; c++)
         acc[c] = _mm256_setzero_ps();
     const uint8_t *pb = packed;
@@ -337,14 +337,14 @@ static inline __attribute__((always_inline)) void rows8(const struct ktype *t, i
         const struct block_q8_K *xb[PACK_NC] = {NULL};
         __m256i dot[PACK_NC] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
                                 _mm256_setzero_si256(), _mm256_setzero_si256()};
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int c = 0; c < nc; c++) {
             xb[c] = (const struct block_q8_K *)(x + c * x_stride) + b;
             dot[c] = _mm256_setzero_si256();
         }
         for (int g = 0; g < 16; g += 2) {
             __m256i bm = load256(pb + KP_BIAS + 64 * (g / 2) + 32 * half);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int c = 0; c < nc; c++)
                 dot[c] = _mm256_add_epi32(
                     dot[c], _mm256_madd_epi16(bm, _mm256_set1_epi32(load32(xb[c]->bsums + g))));
@@ -362,24 +362,24 @@ static inline __attribute__((always_inline)) void rows8(const struct ktype *t, i
             for (int k0 = 4 * g; k0 < 4 * g + chunks; k0 += depth) {
                 __m256i part[PACK_NC] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
                                          _mm256_setzero_si256(), _mm256_setzero_si256()};
-                #pragma GCC unroll 8
+#pragma GCC unroll 8
                 for (int c = 0; c < nc; c++)
                     part[c] = _mm256_setzero_si256();
                 for (int k = k0; k < k0 + depth; k++) {
                     __m256i wv = load256(pb + 64 * k + 32 * half);
                     __m256i wu = t->sign ? _mm256_sign_epi8(wv, wv) : wv;
-                    #pragma GCC unroll 8
+#pragma GCC unroll 8
                     for (int c = 0; c < nc; c++) {
                         __m256i xv = _mm256_set1_epi32(load32(xb[c]->qs + 4 * k));
                         part[c] = accumulate(part[c], wu, t->sign ? _mm256_sign_epi8(xv, wv) : xv);
                     }
                 }
-                #pragma GCC unroll 8
+#pragma GCC unroll 8
                 for (int c = 0; c < nc; c++)
                     dot[c] = _mm256_add_epi32(dot[c], scale_sum(part[c], sc));
             }
         }
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int c = 0; c < nc; c++)
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[c]),
                                      _mm256_mul_ps(d, _mm256_set1_ps(xb[c]->d)), acc[c]);
