@@ -60,6 +60,29 @@ struct block_q2_K {                /* 16 sub-blocks of 16: x = d * sc * q - dmin
     uint16_t d;
     uint16_t dmin;
 };
+/* q4_K / q5_K's eight 6-bit scales and mins in 12 bytes (ggml's get_scale_min_k4 layout):
+ * sub-blocks 0..3 have theirs in the low 6 bits of bytes 0..3 (scale) and 4..7 (min); sub-blocks
+ * 4..7 take their low 4 bits from the nibbles of bytes 8..11 and their top 2 bits from the spare
+ * top bits of bytes 0..7. k4_scale_set must be called in order j = 0..7 on zeroed bytes. */
+static inline void k4_scale_get(const uint8_t sc[12], int j, int *scale, int *min) {
+    if (j < 4) {
+        *scale = sc[j] & 63;
+        *min = sc[j + 4] & 63;
+    } else {
+        *scale = (sc[j + 4] & 0x0F) | (sc[j - 4] >> 6) << 4;
+        *min = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+    }
+}
+static inline void k4_scale_set(uint8_t sc[12], int j, int scale, int min) {
+    if (j < 4) {
+        sc[j] = (uint8_t)scale;
+        sc[j + 4] = (uint8_t)min;
+    } else {
+        sc[j + 4] = (uint8_t)((scale & 0xF) | (min & 0xF) << 4);
+        sc[j - 4] |= (uint8_t)((scale >> 4) << 6);
+        sc[j] |= (uint8_t)((min >> 4) << 6);
+    }
+}
 struct block_q3_K { /* 16 sub-blocks of 16: x = d * (sc - 32) * (q - 4 * !hbit) */
     uint8_t hmask[QK_SUPER / 8];
     uint8_t qs[QK_SUPER / 4];

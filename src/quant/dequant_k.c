@@ -68,19 +68,6 @@ void dequant_q3_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* q4_K / q5_K's eight 6-bit scales and mins in 12 bytes: sub-blocks 0..3 have theirs in the low
- * 6 bits of bytes 0..3 (scale) and 4..7 (min); sub-blocks 4..7 take their low 4 bits from the
- * nibbles of bytes 8..11 and their top 2 bits from the spare top bits of bytes 0..7. */
-static void k4_scale_min(const uint8_t packed[12], int s, int *scale, int *min) {
-    if (s < 4) {
-        *scale = packed[s] & 63;
-        *min = packed[s + 4] & 63;
-    } else {
-        *scale = (packed[s + 4] & 0x0f) | (packed[s - 4] >> 6) << 4;
-        *min = (packed[s + 4] >> 4) | (packed[s] >> 6) << 4;
-    }
-}
-
 void dequant_q4_K(const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
     for (int64_t b = 0; b < n / QK_SUPER; b++, p += sizeof(struct block_q4_K)) {
@@ -93,7 +80,7 @@ void dequant_q4_K(const void *src, float *dst, int64_t n) {
             const uint8_t *q = blk.qs + 32 * j;
             for (int nib = 0; nib < 2; nib++) {
                 int sc, mn;
-                k4_scale_min(blk.scales, 2 * j + nib, &sc, &mn);
+                k4_scale_get(blk.scales, 2 * j + nib, &sc, &mn);
                 const float dl = d * sc;
                 const float ml = dmin * mn;
                 for (int l = 0; l < 32; l++)
@@ -116,7 +103,7 @@ void dequant_q5_K(const void *src, float *dst, int64_t n) {
             for (int nib = 0; nib < 2; nib++) {
                 const int s = 2 * j + nib;
                 int sc, mn;
-                k4_scale_min(blk.scales, s, &sc, &mn);
+                k4_scale_get(blk.scales, s, &sc, &mn);
                 const float dl = d * sc;
                 const float ml = dmin * mn;
                 for (int l = 0; l < 32; l++) {

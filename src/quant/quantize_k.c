@@ -210,30 +210,6 @@ static void q3_K_block(const float *x, const float *qw, float sigma2, void *out)
 
 /* ---- q4_K / q5_K: 8 x 32, 6-bit scale and min per sub-block ------------------------------- */
 
-/* The 12-byte scales of q4_K / q5_K (ggml's get_scale_min_k4 layout): sub-blocks 0..3 in the
- * low 6 bits of bytes 0..3 (scale) and 4..7 (min); 4..7 in the nibbles of bytes 8..11 with
- * their top two bits in the top bits of bytes 0..7. Set in order j = 0..7. */
-static void k4_set(uint8_t sc[12], int j, uint8_t ls, uint8_t lm) {
-    if (j < 4) {
-        sc[j] = ls;
-        sc[j + 4] = lm;
-    } else {
-        sc[j + 4] = (uint8_t)((ls & 0xF) | (lm & 0xF) << 4);
-        sc[j - 4] |= (uint8_t)((ls >> 4) << 6);
-        sc[j] |= (uint8_t)((lm >> 4) << 6);
-    }
-}
-
-static void k4_get(const uint8_t sc[12], int j, int *ls, int *lm) {
-    if (j < 4) {
-        *ls = sc[j] & 63;
-        *lm = sc[j + 4] & 63;
-    } else {
-        *ls = (sc[j + 4] & 0xF) | (sc[j - 4] >> 6) << 4;
-        *lm = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
-    }
-}
-
 /* What q4_K and q5_K share: the scales field and the two fp16 super-scales. */
 struct k4_head {
     uint8_t *scales;
@@ -263,7 +239,7 @@ static void k4_ref_scales(const float *x, int nmax, float rmin, int nstep, uint8
         /* ggml stores to a byte before capping at 63, so a negative value wraps then caps */
         uint8_t ls = (uint8_t)nearest_int(inv_scale * scales[j]);
         uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
-        k4_set(h.scales, j, ls < 63 ? ls : 63, lm < 63 ? lm : 63);
+        k4_scale_set(h.scales, j, ls < 63 ? ls : 63, lm < 63 ? lm : 63);
     }
     *h.d = fp32_to_fp16(max_scale / 63.f);
     *h.dmin = fp32_to_fp16(max_min / 63.f);
@@ -286,7 +262,7 @@ static void k4_imatrix_scales(const float *x, const float *qw, int nmax, bool ca
     for (int j = 0; j < 8; j++) {
         const uint8_t ls = cap63 && Ls[j] > 63 ? 63 : Ls[j];
         const uint8_t lm = cap63 && Lm[j] > 63 ? 63 : Lm[j];
-        k4_set(h.scales, j, ls, lm);
+        k4_scale_set(h.scales, j, ls, lm);
     }
     *h.d = fp32_to_fp16(d_block);
     *h.dmin = fp32_to_fp16(m_block);
@@ -297,7 +273,7 @@ static void k4_requantize(const float *x, int nmax, uint8_t L[QK_SUPER], struct 
     const float d_all = fp16_to_fp32(*h.d), m_all = fp16_to_fp32(*h.dmin);
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        k4_get(h.scales, j, &sc, &m);
+        k4_scale_get(h.scales, j, &sc, &m);
         const float d = d_all * sc;
         if (!d)
             continue;

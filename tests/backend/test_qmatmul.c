@@ -95,6 +95,8 @@ static void check_kernel(enum ox_dtype type, const struct qkernel *k) {
         for (int nc = 1; nc <= k->pack_nc; nc++)
             for (int path = 0; path < 2; path++) {
                 float y[64 * 64];
+                for (int i = 0; i < 64 * 64; i++) /* a token left out shows */
+                    y[i] = NAN;
                 int c0 = TOKENS - nc;
                 if (path == 0)
                     k->gemv16(COLS, group, xq + c0 * x_row, x_row, nc, y, 64);

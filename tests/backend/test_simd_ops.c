@@ -1,7 +1,8 @@
 /* test_simd_ops.c: the SIMD versions of reference ops give the reference's results bit for
  * bit: SwiGLU, the activation quantizer and the f16-cache attention (with GQA, sequences,
  * a sliding window and soft-capping), on random data; the tiled attention of large batches
- * within float rounding. Each x86 level the CPU has (AVX-512, AVX2) is checked on its own. */
+ * within float rounding. Each x86 level the CPU has (AVX-512, AVX2) is checked on its own; on
+ * AArch64 the NEON set. */
 #include "backend/cpu/attention.h"
 #include <math.h>
 #include <string.h>
@@ -14,7 +15,7 @@
 #include "core/fp16.h"
 #include "test.h"
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 static uint32_t rng = 777;
 static float uniform(void) { /* xorshift32 in [-1, 1) */
     rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
@@ -170,6 +171,9 @@ int main(void) {
         check_level("avx2", glu_avx2, xq8_32_quantize_avx2, attention_avx2);
     else
         printf("no AVX2 on this CPU (or OX_CPU_ISA): nothing to compare\n");
+#endif
+#if defined(__aarch64__) /* one NEON set, built for plain ARMv8-A, serves every level */
+    check_level("neon", glu_neon, xq8_32_quantize_neon, attention_neon);
 #endif
     return test_finish("test_simd_ops");
 }

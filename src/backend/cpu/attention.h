@@ -32,6 +32,9 @@ void attention_visibility(const struct attn_args *a, int t, uint8_t *vis, int *l
 /* The same with AVX2 + FMA + F16C (x86/attention_avx2.c). */
 bool attention_avx2(struct backend *b, const struct attn_args *a);
 
+/* attention_avx2's two kernels on NEON (arm/attention_neon.c; every AArch64 level). */
+bool attention_neon(struct backend *b, const struct attn_args *a);
+
 /* The AVX-512 attention (x86/attention_avx512.c); false when it cannot take these args. */
 bool attention_avx512(struct backend *b, const struct attn_args *a);
 

@@ -128,5 +128,9 @@ void cpu_attention(struct backend *b, const struct attn_args *a) {
     if (attention_avx512(b, a) || attention_avx2(b, a))
         return;
 #endif
+#ifdef OX_HAVE_ARM_KERNELS /* built only for AArch64 */
+    if (attention_neon(b, a))
+        return;
+#endif
     cpu_attention_ref(b, a);
 }

@@ -167,6 +167,10 @@ static void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, co
     if (glu_avx512(kind, gate, up, y, n) || glu_avx2(kind, gate, up, y, n))
         return;
 #endif
+#ifdef OX_HAVE_ARM_KERNELS /* built only for AArch64 */
+    if (glu_neon(kind, gate, up, y, n))
+        return;
+#endif
     for (size_t i = 0; i < n; i++) {
         if (kind == GLU_SILU) /* x * sigmoid(x), ggml's division and vector exp */
             y[i] = gate[i] / (1.0f + ggml_expf(-gate[i])) * up[i];

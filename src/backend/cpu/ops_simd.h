@@ -14,6 +14,9 @@ bool glu_avx512(enum glu_kind kind, const float *gate, const float *up, float *y
 /* The same with AVX2 + FMA (ops_avx2.c). */
 bool glu_avx2(enum glu_kind kind, const float *gate, const float *up, float *y, size_t n);
 
+/* The same with NEON (arm/ops_neon.c; every AArch64 level). */
+bool glu_neon(enum glu_kind kind, const float *gate, const float *up, float *y, size_t n);
+
 /* xq8_32_quantize with AVX-512 (same results); only for kernels chosen on such CPUs. */
 void xq8_32_quantize_avx512(const float *x, void *xq, int64_t n);
 

@@ -85,8 +85,10 @@ static void pick_kernels(void) {
         k = !k && avx2 && f->avx_vnni ? qkernels_avx2vnni((enum ox_dtype)t) : k;
         k = !k && avx2 ? qkernels_avx2((enum ox_dtype)t) : k;
 #endif
-#ifdef OX_HAVE_ARM_KERNELS /* built only for AArch64 */
-        k = f->neon && f->dotprod ? qkernels_neon((enum ox_dtype)t) : NULL;
+#ifdef OX_HAVE_ARM_KERNELS /* built only for AArch64: i8mm > dotprod > plain NEON */
+        k = f->neon && f->dotprod && f->i8mm ? qkernels_neon_i8mm((enum ox_dtype)t) : NULL;
+        k = !k && f->neon && f->dotprod ? qkernels_neon_dotprod((enum ox_dtype)t) : k;
+        k = !k && f->neon ? qkernels_neon((enum ox_dtype)t) : k;
 #endif
         kernels[t] = k ? k : qkernels_generic((enum ox_dtype)t);
     }

@@ -68,12 +68,18 @@ const struct qkernel *qkernels_kquant_avx2(enum ox_dtype type); /* k-quants, iq4
 const struct qkernel *qkernels_float_avx2(enum ox_dtype type);
 const struct qkernel *qkernels_avx2vnni(enum ox_dtype type); /* qkernels_avx2.c with AVX-VNNI */
 const struct qkernel *qkernels_kquant_avx2vnni(enum ox_dtype type);
+/* AArch64, per level (arm/level_neon.h): plain NEON, +dotprod, +dotprod+i8mm; each table
+ * falls back to its level's k-quant table, then to the float kernels (plain NEON). */
 const struct qkernel *qkernels_neon(enum ox_dtype type);
 const struct qkernel *qkernels_kquant_neon(enum ox_dtype type); /* k-quants, iq4_xs */
+const struct qkernel *qkernels_neon_dotprod(enum ox_dtype type);
+const struct qkernel *qkernels_kquant_neon_dotprod(enum ox_dtype type);
+const struct qkernel *qkernels_neon_i8mm(enum ox_dtype type);
+const struct qkernel *qkernels_kquant_neon_i8mm(enum ox_dtype type);
 const struct qkernel *qkernels_float_neon(enum ox_dtype type);
 const struct qkernel *qkernels_float_avx512(enum ox_dtype type);
 
-/* The load-time layout of q4_0 and q8_0 shared by the x86 levels (qpack16.c): per block of
+/* The load-time layout of q4_0 and q8_0 shared by the x86 and NEON levels (qpack16.c): per block of
  * 32, 16 f16 scales, then the rows' quants in chunks of 4 bytes, chunk-major. */
 enum { QPACK16_Q4_0_BLOCK = 32 + 16 * 16, QPACK16_Q8_0_BLOCK = 32 + 16 * 32 };
 size_t qpack16_group_bytes_q4_0(int64_t n);
@@ -83,11 +89,50 @@ void qpack16_pack_q8_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
 void qpack16_file_row_q4_0(int64_t n, const void *group, int lane, void *dst);
 void qpack16_file_row_q8_0(int64_t n, const void *group, int lane, void *dst);
 
+/* The batch tiles' scratch layout of the k-quants (repack16 / unpack16 output, shared by the
+ * x86 levels), per super-block of 16 rows: the levels as bytes chunk-major ([64 chunks][16
+ * rows][4]), the int8 scale of each group of 16 ([group][row]), the int16 multipliers of the
+ * activation sums in pairs of groups ([group pair][row][2]), and the two f32 factors per row. */
+enum {
+    KP_SC = 16 * 256,
+    KP_BIAS = KP_SC + 16 * 16,
+    KP_D = KP_BIAS + 8 * 16 * 4,
+    KP_DB = KP_D + 16 * 4,
+    KP_BLOCK = KP_DB + 16 * 4,
+};
+
+/* The load-time layouts of q4_K and q6_K (kpack16.c), per super-block of a 16-row group.
+ * q4_K: f16 d and dmin per row, the 6-bit scales as bytes ([sub-block][row]), the mins as byte
+ * pairs ([sub-block pair][row][2]), then the file's qs in 4-byte chunks ([32][row][4]).
+ * q6_K: f16 d per row, the int8 scales ([group][row]), then per group of 16 elements two
+ * vectors of low nibbles and one of top bit pairs, each [row][4]. */
+enum {
+    K4P_D = 0,
+    K4P_DMIN = 32,
+    K4P_SC = 64,
+    K4P_M = K4P_SC + 8 * 16,
+    K4P_QS = K4P_M + 4 * 32,
+    K4P_BLOCK = K4P_QS + 32 * 64,
+    K6P_D = 0,
+    K6P_SC = 32,
+    K6P_Q = K6P_SC + 16 * 16,
+    K6P_BLOCK = K6P_Q + 16 * 192,
+};
+size_t kpack16_group_bytes_q4_K(int64_t n);
+size_t kpack16_group_bytes_q6_K(int64_t n);
+void kpack16_pack_q4_K(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
+void kpack16_pack_q6_K(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
+void kpack16_unpack_q4_K(int64_t n, const void *group, void *dst);
+void kpack16_unpack_q6_K(int64_t n, const void *group, void *dst);
+void kpack16_file_row_q4_K(int64_t n, const void *group, int lane, void *dst);
+void kpack16_file_row_q6_K(int64_t n, const void *group, int lane, void *dst);
+
 /* Shared activation quantizer for the xq8_32 format (scalar; vectorized by the compiler). */
 size_t xq8_32_row_bytes(int64_t n);
 void xq8_32_quantize(const float *x, void *xq, int64_t n);
 void xq8_32_to_float(const void *xq, float *x, int64_t n);
 void xq8_32_quantize_avx2(const float *x, void *xq, int64_t n); /* the same, with AVX2 */
+void xq8_32_quantize_neon(const float *x, void *xq, int64_t n); /* the same, with NEON */
 
 /* Activations of the f32/f16/bf16 kernels, shared by every instruction set (qmatmul.c). */
 size_t xf32_row_bytes(int64_t n);

@@ -1,7 +1,11 @@
-/* qkernels_kquant_neon.c: matmul tiles for the k-quants and iq4_xs on AArch64 with SDOT. */
+/* qkernels_kquant_neon.c: matmul kernels for the k-quants and iq4_xs on AArch64: a row tile for
+ * any shape and 16 rows repacked per super-block for batches. Built three times (level_neon.h):
+ * plain NEON, +dotprod (SDOT, by lane over a chunk-major layout), +i8mm (SMMLA over pairs of rows
+ * and tokens). */
 #include <arm_neon.h>
 #include <string.h>
 
+#include "backend/cpu/arm/level_neon.h"
 #include "backend/cpu/qmatmul.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
@@ -23,7 +27,6 @@ struct kdec {
 
 /* A decoded super-block stays in registers only if the decoders are inlined and every loop over
  * its vectors is unrolled ("#pragma GCC unroll": GCC's -O2 unrolls none of them by itself). */
-#define ALWAYS_INLINE __attribute__((always_inline))
 
 /* A type's decoder and block size, its elements per scale (16 or 32), and whether it has mins. */
 struct ktype {
@@ -39,11 +42,6 @@ static inline int8x16_t s8(uint8x16_t v) {
 /* Right shift by a count known only after inlining (vshrq_n wants an immediate). */
 static inline uint8x16_t shr(uint8x16_t v, int count) {
     return vshlq_u8(v, vdupq_n_s8((int8_t)-count));
-}
-
-/* The hardware conversion: exact, as fp16_to_fp32, without its branches. */
-static inline float f16(uint16_t h) {
-    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
 }
 
 static inline uint32_t load32(const uint8_t *p) {
@@ -222,10 +220,12 @@ static inline ALWAYS_INLINE float32x4_t dot_super(const struct ktype *t, const s
         int32x4_t dot[4];
 #pragma GCC unroll 16
         for (int g = 0; g < 4; g++) {
-            dot[g] = vdupq_n_s32(0);
-#pragma GCC unroll 16
-            for (int v = per * (4 * g4 + g); v < per * (4 * g4 + g + 1); v++)
-                dot[g] = vdotq_s32(dot[g], k->q[v], vld1q_s8(xb->qs + 16 * v));
+            int v = per * (4 * g4 + g);
+            if (per == 2)
+                dot[g] = dot_pair(vdupq_n_s32(0), k->q[v], vld1q_s8(xb->qs + 16 * v), k->q[v + 1],
+                                  vld1q_s8(xb->qs + 16 * v + 16));
+            else
+                dot[g] = dot4(vdupq_n_s32(0), k->q[v], vld1q_s8(xb->qs + 16 * v));
         }
         /* lane g: the whole dot of group 4 g4 + g, to meet its scale */
         int32x4_t s = vpaddq_s32(vpaddq_s32(dot[0], dot[1]), vpaddq_s32(dot[2], dot[3]));
@@ -297,6 +297,283 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
     quant_q8_K(x, xq, 1, n, NULL);
 }
 
+/* ---- batches: 16 rows repacked per super-block ------------------------------------------
+ * NEON's own scratch layout (KN_; not qmatmul.h's x86 KP_ one, whose levels are unsigned with
+ * the offsets folded into paired bias multipliers): the levels of 16 rows (signed, as decoded),
+ * then per group of 16 elements the rows' int8 scales [group][row] (a group of 32 gives its scale
+ * to both its halves), the min types' int16 mins [group][row] (likewise: m bsum32 = m bsum16 + m
+ * bsum16), and per row d and -dmin. Below i8mm the levels are chunk-major (chunk c, 4 elements, of
+ * row r at 64 c + 4 r: SDOT by lane); with i8mm pair-major per 8 elements (chunk k of rows 2p, 2p +
+ * 1 at 128 k + 16 p: SMMLA). */
+enum {
+    KN_SC = 16 * QK_SUPER,
+    KN_BIAS = KN_SC + 16 * 16,
+    KN_D = KN_BIAS + 16 * 16 * 2,
+    KN_DB = KN_D + 16 * 4,
+    KN_BLOCK = KN_DB + 16 * 4,
+};
+_Static_assert(KN_BLOCK <= PACK16_BYTES(QK_SUPER) - 64, "pack size");
+
+/* One row's decoded super-block into the per-group tables of row r. */
+static inline ALWAYS_INLINE void repack_factors(const struct ktype *t, const struct kdec *k, int r,
+                                                uint8_t *out) {
+    int32_t sc[16];
+    int16_t mins[16];
+    for (int i = 0; i < 4; i++)
+        vst1q_s32(sc + 4 * i, k->sc[i]);
+    vst1q_s16(mins, k->min[0]), vst1q_s16(mins + 8, k->min[1]);
+    for (int g = 0; g < 16; g++) {
+        int src = t->group == 32 ? g / 2 : g;
+        int16_t m = t->mins ? mins[src] : 0;
+        out[KN_SC + 16 * g + r] = (uint8_t)(int8_t)sc[src];
+        memcpy(out + KN_BIAS + 32 * g + 2 * r, &m, 2);
+    }
+    float d = k->d, db = t->mins ? -k->dmin : 0.0f;
+    memcpy(out + KN_D + 4 * r, &d, 4);
+    memcpy(out + KN_DB + 4 * r, &db, 4);
+}
+
+static inline ALWAYS_INLINE void repack_rows(const struct ktype *t, int64_t n, const uint8_t *w,
+                                             size_t w_stride, int nr, void *dst) {
+    uint8_t *out = dst;
+    for (int64_t b = 0; b < n / QK_SUPER; b++, out += KN_BLOCK) {
+        for (int r = 0; r < 16; r++) {
+            struct kdec k; /* rows past nr: zero */
+            memset(&k, 0, sizeof k);
+            if (r < nr)
+                k = t->decode(w + (size_t)r * w_stride + (size_t)b * t->block_bytes);
+            int8_t levels[QK_SUPER];
+            for (int i = 0; i < 16; i++)
+                vst1q_s8(levels + 16 * i, k.q[i]);
+            for (int c = 0; c < QK_SUPER / 4 && !I8MM; c++)
+                memcpy(out + 64 * c + 4 * r, levels + 4 * c, 4);
+            for (int c = 0; c < QK_SUPER / 8 && I8MM; c++)
+                memcpy(out + 128 * c + 16 * (r / 2) + 8 * (r % 2), levels + 8 * c, 8);
+            repack_factors(t, &k, r, out);
+        }
+    }
+}
+
+/* Group g's int8 scales of rows 8 half .. 8 half + 7 as int16. */
+static inline int16x8_t group_scales(const uint8_t *pb, int g, int half) {
+    return vmovl_s8(vld1_s8((const int8_t *)pb + KN_SC + 16 * g + 8 * half));
+}
+static inline int16x8_t group_mins(const uint8_t *pb, int g, int half) {
+    return vld1q_s16((const int16_t *)(pb + KN_BIAS) + 16 * g + 8 * half);
+}
+
+#if !defined(OX_NEON_I8MM)
+/* Rows 8 half .. 8 half + 7 (quads 2 half, 2 half + 1) x nc tokens over every super-block: the
+ * mins against the activation sums first (converted at once), then per group the chunks by lane
+ * into partial sums that meet the rows' scales. */
+static inline ALWAYS_INLINE void rows8(const struct ktype *t, int64_t n, const uint8_t *packed,
+                                       int half, int nr, const uint8_t *x, size_t x_stride, int nc,
+                                       float *y, size_t y_stride) {
+    float32x4_t acc[4][PACK_NC];
+#pragma GCC unroll 16
+    for (int q = 0; q < 2; q++)
+#pragma GCC unroll 16
+        for (int c = 0; c < nc; c++)
+            acc[q][c] = vdupq_n_f32(0.0f);
+    const uint8_t *pb = packed;
+    for (int64_t b = 0; b < n / QK_SUPER; b++, pb += KN_BLOCK) {
+        const struct block_q8_K *xb[PACK_NC] = {NULL};
+        int32x4_t dot[2][PACK_NC];
+#pragma GCC unroll 16
+        for (int c = 0; c < PACK_NC; c++) /* all, so none is seen unset */
+            dot[0][c] = dot[1][c] = vdupq_n_s32(0);
+#pragma GCC unroll 16
+        for (int c = 0; c < nc; c++)
+            xb[c] = (const struct block_q8_K *)(x + (size_t)c * x_stride) + b;
+        for (int g = 0; g < 16 && t->mins; g++) {
+            int16x8_t m = group_mins(pb, g, half);
+#pragma GCC unroll 16
+            for (int c = 0; c < nc; c++) {
+                dot[0][c] = vmlal_n_s16(dot[0][c], vget_low_s16(m), xb[c]->bsums[g]);
+                dot[1][c] = vmlal_high_n_s16(dot[1][c], m, xb[c]->bsums[g]);
+            }
+        }
+        if (t->mins)
+#pragma GCC unroll 16
+            for (int q = 0; q < 2; q++) {
+                float32x4_t db = vld1q_f32((const float *)(pb + KN_DB) + 8 * half + 4 * q);
+#pragma GCC unroll 16
+                for (int c = 0; c < nc; c++) {
+                    float32x4_t f = vmulq_n_f32(db, xb[c]->d);
+                    acc[q][c] = vfmaq_f32(acc[q][c], vcvtq_f32_s32(dot[q][c]), f);
+                    dot[q][c] = vdupq_n_s32(0);
+                }
+            }
+        for (int g = 0; g < 16; g += t->group / 16) {
+            int16x8_t s = group_scales(pb, g, half);
+            int32x4_t sc[2] = {vmovl_s16(vget_low_s16(s)), vmovl_high_s16(s)};
+            int32x4_t part[2][PACK_NC];
+#pragma GCC unroll 16
+            for (int q = 0; q < 2; q++)
+#pragma GCC unroll 16
+                for (int c = 0; c < nc; c++)
+                    part[q][c] = vdupq_n_s32(0);
+#pragma GCC unroll 16
+            for (int k = 4 * g; k < 4 * g + t->group / 4; k += 4) {
+                int8x16_t xv[PACK_NC];
+#pragma GCC unroll 16
+                for (int c = 0; c < nc; c++)
+                    xv[c] = vld1q_s8(xb[c]->qs + 4 * k);
+#pragma GCC unroll 16
+                for (int q = 0; q < 2; q++) {
+                    const int8_t *wq = (const int8_t *)pb + 64 * k + 16 * (2 * half + q);
+                    int8x16_t w0 = vld1q_s8(wq), w1 = vld1q_s8(wq + 64);
+                    int8x16_t w2 = vld1q_s8(wq + 128), w3 = vld1q_s8(wq + 192);
+#pragma GCC unroll 16
+                    for (int c = 0; c < nc; c++) {
+                        int32x4_t p = part[q][c];
+                        p = dot_lane(p, w0, xv[c], 0), p = dot_lane(p, w1, xv[c], 1);
+                        p = dot_lane(p, w2, xv[c], 2), p = dot_lane(p, w3, xv[c], 3);
+                        part[q][c] = p;
+                    }
+                }
+            }
+#pragma GCC unroll 16
+            for (int q = 0; q < 2; q++)
+#pragma GCC unroll 16
+                for (int c = 0; c < nc; c++)
+                    dot[q][c] = vmlaq_s32(dot[q][c], part[q][c], sc[q]);
+        }
+#pragma GCC unroll 16
+        for (int q = 0; q < 2; q++) {
+            float32x4_t d = vld1q_f32((const float *)(pb + KN_D) + 8 * half + 4 * q);
+#pragma GCC unroll 16
+            for (int c = 0; c < nc; c++)
+                acc[q][c] =
+                    vfmaq_f32(acc[q][c], vcvtq_f32_s32(dot[q][c]), vmulq_n_f32(d, xb[c]->d));
+        }
+    }
+    store_quads(acc, 2 * half, 2, nr, nc, y, y_stride);
+}
+
+static inline ALWAYS_INLINE void tile16_k(const struct ktype *t, int64_t n, const void *packed,
+                                          int nr, const uint8_t *x, size_t x_stride, int nc,
+                                          float *y, size_t y_stride) {
+    for (int half = 0; half < 2 && 8 * half < nr; half++) {
+        if (nc == PACK_NC)
+            rows8(t, n, packed, half, nr, x, x_stride, PACK_NC, y, y_stride);
+        else
+            rows8(t, n, packed, half, nr, x, x_stride, nc, y, y_stride);
+    }
+}
+#else
+/* [a, b, a, b]: one value of each token of a pair, as SMMLA's 2 x 2 lanes want them. */
+static inline int16x4_t tok_pair16(int16_t a, int16_t b) {
+    uint64_t v = (uint16_t)a | (uint64_t)(uint16_t)b << 16;
+    return vreinterpret_s16_u64(vdup_n_u64(v | v << 32));
+}
+
+/* Pairs 4 half .. 4 half + 3 (8 rows) x ntp token pairs over every super-block, as rows8 below
+ * i8mm: lanes are [r0 c0, r0 c1, r1 c0, r1 c1] of a row pair and a token pair, so the per-row
+ * values are duplicated ([s0, s0, s1, s1]) and the per-token ones alternated. */
+static inline ALWAYS_INLINE void pairs8(const struct ktype *t, int64_t n, const uint8_t *packed,
+                                        int half, int nr, const uint8_t *x, size_t x_stride, int nc,
+                                        int ntp, float *y, size_t y_stride) {
+    float32x4_t acc[4][PACK_NC / 2];
+#pragma GCC unroll 16
+    for (int p = 0; p < 4; p++)
+#pragma GCC unroll 16
+        for (int tp = 0; tp < ntp; tp++)
+            acc[p][tp] = vdupq_n_f32(0.0f);
+    const uint8_t *pb = packed;
+    for (int64_t b = 0; b < n / QK_SUPER; b++, pb += KN_BLOCK) {
+        const struct block_q8_K *xa[PACK_NC / 2] = {NULL}, *xe[PACK_NC / 2] = {NULL};
+        float32x4_t xd[PACK_NC / 2];
+        int32x4_t dot[4][PACK_NC / 2];
+#pragma GCC unroll 16
+        for (int tp = 0; tp < ntp; tp++) {
+            int c1 = 2 * tp + 1 < nc ? 2 * tp + 1 : 2 * tp;
+            xa[tp] = (const struct block_q8_K *)(x + (size_t)(2 * tp) * x_stride) + b;
+            xe[tp] = (const struct block_q8_K *)(x + (size_t)c1 * x_stride) + b;
+            float32x2_t d2 = vset_lane_f32(xe[tp]->d, vdup_n_f32(xa[tp]->d), 1);
+            xd[tp] = vcombine_f32(d2, d2);
+        }
+#pragma GCC unroll 16
+        for (int p = 0; p < 4; p++) /* all, so none is seen unset */
+            dot[p][0] = dot[p][1] = vdupq_n_s32(0);
+        for (int g = 0; g < 16 && t->mins; g++) {
+            int16x8_t m = group_mins(pb, g, half);
+            int16x8_t z[2] = {vzip1q_s16(m, m), vzip2q_s16(m, m)};
+#pragma GCC unroll 16
+            for (int tp = 0; tp < ntp; tp++) {
+                int16x4_t bs = tok_pair16(xa[tp]->bsums[g], xe[tp]->bsums[g]);
+#pragma GCC unroll 16
+                for (int p = 0; p < 4; p++)
+                    dot[p][tp] = vmlal_s16(
+                        dot[p][tp], p % 2 ? vget_high_s16(z[p / 2]) : vget_low_s16(z[p / 2]), bs);
+            }
+        }
+        if (t->mins)
+#pragma GCC unroll 16
+            for (int p = 0; p < 4; p++) {
+                float32x4_t db =
+                    dup_pairs(vld1_f32((const float *)(pb + KN_DB) + 8 * half + 2 * p));
+#pragma GCC unroll 16
+                for (int tp = 0; tp < ntp; tp++) {
+                    acc[p][tp] =
+                        vfmaq_f32(acc[p][tp], vcvtq_f32_s32(dot[p][tp]), vmulq_f32(db, xd[tp]));
+                    dot[p][tp] = vdupq_n_s32(0);
+                }
+            }
+        for (int g = 0; g < 16; g += t->group / 16) {
+            int16x8_t s = group_scales(pb, g, half);
+            int16x8_t z0 = vzip1q_s16(s, s), z1 = vzip2q_s16(s, s);
+            int32x4_t sc[4] = {vmovl_s16(vget_low_s16(z0)), vmovl_high_s16(z0),
+                               vmovl_s16(vget_low_s16(z1)), vmovl_high_s16(z1)};
+            int32x4_t part[4][PACK_NC / 2];
+#pragma GCC unroll 16
+            for (int p = 0; p < 4; p++)
+#pragma GCC unroll 16
+                for (int tp = 0; tp < ntp; tp++)
+                    part[p][tp] = vdupq_n_s32(0);
+#pragma GCC unroll 16
+            for (int k = 2 * g; k < 2 * g + t->group / 8; k++) {
+                int8x16_t xi[PACK_NC / 2];
+#pragma GCC unroll 16
+                for (int tp = 0; tp < ntp; tp++)
+                    xi[tp] = vcombine_s8(vld1_s8(xa[tp]->qs + 8 * k), vld1_s8(xe[tp]->qs + 8 * k));
+#pragma GCC unroll 16
+                for (int p = 0; p < 4; p++) {
+                    int8x16_t w = vld1q_s8((const int8_t *)pb + 128 * k + 16 * (4 * half + p));
+#pragma GCC unroll 16
+                    for (int tp = 0; tp < ntp; tp++)
+                        part[p][tp] = vmmlaq_s32(part[p][tp], w, xi[tp]);
+                }
+            }
+#pragma GCC unroll 16
+            for (int p = 0; p < 4; p++)
+#pragma GCC unroll 16
+                for (int tp = 0; tp < ntp; tp++)
+                    dot[p][tp] = vmlaq_s32(dot[p][tp], part[p][tp], sc[p]);
+        }
+#pragma GCC unroll 16
+        for (int p = 0; p < 4; p++) {
+            float32x4_t d = dup_pairs(vld1_f32((const float *)(pb + KN_D) + 8 * half + 2 * p));
+#pragma GCC unroll 16
+            for (int tp = 0; tp < ntp; tp++)
+                acc[p][tp] = vfmaq_f32(acc[p][tp], vcvtq_f32_s32(dot[p][tp]), vmulq_f32(d, xd[tp]));
+        }
+    }
+    store_pairs(acc, 4 * half, nr, nc, y, y_stride);
+}
+
+static inline ALWAYS_INLINE void tile16_k(const struct ktype *t, int64_t n, const void *packed,
+                                          int nr, const uint8_t *x, size_t x_stride, int nc,
+                                          float *y, size_t y_stride) {
+    for (int half = 0; half < 2 && 8 * half < nr; half++) {
+        if (nc > 2)
+            pairs8(t, n, packed, half, nr, x, x_stride, nc, 2, y, y_stride);
+        else
+            pairs8(t, n, packed, half, nr, x, x_stride, nc, 1, y, y_stride);
+    }
+}
+#endif
+
 /* ---- the kernel table ------------------------------------------------------------------------ */
 
 #define DEFINE_KQUANT(type, group, mins)                                                           \
@@ -307,13 +584,23 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
                             size_t y_stride) {                                                     \
         tile_k(&kt_##type, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);                      \
     }                                                                                              \
-    static const struct qkernel k_##type = {.name = #type " neon-dotprod",                         \
+    static void repack_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {   \
+        repack_rows(&kt_##type, n, w, w_stride, nr, dst);                                          \
+    }                                                                                              \
+    static void tile16_##type(int64_t n, const void *packed, int nr, const uint8_t *x,             \
+                              size_t x_stride, int nc, float *y, size_t y_stride) {                \
+        tile16_k(&kt_##type, n, packed, nr, x, x_stride, nc, y, y_stride);                         \
+    }                                                                                              \
+    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
                                             .x_row_bytes = xq8_K_row_bytes,                        \
                                             .quantize_x = xq8_K_quantize,                          \
                                             .x_to_float = dequant_q8_K,                            \
                                             .tile = tile_##type,                                   \
                                             .max_nr = NR,                                          \
-                                            .max_nc = NC};
+                                            .max_nc = NC,                                          \
+                                            .repack16 = repack_##type,                             \
+                                            .tile16 = tile16_##type,                               \
+                                            .pack_nc = PACK_NC};
 
 /*            type  group mins */
 DEFINE_KQUANT(q2_K, 16, 1)
@@ -323,7 +610,7 @@ DEFINE_KQUANT(q5_K, 32, 1)
 DEFINE_KQUANT(q6_K, 16, 0)
 DEFINE_KQUANT(iq4_xs, 32, 0)
 
-const struct qkernel *qkernels_kquant_neon(enum ox_dtype type) {
+const struct qkernel *KQUANT_TABLE(enum ox_dtype type) {
     switch (type) {
     case OX_DTYPE_Q2_K: return &k_q2_K;
     case OX_DTYPE_Q3_K: return &k_q3_K;

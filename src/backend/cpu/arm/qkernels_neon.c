@@ -1,12 +1,15 @@
-/* qkernels_neon.c: matmul tiles for AArch64 CPUs with the dot-product extension (SDOT), for the
- * 32-block types. Weights are unpacked to signed bytes (offsets subtracted; q4_1/q5_1 keep
- * their 0..31 levels and return the min through the activation block sum), then each 16 bytes
- * meet the activations in one SDOT. Built with +dotprod and chosen at run time. */
+/* qkernels_neon.c: matmul kernels for the 32-block types on AArch64, the shapes of the x86 sets:
+ * a row tile for any shape, 16 rows repacked for batches, and q4_0 / q8_0 in the load-time layout
+ * (qpack16.c) for single tokens. Weights are unpacked to signed bytes (offsets subtracted;
+ * q4_1/q5_1 keep their 0..31 levels and return the min through the activation block sum).
+ * Built three times (level_neon.h): plain NEON (byte products widened with SMULL), +dotprod
+ * (SDOT; 4 rows x 4 bytes against one 4-byte activation chunk by lane in the 16-row layouts)
+ * and +i8mm (batches on SMMLA: 2 rows x 8 bytes by 2 tokens x 8 bytes). */
 #include <arm_neon.h>
 #include <string.h>
 
+#include "backend/cpu/arm/level_neon.h"
 #include "backend/cpu/qmatmul.h"
-#include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
 
@@ -42,14 +45,13 @@ static inline struct nblock unpack_q4_0(const uint8_t *p) {
     nibbles(b->qs, &lo, &hi);
     int8x16_t eight = vdupq_n_s8(8);
     return (struct nblock){vsubq_s8(vreinterpretq_s8_u8(lo), eight),
-                           vsubq_s8(vreinterpretq_s8_u8(hi), eight), fp16_to_fp32(b->d), 0.0f};
+                           vsubq_s8(vreinterpretq_s8_u8(hi), eight), f16(b->d), 0.0f};
 }
 static inline struct nblock unpack_q4_1(const uint8_t *p) {
     const struct block_q4_1 *b = (const struct block_q4_1 *)p;
     uint8x16_t lo, hi;
     nibbles(b->qs, &lo, &hi);
-    return (struct nblock){vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), fp16_to_fp32(b->d),
-                           fp16_to_fp32(b->m)};
+    return (struct nblock){vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), f16(b->d), f16(b->m)};
 }
 static inline struct nblock unpack_q5_0(const uint8_t *p) {
     const struct block_q5_0 *b = (const struct block_q5_0 *)p;
@@ -58,8 +60,8 @@ static inline struct nblock unpack_q5_0(const uint8_t *p) {
     fifth_bits(b->qh, &flo, &fhi);
     int8x16_t sixteen = vdupq_n_s8(16);
     return (struct nblock){vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, flo)), sixteen),
-                           vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(hi, fhi)), sixteen),
-                           fp16_to_fp32(b->d), 0.0f};
+                           vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(hi, fhi)), sixteen), f16(b->d),
+                           0.0f};
 }
 static inline struct nblock unpack_q5_1(const uint8_t *p) {
     const struct block_q5_1 *b = (const struct block_q5_1 *)p;
@@ -67,26 +69,26 @@ static inline struct nblock unpack_q5_1(const uint8_t *p) {
     nibbles(b->qs, &lo, &hi);
     fifth_bits(b->qh, &flo, &fhi);
     return (struct nblock){vreinterpretq_s8_u8(vorrq_u8(lo, flo)),
-                           vreinterpretq_s8_u8(vorrq_u8(hi, fhi)), fp16_to_fp32(b->d),
-                           fp16_to_fp32(b->m)};
+                           vreinterpretq_s8_u8(vorrq_u8(hi, fhi)), f16(b->d), f16(b->m)};
 }
 static inline struct nblock unpack_q8_0(const uint8_t *p) {
     const struct block_q8_0 *b = (const struct block_q8_0 *)p;
-    return (struct nblock){vld1q_s8(b->qs), vld1q_s8(b->qs + 16), fp16_to_fp32(b->d), 0.0f};
+    return (struct nblock){vld1q_s8(b->qs), vld1q_s8(b->qs + 16), f16(b->d), 0.0f};
 }
 static inline struct nblock unpack_iq4_nl(const uint8_t *p) {
     const struct block_iq4_nl *b = (const struct block_iq4_nl *)p;
     uint8x16_t lo, hi;
     nibbles(b->qs, &lo, &hi);
     int8x16_t levels = vld1q_s8(iq4nl_values);
-    return (struct nblock){vqtbl1q_s8(levels, lo), vqtbl1q_s8(levels, hi), fp16_to_fp32(b->d),
-                           0.0f};
+    return (struct nblock){vqtbl1q_s8(levels, lo), vqtbl1q_s8(levels, hi), f16(b->d), 0.0f};
 }
 
-static inline __attribute__((always_inline)) void
-tile_neon(struct nblock (*unpack)(const uint8_t *), size_t block_bytes, int64_t n, const uint8_t *w,
-          size_t w_stride, int nr, const uint8_t *x, size_t x_stride, int nc, float *y,
-          size_t y_stride) {
+/* ---- the row tile: nr rows x nc tokens, each weight block unpacked once per tile ---------- */
+
+static inline ALWAYS_INLINE void tile_rows(struct nblock (*unpack)(const uint8_t *),
+                                           size_t block_bytes, int64_t n, const uint8_t *w,
+                                           size_t w_stride, int nr, const uint8_t *x,
+                                           size_t x_stride, int nc, float *y, size_t y_stride) {
     float32x4_t acc[NR][NC];
     float corr[NR][NC];
     for (int r = 0; r < NR; r++)
@@ -100,7 +102,7 @@ tile_neon(struct nblock (*unpack)(const uint8_t *), size_t block_bytes, int64_t 
             const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
             int8x16_t x0 = vld1q_s8(xb->q), x1 = vld1q_s8(xb->q + 16);
             for (int r = 0; r < nr; r++) {
-                int32x4_t dot = vdotq_s32(vdotq_s32(vdupq_n_s32(0), wb[r].lo, x0), wb[r].hi, x1);
+                int32x4_t dot = dot_pair(vdupq_n_s32(0), wb[r].lo, x0, wb[r].hi, x1);
                 acc[r][c] = vfmaq_n_f32(acc[r][c], vcvtq_f32_s32(dot), wb[r].d * xb->d);
                 corr[r][c] += wb[r].bias * xb->s;
             }
@@ -111,34 +113,321 @@ tile_neon(struct nblock (*unpack)(const uint8_t *), size_t block_bytes, int64_t 
             y[(size_t)c * y_stride + (size_t)r] = vaddvq_f32(acc[r][c]) + corr[r][c];
 }
 
-#define DEFINE_TILE_NEON(type)                                                                     \
+/* One token: each row streams alone, which memory serves fastest. */
+#define DEFINE_TILE(type)                                                                          \
     static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
                             const uint8_t *x, size_t x_stride, int nc, float *y,                   \
                             size_t y_stride) {                                                     \
-        if (nc == 1) /* one token: each row streams alone, which memory serves fastest */          \
+        size_t bb = sizeof(struct block_##type);                                                   \
+        if (nc == 1)                                                                               \
             for (int r = 0; r < nr; r++)                                                           \
-                tile_neon(unpack_##type, sizeof(struct block_##type), n, w + (size_t)r * w_stride, \
-                          w_stride, 1, x, x_stride, 1, y + r, y_stride);                           \
+                tile_rows(unpack_##type, bb, n, w + (size_t)r * w_stride, w_stride, 1, x,          \
+                          x_stride, 1, y + r, y_stride);                                           \
         else                                                                                       \
-            tile_neon(unpack_##type, sizeof(struct block_##type), n, w, w_stride, nr, x, x_stride, \
-                      nc, y, y_stride);                                                            \
+            tile_rows(unpack_##type, bb, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);        \
+    }
+
+/* ---- 16 rows at a time ----------------------------------------------------------------------
+ * The scratch layout of the batch path (repack16), per block of 32: 512 bytes of signed levels,
+ * then the 16 rows' scales and biases as floats (PACK_BLOCK bytes). The levels are chunk-major
+ * (4 bytes of row 0, of row 1, ... row 15, then the next 4 elements) below i8mm, so one SDOT by
+ * lane takes 4 rows against a chunk of one token; with i8mm they are pair-major (rows 2p and
+ * 2p + 1, 8 bytes each, per 16 bytes: chunk k of pair p at 64 p + 16 k), SMMLA's operand. The
+ * load-time layout (qpack16.c) is chunk-major too, so single tokens read it in place. */
+enum { PACK_BLOCK = 16 * 32 + 16 * 8, PACK_D = 512, PACK_BIAS = 576 };
+
+/* Where a chunk-major layout keeps chunk k (elements 4k..4k+3) of rows 4q..4q+3, and their
+ * factors (the bias multiplies the activation block sum). */
+struct layout {
+    int8x16_t (*chunk)(const uint8_t *blk, int k, int q);
+    void (*factors)(const uint8_t *blk, int q, float32x4_t *d, float32x4_t *bias);
+    size_t block_bytes;
+};
+
+static inline int8x16_t chunk_scratch(const uint8_t *blk, int k, int q) {
+    return vld1q_s8((const int8_t *)blk + 64 * k + 16 * q);
+}
+static inline void factors_scratch(const uint8_t *blk, int q, float32x4_t *d, float32x4_t *bias) {
+    *d = vld1q_f32((const float *)(blk + PACK_D) + 4 * q);
+    *bias = vld1q_f32((const float *)(blk + PACK_BIAS) + 4 * q);
+}
+
+/* q4_0's load-time layout: chunk k < 4 in the low nibbles of stored chunk k, k >= 4 in the high
+ * nibbles of chunk k - 4; levels 0..15, the offset 8 returns through the activation sums. */
+static inline int8x16_t chunk_g4(const uint8_t *blk, int k, int q) {
+    uint8x16_t v = vld1q_u8(blk + 32 + 64 * (k & 3) + 16 * q);
+    return vreinterpretq_s8_u8(k < 4 ? vandq_u8(v, vdupq_n_u8(0x0F)) : vshrq_n_u8(v, 4));
+}
+static inline void factors_g4(const uint8_t *blk, int q, float32x4_t *d, float32x4_t *bias) {
+    *d = f16x4(blk + 8 * q);
+    *bias = vmulq_n_f32(*d, -8.0f);
+}
+
+static inline int8x16_t chunk_g8(const uint8_t *blk, int k, int q) {
+    return vld1q_s8((const int8_t *)blk + 32 + 64 * k + 16 * q);
+}
+static inline void factors_g8(const uint8_t *blk, int q, float32x4_t *d, float32x4_t *bias) {
+    *d = f16x4(blk + 8 * q);
+    *bias = vdupq_n_f32(0.0f);
+}
+
+static const struct layout g4_layout = {chunk_g4, factors_g4, QPACK16_Q4_0_BLOCK};
+static const struct layout g8_layout = {chunk_g8, factors_g8, QPACK16_Q8_0_BLOCK};
+
+/* The 8 chunks of a block for 4 rows against one token's 32 activations (x0: chunks 0..3,
+ * x1: 4..7), by lane: the lane numbers must be constants. */
+static inline ALWAYS_INLINE int32x4_t dot_chunks(const int8x16_t w[8], int8x16_t x0, int8x16_t x1) {
+    int32x4_t d = vdupq_n_s32(0);
+    d = dot_lane(d, w[0], x0, 0), d = dot_lane(d, w[1], x0, 1);
+    d = dot_lane(d, w[2], x0, 2), d = dot_lane(d, w[3], x0, 3);
+    d = dot_lane(d, w[4], x1, 0), d = dot_lane(d, w[5], x1, 1);
+    d = dot_lane(d, w[6], x1, 2), d = dot_lane(d, w[7], x1, 3);
+    return d;
+}
+
+/* Rows 4 q0 .. 4 (q0 + nq) - 1 (nq quads of 4) x nc tokens over every block of a chunk-major
+ * layout; nq and nc are constants where it matters, so the accumulators stay in registers. */
+static inline ALWAYS_INLINE void quads(const struct layout *l, int64_t n, const uint8_t *packed,
+                                       int q0, int nq, int nr, const uint8_t *x, size_t x_stride,
+                                       int nc, float *y, size_t y_stride) {
+    float32x4_t acc[4][PACK_NC];
+#pragma GCC unroll 16
+    for (int q = 0; q < nq; q++)
+#pragma GCC unroll 16
+        for (int c = 0; c < nc; c++)
+            acc[q][c] = vdupq_n_f32(0.0f);
+    const uint8_t *blk = packed;
+    for (int64_t b = 0; b < n / 32; b++, blk += l->block_bytes) {
+        const struct xq8_32 *xb[PACK_NC] = {NULL};
+        int8x16_t x0[PACK_NC], x1[PACK_NC];
+#pragma GCC unroll 16
+        for (int c = 0; c < nc; c++) {
+            xb[c] = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
+            x0[c] = vld1q_s8(xb[c]->q), x1[c] = vld1q_s8(xb[c]->q + 16);
+        }
+#pragma GCC unroll 16
+        for (int q = 0; q < nq; q++) {
+            int8x16_t w[8];
+#pragma GCC unroll 16
+            for (int k = 0; k < 8; k++)
+                w[k] = l->chunk(blk, k, q0 + q);
+            float32x4_t d, bias;
+            l->factors(blk, q0 + q, &d, &bias);
+#pragma GCC unroll 16
+            for (int c = 0; c < nc; c++) {
+                int32x4_t dot = dot_chunks(w, x0[c], x1[c]);
+                acc[q][c] = vfmaq_f32(acc[q][c], vcvtq_f32_s32(dot), vmulq_n_f32(d, xb[c]->d));
+                acc[q][c] = vfmaq_n_f32(acc[q][c], bias, xb[c]->s);
+            }
+        }
+    }
+    store_quads(acc, q0, nq, nr, nc, y, y_stride);
+}
+
+/* 16 rows (nr of them real) x up to PACK_NC tokens: one token over all 16 at once (each line of
+ * weights streams once), more tokens 8 rows at a time (registers allow no more). */
+static inline ALWAYS_INLINE void rows16(const struct layout *l, int64_t n, const void *packed,
+                                        int nr, const uint8_t *x, size_t x_stride, int nc, float *y,
+                                        size_t y_stride) {
+    if (nc == 1) {
+        quads(l, n, packed, 0, 4, nr, x, x_stride, 1, y, y_stride);
+        return;
+    }
+    for (int q0 = 0; q0 < 4 && 4 * q0 < nr; q0 += 2) {
+        if (nc == PACK_NC)
+            quads(l, n, packed, q0, 2, nr, x, x_stride, PACK_NC, y, y_stride);
+        else
+            quads(l, n, packed, q0, 2, nr, x, x_stride, nc, y, y_stride);
+    }
+}
+
+#if defined(OX_NEON_I8MM)
+/* A block of 16 rows' levels (element order), scales and biases into the pair-major layout. */
+static void emit_block(const int8_t rows[16][32], const float d[16], const float bias[16],
+                       uint8_t *out) {
+    for (int p = 0; p < 8; p++)
+        for (int k = 0; k < 4; k++) {
+            memcpy(out + 64 * p + 16 * k, rows[2 * p] + 8 * k, 8);
+            memcpy(out + 64 * p + 16 * k + 8, rows[2 * p + 1] + 8 * k, 8);
+        }
+    memcpy(out + PACK_D, d, 16 * sizeof *d);
+    memcpy(out + PACK_BIAS, bias, 16 * sizeof *bias);
+}
+
+/* Rows 2 p0 .. 2 p0 + 7 x up to PACK_NC tokens (ntp pairs, the last one's second token a copy
+ * of its first when nc is odd). Per block and pair of tokens, the 8-byte chunks of both tokens
+ * side by side, then 4 SMMLA per pair of rows. */
+static inline ALWAYS_INLINE void pairs(int64_t n, const uint8_t *packed, int p0, int nr,
+                                       const uint8_t *x, size_t x_stride, int nc, int ntp, float *y,
+                                       size_t y_stride) {
+    float32x4_t acc[4][PACK_NC / 2];
+#pragma GCC unroll 16
+    for (int p = 0; p < 4; p++)
+#pragma GCC unroll 16
+        for (int tp = 0; tp < ntp; tp++)
+            acc[p][tp] = vdupq_n_f32(0.0f);
+    const uint8_t *blk = packed;
+    for (int64_t b = 0; b < n / 32; b++, blk += PACK_BLOCK) {
+        int8x16_t xi[PACK_NC / 2][4];
+        float32x4_t xd[PACK_NC / 2], xs[PACK_NC / 2];
+#pragma GCC unroll 16
+        for (int tp = 0; tp < ntp; tp++) {
+            int c1 = 2 * tp + 1 < nc ? 2 * tp + 1 : 2 * tp;
+            const struct xq8_32 *a = (const struct xq8_32 *)(x + (size_t)(2 * tp) * x_stride) + b;
+            const struct xq8_32 *e = (const struct xq8_32 *)(x + (size_t)c1 * x_stride) + b;
+#pragma GCC unroll 16
+            for (int k = 0; k < 4; k++)
+                xi[tp][k] = vcombine_s8(vld1_s8(a->q + 8 * k), vld1_s8(e->q + 8 * k));
+            float32x2_t d2 = vset_lane_f32(e->d, vdup_n_f32(a->d), 1);
+            float32x2_t s2 = vset_lane_f32(e->s, vdup_n_f32(a->s), 1);
+            xd[tp] = vcombine_f32(d2, d2), xs[tp] = vcombine_f32(s2, s2);
+        }
+#pragma GCC unroll 16
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *wp = blk + 64 * (p0 + p);
+            int8x16_t w[4];
+#pragma GCC unroll 16
+            for (int k = 0; k < 4; k++)
+                w[k] = vld1q_s8((const int8_t *)wp + 16 * k);
+            float32x4_t d = dup_pairs(vld1_f32((const float *)(blk + PACK_D) + 2 * (p0 + p)));
+            float32x4_t bias = dup_pairs(vld1_f32((const float *)(blk + PACK_BIAS) + 2 * (p0 + p)));
+#pragma GCC unroll 16
+            for (int tp = 0; tp < ntp; tp++) {
+                int32x4_t dot = vdupq_n_s32(0);
+#pragma GCC unroll 16
+                for (int k = 0; k < 4; k++)
+                    dot = vmmlaq_s32(dot, w[k], xi[tp][k]);
+                acc[p][tp] = vfmaq_f32(acc[p][tp], vcvtq_f32_s32(dot), vmulq_f32(d, xd[tp]));
+                acc[p][tp] = vfmaq_f32(acc[p][tp], bias, xs[tp]);
+            }
+        }
+    }
+    store_pairs(acc, p0, nr, nc, y, y_stride);
+}
+
+static void tile16_scratch(int64_t n, const void *packed, int nr, const uint8_t *x, size_t x_stride,
+                           int nc, float *y, size_t y_stride) {
+    for (int p0 = 0; p0 < 8 && 2 * p0 < nr; p0 += 4) {
+        if (nc > 2)
+            pairs(n, packed, p0, nr, x, x_stride, nc, 2, y, y_stride);
+        else
+            pairs(n, packed, p0, nr, x, x_stride, nc, 1, y, y_stride);
+    }
+}
+#else
+/* A block of 16 rows' levels (element order), scales and biases into the scratch layout. */
+static void emit_block(const int8_t rows[16][32], const float d[16], const float bias[16],
+                       uint8_t *out) {
+    for (int k = 0; k < 8; k++)
+        for (int r = 0; r < 16; r++)
+            memcpy(out + 64 * k + 4 * r, rows[r] + 4 * k, 4);
+    memcpy(out + PACK_D, d, 16 * sizeof *d);
+    memcpy(out + PACK_BIAS, bias, 16 * sizeof *bias);
+}
+
+static const struct layout scratch_layout = {chunk_scratch, factors_scratch, PACK_BLOCK};
+
+static void tile16_scratch(int64_t n, const void *packed, int nr, const uint8_t *x, size_t x_stride,
+                           int nc, float *y, size_t y_stride) {
+    rows16(&scratch_layout, n, packed, nr, x, x_stride, nc, y, y_stride);
+}
+#endif
+
+/* The batch path of a type: its 16 rows unpacked to signed levels, then emitted in the level's
+ * scratch layout. */
+#define DEFINE_PACKED(type)                                                                        \
+    DEFINE_TILE(type)                                                                              \
+    static void repack_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {   \
+        uint8_t *out = dst;                                                                        \
+        for (int64_t b = 0; b < n / 32; b++, out += PACK_BLOCK) {                                  \
+            int8_t rows[16][32];                                                                   \
+            float d[16], bias[16];                                                                 \
+            for (int r = 0; r < 16; r++) {                                                         \
+                struct nblock wb = {vdupq_n_s8(0), vdupq_n_s8(0), 0.0f, 0.0f};                     \
+                if (r < nr)                                                                        \
+                    wb = unpack_##type(w + (size_t)r * w_stride +                                  \
+                                       (size_t)b * sizeof(struct block_##type));                   \
+                vst1q_s8(rows[r], wb.lo), vst1q_s8(rows[r] + 16, wb.hi);                           \
+                d[r] = wb.d, bias[r] = wb.bias;                                                    \
+            }                                                                                      \
+            emit_block((const int8_t(*)[32])rows, d, bias, out);                                   \
+        }                                                                                          \
+    }
+
+DEFINE_PACKED(q4_0)
+DEFINE_PACKED(q4_1)
+DEFINE_PACKED(q5_0)
+DEFINE_PACKED(q5_1)
+DEFINE_PACKED(q8_0)
+DEFINE_PACKED(iq4_nl)
+
+/* q4_0 and q8_0 in the load-time layout: single tokens straight from it (chunk-major at every
+ * level), batches through the scratch layout it unpacks to. */
+#define DEFINE_GROUP(type, layout)                                                                 \
+    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
+                              int nc, float *y, size_t y_stride) {                                 \
+        rows16(&layout, n, group, 16, x, x_stride, nc, y, y_stride);                               \
     }                                                                                              \
-    static const struct qkernel k_##type = {.name = #type " neon-dotprod",                         \
+    static void unpack16_##type(int64_t n, const void *group, void *dst) {                         \
+        const uint8_t *blk = group;                                                                \
+        uint8_t *out = dst;                                                                        \
+        for (int64_t b = 0; b < n / 32; b++, blk += layout.block_bytes, out += PACK_BLOCK) {       \
+            int8_t rows[16][32];                                                                   \
+            float d[16], bias[16];                                                                 \
+            for (int q = 0; q < 4; q++) {                                                          \
+                for (int k = 0; k < 8; k++) {                                                      \
+                    int8_t v[16];                                                                  \
+                    vst1q_s8(v, layout.chunk(blk, k, q));                                          \
+                    for (int r = 0; r < 4; r++)                                                    \
+                        memcpy(rows[4 * q + r] + 4 * k, v + 4 * r, 4);                             \
+                }                                                                                  \
+                float32x4_t dq, bq;                                                                \
+                layout.factors(blk, q, &dq, &bq);                                                  \
+                vst1q_f32(d + 4 * q, dq), vst1q_f32(bias + 4 * q, bq);                             \
+            }                                                                                      \
+            emit_block((const int8_t(*)[32])rows, d, bias, out);                                   \
+        }                                                                                          \
+    }
+
+DEFINE_GROUP(q4_0, g4_layout)
+DEFINE_GROUP(q8_0, g8_layout)
+
+#define KERNEL(type)                                                                               \
+    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
                                             .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = xq8_32_quantize,                         \
+                                            .quantize_x = xq8_32_quantize_neon,                    \
                                             .x_to_float = xq8_32_to_float,                         \
                                             .tile = tile_##type,                                   \
                                             .max_nr = NR,                                          \
-                                            .max_nc = NC};
+                                            .max_nc = NC,                                          \
+                                            .repack16 = repack_##type,                             \
+                                            .tile16 = tile16_scratch,                              \
+                                            .pack_nc = PACK_NC};
+KERNEL(q4_1)
+KERNEL(q5_0)
+KERNEL(q5_1)
+KERNEL(iq4_nl)
 
-DEFINE_TILE_NEON(q4_0)
-DEFINE_TILE_NEON(q4_1)
-DEFINE_TILE_NEON(q5_0)
-DEFINE_TILE_NEON(q5_1)
-DEFINE_TILE_NEON(q8_0)
-DEFINE_TILE_NEON(iq4_nl)
+#define KERNEL_GROUP(type)                                                                         \
+    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
+                                            .x_row_bytes = xq8_32_row_bytes,                       \
+                                            .quantize_x = xq8_32_quantize_neon,                    \
+                                            .x_to_float = xq8_32_to_float,                         \
+                                            .tile = tile_##type,                                   \
+                                            .max_nr = NR,                                          \
+                                            .max_nc = NC,                                          \
+                                            .repack16 = repack_##type,                             \
+                                            .tile16 = tile16_scratch,                              \
+                                            .pack_nc = PACK_NC,                                    \
+                                            .packed_group_bytes = qpack16_group_bytes_##type,      \
+                                            .pack = qpack16_pack_##type,                           \
+                                            .gemv16 = gemv16_##type,                               \
+                                            .unpack16 = unpack16_##type,                           \
+                                            .file_row = qpack16_file_row_##type};
+KERNEL_GROUP(q4_0)
+KERNEL_GROUP(q8_0)
 
-const struct qkernel *qkernels_neon(enum ox_dtype type) {
+const struct qkernel *KERNEL_TABLE(enum ox_dtype type) {
     switch (type) {
     case OX_DTYPE_Q4_0: return &k_q4_0;
     case OX_DTYPE_Q4_1: return &k_q4_1;
@@ -146,7 +435,6 @@ const struct qkernel *qkernels_neon(enum ox_dtype type) {
     case OX_DTYPE_Q5_1: return &k_q5_1;
     case OX_DTYPE_Q8_0: return &k_q8_0;
     case OX_DTYPE_IQ4_NL: return &k_iq4_nl;
-    default:
-        return qkernels_kquant_neon(type) ? qkernels_kquant_neon(type) : qkernels_float_neon(type);
+    default: return KQUANT_TABLE(type) ? KQUANT_TABLE(type) : qkernels_float_neon(type);
     }
 }

@@ -230,6 +230,7 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
                         int32_t xi;
                         memcpy(&xi, xb[c]->q + 4 * k, 4);
                         part[h][c] = products(t, part[h][c], w, _mm256_set1_epi32(xi));
+                        PIN(part[h][c]);
                     }
                 }
 #pragma GCC unroll 8

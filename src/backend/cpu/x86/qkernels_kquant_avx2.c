@@ -269,18 +269,10 @@ static inline __attribute__((always_inline)) void tile_k(const struct ktype *t, 
 }
 
 /* ---- batches: 16 rows repacked per super-block, 8 at a time in a register ---------------
- * The layout of qkernels_kquant_avx512.c: the levels chunk-major (4 elements of row 0, of row
- * 1, ... row 15, then the next 4 elements), so one broadcast of 4 activation bytes meets 8 rows
- * in one product; the int8 group scales as [group][row]; the bias multipliers as int16 pairs
- * [group pair][row] for VPMADDWD against pairs of activation sums; the two factors per row. */
-enum {
-    KP_SC = 16 * 256,
-    KP_BIAS = KP_SC + 16 * 16,
-    KP_D = KP_BIAS + 8 * 16 * 4,
-    KP_DB = KP_D + 16 * 4,
-    KP_BLOCK = KP_DB + 16 * 4,
-    PACK_NC = 4,
-};
+ * The layout of qmatmul.h's KP_ constants (shared with qkernels_kquant_avx512.c): the levels
+ * chunk-major, so one broadcast of 4 activation bytes meets 8 rows in one product; the bias
+ * multipliers as int16 pairs for VPMADDWD against pairs of activation sums. */
+enum { PACK_NC = 4 };
 _Static_assert(KP_BLOCK <= PACK16_BYTES(QK_SUPER) - 64, "pack size");
 
 static inline __attribute__((always_inline)) void repack_rows(const struct ktype *t, int64_t n,
@@ -372,6 +364,7 @@ static inline __attribute__((always_inline)) void rows8(const struct ktype *t, i
                     for (int c = 0; c < nc; c++) {
                         __m256i xv = _mm256_set1_epi32(load32(xb[c]->qs + 4 * k));
                         part[c] = accumulate(part[c], wu, t->sign ? _mm256_sign_epi8(xv, wv) : xv);
+                        PIN(part[c]);
                     }
                 }
 #pragma GCC unroll 8
@@ -407,6 +400,159 @@ static inline __attribute__((always_inline)) void tile16_k(const struct ktype *t
             rows8(t, n, packed, half, nr, x, x_stride, nc, y, y_stride);
     }
 }
+
+/* ---- small batches over the load-time layouts (kpack16.c) --------------------------------
+ * 8 rows per register as in the batch tiles, but the levels come straight from the compact
+ * layout (a mask and a shift per chunk) instead of a scratch copy, so each weight byte is read
+ * once from memory. The two halves of a group take turns per super-block: the second reads the
+ * cache lines the first brought in. */
+enum { GEMV_NC = 3 }; /* qmatmul.c takes gemv16 for batches below pack_nc */
+
+static inline __m256i bcast32(const int8_t *p) {
+    return _mm256_set1_epi32(load32(p));
+}
+
+/* q4_K: per pair of sub-blocks, 8 loads give 8 chunks of each (low and high nibbles); the mins
+ * meet the sums of 32 activations as byte pairs against int16 pairs. */
+static inline __attribute__((always_inline)) void gemv_q4_K_nc(int64_t n, const uint8_t *group,
+                                                               const uint8_t *x, size_t x_stride,
+                                                               int nc, float *y, size_t y_stride) {
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    __m256 acc[2][GEMV_NC];
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < nc; c++)
+            acc[h][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_SUPER; b++) {
+        const uint8_t *pb = group + (size_t)b * K4P_BLOCK;
+        const struct block_q8_K *xb[GEMV_NC];
+        int32_t sums[GEMV_NC][4]; /* per token: sub-block sums of 32 as int16 pairs */
+        for (int c = 0; c < nc; c++) {
+            xb[c] = (const struct block_q8_K *)(x + c * x_stride) + b;
+            __m256i s = _mm256_madd_epi16(load256(xb[c]->bsums), _mm256_set1_epi16(1));
+            _mm_storeu_si128((__m128i *)sums[c], _mm_packs_epi32(_mm256_castsi256_si128(s),
+                                                                _mm256_extracti128_si256(s, 1)));
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + K4P_D + 16 * h)));
+            __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + K4P_DMIN + 16 * h)));
+            __m256i dot[GEMV_NC];
+            for (int c = 0; c < nc; c++) {
+                __m256i mn = _mm256_setzero_si256();
+                for (int p = 0; p < 4; p++) {
+                    __m256i m = _mm256_cvtepu8_epi16(
+                        _mm_loadu_si128((const __m128i *)(pb + K4P_M + 32 * p + 16 * h)));
+                    mn = _mm256_add_epi32(mn, _mm256_madd_epi16(m, _mm256_set1_epi32(sums[c][p])));
+                }
+                acc[h][c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn),
+                                             _mm256_mul_ps(dm, _mm256_set1_ps(xb[c]->d)), acc[h][c]);
+                dot[c] = _mm256_setzero_si256();
+            }
+            for (int i = 0; i < 4; i++) {
+                __m256i sc_lo = group_scales(_mm256_cvtepu8_epi32(
+                    _mm_loadl_epi64((const __m128i *)(pb + K4P_SC + 32 * i + 8 * h))));
+                __m256i sc_hi = group_scales(_mm256_cvtepu8_epi32(
+                    _mm_loadl_epi64((const __m128i *)(pb + K4P_SC + 32 * i + 16 + 8 * h))));
+                __m256i plo[GEMV_NC], phi[GEMV_NC];
+                for (int c = 0; c < nc; c++)
+                    plo[c] = phi[c] = _mm256_setzero_si256();
+                for (int k = 0; k < 8; k++) { /* levels below 16: 8 chunks fit an int16 sum */
+                    __m256i v = load256(pb + K4P_QS + 64 * (8 * i + k) + 32 * h);
+                    __m256i lo = _mm256_and_si256(v, low);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                    for (int c = 0; c < nc; c++) {
+                        plo[c] = accumulate(plo[c], lo, bcast32(xb[c]->qs + 64 * i + 4 * k));
+                        phi[c] = accumulate(phi[c], hi, bcast32(xb[c]->qs + 64 * i + 32 + 4 * k));
+                        PIN(plo[c]);
+                        PIN(phi[c]);
+                    }
+                }
+                for (int c = 0; c < nc; c++)
+                    dot[c] = _mm256_add_epi32(dot[c], _mm256_add_epi32(scale_sum(plo[c], sc_lo),
+                                                                       scale_sum(phi[c], sc_hi)));
+            }
+            for (int c = 0; c < nc; c++)
+                acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[c]),
+                                            _mm256_mul_ps(d, _mm256_set1_ps(xb[c]->d)), acc[h][c]);
+        }
+    }
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < nc; c++)
+            _mm256_storeu_ps(y + (size_t)c * y_stride + 8 * h, acc[h][c]);
+}
+
+/* q6_K: per group of 16, two nibble vectors and one of top bit pairs give its 4 chunks; levels
+ * 0..63 stand for q - 32, paid as -32 times the scale against the group's activation sum. */
+static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const uint8_t *group,
+                                                               const uint8_t *x, size_t x_stride,
+                                                               int nc, float *y, size_t y_stride) {
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    __m256 acc[2][GEMV_NC];
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < nc; c++)
+            acc[h][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_SUPER; b++) {
+        const uint8_t *pb = group + (size_t)b * K6P_BLOCK;
+        const struct block_q8_K *xb[GEMV_NC];
+        for (int c = 0; c < nc; c++)
+            xb[c] = (const struct block_q8_K *)(x + c * x_stride) + b;
+        for (int h = 0; h < 2; h++) {
+            __m256i dot[GEMV_NC];
+            for (int c = 0; c < nc; c++)
+                dot[c] = _mm256_setzero_si256();
+            for (int g = 0; g < 16; g++) {
+                const uint8_t *q = pb + K6P_Q + 192 * g + 32 * h;
+                __m256i sc = group_scales(_mm256_cvtepi8_epi32(
+                    _mm_loadl_epi64((const __m128i *)(pb + K6P_SC + 16 * g + 8 * h))));
+                __m256i l0 = load256(q), l1 = load256(q + 64), hb = load256(q + 128);
+                __m256i lv[4] = {
+                    _mm256_or_si256(_mm256_and_si256(l0, low), field(hb, 0, 4, 2)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
+                                    field(hb, 2, 4, 2)),
+                    _mm256_or_si256(_mm256_and_si256(l1, low), field(hb, 4, 4, 2)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
+                                    field(hb, 6, 4, 2))};
+                for (int c = 0; c < nc; c++) {
+                    const int8_t *xq = xb[c]->qs + 16 * g;
+                    /* levels below 64: two chunks fit an int16 sum (VNNI: all four) */
+                    __m256i p0 = accumulate(_mm256_setzero_si256(), lv[0], bcast32(xq));
+                    p0 = accumulate(p0, lv[1], bcast32(xq + 4));
+                    __m256i p1 = accumulate(VNNI ? p0 : _mm256_setzero_si256(), lv[2],
+                                            bcast32(xq + 8));
+                    p1 = accumulate(p1, lv[3], bcast32(xq + 12));
+                    __m256i s = VNNI ? scale_sum(p1, sc)
+                                     : _mm256_add_epi32(scale_sum(p0, sc), scale_sum(p1, sc));
+                    dot[c] = _mm256_add_epi32(
+                        dot[c], _mm256_add_epi32(s, scale_sum(group_bias(-32 * xb[c]->bsums[g]), sc)));
+                }
+            }
+            __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + K6P_D + 16 * h)));
+            for (int c = 0; c < nc; c++)
+                acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[c]),
+                                            _mm256_mul_ps(d, _mm256_set1_ps(xb[c]->d)), acc[h][c]);
+        }
+    }
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < nc; c++)
+            _mm256_storeu_ps(y + (size_t)c * y_stride + 8 * h, acc[h][c]);
+}
+
+/* One instantiation per token count, so each loop over tokens unrolls. */
+#define GEMV_BY_NC(type)                                                                           \
+    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,    \
+                              int nc, float *y, size_t y_stride) {                                 \
+        if (nc == 1)                                                                               \
+            gemv_##type##_nc(n, group, x, x_stride, 1, y, y_stride);                               \
+        else if (nc == 2)                                                                          \
+            gemv_##type##_nc(n, group, x, x_stride, 2, y, y_stride);                               \
+        else if (nc == 3)                                                                          \
+            gemv_##type##_nc(n, group, x, x_stride, 3, y, y_stride);                               \
+        else                                                                                       \
+            for (int c = 0; c < nc; c += 2)                                                        \
+                gemv_##type##_nc(n, group, x + (size_t)c * x_stride, x_stride, nc - c < 2 ? 1 : 2, \
+                                 y + (size_t)c * y_stride, y_stride);                              \
+    }
+GEMV_BY_NC(q4_K)
+GEMV_BY_NC(q6_K)
 
 /* ---- activations: ggml's q8_K ---------------------------------------------------------------- */
 
@@ -467,7 +613,7 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
 
 /* ---- the kernel table ------------------------------------------------------------------------ */
 
-#define DEFINE_KQUANT(type, fold, sign, group, depth)                                              \
+#define DEFINE_KQUANT(type, fold, sign, group, depth, ...)                                         \
     static const struct ktype kt_##type = {decode_##type, sizeof(struct block_##type), fold,       \
                                            sign, group, depth};                                    \
     static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
@@ -491,15 +637,22 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
                                             .max_nc = NC,                                          \
                                             .repack16 = repack_##type,                             \
                                             .tile16 = tile16_##type,                               \
-                                            .pack_nc = PACK_NC};
+                                            .pack_nc = PACK_NC,                                    \
+                                            __VA_ARGS__};
 
-/*            type  fold sign group depth */
-DEFINE_KQUANT(q2_K, 0, 0, 16, 8)
-DEFINE_KQUANT(q3_K, 1, 0, 16, 8)
-DEFINE_KQUANT(q4_K, 0, 0, 32, 8)
-DEFINE_KQUANT(q5_K, 0, 0, 32, 4)
-DEFINE_KQUANT(q6_K, 1, 0, 16, 2)
-DEFINE_KQUANT(iq4_xs, 1, 1, 32, 1)
+/* The load-time layout (kpack16.c) and its single-token kernel, for the types that have one. */
+#define LOAD_TIME_LAYOUT(type)                                                                     \
+    .packed_group_bytes = kpack16_group_bytes_##type, .pack = kpack16_pack_##type,                 \
+    .gemv16 = gemv16_##type, .unpack16 = kpack16_unpack_##type,                                    \
+    .file_row = kpack16_file_row_##type
+
+/*            type  fold sign group depth  */
+DEFINE_KQUANT(q2_K, 0, 0, 16, 8, )
+DEFINE_KQUANT(q3_K, 1, 0, 16, 8, )
+DEFINE_KQUANT(q4_K, 0, 0, 32, 8, LOAD_TIME_LAYOUT(q4_K))
+DEFINE_KQUANT(q5_K, 0, 0, 32, 4, )
+DEFINE_KQUANT(q6_K, 1, 0, 16, 2, LOAD_TIME_LAYOUT(q6_K))
+DEFINE_KQUANT(iq4_xs, 1, 1, 32, 1, )
 
 const struct qkernel *KQUANT_TABLE(enum ox_dtype type) {
     switch (type) {

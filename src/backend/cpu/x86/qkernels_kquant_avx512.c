@@ -296,17 +296,9 @@ static inline __attribute__((always_inline)) void tile_k(const struct ktype *t, 
 
 /* ---- batches: 16 rows repacked per super-block --------------------------------------------- */
 
-/* Per super-block of 16 rows: the levels chunk-major (4 elements of row 0, of row 1, ... row
- * 15, then the next 4 elements), so one VPDPBUSD advances all 16 rows with a broadcast of 4
- * activation bytes; the int8 group scales as [group][row]; the bias multipliers as int16 pairs
- * [group pair][row] for VPDPWSSD against pairs of activation sums; the two factors per row. */
-enum {
-    KP_SC = 16 * 256,
-    KP_BIAS = KP_SC + 16 * 16,
-    KP_D = KP_BIAS + 8 * 16 * 4,
-    KP_DB = KP_D + 16 * 4,
-    KP_BLOCK = KP_DB + 16 * 4,
-};
+/* Per super-block of 16 rows, the layout of qmatmul.h's KP_ constants: the levels chunk-major,
+ * so one VPDPBUSD advances all 16 rows with a broadcast of 4 activation bytes; the bias
+ * multipliers as int16 pairs for VPDPWSSD against pairs of activation sums. */
 _Static_assert(KP_BLOCK <= PACK16_BYTES(QK_SUPER) - 64, "pack size");
 
 /* r[i] dword j -> r[j] dword i: pairs of rows interleaved, then pairs of pairs, then the
@@ -447,6 +439,149 @@ static inline __attribute__((always_inline)) void tile16_k(const struct ktype *t
     }
 }
 
+/* ---- small batches over the load-time layouts (kpack16.c) --------------------------------
+ * A chunk of 4 elements of the group's 16 rows is one 64-byte register: VPDPBUSD meets it with
+ * a broadcast of 4 activation bytes, straight from the compact layout (a mask and a shift), so
+ * each weight byte is read once from memory. */
+enum { GEMV_NC = 4 }; /* tokens per pass; more go in further passes */
+
+static inline __m512i bcast32(const int8_t *p) {
+    return _mm512_set1_epi32(load32(p));
+}
+
+/* q4_K: 8 loads per pair of sub-blocks give 8 chunks of each (low and high nibbles); the mins
+ * meet the activations' sums of 32 as byte pairs against int16 pairs (VPDPWSSD). */
+static inline __attribute__((always_inline)) void gemv_q4_K_nc(int64_t n, const uint8_t *group,
+                                                               const uint8_t *x, size_t x_stride,
+                                                               int nc, float *y, size_t y_stride) {
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    __m512 acc[GEMV_NC];
+    for (int c = 0; c < nc; c++)
+        acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / QK_SUPER; b++) {
+        const uint8_t *pb = group + (size_t)b * K4P_BLOCK;
+        const struct block_q8_K *xb[GEMV_NC];
+        __m512i dot[GEMV_NC], mn[GEMV_NC];
+        for (int c = 0; c < nc; c++) {
+            xb[c] = (const struct block_q8_K *)(x + c * x_stride) + b;
+            __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb[c]->bsums),
+                                          _mm256_set1_epi16(1));
+            int32_t sums[4]; /* sums of 32 as int16 pairs, one per pair of sub-blocks */
+            _mm_storeu_si128((__m128i *)sums, _mm_packs_epi32(_mm256_castsi256_si128(s),
+                                                             _mm256_extracti128_si256(s, 1)));
+            mn[c] = dot[c] = _mm512_setzero_si512();
+            for (int p = 0; p < 4; p++)
+                mn[c] = _mm512_dpwssd_epi32(
+                    mn[c],
+                    _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(pb + K4P_M + 32 * p))),
+                    _mm512_set1_epi32(sums[p]));
+        }
+        for (int i = 0; i < 4; i++) {
+            __m512i sc_lo = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(pb + K4P_SC + 32 * i)));
+            __m512i sc_hi = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(pb + K4P_SC + 32 * i + 16)));
+            __m512i plo[GEMV_NC], phi[GEMV_NC];
+            for (int c = 0; c < nc; c++)
+                plo[c] = phi[c] = _mm512_setzero_si512();
+            for (int k = 0; k < 8; k++) {
+                __m512i v = _mm512_loadu_si512(pb + K4P_QS + 64 * (8 * i + k));
+                __m512i lo = _mm512_and_si512(v, low);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+                for (int c = 0; c < nc; c++) {
+                    plo[c] = _mm512_dpbusd_epi32(plo[c], lo, bcast32(xb[c]->qs + 64 * i + 4 * k));
+                    phi[c] =
+                        _mm512_dpbusd_epi32(phi[c], hi, bcast32(xb[c]->qs + 64 * i + 32 + 4 * k));
+                }
+            }
+            for (int c = 0; c < nc; c++)
+                dot[c] = _mm512_add_epi32(dot[c], _mm512_add_epi32(_mm512_mullo_epi32(plo[c], sc_lo),
+                                                                   _mm512_mullo_epi32(phi[c], sc_hi)));
+        }
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + K4P_D)));
+        __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + K4P_DMIN)));
+        for (int c = 0; c < nc; c++) {
+            __m512 xd = _mm512_set1_ps(xb[c]->d);
+            acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn[c]), _mm512_mul_ps(dm, xd), acc[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[c]), _mm512_mul_ps(d, xd), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        _mm512_storeu_ps(y + (size_t)c * y_stride, acc[c]);
+}
+
+/* The width-bit field at bit `from` of every byte of v, moved to bit `to`. */
+static inline __m512i field512(__m512i v, int from, int to, int width) {
+    __m512i s = from > to ? _mm512_srli_epi16(v, from - to) : _mm512_slli_epi16(v, to - from);
+    return _mm512_and_si512(s, _mm512_set1_epi8((char)(((1 << width) - 1) << to)));
+}
+
+/* q6_K: per group of 16, two nibble vectors and one of top bit pairs give its 4 chunks; levels
+ * 0..63 stand for q - 32, so -32 times the group's activation sum joins its dot before the
+ * scale. */
+static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const uint8_t *group,
+                                                               const uint8_t *x, size_t x_stride,
+                                                               int nc, float *y, size_t y_stride) {
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    __m512 acc[GEMV_NC];
+    for (int c = 0; c < nc; c++)
+        acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / QK_SUPER; b++) {
+        const uint8_t *pb = group + (size_t)b * K6P_BLOCK;
+        const struct block_q8_K *xb[GEMV_NC];
+        __m512i dot[GEMV_NC];
+        for (int c = 0; c < nc; c++) {
+            xb[c] = (const struct block_q8_K *)(x + c * x_stride) + b;
+            dot[c] = _mm512_setzero_si512();
+        }
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *q = pb + K6P_Q + 192 * g;
+            __m512i sc =
+                _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pb + K6P_SC + 16 * g)));
+            __m512i l0 = _mm512_loadu_si512(q), l1 = _mm512_loadu_si512(q + 64),
+                    hb = _mm512_loadu_si512(q + 128);
+            __m512i lv[4] = {
+                _mm512_or_si512(_mm512_and_si512(l0, low), field512(hb, 0, 4, 2)),
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low),
+                                field512(hb, 2, 4, 2)),
+                _mm512_or_si512(_mm512_and_si512(l1, low), field512(hb, 4, 4, 2)),
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low),
+                                field512(hb, 6, 4, 2))};
+            for (int c = 0; c < nc; c++) {
+                const int8_t *xq = xb[c]->qs + 16 * g;
+                __m512i p = _mm512_set1_epi32(-32 * xb[c]->bsums[g]);
+                for (int k = 0; k < 4; k++)
+                    p = _mm512_dpbusd_epi32(p, lv[k], bcast32(xq + 4 * k));
+                dot[c] = _mm512_add_epi32(dot[c], _mm512_mullo_epi32(p, sc));
+            }
+        }
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + K6P_D)));
+        for (int c = 0; c < nc; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[c]),
+                                     _mm512_mul_ps(d, _mm512_set1_ps(xb[c]->d)), acc[c]);
+    }
+    for (int c = 0; c < nc; c++)
+        _mm512_storeu_ps(y + (size_t)c * y_stride, acc[c]);
+}
+
+/* One instantiation per token count up to GEMV_NC, so each loop over tokens unrolls. */
+#define GEMV_BY_NC(type)                                                                           \
+    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,    \
+                              int nc, float *y, size_t y_stride) {                                 \
+        for (int c = 0; c < nc; c += GEMV_NC) {                                                    \
+            const uint8_t *xc = x + (size_t)c * x_stride;                                          \
+            float *yc = y + (size_t)c * y_stride;                                                  \
+            switch (nc - c) {                                                                      \
+            case 1: gemv_##type##_nc(n, group, xc, x_stride, 1, yc, y_stride); break;              \
+            case 2: gemv_##type##_nc(n, group, xc, x_stride, 2, yc, y_stride); break;              \
+            case 3: gemv_##type##_nc(n, group, xc, x_stride, 3, yc, y_stride); break;              \
+            default: gemv_##type##_nc(n, group, xc, x_stride, 4, yc, y_stride);                    \
+            }                                                                                      \
+        }                                                                                          \
+    }
+GEMV_BY_NC(q4_K)
+GEMV_BY_NC(q6_K)
+
 /* ---- activations: ggml's q8_K ---------------------------------------------------------------- */
 
 static size_t xq8_K_row_bytes(int64_t n) {
@@ -506,7 +641,7 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
 
 enum { NR = 4, NC = 4 };
 
-#define DEFINE_KQUANT(type, words, group, fold)                                                    \
+#define DEFINE_KQUANT(type, words, group, fold, ...)                                               \
     static const struct ktype kt_##type = {decode_##type, sizeof(struct block_##type), words,      \
                                            group, fold};                                           \
     static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
@@ -530,15 +665,22 @@ enum { NR = 4, NC = 4 };
                                             .max_nc = NC,                                          \
                                             .repack16 = repack_##type,                             \
                                             .tile16 = tile16_##type,                               \
-                                            .pack_nc = PACK_NC};
+                                            .pack_nc = PACK_NC,                                    \
+                                            __VA_ARGS__};
+
+/* The load-time layout (kpack16.c) and its single-token kernel, for the types that have one. */
+#define LOAD_TIME_LAYOUT(type)                                                                     \
+    .packed_group_bytes = kpack16_group_bytes_##type, .pack = kpack16_pack_##type,                 \
+    .gemv16 = gemv16_##type, .unpack16 = kpack16_unpack_##type,                                    \
+    .file_row = kpack16_file_row_##type
 
 /*            type   words group fold */
-DEFINE_KQUANT(q6_K, 1, 16, 1)
-DEFINE_KQUANT(q4_K, 1, 32, 0)
-DEFINE_KQUANT(q5_K, 1, 32, 0)
-DEFINE_KQUANT(q3_K, 1, 16, 1)
-DEFINE_KQUANT(q2_K, 1, 16, 0)
-DEFINE_KQUANT(iq4_xs, 0, 32, 1)
+DEFINE_KQUANT(q6_K, 1, 16, 1, LOAD_TIME_LAYOUT(q6_K))
+DEFINE_KQUANT(q4_K, 1, 32, 0, LOAD_TIME_LAYOUT(q4_K))
+DEFINE_KQUANT(q5_K, 1, 32, 0, )
+DEFINE_KQUANT(q3_K, 1, 16, 1, )
+DEFINE_KQUANT(q2_K, 1, 16, 0, )
+DEFINE_KQUANT(iq4_xs, 0, 32, 1, )
 const struct qkernel *qkernels_kquant_avx512(enum ox_dtype type) {
     switch (type) {
     case OX_DTYPE_Q2_K: return &k_q2_K;

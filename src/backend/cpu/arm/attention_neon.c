@@ -1,0 +1,218 @@
+/* attention_neon.c: attention_avx2.c's two kernels on 4-lane NEON registers (every AArch64 level).
+ * Small batches (decode) run the f16-cache attention of attention_ref.c with the same operations
+ * in the same order: q rounded to f16, ggml's 4 x 16-lane dot product kept as quarters of 4 lanes
+ * lane for lane, the online softmax, the value accumulator rounded to f16 after every step; its
+ * results are the reference's bit for bit. Large batches take the tiled f32 kernel (scores of 4
+ * cells at a time from a transposed k, an exact softmax with the vector exp, then the weighted
+ * values). */
+#include <arm_neon.h>
+#include <string.h>
+
+#include "backend/cpu/arm/vexp_neon.h"
+#include "backend/cpu/attention.h"
+#include "core/cpu_features.h"
+
+enum { MAX_VEC = 64 }; /* head sizes up to 256, in vectors of 4 */
+
+static inline float32x4_t round_f16(float32x4_t v) {
+    return vcvt_f32_f16(vcvt_f16_f32(v));
+}
+
+/* The reduction tree of ggml_numerics.c's reduce_lanes over 16 lanes held as quarters q[0..3]:
+ * 16 -> 8 -> 4 lanes, then (0+2) + (1+3). */
+static inline float reduce16(const float32x4_t q[4]) {
+    float32x4_t r = vaddq_f32(vaddq_f32(q[3], q[1]), vaddq_f32(q[2], q[0]));
+    return vaddv_f32(vadd_f32(vget_low_f32(r), vget_high_f32(r)));
+}
+
+/* ggml_dot_f16 (n % 16 == 0): four 16-lane accumulators over 64-element steps, folded (0+2) +
+ * (1+3), reduced; a tail of 16..48 elements summed in double as products of floats. */
+static inline float dot_f16(const float *x, const float *y, int n) {
+    float32x4_t a[4][4]; /* [accumulator][quarter]; unrolled, so they stay in registers */
+#pragma GCC unroll 16
+    for (int j = 0; j < 4; j++)
+#pragma GCC unroll 16
+        for (int q = 0; q < 4; q++)
+            a[j][q] = vdupq_n_f32(0.0f);
+    int np = n - n % 64;
+    for (int i = 0; i < np; i += 64)
+#pragma GCC unroll 16
+        for (int j = 0; j < 4; j++)
+#pragma GCC unroll 16
+            for (int q = 0; q < 4; q++) {
+                int e = i + 16 * j + 4 * q;
+                a[j][q] = vfmaq_f32(a[j][q], vld1q_f32(x + e), vld1q_f32(y + e));
+            }
+    float32x4_t r[4];
+#pragma GCC unroll 16
+    for (int q = 0; q < 4; q++)
+        r[q] = vaddq_f32(vaddq_f32(a[0][q], a[2][q]), vaddq_f32(a[1][q], a[3][q]));
+    double sum = (double)reduce16(r);
+    for (int i = np; i < n; i++)
+        sum += (double)(x[i] * y[i]);
+    return (float)sum;
+}
+
+static void attend(const struct attn_args *a, int t, int h, float *qh) {
+    int kvh = h / (a->n_head / a->n_head_kv), nv = a->hd_v / 4;
+    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
+    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
+    for (int i = 0; i < a->hd_k; i += 4)
+        vst1q_f32(qh + i, round_f16(vld1q_f32(q + i)));
+    float32x4_t acc[MAX_VEC];
+    for (int i = 0; i < nv; i++)
+        acc[i] = vdupq_n_f32(0.0f);
+    float m = -INFINITY, sum = 0.0f;
+    for (int c = 0; c < a->n_cells; c++) {
+        if (!visible(a, t, c))
+            continue;
+        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
+        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
+        float ms = 1.0f, vs = 1.0f, s = score(a, dot_f16(qh, k, a->hd_k));
+        if (s > m) {
+            ms = expf(m - s);
+            m = s;
+            for (int i = 0; i < nv; i++)
+                acc[i] = round_f16(vmulq_n_f32(acc[i], ms));
+        } else {
+            vs = expf(s - m);
+        }
+        float32x4_t w = vdupq_n_f32(vs);
+        for (int i = 0; i < nv; i++)
+            acc[i] = round_f16(vfmaq_f32(acc[i], vld1q_f32(v + 4 * i), w));
+        sum = fmaf(sum, ms, vs);
+    }
+    float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+    for (int i = 0; i < nv; i++)
+        vst1q_f32(y + 4 * i, vmulq_n_f32(acc[i], inv));
+}
+
+/* ---- large batches ------------------------------------------------------------------------ */
+
+enum { HEADS_AT_ONCE = 4, TILED_FROM = 64 };
+
+/* The scores of heads h0 .. h0+nh-1 (one kv head) of token t against cells [lo, hi), 4 cells
+ * at a time (the last few one by one); invisible cells get -inf. */
+static void scores(const struct attn_args *a, int t, int h0, int nh, const uint8_t *vis, int lo,
+                   int hi, float *sc) {
+    int kvh = h0 / (a->n_head / a->n_head_kv), hd = a->hd_k, n = a->n_cells;
+    const float *q = a->q + ((size_t)t * a->n_head + h0) * hd;
+    const float *kt = a->k_t + (size_t)kvh * hd * n;
+    int c0 = lo;
+    for (; c0 + 4 <= hi; c0 += 4) {
+        float32x4_t acc[HEADS_AT_ONCE];
+        for (int j = 0; j < nh; j++)
+            acc[j] = vdupq_n_f32(0.0f);
+        for (int d = 0; d < hd; d++) {
+            float32x4_t kv = vld1q_f32(kt + (size_t)d * n + c0);
+            for (int j = 0; j < nh; j++)
+                acc[j] = vfmaq_n_f32(acc[j], kv, q[j * hd + d]);
+        }
+        uint32_t v4;
+        memcpy(&v4, vis + c0, 4);
+        uint32x4_t shown =
+            vtstq_u32(vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(v4)))), vdupq_n_u32(0xFF));
+        for (int j = 0; j < nh; j++) {
+            float32x4_t s = vmulq_n_f32(acc[j], a->scale);
+            vst1q_f32(sc + (size_t)j * n + c0, vbslq_f32(shown, s, vdupq_n_f32(-INFINITY)));
+        }
+    }
+    for (; c0 < hi; c0++)
+        for (int j = 0; j < nh; j++) {
+            float s = 0.0f;
+            for (int d = 0; d < hd; d++)
+                s = fmaf(q[j * hd + d], kt[(size_t)d * n + c0], s);
+            sc[(size_t)j * n + c0] = vis[c0] ? s * a->scale : -INFINITY;
+        }
+}
+
+/* One row of scores over [lo, hi) to exp(s - max) in place; returns their sum. */
+static float softmax_row(float *s, int lo, int hi) {
+    float max = -INFINITY;
+    for (int c = lo; c < hi; c++)
+        max = s[c] > max ? s[c] : max;
+    float32x4_t vsum = vdupq_n_f32(0.0f);
+    float tail = 0.0f;
+    int c0 = lo;
+    for (; c0 + 4 <= hi; c0 += 4) { /* invisible cells: exp(-inf) = 0 */
+        float32x4_t e = expf4(vsubq_f32(vld1q_f32(s + c0), vdupq_n_f32(max)));
+        vst1q_f32(s + c0, e);
+        vsum = vaddq_f32(vsum, e);
+    }
+    for (; c0 < hi; c0++)
+        tail += s[c0] = ggml_expf(s[c0] - max);
+    return vaddvq_f32(vsum) + tail;
+}
+
+static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, const uint8_t *vis,
+                         int lo, int hi, float *sc) {
+    int kvh = h0 / (a->n_head / a->n_head_kv), n = a->n_cells, nv = a->hd_v / 4;
+    scores(a, t, h0, nh, vis, lo, hi, sc);
+    for (int j = 0; j < nh; j++) {
+        float *s = sc + (size_t)j * n, sum = softmax_row(s, lo, hi);
+        float32x4_t out[MAX_VEC];
+        for (int i = 0; i < nv; i++)
+            out[i] = vdupq_n_f32(0.0f);
+        for (int c = lo; c < hi; c++) {
+            if (s[c] == 0.0f)
+                continue;
+            const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
+            for (int i = 0; i < nv; i++)
+                out[i] = vfmaq_n_f32(out[i], vld1q_f32(v + 4 * i), s[c]);
+        }
+        float *y = a->y + ((size_t)t * a->n_head + h0 + j) * a->hd_v;
+        float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+        for (int i = 0; i < nv; i++)
+            vst1q_f32(y + 4 * i, vmulq_n_f32(out[i], inv));
+    }
+}
+
+/* Every head of token t: the visibility once, then the kv heads' query groups. */
+static void token_tiled(const struct attn_args *a, int t, float *scratch) {
+    int group = a->n_head / a->n_head_kv, lo, hi;
+    uint8_t *vis = (uint8_t *)(scratch + (size_t)HEADS_AT_ONCE * a->n_cells);
+    attention_visibility(a, t, vis, &lo, &hi);
+    if (lo >= hi) { /* nothing visible: zero outputs, as a fully masked softmax */
+        memset(a->y + (size_t)t * a->n_head * a->hd_v, 0, (size_t)a->n_head * a->hd_v * 4);
+        return;
+    }
+    for (int kvh = 0; kvh < a->n_head_kv; kvh++)
+        for (int g = 0; g < group; g += HEADS_AT_ONCE) {
+            int nh = group - g < HEADS_AT_ONCE ? group - g : HEADS_AT_ONCE;
+            attend_tiled(a, t, kvh * group + g, nh, vis, lo, hi, scratch);
+        }
+}
+
+struct job {
+    const struct attn_args *a;
+    float *scratch;
+    size_t per_thread;
+    bool tiled;
+};
+
+static void rows(void *arg, int ith, int nth) {
+    struct job *j = arg;
+    const struct attn_args *a = j->a;
+    float *qh = j->scratch + (size_t)ith * j->per_thread;
+    if (!j->tiled) {
+        for (int w = ith; w < a->n * a->n_head; w += nth)
+            attend(a, w / a->n_head, w % a->n_head, qh);
+        return;
+    }
+    for (int t = ith; t < a->n; t += nth)
+        token_tiled(a, t, qh);
+}
+
+bool attention_neon(struct backend *b, const struct attn_args *a) {
+    if (!cpu_features_get()->neon || !a->f16_cache || a->hd_k % 16 || a->hd_v % 16 ||
+        a->hd_v > 4 * MAX_VEC)
+        return false;
+    /* the tiled kernel: big batches, plain scores (no soft-cap), room for 4 rows of scores */
+    bool tiled = a->n >= TILED_FROM && a->k_t && a->softcap == 0.0f &&
+                 (size_t)(HEADS_AT_ONCE + 1) * (size_t)a->n_cells <= b->scratch_per_thread;
+    if (tiled)
+        attention_transpose_k(a);
+    struct job j = {a, b->scratch, b->scratch_per_thread, tiled};
+    threadpool_run(b->pool, rows, &j);
+    return true;
+}
