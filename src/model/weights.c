@@ -1,10 +1,12 @@
 /* weights.c: binds each tensor the forward pass needs to its bytes in the mapped file, checking
  * names, shapes and that the CPU can run its type. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/file.h"
+#include "core/threadpool.h"
 #include "model/model.h"
 #include "quant/dtype.h"
 
@@ -161,13 +163,62 @@ static void pack_one(struct ox_model *m, const struct weight *cw) {
         file_map_release(&m->gguf->map, w->data, w->row_bytes * (size_t)w->ne[1]);
 }
 
+/* The matrices to pack, biggest first, taken one at a time by the threads of a pool made for
+ * the load: copying them is a second or more of a big model's load on one thread. */
+struct pack_job {
+    struct ox_model *m;
+    const struct weight **mats;
+    int n;
+    atomic_int next;
+};
+
+static void pack_some(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
+    struct pack_job *j = arg;
+    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;)
+        pack_one(j->m, j->mats[i]);
+}
+
+static int bigger_first(const void *a, const void *b) {
+    const struct weight *x = *(const struct weight *const *)a, *y = *(const struct weight *const *)b;
+    size_t bx = x->row_bytes * (size_t)x->ne[1], by = y->row_bytes * (size_t)y->ne[1];
+    return (by > bx) - (by < bx);
+}
+
+/* A matrix bound twice (a shared or tied tensor) must be packed by one thread only. */
+static int add_once(const struct weight **mats, int n, const struct weight *w) {
+    for (int i = 0; i < n && w; i++)
+        if (mats[i] == w)
+            return n;
+    if (w)
+        mats[n++] = w;
+    return n;
+}
+
 void model_pack_weights(struct ox_model *m) {
+    enum { PER_LAYER = 9 };
+    const struct weight **mats = calloc((size_t)m->cfg.n_layer * PER_LAYER + 1, sizeof *mats);
+    if (!mats)
+        return; /* matmul reads the file's layout */
+    int n = 0;
     for (int il = 0; il < m->cfg.n_layer; il++) {
         const struct layer_weights *l = &m->layers[il];
-        const struct weight *mats[] = {l->wqkv,     l->wq,     l->wk,       l->wv,          l->wo,
-                                       l->ffn_gate, l->ffn_up, l->ffn_down, l->ffn_gate_inp};
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            pack_one(m, mats[i]);
+        const struct weight *layer[PER_LAYER] = {l->wqkv,   l->wq,       l->wk,
+                                                 l->wv,     l->wo,       l->ffn_gate,
+                                                 l->ffn_up, l->ffn_down, l->ffn_gate_inp};
+        for (int i = 0; i < PER_LAYER; i++)
+            n = add_once(mats, n, layer[i]);
     }
-    pack_one(m, m->output);
+    n = add_once(mats, n, m->output);
+    qsort(mats, (size_t)n, sizeof *mats, bigger_first);
+    struct pack_job j = {m, mats, n, 0};
+    struct threadpool *pool = NULL;
+    int threads = threadpool_cpu_count() < 8 ? threadpool_cpu_count() : 8;
+    if (threadpool_create(threads, &pool) == OX_OK) {
+        threadpool_run(pool, pack_some, &j);
+        threadpool_free(pool);
+    } else {
+        pack_some(&j, 0, 1);
+    }
+    free(mats);
 }
