@@ -3,11 +3,13 @@
 # llama-bench does (pp<P>: one batch of P random tokens from an empty cache; tg<N>: N single-
 # token decodes), printed as a markdown table of tokens/s and their ratio.
 #
-# usage: bench/compare.sh [-t THREADS] [-r REPS] [-p 512] [-n 128] [--isa LEVEL[,LEVEL]]
+# usage: bench/compare.sh [-t THREADS[,THREADS]] [-r REPS] [-p 512] [-n 128] [--isa LEVEL[,LEVEL]]
 #                         [--node-llama-cpp] [--no-build] [MODEL ...]
 #   MODEL is a .gguf path, or PRESET:TYPE (e.g. llama-3.2-1b:q4_k_m), which is generated with
 #   build/tools/gen-model into bench/models/PRESET-TYPE.gguf when missing.
 #   Default models: llama-3.2-1b:q4_0 llama-3.2-1b:q8_0 llama-3.2-1b:q4_k_m.
+#   -t: thread counts, comma separated (default: online CPUs); one table per count, so -t 1,2
+#   shows whether a second thread pays.
 #   --isa: the x86 levels to compare (avx2, avx2-vnni, avx512; default: every one this CPU has),
 #   one table each: oxidize with OX_CPU_ISA=LEVEL against llama.cpp's llama-bench built for the
 #   same level (bench/llama.cpp/LEVEL, made by bench/llamacpp_build.sh; set LLAMACPP_SRC to a
@@ -31,13 +33,13 @@ levels=""
 use_node=0
 
 usage() {
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
 while [ $# -gt 0 ]; do
     case "$1" in
-        -t) threads="$2"; shift 2 ;;
+        -t) threads="$(echo "$2" | tr ',' ' ')"; shift 2 ;;
         -r) reps="$2"; shift 2 ;;
         -p) n_prompt="$2"; shift 2 ;;
         -n) n_gen="$2"; shift 2 ;;
@@ -122,7 +124,7 @@ else
 fi
 {
     echo "date:      $(date -u '+%Y-%m-%d %H:%M UTC')"
-    echo "cpu:       $cpu ($(nproc) online CPUs), $threads threads, $reps repetitions"
+    echo "cpu:       $cpu ($(nproc) online CPUs), $(echo $threads | tr ' ' ',') threads, $reps repetitions"
     echo "flags:     $flags"
     echo "oxidize:   $ox_version"
     echo "llama.cpp: $lc_version"
@@ -160,24 +162,27 @@ run() {
 files=()
 for m in "${models[@]}"; do files+=("$(resolve_model "$m")"); done
 
-# One level (empty: node-llama-cpp): per model, oxidize then llama.cpp (alternating), into $out.
+# One level (empty: node-llama-cpp) at one thread count: per model, oxidize then llama.cpp
+# (alternating), into $out.
 run_level() {
-    local level="$1" f name
+    local level="$1" t="$2" f name tag
+    # the thread count goes into the run names only when there are several
+    [ "$(echo $threads | wc -w)" -gt 1 ] && tag="-t $t " || tag=""
     for f in "${files[@]}"; do
         name="$(basename "$f" .gguf)"
         if [ "$has_oxidize_bench" = 1 ]; then
             echo "== oxidize  ${level:+$level }$name" >&2
-            run "oxidize   ${level:+$level }$name" "$out/$name.oxidize.json" \
+            run "oxidize   ${level:+$level }$tag$name" "$out/$name.oxidize.json" \
                 env ${level:+OX_CPU_ISA=$level} "$oxidize" bench -m "$f" -p "$n_prompt" \
-                -n "$n_gen" -t "$threads" -r "$reps" -o json
+                -n "$n_gen" -t "$t" -r "$reps" -o json
         fi
         echo "== llama.cpp ${level:+$level }$name" >&2
         if [ -n "$level" ]; then
-            run "llama.cpp ${level:+$level }$name" "$out/$name.llamacpp.json" "$(llama_bench "$level")" \
-                -m "$f" -p "$n_prompt" -n "$n_gen" -t "$threads" -r "$reps" -o json
+            run "llama.cpp ${level:+$level }$tag$name" "$out/$name.llamacpp.json" "$(llama_bench "$level")" \
+                -m "$f" -p "$n_prompt" -n "$n_gen" -t "$t" -r "$reps" -o json
         else
-            run "llama.cpp $name" "$out/$name.llamacpp.json" node bench/llamacpp_bench.mjs -m "$f" \
-                -p "$n_prompt" -n "$n_gen" -t "$threads" -r "$reps"
+            run "llama.cpp $tag$name" "$out/$name.llamacpp.json" node bench/llamacpp_bench.mjs -m "$f" \
+                -p "$n_prompt" -n "$n_gen" -t "$t" -r "$reps"
         fi
     done
 }
@@ -227,18 +232,29 @@ if [ -s "$out/noise.txt" ]; then
 fi
 }
 
+# One table per level and thread count; with one count, the layout of a single -t.
+several=0
+[ "$(echo $threads | wc -w)" -gt 1 ] && several=1
 if [ "$use_node" = 1 ]; then
-    run_level ""
-    table
-else
-    for level in $levels; do
-        out="$out_root/$level"
-        mkdir -p "$out"
-        echo "### level $level"
-        run_level "$level"
-        echo
+    for t in $threads; do
+        out="$out_root"
+        [ "$several" = 1 ] && out="$out_root/t$t" && mkdir -p "$out" && echo "### $t threads"
+        run_level "" "$t"
         table
         echo
+    done
+else
+    for level in $levels; do
+        for t in $threads; do
+            out="$out_root/$level"
+            [ "$several" = 1 ] && out="$out/t$t"
+            mkdir -p "$out"
+            echo "### level $level$([ "$several" = 1 ] && echo ", $t threads")"
+            run_level "$level" "$t"
+            echo
+            table
+            echo
+        done
     done
 fi
 out="$out_root"

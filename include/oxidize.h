@@ -775,6 +775,11 @@ OX_API size_t ox_cpu_features(char *buf, size_t cap);
  * an unknown name, makes ox_model_load and ox_context_create fail with OX_ERR_UNSUPPORTED. */
 OX_API const char *ox_cpu_isa(void);
 
+/* The data caches the CPU kernels size their blocks for, as one line ("l1d 32K, l2 1M per core,
+ * l3 32M shared (sysfs)"); the environment variable OX_CPU_CACHE=L1:L2:L3 (KiB) overrides
+ * them. Returns the length needed; writes at most cap bytes including the NUL (snprintf rule). */
+OX_API size_t ox_cpu_caches(char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

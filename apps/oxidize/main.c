@@ -48,11 +48,13 @@ static void usage(FILE *f) {
 }
 
 static int print_version(void) {
-    char features[512];
+    char features[512], caches[128];
     ox_cpu_features(features, sizeof features);
     printf("oxidize %s\n", OX_VERSION_STRING);
     printf("cpu: %s\n", features[0] ? features : "(no optional features)");
     printf("isa: %s\n", ox_cpu_isa());
+    ox_cpu_caches(caches, sizeof caches);
+    printf("cache: %s\n", caches);
     return 0;
 }
 

@@ -1,10 +1,12 @@
-/* threadpool.c: persistent workers woken by a generation counter (spin, then condvar sleep). */
+/* threadpool.c: persistent workers that claim the parts of a job, woken by a generation
+ * counter (spin, then condvar sleep). */
 #define _POSIX_C_SOURCE 200809L
 #include "core/threadpool.h"
 
 #include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -37,16 +39,34 @@ static long long now_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* A job is published as one 64-bit word: generation << 32 | parts << 16 | next unclaimed part.
+ * Threads claim parts with a compare-exchange on the whole word, so a claim can only succeed
+ * for the job it read, and a late worker cannot take a part of a job that has moved on. */
+#define JOB(gen, parts, next)                                                                      \
+    (((unsigned long long)(gen) << 32) | ((unsigned long long)(parts) << 16) |                     \
+     (unsigned long long)(next))
+static unsigned job_gen(unsigned long long v) {
+    return (unsigned)(v >> 32);
+}
+static int job_parts(unsigned long long v) {
+    return (int)((v >> 16) & 0xffff);
+}
+static int job_next(unsigned long long v) {
+    return (int)(v & 0xffff);
+}
+
 struct threadpool {
     int n_threads;
     pthread_t *threads;
     pthread_mutex_t mutex;
-    pthread_cond_t wake, done;
-    atomic_uint generation; /* bumped once per run */
-    atomic_int pending;     /* workers still running the current job */
-    atomic_int sleepers;    /* workers asleep (or about to be) on wake */
-    atomic_int waiting;     /* the caller asleep (or about to be) on done */
-    bool stop;
+    pthread_cond_t wake, done_cv;
+    _Atomic unsigned long long job; /* see JOB */
+    atomic_int done;                /* parts of the current job finished */
+    atomic_int sleepers;            /* workers asleep (or about to be) on wake */
+    atomic_int waiting;             /* the caller asleep (or about to be) on done_cv */
+    atomic_bool stop;
+    /* written by the caller before it publishes a job and read only after a part of that job
+     * was claimed, so the job cannot change while a thread uses them */
     threadpool_fn fn;
     void *arg;
 };
@@ -73,12 +93,12 @@ static bool spin_turn(unsigned i, long long *start, bool *yield) {
     return true;
 }
 
-/* Spins while *v == value for up to SPIN_NS; false if it still is. */
-static bool spin_while(atomic_uint *v, unsigned value) {
+/* Spins while the job's generation is seen, for up to SPIN_NS; false if it still is. */
+static bool spin_while_gen(struct threadpool *p, unsigned seen) {
     long long start = 0;
     bool yield = false;
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(v, memory_order_acquire) != value)
+        if (job_gen(atomic_load_explicit(&p->job, memory_order_acquire)) != seen)
             return true;
         if (!spin_turn(i, &start, &yield))
             return false;
@@ -87,16 +107,44 @@ static bool spin_while(atomic_uint *v, unsigned value) {
 
 /* A worker sleeps only after announcing it (sleepers), and the publisher takes the mutex only
  * when someone announced: with both sides' sequentially consistent operations, at least one
- * sees the other, so no wake is lost and a busy pool makes no system calls. */
-static void wait_for_generation(struct threadpool *p, unsigned seen) {
-    if (spin_while(&p->generation, seen))
-        return;
-    atomic_fetch_add(&p->sleepers, 1);
-    pthread_mutex_lock(&p->mutex);
-    while (atomic_load(&p->generation) == seen)
-        pthread_cond_wait(&p->wake, &p->mutex);
-    pthread_mutex_unlock(&p->mutex);
-    atomic_fetch_sub(&p->sleepers, 1);
+ * sees the other, so no wake is lost and a busy pool makes no system calls. Returns the
+ * generation of the job that ended the wait. */
+static unsigned wait_for_job(struct threadpool *p, unsigned seen) {
+    if (!spin_while_gen(p, seen)) {
+        atomic_fetch_add(&p->sleepers, 1);
+        pthread_mutex_lock(&p->mutex);
+        while (job_gen(atomic_load(&p->job)) == seen)
+            pthread_cond_wait(&p->wake, &p->mutex);
+        pthread_mutex_unlock(&p->mutex);
+        atomic_fetch_sub(&p->sleepers, 1);
+    }
+    return job_gen(atomic_load(&p->job));
+}
+
+/* The next unclaimed part of job generation gen (its part count in *parts), or -1 when all
+ * are taken or a newer job has begun. */
+static int claim(struct threadpool *p, unsigned gen, int *parts) {
+    unsigned long long v = atomic_load(&p->job);
+    while (job_gen(v) == gen && job_next(v) < job_parts(v)) {
+        if (atomic_compare_exchange_weak(&p->job, &v, v + 1)) {
+            *parts = job_parts(v);
+            return job_next(v);
+        }
+    }
+    return -1;
+}
+
+/* Runs parts of job gen until none is left; whoever finishes the last one wakes the caller. */
+static void run_parts(struct threadpool *p, unsigned gen) {
+    int part, parts;
+    while ((part = claim(p, gen, &parts)) >= 0) {
+        p->fn(p->arg, part, parts);
+        if (atomic_fetch_add(&p->done, 1) + 1 == parts && atomic_load(&p->waiting)) {
+            pthread_mutex_lock(&p->mutex);
+            pthread_cond_signal(&p->done_cv);
+            pthread_mutex_unlock(&p->mutex);
+        }
+    }
 }
 
 static void *worker_main(void *argp) {
@@ -105,27 +153,24 @@ static void *worker_main(void *argp) {
     struct threadpool *p = start.pool;
     unsigned seen = 0;
     for (;;) {
-        wait_for_generation(p, seen);
-        seen = atomic_load(&p->generation);
-        if (p->stop)
+        seen = wait_for_job(p, seen);
+        if (atomic_load(&p->stop))
             return NULL;
-        p->fn(p->arg, start.ith, p->n_threads);
-        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->waiting)) {
-            pthread_mutex_lock(&p->mutex);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mutex);
-        }
+        run_parts(p, seen);
     }
 }
 
-/* Publish a new job (or the stop flag) to every worker. */
-static void bump_generation(struct threadpool *p) {
-    atomic_fetch_add(&p->generation, 1);
+/* Publish a new job of the given parts (0: only wakes the workers, to see stop). */
+static unsigned publish(struct threadpool *p, int parts) {
+    unsigned gen = job_gen(atomic_load(&p->job)) + 1;
+    atomic_store(&p->done, 0);
+    atomic_store(&p->job, JOB(gen, parts, 0));
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mutex);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mutex);
     }
+    return gen;
 }
 
 enum ox_status threadpool_create(int n_threads, struct threadpool **out) {
@@ -140,7 +185,7 @@ enum ox_status threadpool_create(int n_threads, struct threadpool **out) {
     p->n_threads = 1;
     pthread_mutex_init(&p->mutex, NULL);
     pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
     for (int i = 1; i < n_threads; i++) {
         struct worker_start *s = malloc(sizeof *s);
         if (s)
@@ -156,39 +201,58 @@ enum ox_status threadpool_create(int n_threads, struct threadpool **out) {
     return OX_OK;
 }
 
-void threadpool_run(struct threadpool *p, threadpool_fn fn, void *arg) {
-    p->fn = fn;
-    p->arg = arg;
-    atomic_store(&p->pending, p->n_threads - 1);
-    bump_generation(p);
-    fn(arg, 0, p->n_threads);
-    if (p->n_threads == 1)
-        return;
+/* Waits until all parts of the job are done: spinning, then asleep on done_cv. */
+static void wait_done(struct threadpool *p, int parts) {
     long long start = 0;
     bool yield = false;
-    for (unsigned i = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++)
+    for (unsigned i = 1; atomic_load_explicit(&p->done, memory_order_acquire) < parts; i++)
         if (!spin_turn(i, &start, &yield))
             break;
-    if (atomic_load(&p->pending) == 0)
+    if (atomic_load(&p->done) < parts) {
+        atomic_store(&p->waiting, 1);
+        pthread_mutex_lock(&p->mutex);
+        while (atomic_load(&p->done) < parts)
+            pthread_cond_wait(&p->done_cv, &p->mutex);
+        pthread_mutex_unlock(&p->mutex);
+        atomic_store(&p->waiting, 0);
+    }
+}
+
+/* The caller works on the job too, taking whatever part no worker has claimed: when a worker is
+ * slow to wake or descheduled (more runnable threads than cores), the caller runs its part
+ * instead of waiting for it, so a second thread costs at most one part's wait. */
+void threadpool_run_n(struct threadpool *p, threadpool_fn fn, void *arg, int parts) {
+    parts = parts < p->n_threads ? parts : p->n_threads;
+    if (parts <= 1) {
+        fn(arg, 0, 1);
         return;
-    atomic_store(&p->waiting, 1);
-    pthread_mutex_lock(&p->mutex);
-    while (atomic_load(&p->pending) > 0)
-        pthread_cond_wait(&p->done, &p->mutex);
-    pthread_mutex_unlock(&p->mutex);
-    atomic_store(&p->waiting, 0);
+    }
+    p->fn = fn;
+    p->arg = arg;
+    unsigned gen = publish(p, parts);
+    run_parts(p, gen);
+    wait_done(p, parts);
+}
+
+void threadpool_run(struct threadpool *p, threadpool_fn fn, void *arg) {
+    threadpool_run_n(p, fn, arg, p->n_threads);
+}
+
+int threadpool_parts(const struct threadpool *p, double work, double min_work_per_part) {
+    double n = min_work_per_part > 0 ? work / min_work_per_part : p->n_threads;
+    return n >= p->n_threads ? p->n_threads : n < 1 ? 1 : (int)n;
 }
 
 void threadpool_free(struct threadpool *p) {
     if (!p)
         return;
-    p->stop = true;
-    bump_generation(p);
+    atomic_store(&p->stop, true);
+    publish(p, 0);
     for (int i = 1; i < p->n_threads; i++)
         pthread_join(p->threads[i], NULL);
     pthread_mutex_destroy(&p->mutex);
     pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->done_cv);
     free(p->threads);
     free(p);
 }

@@ -29,6 +29,10 @@ static inline float score(const struct attn_args *a, float dot) {
 void attention_transpose_k(const struct attn_args *a);
 void attention_visibility(const struct attn_args *a, int t, uint8_t *vis, int *lo, int *hi);
 
+/* How many threads a call should split into: one unless each gets enough multiply-adds (n
+ * queries x heads x cells x (hd_k + hd_v)) to pay for handing work to another thread. */
+int attention_parts(const struct backend *b, const struct attn_args *a);
+
 /* The same with AVX2 + FMA + F16C (x86/attention_avx2.c). */
 bool attention_avx2(struct backend *b, const struct attn_args *a);
 

@@ -117,9 +117,18 @@ static void attention_rows(void *arg, int ith, int nth) {
     }
 }
 
+/* As qmatmul.c's MIN_MACS_PER_PART: about a microsecond of work per part, several times what a
+ * hand-off to an awake worker costs (0.2 to 0.3 us). */
+#define ATTN_MIN_MACS_PER_PART 32768.0
+
+int attention_parts(const struct backend *b, const struct attn_args *a) {
+    double macs = (double)a->n * a->n_head * a->n_cells * (a->hd_k + a->hd_v);
+    return threadpool_parts(b->pool, macs, ATTN_MIN_MACS_PER_PART);
+}
+
 void cpu_attention_ref(struct backend *b, const struct attn_args *a) {
     struct attn_job j = {a, b->scratch, b->scratch_per_thread};
-    threadpool_run(b->pool, attention_rows, &j);
+    threadpool_run_n(b->pool, attention_rows, &j, attention_parts(b, a));
 }
 
 /* The fastest attention this build and CPU have for the args; the reference otherwise. */

@@ -1,6 +1,6 @@
 /* qmatmul.c: drives the fast matmul kernels: picks the kernel for the CPU, quantizes the
- * activations once (threads split the tokens), then walks cache-sized blocks of weight rows x
- * tokens in the kernel's tiles (threads split the rows). */
+ * activations once (threads split the tokens), then walks L2-sized blocks of tokens in the
+ * kernel's tiles (threads split the rows; small matmuls stay on one thread). */
 #include "backend/cpu/qmatmul.h"
 
 #include <math.h>
@@ -121,11 +121,13 @@ static void quantize_rows(void *arg, int ith, int nth) {
                          j->w->n_cols);
 }
 
-/* Rows per cache block: about 128 KiB of weights; tokens per block: about 256 KiB of
- * activations, so a block pair stays in this core's L2 while its tiles run. */
-static int64_t block_rows(const struct qjob *j) {
-    int64_t r = (int64_t)(131072 / (j->w->row_bytes ? j->w->row_bytes : 1));
-    return r < j->k->max_nr ? j->k->max_nr : r - r % j->k->max_nr;
+/* Tokens per block of the tile path. The quantized activations of a block stay in this core's L2
+ * while every row tile of the thread's share streams past them, so each is read from memory
+ * once per block rather than once per row tile: half the L2 of the CPU it runs on
+ * (cpu_l2_block). Weight rows need no block of their own: each row tile is read once per token
+ * block whatever order the rows go in. */
+static int block_tokens(const struct qjob *j) {
+    return cpu_l2_block(cpu_caches_get(), j->xq_row, j->k->max_nc, j->n);
 }
 
 /* Batches: each group of 16 rows is repacked once into this thread's scratch (from the
@@ -188,26 +190,29 @@ static void multiply_rows(void *arg, int ith, int nth) {
     int64_t tiles = (w->n_rows + k->max_nr - 1) / k->max_nr;
     int64_t r0 = tiles * ith / nth * k->max_nr, r1 = tiles * (ith + 1) / nth * k->max_nr;
     r1 = r1 < w->n_rows ? r1 : w->n_rows;
-    int64_t rb = block_rows(j);
-    int cb = (int)(262144 / (j->xq_row ? j->xq_row : 1));
-    cb = cb < k->max_nc ? k->max_nc : cb - cb % k->max_nc;
+    int cb = block_tokens(j);
     for (int c0 = 0; c0 < j->n; c0 += cb) {
         int c1 = c0 + cb < j->n ? c0 + cb : j->n;
-        for (int64_t b0 = r0; b0 < r1; b0 += rb) {
-            int64_t b1 = b0 + rb < r1 ? b0 + rb : r1;
-            for (int64_t r = b0; r < b1; r += k->max_nr) {
-                int nr = (int)(b1 - r < k->max_nr ? b1 - r : k->max_nr);
-                const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-                for (int c = c0; c < c1; c += k->max_nc) {
-                    int nc = c1 - c < k->max_nc ? c1 - c : k->max_nc;
-                    k->tile(w->n_cols, wr, w->row_bytes, nr, j->xq + (size_t)c * j->xq_row,
-                            j->xq_row, nc, j->y + (size_t)c * (size_t)w->n_rows + (size_t)r,
-                            (size_t)w->n_rows);
-                }
+        for (int64_t r = r0; r < r1; r += k->max_nr) {
+            int nr = (int)(r1 - r < k->max_nr ? r1 - r : k->max_nr);
+            const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+            for (int c = c0; c < c1; c += k->max_nc) {
+                int nc = c1 - c < k->max_nc ? c1 - c : k->max_nc;
+                k->tile(w->n_cols, wr, w->row_bytes, nr, j->xq + (size_t)c * j->xq_row, j->xq_row,
+                        nc, j->y + (size_t)c * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
             }
         }
     }
 }
+
+/* Least multiply-adds per part before a matmul is split across threads. Handing a part to an
+ * awake worker costs about 0.25 us (measured on a 2-core EPYC VM: a job of W ns of work split
+ * in two took W/2 + 0.2..0.3 us), and a single-token matmul does 20 to 40 multiply-adds per ns,
+ * so 32K of them (1 to 1.5 us) per part keeps the hand-off well under the time saved. */
+#define MIN_MACS_PER_PART 32768.0
+/* Least activation values per part before their quantization is split across threads: one
+ * token's row is a fraction of a microsecond, never worth a hand-off by itself. */
+#define MIN_QUANT_PER_PART 16384.0
 
 bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
     const struct qkernel *k = qkernel_for(w->type);
@@ -223,8 +228,11 @@ bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, i
                      n,
                      (uint8_t *)b->scratch,
                      b->scratch_per_thread * sizeof(float)};
-    threadpool_run(b->pool, quantize_rows, &j);
-    threadpool_run(b->pool, multiply_rows, &j);
+    double cols = (double)w->n_cols;
+    int q_parts = threadpool_parts(b->pool, cols * n, MIN_QUANT_PER_PART);
+    threadpool_run_n(b->pool, quantize_rows, &j, q_parts < n ? q_parts : n);
+    threadpool_run_n(b->pool, multiply_rows, &j,
+                     threadpool_parts(b->pool, (double)w->n_rows * cols * n, MIN_MACS_PER_PART));
     return true;
 }
 

@@ -213,6 +213,6 @@ bool attention_neon(struct backend *b, const struct attn_args *a) {
     if (tiled)
         attention_transpose_k(a);
     struct job j = {a, b->scratch, b->scratch_per_thread, tiled};
-    threadpool_run(b->pool, rows, &j);
+    threadpool_run_n(b->pool, rows, &j, attention_parts(b, a));
     return true;
 }

@@ -189,6 +189,6 @@ bool attention_avx512(struct backend *b, const struct attn_args *a) {
     if (tiled)
         attention_transpose_k(a);
     struct job j = {a, b->scratch, b->scratch_per_thread, tiled};
-    threadpool_run(b->pool, rows, &j);
+    threadpool_run_n(b->pool, rows, &j, attention_parts(b, a));
     return true;
 }
