@@ -17,6 +17,10 @@ bool glu_avx2(enum glu_kind kind, const float *gate, const float *up, float *y, 
 /* The same with NEON (arm/ops_neon.c; every AArch64 level). */
 bool glu_neon(enum glu_kind kind, const float *gate, const float *up, float *y, size_t n);
 
+/* f16 values to floats, exactly (F16C / NEON); false where the CPU lacks it. */
+bool f16_to_f32_avx2(const uint16_t *x, float *y, size_t n);
+bool f16_to_f32_neon(const uint16_t *x, float *y, size_t n);
+
 /* xq8_32_quantize with AVX-512 (same results); only for kernels chosen on such CPUs. */
 void xq8_32_quantize_avx512(const float *x, void *xq, int64_t n);
 

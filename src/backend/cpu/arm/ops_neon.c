@@ -25,6 +25,19 @@ bool glu_neon(enum glu_kind kind, const float *gate, const float *up, float *y, 
     return true;
 }
 
+/* f16 to f32 (FCVTL): exact, as the reference conversion (the KV cache is read back so every
+ * decode step, for every layer). */
+bool f16_to_f32_neon(const uint16_t *x, float *y, size_t n) {
+    if (!cpu_features_get()->neon)
+        return false;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))));
+    for (; i < n; i++)
+        y[i] = vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(x[i]))), 0);
+    return true;
+}
+
 /* xq8_32_quantize with vectors: the same max, 127 / max, round to nearest even (FCVTNS, as
  * lrintf in the default rounding mode), the scale rounded through f16 in hardware. */
 void xq8_32_quantize_neon(const float *x, void *xq, int64_t n) {

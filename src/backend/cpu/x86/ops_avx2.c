@@ -30,6 +30,19 @@ bool glu_avx2(enum glu_kind kind, const float *gate, const float *up, float *y, 
     return true;
 }
 
+/* f16 to f32 with F16C: exact, as the reference conversion (the KV cache is read back so every
+ * decode step, for every layer). */
+bool f16_to_f32_avx2(const uint16_t *x, float *y, size_t n) {
+    if (!have_avx2())
+        return false;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++)
+        y[i] = _cvtsh_ss(x[i]);
+    return true;
+}
+
 /* xq8_32_quantize with vectors: the same max, 127 / max, round to nearest even, f16 scale. */
 void xq8_32_quantize_avx2(const float *x, void *xq, int64_t n) {
     struct xq8_32 *blk = xq;
