@@ -126,6 +126,56 @@ int attention_parts(const struct backend *b, const struct attn_args *a) {
     return threadpool_parts(b->pool, macs, ATTN_MIN_MACS_PER_PART);
 }
 
+/* ---- the driver of the SIMD attentions ---------------------------------------------------- */
+
+/* Every head of token t: the visibility once, then the kv heads' query groups. */
+static void token_tiled(const struct attention_kernels *k, const struct attn_args *a, int t,
+                        float *scratch) {
+    int group = a->n_head / a->n_head_kv, lo, hi;
+    uint8_t *vis = (uint8_t *)(scratch + (size_t)ATTN_HEADS_AT_ONCE * a->n_cells);
+    attention_visibility(a, t, vis, &lo, &hi);
+    if (lo >= hi) { /* nothing visible: zero outputs, as a fully masked softmax */
+        memset(a->y + (size_t)t * a->n_head * a->hd_v, 0, (size_t)a->n_head * a->hd_v * 4);
+        return;
+    }
+    for (int kvh = 0; kvh < a->n_head_kv; kvh++)
+        for (int g = 0; g < group; g += ATTN_HEADS_AT_ONCE) {
+            int nh = group - g < ATTN_HEADS_AT_ONCE ? group - g : ATTN_HEADS_AT_ONCE;
+            k->attend_tiled(a, t, kvh * group + g, nh, vis, lo, hi, scratch);
+        }
+}
+
+struct simd_job {
+    const struct attention_kernels *k;
+    const struct attn_args *a;
+    float *scratch;
+    size_t per_thread;
+    bool tiled;
+};
+
+static void simd_rows(void *arg, int ith, int nth) {
+    struct simd_job *j = arg;
+    const struct attn_args *a = j->a;
+    float *scratch = j->scratch + (size_t)ith * j->per_thread;
+    if (!j->tiled) {
+        for (int w = ith; w < a->n * a->n_head; w += nth)
+            j->k->attend(a, w / a->n_head, w % a->n_head, scratch);
+        return;
+    }
+    for (int t = ith; t < a->n; t += nth)
+        token_tiled(j->k, a, t, scratch);
+}
+
+void attention_run(struct backend *b, const struct attn_args *a, const struct attention_kernels *k) {
+    /* room for ATTN_HEADS_AT_ONCE rows of scores and the visibility bytes */
+    bool tiled = a->n >= ATTN_TILED_FROM && a->k_t && a->softcap == 0.0f &&
+                 (size_t)(ATTN_HEADS_AT_ONCE + 1) * (size_t)a->n_cells <= b->scratch_per_thread;
+    if (tiled)
+        attention_transpose_k(a);
+    struct simd_job j = {k, a, b->scratch, b->scratch_per_thread, tiled};
+    threadpool_run_n(b->pool, simd_rows, &j, attention_parts(b, a));
+}
+
 void cpu_attention_ref(struct backend *b, const struct attn_args *a) {
     struct attn_job j = {a, b->scratch, b->scratch_per_thread};
     threadpool_run_n(b->pool, attention_rows, &j, attention_parts(b, a));

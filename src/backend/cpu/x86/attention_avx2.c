@@ -84,8 +84,6 @@ static void attend(const struct attn_args *a, int t, int h, float *qh) {
 
 /* ---- large batches ------------------------------------------------------------------------ */
 
-enum { HEADS_AT_ONCE = 4, TILED_FROM = 64 };
-
 /* Lanes c0 .. c0 + 7 that lie below hi, as a mask for the masked loads and stores. */
 static inline __m256i lanes_below(int c0, int hi) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(hi - c0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -100,7 +98,7 @@ static void scores(const struct attn_args *a, int t, int h0, int nh, const uint8
     const float *kt = a->k_t + (size_t)kvh * hd * n;
     for (int c0 = lo; c0 < hi; c0 += 8) {
         __m256i in = lanes_below(c0, hi);
-        __m256 acc[HEADS_AT_ONCE];
+        __m256 acc[ATTN_HEADS_AT_ONCE];
         for (int j = 0; j < nh; j++)
             acc[j] = _mm256_setzero_ps();
         for (int d = 0; d < hd; d++) {
@@ -165,53 +163,12 @@ static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, const
     }
 }
 
-/* Every head of token t: the visibility once, then the kv heads' query groups. */
-static void token_tiled(const struct attn_args *a, int t, float *scratch) {
-    int group = a->n_head / a->n_head_kv, lo, hi;
-    uint8_t *vis = (uint8_t *)(scratch + (size_t)HEADS_AT_ONCE * a->n_cells);
-    attention_visibility(a, t, vis, &lo, &hi);
-    if (lo >= hi) { /* nothing visible: zero outputs, as a fully masked softmax */
-        memset(a->y + (size_t)t * a->n_head * a->hd_v, 0, (size_t)a->n_head * a->hd_v * 4);
-        return;
-    }
-    for (int kvh = 0; kvh < a->n_head_kv; kvh++)
-        for (int g = 0; g < group; g += HEADS_AT_ONCE) {
-            int nh = group - g < HEADS_AT_ONCE ? group - g : HEADS_AT_ONCE;
-            attend_tiled(a, t, kvh * group + g, nh, vis, lo, hi, scratch);
-        }
-}
-
-struct job {
-    const struct attn_args *a;
-    float *scratch;
-    size_t per_thread;
-    bool tiled;
-};
-
-static void rows(void *arg, int ith, int nth) {
-    struct job *j = arg;
-    const struct attn_args *a = j->a;
-    float *qh = j->scratch + (size_t)ith * j->per_thread;
-    if (!j->tiled) {
-        for (int w = ith; w < a->n * a->n_head; w += nth)
-            attend(a, w / a->n_head, w % a->n_head, qh);
-        return;
-    }
-    for (int t = ith; t < a->n; t += nth)
-        token_tiled(a, t, qh);
-}
-
 bool attention_avx2(struct backend *b, const struct attn_args *a) {
     const struct cpu_features *f = cpu_features_get();
     if (!f->avx2 || !f->f16c || !f->fma || !a->f16_cache || a->hd_k % 16 || a->hd_v % 16 ||
         a->hd_v > 8 * MAX_VEC)
         return false;
-    /* the tiled kernel: big batches, plain scores (no soft-cap), room for 4 rows of scores */
-    bool tiled = a->n >= TILED_FROM && a->k_t && a->softcap == 0.0f &&
-                 (size_t)(HEADS_AT_ONCE + 1) * (size_t)a->n_cells <= b->scratch_per_thread;
-    if (tiled)
-        attention_transpose_k(a);
-    struct job j = {a, b->scratch, b->scratch_per_thread, tiled};
-    threadpool_run_n(b->pool, rows, &j, attention_parts(b, a));
+    static const struct attention_kernels kernels = {attend, attend_tiled};
+    attention_run(b, a, &kernels);
     return true;
 }
