@@ -14,8 +14,13 @@ CUDA      ?= 0
 # Debian packages the build and tests need (installed by `make deps` when missing and root).
 DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
                libutf8proc-dev libmicrohttpd-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user
+# The model tests cross-built for AArch64 and run under qemu (tests/model/neon_models_qemu.sh)
+# need the libraries for arm64 (Debian multiarch) and the C++ cross compiler CMake asks for.
+# Optional: where `make deps` cannot install them (not root, no arm64 archive) that test skips.
+DEB_ARM64_PACKAGES = g++-aarch64-linux-gnu libpcre2-dev:arm64 libutf8proc-dev:arm64 \
+                     libjansson-dev:arm64
 
-.PHONY: all release test test-release test-cuda test-asan fuzz fuzz-long demo bench compare deps clean
+.PHONY: all release test test-release test-cuda test-asan fuzz fuzz-long demo bench compare deps deps-arm64 clean
 
 all: release
 
@@ -36,8 +41,23 @@ deps:
 	  else echo "missing Debian packages:$$missing (run as root or install them)"; exit 1; fi; \
 	fi
 
+# The optional arm64 libraries: only `make test` asks for them, not `make demo`.
+deps-arm64:
+	@missing=""; for p in $(DEB_ARM64_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ] && [ "$$(dpkg --print-architecture 2>/dev/null)" = amd64 ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing (arm64 multiarch):$$missing"; added=""; \
+	    dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64 && added=1; }; \
+	    if ! (apt-get update && apt-get install -y --no-install-recommends $$missing) >/dev/null; then \
+	      echo "could not install:$$missing (test_neon_models_qemu will be skipped)"; \
+	      if [ -n "$$added" ]; then dpkg --remove-architecture arm64 && apt-get update >/dev/null || true; fi; \
+	    fi; \
+	  else echo "not installed:$$missing (optional, needs root: test_neon_models_qemu will be skipped)"; fi; \
+	fi
+
 # Everything CI runs: release build + tests, ASan/UBSan build + tests, a short fuzz run.
-test: deps
+test: deps deps-arm64
 	$(MAKE) test-release
 	$(MAKE) test-asan
 	$(if $(NVCC),$(MAKE) test-cuda,@echo "no nvcc: the CUDA backend is not built")

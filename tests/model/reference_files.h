@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "test.h"
 
@@ -31,7 +32,24 @@ static inline int argmax(const float *x, int n) {
     return best;
 }
 
-/* Calls check(name, ref) for every reference/<name>.json; returns how many were read. */
+/* Whether $OX_TEST_MODELS lists the model (names separated by commas or white space; unset or
+ * empty: every model): runs under an emulator (tests/model/neon_models_qemu.sh) check a few. */
+static inline bool reference_wanted(const char *name) {
+    const char *p = getenv("OX_TEST_MODELS");
+    if (!p || !*p)
+        return true;
+    while (*p) {
+        p += strspn(p, " ,\t\n");
+        size_t len = strcspn(p, " ,\t\n");
+        if (len && len == strlen(name) && !strncmp(p, name, len))
+            return true;
+        p += len;
+    }
+    return false;
+}
+
+/* Calls check(name, ref) for every reference/<name>.json that reference_wanted; returns how many
+ * were read. */
 static inline int for_each_reference(void (*check)(const char *name, json_t *ref)) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/reference", test_data_dir());
@@ -46,6 +64,8 @@ static inline int for_each_reference(void (*check)(const char *name, json_t *ref
         char path[2048], name[256];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
+        if (!reference_wanted(name))
+            continue;
         json_error_t err;
         json_t *ref = json_load_file(path, 0, &err);
         CHECK_MSG(ref != NULL, "%s: %s", path, err.text);

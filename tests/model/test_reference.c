@@ -112,6 +112,7 @@ static void check_model(const char *name, json_t *ref) {
 }
 
 int main(void) {
+    printf("isa: %s\n", ox_cpu_isa()); /* the kernel level that ran (OX_CPU_ISA lowers it) */
     int n_models = for_each_reference(check_model);
     printf("%d reference models\n", n_models);
     return test_finish("test_reference");
