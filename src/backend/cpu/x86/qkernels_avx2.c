@@ -236,8 +236,10 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
 #pragma GCC unroll 8
             for (int h = 0; h < nh; h++)
 #pragma GCC unroll 8
-                for (int c = 0; c < nc; c++)
+                for (int c = 0; c < nc; c++) {
                     dot[h][c] = _mm256_add_epi32(dot[h][c], widen(part[h][c]));
+                    PIN(dot[h][c]);
+                }
         }
 #pragma GCC unroll 8
         for (int h = 0; h < nh; h++) {
