@@ -1,7 +1,7 @@
 # aarch64-toolchain.cmake: cross-builds the library and its tests for AArch64 Linux on an x86
 # Debian host (tests/model/neon_models_qemu.sh), static executables that qemu-aarch64 runs with
 # no sysroot. Needs gcc/g++-aarch64-linux-gnu and the arm64 multiarch -dev packages of PCRE2,
-# utf8proc and jansson (`make deps` installs them when it can).
+# utf8proc and jansson (`make deps-arm64`, part of `make test`, installs them when it can).
 #
 # CMAKE_FIND_LIBRARY_SUFFIXES is reset to ".so;.a" by CMake's platform defaults after this file
 # is read, so the file names itself as CMAKE_PROJECT_INCLUDE and, on that second reading (after

@@ -36,8 +36,12 @@ static bool read_line(const char *dir, const char *name, char *buf, size_t cap) 
         return false;
     bool ok = fgets(buf, (int)cap, f) != NULL;
     fclose(f);
+    if (!ok) { /* an empty file leaves buf as it was */
+        buf[0] = 0;
+        return false;
+    }
     buf[strcspn(buf, "\n")] = 0;
-    return ok;
+    return true;
 }
 
 /* Records one cache of the given level and sysfs type (instruction caches are not wanted). */

@@ -10,23 +10,23 @@ src=$1
 work=$2
 cc=aarch64-linux-gnu-gcc
 rm -rf "$work" && mkdir -p "$work/lib"
+pids=""
 flags="-std=c11 -O2 -Wall -Wextra -Werror -I$src/src -I$src/include -I$src/tests"
 for f in "$src"/src/core/*.c "$src"/src/quant/*.c "$src"/src/backend/cpu/*.c; do
-  $cc $flags -DOX_HAVE_ARM_KERNELS=1 -c "$f" -o "$work/lib/$(basename "$f" .c).o" &
+  $cc $flags -DOX_HAVE_ARM_KERNELS=1 -c "$f" -o "$work/lib/$(basename "$f" .c).o" & pids="$pids $!"
 done
-wait
 for f in "$src"/src/backend/cpu/arm/*.c; do
   case $f in
     *_i8mm.c) march=armv8.2-a+dotprod+i8mm ;;
     *_dotprod.c) march=armv8.2-a+dotprod ;;
     *) march=armv8-a ;;
   esac
-  $cc $flags -march=$march -c "$f" -o "$work/lib/$(basename "$f" .c).o" &
+  $cc $flags -march=$march -c "$f" -o "$work/lib/$(basename "$f" .c).o" & pids="$pids $!"
 done
 for t in test_qmatmul test_simd_ops; do
-  $cc $flags -DOX_SOURCE_DIR="\"$src\"" -c "$src/tests/backend/$t.c" -o "$work/$t.o" &
+  $cc $flags -DOX_SOURCE_DIR="\"$src\"" -c "$src/tests/backend/$t.c" -o "$work/$t.o" & pids="$pids $!"
 done
-wait
+for p in $pids; do wait "$p" || { echo "neon_qemu.sh: a cross compile failed" >&2; exit 1; }; done
 for t in test_qmatmul test_simd_ops; do
   $cc -static "$work/$t.o" "$work"/lib/*.o -lm -lpthread -o "$work/$t"
 done

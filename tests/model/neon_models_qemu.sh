@@ -8,7 +8,7 @@
 # dotprod ones there) and a representative set at the lower levels: Llama in the main quant
 # families (q4_k_m holds q4_K and q6_K) and two other architectures. OX_TEST_MODELS, when set,
 # names the models for every level (set and empty: all of them). Exits 77 (skipped) where the
-# cross compilers or the arm64 libraries are missing (`make deps` installs them when root).
+# cross compilers or the arm64 libraries are missing (`make deps-arm64` installs them when root).
 # usage: neon_models_qemu.sh SOURCE_DIR WORK_DIR
 set -eu
 src=$1

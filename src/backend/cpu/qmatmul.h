@@ -118,6 +118,15 @@ enum {
     K6P_Q = K6P_SC + 16 * 16,
     K6P_BLOCK = K6P_Q + 16 * 192,
 };
+_Static_assert(K6P_BLOCK == 16 * 210, "q6_K's layout keeps the file's 210 bytes a row");
+_Static_assert(K4P_QS % 64 == 0 && K4P_BLOCK == 16 * 144 + 64, "q4_K's levels start a line");
+
+/* The qkernel fields of a k-quant with a load-time layout: kpack16.c's functions and the level's
+ * own single-token kernel gemv16_<type>. */
+#define LOAD_TIME_LAYOUT(type)                                                                     \
+    .packed_group_bytes = kpack16_group_bytes_##type, .pack = kpack16_pack_##type,                 \
+    .gemv16 = gemv16_##type, .unpack16 = kpack16_unpack_##type,                                    \
+    .file_row = kpack16_file_row_##type
 size_t kpack16_group_bytes_q4_K(int64_t n);
 size_t kpack16_group_bytes_q6_K(int64_t n);
 void kpack16_pack_q4_K(int64_t n, const uint8_t *w, size_t w_stride, void *dst);

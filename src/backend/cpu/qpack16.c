@@ -1,4 +1,4 @@
-/* qpack16.c: the load-time layout of q4_0 and q8_0 weights that every x86 level reads (groups of
+/* qpack16.c: the load-time layout of q4_0 and q8_0 weights that every x86 and NEON level reads (groups of
  * 16 rows): per block of 32, the 16 rows' f16 scales, then their quants chunk-major as in the
  * file (q4_0: bytes 4k..4k+3 of each row hold elements 4k.. in the low nibbles and 4k+16.. in
  * the high ones; q8_0: 4 bytes per row per chunk). A single token then takes one 4-byte

@@ -640,12 +640,6 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
                                             .pack_nc = PACK_NC,                                    \
                                             __VA_ARGS__};
 
-/* The load-time layout (kpack16.c) and its single-token kernel, for the types that have one. */
-#define LOAD_TIME_LAYOUT(type)                                                                     \
-    .packed_group_bytes = kpack16_group_bytes_##type, .pack = kpack16_pack_##type,                 \
-    .gemv16 = gemv16_##type, .unpack16 = kpack16_unpack_##type,                                    \
-    .file_row = kpack16_file_row_##type
-
 /*            type  fold sign group depth  */
 DEFINE_KQUANT(q2_K, 0, 0, 16, 8, )
 DEFINE_KQUANT(q3_K, 1, 0, 16, 8, )

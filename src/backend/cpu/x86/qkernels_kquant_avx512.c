@@ -668,12 +668,6 @@ enum { NR = 4, NC = 4 };
                                             .pack_nc = PACK_NC,                                    \
                                             __VA_ARGS__};
 
-/* The load-time layout (kpack16.c) and its single-token kernel, for the types that have one. */
-#define LOAD_TIME_LAYOUT(type)                                                                     \
-    .packed_group_bytes = kpack16_group_bytes_##type, .pack = kpack16_pack_##type,                 \
-    .gemv16 = gemv16_##type, .unpack16 = kpack16_unpack_##type,                                    \
-    .file_row = kpack16_file_row_##type
-
 /*            type   words group fold */
 DEFINE_KQUANT(q6_K, 1, 16, 1, LOAD_TIME_LAYOUT(q6_K))
 DEFINE_KQUANT(q4_K, 1, 32, 0, LOAD_TIME_LAYOUT(q4_K))
