@@ -16,6 +16,8 @@
 #   llama.cpp tree or mirror to have missing levels built).
 #   --node-llama-cpp: instead, llama.cpp from the npm package node-llama-cpp (prebuilt binaries
 #   that pick the CPU's best level), installed into bench/node_modules on first use.
+# The engines take turns at every repetition of every test, and bench_membw reads the memory
+# bandwidth before each tg pair (the table gives each engine's share of it).
 # Raw JSON goes to bench/results/<time>/ (git-ignored).
 set -euo pipefail
 
@@ -33,7 +35,7 @@ levels=""
 use_node=0
 
 usage() {
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -55,6 +57,7 @@ done
 
 oxidize="$build/apps/oxidize/oxidize"
 gen_model="$build/tools/gen-model"
+membw="$build/bench/bench_membw"
 if [ "$do_build" = 1 ]; then
     echo "building release ($build) ..." >&2
     make --no-print-directory release BUILD="$build" >&2
@@ -162,33 +165,60 @@ run() {
 files=()
 for m in "${models[@]}"; do files+=("$(resolve_model "$m")"); done
 
-# One level (empty: node-llama-cpp) at one thread count: per model, oxidize then llama.cpp
-# (alternating), into $out.
+# One engine, one test (pp or tg), one timed repetition (after the engine's own warm-up run),
+# as JSON on stdout.
+bench_once() {
+    local engine="$1" level="$2" t="$3" f="$4" test="$5" p=0 n=0
+    [ "$test" = pp ] && p="$n_prompt" || n="$n_gen"
+    case "$engine" in
+        oxidize) env ${level:+OX_CPU_ISA=$level} "$oxidize" bench -m "$f" -p "$p" -n "$n" -t "$t" \
+                     -r 1 -o json 2>/dev/null ;;
+        llama.cpp) if [ -n "$level" ]; then
+                       "$(llama_bench "$level")" -m "$f" -p "$p" -n "$n" -t "$t" -r 1 -o json
+                   else
+                       node bench/llamacpp_bench.mjs -m "$f" -p "$p" -n "$n" -t "$t" -r 1
+                   fi ;;
+    esac
+}
+
+# One level (empty: node-llama-cpp) at one thread count, into $out. The engines take turns at
+# every repetition of every test (oxidize first on odd repetitions, llama.cpp on even ones),
+# rather than one engine running all its repetitions and then the other: this VM's memory
+# bandwidth moves between levels tens of seconds apart (26 and 45 GB/s, bench_membw), and a
+# test that reads memory must see the same machine on both sides of a ratio. Before each tg
+# pair bench_membw reads the bandwidth of the moment, so the table can say what share of it
+# each engine reached.
 run_level() {
-    local level="$1" t="$2" f name tag
+    local level="$1" t="$2" f name tag r test engines e
     # the thread count goes into the run names only when there are several
     [ "$(echo $threads | wc -w)" -gt 1 ] && tag="-t $t " || tag=""
-    for f in "${files[@]}"; do
-        name="$(basename "$f" .gguf)"
-        if [ "$has_oxidize_bench" = 1 ]; then
-            echo "== oxidize  ${level:+$level }$name" >&2
-            run "oxidize   ${level:+$level }$tag$name" "$out/$name.oxidize.json" \
-                env ${level:+OX_CPU_ISA=$level} "$oxidize" bench -m "$f" -p "$n_prompt" \
-                -n "$n_gen" -t "$t" -r "$reps" -o json
-        fi
-        echo "== llama.cpp ${level:+$level }$name" >&2
-        if [ -n "$level" ]; then
-            run "llama.cpp ${level:+$level }$tag$name" "$out/$name.llamacpp.json" "$(llama_bench "$level")" \
-                -m "$f" -p "$n_prompt" -n "$n_gen" -t "$t" -r "$reps" -o json
-        else
-            run "llama.cpp $tag$name" "$out/$name.llamacpp.json" node bench/llamacpp_bench.mjs -m "$f" \
-                -p "$n_prompt" -n "$n_gen" -t "$t" -r "$reps"
-        fi
+    : > "$out/membw.txt"
+    for r in $(seq "$reps"); do
+        engines="oxidize llama.cpp"
+        [ $((r % 2)) = 0 ] && engines="llama.cpp oxidize"
+        [ "$has_oxidize_bench" = 1 ] || engines="llama.cpp"
+        for f in "${files[@]}"; do
+            name="$(basename "$f" .gguf)"
+            for test in pp tg; do
+                [ "$test" = pp ] && [ "$n_prompt" = 0 ] && continue
+                [ "$test" = tg ] && [ "$n_gen" = 0 ] && continue
+                if [ "$test" = tg ] && [ -x "$membw" ]; then
+                    "$membw" "$t" | sed -n "s/.*: \([0-9.]*\) GB\/s.*/$name \1/p" >> "$out/membw.txt"
+                fi
+                for e in $engines; do
+                    echo "== rep $r/$reps $e ${level:+$level }$name $test" >&2
+                    run "$(printf '%-9s' "$e") ${level:+$level }$tag$name $test rep $r" \
+                        "$out/$name.$e.$test.r$r.json" \
+                        bench_once "$e" "$level" "$t" "$f" "$test"
+                done
+            done
+        done
     done
 }
 
 presets="$("$gen_model" --help | sed -n 's/^  --preset NAME *//p' | tr -d ',')"
-# The table: one row per model and test; ratio = oxidize t/s / llama.cpp t/s (> 1: faster).
+# The table: one row per model and test, each engine's mean and sample standard deviation over
+# the repetitions; ratio = oxidize t/s / llama.cpp t/s (> 1: faster).
 table() {
 node - "$out" "$presets" "${files[@]}" <<'EOF' | tee "$out/table.md"
 const fs = require("fs"), path = require("path");
@@ -197,14 +227,32 @@ const presets = presetList.split(" ");
 // llama-bench's JSON names a test by its token counts; oxidize and the node harness give "test"
 const named = (r) => ({...r, test: r.test ?? (r.n_gen > 0 ? `tg${r.n_gen}` : `pp${r.n_prompt}`)});
 const read = (f) => { try { return JSON.parse(fs.readFileSync(f, "utf8")).map(named); } catch { return []; } };
-const fmt = (r) => r ? `${r.avg_ts.toFixed(2)} ± ${r.stddev_ts.toFixed(2)}` : "-";
+// every repetition's result of one engine on one file: $name.$engine.$test.r$rep.json
+const results = (name, engine) => fs.readdirSync(out)
+    .filter((f) => f.startsWith(`${name}.${engine}.`) && f.endsWith(".json"))
+    .flatMap((f) => read(path.join(out, f)));
+const stats = (xs) => {
+    if (!xs.length) return null;
+    const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+    const v = xs.length > 1 ? xs.reduce((a, b) => a + (b - m) ** 2, 0) / (xs.length - 1) : 0;
+    return { mean: m, sd: Math.sqrt(v) };
+};
+const fmt = (st) => st ? `${st.mean.toFixed(2)} ± ${st.sd.toFixed(2)}` : "-";
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[(s.length - 1) >> 1]; };
+// bench_membw before each tg pair: "name GB/s" lines
+const membw = {};
+try {
+    for (const l of fs.readFileSync(path.join(out, "membw.txt"), "utf8").split("\n").filter(Boolean)) {
+        const [n, gb] = l.split(" ");
+        (membw[n] ??= []).push(+gb);
+    }
+} catch {}
 console.log("| model | type | test | oxidize t/s | llama.cpp t/s | ratio |");
 console.log("| --- | --- | --- | ---: | ---: | ---: |");
 const bw = [];
 for (const f of files) {
     const name = path.basename(f, ".gguf");
-    const ox = read(path.join(out, `${name}.oxidize.json`));
-    const lc = read(path.join(out, `${name}.llamacpp.json`));
+    const ox = results(name, "oxidize"), lc = results(name, "llama.cpp");
     // PRESET-TYPE names split at the type; other files take llama.cpp's "arch size TYPE"
     const preset = presets.find((p) => name.startsWith(p + "-"));
     const model = preset ?? name;
@@ -212,23 +260,32 @@ for (const f of files) {
         : (lc[0]?.model_type ?? ox[0]?.model_type ?? "? ? ?").split(" ").slice(2).join(" ");
     const tests = [...new Set([...ox, ...lc].map((r) => r.test))];
     for (const t of tests) {
-        const a = ox.find((r) => r.test === t), b = lc.find((r) => r.test === t);
-        const ratio = a && b ? (a.avg_ts / b.avg_ts).toFixed(2) : "-";
+        const a = stats(ox.filter((r) => r.test === t).map((r) => r.avg_ts));
+        const b = stats(lc.filter((r) => r.test === t).map((r) => r.avg_ts));
+        const ratio = a && b ? (a.mean / b.mean).toFixed(2) : "-";
         console.log(`| ${model} | ${type} | ${t} | ${fmt(a)} | ${fmt(b)} | ${ratio} |`);
         // tg reads every weight once per token: size x t/s is the weight-read bandwidth reached
-        const size = (b ?? a).model_size;
-        if (t.startsWith("tg") && size)
-            bw.push(`${name} ${t}: oxidize ${a ? (size * a.avg_ts / 1e9).toFixed(1) : "-"} GB/s, ` +
-                    `llama.cpp ${b ? (size * b.avg_ts / 1e9).toFixed(1) : "-"} GB/s`);
+        const size = [...ox, ...lc].find((r) => r.model_size)?.model_size;
+        if (t.startsWith("tg") && size) {
+            const gb = (st) => st ? (size * st.mean / 1e9).toFixed(1) : "-";
+            const m = membw[name]?.length ? median(membw[name]) : 0;
+            const share = (st) => st && m ? ` (${(100 * size * st.mean / 1e9 / m).toFixed(0)}%)` : "";
+            bw.push(`${name} ${t}: oxidize ${gb(a)} GB/s${share(a)}, llama.cpp ${gb(b)} GB/s${share(b)}` +
+                    (m ? `; bench_membw ${membw[name].map((x) => x.toFixed(1)).join(", ")} GB/s` +
+                         ` (median ${m.toFixed(1)})` : ""));
+        }
     }
 }
-if (bw.length) console.log("\nweight bytes read per second during tg (model size x t/s):\n" +
+if (bw.length) console.log("\nweight bytes read per second during tg (model size x t/s; in brackets, " +
+                           "the share of bench_membw's median, read before each tg pair):\n" +
                            bw.map((l) => "- " + l).join("\n"));
 EOF
 if [ -s "$out/noise.txt" ]; then
     echo
-    echo "CPU taken by other processes during each run (over 5%: rerun on an idle machine):"
-    sed 's/^/- /' "$out/noise.txt"
+    echo "CPU taken by other processes during the runs (over 5%: rerun on an idle machine):"
+    awk '{ gsub(/%/, "", $(NF - 3)); o = $(NF - 3) + 0; if (o > max) max = o; n++ }
+         END { printf "- %d runs, at most %.1f%% of the CPUs\n", n, max }' "$out/noise.txt"
+    grep 'NOISY' "$out/noise.txt" | sed 's/^/- /' || true
 fi
 }
 

@@ -100,11 +100,13 @@ static void check_attention(attention_fn attention, int hd, int window, float so
 }
 
 /* Batches of 64+ queries take the tiled f32 kernel: compared with the reference's exact
- * (double-sum) attention over the same cache, within float rounding. */
-static void check_attention_tiled(attention_fn attention, int hd, int window) {
-    enum { N = 70, CELLS = 90, NH = 6, NKV = 2 };
-    static float q[N * NH * 128], k[CELLS * NKV * 128], v[CELLS * NKV * 128], kt[CELLS * NKV * 128];
-    static float y_ref[N * NH * 128], y_simd[N * NH * 128];
+ * (double-sum) attention over the same cache, within float rounding. nh heads share 2 kv heads:
+ * groups of 4 take the kernel's all-heads-at-once pass, other sizes head by head. */
+static void check_attention_tiled(attention_fn attention, int hd, int window, int nh) {
+    enum { N = 70, CELLS = 90, MAX_NH = 8, NKV = 2 };
+    static float q[N * MAX_NH * 128], k[CELLS * NKV * 128], v[CELLS * NKV * 128];
+    static float kt[CELLS * NKV * 128], y_ref[N * MAX_NH * 128], y_simd[N * MAX_NH * 128];
+    const int NH = nh;
     int32_t q_pos[N], q_seq[N], cell_pos[CELLS];
     uint64_t cell_seq[CELLS * SEQ_WORDS] = {0};
     for (int i = 0; i < N * NH * hd; i++)
@@ -142,7 +144,8 @@ static void check_attention_tiled(attention_fn attention, int hd, int window) {
     double worst = 0;
     for (int i = 0; i < N * NH * hd; i++)
         worst = fmax(worst, fabs((double)y_ref[i] - y_simd[i]));
-    CHECK_MSG(worst < 1e-5, "tiled attention hd %d window %d: max diff %g", hd, window, worst);
+    CHECK_MSG(worst < 1e-5, "tiled attention hd %d window %d heads %d: max diff %g", hd, window, nh,
+              worst);
     ox_aligned_free(b.scratch);
     threadpool_free(b.pool);
 }
@@ -154,10 +157,14 @@ static void check_level(const char *name, glu_fn glu, quantize_fn quantize,
     check_quantize(quantize);
     check_attention(attention, 64, 0, 0.0f);
     check_attention(attention, 128, 5, 0.0f);
-    check_attention(attention, 80, 0, 50.0f); /* a head size with a tail past the 64-element steps */
+    check_attention(attention, 80, 0,
+                    50.0f); /* a head size with a tail past the 64-element steps */
     check_attention(attention, 256, 3, 30.0f);
-    check_attention_tiled(attention, 64, 0);
-    check_attention_tiled(attention, 128, 7);
+    check_attention_tiled(attention, 64, 0, 6);
+    check_attention_tiled(attention, 128, 7, 6);
+    check_attention_tiled(attention, 64, 0, 8);
+    check_attention_tiled(attention, 80, 3, 8); /* value rows of 64 + 16 */
+    check_attention_tiled(attention, 128, 0, 8);
     printf("%s: %s\n", name, test_failures == before ? "bit for bit" : "DIFFERS");
 }
 #endif

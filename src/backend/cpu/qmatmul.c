@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,7 +113,27 @@ struct qjob {
     int n;
     uint8_t *scratch; /* per-thread bytes for repacked rows */
     size_t scratch_per_thread;
+    atomic_int next_chunk; /* the 16-row group chunks of the packed paths, claimed in turn */
 };
+
+/* The packed paths hand out their 16-row groups in chunks that threads claim as they finish
+ * the last, not in equal shares up front: on a VM a vCPU loses its core now and then (and two
+ * cores never run at quite the same speed), and a thread that had finished its fixed share
+ * would wait for the other at the end of every matmul. CHUNKS_PER_THREAD chunks a thread keep
+ * each long enough that the prefetchers ramp up within it. Which thread computes a group does
+ * not change its result. */
+#define CHUNKS_PER_THREAD 4
+
+/* Claims the next chunk of groups: [*g0, *g1), false when none is left. */
+static bool claim_groups(struct qjob *j, int64_t groups, int nth, int64_t *g0, int64_t *g1) {
+    int64_t chunks = (int64_t)nth * CHUNKS_PER_THREAD;
+    chunks = chunks < groups ? chunks : groups;
+    int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
+    if (c >= chunks)
+        return false;
+    *g0 = groups * c / chunks, *g1 = groups * (c + 1) / chunks;
+    return true;
+}
 
 static void quantize_rows(void *arg, int ith, int nth) {
     struct qjob *j = arg;
@@ -136,25 +157,26 @@ static int block_tokens(const struct qjob *j) {
 static void multiply_rows_packed(struct qjob *j, int ith, int nth) {
     const struct qkernel *k = j->k;
     const struct mat *w = j->w;
-    int64_t groups = (w->n_rows + 15) / 16;
-    int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+    int64_t groups = (w->n_rows + 15) / 16, g0, g1;
     void *pack = j->scratch + (size_t)ith * j->scratch_per_thread;
-    for (int64_t g = g0; g < g1; g++) {
-        int64_t r = g * 16;
-        int nr = (int)(w->n_rows - r < 16 ? w->n_rows - r : 16);
-        if (w->packed)
-            k->unpack16(w->n_cols,
-                        (const uint8_t *)w->packed + (size_t)g * k->packed_group_bytes(w->n_cols),
-                        pack);
-        else
-            k->repack16(w->n_cols, (const uint8_t *)w->data + (size_t)r * w->row_bytes,
-                        w->row_bytes, nr, pack);
-        for (int c = 0; c < j->n; c += k->pack_nc) {
-            int nc = j->n - c < k->pack_nc ? j->n - c : k->pack_nc;
-            k->tile16(w->n_cols, pack, nr, j->xq + (size_t)c * j->xq_row, j->xq_row, nc,
-                      j->y + (size_t)c * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
+    while (claim_groups(j, groups, nth, &g0, &g1))
+        for (int64_t g = g0; g < g1; g++) {
+            int64_t r = g * 16;
+            int nr = (int)(w->n_rows - r < 16 ? w->n_rows - r : 16);
+            if (w->packed)
+                k->unpack16(w->n_cols,
+                            (const uint8_t *)w->packed +
+                                (size_t)g * k->packed_group_bytes(w->n_cols),
+                            pack);
+            else
+                k->repack16(w->n_cols, (const uint8_t *)w->data + (size_t)r * w->row_bytes,
+                            w->row_bytes, nr, pack);
+            for (int c = 0; c < j->n; c += k->pack_nc) {
+                int nc = j->n - c < k->pack_nc ? j->n - c : k->pack_nc;
+                k->tile16(w->n_cols, pack, nr, j->xq + (size_t)c * j->xq_row, j->xq_row, nc,
+                          j->y + (size_t)c * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
+            }
         }
-    }
 }
 
 /* Single tokens and small batches over the load-time layout: threads split the 16-row groups,
@@ -162,15 +184,17 @@ static void multiply_rows_packed(struct qjob *j, int ith, int nth) {
 static void multiply_rows_gemv16(struct qjob *j, int ith, int nth) {
     const struct qkernel *k = j->k;
     const struct mat *w = j->w;
-    int64_t groups = w->n_rows / 16, g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+    (void)ith; /* chunks are claimed, not assigned */
+    int64_t groups = w->n_rows / 16, g0, g1;
     size_t gb = k->packed_group_bytes(w->n_cols);
-    for (int c = 0; c < j->n; c += k->pack_nc) {
-        int nc = j->n - c < k->pack_nc ? j->n - c : k->pack_nc;
-        for (int64_t g = g0; g < g1; g++)
-            k->gemv16(w->n_cols, (const uint8_t *)w->packed + (size_t)g * gb,
-                      j->xq + (size_t)c * j->xq_row, j->xq_row, nc,
-                      j->y + (size_t)c * (size_t)w->n_rows + (size_t)g * 16, (size_t)w->n_rows);
-    }
+    while (claim_groups(j, groups, nth, &g0, &g1))
+        for (int c = 0; c < j->n; c += k->pack_nc) {
+            int nc = j->n - c < k->pack_nc ? j->n - c : k->pack_nc;
+            for (int64_t g = g0; g < g1; g++)
+                k->gemv16(w->n_cols, (const uint8_t *)w->packed + (size_t)g * gb,
+                          j->xq + (size_t)c * j->xq_row, j->xq_row, nc,
+                          j->y + (size_t)c * (size_t)w->n_rows + (size_t)g * 16, (size_t)w->n_rows);
+        }
 }
 
 static void multiply_rows(void *arg, int ith, int nth) {
@@ -219,15 +243,16 @@ bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, i
     if (!k)
         return false;
     /* the activation buffer holds n_batch rows of 4-byte floats; quantized rows are smaller */
-    struct qjob j = {k,
-                     w,
-                     x,
-                     (uint8_t *)b->x_rounded,
-                     k->x_row_bytes(w->n_cols),
-                     y,
-                     n,
-                     (uint8_t *)b->scratch,
-                     b->scratch_per_thread * sizeof(float)};
+    struct qjob j = {.k = k,
+                     .w = w,
+                     .x = x,
+                     .xq = (uint8_t *)b->x_rounded,
+                     .xq_row = k->x_row_bytes(w->n_cols),
+                     .y = y,
+                     .n = n,
+                     .scratch = (uint8_t *)b->scratch,
+                     .scratch_per_thread = b->scratch_per_thread * sizeof(float)};
+    atomic_init(&j.next_chunk, 0);
     double cols = (double)w->n_cols;
     int q_parts = threadpool_parts(b->pool, cols * n, MIN_QUANT_PER_PART);
     threadpool_run_n(b->pool, quantize_rows, &j, q_parts < n ? q_parts : n);

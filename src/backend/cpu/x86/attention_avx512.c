@@ -77,66 +77,125 @@ static void attend(const struct attn_args *a, int t, int h, float *qh) {
 }
 
 /* ---- large batches: llama.cpp switches to a tiled kernel there too, so this one is free to
- * reorder. Scores of 16 cells at a time from a transposed copy of k (no horizontal sums), an
+ * reorder. Scores of 32 cells at a time from a transposed copy of k (no horizontal sums), an
  * exact softmax over the visible range, then the values weighted. All f32. ---- */
+
+/* Lanes c0 .. c0 + 15 that lie below hi. */
+static inline __mmask16 lanes_below(int c0, int hi) {
+    return (__mmask16)(hi - c0 >= 16 ? 0xFFFF : hi <= c0 ? 0 : (1u << (hi - c0)) - 1);
+}
+
+/* The scores of NH heads of one kv head, from head h0 of token t, against cells [lo, hi), 32
+ * cells (two vectors) at a time; invisible cells get -inf. NH is a constant at every call, so
+ * the 2 NH accumulators stay in registers (8 chains of FMAs for 4 heads: enough to hide the
+ * FMA latency). */
+static inline __attribute__((always_inline)) void scores_heads(const struct attn_args *a, int t,
+                                                               int h0, int NH, const uint8_t *vis,
+                                                               int lo, int hi, float *sc) {
+    int kvh = h0 / (a->n_head / a->n_head_kv), hd = a->hd_k, n = a->n_cells;
+    const float *q = a->q + ((size_t)t * a->n_head + h0) * hd;
+    const float *kt = a->k_t + (size_t)kvh * hd * n;
+    __m512 scale = _mm512_set1_ps(a->scale), ninf = _mm512_set1_ps(-INFINITY);
+    for (int c0 = lo; c0 < hi; c0 += 32) {
+        __mmask16 in0 = lanes_below(c0, hi), in1 = lanes_below(c0 + 16, hi);
+        __m512 acc0[ATTN_HEADS_AT_ONCE], acc1[ATTN_HEADS_AT_ONCE];
+        for (int j = 0; j < NH; j++)
+            acc0[j] = _mm512_setzero_ps(), acc1[j] = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d++) {
+            const float *k = kt + (size_t)d * n + c0;
+            __m512 k0 = _mm512_maskz_loadu_ps(in0, k), k1 = _mm512_maskz_loadu_ps(in1, k + 16);
+            for (int j = 0; j < NH; j++) {
+                __m512 qd = _mm512_set1_ps(q[(size_t)j * hd + d]);
+                acc0[j] = _mm512_fmadd_ps(qd, k0, acc0[j]);
+                acc1[j] = _mm512_fmadd_ps(qd, k1, acc1[j]);
+            }
+        }
+        __mmask16 seen0 = _mm_mask_cmpneq_epi8_mask(in0, _mm_maskz_loadu_epi8(in0, vis + c0),
+                                                    _mm_setzero_si128());
+        __mmask16 seen1 = _mm_mask_cmpneq_epi8_mask(in1, _mm_maskz_loadu_epi8(in1, vis + c0 + 16),
+                                                    _mm_setzero_si128());
+        for (int j = 0; j < NH; j++) {
+            float *row = sc + (size_t)j * n + c0;
+            _mm512_mask_storeu_ps(row, in0,
+                                  _mm512_mask_blend_ps(seen0, ninf, _mm512_mul_ps(acc0[j], scale)));
+            _mm512_mask_storeu_ps(row + 16, in1,
+                                  _mm512_mask_blend_ps(seen1, ninf, _mm512_mul_ps(acc1[j], scale)));
+        }
+    }
+}
+
+/* One row of scores over [lo, hi) to exp(s - max) in place; returns their sum. */
+static float softmax_row(float *s, int lo, int hi) {
+    __m512 vmax = _mm512_set1_ps(-INFINITY), vsum = _mm512_setzero_ps();
+    for (int c0 = lo; c0 < hi; c0 += 16) {
+        __mmask16 in = lanes_below(c0, hi);
+        vmax = _mm512_mask_max_ps(vmax, in, vmax, _mm512_maskz_loadu_ps(in, s + c0));
+    }
+    __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    for (int c0 = lo; c0 < hi; c0 += 16) { /* masked cells: exp(-inf) = 0 */
+        __mmask16 in = lanes_below(c0, hi);
+        __m512 e = expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + c0), max));
+        e = _mm512_maskz_mov_ps(in, e);
+        _mm512_mask_storeu_ps(s + c0, in, e);
+        vsum = _mm512_add_ps(vsum, e);
+    }
+    return _mm512_reduce_add_ps(vsum);
+}
+
+/* out[0 .. NV) (NV vectors of 16 value dims, from dims i0 of the kv head's rows) = the sum over
+ * cells [lo, hi) of s[c] v[c]; cells whose weight is 0 (hidden) are skipped. NV is a constant,
+ * so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void weighted_values(const struct attn_args *a,
+                                                                  int kvh, int i0, int NV,
+                                                                  const float *s, int lo, int hi,
+                                                                  __m512 *out) {
+    size_t stride = (size_t)a->n_head_kv * a->hd_v;
+    const float *v = a->v + (size_t)kvh * a->hd_v + i0;
+    for (int i = 0; i < NV; i++)
+        out[i] = _mm512_setzero_ps();
+    for (int c = lo; c < hi; c++) {
+        if (s[c] == 0.0f)
+            continue;
+        const float *vc = v + (size_t)c * stride;
+        __m512 w = _mm512_set1_ps(s[c]);
+        for (int i = 0; i < NV; i++)
+            out[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vc + 16 * i), out[i]);
+    }
+}
 
 /* Heads h0 .. h0+nh-1 (one kv head) of token t over cells [lo, hi); sc holds nh rows of
  * n_cells scores. */
 static void attend_tiled(const struct attn_args *a, int t, int h0, int nh, const uint8_t *vis,
                          int lo, int hi, float *sc) {
-    int kvh = h0 / (a->n_head / a->n_head_kv), hd = a->hd_k, n = a->n_cells;
-    const float *q = a->q + ((size_t)t * a->n_head + h0) * hd;
-    const float *kt = a->k_t + (size_t)kvh * hd * n;
-    for (int c0 = lo; c0 < hi; c0 += 16) {
-        __mmask16 in = (__mmask16)(hi - c0 >= 16 ? 0xFFFF : (1u << (hi - c0)) - 1);
-        __mmask16 seen =
-            _mm_mask_cmpneq_epi8_mask(in, _mm_maskz_loadu_epi8(in, vis + c0), _mm_setzero_si128());
-        __m512 acc[ATTN_HEADS_AT_ONCE];
+    int kvh = h0 / (a->n_head / a->n_head_kv), n = a->n_cells;
+    if (nh == ATTN_HEADS_AT_ONCE)
+        scores_heads(a, t, h0, ATTN_HEADS_AT_ONCE, vis, lo, hi, sc);
+    else
         for (int j = 0; j < nh; j++)
-            acc[j] = _mm512_setzero_ps();
-        for (int d = 0; d < hd; d++) {
-            __m512 kv = _mm512_maskz_loadu_ps(in, kt + (size_t)d * n + c0);
-            for (int j = 0; j < nh; j++)
-                acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * hd + d]), kv, acc[j]);
-        }
-        for (int j = 0; j < nh; j++) {
-            __m512 s = _mm512_mul_ps(acc[j], _mm512_set1_ps(a->scale));
-            s = _mm512_mask_blend_ps(seen, _mm512_set1_ps(-INFINITY), s);
-            _mm512_mask_storeu_ps(sc + (size_t)j * n + c0, in, s);
-        }
-    }
+            scores_heads(a, t, h0 + j, 1, vis, lo, hi, sc + (size_t)j * n);
     for (int j = 0; j < nh; j++) {
-        float *s = sc + (size_t)j * n;
-        __m512 vmax = _mm512_set1_ps(-INFINITY), vsum = _mm512_setzero_ps();
-        for (int c0 = lo; c0 < hi; c0 += 16) {
-            __mmask16 in = (__mmask16)(hi - c0 >= 16 ? 0xFFFF : (1u << (hi - c0)) - 1);
-            vmax = _mm512_mask_max_ps(vmax, in, vmax, _mm512_maskz_loadu_ps(in, s + c0));
-        }
-        __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-        for (int c0 = lo; c0 < hi; c0 += 16) { /* masked cells: exp(-inf) = 0 */
-            __mmask16 in = (__mmask16)(hi - c0 >= 16 ? 0xFFFF : (1u << (hi - c0)) - 1);
-            __m512 e = expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + c0), max));
-            e = _mm512_maskz_mov_ps(in, e);
-            _mm512_mask_storeu_ps(s + c0, in, e);
-            vsum = _mm512_add_ps(vsum, e);
-        }
-        float sum = _mm512_reduce_add_ps(vsum);
-        int nv = a->hd_v / 16;
-        __m512 out[MAX_VEC];
-        for (int i = 0; i < nv; i++)
-            out[i] = _mm512_setzero_ps();
-        for (int c = lo; c < hi; c++) {
-            if (s[c] == 0.0f)
-                continue;
-            const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
-            __m512 w = _mm512_set1_ps(s[c]);
-            for (int i = 0; i < nv; i++)
-                out[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16 * i), out[i]);
-        }
+        float *s = sc + (size_t)j * n, sum = softmax_row(s, lo, hi);
         float *y = a->y + ((size_t)t * a->n_head + h0 + j) * a->hd_v;
         __m512 inv = _mm512_set1_ps(sum == 0.0f ? 0.0f : 1.0f / sum);
-        for (int i = 0; i < nv; i++)
-            _mm512_storeu_ps(y + 16 * i, _mm512_mul_ps(out[i], inv));
+        /* 8 vectors (128 dims) at a time where they fit, else 4, else 1 (hd_v % 16 == 0) */
+        int i0 = 0;
+        for (; i0 + 128 <= a->hd_v; i0 += 128) {
+            __m512 out[8];
+            weighted_values(a, kvh, i0, 8, s, lo, hi, out);
+            for (int i = 0; i < 8; i++)
+                _mm512_storeu_ps(y + i0 + 16 * i, _mm512_mul_ps(out[i], inv));
+        }
+        for (; i0 + 64 <= a->hd_v; i0 += 64) {
+            __m512 out[4];
+            weighted_values(a, kvh, i0, 4, s, lo, hi, out);
+            for (int i = 0; i < 4; i++)
+                _mm512_storeu_ps(y + i0 + 16 * i, _mm512_mul_ps(out[i], inv));
+        }
+        for (; i0 < a->hd_v; i0 += 16) {
+            __m512 out[1];
+            weighted_values(a, kvh, i0, 1, s, lo, hi, out);
+            _mm512_storeu_ps(y + i0, _mm512_mul_ps(out[0], inv));
+        }
     }
 }
 
