@@ -249,7 +249,8 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
             for (int c = 0; c < nc; c++) {
                 __m256 scale = _mm256_mul_ps(d, _mm256_set1_ps(xb[c]->d));
                 acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h][c]), scale, acc[h][c]);
-                acc[h][c] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xb[c]->s), acc[h][c]);
+                if (!t.sign) /* signed levels taken as they are have no offset to return */
+                    acc[h][c] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xb[c]->s), acc[h][c]);
             }
         }
     }
