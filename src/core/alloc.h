@@ -15,6 +15,13 @@
 void *ox_aligned_alloc(size_t align, size_t size);
 void ox_aligned_free(void *p);
 
+/* Asks the kernel to back the whole 2 MiB pages inside [p, p + size) with huge pages, before
+ * they are first written (Linux with transparent huge pages set to madvise or always; a no-op
+ * elsewhere). For the buffers decode streams every token: on a 2-core Zen 4 VM a sum over
+ * 512 MiB read 35.5 GB/s from huge pages against 33 from 4 KiB pages with 2 threads, and 30
+ * against 25 with one (the prefetchers stop at every 4 KiB page; the TLB misses less). */
+void ox_advise_huge_pages(void *p, size_t size);
+
 /* *out = a * b (or a + b); true on overflow, when *out must not be used. */
 static inline bool ox_mul_overflows(uint64_t a, uint64_t b, uint64_t *out) {
     return __builtin_mul_overflow(a, b, out);

@@ -271,8 +271,9 @@ void *backend_cpu_pack(enum ox_dtype type, const void *data, int64_t n_rows, int
      * the incremental chat did flipped on a near tie: the paths round differently. */
     if (!k || !k->pack || n_rows % 16 != 0 || n_cols % 256 != 0)
         return NULL;
-    size_t gb = k->packed_group_bytes(n_cols);
-    uint8_t *out = ox_aligned_alloc(64, gb * (size_t)(n_rows / 16));
+    size_t gb = k->packed_group_bytes(n_cols), bytes = gb * (size_t)(n_rows / 16);
+    uint8_t *out = ox_aligned_alloc(64, bytes);
+    ox_advise_huge_pages(out, bytes); /* decode streams these every token */
     for (int64_t g = 0; out && g < n_rows / 16; g++)
         k->pack(n_cols, (const uint8_t *)data + (size_t)g * 16 * row_bytes, row_bytes,
                 out + (size_t)g * gb);
