@@ -113,7 +113,9 @@ struct qjob {
     int n;
     uint8_t *scratch; /* per-thread bytes for repacked rows */
     size_t scratch_per_thread;
-    atomic_int next_chunk; /* the 16-row group chunks of the packed paths, claimed in turn */
+    /* the 16-row group chunks of the packed paths, claimed in turn; a line of its own, so the
+     * claims do not evict the fields above from the other core */
+    _Alignas(64) atomic_int next_chunk;
 };
 
 /* The packed paths hand out their 16-row groups in chunks that threads claim as they finish
@@ -124,10 +126,16 @@ struct qjob {
  * threads) against 5% with 4; a chunk of an FFN matrix is still ~100 KB, long enough for the
  * prefetchers to ramp up. Which thread computes a group does not change its result. */
 #define CHUNKS_PER_THREAD 16
+/* About a quarter of a microsecond of single-token work (see MIN_MACS_PER_PART). */
+#define MIN_MACS_PER_CHUNK 8192.0
 
 /* Claims the next chunk of groups: [*g0, *g1), false when none is left. */
 static bool claim_groups(struct qjob *j, int64_t groups, int nth, int64_t *g0, int64_t *g1) {
-    int64_t chunks = (int64_t)nth * CHUNKS_PER_THREAD;
+    /* never chunks below MIN_MACS_PER_CHUNK: a claim moves a cache line between cores */
+    double macs = 16.0 * (double)j->w->n_cols * (double)j->n * (double)groups;
+    int64_t chunks = (int64_t)nth * CHUNKS_PER_THREAD, least = (int64_t)(macs / MIN_MACS_PER_CHUNK);
+    least = least > nth ? least : nth;
+    chunks = chunks < least ? chunks : least;
     chunks = chunks < groups ? chunks : groups;
     int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
     if (c >= chunks)
