@@ -19,9 +19,13 @@ static inline __m256i accumulate(__m256i part, __m256i w, __m256i x) {
 static inline __m256i widen(__m256i part) {
     return part;
 }
-/* Group scales (int32 per row) as scale_sum takes them, and a partial sum times them. */
-static inline __m256i group_scales(__m256i sc) {
-    return sc;
+/* 8 rows' group scales from bytes (unsigned, signed) as scale_sum takes them, int32 per row,
+ * and a partial sum times them. */
+static inline __m256i group_scales_u8(const void *p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+static inline __m256i group_scales_i8(const void *p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
 }
 static inline __m256i scale_sum(__m256i part, __m256i sc) {
     return _mm256_mullo_epi32(part, sc);
@@ -43,10 +47,20 @@ static inline __m256i widen(__m256i part) {
     return _mm256_madd_epi16(part, _mm256_set1_epi16(1));
 }
 /* The int16 pair sums times the scale: each row's scale in both words of its lane, so one
- * VPMADDWD widens and scales at once. */
-static inline __m256i group_scales(__m256i sc) {
-    return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)),
-                           _mm256_slli_epi32(sc, 16));
+ * VPMADDWD widens and scales at once. From 8 bytes, one shuffle each: unsigned bytes into both
+ * words of their lane with zero above; signed ones doubled, then sign-extended to words. */
+static inline __m256i group_scales_u8(const void *p) {
+    long long b;
+    __builtin_memcpy(&b, p, 8);
+    return _mm256_shuffle_epi8(_mm256_set1_epi64x(b),
+                               _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,
+                                                -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7,
+                                                -1, 7, -1));
+}
+static inline __m256i group_scales_i8(const void *p) {
+    __m128i b = _mm_loadl_epi64((const __m128i *)p);
+    return _mm256_cvtepi8_epi16(
+        _mm_shuffle_epi8(b, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
 }
 static inline __m256i scale_sum(__m256i part, __m256i sc) {
     return _mm256_madd_epi16(part, sc);

@@ -349,8 +349,7 @@ static inline __attribute__((always_inline)) void rows8(const struct ktype *t, i
             dot[c] = _mm256_setzero_si256();
         }
         for (int g = 0; g < 16; g += t->group / 16) {
-            __m256i sc = group_scales(_mm256_cvtepi8_epi32(
-                _mm_loadl_epi64((const __m128i *)(pb + KP_SC + 16 * g + 8 * half))));
+            __m256i sc = group_scales_i8(pb + KP_SC + 16 * g + 8 * half);
             for (int k0 = 4 * g; k0 < 4 * g + chunks; k0 += depth) {
                 __m256i part[PACK_NC] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
                                          _mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -448,10 +447,8 @@ static inline __attribute__((always_inline)) void gemv_q4_K_nc(int64_t n, const 
                 dot[c] = _mm256_setzero_si256();
             }
             for (int i = 0; i < 4; i++) {
-                __m256i sc_lo = group_scales(_mm256_cvtepu8_epi32(
-                    _mm_loadl_epi64((const __m128i *)(pb + K4P_SC + 32 * i + 8 * h))));
-                __m256i sc_hi = group_scales(_mm256_cvtepu8_epi32(
-                    _mm_loadl_epi64((const __m128i *)(pb + K4P_SC + 32 * i + 16 + 8 * h))));
+                __m256i sc_lo = group_scales_u8(pb + K4P_SC + 32 * i + 8 * h);
+                __m256i sc_hi = group_scales_u8(pb + K4P_SC + 32 * i + 16 + 8 * h);
                 __m256i plo[GEMV_NC], phi[GEMV_NC];
                 for (int c = 0; c < nc; c++)
                     plo[c] = phi[c] = _mm256_setzero_si256();
@@ -501,8 +498,7 @@ static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const 
                 dot[c] = _mm256_setzero_si256();
             for (int g = 0; g < 16; g++) {
                 const uint8_t *q = pb + K6P_Q + 192 * g + 32 * h;
-                __m256i sc = group_scales(_mm256_cvtepi8_epi32(
-                    _mm_loadl_epi64((const __m128i *)(pb + K6P_SC + 16 * g + 8 * h))));
+                __m256i sc = group_scales_i8(pb + K6P_SC + 16 * g + 8 * h);
                 __m256i l0 = load256(q), l1 = load256(q + 64), hb = load256(q + 128);
                 __m256i lv[4] = {
                     _mm256_or_si256(_mm256_and_si256(l0, low), field(hb, 0, 4, 2)),
