@@ -54,8 +54,8 @@ static inline __m256i group_scales_u8(const void *p) {
     __builtin_memcpy(&b, p, 8);
     return _mm256_shuffle_epi8(_mm256_set1_epi64x(b),
                                _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,
-                                                -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7,
-                                                -1, 7, -1));
+                                                -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1,
+                                                7, -1));
 }
 static inline __m256i group_scales_i8(const void *p) {
     __m128i b = _mm_loadl_epi64((const __m128i *)p);
