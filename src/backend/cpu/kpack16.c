@@ -100,35 +100,44 @@ void kpack16_unpack_q4_K(int64_t n, const void *group, void *dst) {
     }
 }
 
-/* ---- q6_K: per group of 16 elements, two vectors of low nibbles (chunks 2k and 2k + 1 in
- * the low and high nibbles of vector k) and one of the top bit pairs (chunk c's at bit 2c) --- */
+/* ---- q6_K: per group of 16 elements, three vectors holding the 6-bit levels of chunks 0, 1
+ * and 2 in their low 6 bits, and chunk 3's level spread over their top bit pairs (its bits 0-1
+ * in vector 0, 2-3 in vector 1, 4-5 in vector 2): a level comes out with one mask (chunks 0-2)
+ * or three shifts, three masks and two ORs (chunk 3), where low nibbles and top bit pairs kept
+ * apart cost 17 operations a group --------------------------------------------------------- */
 
 /* Where chunk c of group g (elements 16 g + 4 c .. + 3) lies in the file: the 4 bytes of ql and
- * of qh that hold its low nibbles and top bit pairs, and their shifts; and in the layout. */
+ * of qh that hold its low nibbles and top bit pairs, and their shifts. */
 struct q6_chunk {
-    int ql, ql_shift, qh, qh_shift; /* in the file's block */
-    int pl, pl_shift, ph, ph_shift; /* in the layout's super-block, row 0 */
+    int ql, ql_shift, qh, qh_shift;
 };
 
 static struct q6_chunk q6_chunk_place(int g, int c) {
     int e = 16 * g + 4 * c, half = e / 128, quarter = e % 128 / 32, l = e % 32;
     return (struct q6_chunk){64 * half + l + 32 * (quarter & 1), quarter >= 2 ? 4 : 0,
-                             32 * half + l,                      2 * quarter,
-                             K6P_Q + 192 * g + 64 * (c / 2),     4 * (c % 2),
-                             K6P_Q + 192 * g + 128,              2 * c};
+                             32 * half + l, 2 * quarter};
 }
 
-/* Row r's two nibble vectors and its top bit pairs of group g, from its file block. */
+/* The 4 levels (0..63, a byte each) of chunk c of row r, from a group's 192 bytes q. */
+static uint32_t q6_levels(const uint8_t *q, int r, int c) {
+    const uint32_t six = 0x3F3F3F3Fu, two = 0x03030303u;
+    if (c < 3)
+        return load_u32(q + 64 * c + 4 * r) & six;
+    return (load_u32(q + 4 * r) >> 6 & two) | (load_u32(q + 64 + 4 * r) >> 4 & two << 2) |
+           (load_u32(q + 128 + 4 * r) >> 2 & two << 4);
+}
+
+/* Row r's three level vectors of group g, from its file block. */
 static void q6_pack_group(const struct block_q6_K *blk, int g, uint8_t *q, int r) {
-    uint32_t lo[4], hi = 0;
+    uint32_t lv[4];
     for (int c = 0; c < 4; c++) {
         struct q6_chunk p = q6_chunk_place(g, c);
-        lo[c] = load_u32(blk->ql + p.ql) >> p.ql_shift & 0x0F0F0F0Fu;
-        hi |= (load_u32(blk->qh + p.qh) >> p.qh_shift & 0x03030303u) << p.ph_shift;
+        uint32_t lo = load_u32(blk->ql + p.ql) >> p.ql_shift & 0x0F0F0F0Fu;
+        uint32_t hi = load_u32(blk->qh + p.qh) >> p.qh_shift & 0x03030303u;
+        lv[c] = lo | hi << 4;
     }
-    store_u32(q + 4 * r, lo[0] | lo[1] << 4);
-    store_u32(q + 64 + 4 * r, lo[2] | lo[3] << 4);
-    store_u32(q + 128 + 4 * r, hi);
+    for (int k = 0; k < 3; k++)
+        store_u32(q + 64 * k + 4 * r, lv[k] | (lv[3] >> (2 * k) & 0x03030303u) << 6);
 }
 
 void kpack16_pack_q6_K(int64_t n, const uint8_t *w, size_t w_stride, void *dst) {
@@ -156,8 +165,8 @@ void kpack16_file_row_q6_K(int64_t n, const void *group, int lane, void *dst) {
             blk->scales[g] = (int8_t)in[K6P_SC + 16 * g + lane];
             for (int c = 0; c < 4; c++) {
                 struct q6_chunk p = q6_chunk_place(g, c);
-                uint32_t lo = load_u32(in + p.pl + 4 * lane) >> p.pl_shift & 0x0F0F0F0Fu;
-                uint32_t hi = load_u32(in + p.ph + 4 * lane) >> p.ph_shift & 0x03030303u;
+                uint32_t lv = q6_levels(in + K6P_Q + 192 * g, lane, c);
+                uint32_t lo = lv & 0x0F0F0F0Fu, hi = lv >> 4 & 0x03030303u;
                 store_u32(blk->ql + p.ql, load_u32(blk->ql + p.ql) | lo << p.ql_shift);
                 store_u32(blk->qh + p.qh, load_u32(blk->qh + p.qh) | hi << p.qh_shift);
             }
@@ -174,13 +183,8 @@ void kpack16_unpack_q6_K(int64_t n, const void *group, void *dst) {
         for (int g = 0; g < 16; g++) {
             const uint8_t *q = in + K6P_Q + 192 * g;
             for (int r = 0; r < 16; r++) {
-                uint32_t l0 = load_u32(q + 4 * r), l1 = load_u32(q + 64 + 4 * r),
-                         h = load_u32(q + 128 + 4 * r);
-                const uint32_t lo = 0x0F0F0F0Fu, top = 0x30303030u;
-                store_u32(out + 64 * (4 * g + 0) + 4 * r, (l0 & lo) | (h << 4 & top));
-                store_u32(out + 64 * (4 * g + 1) + 4 * r, (l0 >> 4 & lo) | (h << 2 & top));
-                store_u32(out + 64 * (4 * g + 2) + 4 * r, (l1 & lo) | (h & top));
-                store_u32(out + 64 * (4 * g + 3) + 4 * r, (l1 >> 4 & lo) | (h >> 2 & top));
+                for (int c = 0; c < 4; c++)
+                    store_u32(out + 64 * (4 * g + c) + 4 * r, q6_levels(q, r, c));
                 int8_t sc = (int8_t)in[K6P_SC + 16 * g + r];
                 int16_t bias = (int16_t)(-32 * sc);
                 out[KP_SC + 16 * g + r] = (uint8_t)sc;

@@ -104,8 +104,9 @@ enum {
 /* The load-time layouts of q4_K and q6_K (kpack16.c), per super-block of a 16-row group.
  * q4_K: f16 d and dmin per row, the 6-bit scales as bytes ([sub-block][row]), the mins as byte
  * pairs ([sub-block pair][row][2]), then the file's qs in 4-byte chunks ([32][row][4]).
- * q6_K: f16 d per row, the int8 scales ([group][row]), then per group of 16 elements two
- * vectors of low nibbles and one of top bit pairs, each [row][4]. */
+ * q6_K: f16 d per row, the int8 scales ([group][row]), then per group of 16 elements three
+ * vectors [row][4]: the 6-bit levels of chunks 0, 1, 2 in their low bits, chunk 3's in their top
+ * bit pairs (kpack16.c). */
 enum {
     K4P_D = 0,
     K4P_DMIN = 32,

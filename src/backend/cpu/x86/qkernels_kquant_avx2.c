@@ -429,7 +429,7 @@ static inline __attribute__((always_inline)) void gemv_q4_K_nc(int64_t n, const 
             xb[c] = (const struct block_q8_K *)(x + c * x_stride) + b;
             __m256i s = _mm256_madd_epi16(load256(xb[c]->bsums), _mm256_set1_epi16(1));
             _mm_storeu_si128((__m128i *)sums[c], _mm_packs_epi32(_mm256_castsi256_si128(s),
-                                                                _mm256_extracti128_si256(s, 1)));
+                                                                 _mm256_extracti128_si256(s, 1)));
         }
         for (int h = 0; h < 2; h++) {
             __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + K4P_D + 16 * h)));
@@ -442,8 +442,8 @@ static inline __attribute__((always_inline)) void gemv_q4_K_nc(int64_t n, const 
                         _mm_loadu_si128((const __m128i *)(pb + K4P_M + 32 * p + 16 * h)));
                     mn = _mm256_add_epi32(mn, _mm256_madd_epi16(m, _mm256_set1_epi32(sums[c][p])));
                 }
-                acc[h][c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn),
-                                             _mm256_mul_ps(dm, _mm256_set1_ps(xb[c]->d)), acc[h][c]);
+                acc[h][c] = _mm256_fnmadd_ps(
+                    _mm256_cvtepi32_ps(mn), _mm256_mul_ps(dm, _mm256_set1_ps(xb[c]->d)), acc[h][c]);
                 dot[c] = _mm256_setzero_si256();
             }
             for (int i = 0; i < 4; i++) {
@@ -477,12 +477,12 @@ static inline __attribute__((always_inline)) void gemv_q4_K_nc(int64_t n, const 
             _mm256_storeu_ps(y + (size_t)c * y_stride + 8 * h, acc[h][c]);
 }
 
-/* q6_K: per group of 16, two nibble vectors and one of top bit pairs give its 4 chunks; levels
- * 0..63 stand for q - 32, paid as -32 times the scale against the group's activation sum. */
+/* q6_K: per group of 16, three level vectors give its 4 chunks (kpack16.c); levels 0..63 stand
+ * for q - 32, paid as -32 times the scale against the group's activation sum. */
 static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const uint8_t *group,
                                                                const uint8_t *x, size_t x_stride,
                                                                int nc, float *y, size_t y_stride) {
-    const __m256i low = _mm256_set1_epi8(0x0F);
+    const __m256i six = _mm256_set1_epi8(0x3F);
     __m256 acc[2][GEMV_NC];
     for (int h = 0; h < 2; h++)
         for (int c = 0; c < nc; c++)
@@ -499,27 +499,36 @@ static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const 
             for (int g = 0; g < 16; g++) {
                 const uint8_t *q = pb + K6P_Q + 192 * g + 32 * h;
                 __m256i sc = group_scales_i8(pb + K6P_SC + 16 * g + 8 * h);
-                __m256i l0 = load256(q), l1 = load256(q + 64), hb = load256(q + 128);
+                __m256i v0 = load256(q), v1 = load256(q + 64), v2 = load256(q + 128);
                 __m256i lv[4] = {
-                    _mm256_or_si256(_mm256_and_si256(l0, low), field(hb, 0, 4, 2)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
-                                    field(hb, 2, 4, 2)),
-                    _mm256_or_si256(_mm256_and_si256(l1, low), field(hb, 4, 4, 2)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
-                                    field(hb, 6, 4, 2))};
+                    _mm256_and_si256(v0, six), _mm256_and_si256(v1, six), _mm256_and_si256(v2, six),
+                    _mm256_or_si256(_mm256_or_si256(field(v0, 6, 0, 2), field(v1, 6, 2, 2)),
+                                    field(v2, 6, 4, 2))};
                 for (int c = 0; c < nc; c++) {
                     const int8_t *xq = xb[c]->qs + 16 * g;
                     /* levels below 64: two chunks fit an int16 sum (VNNI: all four) */
                     __m256i p0 = accumulate(_mm256_setzero_si256(), lv[0], bcast32(xq));
                     p0 = accumulate(p0, lv[1], bcast32(xq + 4));
-                    __m256i p1 = accumulate(VNNI ? p0 : _mm256_setzero_si256(), lv[2],
-                                            bcast32(xq + 8));
+                    __m256i p1 =
+                        accumulate(VNNI ? p0 : _mm256_setzero_si256(), lv[2], bcast32(xq + 8));
                     p1 = accumulate(p1, lv[3], bcast32(xq + 12));
                     __m256i s = VNNI ? scale_sum(p1, sc)
                                      : _mm256_add_epi32(scale_sum(p0, sc), scale_sum(p1, sc));
-                    dot[c] = _mm256_add_epi32(
-                        dot[c], _mm256_add_epi32(s, scale_sum(group_bias(-32 * xb[c]->bsums[g]), sc)));
+                    dot[c] = _mm256_add_epi32(dot[c], s);
                 }
+            }
+            /* the offset 32 of every level: -32 times the sum over groups of scale times the
+             * group's activation sum, two groups per VPMADDWD (scale pairs against bsums pairs) */
+            for (int c = 0; c < nc; c++) {
+                __m256i off = _mm256_setzero_si256();
+                for (int g = 0; g < 16; g += 2) {
+                    __m256i sc2 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(
+                        _mm_loadl_epi64((const __m128i *)(pb + K6P_SC + 16 * g + 8 * h)),
+                        _mm_loadl_epi64((const __m128i *)(pb + K6P_SC + 16 * (g + 1) + 8 * h))));
+                    off = _mm256_add_epi32(
+                        off, _mm256_madd_epi16(sc2, _mm256_set1_epi32(load32(xb[c]->bsums + g))));
+                }
+                dot[c] = _mm256_sub_epi32(dot[c], _mm256_slli_epi32(off, 5));
             }
             __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + K6P_D + 16 * h)));
             for (int c = 0; c < nc; c++)
@@ -534,7 +543,7 @@ static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const 
 
 /* One instantiation per token count, so each loop over tokens unrolls. */
 #define GEMV_BY_NC(type)                                                                           \
-    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,    \
+    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
                               int nc, float *y, size_t y_stride) {                                 \
         if (nc == 1)                                                                               \
             gemv_##type##_nc(n, group, x, x_stride, 1, y, y_stride);                               \
@@ -610,8 +619,8 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
 /* ---- the kernel table ------------------------------------------------------------------------ */
 
 #define DEFINE_KQUANT(type, fold, sign, group, depth, ...)                                         \
-    static const struct ktype kt_##type = {decode_##type, sizeof(struct block_##type), fold,       \
-                                           sign, group, depth};                                    \
+    static const struct ktype kt_##type = {                                                        \
+        decode_##type, sizeof(struct block_##type), fold, sign, group, depth};                     \
     static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
                             const uint8_t *x, size_t x_stride, int nc, float *y,                   \
                             size_t y_stride) {                                                     \
@@ -624,7 +633,7 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
                               size_t x_stride, int nc, float *y, size_t y_stride) {                \
         tile16_k(&kt_##type, n, packed, nr, x, x_stride, nc, y, y_stride);                         \
     }                                                                                              \
-    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                                 \
+    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
                                             .x_row_bytes = xq8_K_row_bytes,                        \
                                             .quantize_x = xq8_K_quantize,                          \
                                             .x_to_float = dequant_q8_K,                            \

@@ -468,19 +468,19 @@ static inline __attribute__((always_inline)) void gemv_q4_K_nc(int64_t n, const 
                                           _mm256_set1_epi16(1));
             int32_t sums[4]; /* sums of 32 as int16 pairs, one per pair of sub-blocks */
             _mm_storeu_si128((__m128i *)sums, _mm_packs_epi32(_mm256_castsi256_si128(s),
-                                                             _mm256_extracti128_si256(s, 1)));
+                                                              _mm256_extracti128_si256(s, 1)));
             mn[c] = dot[c] = _mm512_setzero_si512();
             for (int p = 0; p < 4; p++)
-                mn[c] = _mm512_dpwssd_epi32(
-                    mn[c],
-                    _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(pb + K4P_M + 32 * p))),
-                    _mm512_set1_epi32(sums[p]));
+                mn[c] = _mm512_dpwssd_epi32(mn[c],
+                                            _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+                                                (const __m256i *)(pb + K4P_M + 32 * p))),
+                                            _mm512_set1_epi32(sums[p]));
         }
         for (int i = 0; i < 4; i++) {
-            __m512i sc_lo = _mm512_cvtepu8_epi32(
-                _mm_loadu_si128((const __m128i *)(pb + K4P_SC + 32 * i)));
-            __m512i sc_hi = _mm512_cvtepu8_epi32(
-                _mm_loadu_si128((const __m128i *)(pb + K4P_SC + 32 * i + 16)));
+            __m512i sc_lo =
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pb + K4P_SC + 32 * i)));
+            __m512i sc_hi =
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pb + K4P_SC + 32 * i + 16)));
             __m512i plo[GEMV_NC], phi[GEMV_NC];
             for (int c = 0; c < nc; c++)
                 plo[c] = phi[c] = _mm512_setzero_si512();
@@ -495,8 +495,9 @@ static inline __attribute__((always_inline)) void gemv_q4_K_nc(int64_t n, const 
                 }
             }
             for (int c = 0; c < nc; c++)
-                dot[c] = _mm512_add_epi32(dot[c], _mm512_add_epi32(_mm512_mullo_epi32(plo[c], sc_lo),
-                                                                   _mm512_mullo_epi32(phi[c], sc_hi)));
+                dot[c] =
+                    _mm512_add_epi32(dot[c], _mm512_add_epi32(_mm512_mullo_epi32(plo[c], sc_lo),
+                                                              _mm512_mullo_epi32(phi[c], sc_hi)));
         }
         __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + K4P_D)));
         __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + K4P_DMIN)));
@@ -516,13 +517,13 @@ static inline __m512i field512(__m512i v, int from, int to, int width) {
     return _mm512_and_si512(s, _mm512_set1_epi8((char)(((1 << width) - 1) << to)));
 }
 
-/* q6_K: per group of 16, two nibble vectors and one of top bit pairs give its 4 chunks; levels
- * 0..63 stand for q - 32, so -32 times the group's activation sum joins its dot before the
+/* q6_K: per group of 16, three level vectors give its 4 chunks (kpack16.c); levels 0..63 stand
+ * for q - 32, so -32 times the group's activation sum joins its dot before the
  * scale. */
 static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const uint8_t *group,
                                                                const uint8_t *x, size_t x_stride,
                                                                int nc, float *y, size_t y_stride) {
-    const __m512i low = _mm512_set1_epi8(0x0F);
+    const __m512i six = _mm512_set1_epi8(0x3F);
     __m512 acc[GEMV_NC];
     for (int c = 0; c < nc; c++)
         acc[c] = _mm512_setzero_ps();
@@ -538,15 +539,12 @@ static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const 
             const uint8_t *q = pb + K6P_Q + 192 * g;
             __m512i sc =
                 _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pb + K6P_SC + 16 * g)));
-            __m512i l0 = _mm512_loadu_si512(q), l1 = _mm512_loadu_si512(q + 64),
-                    hb = _mm512_loadu_si512(q + 128);
+            __m512i v0 = _mm512_loadu_si512(q), v1 = _mm512_loadu_si512(q + 64),
+                    v2 = _mm512_loadu_si512(q + 128);
             __m512i lv[4] = {
-                _mm512_or_si512(_mm512_and_si512(l0, low), field512(hb, 0, 4, 2)),
-                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low),
-                                field512(hb, 2, 4, 2)),
-                _mm512_or_si512(_mm512_and_si512(l1, low), field512(hb, 4, 4, 2)),
-                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low),
-                                field512(hb, 6, 4, 2))};
+                _mm512_and_si512(v0, six), _mm512_and_si512(v1, six), _mm512_and_si512(v2, six),
+                _mm512_or_si512(_mm512_or_si512(field512(v0, 6, 0, 2), field512(v1, 6, 2, 2)),
+                                field512(v2, 6, 4, 2))};
             for (int c = 0; c < nc; c++) {
                 const int8_t *xq = xb[c]->qs + 16 * g;
                 __m512i p = _mm512_set1_epi32(-32 * xb[c]->bsums[g]);
@@ -566,7 +564,7 @@ static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const 
 
 /* One instantiation per token count up to GEMV_NC, so each loop over tokens unrolls. */
 #define GEMV_BY_NC(type)                                                                           \
-    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,    \
+    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
                               int nc, float *y, size_t y_stride) {                                 \
         for (int c = 0; c < nc; c += GEMV_NC) {                                                    \
             const uint8_t *xc = x + (size_t)c * x_stride;                                          \
