@@ -129,14 +129,18 @@ struct qjob {
 /* About a quarter of a microsecond of single-token work (see MIN_MACS_PER_PART). */
 #define MIN_MACS_PER_CHUNK 8192.0
 
-/* Claims the next chunk of groups: [*g0, *g1), false when none is left. */
-static bool claim_groups(struct qjob *j, int64_t groups, int nth, int64_t *g0, int64_t *g1) {
-    /* never chunks below MIN_MACS_PER_CHUNK: a claim moves a cache line between cores */
+/* How many chunks the groups of a matmul go in: CHUNKS_PER_THREAD a thread, none below
+ * MIN_MACS_PER_CHUNK (a claim moves a cache line between cores), at least one a thread. */
+static int64_t chunk_count(const struct qjob *j, int64_t groups, int nth) {
     double macs = 16.0 * (double)j->w->n_cols * (double)j->n * (double)groups;
     int64_t chunks = (int64_t)nth * CHUNKS_PER_THREAD, least = (int64_t)(macs / MIN_MACS_PER_CHUNK);
     least = least > nth ? least : nth;
     chunks = chunks < least ? chunks : least;
-    chunks = chunks < groups ? chunks : groups;
+    return chunks < groups ? chunks : groups;
+}
+
+/* Claims the next of chunks chunks of groups: [*g0, *g1), false when none is left. */
+static bool claim_groups(struct qjob *j, int64_t groups, int64_t chunks, int64_t *g0, int64_t *g1) {
     int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
     if (c >= chunks)
         return false;
@@ -166,9 +170,9 @@ static int block_tokens(const struct qjob *j) {
 static void multiply_rows_packed(struct qjob *j, int ith, int nth) {
     const struct qkernel *k = j->k;
     const struct mat *w = j->w;
-    int64_t groups = (w->n_rows + 15) / 16, g0, g1;
+    int64_t groups = (w->n_rows + 15) / 16, chunks = chunk_count(j, groups, nth), g0, g1;
     void *pack = j->scratch + (size_t)ith * j->scratch_per_thread;
-    while (claim_groups(j, groups, nth, &g0, &g1))
+    while (claim_groups(j, groups, chunks, &g0, &g1))
         for (int64_t g = g0; g < g1; g++) {
             int64_t r = g * 16;
             int nr = (int)(w->n_rows - r < 16 ? w->n_rows - r : 16);
@@ -194,9 +198,9 @@ static void multiply_rows_gemv16(struct qjob *j, int ith, int nth) {
     const struct qkernel *k = j->k;
     const struct mat *w = j->w;
     (void)ith; /* chunks are claimed, not assigned */
-    int64_t groups = w->n_rows / 16, g0, g1;
+    int64_t groups = w->n_rows / 16, chunks = chunk_count(j, groups, nth), g0, g1;
     size_t gb = k->packed_group_bytes(w->n_cols);
-    while (claim_groups(j, groups, nth, &g0, &g1))
+    while (claim_groups(j, groups, chunks, &g0, &g1))
         for (int c = 0; c < j->n; c += k->pack_nc) {
             int nc = j->n - c < k->pack_nc ? j->n - c : k->pack_nc;
             for (int64_t g = g0; g < g1; g++)

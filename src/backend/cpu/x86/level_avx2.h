@@ -30,11 +30,6 @@ static inline __m256i group_scales_i8(const void *p) {
 static inline __m256i scale_sum(__m256i part, __m256i sc) {
     return _mm256_mullo_epi32(part, sc);
 }
-/* A term v (even, |v / 2| < 2^15) as scale_sum takes a partial sum, so that scale_sum gives
- * v times each row's scale. */
-static inline __m256i group_bias(int v) {
-    return _mm256_set1_epi32(v);
-}
 #else
 enum { VNNI = 0 };
 #define LEVEL_NAME   "avx2"
@@ -64,10 +59,6 @@ static inline __m256i group_scales_i8(const void *p) {
 }
 static inline __m256i scale_sum(__m256i part, __m256i sc) {
     return _mm256_madd_epi16(part, sc);
-}
-/* v / 2 in both words of each lane: VPMADDWD against the doubled scale gives v times it. */
-static inline __m256i group_bias(int v) {
-    return _mm256_set1_epi16((short)(v / 2));
 }
 #endif
 

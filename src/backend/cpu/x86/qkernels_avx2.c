@@ -94,18 +94,11 @@ static inline struct wblock unpack_iq4_nl(const uint8_t *p) {
 }
 
 /* The int32 sums of w . x over a block's 8 chunks of 4 bytes, for 8 rows (w: one chunk per
- * call of chunk()) or one row (w: 32 bytes at once); x holds the chunk's activation bytes. */
-static inline __m256i products(struct wtype t, __m256i part, __m256i w, __m256i x) {
-    if (t.sign)
-        return accumulate(part, _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return accumulate(part, w, x);
-}
-
-/* The same for 8 rows' chunk w against several tokens, what depends on w alone taken once:
- * for signed levels |w| (wabs) and the mask of w's negative bytes (neg), which flips x's signs
- * by an XOR and a subtraction. Those two run on any vector ALU, where VPSIGNB competes with
- * VPMADDUBSW and VPMADDWD for the two multiply pipes on Zen (3 of the 4 operations of a chunk
- * were there). */
+ * call of chunk()) or one row (w: 32 bytes at once); x holds the chunk's activation bytes.
+ * What depends on w alone is taken once per chunk of weights (chunk_of), however many tokens
+ * meet it: for signed levels |w| (wabs) and the mask of w's negative bytes (neg), which flips
+ * x's signs by an XOR and a subtraction. Those two run on any vector ALU, where VPSIGNB competes
+ * with VPMADDUBSW and VPMADDWD for the two multiply pipes on Zen. */
 struct wchunk {
     __m256i w, wabs, neg;
 };
@@ -134,13 +127,16 @@ tile_rows(struct wblock (*unpack)(const uint8_t *), struct wtype t, size_t block
             acc[r][c] = _mm256_setzero_ps(), corr[r][c] = 0.0f;
     for (int64_t b = 0; b < n / 32; b++) {
         struct wblock wb[NR];
-        for (int r = 0; r < nr; r++)
+        struct wchunk wc[NR];
+        for (int r = 0; r < nr; r++) {
             wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * block_bytes);
+            wc[r] = chunk_of(t, wb[r].q);
+        }
         for (int c = 0; c < nc; c++) {
             const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
             __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
             for (int r = 0; r < nr; r++) {
-                __m256i dot = widen(products(t, _mm256_setzero_si256(), wb[r].q, xv));
+                __m256i dot = widen(chunk_products(t, _mm256_setzero_si256(), wc[r], xv));
                 __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);
                 acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][c]);
                 corr[r][c] += wb[r].bias * xb->s;
@@ -276,8 +272,8 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
     }
     for (int h = 0; h < nh; h++) {
         int keep = nr - 8 * (h0 + h);
-        __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(keep),
-                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i mask =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(keep), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         for (int c = 0; c < nc && keep > 0; c++) {
             float *yc = y + (size_t)c * y_stride + 8 * (h0 + h);
             if (keep >= 8)
@@ -290,9 +286,10 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
 
 /* 16 rows (nr of them real) x up to PACK_NC tokens: one token over both halves at once, more
  * tokens a half of 8 rows at a time (registers allow no more). */
-static inline __attribute__((always_inline)) void
-rows16(const struct layout *l, struct wtype t, int64_t n, const void *packed, int nr,
-       const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
+static inline __attribute__((always_inline)) void rows16(const struct layout *l, struct wtype t,
+                                                         int64_t n, const void *packed, int nr,
+                                                         const uint8_t *x, size_t x_stride, int nc,
+                                                         float *y, size_t y_stride) {
     if (nc == 1) {
         rows8(l, t, n, packed, 0, 2, nr, x, x_stride, 1, y, y_stride);
         return;
