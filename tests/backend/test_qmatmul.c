@@ -24,25 +24,66 @@ static float uniform(void) { /* xorshift32 in [-1, 1) */
     return (float)(rng >> 8) / 8388608.0f - 1.0f;
 }
 
+/* The operands: weights as the file holds them (wq) and dequantized (wd), activations as the
+ * kernel quantizes them (xq) and back (xd). */
+static float w[ROWS][COLS], wd[ROWS][COLS], x[TOKENS][COLS], xd[TOKENS][COLS];
+static uint8_t wq[ROWS * COLS * 4], xq[TOKENS * COLS * 4];
+
+static void quantize_operands(const struct dtype_traits *tr, const struct qkernel *k) {
+    size_t w_row = (size_t)(COLS / tr->block_size) * tr->type_size, x_row = k->x_row_bytes(COLS);
+    for (int r = 0; r < ROWS; r++)
+        tr->to_float(wq + r * w_row, wd[r], COLS);
+    for (int c = 0; c < TOKENS; c++) {
+        k->quantize_x(x[c], xq + c * x_row, COLS);
+        k->x_to_float(xq + c * x_row, xd[c], COLS);
+    }
+}
+
+static void check_paths(enum ox_dtype type, const struct qkernel *k);
+
 static void check_kernel(enum ox_dtype type, const struct qkernel *k) {
     const struct dtype_traits *tr = dtype_get((int)type);
     if (!k)
         return;
-    static float w[ROWS][COLS], wd[ROWS][COLS], x[TOKENS][COLS], xd[TOKENS][COLS];
-    static uint8_t wq[ROWS * COLS * 4], xq[TOKENS * COLS * 4];
-    size_t w_row = (size_t)(COLS / tr->block_size) * tr->type_size, x_row = k->x_row_bytes(COLS);
+    size_t w_row = (size_t)(COLS / tr->block_size) * tr->type_size;
     for (int r = 0; r < ROWS; r++) {
         for (int i = 0; i < COLS; i++) /* rows of different scales, some outliers */
             w[r][i] = uniform() * (0.5f + r) * (i % 61 == 0 ? 4.0f : 1.0f);
         tr->from_float(w[r], wq + r * w_row, 1, COLS, NULL);
-        tr->to_float(wq + r * w_row, wd[r], COLS);
     }
-    for (int c = 0; c < TOKENS; c++) {
+    for (int c = 0; c < TOKENS; c++)
         for (int i = 0; i < COLS; i++)
             x[c][i] = uniform() * (c + 1);
-        k->quantize_x(x[c], xq + c * x_row, COLS);
-        k->x_to_float(xq + c * x_row, xd[c], COLS);
-    }
+    quantize_operands(tr, k);
+    check_paths(type, k);
+}
+
+/* q8_0 at the ends of its levels, where byte products of a pair come nearest int16's limits:
+ * rows of -128 (a file may hold it; ggml's quantizer stops at -127), of 127, and mixed, against
+ * activations of one magnitude (levels +-127) with every sign pattern. */
+static void check_q8_0_extremes(const struct qkernel *k) {
+    if (!k)
+        return;
+    const struct dtype_traits *tr = dtype_get(OX_DTYPE_Q8_0);
+    for (int r = 0; r < ROWS; r++)
+        for (int b = 0; b < COLS / 32; b++) {
+            struct block_q8_0 *blk = (struct block_q8_0 *)wq + r * (COLS / 32) + b;
+            blk->d = 0x3C00; /* 1.0 */
+            for (int i = 0; i < 32; i++) {
+                int pick = r % 4 == 0 ? 0 : r % 4 == 1 ? 1 : (i + r + b) % (r % 4);
+                blk->qs[i] = (int8_t)(pick == 0 ? -128 : 127);
+            }
+        }
+    for (int c = 0; c < TOKENS; c++)
+        for (int i = 0; i < COLS; i++)
+            x[c][i] = c == 0 ? 1.0f : c == 1 ? -1.0f : ((i * c + i / 3) % 2 ? 1.0f : -1.0f);
+    quantize_operands(tr, k);
+    check_paths(OX_DTYPE_Q8_0, k);
+}
+
+static void check_paths(enum ox_dtype type, const struct qkernel *k) {
+    const struct dtype_traits *tr = dtype_get((int)type);
+    size_t w_row = (size_t)(COLS / tr->block_size) * tr->type_size, x_row = k->x_row_bytes(COLS);
     int bad = 0;
     for (int nr = 1; nr <= k->max_nr; nr++)
         for (int nc = 1; nc <= k->max_nc; nc++) {
@@ -186,6 +227,7 @@ int main(void) {
         check_q8_K_activations(qkernel_for((enum ox_dtype)t));
         n++;
     }
+    check_q8_0_extremes(qkernel_for(OX_DTYPE_Q8_0));
 #if defined(__x86_64__) /* the AVX2 sets, which AVX-512 machines never pick, on their own */
     const struct cpu_features *f = cpu_features_get();
     for (int t = 0; f->avx2 && f->fma && f->f16c && t < OX_DTYPE_COUNT; t++) {
@@ -194,6 +236,10 @@ int main(void) {
         if (f->avx_vnni)
             check_kernel((enum ox_dtype)t, qkernels_avx2vnni((enum ox_dtype)t));
     }
+    if (f->avx2 && f->fma && f->f16c)
+        check_q8_0_extremes(qkernels_avx2(OX_DTYPE_Q8_0));
+    if (f->avx_vnni)
+        check_q8_0_extremes(qkernels_avx2vnni(OX_DTYPE_Q8_0));
 #endif
     printf("%d fast kernels on this CPU\n", n);
     return test_finish("test_qmatmul");

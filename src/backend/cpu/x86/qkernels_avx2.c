@@ -96,9 +96,15 @@ static inline struct wblock unpack_iq4_nl(const uint8_t *p) {
 /* The int32 sums of w . x over a block's 8 chunks of 4 bytes, for 8 rows (w: one chunk per
  * call of chunk()) or one row (w: 32 bytes at once); x holds the chunk's activation bytes.
  * What depends on w alone is taken once per chunk of weights (chunk_of), however many tokens
- * meet it: for signed levels |w| (wabs) and the mask of w's negative bytes (neg), which flips
- * x's signs by an XOR and a subtraction. Those two run on any vector ALU, where VPSIGNB competes
- * with VPMADDUBSW and VPMADDWD for the two multiply pipes on Zen. */
+ * meet it: for signed levels |w| (wabs) and the mask of w's negative bytes (neg), which gives x
+ * w's sign by an XOR and a subtraction. Those two run on any vector ALU, where VPSIGNB competes
+ * with VPMADDUBSW and VPMADDWD for the two multiply pipes on Zen.
+ *
+ * The XOR alone gives -x - 1 where w < 0, so |w| (-x - 1) = w x - |w|: the products then sum to
+ * w . x less the sum of |w| over w's negative levels, a term of the weights alone. Layouts that
+ * hold it (corrections) start each block's sum there and skip the subtraction, one of the five
+ * vector operations a chunk takes per token. The pairs stay clear of saturation: |w| <= 128 and
+ * -x - 1 >= -128, so no pair sum falls below -32768. */
 struct wchunk {
     __m256i w, wabs, neg;
 };
@@ -108,10 +114,12 @@ static inline struct wchunk chunk_of(struct wtype t, __m256i w) {
         c.wabs = _mm256_sign_epi8(w, w), c.neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), w);
     return c;
 }
-static inline __m256i chunk_products(struct wtype t, __m256i part, struct wchunk c, __m256i x) {
-    if (t.sign) /* x where w > 0, -x where w < 0; where w = 0, |w| = 0 drops it */
-        return accumulate(part, c.wabs, _mm256_sub_epi8(_mm256_xor_si256(x, c.neg), c.neg));
-    return accumulate(part, c.w, x);
+static inline __m256i chunk_products(struct wtype t, int corrected, __m256i part, struct wchunk c,
+                                     __m256i x) {
+    if (!t.sign)
+        return accumulate(part, c.w, x);
+    __m256i flipped = _mm256_xor_si256(x, c.neg); /* where w = 0, |w| = 0 drops it */
+    return accumulate(part, c.wabs, corrected ? flipped : _mm256_sub_epi8(flipped, c.neg));
 }
 
 /* ---- the row tile: nr rows x nc tokens, each weight block unpacked once per tile ---------- */
@@ -136,7 +144,7 @@ tile_rows(struct wblock (*unpack)(const uint8_t *), struct wtype t, size_t block
             const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
             __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
             for (int r = 0; r < nr; r++) {
-                __m256i dot = widen(chunk_products(t, _mm256_setzero_si256(), wc[r], xv));
+                __m256i dot = widen(chunk_products(t, 0, _mm256_setzero_si256(), wc[r], xv));
                 __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);
                 acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][c]);
                 corr[r][c] += wb[r].bias * xb->s;
@@ -168,13 +176,16 @@ tile_rows(struct wblock (*unpack)(const uint8_t *), struct wtype t, size_t block
 /* ---- 16 rows at a time: the batch scratch layout and the load-time layout ------------------
  * Both hold, per block, each chunk of 4 elements for 16 rows (64 bytes: rows 0..7, then 8..15),
  * so one broadcast of 4 activation bytes meets 8 rows in one product. A layout says where a
- * chunk and the factors of 8 rows are. Scratch (repack16): 8 chunks of levels as the level
- * stores them, then 16 scales and 16 biases as floats (PACK_BLOCK bytes). */
+ * chunk and the factors of 8 rows are, and whether it holds the corrections of signed levels
+ * (chunk_products). Scratch (repack16): 8 chunks of levels as the level stores them, then 16
+ * scales and 16 biases as floats (PACK_BLOCK bytes); signed levels without VNNI have no bias, and
+ * their corrections take its place, as int32. */
 enum { PACK_BLOCK = 16 * 32 + 16 * 8 };
 
 struct layout {
     __m256i (*chunk)(const uint8_t *blk, int k, int half);
     void (*factors)(const uint8_t *blk, int half, __m256 *d, __m256 *bias);
+    __m256i (*corrections)(const uint8_t *blk, int half);
     size_t block_bytes;
 };
 
@@ -184,6 +195,22 @@ static inline __m256i chunk_scratch(const uint8_t *blk, int k, int half) {
 static inline void factors_scratch(const uint8_t *blk, int half, __m256 *d, __m256 *bias) {
     *d = _mm256_loadu_ps((const float *)(blk + 512) + 8 * half);
     *bias = _mm256_loadu_ps((const float *)(blk + 576) + 8 * half);
+}
+static inline __m256i corrections_scratch(const uint8_t *blk, int half) {
+    return _mm256_loadu_si256((const __m256i *)(blk + 576 + 32 * half));
+}
+
+/* A scratch block's corrections: per row the sum of |w| over its negative levels. */
+static void store_corrections(uint8_t *blk) {
+    for (int half = 0; half < 2; half++) {
+        __m256i sum = _mm256_setzero_si256();
+        for (int k = 0; k < 8; k++) {
+            __m256i neg = _mm256_min_epi8(chunk_scratch(blk, k, half), _mm256_setzero_si256());
+            __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), neg);
+            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(-1)));
+        }
+        _mm256_storeu_si256((__m256i *)(blk + 576 + 32 * half), sum);
+    }
 }
 
 /* q4_0's load-time layout: chunk k < 4 in the low nibbles of the bytes of chunk k, k >= 4 in
@@ -217,17 +244,21 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
 #pragma GCC unroll 8
         for (int c = 0; c < nc; c++)
             acc[h][c] = _mm256_setzero_ps();
+    const int corrected = t.sign && l->corrections;
     const uint8_t *blk = packed;
     for (int64_t b = 0; b < n / 32; b++, blk += l->block_bytes) {
         const struct xq8_32 *xb[PACK_NC];
         __m256i dot[2][PACK_NC];
 #pragma GCC unroll 8
-        for (int c = 0; c < nc; c++) {
-            xb[c] = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
+        for (int h = 0; h < nh; h++) {
+            __m256i start = corrected ? l->corrections(blk, h0 + h) : _mm256_setzero_si256();
 #pragma GCC unroll 8
-            for (int h = 0; h < nh; h++)
-                dot[h][c] = _mm256_setzero_si256();
+            for (int c = 0; c < nc; c++)
+                dot[h][c] = start;
         }
+#pragma GCC unroll 8
+        for (int c = 0; c < nc; c++)
+            xb[c] = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
 #pragma GCC unroll 8
         for (int k0 = 0; k0 < 8; k0 += t.depth) {
             __m256i part[2][PACK_NC];
@@ -245,7 +276,8 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
                     for (int c = 0; c < nc; c++) {
                         int32_t xi;
                         memcpy(&xi, xb[c]->q + 4 * k, 4);
-                        part[h][c] = chunk_products(t, part[h][c], w, _mm256_set1_epi32(xi));
+                        part[h][c] =
+                            chunk_products(t, corrected, part[h][c], w, _mm256_set1_epi32(xi));
                         PIN(part[h][c]);
                     }
                 }
@@ -302,9 +334,11 @@ static inline __attribute__((always_inline)) void rows16(const struct layout *l,
     }
 }
 
-static const struct layout scratch_layout = {chunk_scratch, factors_scratch, PACK_BLOCK};
-static const struct layout g4_layout = {chunk_g4, factors_g4, QPACK16_Q4_0_BLOCK};
-static const struct layout g8_layout = {chunk_g8, factors_g8, QPACK16_Q8_0_BLOCK};
+static const struct layout scratch_layout = {chunk_scratch, factors_scratch, NULL, PACK_BLOCK};
+static const struct layout signed_scratch_layout = {chunk_scratch, factors_scratch,
+                                                    corrections_scratch, PACK_BLOCK};
+static const struct layout g4_layout = {chunk_g4, factors_g4, NULL, QPACK16_Q4_0_BLOCK};
+static const struct layout g8_layout = {chunk_g8, factors_g8, NULL, QPACK16_Q8_0_BLOCK};
 
 /* The batch path of a type: its 16 rows unpacked into the scratch layout, then tiles of tokens
  * over them. */
@@ -327,11 +361,16 @@ static const struct layout g8_layout = {chunk_g8, factors_g8, QPACK16_Q8_0_BLOCK
             for (int k = 0; k < 8; k++)                                                            \
                 for (int r = 0; r < 16; r++)                                                       \
                     q[k * 16 + r] = rows[r][k];                                                    \
+            if (wt.sign)                                                                           \
+                store_corrections(out);                                                            \
         }                                                                                          \
     }                                                                                              \
     static void tile16_##type(int64_t n, const void *packed, int nr, const uint8_t *x,             \
                               size_t x_stride, int nc, float *y, size_t y_stride) {                \
-        rows16(&scratch_layout, wt, n, packed, nr, x, x_stride, nc, y, y_stride);                  \
+        if (wt.sign)                                                                               \
+            rows16(&signed_scratch_layout, wt, n, packed, nr, x, x_stride, nc, y, y_stride);       \
+        else                                                                                       \
+            rows16(&scratch_layout, wt, n, packed, nr, x, x_stride, nc, y, y_stride);              \
     }
 
 DEFINE_PACKED(q4_0, WTYPE_Q4)
@@ -351,7 +390,7 @@ DEFINE_PACKED(iq4_nl, WTYPE_SIGNED)
     static void unpack16_##type(int64_t n, const void *group, void *dst) {                         \
         const uint8_t *blk = group;                                                                \
         uint8_t *out = dst;                                                                        \
-        for (int64_t b = 0; b < n / 32; b++, blk += layout.block_bytes, out += PACK_BLOCK)         \
+        for (int64_t b = 0; b < n / 32; b++, blk += layout.block_bytes, out += PACK_BLOCK) {       \
             for (int half = 0; half < 2; half++) {                                                 \
                 for (int k = 0; k < 8; k++)                                                        \
                     _mm256_storeu_si256((__m256i *)(out + 64 * k + 32 * half),                     \
@@ -361,6 +400,9 @@ DEFINE_PACKED(iq4_nl, WTYPE_SIGNED)
                 _mm256_storeu_ps((float *)(out + 512) + 8 * half, d);                              \
                 _mm256_storeu_ps((float *)(out + 576) + 8 * half, bias);                           \
             }                                                                                      \
+            if (wt.sign)                                                                           \
+                store_corrections(out);                                                            \
+        }                                                                                          \
     }
 
 DEFINE_GROUP(q4_0, g4_layout, WTYPE_Q4)
