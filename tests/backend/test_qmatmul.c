@@ -14,6 +14,10 @@
 #include "quant/dtype.h"
 #include "test.h"
 
+#ifdef OX_TEST_VNNI_EMULATED /* the AVX-VNNI kernels on AVX2 alone (tests/backend/CMakeLists.txt) */
+const struct qkernel *qkernels_avx2vnni_emulated(enum ox_dtype type);
+#endif
+
 #define COLS   512 /* elements per row: two k-quant super-blocks, sixteen 32-blocks */
 #define ROWS   16
 #define TOKENS 9 /* more than the widest packed tile (8), so tiles start past token 0 */
@@ -240,6 +244,12 @@ int main(void) {
         check_q8_0_extremes(qkernels_avx2(OX_DTYPE_Q8_0));
     if (f->avx_vnni)
         check_q8_0_extremes(qkernels_avx2vnni(OX_DTYPE_Q8_0));
+#ifdef OX_TEST_VNNI_EMULATED
+    for (int t = 0; f->avx2 && f->fma && f->f16c && t < OX_DTYPE_COUNT; t++)
+        check_kernel((enum ox_dtype)t, qkernels_avx2vnni_emulated((enum ox_dtype)t));
+    if (f->avx2 && f->fma && f->f16c)
+        check_q8_0_extremes(qkernels_avx2vnni_emulated(OX_DTYPE_Q8_0));
+#endif
 #endif
     printf("%d fast kernels on this CPU\n", n);
     return test_finish("test_qmatmul");
