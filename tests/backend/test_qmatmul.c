@@ -217,6 +217,64 @@ static void check_float_exact(enum ox_dtype type, int cols, int n) {
     threadpool_free(b.pool);
 }
 
+/* The fused ops (qmatmul_fused.c) against the separate matmuls and glu they stand for, bit for
+ * bit: q, k, v of different heights; a GLU whose rows span more than one of its buffers, with a
+ * partial last span; every token count the fused path takes. Weights of one type in the
+ * load-time layout (the only ones the fusions take), 2 threads. */
+static void check_fused(enum ox_dtype type) {
+    const struct qkernel *k = qkernel_for(type);
+    if (!k || !k->pack)
+        return;
+    enum { C = 512, RQ = 64, RK = 32, RV = 48, RF = 16 * 37, N = 7 };
+    const struct dtype_traits *tr = dtype_get((int)type);
+    size_t row = (size_t)(C / tr->block_size) * tr->type_size;
+    static float wf[RF * C], x[N * C];
+    static uint8_t wq[5][RF * C * 2];
+    static float got[5][N * RF], want[5][N * RF];
+    const int rows[5] = {RQ, RK, RV, RF, RF};
+    struct mat m[5];
+    for (int i = 0; i < 5; i++) {
+        for (int e = 0; e < rows[i] * C; e++)
+            wf[e] = uniform() * 0.1f;
+        tr->from_float(wf, wq[i], rows[i], C, NULL);
+        m[i] = (struct mat){type, wq[i], rows[i], C, row, NULL};
+        m[i].packed = backend_cpu_pack(type, wq[i], rows[i], C, row);
+    }
+    for (int e = 0; e < N * C; e++)
+        x[e] = uniform() * 4.0f;
+    struct backend b = {.ops = &backend_cpu_ops};
+    threadpool_create(2, &b.pool);
+    b.scratch_per_thread = backend_cpu_scratch(C);
+    b.scratch = ox_aligned_alloc(64, 2 * b.scratch_per_thread * sizeof(float));
+    b.x_rounded = ox_aligned_alloc(64, (size_t)N * C * sizeof(float));
+    b.x_packed = ox_aligned_alloc(64, (size_t)C * sizeof(float));
+    for (int n = 1; n < k->pack_nc && n <= N; n++) {
+        float *y3[3] = {got[0], got[1], got[2]};
+        CHECK_MSG(qmatmul_multi(&b, 3, m, x, NULL, y3, n), "%s: multi not taken", k->name);
+        for (int i = 0; i < 3; i++) {
+            qmatmul(&b, &m[i], x, want[i], n);
+            CHECK_MSG(memcmp(got[i], want[i], (size_t)n * rows[i] * sizeof(float)) == 0,
+                      "%s: multi matrix %d, %d tokens != matmul", k->name, i, n);
+        }
+        for (int kind = GLU_SILU; kind <= GLU_GELU; kind++) {
+            CHECK_MSG(qmatmul_glu(&b, (enum glu_kind)kind, &m[3], &m[4], x, NULL, got[3], n),
+                      "%s: glu not taken", k->name);
+            qmatmul(&b, &m[3], x, want[3], n);
+            qmatmul(&b, &m[4], x, want[4], n);
+            b.ops->glu(&b, (enum glu_kind)kind, want[3], want[4], got[4], (size_t)n * RF);
+            CHECK_MSG(memcmp(got[3], got[4], (size_t)n * RF * sizeof(float)) == 0,
+                      "%s: glu %d, %d tokens != matmuls and glu", k->name, kind, n);
+        }
+    }
+    struct norm_in norm = {wf, 1e-5f}; /* norms are the caller's: refused */
+    float *y3[3] = {got[0], got[1], got[2]};
+    CHECK_MSG(!qmatmul_multi(&b, 3, m, x, &norm, y3, 1), "%s: multi took a norm", k->name);
+    for (int i = 0; i < 5; i++)
+        backend_cpu_pack_free((void *)m[i].packed);
+    ox_aligned_free(b.scratch), ox_aligned_free(b.x_rounded), ox_aligned_free(b.x_packed);
+    threadpool_free(b.pool);
+}
+
 int main(void) {
     const enum ox_dtype floats[] = {OX_DTYPE_F32, OX_DTYPE_F16, OX_DTYPE_BF16};
     for (int i = 0; i < 3; i++)
@@ -232,6 +290,8 @@ int main(void) {
         n++;
     }
     check_q8_0_extremes(qkernel_for(OX_DTYPE_Q8_0));
+    for (int t = 0; t < OX_DTYPE_COUNT; t++)
+        check_fused((enum ox_dtype)t);
 #if defined(__x86_64__) /* the AVX2 sets, which AVX-512 machines never pick, on their own */
     const struct cpu_features *f = cpu_features_get();
     for (int t = 0; f->avx2 && f->fma && f->f16c && t < OX_DTYPE_COUNT; t++) {

@@ -117,8 +117,8 @@ static void attention_rows(void *arg, int ith, int nth) {
     }
 }
 
-/* As qmatmul.c's MIN_MACS_PER_PART: about a microsecond of work per part, several times what a
- * hand-off to an awake worker costs (0.2 to 0.3 us). */
+/* As qmatmul.h's QMATMUL_MIN_MACS_PER_PART: about a microsecond of work per part, several
+ * times what a hand-off to an awake worker costs (0.2 to 0.3 us). */
 #define ATTN_MIN_MACS_PER_PART 32768.0
 
 int attention_parts(const struct backend *b, const struct attn_args *a) {

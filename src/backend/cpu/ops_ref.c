@@ -242,4 +242,6 @@ const struct backend_ops backend_cpu_ops = {
     .zero = cpu_zero,
     .cache_store = cpu_cache_store,
     .cache_load = cpu_cache_load,
+    .matmul_multi = qmatmul_multi,
+    .matmul_glu = qmatmul_glu,
 };

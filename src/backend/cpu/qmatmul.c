@@ -126,17 +126,21 @@ struct qjob {
  * threads) against 5% with 4; a chunk of an FFN matrix is still ~100 KB, long enough for the
  * prefetchers to ramp up. Which thread computes a group does not change its result. */
 #define CHUNKS_PER_THREAD 16
-/* About a quarter of a microsecond of single-token work (see MIN_MACS_PER_PART). */
+/* About a quarter of a microsecond of single-token work (see QMATMUL_MIN_MACS_PER_PART). */
 #define MIN_MACS_PER_CHUNK 8192.0
 
-/* How many chunks the groups of a matmul go in: CHUNKS_PER_THREAD a thread, none below
- * MIN_MACS_PER_CHUNK (a claim moves a cache line between cores), at least one a thread. */
-static int64_t chunk_count(const struct qjob *j, int64_t groups, int nth) {
-    double macs = 16.0 * (double)j->w->n_cols * (double)j->n * (double)groups;
+/* How many chunks groups of 16 rows (macs_per_group multiply-adds each) go in:
+ * CHUNKS_PER_THREAD a thread, none below MIN_MACS_PER_CHUNK (a claim moves a cache line between
+ * cores), at least one a thread. */
+int64_t qmatmul_chunk_count(double macs_per_group, int64_t groups, int nth) {
+    double macs = macs_per_group * (double)groups;
     int64_t chunks = (int64_t)nth * CHUNKS_PER_THREAD, least = (int64_t)(macs / MIN_MACS_PER_CHUNK);
     least = least > nth ? least : nth;
     chunks = chunks < least ? chunks : least;
     return chunks < groups ? chunks : groups;
+}
+static int64_t chunk_count(const struct qjob *j, int64_t groups, int nth) {
+    return qmatmul_chunk_count(16.0 * (double)j->w->n_cols * (double)j->n, groups, nth);
 }
 
 /* Claims the next of chunks chunks of groups: [*g0, *g1), false when none is left. */
@@ -242,11 +246,6 @@ static void multiply_rows(void *arg, int ith, int nth) {
     }
 }
 
-/* Least multiply-adds per part before a matmul is split across threads. Handing a part to an
- * awake worker costs about 0.25 us (measured on a 2-core EPYC VM: a job of W ns of work split
- * in two took W/2 + 0.2..0.3 us), and a single-token matmul does 20 to 40 multiply-adds per ns,
- * so 32K of them (1 to 1.5 us) per part keeps the hand-off well under the time saved. */
-#define MIN_MACS_PER_PART 32768.0
 /* Least activation values per part before their quantization is split across threads: one
  * token's row is a fraction of a microsecond, never worth a hand-off by itself. */
 #define MIN_QUANT_PER_PART 16384.0
@@ -269,8 +268,9 @@ bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, i
     double cols = (double)w->n_cols;
     int q_parts = threadpool_parts(b->pool, cols * n, MIN_QUANT_PER_PART);
     threadpool_run_n(b->pool, quantize_rows, &j, q_parts < n ? q_parts : n);
-    threadpool_run_n(b->pool, multiply_rows, &j,
-                     threadpool_parts(b->pool, (double)w->n_rows * cols * n, MIN_MACS_PER_PART));
+    threadpool_run_n(
+        b->pool, multiply_rows, &j,
+        threadpool_parts(b->pool, (double)w->n_rows * cols * n, QMATMUL_MIN_MACS_PER_PART));
     return true;
 }
 

@@ -59,6 +59,25 @@ const struct qkernel *qkernel_for(enum ox_dtype type);
 /* y = W x with the fast kernel; false when there is none for w's type (nothing was done). */
 bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 
+/* The backend's matmul_multi and matmul_glu fusions (qmatmul_fused.c) for single tokens and
+ * batches of up to QMATMUL_FUSED_MAX_N over the load-time layout; false (nothing done) for
+ * anything else, norms included (the caller norms first and asks again without). */
+enum { QMATMUL_FUSED_MAX_N = 8 };
+bool qmatmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
+                   const struct norm_in *norm, float *const *y, int n);
+bool qmatmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                 const struct mat *up, const float *x, const struct norm_in *norm, float *y, int n);
+
+/* Least multiply-adds per part before a matmul is split across threads. Handing a part to an
+ * awake worker costs about 0.25 us (measured on a 2-core EPYC VM: a job of W ns of work split
+ * in two took W/2 + 0.2..0.3 us), and a single-token matmul does 20 to 40 multiply-adds per ns,
+ * so 32K of them (1 to 1.5 us) per part keeps the hand-off well under the time saved. */
+#define QMATMUL_MIN_MACS_PER_PART 32768.0
+
+/* How many chunks a job's groups of 16 rows go in, claimed by threads as they finish the last
+ * (qmatmul.c says why). */
+int64_t qmatmul_chunk_count(double macs_per_group, int64_t groups, int nth);
+
 /* Kernel tables per instruction set (NULL entries: not provided). */
 const struct qkernel *qkernels_avx512(enum ox_dtype type);
 const struct qkernel *qkernels_kquant_avx512(enum ox_dtype type); /* k-quants, iq4_xs */
