@@ -60,6 +60,7 @@ void cpu_cache_store(struct backend *b, enum ox_dtype type, const float *x, int 
 
 struct load_job {
     const struct dtype_traits *tr;
+    f16_rows_fn f16; /* the CPU's f16 conversion for f16 rows, or NULL: tr->to_float */
     const uint8_t *base;
     size_t row_bytes;
     float *y;
@@ -67,29 +68,37 @@ struct load_job {
     const int32_t *cell_pos;
 };
 
-/* One cache row as floats: f16 rows through the CPU's conversion instruction where it has one. */
-static void load_row(const struct dtype_traits *tr, const uint8_t *row, float *y, int dim) {
-    const uint16_t *h = (const uint16_t *)row;
+/* The f16 conversion through the CPU's instruction where it has one, asked once per load
+ * (n = 0 converts nothing): a deep cache has thousands of rows a layer, each too short to pay
+ * for looking up the type and the CPU's features again. */
+static f16_rows_fn f16_rows(enum ox_dtype type) {
+    if (type != OX_DTYPE_F16)
+        return NULL;
 #ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
-    if (tr == dtype_get(OX_DTYPE_F16) && f16_to_f32_avx2(h, y, (size_t)dim))
-        return;
+    if (f16_to_f32_avx2(NULL, NULL, 0))
+        return f16_to_f32_avx2;
 #endif
 #ifdef OX_HAVE_ARM_KERNELS /* built only for AArch64 */
-    if (tr == dtype_get(OX_DTYPE_F16) && f16_to_f32_neon(h, y, (size_t)dim))
-        return;
+    if (f16_to_f32_neon(NULL, NULL, 0))
+        return f16_to_f32_neon;
 #endif
-    (void)h;
-    tr->to_float(row, y, dim);
+    return NULL;
 }
 
 static void load_cells(void *arg, int ith, int nth) {
     const struct load_job *j = arg;
     int c0 = (int)((int64_t)j->n_cells * ith / nth);
     int c1 = (int)((int64_t)j->n_cells * (ith + 1) / nth);
-    for (int c = c0; c < c1; c++)
-        if (!j->cell_pos || j->cell_pos[c] >= 0)
-            load_row(j->tr, j->base + (size_t)c * j->row_bytes, j->y + (size_t)c * (size_t)j->dim,
-                     j->dim);
+    for (int c = c0; c < c1; c++) {
+        if (j->cell_pos && j->cell_pos[c] < 0)
+            continue;
+        const uint8_t *row = j->base + (size_t)c * j->row_bytes;
+        float *y = j->y + (size_t)c * (size_t)j->dim;
+        if (j->f16)
+            j->f16((const uint16_t *)row, y, (size_t)j->dim);
+        else
+            j->tr->to_float(row, y, j->dim);
+    }
 }
 
 /* Values converted per part before the load is split across threads: a few microseconds of
@@ -99,7 +108,8 @@ static void load_cells(void *arg, int ith, int nth) {
 
 void cpu_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
                     float *y, int n_cells, int dim, const int32_t *cell_pos) {
-    struct load_job j = {dtype_get((int)type), base, row_bytes, y, n_cells, dim, cell_pos};
+    struct load_job j = {dtype_get((int)type), f16_rows(type), base, row_bytes, y, n_cells, dim,
+                         cell_pos};
     if (!b->pool) { /* a backend made without threads (tests) */
         load_cells(&j, 0, 1);
         return;

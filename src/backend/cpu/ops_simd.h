@@ -17,7 +17,8 @@ bool glu_avx2(enum glu_kind kind, const float *gate, const float *up, float *y, 
 /* The same with NEON (arm/ops_neon.c; every AArch64 level). */
 bool glu_neon(enum glu_kind kind, const float *gate, const float *up, float *y, size_t n);
 
-/* f16 values to floats, exactly (F16C / NEON); false where the CPU lacks it. */
+/* f16 values to floats, exactly (F16C / NEON); false where the CPU lacks it (n = 0 only asks). */
+typedef bool (*f16_rows_fn)(const uint16_t *x, float *y, size_t n);
 bool f16_to_f32_avx2(const uint16_t *x, float *y, size_t n);
 bool f16_to_f32_neon(const uint16_t *x, float *y, size_t n);
 
