@@ -14,11 +14,13 @@
 #define MAX_LIST   64         /* values per -p / -n list */
 #define MAX_PAR    OX_SEQ_MAX /* sequences decoded together (a context holds at most that) */
 #define MAX_TOKENS (1 << 20)  /* per test; the context (max -p + max -n) stays far below 2^24 */
+#define MAX_TESTS  (MAX_LIST + MAX_LIST * MAX_LIST) /* rows of one run */
 
 struct bench_opts {
     const char *model;
     int prompts[MAX_LIST], n_prompts; /* -p values; 0 skips */
     int gens[MAX_LIST], n_gens;       /* -n values; 0 skips */
+    int depths[MAX_LIST], n_depths;   /* -d values: tokens in the cache before each test */
     int pars[MAX_LIST], n_pars;       /* --batch values: sequences decoded together */
     int n_batch, n_threads, reps;
     int n_gpu_layers; /* -ngl: -1 all on a GPU when there is one, 0 the CPU */
@@ -26,10 +28,11 @@ struct bench_opts {
 };
 
 /* One test: pp<P> (n_gen 0) or tg<N> (n_prompt 0; with n_par > 1 sequences at once, each
- * generating N: aggregate tokens/s), with its tokens/s per repetition. */
+ * generating N: aggregate tokens/s), after n_depth tokens already in the cache ("@ d<D>"),
+ * with its tokens/s per repetition. */
 struct bench_test {
-    char name[32];
-    int n_prompt, n_gen, n_par;
+    char name[48];
+    int n_prompt, n_gen, n_par, n_depth;
     double *samples_ts; /* [reps] */
     double avg_ts, stddev_ts;
 };
@@ -45,13 +48,16 @@ struct bench_env {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: oxidize bench -m MODEL.gguf [-p 512] [-n 128] [-b 512] [-t N] [-r 5] [-o md]\n"
+            "usage: oxidize bench -m MODEL.gguf [-p 512] [-n 128] [-d 0] [-b 512] [-t N] [-r 5]\n"
+            "                      [-o md]\n"
             "  Prompt processing and generation speed, measured as llama-bench does: pp<P>\n"
             "  decodes P random tokens from an empty cache in batches of -b tokens, tg<N> decodes\n"
             "  N random tokens one at a time. Each test runs once to warm up, then -r times;\n"
             "  the table shows the mean and sample standard deviation of tokens/s.\n"
             "  -p, --n-prompt LIST     prompt lengths, comma separated (0 skips; default 512)\n"
             "  -n, --n-gen LIST        generation lengths, comma separated (0 skips; default 128)\n"
+            "  -d, --n-depth LIST      tokens decoded into the cache (untimed) before each test,\n"
+            "                          comma separated (default 0); rows read \"tg128 @ d2048\"\n"
             "  -b, --batch-size N      most tokens per decode call (default 512)\n"
             "  -t, --threads N         worker threads (default: physical cores)\n"
             "  --batch LIST            tg also with this many sequences decoded together\n"
@@ -103,6 +109,8 @@ static int value_option(struct bench_opts *o, const char *opt, const char *val) 
         return parse_list(opt, val, o->prompts, &o->n_prompts) ? 1 : -1;
     else if (!strcmp(opt, "-n") || !strcmp(opt, "--n-gen"))
         return parse_list(opt, val, o->gens, &o->n_gens) ? 1 : -1;
+    else if (!strcmp(opt, "-d") || !strcmp(opt, "--n-depth"))
+        return parse_list(opt, val, o->depths, &o->n_depths) ? 1 : -1;
     else if (!strcmp(opt, "-b") || !strcmp(opt, "--batch-size"))
         return parse_int(opt, val, 1, 1 << 16, &o->n_batch) ? 1 : -1;
     else if (!strcmp(opt, "-t") || !strcmp(opt, "--threads"))
@@ -136,6 +144,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o) {
                              .n_prompts = 1,
                              .gens = {128},
                              .n_gens = 1,
+                             .n_depths = 1,
                              .n_batch = 512,
                              .reps = 5,
                              .n_gpu_layers = -1};
@@ -158,30 +167,52 @@ static int parse_args(int argc, char **argv, struct bench_opts *o) {
         fprintf(stderr, "oxidize bench: need -m MODEL\n");
         return usage(stderr), 2;
     }
+    long per_depth = o->n_prompts + (long)o->n_gens * (o->n_pars ? o->n_pars : 1);
+    if (o->n_depths * per_depth > MAX_TESTS) {
+        fprintf(stderr,
+                "oxidize bench: more than %d tests; shorten the -p, -n, -d or --batch lists\n",
+                MAX_TESTS);
+        return 2;
+    }
+    for (int d = 0; d < o->n_depths; d++)
+        for (int j = 0; o->depths[d] > 0 && j < o->n_pars; j++)
+            if (o->pars[j] > 1) {
+                fprintf(stderr, "oxidize bench: -d takes one sequence: not with --batch > 1\n");
+                return 2;
+            }
     if (!o->n_threads)
         o->n_threads = ox_default_threads();
     return -1;
 }
 
-/* The tests in llama-bench's order: every prompt length, then every generation length. */
+/* A test's row name: "pp512", "tg128 x4", "tg128 @ d2048" (llama-bench's form). */
+static void name_test(struct bench_test *t) {
+    int len = t->n_prompt ? snprintf(t->name, sizeof t->name, "pp%d", t->n_prompt)
+                          : snprintf(t->name, sizeof t->name, "tg%d", t->n_gen);
+    if (t->n_par > 1)
+        len += snprintf(t->name + len, sizeof t->name - (size_t)len, " x%d", t->n_par);
+    if (t->n_depth > 0)
+        snprintf(t->name + len, sizeof t->name - (size_t)len, " @ d%d", t->n_depth);
+}
+
+/* The tests in llama-bench's order: per depth, every prompt length, then every generation
+ * length. */
 static int make_tests(const struct bench_opts *o, struct bench_test *t) {
     int n = 0;
-    for (int i = 0; i < o->n_prompts; i++)
-        if (o->prompts[i] > 0) {
-            t[n] = (struct bench_test){.n_prompt = o->prompts[i]};
-            snprintf(t[n++].name, sizeof t->name, "pp%d", o->prompts[i]);
-        }
-    for (int i = 0; i < o->n_gens; i++)
-        if (o->gens[i] > 0) {
-            for (int j = 0; j < (o->n_pars ? o->n_pars : 1); j++) {
-                int par = o->n_pars ? o->pars[j] : 1;
-                t[n] = (struct bench_test){.n_gen = o->gens[i], .n_par = par};
-                if (par > 1)
-                    snprintf(t[n++].name, sizeof t->name, "tg%d x%d", o->gens[i], par);
-                else
-                    snprintf(t[n++].name, sizeof t->name, "tg%d", o->gens[i]);
+    for (int d = 0; d < o->n_depths; d++) {
+        for (int i = 0; i < o->n_prompts; i++)
+            if (o->prompts[i] > 0) {
+                t[n] = (struct bench_test){.n_prompt = o->prompts[i], .n_depth = o->depths[d]};
+                name_test(&t[n++]);
             }
-        }
+        for (int i = 0; i < o->n_gens; i++)
+            for (int j = 0; o->gens[i] > 0 && j < (o->n_pars ? o->n_pars : 1); j++) {
+                t[n] = (struct bench_test){.n_gen = o->gens[i],
+                                           .n_par = o->n_pars ? o->pars[j] : 1,
+                                           .n_depth = o->depths[d]};
+                name_test(&t[n++]);
+            }
+    }
     return n;
 }
 
@@ -280,13 +311,15 @@ static void summarize(struct bench_test *t, int reps) {
 }
 
 /* One warm-up (untimed; a single token for tg, as llama-bench), then reps timed runs, each
- * from a cleared cache. */
+ * from a cleared cache filled to the test's depth first (untimed, as a prompt: BOS first). */
 static bool run_test(struct bench_run *r, struct bench_test *t, int reps) {
     ox_kv_clear(r->ctx);
-    if (!run_once(r, t, true))
+    if ((t->n_depth && !run_prompt(r, t->n_depth, t->name)) || !run_once(r, t, true))
         return false;
     for (int i = 0; i < reps; i++) {
         ox_kv_clear(r->ctx);
+        if (t->n_depth && !run_prompt(r, t->n_depth, t->name))
+            return false;
         double t0 = cmd_now_s();
         if (!run_once(r, t, false))
             return false;
@@ -349,8 +382,8 @@ static void print_json_test(const struct bench_env *e, const struct bench_test *
                             const struct bench_opts *o) {
     printf("  {\"test\": ");
     json_write_string(stdout, t->name, strlen(t->name));
-    printf(", \"n_prompt\": %d, \"n_gen\": %d, \"n_parallel\": %d, \"avg_ts\": ", t->n_prompt,
-           t->n_gen, t->n_par > 1 ? t->n_par : 1);
+    printf(", \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"n_parallel\": %d, \"avg_ts\": ",
+           t->n_prompt, t->n_gen, t->n_depth, t->n_par > 1 ? t->n_par : 1);
     json_write_f64(stdout, t->avg_ts);
     printf(", \"stddev_ts\": ");
     json_write_f64(stdout, t->stddev_ts);
@@ -400,10 +433,13 @@ static bool load_model(const struct bench_opts *o, struct ox_model **m, struct b
     return true;
 }
 
-/* One context for all tests, as long as the longest prompt plus the longest generation
- * (attention only visits used cells, so the extra room costs the short tests nothing). */
+/* One context for all tests, as long as the deepest cache plus the longest prompt plus the
+ * longest generation (attention only visits used cells, so the extra room costs the short
+ * tests nothing). */
 static bool setup_run(struct bench_run *r, const struct ox_model *m, const struct bench_opts *o) {
-    int max_p = 0, max_n = 0;
+    int max_p = 0, max_n = 0, max_d = 0;
+    for (int i = 0; i < o->n_depths; i++)
+        max_d = o->depths[i] > max_d ? o->depths[i] : max_d;
     for (int i = 0; i < o->n_prompts; i++)
         max_p = o->prompts[i] > max_p ? o->prompts[i] : max_p;
     for (int i = 0; i < o->n_gens; i++)
@@ -412,7 +448,8 @@ static bool setup_run(struct bench_run *r, const struct ox_model *m, const struc
     for (int i = 0; i < o->n_pars; i++)
         max_par = o->pars[i] > max_par ? o->pars[i] : max_par;
     struct ox_context_params cp = ox_context_params_default();
-    cp.n_ctx = (uint32_t)(max_p + max_n * max_par > 0 ? max_p + max_n * max_par : 1);
+    cp.n_ctx =
+        (uint32_t)(max_d + max_p + max_n * max_par > 0 ? max_d + max_p + max_n * max_par : 1);
     cp.n_seq_max = (uint32_t)max_par;
     cp.n_batch = (uint32_t)o->n_batch;
     cp.n_threads = o->n_threads;
@@ -471,7 +508,7 @@ int cmd_bench(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    struct bench_test tests[MAX_LIST + MAX_LIST * MAX_LIST];
+    struct bench_test tests[MAX_TESTS];
     int n_tests = make_tests(&o, tests);
     if (n_tests == 0) {
         fprintf(stderr, "oxidize bench: nothing to measure (every -p and -n value is 0)\n");

@@ -103,6 +103,21 @@ def test_batch():
     check(all(t["avg_ts"] > 0 and t["backends"] in ("CPU", "CUDA") for t in tests), "batch t/s")
 
 
+def test_depth():
+    """-d D fills the cache with D tokens (untimed) before each test: rows "pp8 @ d16", n_depth."""
+    r = run("-m", MODEL, "-p", "8", "-n", "2", "-d", "0,16", "-r", "1", "-t", "2", "-o", "json")
+    check(r.returncode == 0, "depth run exit %d: %r" % (r.returncode, r.stderr[-300:]))
+    try:
+        tests = json.loads(r.stdout)
+    except ValueError:
+        tests = []
+    check([(t["test"], t["n_depth"]) for t in tests] ==
+          [("pp8", 0), ("tg2", 0), ("pp8 @ d16", 16), ("tg2 @ d16", 16)], "depth rows %r" % tests)
+    check(all(positive(t["avg_ts"]) for t in tests), "depth t/s")
+    r = run("-m", MODEL, "-p", "0", "-n", "2", "-d", "4", "-r", "1", "-t", "1")
+    check(r.returncode == 0 and b"tg2 @ d4" in r.stdout, "depth markdown %r" % r.stdout[-300:])
+
+
 def test_errors(tmp):
     missing = os.path.join(tmp, "none.gguf")
     vocab_only = os.path.join(DATA, "vocab", "ggml-vocab-llama-spm.gguf")  # no weights
@@ -121,7 +136,12 @@ def test_errors(tmp):
                             (["-m", MODEL, "-p"], 2, b"missing value"),
                             (["-m", MODEL, "--batch", "257"], 2, b"--batch"),
                             (["-m", MODEL, "--batch", "0"], 2, b"--batch"),
-                            (["-m", MODEL, "-ngl", "-2"], 2, b"-ngl")):
+                            (["-m", MODEL, "-ngl", "-2"], 2, b"-ngl"),
+                            (["-m", MODEL, "-d", "-1"], 2, b"-d"),
+                            (["-m", MODEL, "-d", "8", "--batch", "2"], 2, b"--batch"),
+                            (["-m", MODEL, "-d", ",".join(["1"] * 64), "-n",
+                              ",".join(["1"] * 64), "--batch", ",".join(["1"] * 64)], 2,
+                             b"more than")):
         r = run(*args)
         check(r.returncode == code and r.stderr.startswith(b"oxidize bench:") and why in r.stderr,
               "%s -> %d %r" % (args, r.returncode, r.stderr[-300:]))
@@ -134,6 +154,7 @@ def main():
         test_json()
         test_markdown()
         test_batch()
+        test_depth()
         test_errors(tmp)
     print("test_bench: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)
