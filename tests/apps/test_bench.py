@@ -32,6 +32,15 @@ def run(*args):
     return subprocess.run([OXIDIZE, "bench", *args], capture_output=True)
 
 
+def rows(r, what):
+    """The JSON rows of a run that should have succeeded ([] after a failed check)."""
+    check(r.returncode == 0, "%s run exit %d: %r" % (what, r.returncode, r.stderr[-300:]))
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return []
+
+
 def positive(x):
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
@@ -93,11 +102,7 @@ def test_batch():
     """--batch N decodes N sequences together: one tg row per value, aggregate tokens/s."""
     r = run("-m", MODEL, "-p", "0", "-n", "4", "--batch", "1,3,130", "-r", "1", "-t", "2", "-o",
             "json")
-    check(r.returncode == 0, "batch run exit %d: %r" % (r.returncode, r.stderr[-300:]))
-    try:
-        tests = json.loads(r.stdout)
-    except ValueError:
-        tests = []
+    tests = rows(r, "batch")
     check([(t["test"], t["n_parallel"]) for t in tests] ==
           [("tg4", 1), ("tg4 x3", 3), ("tg4 x130", 130)], "batch rows %r" % tests)
     check(all(t["avg_ts"] > 0 and t["backends"] in ("CPU", "CUDA") for t in tests), "batch t/s")
@@ -106,11 +111,7 @@ def test_batch():
 def test_depth():
     """-d D fills the cache with D tokens (untimed) before each test: rows "pp8 @ d16", n_depth."""
     r = run("-m", MODEL, "-p", "8", "-n", "2", "-d", "0,16", "-r", "1", "-t", "2", "-o", "json")
-    check(r.returncode == 0, "depth run exit %d: %r" % (r.returncode, r.stderr[-300:]))
-    try:
-        tests = json.loads(r.stdout)
-    except ValueError:
-        tests = []
+    tests = rows(r, "depth")
     check([(t["test"], t["n_depth"]) for t in tests] ==
           [("pp8", 0), ("tg2", 0), ("pp8 @ d16", 16), ("tg2 @ d16", 16)], "depth rows %r" % tests)
     check(all(positive(t["avg_ts"]) for t in tests), "depth t/s")
