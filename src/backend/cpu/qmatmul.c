@@ -143,9 +143,8 @@ static int64_t chunk_count(const struct qjob *j, int64_t groups, int nth) {
     return qmatmul_chunk_count(16.0 * (double)j->w->n_cols * (double)j->n, groups, nth);
 }
 
-/* Claims the next of chunks chunks of groups: [*g0, *g1), false when none is left. */
-static bool claim_groups(struct qjob *j, int64_t groups, int64_t chunks, int64_t *g0, int64_t *g1) {
-    int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
+bool qmatmul_claim(atomic_int *next, int64_t groups, int64_t chunks, int64_t *g0, int64_t *g1) {
+    int64_t c = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
     if (c >= chunks)
         return false;
     *g0 = groups * c / chunks, *g1 = groups * (c + 1) / chunks;
@@ -176,7 +175,7 @@ static void multiply_rows_packed(struct qjob *j, int ith, int nth) {
     const struct mat *w = j->w;
     int64_t groups = (w->n_rows + 15) / 16, chunks = chunk_count(j, groups, nth), g0, g1;
     void *pack = j->scratch + (size_t)ith * j->scratch_per_thread;
-    while (claim_groups(j, groups, chunks, &g0, &g1))
+    while (qmatmul_claim(&j->next_chunk, groups, chunks, &g0, &g1))
         for (int64_t g = g0; g < g1; g++) {
             int64_t r = g * 16;
             int nr = (int)(w->n_rows - r < 16 ? w->n_rows - r : 16);
@@ -204,7 +203,7 @@ static void multiply_rows_gemv16(struct qjob *j, int ith, int nth) {
     (void)ith; /* chunks are claimed, not assigned */
     int64_t groups = w->n_rows / 16, chunks = chunk_count(j, groups, nth), g0, g1;
     size_t gb = k->packed_group_bytes(w->n_cols);
-    while (claim_groups(j, groups, chunks, &g0, &g1))
+    while (qmatmul_claim(&j->next_chunk, groups, chunks, &g0, &g1))
         for (int c = 0; c < j->n; c += k->pack_nc) {
             int nc = j->n - c < k->pack_nc ? j->n - c : k->pack_nc;
             for (int64_t g = g0; g < g1; g++)

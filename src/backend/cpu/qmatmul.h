@@ -3,6 +3,7 @@
 #ifndef OX_BACKEND_CPU_QMATMUL_H
 #define OX_BACKEND_CPU_QMATMUL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,6 +78,9 @@ bool qmatmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
 /* How many chunks a job's groups of 16 rows go in, claimed by threads as they finish the last
  * (qmatmul.c says why). */
 int64_t qmatmul_chunk_count(double macs_per_group, int64_t groups, int nth);
+/* Claims the next of chunks chunks of groups (next counts the claims): [*g0, *g1), false when
+ * none is left. */
+bool qmatmul_claim(atomic_int *next, int64_t groups, int64_t chunks, int64_t *g0, int64_t *g1);
 
 /* Kernel tables per instruction set (NULL entries: not provided). */
 const struct qkernel *qkernels_avx512(enum ox_dtype type);

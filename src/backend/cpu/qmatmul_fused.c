@@ -74,11 +74,8 @@ static void run_chunks(void *arg, int ith, int nth) {
     int64_t groups = j->end[j->count - 1];
     double macs = 16.0 * (double)j->w[0]->n_cols * (double)j->n * (j->glu ? 2.0 : 1.0);
     int64_t chunks = qmatmul_chunk_count(macs, groups, nth);
-    for (;;) {
-        int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
-        if (c >= chunks)
-            return;
-        int64_t g0 = groups * c / chunks, g1 = groups * (c + 1) / chunks;
+    int64_t g0, g1;
+    while (qmatmul_claim(&j->next_chunk, groups, chunks, &g0, &g1)) {
         if (j->glu)
             run_glu_groups(j, g0, g1);
         else

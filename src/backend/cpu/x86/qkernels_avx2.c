@@ -232,6 +232,24 @@ static inline void factors_g8(const uint8_t *blk, int half, __m256 *d, __m256 *b
     *bias = _mm256_mul_ps(*d, _mm256_set1_ps(VNNI ? -128.0f : 0.0f));
 }
 
+/* The first nr of 16 rows from the sums of halves h0 .. h0 + nh - 1, for nc tokens. */
+static inline __attribute__((always_inline)) void store_halves(const __m256 (*acc)[PACK_NC], int h0,
+                                                               int nh, int nr, int nc, float *y,
+                                                               size_t y_stride) {
+    for (int h = 0; h < nh; h++) {
+        int keep = nr - 8 * (h0 + h);
+        __m256i mask =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(keep), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int c = 0; c < nc && keep > 0; c++) {
+            float *yc = y + (size_t)c * y_stride + 8 * (h0 + h);
+            if (keep >= 8)
+                _mm256_storeu_ps(yc, acc[h][c]);
+            else
+                _mm256_maskstore_ps(yc, mask, acc[h][c]);
+        }
+    }
+}
+
 /* Rows 8 h0 .. 8 (h0 + nh) - 1 (nh halves of 8) x nc tokens (constants where it matters, so
  * the accumulators stay in registers) over every block; stores the first nr rows of the 16.
  * Single tokens take both halves in one pass, so each cache line of weights streams once. */
@@ -302,18 +320,7 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
             }
         }
     }
-    for (int h = 0; h < nh; h++) {
-        int keep = nr - 8 * (h0 + h);
-        __m256i mask =
-            _mm256_cmpgt_epi32(_mm256_set1_epi32(keep), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        for (int c = 0; c < nc && keep > 0; c++) {
-            float *yc = y + (size_t)c * y_stride + 8 * (h0 + h);
-            if (keep >= 8)
-                _mm256_storeu_ps(yc, acc[h][c]);
-            else
-                _mm256_maskstore_ps(yc, mask, acc[h][c]);
-        }
-    }
+    store_halves((const __m256(*)[PACK_NC])acc, h0, nh, nr, nc, y, y_stride);
 }
 
 /* 16 rows (nr of them real) x up to PACK_NC tokens: one token over both halves at once, more
@@ -334,9 +341,8 @@ static inline __attribute__((always_inline)) void rows16(const struct layout *l,
     }
 }
 
-static const struct layout scratch_layout = {chunk_scratch, factors_scratch, NULL, PACK_BLOCK};
-static const struct layout signed_scratch_layout = {chunk_scratch, factors_scratch,
-                                                    corrections_scratch, PACK_BLOCK};
+static const struct layout scratch_layout = {chunk_scratch, factors_scratch, corrections_scratch,
+                                             PACK_BLOCK};
 static const struct layout g4_layout = {chunk_g4, factors_g4, NULL, QPACK16_Q4_0_BLOCK};
 static const struct layout g8_layout = {chunk_g8, factors_g8, NULL, QPACK16_Q8_0_BLOCK};
 
@@ -367,10 +373,7 @@ static const struct layout g8_layout = {chunk_g8, factors_g8, NULL, QPACK16_Q8_0
     }                                                                                              \
     static void tile16_##type(int64_t n, const void *packed, int nr, const uint8_t *x,             \
                               size_t x_stride, int nc, float *y, size_t y_stride) {                \
-        if (wt.sign)                                                                               \
-            rows16(&signed_scratch_layout, wt, n, packed, nr, x, x_stride, nc, y, y_stride);       \
-        else                                                                                       \
-            rows16(&scratch_layout, wt, n, packed, nr, x, x_stride, nc, y, y_stride);              \
+        rows16(&scratch_layout, wt, n, packed, nr, x, x_stride, nc, y, y_stride);                  \
     }
 
 DEFINE_PACKED(q4_0, WTYPE_Q4)
