@@ -97,7 +97,29 @@ struct rope_store_args {
     const int32_t *cells; /* token t goes to row cells[t] */
 };
 
-enum glu_kind { GLU_SILU, GLU_GELU };
+enum glu_kind { GLU_SILU, GLU_GELU, GLU_SIGMOID };
+
+/* A gated delta-net layer's recurrence over n tokens (Qwen 3.5's linear attention), each token
+ * on the state of its slot, in batch order:
+ *   x = silu(causal conv of the qkv row with the slot's last d_conv - 1 rows), split into q, k
+ *   (n_k_heads of d_state each, L2-normed with eps) and v (n_v_heads of d_state); value head h
+ *   reads key head h % n_k_heads. Per value head: g = softplus(alpha + dt_bias) * a,
+ *   b = sigmoid(beta), S = S * exp(g), d = (v - S^T k) * b, S += k d^T, y = S^T q / sqrt(d_state).
+ * The ssm state keeps S transposed (row j is column j of S). */
+struct delta_net_args {
+    const float *qkv; /* [n][conv_dim]: conv_dim = 2 n_k_heads d_state + n_v_heads d_state */
+    const float *beta, *alpha;      /* [n][n_v_heads], before their activations */
+    const float *conv_w;            /* [conv_dim][d_conv] */
+    const float *dt_bias, *a;       /* [n_v_heads] */
+    float *conv_state;              /* per slot [d_conv - 1][conv_dim], oldest row first */
+    float *ssm_state;               /* per slot [n_v_heads][d_state][d_state] */
+    size_t conv_stride, ssm_stride; /* floats from one slot's state to the next's */
+    const int32_t *slot;            /* [n]: the state token t reads and updates */
+    float *conv_out;                /* [n][conv_dim]: room for the convolved rows */
+    float *y;                       /* [n][n_v_heads * d_state] */
+    int n, n_k_heads, n_v_heads, d_state, d_conv;
+    float eps;
+};
 
 /* An RMSNorm a fused matmul applies to its input rows first: x / rms(x) * w, or x / rms(x)
  * where w is NULL (its weight folded into the matrices: model.h's layer_weights). */
@@ -171,6 +193,8 @@ struct backend_ops {
      * Heads share kv heads in groups (GQA). y is
      * [n][n_head][hd_v]. */
     void (*attention)(struct backend *b, const struct attn_args *a);
+    /* a gated delta-net layer's recurrence (struct delta_net_args); NULL: the backend has none */
+    void (*delta_net)(struct backend *b, const struct delta_net_args *a);
     /* Row r of dst = row r of src for rows rows of cols floats (strides in floats). */
     void (*copy_rows)(struct backend *b, float *dst, size_t dst_stride, const float *src,
                       size_t src_stride, int rows, int cols);

@@ -14,6 +14,14 @@ static const struct arch_desc architectures[] = {
     {.name = "qwen2", .position = POS_ROPE_NEOX},
     {.name = "qwen3", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_HEAD},
     {.name = "qwen3moe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_HEAD},
+    /* interleaved M-RoPE: for text every section rotates by the token's position, which is NeoX
+       rotation (config.c checks the sections leave no pair on the fourth, zero, position) */
+    {.name = "qwen35",
+     .position = POS_ROPE_NEOX,
+     .qk_norm = QK_NORM_HEAD,
+     .attn_gate = true,
+     .delta_net = true,
+     .ffn_norm_named_post_attention = true},
     {.name = "gemma2",
      .position = POS_ROPE_NEOX,
      .ffn = FFN_GEGLU,
@@ -87,11 +95,14 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
                  a->swa_period);
     else if (a->swa)
         snprintf(swa, sizeof swa, ", sliding window on all layers if set");
-    int n = snprintf(buf, cap, "%s, %s, %s%s%s%s%s%s%s%s", norms[a->norm], positions[a->position],
-                     ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
-                     a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
-                     a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
-                     a->q_prescale ? ", q scaled before attention" : "", swa);
+    int n =
+        snprintf(buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s", norms[a->norm], positions[a->position],
+                 ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
+                 a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
+                 a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
+                 a->q_prescale ? ", q scaled before attention" : "", swa,
+                 a->attn_gate ? ", gated attention output" : "",
+                 a->delta_net ? ", gated delta-net layers between full attention" : "");
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -51,6 +51,11 @@ struct arch_desc {
     int swa_period;         /* default pattern, as llama.cpp: in each run of swa_period layers all
                                but the last are local; 0: every layer */
     int swa_default_window; /* window when the file sets none (gemma2: 4096), 0: no window */
+    bool attn_gate;         /* q's rows hold each head's query then a gate of the same width: the
+                               attention's output is multiplied by sigmoid(gate) (qwen35) */
+    bool delta_net;         /* all but every full_attention_interval-th layer are gated delta-net
+                               layers (delta_net.c), reading the ssm.* keys */
+    bool ffn_norm_named_post_attention; /* the FFN's pre-norm is post_attention_norm (qwen35) */
 };
 
 /* The descriptor for a GGUF general.architecture value, or NULL. */

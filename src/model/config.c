@@ -138,6 +138,69 @@ static enum ox_status read_swa(const struct ox_gguf *g, const char *a, struct mo
     return OX_OK;
 }
 
+/* Interleaved M-RoPE (qwen35) turns each rotated pair to one of four positions by its section;
+ * a text token has its position in the first three and 0 in the fourth, so the rotation is
+ * NeoX's exactly when no pair falls to the fourth (ggml_mrope_cache_init's rule). */
+static enum ox_status check_rope_sections(const struct ox_gguf *g, const char *a,
+                                          const struct model_config *c) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
+    const struct gguf_value *v = gguf_find(g, key);
+    if (!v)
+        return OX_OK;
+    if (v->type != OX_GGUF_ARRAY || v->n != 4 ||
+        (v->elem_type != OX_GGUF_INT32 && v->elem_type != OX_GGUF_UINT32))
+        return ox_fail(OX_ERR_FORMAT, "model: '%s' is not an array of 4 integers", key);
+    int64_t sec[4], total = 0;
+    for (int i = 0; i < 4; i++) {
+        struct gguf_value e;
+        OX_TRY(gguf_array_elem(v, (uint64_t)i, &e));
+        sec[i] = e.type == OX_GGUF_INT32 ? gguf_value_i64(&e) : (int64_t)gguf_value_u64(&e);
+        if (sec[i] < 0 || sec[i] > c->n_rot)
+            return ox_fail(OX_ERR_FORMAT, "model: '%s' has a section of %lld", key,
+                           (long long)sec[i]);
+        total += sec[i];
+    }
+    for (int64_t i = 0; total > 0 && i < c->n_rot / 2; i++) {
+        int64_t s = i % total, k = s % 3;
+        if (s >= 3 * sec[k])
+            return ox_fail(OX_ERR_UNSUPPORTED,
+                           "model: rope sections %lld, %lld, %lld, %lld rotate a pair by the "
+                           "fourth position, which text does not use",
+                           (long long)sec[0], (long long)sec[1], (long long)sec[2],
+                           (long long)sec[3]);
+    }
+    return OX_OK;
+}
+
+/* Gated delta-net layers (qwen35): their shape, and which layers they are (all but each
+ * full_attention_interval-th, as llama.cpp's loader decides without a per-layer list). */
+static enum ox_status read_delta_net(const struct ox_gguf *g, const char *a,
+                                     struct model_config *c) {
+    if (!c->arch->delta_net)
+        return OX_OK;
+    int32_t inner, interval;
+    OX_TRY(get_int(g, a, "ssm.conv_kernel", 1, 64, -1, &c->dn_conv));
+    OX_TRY(get_int(g, a, "ssm.state_size", 1, 1 << 12, -1, &c->dn_state));
+    OX_TRY(get_int(g, a, "ssm.group_count", 1, 1 << 12, -1, &c->dn_k_heads));
+    OX_TRY(get_int(g, a, "ssm.time_step_rank", 1, 1 << 12, -1, &c->dn_v_heads));
+    OX_TRY(get_int(g, a, "ssm.inner_size", 1, 1 << 24, -1, &inner));
+    OX_TRY(get_int(g, a, "full_attention_interval", 1, MODEL_MAX_LAYERS, 4, &interval));
+    char key[256];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
+    if (gguf_find(g, key))
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: a per-layer '%s' list is not supported", key);
+    if (inner != c->dn_v_heads * c->dn_state || c->dn_v_heads % c->dn_k_heads != 0)
+        return ox_fail(OX_ERR_FORMAT,
+                       "model: delta-net inner size %d is not %d value heads x state %d, or "
+                       "%d key heads do not divide them",
+                       inner, c->dn_v_heads, c->dn_state, c->dn_k_heads);
+    for (int il = 0; il < c->n_layer; il++)
+        if ((c->is_recurrent[il] = (il + 1) % interval != 0))
+            c->n_recurrent++;
+    return check_rope_sections(g, a, c);
+}
+
 /* Norm epsilon, attention scaling and the multipliers some architectures add. */
 static enum ox_status read_scales(const struct ox_gguf *g, const char *a, struct model_config *c) {
     const char *eps_key = c->arch->norm == NORM_RMS ? "attention.layer_norm_rms_epsilon"
@@ -175,5 +238,6 @@ enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c
     OX_TRY(read_shape(g, a, c));
     OX_TRY(read_rope(g, a, c));
     OX_TRY(read_swa(g, a, c));
+    OX_TRY(read_delta_net(g, a, c));
     return read_scales(g, a, c);
 }

@@ -160,6 +160,7 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     a->q = bfalloc(ctx, s, nb * (q > e ? q : e));
     a->qkv = bfalloc(ctx, s, has_wqkv(ctx->model) ? nb * (q + dk + dv) : 0);
     a->k = bfalloc(ctx, s, nb * dk), a->v = bfalloc(ctx, s, nb * dv);
+    a->qg = c->arch->attn_gate ? bfalloc(ctx, s, nb * 3 * q) : NULL;
     a->gate = bfalloc(ctx, s, nb * (ff > o ? ff : o));
     a->up = bfalloc(ctx, s, nb * (dense && e > ff_up ? e : ff_up));
     a->proj = a->q, a->attn = a->gate;
@@ -185,8 +186,8 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     a->b_cell = device ? balloc(ctx, s, ints) : ctx->cell;
     if (!a->x || !a->xn || !a->qkv || !a->branch || !a->q || !a->k || !a->v || !a->attn ||
         !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || (!device && !a->k_t) || !a->vf ||
-        !a->router || !a->router_host || !a->expert_ids || !a->expert_w || !a->moe_out ||
-        !a->b_tok || !a->b_pos || !a->b_seq || !a->b_cell)
+        (c->arch->attn_gate && !a->qg) || !a->router || !a->router_host || !a->expert_ids ||
+        !a->expert_w || !a->moe_out || !a->b_tok || !a->b_pos || !a->b_seq || !a->b_cell)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens on the %s",
                        nb, s->be.ops->name);
     return OX_OK;
@@ -325,6 +326,8 @@ enum ox_status ox_context_create(const struct ox_model *m, const struct ox_conte
         s = alloc_kv(ctx);
     if (s == OX_OK)
         s = alloc_stages(ctx);
+    if (s == OX_OK)
+        s = delta_net_create(m, ctx->params.n_seq_max, ctx->params.n_batch, &ctx->dn);
     if (s != OX_OK) {
         ox_context_free(ctx);
         return s;
@@ -344,10 +347,10 @@ static void free_stage(struct stage *s) {
         if (a->branch == a->up)
             a->branch = NULL;
         a->proj = a->attn = NULL;
-        void *bs[] = {a->x,  a->xn,         a->qkv,      a->branch, a->q,     a->k,
-                      a->v,  a->attn,       a->proj,     a->gate,   a->up,    a->hidden,
-                      a->kf, a->k_t,        a->vf,       a->router, a->b_tok, s->k,
-                      s->v,  a->expert_ids, a->expert_w, a->moe_out};
+        void *bs[] = {a->x,  a->xn,         a->qkv,      a->branch,  a->q,     a->k,
+                      a->v,  a->attn,       a->proj,     a->gate,    a->up,    a->hidden,
+                      a->kf, a->k_t,        a->vf,       a->router,  a->b_tok, s->k,
+                      s->v,  a->expert_ids, a->expert_w, a->moe_out, a->qg};
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i])
                 b->ops->free(b, bs[i]);
@@ -384,6 +387,7 @@ void ox_context_free(struct ox_context *ctx) {
     free(ctx->pos), free(ctx->seq), free(ctx->cell), free(ctx->out_row);
     ox_aligned_free(ctx->embd), free(ctx->embd_sum), free(ctx->embd_want);
     free(ctx->kv.pos), free(ctx->kv.seq);
+    delta_net_free(ctx->dn);
     free(ctx);
 }
 

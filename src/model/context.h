@@ -3,6 +3,7 @@
 #define OX_MODEL_CONTEXT_H
 
 #include "backend/backend.h"
+#include "model/delta_net.h"
 #include "model/model.h"
 
 /* The KV cache: n_cells slots, each holding one token's keys and values for every layer. The
@@ -22,6 +23,8 @@ struct kv_cache {
  * the CPU the context's own arrays, but for b_tok). */
 struct activations {
     float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up;
+    float *qg;          /* gated attention (arch attn_gate): [n_batch][2 q] queries and gates as
+                           projected, then [n_batch][q] the gates alone; else NULL */
     float *hidden;      /* the GLU's output: gate itself in a dense model; qkv: room only with wqkv;
                            proj shares q's memory, attn gate's, and in a dense model branch up's
                            (context.c's alloc_activations says why they may) */
@@ -76,6 +79,7 @@ struct ox_context {
     bool one_per_seq;         /* no two tokens of the batch share a sequence */
     bool moe_on_host;   /* this batch took a device stage's router probabilities to the host */
     bool moe_graphable; /* the last single-token batch did not: later ones may be graphs */
+    struct delta_net_state *dn; /* recurrent layers' per-sequence state, or NULL (delta_net.h) */
 };
 
 /* Run the model on the tokens in act (already placed in cells); write logits of the tokens

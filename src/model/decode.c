@@ -127,10 +127,28 @@ void ox_kv_clear(struct ox_context *ctx) {
     for (int32_t c = 0; c < ctx->kv.n_cells; c++)
         cell_free(&ctx->kv, c);
     ctx->kv.used_end = 0;
+    delta_net_reset(ctx->dn, -1);
+}
+
+/* A recurrent state cannot give back the tokens it has taken in: removing any of a sequence's
+ * positions from a model with recurrent layers removes all of them, and the state, so the
+ * sequence starts over (ox_kv_seq_pos_max then says -1), as llama.cpp's recurrent memory
+ * refuses such a removal. */
+static void seq_rm_recurrent(struct ox_context *ctx, int32_t seq, int32_t *p0, int32_t *p1) {
+    const struct kv_cache *kv = &ctx->kv;
+    if (!ctx->dn || seq >= OX_SEQ_MAX)
+        return;
+    for (int32_t c = 0; c < kv->used_end; c++)
+        if (kv->pos[c] >= 0 && (seq < 0 || cell_in(kv, c, seq)) && in_range(kv->pos[c], *p0, *p1)) {
+            *p0 = 0, *p1 = -1; /* something goes: all of it goes */
+            delta_net_reset(ctx->dn, seq);
+            return;
+        }
 }
 
 void ox_kv_seq_rm(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1) {
     struct kv_cache *kv = &ctx->kv;
+    seq_rm_recurrent(ctx, seq, &p0, &p1);
     for (int32_t c = 0; c < kv->used_end; c++) {
         if (kv->pos[c] < 0 || !in_range(kv->pos[c], p0, p1))
             continue;
@@ -154,6 +172,7 @@ void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0, 
     for (int32_t c = 0; c < kv->used_end; c++)
         if (kv->pos[c] >= 0 && cell_in(kv, c, src) && in_range(kv->pos[c], p0, p1))
             cell_seqs(kv, c)[dst / 64] |= 1ull << (dst % 64); /* cells are shared, not copied */
+    delta_net_copy(ctx->dn, src, dst); /* a state is the whole sequence's, whatever the range */
 }
 
 /* Moving a cell by delta positions rotates its cached keys by delta more (rotations add).

@@ -98,7 +98,7 @@ size_t ox_model_desc(const struct ox_model *m, char *buf, size_t cap) {
     double n = (double)m->n_params;
     const char *unit = n >= 1e9 ? "B" : "M";
     /* the file type llama-quantize recorded (Q4_K_M mixes types), else a weight's type */
-    const char *type = ox_dtype_name(m->layers[0].wo->type);
+    const char *type = ox_dtype_name((m->layers[0].wo ? m->layers[0].wo : m->output)->type);
     uint64_t ftype;
     if (gguf_find(m->gguf, "general.file_type") &&
         gguf_get_uint(m->gguf, "general.file_type", 1024, &ftype) == OX_OK &&

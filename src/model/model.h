@@ -30,6 +30,11 @@ struct model_config {
     int32_t attn_temp_floor;
     int32_t swa_window;            /* sliding window in tokens; 0: none */
     bool is_swa[MODEL_MAX_LAYERS]; /* the layers that use it */
+    /* gated delta-net layers (arch delta_net): the ssm.* keys, and which layers they are */
+    int32_t dn_conv, dn_state, dn_k_heads, dn_v_heads; /* conv_kernel, state_size, group_count,
+                                                          time_step_rank */
+    int32_t n_recurrent;                               /* how many layers are recurrent */
+    bool is_recurrent[MODEL_MAX_LAYERS];
 };
 
 /* A weight: type, shape and its bytes in the mapped file. */
@@ -53,6 +58,9 @@ struct layer_weights {
     const struct weight *ffn_gate, *ffn_gate_b, *ffn_up, *ffn_up_b, *ffn_down, *ffn_down_b;
     const struct weight *ffn_post_norm;
     const struct weight *ffn_gate_inp, *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* MoE */
+    /* a gated delta-net layer's (delta_net.c): in_qkv is attn_qkv, z attn_gate */
+    const struct weight *dn_qkv, *dn_z, *dn_conv, *dn_dt_bias, *dn_a, *dn_beta, *dn_alpha;
+    const struct weight *dn_norm, *dn_out;
     /* The norm's weight is multiplied into the GPU copies of the matrices that read its output
      * (weights_gpu.c): the norm before them scales only. */
     bool attn_norm_folded, ffn_norm_folded;

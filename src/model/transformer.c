@@ -4,14 +4,9 @@
 #include <string.h>
 
 #include "model/context.h"
+#include "model/delta_net.h"
+#include "model/layer_ops.h"
 #include "quant/dtype.h"
-
-/* A weight as backend b sees it: its device copy on a GPU. */
-static struct mat as_mat(const struct backend *b, const struct weight *w) {
-    bool dev = b->ops->device;
-    return (struct mat){w->type,  dev ? w->dev : w->data, w->ne[1],
-                        w->ne[0], w->row_bytes,           dev ? NULL : w->packed};
-}
 
 /* Matrix e of a 3-D expert tensor. */
 static struct mat expert_mat(const struct backend *b, const struct weight *w, int e) {
@@ -19,12 +14,6 @@ static struct mat expert_mat(const struct backend *b, const struct weight *w, in
     m.data = (const uint8_t *)m.data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
     m.packed = NULL; /* experts stay in the file's layout */
     return m;
-}
-
-static const float *vec(const struct backend *b, const struct weight *w) {
-    if (!w) /* norms and biases are f32 (checked at load) */
-        return NULL;
-    return (const float *)(b->ops->device ? w->dev : w->data);
 }
 
 /* Layer il's cached keys and values: rows in the memory of the stage that runs it. */
@@ -41,15 +30,6 @@ static uint8_t *layer_v(const struct ox_context *ctx, int il) {
 /* Layer il's rotation, with the frequency factors in the stage's memory. */
 static const struct rope_params *layer_rope(const struct ox_context *ctx, int il) {
     return ctx->model->cfg.is_swa[il] ? &ctx->st->rope_swa : &ctx->st->rope;
-}
-
-/* y = W x (+ bias) for n tokens. */
-static void linear(struct backend *b, const struct weight *w, const struct weight *bias,
-                   const float *x, float *y, int n) {
-    struct mat m = as_mat(b, w);
-    b->ops->matmul(b, &m, x, y, n);
-    if (bias)
-        b->ops->add_row(b, y, vec(b, bias), n, (int)m.n_rows);
 }
 
 /* The architecture's norm of n rows of n_embd values (the weight and bias optional). */
@@ -101,6 +81,12 @@ static const struct weight *norm_weight(const struct ox_context *ctx, const stru
     return folded && ctx->st->be.ops->device ? NULL : w;
 }
 
+/* Where q's projection goes: with an output gate (arch attn_gate) its rows hold each head's
+ * query and gate, split by split_query_gate; else q itself. */
+static float *q_projection(const struct ox_context *ctx) {
+    return ctx->model->cfg.arch->attn_gate ? ctx->st->act.qg : ctx->st->act.q;
+}
+
 /* q, k and v (then any biases) by one backend op taking the input through the norm first
  * unless that is NULL; false when the backend does not fuse these. */
 static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights *l,
@@ -108,7 +94,7 @@ static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
     struct mat w[3];
-    float *y[3] = {a->q, a->k, a->v};
+    float *y[3] = {q_projection(ctx), a->k, a->v};
     if (l->wqkv || !b->ops->matmul_multi)
         return false;
     w[0] = as_mat(b, l->wq), w[1] = as_mat(b, l->wk), w[2] = as_mat(b, l->wv);
@@ -132,7 +118,7 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, c
     if (project_qkv_fused(ctx, l, in, NULL, n))
         return;
     if (!l->wqkv) {
-        linear(b, l->wq, l->bq, in, a->q, n);
+        linear(b, l->wq, l->bq, in, q_projection(ctx), n);
         linear(b, l->wk, l->bk, in, a->k, n);
         linear(b, l->wv, l->bv, in, a->v, n);
         return;
@@ -141,6 +127,26 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, c
     b->ops->copy_rows(b, a->q, q, a->qkv, all, n, (int)q);
     b->ops->copy_rows(b, a->k, k, a->qkv + q, all, n, (int)k);
     b->ops->copy_rows(b, a->v, v, a->qkv + q + k, all, n, (int)v);
+}
+
+/* [query | gate] per head, as the projection leaves them in act.qg: the queries into act.q, the
+ * gates packed after the projection's rows (act.qg + n * 2 * q), for gate_attention. */
+static void split_query_gate(struct ox_context *ctx, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
+    size_t hd = (size_t)c->head_dim_k, rows = (size_t)n * (size_t)c->n_head;
+    b->ops->copy_rows(b, a->q, hd, a->qg, 2 * hd, (int)rows, (int)hd);
+    b->ops->copy_rows(b, a->qg + 2 * rows * hd, hd, a->qg + hd, 2 * hd, (int)rows, (int)hd);
+}
+
+/* The attention's output times sigmoid(gate), per value (Qwen 3.5's gated attention). */
+static void gate_attention(struct ox_context *ctx, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct activations *a = &ctx->st->act;
+    size_t rows = (size_t)n * (size_t)c->n_head, hd = (size_t)c->head_dim_k;
+    ctx->st->be.ops->glu(&ctx->st->be, GLU_SIGMOID, a->qg + 2 * rows * hd, a->attn, a->attn,
+                         rows * hd);
 }
 
 /* The layer's input normed (into act.xn, unless the backend takes the norm into the
@@ -231,6 +237,8 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
     struct backend *b = &ctx->st->be;
     const struct backend_ops *op = b->ops;
     norm_and_project_qkv(ctx, l, n);
+    if (d->attn_gate)
+        split_query_gate(ctx, n);
     int hd = c->head_dim_k;
     if (d->qk_norm != QK_NORM_NONE) { /* per head, or across all heads at once */
         bool head = d->qk_norm == QK_NORM_HEAD;
@@ -283,6 +291,8 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         args.cache_type = kv->type, args.k_row = kv->k_row, args.v_row = kv->v_row;
     }
     op->attention(b, &args);
+    if (d->attn_gate)
+        gate_attention(ctx, n);
     if (add_projection(ctx, l->wo, l->bo, l->attn_post_norm, a->attn, n))
         return true;
     linear(b, l->wo, l->bo, a->attn, a->proj, n);
@@ -616,7 +626,11 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b, int
 static int run_layers(struct ox_context *ctx, int n) {
     const struct ox_model *m = ctx->model;
     for (int il = ctx->st->layer_begin; il < ctx->st->layer_end; il++) {
-        bool attn_added = attention_block(ctx, &m->layers[il], il, n);
+        bool attn_added = false; /* a recurrent layer leaves its branch in act.proj */
+        if (m->cfg.is_recurrent[il])
+            delta_net_layer(ctx, &m->layers[il], il, n);
+        else
+            attn_added = attention_block(ctx, &m->layers[il], il, n);
         if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
             return 0;
         ffn_block(ctx, &m->layers[il], n, attn_added);

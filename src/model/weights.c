@@ -58,7 +58,8 @@ static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_we
     OX_TRY(bind_vec(m, NAME("attn_norm.bias"), e, true, &l->attn_norm_b));
     OX_TRY(bind(m, NAME("attn_qkv.weight"), e, q + k + v, 1, true, &l->wqkv));
     OX_TRY(bind_vec(m, NAME("attn_qkv.bias"), q + k + v, true, &l->bqkv));
-    OX_TRY(bind(m, NAME("attn_q.weight"), e, q, 1, l->wqkv != NULL, &l->wq));
+    /* with an output gate, each head's query rows are followed by as many gate rows */
+    OX_TRY(bind(m, NAME("attn_q.weight"), e, d->attn_gate ? 2 * q : q, 1, l->wqkv != NULL, &l->wq));
     OX_TRY(bind(m, NAME("attn_k.weight"), e, k, 1, l->wqkv != NULL, &l->wk));
     OX_TRY(bind(m, NAME("attn_v.weight"), e, v, 1, l->wqkv != NULL, &l->wv));
     OX_TRY(bind_vec(m, NAME("attn_q.bias"), q, true, &l->bq));
@@ -80,6 +81,30 @@ static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_we
     return OX_OK;
 }
 
+/* A gated delta-net layer's tensors (qwen35; shapes as llama.cpp's loader checks them). */
+static enum ox_status bind_delta_net(struct ox_model *m, int il, struct layer_weights *l) {
+    const struct model_config *c = &m->cfg;
+    int64_t e = c->n_embd, key = (int64_t)c->dn_k_heads * c->dn_state;
+    int64_t value = (int64_t)c->dn_v_heads * c->dn_state, conv = 2 * key + value;
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    OX_TRY(bind_vec(m, NAME("attn_norm.weight"), e, false, &l->attn_norm));
+    OX_TRY(bind(m, NAME("attn_qkv.weight"), e, conv, 1, false, &l->dn_qkv));
+    OX_TRY(bind(m, NAME("attn_gate.weight"), e, value, 1, false, &l->dn_z));
+    OX_TRY(bind(m, NAME("ssm_conv1d.weight"), c->dn_conv, conv, 1, false, &l->dn_conv));
+    if (l->dn_conv->type != OX_DTYPE_F32)
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: tensor '%s' must be f32, not %s", name,
+                       ox_dtype_name(l->dn_conv->type));
+    OX_TRY(bind_vec(m, NAME("ssm_dt.bias"), c->dn_v_heads, false, &l->dn_dt_bias));
+    OX_TRY(bind_vec(m, NAME("ssm_a"), c->dn_v_heads, false, &l->dn_a));
+    OX_TRY(bind(m, NAME("ssm_beta.weight"), e, c->dn_v_heads, 1, false, &l->dn_beta));
+    OX_TRY(bind(m, NAME("ssm_alpha.weight"), e, c->dn_v_heads, 1, false, &l->dn_alpha));
+    OX_TRY(bind_vec(m, NAME("ssm_norm.weight"), c->dn_state, false, &l->dn_norm));
+    OX_TRY(bind(m, NAME("ssm_out.weight"), value, e, 1, false, &l->dn_out));
+#undef NAME
+    return OX_OK;
+}
+
 static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights *l) {
     const struct model_config *c = &m->cfg;
     const struct arch_desc *d = c->arch;
@@ -88,7 +113,10 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
     int64_t up = d->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff;
     char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
-    OX_TRY(bind_vec(m, NAME("ffn_norm.weight"), e, d->parallel || d->no_pre_norm, &l->ffn_norm));
+    OX_TRY(bind_vec(m,
+                    d->ffn_norm_named_post_attention ? NAME("post_attention_norm.weight")
+                                                     : NAME("ffn_norm.weight"),
+                    e, d->parallel || d->no_pre_norm, &l->ffn_norm));
     OX_TRY(bind_vec(m, NAME("ffn_norm.bias"), e, true, &l->ffn_norm_b));
     if (ne > 0) {
         OX_TRY(bind(m, NAME("ffn_gate_inp.weight"), e, ne, 1, false, &l->ffn_gate_inp));
@@ -146,7 +174,10 @@ enum ox_status model_bind_weights(struct ox_model *m) {
     m->cfg.rope_swa.freq_factors = freqs ? (const float *)freqs->data : NULL;
     m->cfg.rope.freq_factors = freqs ? (const float *)freqs->data : NULL; /* llama3 scaling */
     for (int il = 0; il < m->cfg.n_layer; il++) {
-        OX_TRY(bind_attention(m, il, &m->layers[il]));
+        if (m->cfg.is_recurrent[il])
+            OX_TRY(bind_delta_net(m, il, &m->layers[il]));
+        else
+            OX_TRY(bind_attention(m, il, &m->layers[il]));
         OX_TRY(bind_ffn(m, il, &m->layers[il]));
     }
     return OX_OK;
@@ -180,7 +211,8 @@ static void pack_some(void *arg, int ith, int nth) {
 }
 
 static int bigger_first(const void *a, const void *b) {
-    const struct weight *x = *(const struct weight *const *)a, *y = *(const struct weight *const *)b;
+    const struct weight *x = *(const struct weight *const *)a,
+                        *y = *(const struct weight *const *)b;
     size_t bx = x->row_bytes * (size_t)x->ne[1], by = y->row_bytes * (size_t)y->ne[1];
     return (by > bx) - (by < bx);
 }
@@ -196,16 +228,16 @@ static int add_once(const struct weight **mats, int n, const struct weight *w) {
 }
 
 void model_pack_weights(struct ox_model *m) {
-    enum { PER_LAYER = 9 };
+    enum { PER_LAYER = 12 };
     const struct weight **mats = calloc((size_t)m->cfg.n_layer * PER_LAYER + 1, sizeof *mats);
     if (!mats)
         return; /* matmul reads the file's layout */
     int n = 0;
     for (int il = 0; il < m->cfg.n_layer; il++) {
         const struct layer_weights *l = &m->layers[il];
-        const struct weight *layer[PER_LAYER] = {l->wqkv,   l->wq,       l->wk,
-                                                 l->wv,     l->wo,       l->ffn_gate,
-                                                 l->ffn_up, l->ffn_down, l->ffn_gate_inp};
+        const struct weight *layer[PER_LAYER] = {
+            l->wqkv,   l->wq,       l->wk,           l->wv,     l->wo,   l->ffn_gate,
+            l->ffn_up, l->ffn_down, l->ffn_gate_inp, l->dn_qkv, l->dn_z, l->dn_out};
         for (int i = 0; i < PER_LAYER; i++)
             n = add_once(mats, n, layer[i]);
     }

@@ -1,5 +1,6 @@
-/* reference_files.h: the shared llama.cpp reference files (reference/<model>.json), each handed
- * to a check with its model's name, and small helpers for those checks. */
+/* reference_files.h: the llama.cpp reference files (reference/<model>.json, the shared set's
+ * and the repository's own), each handed to a check with its model's name, and small helpers
+ * for those checks. */
 #ifndef OX_TEST_REFERENCE_FILES_H
 #define OX_TEST_REFERENCE_FILES_H
 
@@ -48,33 +49,42 @@ static inline bool reference_wanted(const char *name) {
     return false;
 }
 
-/* Calls check(name, ref) for every reference/<name>.json that reference_wanted; returns how many
- * were read. */
-static inline int for_each_reference(void (*check)(const char *name, json_t *ref)) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/reference", test_data_dir());
-    DIR *d = opendir(dir);
-    CHECK(d != NULL);
-    struct dirent *e;
+/* The repository's own references (tools/archref/make_refs.sh: architectures the shared set
+ * lacks), in the shared set's layout. */
+#define ARCH_REFERENCE_DIR OX_SOURCE_DIR "/tests/data/arch"
+
+/* Calls check(root, name, ref) for every <root>/reference/<name>.json that reference_wanted,
+ * root being the shared test data and then the repository's own; returns how many were read. */
+static inline int for_each_reference(void (*check)(const char *root, const char *name,
+                                                   json_t *ref)) {
     int n_models = 0;
-    while (d && (e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
-            continue;
-        char path[2048], name[256];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
-        if (!reference_wanted(name))
-            continue;
-        json_error_t err;
-        json_t *ref = json_load_file(path, 0, &err);
-        CHECK_MSG(ref != NULL, "%s: %s", path, err.text);
-        if (ref)
-            check(name, ref), n_models++;
-        json_decref(ref);
+    const char *roots[] = {test_data_dir(), ARCH_REFERENCE_DIR};
+    for (int r = 0; r < 2; r++) {
+        const char *root = roots[r];
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/reference", root);
+        DIR *d = opendir(dir);
+        CHECK(d != NULL);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
+                continue;
+            char path[2048], name[256];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
+            if (!reference_wanted(name))
+                continue;
+            json_error_t err;
+            json_t *ref = json_load_file(path, 0, &err);
+            CHECK_MSG(ref != NULL, "%s: %s", path, err.text);
+            if (ref)
+                check(root, name, ref), n_models++;
+            json_decref(ref);
+        }
+        if (d)
+            closedir(d);
     }
-    if (d)
-        closedir(d);
     return n_models;
 }
 

@@ -98,9 +98,9 @@ static double worst_float_kl, worst_quant_kl, worst_abs, worst_self_kl;
  * matrix: the logits made from it here match the reference row of the last prompt token within
  * test_reference.c's bounds (float files: KL < 1e-5 and the same top token; quantized ones: its
  * per-position bound, KL < 1e-2). It is also exactly the state behind ox_decode's own logits. */
-static void check_reference(const char *name, json_t *ref) {
+static void check_reference(const char *dir, const char *name, json_t *ref) {
     char path[2048];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", test_data_dir(), name);
+    snprintf(path, sizeof path, "%s/models/%s.gguf", dir, name);
     struct ox_model *m = NULL;
     struct ox_model_params mp = test_model_params();
     CHECK_MSG(ox_model_load(path, &mp, &m) == OX_OK, "%s: %s", name, ox_last_error());
@@ -112,7 +112,7 @@ static void check_reference(const char *name, json_t *ref) {
     int nv = ox_model_n_vocab(m), ne = ox_model_n_embd(m);
     ox_token prompt[MAX_PROMPT];
     int n = json_ints(json_object_get(ref, "prompt"), prompt, MAX_PROMPT);
-    snprintf(path, sizeof path, "%s/reference/%s.logits.f32", test_data_dir(), name);
+    snprintf(path, sizeof path, "%s/reference/%s.logits.f32", dir, name);
     float *ref_logits = read_f32(path, (size_t)n * nv);
     float *h = malloc((size_t)ne * sizeof *h), *z = malloc((size_t)nv * sizeof *z);
     CHECK_MSG(ox_embed(ctx, prompt, n, OX_POOLING_LAST, false, h) == OX_OK, "%s: %s", name,

@@ -1,4 +1,5 @@
-/* cpu_ops.h: the CPU backend's memory ops (ops_memory.c), wired into its table in ops_ref.c. */
+/* cpu_ops.h: the CPU backend's memory ops (ops_memory.c) and its delta-net recurrence
+ * (delta_net_ref.c), wired into its table in ops_ref.c. */
 #ifndef OX_BACKEND_CPU_CPU_OPS_H
 #define OX_BACKEND_CPU_CPU_OPS_H
 
@@ -17,5 +18,6 @@ void cpu_cache_store(struct backend *b, enum ox_dtype type, const float *x, int 
                      uint8_t *base, size_t row_bytes, const int32_t *cells);
 void cpu_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
                     float *y, int n_cells, int dim, const int32_t *cell_pos);
+void cpu_delta_net(struct backend *b, const struct delta_net_args *a);
 
 #endif

@@ -174,6 +174,8 @@ static void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, co
     for (size_t i = 0; i < n; i++) {
         if (kind == GLU_SILU) /* x * sigmoid(x), ggml's division and vector exp */
             y[i] = gate[i] / (1.0f + ggml_expf(-gate[i])) * up[i];
+        else if (kind == GLU_SIGMOID) /* ggml_sigmoid's libm exp, then the product */
+            y[i] = 1.0f / (1.0f + expf(-gate[i])) * up[i];
         else
             y[i] = ggml_gelu(gate[i]) * up[i];
     }
@@ -230,6 +232,7 @@ const struct backend_ops backend_cpu_ops = {
     .layer_norm = cpu_layer_norm,
     .rope = cpu_rope,
     .glu = cpu_glu,
+    .delta_net = cpu_delta_net,
     .gelu = cpu_gelu,
     .add = cpu_add,
     .add_row = cpu_add_row,

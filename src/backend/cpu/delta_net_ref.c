@@ -1,0 +1,103 @@
+/* delta_net_ref.c: the CPU's gated delta-net recurrence (backend.h's delta_net op): the causal
+ * convolution of each token's q, k, v row with its slot's last rows, then the delta rule per
+ * value head, the heads split across threads. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/ggml_numerics.h"
+#include "core/threadpool.h"
+
+/* Token t's row convolved with its slot's d_conv - 1 previous rows (oldest first, as ggml's
+ * ssm_conv sums them), through silu; the slot's rows then move on by one. */
+static void convolve(const struct delta_net_args *a, int t, int conv_dim) {
+    int kw = a->d_conv, hist = kw - 1;
+    float *state = a->conv_state + (size_t)a->slot[t] * a->conv_stride;
+    const float *x = a->qkv + (size_t)t * (size_t)conv_dim;
+    float *out = a->conv_out + (size_t)t * (size_t)conv_dim;
+    for (int c = 0; c < conv_dim; c++) {
+        const float *w = a->conv_w + (size_t)c * (size_t)kw;
+        float sum = 0.0f;
+        for (int k = 0; k < hist; k++)
+            sum += state[(size_t)k * (size_t)conv_dim + (size_t)c] * w[k];
+        sum += x[c] * w[hist];
+        out[c] = sum / (1.0f + ggml_expf(-sum)); /* silu, as ggml's vector silu */
+    }
+    if (hist > 0) {
+        memmove(state, state + conv_dim, (size_t)(hist - 1) * (size_t)conv_dim * sizeof *state);
+        memcpy(state + (size_t)(hist - 1) * (size_t)conv_dim, x, (size_t)conv_dim * sizeof *x);
+    }
+}
+
+/* x / max(|x|, eps) over n values (ggml_l2_norm: the sum of squares in double). */
+static void l2_normalize(float *x, int n, float eps) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += (double)x[i] * (double)x[i];
+    float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    for (int i = 0; i < n; i++)
+        x[i] *= scale;
+}
+
+static float dot(const float *x, const float *y, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++)
+        s += x[i] * y[i];
+    return s;
+}
+
+/* Value head h over every token in order: decay, delta update and read-out of its slot's
+ * state (row j of m is column j of S). */
+static void recur_head(const struct delta_net_args *a, int h, int conv_dim, float *delta) {
+    int d = a->d_state, kh = h % a->n_k_heads;
+    size_t key_dim = (size_t)a->n_k_heads * (size_t)d, hs = (size_t)d * (size_t)d;
+    float scale = 1.0f / sqrtf((float)d);
+    for (int t = 0; t < a->n; t++) {
+        const float *row = a->conv_out + (size_t)t * (size_t)conv_dim;
+        const float *q = row + (size_t)kh * d, *k = row + key_dim + (size_t)kh * d;
+        const float *v = row + 2 * key_dim + (size_t)h * d;
+        float *m = a->ssm_state + (size_t)a->slot[t] * a->ssm_stride + (size_t)h * hs;
+        float x = a->alpha[(size_t)t * a->n_v_heads + h] + a->dt_bias[h];
+        float softplus = x > 20.0f ? x : logf(1.0f + expf(x));
+        float decay = expf(softplus * a->a[h]);
+        float beta = 1.0f / (1.0f + expf(-a->beta[(size_t)t * a->n_v_heads + h]));
+        for (size_t i = 0; i < hs; i++)
+            m[i] *= decay;
+        for (int j = 0; j < d; j++)
+            delta[j] = (v[j] - dot(m + (size_t)j * d, k, d)) * beta;
+        for (int j = 0; j < d; j++)
+            for (int i = 0; i < d; i++)
+                m[(size_t)j * d + i] += k[i] * delta[j];
+        float *y = a->y + ((size_t)t * a->n_v_heads + (size_t)h) * (size_t)d;
+        for (int j = 0; j < d; j++)
+            y[j] = dot(m + (size_t)j * d, q, d) * scale;
+    }
+}
+
+struct heads_job {
+    const struct delta_net_args *a;
+    int conv_dim;
+    float *scratch;
+    size_t per_thread;
+};
+
+static void run_heads(void *arg, int ith, int nth) {
+    struct heads_job *j = arg;
+    for (int h = ith; h < j->a->n_v_heads; h += nth)
+        recur_head(j->a, h, j->conv_dim, j->scratch + (size_t)ith * j->per_thread);
+}
+
+void cpu_delta_net(struct backend *b, const struct delta_net_args *a) {
+    int d = a->d_state, conv_dim = (2 * a->n_k_heads + a->n_v_heads) * d;
+    for (int t = 0; t < a->n; t++) { /* in order: a slot's rows move on token by token */
+        convolve(a, t, conv_dim);
+        float *row = a->conv_out + (size_t)t * (size_t)conv_dim;
+        for (int h = 0; h < 2 * a->n_k_heads; h++) /* q's heads, then k's */
+            l2_normalize(row + (size_t)h * d, d, a->eps);
+    }
+    struct heads_job j = {a, conv_dim, b->scratch, b->scratch_per_thread};
+    double work = (double)a->n * a->n_v_heads * d * d * 4.0;
+    int parts = threadpool_parts(b->pool, work, 32768.0);
+    threadpool_run_n(b->pool, run_heads, &j, parts < a->n_v_heads ? parts : a->n_v_heads);
+}

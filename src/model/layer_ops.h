@@ -1,0 +1,31 @@
+/* layer_ops.h: the small steps every layer kind's file takes through the backend: a weight as
+ * the backend sees it, a norm's or bias's floats, and y = W x + b. */
+#ifndef OX_MODEL_LAYER_OPS_H
+#define OX_MODEL_LAYER_OPS_H
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+/* A weight as backend b sees it: its device copy on a GPU. */
+static inline struct mat as_mat(const struct backend *b, const struct weight *w) {
+    bool dev = b->ops->device;
+    return (struct mat){w->type,  dev ? w->dev : w->data, w->ne[1],
+                        w->ne[0], w->row_bytes,           dev ? NULL : w->packed};
+}
+
+static inline const float *vec(const struct backend *b, const struct weight *w) {
+    if (!w) /* norms and biases are f32 (checked at load) */
+        return NULL;
+    return (const float *)(b->ops->device ? w->dev : w->data);
+}
+
+/* y = W x (+ bias) for n tokens. */
+static inline void linear(struct backend *b, const struct weight *w, const struct weight *bias,
+                          const float *x, float *y, int n) {
+    struct mat m = as_mat(b, w);
+    b->ops->matmul(b, &m, x, y, n);
+    if (bias)
+        b->ops->add_row(b, y, vec(b, bias), n, (int)m.n_rows);
+}
+
+#endif

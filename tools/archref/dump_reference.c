@@ -1,0 +1,168 @@
+/* dump_reference.c: llama.cpp's logits for one model, in the format of the shared reference
+ * files (../shared/testdata/README.md, reference/): a 48-token prompt decoded as one batch (every
+ * position's logits), 16 greedy tokens decoded one at a time, and a text prompt with 24 greedy
+ * tokens. Built against llama.cpp's library by tools/archref/build.sh; never part of oxidize.
+ *
+ * usage: dump_reference MODEL.gguf OUTDIR NAME */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama.h"
+
+enum { N_PROMPT = 48, N_GREEDY = 16, N_TEXT_GREEDY = 24, N_CTX = 512, N_THREADS = 2 };
+static const char TEXT[] = "Once upon a time, there was a little robot who";
+
+static void quiet(enum ggml_log_level level, const char *text, void *user) {
+    (void)user;
+    if (level >= GGML_LOG_LEVEL_ERROR)
+        fputs(text, stderr);
+}
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* Decodes n tokens at positions pos0.. as one batch; every position's logits when all_logits. */
+static void decode(struct llama_context *ctx, const llama_token *toks, int n, int pos0,
+                   int all_logits) {
+    struct llama_batch b = llama_batch_init(n, 0, 1);
+    for (int i = 0; i < n; i++) {
+        b.token[i] = toks[i], b.pos[i] = pos0 + i, b.n_seq_id[i] = 1, b.seq_id[i][0] = 0;
+        b.logits[i] = all_logits || i == n - 1;
+    }
+    b.n_tokens = n;
+    if (llama_decode(ctx, b) != 0) {
+        fprintf(stderr, "dump_reference: llama_decode failed\n");
+        exit(1);
+    }
+    llama_batch_free(b);
+}
+
+/* n greedy tokens after the prompt of n_prompt tokens already decoded (its last logits at
+ * index last); each row of logits used goes to rows when it is not NULL. */
+static void greedy(struct llama_context *ctx, int n_vocab, int n_prompt, int last, int n,
+                   llama_token *out, float *rows) {
+    const float *lg = llama_get_logits_ith(ctx, last);
+    for (int g = 0; g < n; g++) {
+        if (rows)
+            memcpy(rows + (size_t)g * n_vocab, lg, (size_t)n_vocab * sizeof *lg);
+        out[g] = argmax(lg, n_vocab);
+        decode(ctx, &out[g], 1, n_prompt + g, 0);
+        lg = llama_get_logits_ith(ctx, -1);
+    }
+}
+
+static void write_f32(const char *dir, const char *file, const float *x, size_t n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(x, sizeof *x, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "dump_reference: cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+static void json_ids(FILE *f, const char *key, const llama_token *t, int n) {
+    fprintf(f, "  \"%s\": [", key);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%d", i ? ", " : "", t[i]);
+    fprintf(f, "],\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: dump_reference MODEL.gguf OUTDIR NAME\n");
+        return 2;
+    }
+    const char *dir = argv[2], *name = argv[3];
+    llama_log_set(quiet, NULL);
+    llama_backend_init();
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    struct llama_model *model = llama_model_load_from_file(argv[1], mp);
+    if (!model) {
+        fprintf(stderr, "dump_reference: llama.cpp cannot load %s\n", argv[1]);
+        return 1;
+    }
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = N_CTX, cp.n_batch = N_CTX, cp.n_ubatch = N_CTX;
+    cp.n_threads = cp.n_threads_batch = N_THREADS;
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
+    int n_vocab = llama_vocab_n_tokens(vocab);
+
+    /* the prompt: BOS when the vocab adds one, then ids from [3, n_vocab - 1) */
+    llama_token prompt[N_PROMPT];
+    int n = 0;
+    if (llama_vocab_get_add_bos(vocab))
+        prompt[n++] = llama_vocab_bos(vocab);
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (const char *p = name; *p; p++)
+        s = (s ^ (uint8_t)*p) * 0x100000001b3ull;
+    while (n < N_PROMPT) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        prompt[n++] = 3 + (llama_token)((s >> 33) % (uint64_t)(n_vocab - 4));
+    }
+    decode(ctx, prompt, N_PROMPT, 0, 1);
+    float *logits = malloc((size_t)N_PROMPT * n_vocab * sizeof *logits);
+    for (int i = 0; i < N_PROMPT; i++)
+        memcpy(logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, i),
+               (size_t)n_vocab * sizeof *logits);
+    llama_token g[N_GREEDY];
+    float *rows = malloc((size_t)N_GREEDY * n_vocab * sizeof *rows);
+    greedy(ctx, n_vocab, N_PROMPT, N_PROMPT - 1, N_GREEDY, g, rows);
+
+    /* the text: tokenized with BOS as the vocab asks, special tokens not parsed */
+    llama_memory_clear(llama_get_memory(ctx), true);
+    llama_token tt[256], tg[N_TEXT_GREEDY];
+    int nt = llama_tokenize(vocab, TEXT, (int32_t)strlen(TEXT), tt, 256, true, false);
+    if (nt <= 0) {
+        fprintf(stderr, "dump_reference: cannot tokenize the text\n");
+        return 1;
+    }
+    decode(ctx, tt, nt, 0, 0);
+    greedy(ctx, n_vocab, nt, -1, N_TEXT_GREEDY, tg, NULL);
+
+    char file[1024];
+    snprintf(file, sizeof file, "%s.logits.f32", name);
+    write_f32(dir, file, logits, (size_t)N_PROMPT * n_vocab);
+    snprintf(file, sizeof file, "%s.greedy.f32", name);
+    write_f32(dir, file, rows, (size_t)N_GREEDY * n_vocab);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.json", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "dump_reference: cannot write %s\n", path);
+        return 1;
+    }
+    fprintf(f, "{\n  \"n_vocab\": %d,\n  \"n_ctx\": %d,\n", n_vocab, N_CTX);
+    json_ids(f, "prompt", prompt, N_PROMPT);
+    fprintf(f, "  \"logits\": \"%s.logits.f32\",\n", name);
+    json_ids(f, "greedy", g, N_GREEDY);
+    fprintf(f, "  \"greedy_logits\": \"%s.greedy.f32\",\n", name);
+    fprintf(f, "  \"text\": \"%s\",\n", TEXT);
+    json_ids(f, "text_tokens", tt, nt);
+    json_ids(f, "text_greedy", tg, N_TEXT_GREEDY);
+    fprintf(f, "  \"text_greedy_detok_hex\": \"");
+    for (int i = 0; i < N_TEXT_GREEDY; i++) {
+        char piece[256];
+        int len = llama_token_to_piece(vocab, tg[i], piece, sizeof piece, 0, false);
+        for (int k = 0; k < len; k++)
+            fprintf(f, "%02x", (unsigned char)piece[k]);
+    }
+    fprintf(f, "\"\n}\n");
+    fclose(f);
+    free(logits);
+    free(rows);
+    llama_free(ctx);
+    llama_model_free(model);
+    printf("%s: %d positions, greedy %d ... , text %d tokens\n", name, N_PROMPT, g[0], nt);
+    return 0;
+}

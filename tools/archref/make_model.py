@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""make_model.py: a small random-weight GGUF of one architecture, written with llama.cpp's
+gguf-py, for the architecture reference tests (tools/archref/README.md).
+
+usage: PYTHONPATH=<llama.cpp>/gguf-py make_model.py ARCH OUT.gguf --vocab-from FILE.gguf
+
+The tokenizer (a real vocabulary truncated to its first tokens) is copied from another GGUF,
+e.g. ../shared/testdata/models/qwen3-f16.gguf. Weights are normal(0, 1/sqrt(fan_in)) from a
+fixed seed; norms are 1 + small noise; 2-D matrices are f16, the rest f32, as llama.cpp's
+converter writes them.
+"""
+import argparse
+import sys
+
+import numpy as np
+import gguf
+
+
+def copy_tokenizer(writer, path):
+    """Every tokenizer.* key of the GGUF at path, with its type."""
+    reader = gguf.GGUFReader(path)
+    n_vocab = 0
+    for field in reader.fields.values():
+        if not field.name.startswith("tokenizer."):
+            continue
+        vtype = field.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            sub = field.types[-1]
+            if sub == gguf.GGUFValueType.STRING:
+                vals = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+            else:
+                vals = [field.parts[i].tolist()[0] for i in field.data]
+            writer.add_key_value(field.name, vals, vtype, sub)
+            if field.name == "tokenizer.ggml.tokens":
+                n_vocab = len(vals)
+        elif vtype == gguf.GGUFValueType.STRING:
+            writer.add_key_value(field.name, bytes(field.parts[-1]).decode("utf-8"), vtype)
+        else:
+            writer.add_key_value(field.name, field.parts[-1].tolist()[0], vtype)
+    return n_vocab
+
+
+class Weights:
+    """Random tensors in ggml's order of dimensions (ne0 first), named as llama.cpp names them."""
+
+    def __init__(self, writer, seed):
+        self.writer = writer
+        self.rng = np.random.default_rng(seed)
+
+    def matrix(self, name, ne0, ne1, dtype=np.float16):
+        """A [ne1 rows x ne0 columns] matrix: ne0 is the input width."""
+        w = self.rng.normal(0.0, 1.0 / np.sqrt(ne0), size=(ne1, ne0)).astype(np.float32)
+        self.writer.add_tensor(name, w.astype(dtype))
+
+    def norm(self, name, n):
+        self.writer.add_tensor(name, (1.0 + 0.1 * self.rng.normal(size=n)).astype(np.float32))
+
+    def vector(self, name, values):
+        self.writer.add_tensor(name, np.asarray(values, dtype=np.float32))
+
+
+def qwen35(w, n_embd, n_vocab):
+    """Qwen 3.5: gated delta-net layers, and every second layer full attention with an output
+    gate; the linear layers have more value heads than key heads (4 against 2)."""
+    n_layer, n_ff, n_head, n_head_kv, head_dim, n_rot = 2, 768, 4, 2, 128, 64
+    d_state, n_group, n_v_heads, d_conv = 32, 2, 4, 4
+    key_dim, value_dim = d_state * n_group, d_state * n_v_heads
+    arch = "qwen35"
+    wr = w.writer
+    for key, value in {
+        "block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+        "feed_forward_length": n_ff, "attention.head_count": n_head,
+        "attention.head_count_kv": n_head_kv, "attention.key_length": head_dim,
+        "attention.value_length": head_dim, "rope.dimension_count": n_rot,
+        "full_attention_interval": 2, "ssm.conv_kernel": d_conv, "ssm.inner_size": value_dim,
+        "ssm.state_size": d_state, "ssm.time_step_rank": n_v_heads, "ssm.group_count": n_group,
+    }.items():
+        wr.add_uint32(f"{arch}.{key}", value)
+    wr.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
+    wr.add_float32(f"{arch}.rope.freq_base", 1e7)
+    wr.add_array(f"{arch}.rope.dimension_sections", [11, 11, 10, 0])
+
+    w.matrix("token_embd.weight", n_embd, n_vocab)
+    w.norm("output_norm.weight", n_embd)
+    w.matrix("output.weight", n_embd, n_vocab)
+    for il in range(n_layer):
+        blk = f"blk.{il}."
+        w.norm(blk + "attn_norm.weight", n_embd)
+        w.norm(blk + "post_attention_norm.weight", n_embd)
+        if (il + 1) % 2 != 0:  # linear attention (gated delta net)
+            w.matrix(blk + "attn_qkv.weight", n_embd, 2 * key_dim + value_dim)
+            w.matrix(blk + "attn_gate.weight", n_embd, value_dim)
+            conv = w.rng.normal(0.0, 0.5, size=(2 * key_dim + value_dim, d_conv))
+            wr.add_tensor(blk + "ssm_conv1d.weight", conv.astype(np.float32))
+            w.vector(blk + "ssm_dt.bias", w.rng.normal(0.0, 0.5, size=n_v_heads))
+            w.vector(blk + "ssm_a", -np.exp(w.rng.uniform(-1.0, 1.0, size=n_v_heads)))
+            w.matrix(blk + "ssm_beta.weight", n_embd, n_v_heads)
+            w.matrix(blk + "ssm_alpha.weight", n_embd, n_v_heads)
+            w.norm(blk + "ssm_norm.weight", d_state)
+            w.matrix(blk + "ssm_out.weight", value_dim, n_embd)
+        else:  # full attention: q carries a gate per head beside the query
+            w.matrix(blk + "attn_q.weight", n_embd, 2 * head_dim * n_head)
+            w.matrix(blk + "attn_k.weight", n_embd, head_dim * n_head_kv)
+            w.matrix(blk + "attn_v.weight", n_embd, head_dim * n_head_kv)
+            w.matrix(blk + "attn_output.weight", head_dim * n_head, n_embd)
+            w.norm(blk + "attn_q_norm.weight", head_dim)
+            w.norm(blk + "attn_k_norm.weight", head_dim)
+        w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
+    return arch
+
+
+ARCHS = {"qwen35": qwen35}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("arch", choices=sorted(ARCHS))
+    ap.add_argument("out")
+    ap.add_argument("--vocab-from", required=True, help="a GGUF whose tokenizer is copied")
+    ap.add_argument("--n-embd", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    # the architecture key goes first; the tokenizer and weights follow
+    writer = gguf.GGUFWriter(args.out, args.arch)
+    writer.add_string("general.name", f"{args.arch} (random weights, oxidize archref)")
+    writer.add_uint32("general.file_type", 1)  # mostly f16
+    n_vocab = copy_tokenizer(writer, args.vocab_from)
+    if n_vocab == 0:
+        sys.exit(f"make_model.py: no tokenizer.ggml.tokens in {args.vocab_from}")
+    ARCHS[args.arch](Weights(writer, args.seed), args.n_embd, n_vocab)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make_refs.sh: the architecture reference set in tests/data/arch/: for each architecture a small
+# random-weight GGUF (make_model.py, llama.cpp's gguf-py) and llama.cpp's logits on it
+# (dump_reference.c against llama.cpp's library), in the shared reference format.
+#
+# usage: tools/archref/make_refs.sh [ARCH ...]      (default: every one make_model.py knows)
+#   LLAMACPP_SRC: a llama.cpp tree or the git directory of a fetched mirror (default: the tree
+#   bench/llamacpp_build.sh extracted into bench/llama.cpp/src). llama.cpp is built for the CPU
+#   into build-archref/ (git-ignored); nothing of it is committed. Needs Debian's python3-numpy.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+src="${LLAMACPP_SRC:-bench/llama.cpp/src}"
+if [ -d "$src/objects" ] || [ -f "$src/HEAD" ]; then # a mirror: let bench's script extract it
+    [ -f bench/llama.cpp/src/CMakeLists.txt ] || bench/llamacpp_build.sh "$src" avx2
+    src=bench/llama.cpp/src
+fi
+[ -f "$src/CMakeLists.txt" ] || { echo "make_refs.sh: no llama.cpp source in $src" >&2; exit 1; }
+/usr/bin/python3 -c 'import numpy' 2>/dev/null || { echo "make_refs.sh: apt-get install python3-numpy" >&2; exit 1; }
+
+lib=build-archref/llama.cpp
+if [ ! -f "$lib/src/libllama.a" ]; then
+    cmake -S "$src" -B "$lib" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+        -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF >/dev/null
+    cmake --build "$lib" -j "$(nproc)" --target llama >/dev/null
+fi
+dump=build-archref/dump_reference
+gcc -O2 -std=c11 -I"$src/include" -I"$src/ggml/include" tools/archref/dump_reference.c \
+    "$lib/src/libllama.a" "$lib/ggml/src/libggml.a" "$lib/ggml/src/libggml-cpu.a" \
+    "$lib/ggml/src/libggml-base.a" -lstdc++ -lm -lpthread -fopenmp -o "$dump"
+
+out=tests/data/arch
+mkdir -p "$out/models" "$out/reference"
+archs=("$@")
+[ ${#archs[@]} -gt 0 ] || read -r -a archs <<< "$(sed -n 's/^ARCHS = {\(.*\)}/\1/p' tools/archref/make_model.py | grep -o '"[a-z0-9_-]*":' | tr -d '":' | tr '\n' ' ')"
+for arch in "${archs[@]}"; do
+    name="$arch-f16"
+    PYTHONPATH="$src/gguf-py" /usr/bin/python3 tools/archref/make_model.py "$arch" \
+        "$out/models/$name.gguf" --vocab-from "${OX_TESTDATA:-../shared/testdata}/models/qwen3-f16.gguf"
+    "$dump" "$out/models/$name.gguf" "$out/reference" "$name"
+done
+echo "llama.cpp: $(cat "$src/VERSION" 2>/dev/null || echo "$src")"
