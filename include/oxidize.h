@@ -460,7 +460,10 @@ enum ox_pooling {
 OX_API enum ox_status ox_embed(struct ox_context *ctx, const ox_token *tokens, int32_t n,
                                enum ox_pooling pooling, bool normalize, float *out);
 
-/* KV cache operations over positions [p0, p1) (p1 < 0: to the end). */
+/* KV cache operations over positions [p0, p1) (p1 < 0: to the end). A model with recurrent
+ * layers (qwen35's delta-net layers) keeps one state per sequence that cannot give tokens back:
+ * removing any of a sequence's positions removes all of them (check ox_kv_seq_pos_max after),
+ * and ox_kv_seq_cp copies the whole state whatever the range. */
 OX_API void ox_kv_clear(struct ox_context *ctx);
 OX_API void ox_kv_seq_rm(struct ox_context *ctx, int32_t seq_id, int32_t p0, int32_t p1);
 OX_API void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0,

@@ -160,6 +160,8 @@ static enum ox_status new_tokens(struct chat_session *s, const char *text, size_
     if (p == n_all && p > 0)
         p--;
     ox_kv_seq_rm(s->ctx, 0, (int32_t)p, -1);
+    if (ox_kv_seq_pos_max(s->ctx, 0) < 0) /* a recurrent model's sequence goes whole */
+        p = 0;
     s->n_kv = p;
     memmove(all, all + p, (n_all - p) * sizeof *all);
     *out = all, *n = n_all - p;

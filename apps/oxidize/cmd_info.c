@@ -23,6 +23,7 @@
 struct info_opts {
     const char *path;
     bool json;
+    bool architectures; /* list the general.architecture values oxidize runs, and stop */
 };
 
 /* Totals over the tensor table. */
@@ -33,9 +34,12 @@ struct info_totals {
 
 static void info_usage(FILE *f) {
     fprintf(f, "usage: oxidize info [--json] MODEL.gguf\n"
+               "       oxidize info --architectures\n"
                "  Show a GGUF file's header, architecture hyper-parameters, tokenizer,\n"
                "  metadata and tensor table.\n"
-               "  --json   print one JSON object instead of text\n");
+               "  --json            print one JSON object instead of text\n"
+               "  --architectures   print every general.architecture value oxidize runs, one\n"
+               "                    per line\n");
 }
 
 /* Returns -1 to go on, else the exit status (0 after --help, 2 for bad usage). */
@@ -48,6 +52,8 @@ static int parse_args(int argc, char **argv, struct info_opts *o) {
             only_paths = true;
         } else if (!only_paths && !strcmp(a, "--json")) {
             o->json = true;
+        } else if (!only_paths && !strcmp(a, "--architectures")) {
+            o->architectures = true;
         } else if (!only_paths && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
             info_usage(stdout);
             return 0;
@@ -63,7 +69,9 @@ static int parse_args(int argc, char **argv, struct info_opts *o) {
             o->path = a;
         }
     }
-    if (!o->path) {
+    if (o->architectures && !o->path && !o->json)
+        return -1;
+    if (!o->path || o->architectures) {
         info_usage(stderr);
         return 2;
     }
@@ -511,6 +519,15 @@ int cmd_info(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (o.architectures) { /* "llama, mistral3, ...": one name a line */
+        for (const char *p = ox_arch_supported(); *p;) {
+            size_t len = strcspn(p, ",");
+            printf("%.*s\n", (int)len, p);
+            p += len;
+            p += strspn(p, ", ");
+        }
+        return fflush(stdout) != 0 || ferror(stdout) ? 1 : 0;
+    }
     struct ox_gguf *g = NULL;
     enum ox_status st = ox_gguf_open(o.path, &g);
     if (st == OX_OK) {

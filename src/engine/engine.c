@@ -218,6 +218,8 @@ static void start(struct ox_engine *e, struct slot *s, struct job *j) {
     int32_t seq = (int32_t)(s - e->slots), keep = j->req.fresh ? 0 : common_prefix(s, j);
     keep = keep < j->req.n_prompt ? keep : j->req.n_prompt - 1;
     ox_kv_seq_rm(e->ctx, seq, keep, -1);
+    if (ox_kv_seq_pos_max(e->ctx, seq) < 0) /* a recurrent model's sequence goes whole */
+        keep = 0;
     memcpy(s->tokens, j->prompt, (size_t)j->req.n_prompt * sizeof *s->tokens);
     s->job = j, s->n_past = keep, s->n_tokens = j->req.n_prompt, s->n_generated = 0, s->row = -1;
     ox_sampler_reset(j->req.sampler);

@@ -73,6 +73,22 @@ const struct arch_desc *arch_find(const char *name, size_t len) {
     return NULL;
 }
 
+const char *arch_nearest(const char *name, size_t len) {
+    const char *best = architectures[0].name;
+    size_t best_prefix = 0, best_gap = (size_t)-1;
+    for (int i = 0; i < N_ARCH; i++) {
+        const char *a = architectures[i].name;
+        size_t n = strlen(a), prefix = 0;
+        while (prefix < n && prefix < len && a[prefix] == name[prefix])
+            prefix++;
+        size_t gap = n > len ? n - len : len - n;
+        bool later = gap == best_gap && strcmp(a, best) > 0; /* gemma4: gemma3, not gemma2 */
+        if (prefix > best_prefix || (prefix == best_prefix && (gap < best_gap || later)))
+            best = a, best_prefix = prefix, best_gap = gap;
+    }
+    return best;
+}
+
 const char *arch_supported_names(void) {
     static char names[512]; /* written once; the table is constant */
     if (!names[0]) {

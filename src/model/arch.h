@@ -61,6 +61,10 @@ struct arch_desc {
 /* The descriptor for a GGUF general.architecture value, or NULL. */
 const struct arch_desc *arch_find(const char *name, size_t len);
 
+/* The supported architecture nearest to an unsupported name: the longest common prefix, then
+ * the closest length, then the later name (qwen35moe -> qwen35, gemma4 -> gemma3). */
+const char *arch_nearest(const char *name, size_t len);
+
 /* The supported architecture names, comma separated. */
 const char *arch_supported_names(void);
 

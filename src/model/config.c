@@ -232,8 +232,10 @@ enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c
     c->arch = arch_find(name, (size_t)len);
     if (!c->arch)
         return ox_fail(OX_ERR_UNSUPPORTED,
-                       "model: architecture '%.*s' is not supported (supported: %s)",
-                       (int)(len > 64 ? 64 : len), name, arch_supported_names());
+                       "model: architecture '%.*s' is not supported; the nearest supported is "
+                       "'%s' (supported: %s)",
+                       (int)(len > 64 ? 64 : len), name, arch_nearest(name, (size_t)len),
+                       arch_supported_names());
     const char *a = c->arch->name;
     OX_TRY(read_shape(g, a, c));
     OX_TRY(read_rope(g, a, c));

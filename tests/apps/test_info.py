@@ -422,6 +422,15 @@ def check_cli(c, binary):
     c.check("info without a file: exit 2 with usage", rc == 2 and b"usage" in err, f"rc={rc}")
     rc, out, err = run(binary, "info", "--bogus", "x.gguf")
     c.check("info --bogus: exit 2", rc == 2, f"rc={rc}")
+    # --architectures: one supported general.architecture a line, the ones the shared and the
+    # repository's reference models have among them; with a file it is bad usage
+    rc, out, err = run(binary, "info", "--architectures")
+    names = out.decode().split("\n")
+    c.check("info --architectures: one name a line", rc == 0 and names[-1] == "" and
+            {"llama", "qwen3moe", "gemma3", "qwen35"} <= set(names) and
+            all(n and " " not in n and "," not in n for n in names[:-1]), f"rc={rc} {names[:20]}")
+    rc, out, err = run(binary, "info", "--architectures", "x.gguf")
+    c.check("info --architectures FILE: exit 2", rc == 2, f"rc={rc}")
     rc, out, err = run(binary, "frobnicate")
     c.check("unknown command: exit 2 with usage", rc == 2 and b"usage" in err, f"rc={rc}")
     rc, out, err = run(binary, "--help")

@@ -255,7 +255,7 @@ static void write_variant(const char *out, const char *arch, const char *bad_ten
 }
 
 /* A file whose tensor has the wrong shape is refused, naming the tensor; an architecture the
- * engine does not know is refused, naming the ones it does. */
+ * engine does not know is refused, naming the ones it does and the nearest of them. */
 static void check_bad_files(void) {
     char out[256];
     snprintf(out, sizeof out, "/tmp/ox_bad_shape_%d.gguf", (int)getpid());
@@ -267,6 +267,9 @@ static void check_bad_files(void) {
     write_variant(out, "mamba", NULL);
     CHECK_EQ(ox_model_load(out, NULL, &m), OX_ERR_UNSUPPORTED);
     CHECK(strstr(ox_last_error(), "mamba") && strstr(ox_last_error(), "qwen3moe"));
+    write_variant(out, "gemma4", NULL); /* and names the family nearest to it */
+    CHECK_EQ(ox_model_load(out, NULL, &m), OX_ERR_UNSUPPORTED);
+    CHECK(strstr(ox_last_error(), "nearest supported is 'gemma3'") != NULL);
     unlink(out);
 }
 
