@@ -193,6 +193,9 @@ struct backend_ops {
      * Heads share kv heads in groups (GQA). y is
      * [n][n_head][hd_v]. */
     void (*attention)(struct backend *b, const struct attn_args *a);
+    /* y[t] *= sigmoid(g[t]) for each of n rows of dim values (a shared expert's gate); NULL:
+     * the backend has none */
+    void (*sigmoid_scale_rows)(struct backend *b, float *y, const float *g, int n, int dim);
     /* a gated delta-net layer's recurrence (struct delta_net_args); NULL: the backend has none */
     void (*delta_net)(struct backend *b, const struct delta_net_args *a);
     /* Row r of dst = row r of src for rows rows of cols floats (strides in floats). */

@@ -57,6 +57,13 @@ static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct 
     int64_t max_used = c->n_expert < MODEL_MAX_EXPERTS_USED ? c->n_expert : MODEL_MAX_EXPERTS_USED;
     OX_TRY(get_int(g, a, "expert_used_count", 0, max_used, 0, &c->n_expert_used));
     OX_TRY(get_int(g, a, "expert_feed_forward_length", 1, 1 << 22, c->n_ff, &c->n_ff_exp));
+    OX_TRY(get_int(g, a, "expert_shared_feed_forward_length", 1, 1 << 22, c->n_ff_exp,
+                   &c->n_ff_shexp));
+    float w_scale;
+    OX_TRY(get_float(g, a, "expert_weights_scale", 0.0f, &w_scale));
+    if (w_scale != 0.0f && w_scale != 1.0f)
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: expert_weights_scale %g is not supported",
+                       (double)w_scale);
     if (c->n_expert > 0 && c->n_expert_used < 1)
         return ox_fail(OX_ERR_FORMAT, "model: %d experts but expert_used_count is 0", c->n_expert);
     return OX_OK;

@@ -147,6 +147,7 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     size_t dk = (size_t)c->n_head_kv * c->head_dim_k, dv = (size_t)c->n_head_kv * c->head_dim_v;
     size_t ff = a->ffn_slice ? (size_t)a->ffn_slice : (size_t)c->n_ff; /* gate's width */
     size_t fe = c->n_expert > 0 ? (size_t)c->n_ff_exp : 0;             /* it defaults to n_ff */
+    fe = c->n_expert > 0 && (size_t)c->n_ff_shexp > fe ? (size_t)c->n_ff_shexp : fe;
     ff = ff > e ? ff : e;
     ff = ff > fe ? ff : fe;
     size_t ff_up = c->arch->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff; /* a row of [gate | up] */
@@ -238,7 +239,10 @@ static int64_t max_cols(const struct ox_context *ctx, int64_t ff, bool scores) {
     const struct model_config *c = &ctx->model->cfg;
     int64_t cols = ff > c->n_embd ? ff : c->n_embd;
     int64_t fe = c->n_expert > 0 ? c->n_ff_exp : 0; /* it defaults to n_ff */
+    fe = c->n_expert > 0 && c->n_ff_shexp > fe ? c->n_ff_shexp : fe;
     cols = cols > fe ? cols : fe;
+    int64_t dn = (int64_t)c->dn_v_heads * c->dn_state; /* a delta-net layer's output width */
+    cols = cols > dn ? cols : dn;
     cols = cols > c->n_head * c->head_dim_k ? cols : c->n_head * c->head_dim_k;
     cols = cols > c->n_head * c->head_dim_v ? cols : c->n_head * c->head_dim_v;
     if (!scores)

@@ -20,6 +20,7 @@ struct model_config {
     int32_t head_dim_k, head_dim_v; /* attention.key_length / value_length */
     int32_t n_rot;                  /* rope.dimension_count */
     int32_t n_expert, n_expert_used, n_ff_exp;
+    int32_t n_ff_shexp;          /* a shared expert's width (expert_shared_feed_forward_length) */
     struct rope_params rope;     /* freq_factors is bound with the weights (rope_freqs.weight) */
     struct rope_params rope_swa; /* sliding-window layers: their own frequency base */
     float norm_eps;
@@ -58,6 +59,8 @@ struct layer_weights {
     const struct weight *ffn_gate, *ffn_gate_b, *ffn_up, *ffn_up_b, *ffn_down, *ffn_down_b;
     const struct weight *ffn_post_norm;
     const struct weight *ffn_gate_inp, *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* MoE */
+    /* a MoE's shared expert (shared_expert.c), its gate optional */
+    const struct weight *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp, *ffn_gate_inp_shexp;
     /* a gated delta-net layer's (delta_net.c): in_qkv is attn_qkv, z attn_gate */
     const struct weight *dn_qkv, *dn_z, *dn_conv, *dn_dt_bias, *dn_a, *dn_beta, *dn_alpha;
     const struct weight *dn_norm, *dn_out;

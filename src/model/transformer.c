@@ -6,6 +6,7 @@
 #include "model/context.h"
 #include "model/delta_net.h"
 #include "model/layer_ops.h"
+#include "model/shared_expert.h"
 #include "quant/dtype.h"
 
 /* Matrix e of a 3-D expert tensor. */
@@ -508,6 +509,8 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
     }
     if (l->ffn_gate_inp) {
         moe_ffn(ctx, l, in, a->branch, n);
+        if (l->ffn_up_shexp)
+            shared_expert_add(ctx, l, in, a->branch, n);
     } else {
         if (!hidden && ffn_sliced(ctx, l, in, n))
             return;

@@ -123,6 +123,12 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
         OX_TRY(bind(m, NAME("ffn_gate_exps.weight"), e, fe, ne, false, &l->ffn_gate_exps));
         OX_TRY(bind(m, NAME("ffn_up_exps.weight"), e, fe, ne, false, &l->ffn_up_exps));
         OX_TRY(bind(m, NAME("ffn_down_exps.weight"), fe, e, ne, false, &l->ffn_down_exps));
+        int64_t fs = c->n_ff_shexp;
+        OX_TRY(bind(m, NAME("ffn_up_shexp.weight"), e, fs, 1, true, &l->ffn_up_shexp));
+        bool shared = l->ffn_up_shexp != NULL; /* then all but its gate are needed */
+        OX_TRY(bind(m, NAME("ffn_gate_shexp.weight"), e, fs, 1, !shared, &l->ffn_gate_shexp));
+        OX_TRY(bind(m, NAME("ffn_down_shexp.weight"), fs, e, 1, !shared, &l->ffn_down_shexp));
+        OX_TRY(bind(m, NAME("ffn_gate_inp_shexp.weight"), e, 1, 1, true, &l->ffn_gate_inp_shexp));
     } else {
         OX_TRY(bind(m, NAME("ffn_gate.weight"), e, ff, 1, !gated, &l->ffn_gate));
         OX_TRY(bind_vec(m, NAME("ffn_gate.bias"), ff, true, &l->ffn_gate_b));

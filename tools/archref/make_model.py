@@ -59,14 +59,34 @@ class Weights:
         self.writer.add_tensor(name, np.asarray(values, dtype=np.float32))
 
 
-def qwen35(w, n_embd, n_vocab):
+def moe_ffn(w, blk, n_embd, n_expert, n_ff_exp, n_ff_shexp):
+    """Routed experts (3-D tensors, expert-major) and a shared expert with its sigmoid gate."""
+    w.matrix(blk + "ffn_gate_inp.weight", n_embd, n_expert, np.float32)
+    for name, ne0, ne1 in (("gate", n_embd, n_ff_exp), ("up", n_embd, n_ff_exp),
+                           ("down", n_ff_exp, n_embd)):
+        e = w.rng.normal(0.0, 1.0 / np.sqrt(ne0), size=(n_expert, ne1, ne0))
+        w.writer.add_tensor(blk + f"ffn_{name}_exps.weight", e.astype(np.float16))
+    w.vector(blk + "ffn_gate_inp_shexp.weight", w.rng.normal(0.0, 1.0 / np.sqrt(n_embd), n_embd))
+    w.matrix(blk + "ffn_gate_shexp.weight", n_embd, n_ff_shexp)
+    w.matrix(blk + "ffn_up_shexp.weight", n_embd, n_ff_shexp)
+    w.matrix(blk + "ffn_down_shexp.weight", n_ff_shexp, n_embd)
+
+
+def qwen35(w, n_embd, n_vocab, arch="qwen35"):
     """Qwen 3.5: gated delta-net layers, and every second layer full attention with an output
-    gate; the linear layers have more value heads than key heads (4 against 2)."""
+    gate; the linear layers have more value heads than key heads (4 against 2). qwen35moe: the
+    FFNs are 4 routed experts (2 used) of 256 and a gated shared expert of 384."""
     n_layer, n_ff, n_head, n_head_kv, head_dim, n_rot = 2, 768, 4, 2, 128, 64
     d_state, n_group, n_v_heads, d_conv = 32, 2, 4, 4
+    n_expert, n_expert_used, n_ff_exp, n_ff_shexp = 4, 2, 256, 384
     key_dim, value_dim = d_state * n_group, d_state * n_v_heads
-    arch = "qwen35"
+    moe = arch == "qwen35moe"
     wr = w.writer
+    if moe:
+        for key, value in {"expert_count": n_expert, "expert_used_count": n_expert_used,
+                           "expert_feed_forward_length": n_ff_exp,
+                           "expert_shared_feed_forward_length": n_ff_shexp}.items():
+            wr.add_uint32(f"{arch}.{key}", value)
     for key, value in {
         "block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
         "feed_forward_length": n_ff, "attention.head_count": n_head,
@@ -105,13 +125,15 @@ def qwen35(w, n_embd, n_vocab):
             w.matrix(blk + "attn_output.weight", head_dim * n_head, n_embd)
             w.norm(blk + "attn_q_norm.weight", head_dim)
             w.norm(blk + "attn_k_norm.weight", head_dim)
+        if moe:
+            moe_ffn(w, blk, n_embd, n_expert, n_ff_exp, n_ff_shexp)
+            continue
         w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
         w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
         w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
-    return arch
 
 
-ARCHS = {"qwen35": qwen35}
+ARCHS = {"qwen35": qwen35, "qwen35moe": lambda w, e, v: qwen35(w, e, v, "qwen35moe")}
 
 
 def main():

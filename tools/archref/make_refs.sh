@@ -7,6 +7,7 @@
 #   LLAMACPP_SRC: a llama.cpp tree or the git directory of a fetched mirror (default: the tree
 #   bench/llamacpp_build.sh extracted into bench/llama.cpp/src). llama.cpp is built for the CPU
 #   into build-archref/ (git-ignored); nothing of it is committed. Needs Debian's python3-numpy.
+# Each architecture gets <arch>-f16 and <arch>-q4_k_m (llama-quantize's mix).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -23,8 +24,8 @@ if [ ! -f "$lib/src/libllama.a" ]; then
     cmake -S "$src" -B "$lib" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
         -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF >/dev/null
-    cmake --build "$lib" -j "$(nproc)" --target llama >/dev/null
 fi
+[ -x "$lib/bin/llama-quantize" ] || cmake --build "$lib" -j "$(nproc)" --target llama llama-quantize >/dev/null
 dump=build-archref/dump_reference
 gcc -O2 -std=c11 -I"$src/include" -I"$src/ggml/include" tools/archref/dump_reference.c \
     "$lib/src/libllama.a" "$lib/ggml/src/libggml.a" "$lib/ggml/src/libggml-cpu.a" \
@@ -39,5 +40,9 @@ for arch in "${archs[@]}"; do
     PYTHONPATH="$src/gguf-py" /usr/bin/python3 tools/archref/make_model.py "$arch" \
         "$out/models/$name.gguf" --vocab-from "${OX_TESTDATA:-../shared/testdata}/models/qwen3-f16.gguf"
     "$dump" "$out/models/$name.gguf" "$out/reference" "$name"
+    # and one quantized file, by llama.cpp's own quantizer with its per-tensor choices
+    quant="$arch-q4_k_m"
+    "$lib/bin/llama-quantize" "$out/models/$name.gguf" "$out/models/$quant.gguf" Q4_K_M >/dev/null 2>&1
+    "$dump" "$out/models/$quant.gguf" "$out/reference" "$quant"
 done
 echo "llama.cpp: $(cat "$src/VERSION" 2>/dev/null || echo "$src")"

@@ -181,6 +181,15 @@ static void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, co
     }
 }
 
+static void cpu_sigmoid_scale_rows(struct backend *b, float *y, const float *g, int n, int dim) {
+    (void)b;
+    for (int t = 0; t < n; t++) {
+        float s = 1.0f / (1.0f + expf(-g[t])); /* ggml_sigmoid, then ggml_mul's broadcast */
+        for (int i = 0; i < dim; i++)
+            y[(size_t)t * (size_t)dim + (size_t)i] *= s;
+    }
+}
+
 static void cpu_gelu(struct backend *b, const float *x, float *y, size_t n) {
     (void)b;
     for (size_t i = 0; i < n; i++)
@@ -233,6 +242,7 @@ const struct backend_ops backend_cpu_ops = {
     .rope = cpu_rope,
     .glu = cpu_glu,
     .delta_net = cpu_delta_net,
+    .sigmoid_scale_rows = cpu_sigmoid_scale_rows,
     .gelu = cpu_gelu,
     .add = cpu_add,
     .add_row = cpu_add_row,
