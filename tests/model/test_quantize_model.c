@@ -43,41 +43,58 @@ static enum ox_ftype file_type_of(const char *path) {
     return (enum ox_ftype)ft;
 }
 
-/* Quantize llama-f32 as llama.cpp made llama-<name>.gguf and compare the whole files. */
-static void check_identical(const char *name, bool pure) {
-    char ref[1024], in[1024], out[1024], file[64];
-    snprintf(file, sizeof file, "llama-%s.gguf", name);
-    model_path(ref, sizeof ref, file);
-    model_path(in, sizeof in, "llama-f32.gguf");
-    path_in(out, sizeof out, tmp_dir, file);
+/* Quantize dir/models/src as llama.cpp made dir/models/ref (its file type, pure or mixed) and
+ * compare the whole files. */
+static void check_identical_in(const char *dir, const char *src, const char *ref_file, bool pure) {
+    char ref[1024], in[1024], out[1024];
+    snprintf(ref, sizeof ref, "%s/models/%s", dir, ref_file);
+    snprintf(in, sizeof in, "%s/models/%s", dir, src);
+    path_in(out, sizeof out, tmp_dir, ref_file);
     struct ox_quantize_params p = ox_quantize_params_default();
     p.ftype = file_type_of(ref);
     p.pure = pure;
     p.n_threads = 2;
     struct ox_quantize_result r;
     enum ox_status s = ox_model_quantize(in, out, &p, &r);
-    CHECK_MSG(s == OX_OK, "%s: %s", name, ox_last_error());
+    CHECK_MSG(s == OX_OK, "%s: %s", ref_file, ox_last_error());
     size_t na = 0, nb = 0;
     uint8_t *a = read_all(out, &na), *b = read_all(ref, &nb);
     bool same = a && b && na == nb && memcmp(a, b, na) == 0;
-    CHECK_MSG(same, "%s: output differs from llama.cpp's file (%zu vs %zu bytes)", name, na, nb);
-    printf("  %-10s %s  %.3f bits/weight\n", name, same ? "identical" : "DIFFERENT",
+    CHECK_MSG(same, "%s: output differs from llama.cpp's file (%zu vs %zu bytes)", ref_file, na,
+              nb);
+    printf("  %-22s %s  %.3f bits/weight\n", ref_file, same ? "identical" : "DIFFERENT",
            8.0 * (double)r.bytes_out / (double)r.n_params);
     free(a);
     free(b);
     unlink(out);
 }
 
+/* llama-f32 quantized as llama.cpp made llama-<name>.gguf. */
+static void check_identical(const char *name, bool pure) {
+    char file[64];
+    snprintf(file, sizeof file, "llama-%s.gguf", name);
+    check_identical_in(test_data_dir(), "llama-f32.gguf", file, pure);
+}
+
 static void check_reference_files(void) {
-    static const char *const pure[] = {
-        "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
-        "iq4_nl", "iq4_xs", "iq3_s", "tq1_0", "tq2_0", "mxfp4_moe", "q1_0", "q2_0"};
+    static const char *const pure[] = {"q4_0",  "q4_1",  "q5_0",  "q5_1",      "q8_0",   "q2_k",
+                                       "q3_k",  "q4_k",  "q5_k",  "q6_k",      "iq4_nl", "iq4_xs",
+                                       "iq3_s", "tq1_0", "tq2_0", "mxfp4_moe", "q1_0",   "q2_0"};
     static const char *const mixed[] = {"q4_k_m", "q3_k_m", "q5_k_m", "f16", "bf16"};
     printf("byte identity with llama-quantize (from llama-f32.gguf):\n");
     for (size_t i = 0; i < sizeof pure / sizeof pure[0]; i++)
         check_identical(pure[i], true);
     for (size_t i = 0; i < sizeof mixed / sizeof mixed[0]; i++)
         check_identical(mixed[i], false);
+    /* the repository's architecture references: llama.cpp's Q4_K_M of each f16 file (its type
+     * choices for delta-net and shared-expert tensors, and the fallbacks of narrow rows) */
+    static const char *const archs[] = {"qwen35", "qwen35moe"};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        char src[64], ref[64];
+        snprintf(src, sizeof src, "%s-f16.gguf", archs[i]);
+        snprintf(ref, sizeof ref, "%s-q4_k_m.gguf", archs[i]);
+        check_identical_in(OX_SOURCE_DIR "/tests/data/arch", src, ref, false);
+    }
 }
 
 /* Types chosen for each tensor of a quantized file, for the option tests. */
@@ -90,8 +107,8 @@ static enum ox_dtype type_of(const char *path, const char *tensor) {
     return t;
 }
 
-static enum ox_status quantize_to(const char *in_name, struct ox_quantize_params *p,
-                                  char *out, size_t cap) {
+static enum ox_status quantize_to(const char *in_name, struct ox_quantize_params *p, char *out,
+                                  size_t cap) {
     char in[1024];
     model_path(in, sizeof in, in_name);
     path_in(out, cap, tmp_dir, "options.gguf");
