@@ -188,7 +188,7 @@ static enum ox_status read_delta_net(const struct ox_gguf *g, const char *a,
         return OX_OK;
     int32_t inner, interval;
     OX_TRY(get_int(g, a, "ssm.conv_kernel", 1, 64, -1, &c->dn_conv));
-    OX_TRY(get_int(g, a, "ssm.state_size", 1, 1 << 12, -1, &c->dn_state));
+    OX_TRY(get_int(g, a, "ssm.state_size", 1, 1024, -1, &c->dn_state)); /* a GPU block of rows */
     OX_TRY(get_int(g, a, "ssm.group_count", 1, 1 << 12, -1, &c->dn_k_heads));
     OX_TRY(get_int(g, a, "ssm.time_step_rank", 1, 1 << 12, -1, &c->dn_v_heads));
     OX_TRY(get_int(g, a, "ssm.inner_size", 1, 1 << 24, -1, &inner));

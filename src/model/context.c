@@ -331,7 +331,7 @@ enum ox_status ox_context_create(const struct ox_model *m, const struct ox_conte
     if (s == OX_OK)
         s = alloc_stages(ctx);
     if (s == OX_OK)
-        s = delta_net_create(m, ctx->params.n_seq_max, ctx->params.n_batch, &ctx->dn);
+        s = delta_net_create(ctx);
     if (s != OX_OK) {
         ox_context_free(ctx);
         return s;
@@ -386,12 +386,14 @@ void ox_context_free(struct ox_context *ctx) {
         last->be.ops->free(&last->be, ctx->b_logits);
     if (host_copy)
         ox_aligned_free(ctx->logits);
+    for (int i = 0; ctx->dn && i < ctx->n_stages; i++)
+        delta_net_free_bufs(ctx->dn, i, &ctx->stages[i].be);
+    delta_net_free(ctx->dn); /* the states, in the stages' memory */
     for (int i = 0; i < 2; i++)
         free_stage(&ctx->stages[i]);
     free(ctx->pos), free(ctx->seq), free(ctx->cell), free(ctx->out_row);
     ox_aligned_free(ctx->embd), free(ctx->embd_sum), free(ctx->embd_want);
     free(ctx->kv.pos), free(ctx->kv.seq);
-    delta_net_free(ctx->dn);
     free(ctx);
 }
 

@@ -7,114 +7,148 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
 #include "model/context.h"
 #include "model/layer_ops.h"
 
-static float *zalloc(size_t n) {
-    float *p = ox_aligned_alloc(OX_ALIGN, (n ? n : 1) * sizeof *p);
+/* n floats of the backend's memory, zeroed, counted in the context's buffer bytes. */
+static float *zalloc(struct ox_context *ctx, struct backend *b, size_t n) {
+    n = n ? n : 1;
+    float *p = b->ops->alloc(b, n * sizeof *p);
     if (p)
-        memset(p, 0, (n ? n : 1) * sizeof *p);
+        b->ops->zero(b, p, n);
+    ctx->buffer_bytes += p ? n * sizeof *p : 0;
     return p;
 }
 
-enum ox_status delta_net_create(const struct ox_model *m, uint32_t n_seq_max, uint32_t n_batch,
-                                struct delta_net_state **out) {
-    const struct model_config *c = &m->cfg;
-    *out = NULL;
+/* The stage's buffers for n_batch tokens. */
+static bool alloc_bufs(struct ox_context *ctx, struct stage *st, struct delta_net_bufs *u) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct backend *b = &st->be;
+    size_t nb = ctx->params.n_batch, hv = (size_t)c->dn_v_heads, value = hv * (size_t)c->dn_state;
+    size_t conv_dim = 2 * (size_t)c->dn_k_heads * (size_t)c->dn_state + value;
+    u->qkv = zalloc(ctx, b, nb * conv_dim), u->conv_out = zalloc(ctx, b, nb * conv_dim);
+    u->z = zalloc(ctx, b, nb * value), u->y = zalloc(ctx, b, nb * value);
+    u->beta = zalloc(ctx, b, nb * hv), u->alpha = zalloc(ctx, b, nb * hv);
+    return u->qkv && u->conv_out && u->z && u->y && u->beta && u->alpha;
+}
+
+/* Each recurrent layer's state in the memory of the stage that runs it. */
+static bool alloc_states(struct ox_context *ctx, struct delta_net_state *s) {
+    const struct model_config *c = &ctx->model->cfg;
+    for (int32_t il = 0, r = 0; il < c->n_layer; il++) {
+        s->index[il] = c->is_recurrent[il] ? r : -1;
+        if (!c->is_recurrent[il])
+            continue;
+        struct stage *st = &ctx->stages[ctx->n_stages > 1 && il >= ctx->stages[1].layer_begin];
+        s->owner[r] = &st->be;
+        s->conv[r] = zalloc(ctx, &st->be, (size_t)s->n_slots * s->conv_floats);
+        s->ssm[r] = zalloc(ctx, &st->be, (size_t)s->n_slots * s->ssm_floats);
+        if (!s->conv[r] || !s->ssm[r])
+            return false;
+        r++;
+    }
+    return true;
+}
+
+enum ox_status delta_net_create(struct ox_context *ctx) {
+    const struct model_config *c = &ctx->model->cfg;
     if (c->n_recurrent == 0)
         return OX_OK;
     struct delta_net_state *s = calloc(1, sizeof *s);
     if (!s)
         return ox_fail(OX_ERR_OOM, "context: out of memory");
-    size_t d = (size_t)c->dn_state, value = (size_t)c->dn_v_heads * d;
-    size_t conv_dim = 2 * (size_t)c->dn_k_heads * d + value, nb = n_batch;
-    size_t layers = (size_t)c->n_recurrent * n_seq_max;
-    s->n_slots = (int32_t)n_seq_max, s->n_layers = c->n_recurrent;
+    ctx->dn = s;
+    size_t d = (size_t)c->dn_state, conv_dim = (2 * (size_t)c->dn_k_heads + c->dn_v_heads) * d;
+    s->n_slots = (int32_t)ctx->params.n_seq_max, s->n_layers = c->n_recurrent;
     s->conv_floats = (size_t)(c->dn_conv - 1) * conv_dim;
     s->ssm_floats = (size_t)c->dn_v_heads * d * d;
-    s->conv = zalloc(layers * s->conv_floats), s->ssm = zalloc(layers * s->ssm_floats);
-    s->qkv = zalloc(nb * conv_dim), s->conv_out = zalloc(nb * conv_dim);
-    s->z = zalloc(nb * value), s->y = zalloc(nb * value);
-    s->beta = zalloc(nb * (size_t)c->dn_v_heads), s->alpha = zalloc(nb * (size_t)c->dn_v_heads);
-    if (!s->conv || !s->ssm || !s->qkv || !s->conv_out || !s->z || !s->y || !s->beta || !s->alpha) {
-        delta_net_free(s);
-        return ox_fail(OX_ERR_OOM, "context: cannot allocate the recurrent state of %u sequences",
-                       n_seq_max);
-    }
-    *out = s;
+    s->index = malloc((size_t)c->n_layer * sizeof *s->index);
+    s->conv = calloc((size_t)s->n_layers, sizeof *s->conv);
+    s->ssm = calloc((size_t)s->n_layers, sizeof *s->ssm);
+    s->owner = calloc((size_t)s->n_layers, sizeof *s->owner);
+    bool ok = s->index && s->conv && s->ssm && s->owner && alloc_states(ctx, s);
+    for (int32_t i = 0; ok && i < ctx->n_stages; i++)
+        ok = alloc_bufs(ctx, &ctx->stages[i], &s->bufs[i]);
+    if (!ok)
+        return ox_fail(OX_ERR_OOM, "context: cannot allocate the recurrent state of %d sequences",
+                       s->n_slots);
     return OX_OK;
 }
 
 void delta_net_free(struct delta_net_state *s) {
     if (!s)
         return;
-    float *bufs[] = {s->conv, s->ssm, s->qkv, s->conv_out, s->z, s->y, s->beta, s->alpha};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        ox_aligned_free(bufs[i]);
+    for (int32_t r = 0; s->owner && r < s->n_layers; r++) {
+        struct backend *b = s->owner[r];
+        if (b && s->conv[r])
+            b->ops->free(b, s->conv[r]);
+        if (b && s->ssm[r])
+            b->ops->free(b, s->ssm[r]);
+    }
+    free(s->index), free(s->conv), free(s->ssm), free(s->owner);
     free(s);
 }
 
-/* Slot seq's conv and ssm state of recurrent layer r (slots hold all their layers together,
- * so a sequence's whole state is one piece of each array). */
-static float *conv_state(const struct delta_net_state *s, int32_t seq, int32_t r) {
-    return s->conv + ((size_t)seq * (size_t)s->n_layers + (size_t)r) * s->conv_floats;
-}
-static float *ssm_state(const struct delta_net_state *s, int32_t seq, int32_t r) {
-    return s->ssm + ((size_t)seq * (size_t)s->n_layers + (size_t)r) * s->ssm_floats;
+/* The stages' buffers are freed with the stage: delta_net_free_bufs runs first (context.c). */
+void delta_net_free_bufs(struct delta_net_state *s, int32_t stage, struct backend *b) {
+    struct delta_net_bufs *u = &s->bufs[stage];
+    float *p[] = {u->qkv, u->conv_out, u->z, u->y, u->beta, u->alpha};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (p[i])
+            b->ops->free(b, p[i]);
+    memset(u, 0, sizeof *u);
 }
 
 void delta_net_reset(struct delta_net_state *s, int32_t seq) {
     if (!s || seq >= s->n_slots)
         return;
-    int32_t first = seq < 0 ? 0 : seq, count = seq < 0 ? s->n_slots : 1;
-    size_t layers = (size_t)count * (size_t)s->n_layers;
-    memset(conv_state(s, first, 0), 0, layers * s->conv_floats * sizeof(float));
-    memset(ssm_state(s, first, 0), 0, layers * s->ssm_floats * sizeof(float));
+    size_t first = seq < 0 ? 0 : (size_t)seq, count = seq < 0 ? (size_t)s->n_slots : 1;
+    for (int32_t r = 0; r < s->n_layers; r++) {
+        struct backend *b = s->owner[r];
+        b->ops->zero(b, s->conv[r] + first * s->conv_floats, count * s->conv_floats);
+        b->ops->zero(b, s->ssm[r] + first * s->ssm_floats, count * s->ssm_floats);
+    }
 }
 
 void delta_net_copy(struct delta_net_state *s, int32_t src, int32_t dst) {
     if (!s || src < 0 || dst < 0 || src >= s->n_slots || dst >= s->n_slots || src == dst)
         return;
-    size_t layers = (size_t)s->n_layers;
-    memcpy(conv_state(s, dst, 0), conv_state(s, src, 0), layers * s->conv_floats * sizeof(float));
-    memcpy(ssm_state(s, dst, 0), ssm_state(s, src, 0), layers * s->ssm_floats * sizeof(float));
-}
-
-/* The index of recurrent layer il among the recurrent layers. */
-static int32_t recurrent_index(const struct model_config *c, int il) {
-    int32_t r = 0;
-    for (int i = 0; i < il; i++)
-        r += c->is_recurrent[i];
-    return r;
+    for (int32_t r = 0; r < s->n_layers; r++) { /* one row each, as long as a slot */
+        struct backend *b = s->owner[r];
+        size_t cf = s->conv_floats, sf = s->ssm_floats;
+        b->ops->copy_rows(b, s->conv[r] + (size_t)dst * cf, cf, s->conv[r] + (size_t)src * cf, cf,
+                          1, (int)cf);
+        b->ops->copy_rows(b, s->ssm[r] + (size_t)dst * sf, sf, s->ssm[r] + (size_t)src * sf, sf, 1,
+                          (int)sf);
+    }
 }
 
 void delta_net_layer(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
     struct delta_net_state *s = ctx->dn;
+    struct delta_net_bufs *u = &s->bufs[ctx->st - ctx->stages];
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    int32_t r = recurrent_index(c, il), d = c->dn_state, hv = c->dn_v_heads;
+    int32_t r = s->index[il], d = c->dn_state, hv = c->dn_v_heads;
     b->ops->rms_norm(b, a->x, vec(b, l->attn_norm), a->xn, n, c->n_embd, c->norm_eps);
-    linear(b, l->dn_qkv, NULL, a->xn, s->qkv, n);
-    linear(b, l->dn_z, NULL, a->xn, s->z, n);
-    linear(b, l->dn_beta, NULL, a->xn, s->beta, n);
-    linear(b, l->dn_alpha, NULL, a->xn, s->alpha, n);
-    /* a slot's layers lie together: the op steps from one slot to the next by the whole slot */
+    linear(b, l->dn_qkv, NULL, a->xn, u->qkv, n);
+    linear(b, l->dn_z, NULL, a->xn, u->z, n);
+    linear(b, l->dn_beta, NULL, a->xn, u->beta, n);
+    linear(b, l->dn_alpha, NULL, a->xn, u->alpha, n);
     struct delta_net_args args = {
-        .qkv = s->qkv,
-        .beta = s->beta,
-        .alpha = s->alpha,
+        .qkv = u->qkv,
+        .beta = u->beta,
+        .alpha = u->alpha,
         .conv_w = vec(b, l->dn_conv),
         .dt_bias = vec(b, l->dn_dt_bias),
         .a = vec(b, l->dn_a),
-        .conv_state = conv_state(s, 0, r),
-        .ssm_state = ssm_state(s, 0, r),
-        .conv_stride = (size_t)s->n_layers * s->conv_floats,
-        .ssm_stride = (size_t)s->n_layers * s->ssm_floats,
+        .conv_state = s->conv[r],
+        .ssm_state = s->ssm[r],
+        .conv_stride = s->conv_floats,
+        .ssm_stride = s->ssm_floats,
         .slot = a->b_seq,
-        .conv_out = s->conv_out,
-        .y = s->y,
+        .conv_out = u->conv_out,
+        .y = u->y,
         .n = n,
         .n_k_heads = c->dn_k_heads,
         .n_v_heads = hv,
@@ -124,7 +158,7 @@ void delta_net_layer(struct ox_context *ctx, const struct layer_weights *l, int 
     };
     b->ops->delta_net(b, &args);
     /* each head's output normed, times silu(z) (llama.cpp's build_norm_gated), projected */
-    b->ops->rms_norm(b, s->y, vec(b, l->dn_norm), s->y, n * hv, d, c->norm_eps);
-    b->ops->glu(b, GLU_SILU, s->z, s->y, s->y, (size_t)n * (size_t)hv * (size_t)d);
-    linear(b, l->dn_out, NULL, s->y, a->proj, n);
+    b->ops->rms_norm(b, u->y, vec(b, l->dn_norm), u->y, n * hv, d, c->norm_eps);
+    b->ops->glu(b, GLU_SILU, u->z, u->y, u->y, (size_t)n * (size_t)hv * (size_t)d);
+    linear(b, l->dn_out, NULL, u->y, a->proj, n);
 }

@@ -9,21 +9,31 @@
 #include "model/model.h"
 
 struct ox_context;
+struct backend;
 
-/* One state slot per sequence (n_seq_max), for every recurrent layer: the convolution's last
- * d_conv - 1 input rows and the delta rule's matrices; plus the layer's buffers for n_batch
- * tokens. Host memory: these layers run on the CPU. */
-struct delta_net_state {
-    int32_t n_slots, n_layers;      /* sequences, recurrent layers */
-    size_t conv_floats, ssm_floats; /* one slot of one layer */
-    float *conv, *ssm;              /* [slot][recurrent layer][...] */
+/* A stage's buffers for n_batch tokens of a delta-net layer, in its backend's memory. */
+struct delta_net_bufs {
     float *qkv, *z, *beta, *alpha, *conv_out, *y;
 };
 
-/* The state and buffers for a context of a model with recurrent layers (NULL out otherwise). */
-enum ox_status delta_net_create(const struct ox_model *m, uint32_t n_seq_max, uint32_t n_batch,
-                                struct delta_net_state **out);
+/* One state slot per sequence (n_seq_max) for every recurrent layer: the convolution's last
+ * d_conv - 1 input rows and the delta rule's matrices, each layer's in the memory of the stage
+ * that runs it. */
+struct delta_net_state {
+    int32_t n_slots, n_layers;      /* sequences, recurrent layers */
+    size_t conv_floats, ssm_floats; /* one slot of one layer */
+    int32_t *index;                 /* [n_layer]: a layer's place among the recurrent ones, or -1 */
+    float **conv, **ssm;            /* [recurrent layer]: [slot][...] */
+    struct backend **owner;         /* [recurrent layer]: the backend whose memory holds them */
+    struct delta_net_bufs bufs[2];  /* per stage (struct ox_context's stages) */
+};
+
+/* ctx->dn for a context whose stages are made, when its model has recurrent layers (else it
+ * stays NULL); freed by delta_net_free before the stages. */
+enum ox_status delta_net_create(struct ox_context *ctx);
 void delta_net_free(struct delta_net_state *s);
+/* Frees stage's buffers (b: its backend), before the stage goes. */
+void delta_net_free_bufs(struct delta_net_state *s, int32_t stage, struct backend *b);
 /* Sequence seq's state back to zeros, as before its first token (seq < 0: every sequence). */
 void delta_net_reset(struct delta_net_state *s, int32_t seq);
 /* Sequence dst's state made a copy of src's. */

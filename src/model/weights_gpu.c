@@ -112,11 +112,7 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
                        n_gpu_layers);
     int32_t n_layer = m->cfg.n_layer;
     int32_t gpu_begin = n_gpu_layers < 0 || n_gpu_layers >= n_layer ? 0 : n_layer - n_gpu_layers;
-    enum ox_status st =
-        m->cfg.n_recurrent > 0
-            ? ox_fail(OX_ERR_UNSUPPORTED, "model: %s's delta-net layers run on the CPU only so far",
-                      m->cfg.arch->name)
-            : check_types(m, gpu_begin);
+    enum ox_status st = check_types(m, gpu_begin);
     for (int64_t i = 0; st == OX_OK && i < m->gguf->n_tensors; i++) {
         struct weight *w = &m->weights[i];
         if (!runs_on_gpu(m, w, gpu_begin))

@@ -31,6 +31,14 @@ static void decode(const ox_token *toks, int n, int32_t seq, int32_t p0, float *
         memcpy(out, l, (size_t)n_vocab * sizeof *out);
 }
 
+/* How far logits of the same history may be apart: on the CPU every batch size and cache
+ * size gives the same bits; a GPU's matmuls round activations by batch size (f16 for cuBLAS,
+ * q8_1 for the integer kernels) and its attention sums cells in blocks, a few 1e-3 apart. A
+ * state mixed up between sequences moves logits by whole units. */
+static float tolerance(float cpu) {
+    return strcmp(ox_model_backend(model), "CPU") ? 2e-2f : cpu;
+}
+
 static float max_diff(const float *a, const float *b) {
     float m = 0.0f;
     for (int i = 0; i < n_vocab; i++)
@@ -47,7 +55,7 @@ static void check_states(const ox_token *prompt) {
     decode(prompt + 7, 7, 1, 7, NULL);
     decode(prompt + 14, N_PROMPT - 14, 1, 14, piece);
     printf("pieces vs one batch: max |logit diff| %.2e\n", max_diff(whole, piece));
-    CHECK(max_diff(whole, piece) < 1e-4f);
+    CHECK(max_diff(whole, piece) <= tolerance(1e-4f));
 
     /* the next token of both sequences in one batch: the same history, the same logits */
     ox_token next[2] = {prompt[3], prompt[3]};
@@ -58,13 +66,14 @@ static void check_states(const ox_token *prompt) {
     memcpy(whole, ox_get_logits(ctx, 0), (size_t)n_vocab * sizeof *whole);
     memcpy(piece, ox_get_logits(ctx, 1), (size_t)n_vocab * sizeof *piece);
     printf("two sequences in one batch: max |logit diff| %.2e\n", max_diff(whole, piece));
-    CHECK(max_diff(whole, piece) < 1e-4f);
+    CHECK(max_diff(whole, piece) <= tolerance(1e-4f));
 
     /* a copied sequence continues as its source does */
     ox_kv_seq_cp(ctx, 0, 2, -1, -1);
     decode(prompt + 5, 1, 2, N_PROMPT + 1, other);
     decode(prompt + 5, 1, 0, N_PROMPT + 1, whole);
-    CHECK(max_diff(whole, other) == 0.0f);
+    printf("a copied sequence: max |logit diff| %.2e\n", max_diff(whole, other));
+    CHECK(max_diff(whole, other) <= tolerance(0.0f));
 
     /* removing past the end drops nothing; removing inside drops the whole sequence */
     ox_kv_seq_rm(ctx, 1, N_PROMPT + 1, -1);
@@ -78,15 +87,15 @@ static void check_states(const ox_token *prompt) {
     ox_kv_clear(ctx);
     CHECK_EQ(ox_kv_seq_pos_max(ctx, 1), -1);
     decode(prompt, N_PROMPT, 0, 0, piece);
-    CHECK(max_diff(other, piece) == 0.0f);
+    printf("after clear: max |logit diff| %.2e\n", max_diff(other, piece));
+    CHECK(max_diff(other, piece) <= tolerance(0.0f));
     free(whole), free(piece), free(other);
 }
 
 int main(void) {
     char path[2048];
     snprintf(path, sizeof path, "%s/models/qwen35-f16.gguf", ARCH_REFERENCE_DIR);
-    struct ox_model_params mp = ox_model_params_default();
-    mp.n_gpu_layers = 0;
+    struct ox_model_params mp = test_model_params(); /* the GPU too, where there is one */
     CHECK_EQ(ox_model_load(path, &mp, &model), OX_OK);
     struct ox_context_params cp = ox_context_params_default();
     cp.n_ctx = 512, cp.n_seq_max = 3, cp.n_threads = 2;

@@ -51,11 +51,13 @@ constexpr int CUDA_Q8_MAX_N = 8;
  * 177 vs 74; 14336 x 4096 n = 64 107 vs 144, n = 128 178 vs 149 (q4_K and q6_K alike). */
 constexpr int CUDA_MMQ_MAX_N = 64;
 
-/* The GLU activation of the gate (enum glu_kind): SiLU, or ggml's tanh GELU computed in float
+/* The GLU activation of the gate (enum glu_kind): SiLU, sigmoid, or ggml's tanh GELU computed in float
  * (the CPU reads it from an f16 table). */
 __device__ __forceinline__ float cuda_glu_act(int kind, float g) {
     if (kind == GLU_SILU)
         return g / (1.0f + expf(-g));
+    if (kind == GLU_SIGMOID)
+        return 1.0f / (1.0f + expf(-g));
     const float k = 0.7978845608028654f, c = 0.044715f;
     return 0.5f * g * (1.0f + tanhf(k * g * (1.0f + c * g * g)));
 }

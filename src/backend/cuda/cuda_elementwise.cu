@@ -27,6 +27,17 @@ void cuda_glu(struct backend *b, enum glu_kind kind, const float *gate, const fl
     CUDA_LAUNCHED(b, "glu");
 }
 
+__global__ static void sigmoid_scale_rows_kernel(float *y, const float *g, size_t dim, size_t n) {
+    FOR_EACH(i, n) y[i] *= 1.0f / (1.0f + expf(-g[i / dim]));
+}
+
+void cuda_sigmoid_scale_rows(struct backend *b, float *y, const float *g, int n, int dim) {
+    size_t all = (size_t)n * (size_t)dim;
+    sigmoid_scale_rows_kernel<<<grid_for(all), THREADS, 0, cuda_of(b)->stream>>>(y, g, (size_t)dim,
+                                                                                 all);
+    CUDA_LAUNCHED(b, "sigmoid_scale_rows");
+}
+
 __global__ static void gelu_kernel(const float *x, float *y, size_t n) {
     FOR_EACH(i, n) y[i] = cuda_glu_act(GLU_GELU, x[i]);
 }

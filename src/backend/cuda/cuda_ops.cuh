@@ -86,6 +86,7 @@ bool cuda_rope_store(struct backend *b, const struct rope_store_args *a);
 void cuda_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,
               size_t n);
 void cuda_gelu(struct backend *b, const float *x, float *y, size_t n);
+void cuda_sigmoid_scale_rows(struct backend *b, float *y, const float *g, int n, int dim);
 void cuda_add(struct backend *b, float *y, const float *x, size_t n);
 void cuda_add_row(struct backend *b, float *y, const float *row, int n, int dim);
 void cuda_scale(struct backend *b, float *y, float s, size_t n);
@@ -95,6 +96,9 @@ void cuda_copy_rows(struct backend *b, float *dst, size_t dst_stride, const floa
                     size_t src_stride, int rows, int cols);
 void cuda_axpy(struct backend *b, float *y, const float *x, float w, size_t n);
 void cuda_zero(struct backend *b, float *y, size_t n);
+
+/* cuda_delta_net.cu */
+void cuda_delta_net(struct backend *b, const struct delta_net_args *a);
 
 /* cuda_attention.cu */
 void cuda_attention(struct backend *b, const struct attn_args *a);
