@@ -130,8 +130,8 @@ struct norm_in {
 
 /* A Mixtral-style MoE FFN over n tokens: each token's k most likely experts by the router's
  * probabilities (ties to the lower index), their GLU FFNs, weighted by the probabilities
- * renormalised over the k, summed into y. Expert 0's matrices are given; expert e's is
- * e * n_rows * row_bytes on. The buffers are the backend's to use: */
+ * renormalised over the k (or as they are, raw_weights: OLMoE), summed into y. Expert 0's matrices
+ * are given; expert e's is e * n_rows * row_bytes on. The buffers are the backend's to use: */
 struct moe_args {
     enum glu_kind kind;
     const struct mat *gate, *up, *down;
@@ -139,6 +139,7 @@ struct moe_args {
     const float *x;     /* [n][gate->n_cols] */
     float *y;           /* [n][down->n_rows] */
     int n, n_expert, k;
+    bool raw_weights;               /* the k probabilities as they are, not over their sum */
     int n_batch;                    /* rows each buffer below holds (n <= n_batch) */
     int32_t *ids;                   /* [n_batch][k]: the choice of experts */
     float *weights;                 /* and their weights */

@@ -46,6 +46,9 @@ static const struct arch_desc architectures[] = {
      .q_prescale = true,
      .swa = true,
      .swa_period = 6},
+    {.name = "seed_oss", .position = POS_ROPE_NEOX, .ffn_norm_named_post_attention = true},
+    {.name = "olmoe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_WHOLE, .moe_raw_weights = true},
+    {.name = "smollm3", .nope_period = 4},
     {.name = "phi3", .position = POS_ROPE_NEOX, .ffn = FFN_SWIGLU_FUSED, .q_prescale = true},
     {.name = "phi2",
      .norm = NORM_LAYER,
@@ -96,7 +99,7 @@ const char *arch_nearest(const char *name, size_t len) {
 }
 
 const char *arch_supported_names(void) {
-    static char names[512]; /* written once; the table is constant */
+    static char names[4096]; /* written once; the table is constant */
     if (!names[0]) {
         size_t at = 0;
         for (int i = 0; i < N_ARCH && at < sizeof names; i++)
@@ -117,14 +120,18 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
                  a->swa_period);
     else if (a->swa)
         snprintf(swa, sizeof swa, ", sliding window on all layers if set");
-    int n =
-        snprintf(buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s", norms[a->norm], positions[a->position],
-                 ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
-                 a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
-                 a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
-                 a->q_prescale ? ", q scaled before attention" : "", swa,
-                 a->attn_gate ? ", gated attention output" : "",
-                 a->delta_net ? ", gated delta-net layers between full attention" : "");
+    char nope[64] = "";
+    if (a->nope_period > 0)
+        snprintf(nope, sizeof nope, ", no RoPE on every %dth layer", a->nope_period);
+    int n = snprintf(buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
+                     positions[a->position], ffns[a->ffn], qk[a->qk_norm],
+                     a->parallel ? ", parallel block" : "", a->no_pre_norm ? ", no pre-norm" : "",
+                     a->post_norms ? ", post-norms" : "",
+                     a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
+                     a->q_prescale ? ", q scaled before attention" : "", swa,
+                     a->attn_gate ? ", gated attention output" : "",
+                     a->delta_net ? ", gated delta-net layers between full attention" : "",
+                     a->moe_raw_weights ? ", experts weighted by raw probabilities" : "", nope);
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -56,6 +56,10 @@ struct arch_desc {
     bool delta_net;         /* all but every full_attention_interval-th layer are gated delta-net
                                layers (delta_net.c), reading the ssm.* keys */
     bool ffn_norm_named_post_attention; /* the FFN's pre-norm is post_attention_norm (qwen35) */
+    bool moe_raw_weights;               /* experts weighted by their probabilities as they are, not
+                                           renormalised over the chosen (olmoe) */
+    int nope_period; /* every nope_period-th layer has no rotary embedding (smollm3: 4);
+                        0: every layer rotates */
 };
 
 /* The descriptor for a GGUF general.architecture value, or NULL. */

@@ -190,6 +190,8 @@ static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
         b->ops->upload(b, s->act.b_pos, &delta, sizeof delta);
         b->ops->upload(b, s->act.b_cell, &c, sizeof c);
         for (int il = s->layer_begin; il < s->layer_end; il++) {
+            if (cfg->no_rope[il] || cfg->is_recurrent[il]) /* keys without rotation */
+                continue;
             uint8_t *base = s->k + (size_t)(il - s->layer_begin) * kv->n_cells * kv->k_row;
             b->ops->cache_load(b, kv->type, base + (size_t)c * kv->k_row, kv->k_row, s->act.kf, 1,
                                dk, NULL);

@@ -29,8 +29,9 @@ struct model_config {
     float embd_scale, residual_scale, logit_scale; /* granite / command-r multipliers; 0: none */
     float attn_temp_scale; /* mistral3: q grows with log(position / attn_temp_floor) */
     int32_t attn_temp_floor;
-    int32_t swa_window;            /* sliding window in tokens; 0: none */
-    bool is_swa[MODEL_MAX_LAYERS]; /* the layers that use it */
+    int32_t swa_window;             /* sliding window in tokens; 0: none */
+    bool is_swa[MODEL_MAX_LAYERS];  /* the layers that use it */
+    bool no_rope[MODEL_MAX_LAYERS]; /* layers without rotary embedding (arch nope_period) */
     /* gated delta-net layers (arch delta_net): the ssm.* keys, and which layers they are */
     int32_t dn_conv, dn_state, dn_k_heads, dn_v_heads; /* conv_kernel, state_size, group_count,
                                                           time_step_rank */

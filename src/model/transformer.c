@@ -175,7 +175,7 @@ static bool rope_and_store(struct ox_context *ctx, int il, int n) {
     struct kv_cache *kv = &ctx->kv;
     struct backend *b = &ctx->st->be;
     if (!b->ops->rope_store || c->arch->position == POS_LEARNED || c->attn_temp_scale != 0.0f ||
-        c->arch->q_prescale)
+        c->arch->q_prescale || c->no_rope[il])
         return false;
     struct rope_store_args r = {
         .q = a->q,
@@ -249,7 +249,7 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
                      head ? hd : c->n_head_kv * hd, c->norm_eps);
     }
     bool stored = rope_and_store(ctx, il, n);
-    if (!stored && d->position != POS_LEARNED) {
+    if (!stored && d->position != POS_LEARNED && !c->no_rope[il]) {
         const struct rope_params *rp = layer_rope(ctx, il);
         op->rope(b, a->q, a->b_pos, n, c->n_head, hd, rp);
         op->rope(b, a->k, a->b_pos, n, c->n_head_kv, hd, rp);
@@ -343,6 +343,7 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
                          .n = n,
                          .n_expert = c->n_expert,
                          .k = c->n_expert_used,
+                         .raw_weights = c->arch->moe_raw_weights,
                          .n_batch = (int)ctx->params.n_batch,
                          .ids = a->expert_ids,
                          .weights = a->expert_w,
@@ -390,9 +391,10 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
                     idx[j] = e;
             }
         }
-        double wsum = 0.0; /* ggml's row sum: double, then float */
+        double wsum = 0.0; /* ggml's row sum: double, then float; 1: the raw probabilities */
         for (int j = 0; j < k; j++)
             wsum += p[idx[j]];
+        wsum = c->arch->moe_raw_weights ? 1.0 : wsum;
         const float *x = in + (size_t)t * d;
         for (int j = 0; j < k; j++) {
             struct mat g = expert_mat(b, l->ffn_gate_exps, idx[j]),

@@ -7,6 +7,8 @@
 #include <dirent.h>
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -52,6 +54,61 @@ static inline bool reference_wanted(const char *name) {
 /* The repository's own references (tools/archref/make_refs.sh: architectures the shared set
  * lacks), in the shared set's layout. */
 #define ARCH_REFERENCE_DIR OX_SOURCE_DIR "/tests/data/arch"
+
+/* FNV-1a 64 of a file's bytes (0 when it cannot be read). */
+static inline uint64_t file_fnv1a(const char *path) {
+    FILE *f = fopen(path, "rb");
+    uint64_t h = 0xcbf29ce484222325ull;
+    int c;
+    while (f && (c = getc(f)) != EOF)
+        h = (h ^ (uint64_t)c) * 0x100000001b3ull;
+    if (f)
+        fclose(f);
+    return f ? h : 0;
+}
+
+/* The model file of reference name under root into path. A quantized file the repository does
+ * not keep (reference/<name>.quantize: "<source> <ftype> <fnv1a>", make_refs.sh) is made here
+ * by ox_model_quantize from its f16 source into the temporary folder (reference_model_release
+ * removes it), and
+ * must be byte for byte llama-quantize's file: the same FNV-1a 64 hash. False when it cannot
+ * be made or differs (a failed check says why). */
+static inline bool reference_model_path(const char *root, const char *name, char *path,
+                                        size_t cap) {
+    char recipe[1024], src[512], line[512] = "";
+    unsigned ftype = 0;
+    unsigned long long want = 0;
+    snprintf(path, cap, "%s/models/%s.gguf", root, name);
+    snprintf(recipe, sizeof recipe, "%s/reference/%s.quantize", root, name);
+    FILE *f = fopen(recipe, "r");
+    if (!f)
+        return true; /* a file of the set itself */
+    bool read = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    CHECK_MSG(read && sscanf(line, "%511s %u %llx", src, &ftype, &want) == 3, "%s: bad recipe",
+              recipe);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, cap, "%s/ox_ref_%d_%s.gguf", tmp && *tmp ? tmp : "/tmp", (int)getpid(), name);
+    char in[1024];
+    snprintf(in, sizeof in, "%s/models/%s", root, src);
+    struct ox_quantize_params p = ox_quantize_params_default();
+    p.ftype = (enum ox_ftype)ftype;
+    p.n_threads = 2;
+    enum ox_status st = ox_model_quantize(in, path, &p, NULL);
+    CHECK_MSG(st == OX_OK, "%s: quantizing %s: %s", name, in, ox_last_error());
+    uint64_t got = file_fnv1a(path);
+    CHECK_MSG(got == (uint64_t)want,
+              "%s: ox_model_quantize's file (fnv1a %016llx) is not "
+              "llama-quantize's (%016llx)",
+              name, (unsigned long long)got, want);
+    return st == OX_OK && got == (uint64_t)want;
+}
+
+/* The temporary file reference_model_path made, removed once its checks are done. */
+static inline void reference_model_release(const char *path) {
+    if (strstr(path, "/ox_ref_"))
+        unlink(path);
+}
 
 /* Calls check(root, name, ref) for every <root>/reference/<name>.json that reference_wanted,
  * root being the shared test data and then the repository's own; returns how many were read. */

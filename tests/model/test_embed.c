@@ -99,11 +99,13 @@ static double worst_float_kl, worst_quant_kl, worst_abs, worst_self_kl;
  * test_reference.c's bounds (float files: KL < 1e-5 and the same top token; quantized ones: its
  * per-position bound, KL < 1e-2). It is also exactly the state behind ox_decode's own logits. */
 static void check_reference(const char *dir, const char *name, json_t *ref) {
-    char path[2048];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", dir, name);
+    char path[2048], model_file[2048];
+    if (!reference_model_path(dir, name, model_file, sizeof model_file))
+        return;
     struct ox_model *m = NULL;
     struct ox_model_params mp = test_model_params();
-    CHECK_MSG(ox_model_load(path, &mp, &m) == OX_OK, "%s: %s", name, ox_last_error());
+    CHECK_MSG(ox_model_load(model_file, &mp, &m) == OX_OK, "%s: %s", name, ox_last_error());
+    reference_model_release(model_file); /* loaded: the mapping outlives the name */
     struct ox_context *ctx = m ? new_context(m, 512, 512, true) : NULL;
     if (!ctx) {
         ox_model_free(m);

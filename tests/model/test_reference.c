@@ -43,12 +43,14 @@ static int json_ints(json_t *arr, ox_token *out, int cap) {
 }
 
 static void check_model(const char *dir, const char *name, json_t *ref) {
-    char path[2048];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", dir, name);
+    char path[2048], model_file[2048];
+    if (!reference_model_path(dir, name, model_file, sizeof model_file))
+        return;
     struct ox_model *m = NULL;
     struct ox_context *ctx = NULL;
     struct ox_model_params mp = test_model_params();
-    enum ox_status st = ox_model_load(path, &mp, &m);
+    enum ox_status st = ox_model_load(model_file, &mp, &m);
+    reference_model_release(model_file); /* loaded: the mapping outlives the name */
     if (st == OX_ERR_UNSUPPORTED && mp.n_gpu_layers > 0) { /* say so, and go on */
         printf("  %-22s not on the GPU: %s\n", name, ox_last_error());
         return;

@@ -133,7 +133,63 @@ def qwen35(w, n_embd, n_vocab, arch="qwen35"):
         w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
 
 
-ARCHS = {"qwen35": qwen35, "qwen35moe": lambda w, e, v: qwen35(w, e, v, "qwen35moe")}
+def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False, qk_norm=None,
+               ffn_norm="ffn_norm", n_expert=0, tied=True):
+    """The Llama layout with one architecture's differences: q/k/v biases, q/k norms (per head
+    or across all heads), the FFN's norm under another name, Mixtral-style experts of n_ff."""
+    n_ff, n_head, head_dim = 256, 4, 64  # a narrow FFN: these files are committed
+    wr = w.writer
+    keys = {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+            "feed_forward_length": n_ff, "attention.head_count": n_head,
+            "attention.head_count_kv": n_head_kv, "rope.dimension_count": head_dim}
+    if n_expert:
+        keys.update({"expert_count": n_expert, "expert_used_count": 2})
+    for key, value in keys.items():
+        wr.add_uint32(f"{arch}.{key}", value)
+    wr.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
+    wr.add_float32(f"{arch}.rope.freq_base", 10000.0)
+    q, kv = n_head * head_dim, n_head_kv * head_dim
+    w.matrix("token_embd.weight", n_embd, n_vocab)
+    w.norm("output_norm.weight", n_embd)
+    if not tied:
+        w.matrix("output.weight", n_embd, n_vocab)
+    for il in range(n_layer):
+        blk = f"blk.{il}."
+        w.norm(blk + "attn_norm.weight", n_embd)
+        for name, rows in (("attn_q", q), ("attn_k", kv), ("attn_v", kv)):
+            w.matrix(blk + name + ".weight", n_embd, rows)
+            if qkv_bias:
+                w.vector(blk + name + ".bias", w.rng.normal(0.0, 0.1, rows))
+        if qk_norm:
+            w.norm(blk + "attn_q_norm.weight", q if qk_norm == "whole" else head_dim)
+            w.norm(blk + "attn_k_norm.weight", kv if qk_norm == "whole" else head_dim)
+        w.matrix(blk + "attn_output.weight", q, n_embd)
+        w.norm(blk + ffn_norm + ".weight", n_embd)
+        if n_expert:
+            w.matrix(blk + "ffn_gate_inp.weight", n_embd, n_expert, np.float32)
+            for name, ne0, ne1 in (("gate", n_embd, n_ff), ("up", n_embd, n_ff),
+                                   ("down", n_ff, n_embd)):
+                e = w.rng.normal(0.0, 1.0 / np.sqrt(ne0), size=(n_expert, ne1, ne0))
+                wr.add_tensor(blk + f"ffn_{name}_exps.weight", e.astype(np.float16))
+            continue
+        w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
+
+
+ARCHS = {
+    "qwen35": qwen35,
+    "qwen35moe": lambda w, e, v: qwen35(w, e, v, "qwen35moe"),
+    # Seed-OSS: q/k/v biases, NeoX RoPE, the FFN's norm named post_attention_norm
+    "seed_oss": lambda w, e, v: llama_like(w, e, v, "seed_oss", qkv_bias=True,
+                                           ffn_norm="post_attention_norm"),
+    # OLMoE: q/k RMSNorm across all heads (so as many kv heads as heads), 4 experts of n_ff
+    # with 2 used and their probabilities not renormalised, an output matrix of its own
+    "olmoe": lambda w, e, v: llama_like(w, e, v, "olmoe", n_head_kv=4, qk_norm="whole",
+                                        n_expert=4, tied=False),
+    # SmolLM3: every 4th layer without RoPE (four layers, so one is)
+    "smollm3": lambda w, e, v: llama_like(w, e, v, "smollm3", n_layer=4),
+}
 
 
 def main():

@@ -7,7 +7,8 @@
 #   LLAMACPP_SRC: a llama.cpp tree or the git directory of a fetched mirror (default: the tree
 #   bench/llamacpp_build.sh extracted into bench/llama.cpp/src). llama.cpp is built for the CPU
 #   into build-archref/ (git-ignored); nothing of it is committed. Needs Debian's python3-numpy.
-# Each architecture gets <arch>-f16 and <arch>-q4_k_m (llama-quantize's mix).
+# Each architecture gets <arch>-f16 and <arch>-q4_k_m (llama-quantize's mix: its reference and
+# reference/<arch>-q4_k_m.quantize, the recipe and FNV-1a hash the tests check their own copy by).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -34,15 +35,22 @@ gcc -O2 -std=c11 -I"$src/include" -I"$src/ggml/include" tools/archref/dump_refer
 out=tests/data/arch
 mkdir -p "$out/models" "$out/reference"
 archs=("$@")
-[ ${#archs[@]} -gt 0 ] || read -r -a archs <<< "$(sed -n 's/^ARCHS = {\(.*\)}/\1/p' tools/archref/make_model.py | grep -o '"[a-z0-9_-]*":' | tr -d '":' | tr '\n' ' ')"
+[ ${#archs[@]} -gt 0 ] || read -r -a archs <<< "$(/usr/bin/python3 -c 'import ast, sys; t = ast.parse(open(sys.argv[1]).read()); print(" ".join(k.value for n in t.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "ARCHS" for k in n.value.keys))' tools/archref/make_model.py)"
 for arch in "${archs[@]}"; do
     name="$arch-f16"
     PYTHONPATH="$src/gguf-py" /usr/bin/python3 tools/archref/make_model.py "$arch" \
         "$out/models/$name.gguf" --vocab-from "${OX_TESTDATA:-../shared/testdata}/models/qwen3-f16.gguf"
     "$dump" "$out/models/$name.gguf" "$out/reference" "$name"
-    # and one quantized file, by llama.cpp's own quantizer with its per-tensor choices
+    # and one quantized file, by llama.cpp's own quantizer with its per-tensor choices: not kept,
+    # but its recipe and hash, which the tests' own quantization must reproduce byte for byte
     quant="$arch-q4_k_m"
-    "$lib/bin/llama-quantize" "$out/models/$name.gguf" "$out/models/$quant.gguf" Q4_K_M >/dev/null 2>&1
-    "$dump" "$out/models/$quant.gguf" "$out/reference" "$quant"
+    "$lib/bin/llama-quantize" "$out/models/$name.gguf" "build-archref/$quant.gguf" Q4_K_M >/dev/null 2>&1
+    "$dump" "build-archref/$quant.gguf" "$out/reference" "$quant"
+    hash=$(/usr/bin/python3 -c 'import sys
+h = 0xcbf29ce484222325
+for b in open(sys.argv[1], "rb").read():
+    h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+print("%016x" % h)' "build-archref/$quant.gguf")
+    echo "$name.gguf 15 $hash" > "$out/reference/$quant.quantize" # 15: Q4_K_M (enum ox_ftype)
 done
 echo "llama.cpp: $(cat "$src/VERSION" 2>/dev/null || echo "$src")"

@@ -10,10 +10,11 @@ extern "C" {
 }
 
 /* Token t's k most likely experts in order (ties to the lower index, as the host's choice) and
- * their probabilities over the sum of the k, the sum taken in double as ggml's. Any
+ * their probabilities (raw), or those over the sum of the k, the sum taken in double as ggml's. Any
  * probabilities, NaN too, give k distinct experts in range. */
 __global__ static void moe_route_kernel(const float *__restrict__ probs, int n, int n_expert, int k,
-                                        int32_t *__restrict__ ids, float *__restrict__ weights) {
+                                        bool raw, int32_t *__restrict__ ids,
+                                        float *__restrict__ weights) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n)
         return;
@@ -33,7 +34,7 @@ __global__ static void moe_route_kernel(const float *__restrict__ probs, int n, 
         sum += p[best];
     }
     for (int j = 0; j < k; j++)
-        weights[(size_t)t * k + j] = p[id[j]] / (float)sum;
+        weights[(size_t)t * k + j] = raw ? p[id[j]] : p[id[j]] / (float)sum;
 }
 
 /* y[t] = sum over j of weights[t][j] * out_k[t * k + j], j in order from zero. */
@@ -149,7 +150,7 @@ bool cuda_moe_ffn(struct backend *b, struct moe_args *a) {
         a->down->n_cols != g->n_rows)
         return false;
     moe_route_kernel<<<cuda_blocks((size_t)a->n, 64), 64, 0, cuda_of(b)->stream>>>(
-        a->probs, a->n, a->n_expert, a->k, a->ids, a->weights);
+        a->probs, a->n, a->n_expert, a->k, a->raw_weights, a->ids, a->weights);
     CUDA_LAUNCHED(b, "moe routing");
     /* the pairs path needs both expert matmuls to take these shapes before anything runs */
     if (pairs <= a->n_batch && cuda_q8_takes_experts(b, g, pairs) &&
