@@ -14,6 +14,7 @@ static const struct arch_desc architectures[] = {
     {.name = "qwen2", .position = POS_ROPE_NEOX},
     {.name = "qwen3", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_HEAD},
     {.name = "qwen3moe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_HEAD},
+    {.name = "qwen2moe", .position = POS_ROPE_NEOX, .moe_raw_weights = true}, /* + shared expert */
     /* interleaved M-RoPE: for text every section rotates by the token's position, which is NeoX
        rotation (config.c checks the sections leave no pair on the fourth, zero, position) */
     {.name = "qwen35",
@@ -49,6 +50,7 @@ static const struct arch_desc architectures[] = {
     {.name = "seed_oss", .position = POS_ROPE_NEOX, .ffn_norm_named_post_attention = true},
     {.name = "olmoe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_WHOLE, .moe_raw_weights = true},
     {.name = "smollm3", .nope_period = 4},
+    {.name = "ernie4_5"}, /* the dense ERNIE 4.5: Llama's layout (its rope sections are VL's) */
     {.name = "phi3", .position = POS_ROPE_NEOX, .ffn = FFN_SWIGLU_FUSED, .q_prescale = true},
     {.name = "phi2",
      .norm = NORM_LAYER,

@@ -57,8 +57,8 @@ static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct 
     int64_t max_used = c->n_expert < MODEL_MAX_EXPERTS_USED ? c->n_expert : MODEL_MAX_EXPERTS_USED;
     OX_TRY(get_int(g, a, "expert_used_count", 0, max_used, 0, &c->n_expert_used));
     OX_TRY(get_int(g, a, "expert_feed_forward_length", 1, 1 << 22, c->n_ff, &c->n_ff_exp));
-    OX_TRY(get_int(g, a, "expert_shared_feed_forward_length", 1, 1 << 22, c->n_ff_exp,
-                   &c->n_ff_shexp));
+    OX_TRY(get_int(g, a, "expert_shared_feed_forward_length", 1, 1 << 22, c->n_ff,
+                   &c->n_ff_shexp)); /* n_ff when absent, as llama.cpp's qwen2moe loader */
     float w_scale;
     OX_TRY(get_float(g, a, "expert_weights_scale", 0.0f, &w_scale));
     if (w_scale != 0.0f && w_scale != 1.0f)

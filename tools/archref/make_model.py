@@ -134,9 +134,10 @@ def qwen35(w, n_embd, n_vocab, arch="qwen35"):
 
 
 def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False, qk_norm=None,
-               ffn_norm="ffn_norm", n_expert=0, tied=True):
+               ffn_norm="ffn_norm", n_expert=0, tied=True, shared_expert=False):
     """The Llama layout with one architecture's differences: q/k/v biases, q/k norms (per head
-    or across all heads), the FFN's norm under another name, Mixtral-style experts of n_ff."""
+    or across all heads), the FFN's norm under another name, Mixtral-style experts of n_ff, and
+    beside them a shared expert of 384 with its sigmoid gate."""
     n_ff, n_head, head_dim = 256, 4, 64  # a narrow FFN: these files are committed
     wr = w.writer
     keys = {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
@@ -144,6 +145,8 @@ def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False,
             "attention.head_count_kv": n_head_kv, "rope.dimension_count": head_dim}
     if n_expert:
         keys.update({"expert_count": n_expert, "expert_used_count": 2})
+    if shared_expert:
+        keys.update({"expert_feed_forward_length": n_ff, "expert_shared_feed_forward_length": 384})
     for key, value in keys.items():
         wr.add_uint32(f"{arch}.{key}", value)
     wr.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
@@ -171,6 +174,12 @@ def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False,
                                    ("down", n_ff, n_embd)):
                 e = w.rng.normal(0.0, 1.0 / np.sqrt(ne0), size=(n_expert, ne1, ne0))
                 wr.add_tensor(blk + f"ffn_{name}_exps.weight", e.astype(np.float16))
+            if shared_expert:
+                w.vector(blk + "ffn_gate_inp_shexp.weight",
+                         w.rng.normal(0.0, 1.0 / np.sqrt(n_embd), n_embd))
+                w.matrix(blk + "ffn_gate_shexp.weight", n_embd, 384)
+                w.matrix(blk + "ffn_up_shexp.weight", n_embd, 384)
+                w.matrix(blk + "ffn_down_shexp.weight", 384, n_embd)
             continue
         w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
         w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
@@ -187,6 +196,12 @@ ARCHS = {
     # with 2 used and their probabilities not renormalised, an output matrix of its own
     "olmoe": lambda w, e, v: llama_like(w, e, v, "olmoe", n_head_kv=4, qk_norm="whole",
                                         n_expert=4, tied=False),
+    # Qwen 2 MoE (Qwen1.5-MoE): q/k/v biases, 4 experts weighted by raw probabilities and a
+    # shared expert scaled by sigmoid of its gate
+    "qwen2moe": lambda w, e, v: llama_like(w, e, v, "qwen2moe", qkv_bias=True, n_expert=4,
+                                           shared_expert=True, tied=False),
+    # ERNIE 4.5 (dense): the Llama layout under its own name
+    "ernie4_5": lambda w, e, v: llama_like(w, e, v, "ernie4_5"),
     # SmolLM3: every 4th layer without RoPE (four layers, so one is)
     "smollm3": lambda w, e, v: llama_like(w, e, v, "smollm3", n_layer=4),
 }
