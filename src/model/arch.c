@@ -66,6 +66,12 @@ static const struct arch_desc architectures[] = {
      .parallel = true},
     {.name = "starcoder2", .norm = NORM_LAYER, .position = POS_ROPE_NEOX, .ffn = FFN_GELU},
     {.name = "command-r", .norm = NORM_LAYER, .parallel = true},
+    {.name = "cohere2",
+     .norm = NORM_LAYER,
+     .parallel = true,
+     .swa = true,
+     .swa_period = 4,
+     .nope_unless_swa = true},
     {.name = "olmo2",
      .position = POS_ROPE_NEOX,
      .qk_norm = QK_NORM_WHOLE,
@@ -125,6 +131,8 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
     char nope[64] = "";
     if (a->nope_period > 0)
         snprintf(nope, sizeof nope, ", no RoPE on every %dth layer", a->nope_period);
+    else if (a->nope_unless_swa)
+        snprintf(nope, sizeof nope, ", RoPE on sliding-window layers only");
     int n = snprintf(buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
                      positions[a->position], ffns[a->ffn], qk[a->qk_norm],
                      a->parallel ? ", parallel block" : "", a->no_pre_norm ? ", no pre-norm" : "",

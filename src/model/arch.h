@@ -58,8 +58,9 @@ struct arch_desc {
     bool ffn_norm_named_post_attention; /* the FFN's pre-norm is post_attention_norm (qwen35) */
     bool moe_raw_weights;               /* experts weighted by their probabilities as they are, not
                                            renormalised over the chosen (olmoe) */
-    int nope_period; /* every nope_period-th layer has no rotary embedding (smollm3: 4);
-                        0: every layer rotates */
+    int nope_period;      /* every nope_period-th layer has no rotary embedding (smollm3: 4);
+                             0: every layer rotates */
+    bool nope_unless_swa; /* only sliding-window layers rotate (cohere2) */
 };
 
 /* The descriptor for a GGUF general.architecture value, or NULL. */

@@ -247,8 +247,9 @@ enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c
     OX_TRY(read_shape(g, a, c));
     OX_TRY(read_rope(g, a, c));
     OX_TRY(read_swa(g, a, c));
-    for (int il = 0; c->arch->nope_period > 0 && il < c->n_layer; il++)
-        c->no_rope[il] = (il + 1) % c->arch->nope_period == 0;
+    for (int il = 0; il < c->n_layer; il++) /* layers without rotation */
+        c->no_rope[il] = (c->arch->nope_period > 0 && (il + 1) % c->arch->nope_period == 0) ||
+                         (c->arch->nope_unless_swa && !c->is_swa[il]);
     OX_TRY(read_delta_net(g, a, c));
     return read_scales(g, a, c);
 }

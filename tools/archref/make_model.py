@@ -186,7 +186,36 @@ def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False,
         w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
 
 
+def cohere2(w, n_embd, n_vocab):
+    """Cohere 2 (Command R7B): one LayerNorm (no bias) feeding attention and FFN in parallel, a
+    sliding window of 16 on 3 layers of 4 with RoPE on those only, a logit scale, tied output."""
+    arch, n_layer, n_ff, n_head, n_head_kv, head_dim = "cohere2", 4, 256, 4, 2, 64
+    wr = w.writer
+    for key, value in {"block_count": n_layer, "context_length": 4096,
+                       "embedding_length": n_embd, "feed_forward_length": n_ff,
+                       "attention.head_count": n_head, "attention.head_count_kv": n_head_kv,
+                       "rope.dimension_count": head_dim, "attention.sliding_window": 16,
+                       "attention.sliding_window_pattern": 4}.items():
+        wr.add_uint32(f"{arch}.{key}", value)
+    wr.add_float32(f"{arch}.attention.layer_norm_epsilon", 1e-5)
+    wr.add_float32(f"{arch}.rope.freq_base", 10000.0)
+    wr.add_float32(f"{arch}.logit_scale", 0.25)
+    q, kv = n_head * head_dim, n_head_kv * head_dim
+    w.matrix("token_embd.weight", n_embd, n_vocab)
+    w.norm("output_norm.weight", n_embd)
+    for il in range(n_layer):
+        blk = f"blk.{il}."
+        w.norm(blk + "attn_norm.weight", n_embd)
+        for name, rows in (("attn_q", q), ("attn_k", kv), ("attn_v", kv)):
+            w.matrix(blk + name + ".weight", n_embd, rows)
+        w.matrix(blk + "attn_output.weight", q, n_embd)
+        w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
+
+
 ARCHS = {
+    "cohere2": cohere2,
     "qwen35": qwen35,
     "qwen35moe": lambda w, e, v: qwen35(w, e, v, "qwen35moe"),
     # Seed-OSS: q/k/v biases, NeoX RoPE, the FFN's norm named post_attention_norm
