@@ -68,6 +68,8 @@ struct attn_args {
                                    recorded decode step reads when it is replayed later */
     float scale;                /* applied to q.k, usually 1/sqrt(hd_k) */
     float softcap;              /* scores become softcap * tanh(score / softcap); 0: off */
+    const float *sinks;         /* [n_head]: a logit per head that joins each softmax with no
+                                   value (gpt-oss's attention sinks), or NULL */
     int32_t window;             /* sliding window: query p sees cells with p - pos < window;
                                    0: no window */
     bool f16_cache;             /* k/v came from an f16 cache: round q and the value
@@ -97,7 +99,9 @@ struct rope_store_args {
     const int32_t *cells; /* token t goes to row cells[t] */
 };
 
-enum glu_kind { GLU_SILU, GLU_GELU, GLU_SIGMOID };
+/* act(gate) * up: SiLU, GELU, sigmoid; and gpt-oss's clamped SwiGLU, min(g, 7) * sigmoid(1.702 *
+ * min(g, 7)) * (clamp(up, -7, 7) + 1) (ggml_swiglu_oai with llama.cpp's alpha and limit). */
+enum glu_kind { GLU_SILU, GLU_GELU, GLU_SIGMOID, GLU_SWIGLU_OAI };
 
 /* A gated delta-net layer's recurrence over n tokens (Qwen 3.5's linear attention), each token
  * on the state of its slot, in batch order:

@@ -66,6 +66,14 @@ static const struct arch_desc architectures[] = {
      .parallel = true},
     {.name = "starcoder2", .norm = NORM_LAYER, .position = POS_ROPE_NEOX, .ffn = FFN_GELU},
     {.name = "command-r", .norm = NORM_LAYER, .parallel = true},
+    /* attention sinks (attn_sinks), MoE with biases; experts chosen by logits and weighted by
+       their softmax over the chosen, which is the renormalised softmax of the rest */
+    {.name = "gpt-oss",
+     .position = POS_ROPE_NEOX,
+     .ffn = FFN_SWIGLU_OAI,
+     .swa = true,
+     .swa_period = 2,
+     .ffn_norm_named_post_attention = true},
     {.name = "cohere2",
      .norm = NORM_LAYER,
      .parallel = true,
@@ -120,7 +128,7 @@ const char *arch_supported_names(void) {
 size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
     static const char *const norms[] = {"RMSNorm", "LayerNorm"};
     static const char *const positions[] = {"RoPE", "NeoX RoPE", "learned positions"};
-    static const char *const ffns[] = {"SwiGLU", "GeGLU", "fused SwiGLU", "GELU"};
+    static const char *const ffns[] = {"SwiGLU", "GeGLU", "fused SwiGLU", "GELU", "clamped SwiGLU"};
     static const char *const qk[] = {"", ", q/k norm per head", ", q/k norm"};
     char swa[64] = "";
     if (a->swa && a->swa_period > 0)

@@ -22,6 +22,7 @@ enum arch_ffn {
     FFN_GEGLU,        /* down(gelu(gate x) * up x) */
     FFN_SWIGLU_FUSED, /* ffn_up holds the gate half, then the up half */
     FFN_GELU,         /* down(gelu(up x)) */
+    FFN_SWIGLU_OAI,   /* down(swiglu_oai(gate x, up x)): gpt-oss's clamped SwiGLU (MoE) */
 };
 
 enum arch_qk_norm {

@@ -56,10 +56,12 @@ struct layer_weights {
     const struct weight *wqkv, *bqkv, *wq, *bq, *wk, *bk, *wv, *bv; /* fused or separate */
     const struct weight *q_norm, *k_norm;
     const struct weight *wo, *bo, *attn_post_norm;
+    const struct weight *attn_sinks; /* [n_head] logits joining each softmax (gpt-oss) */
     const struct weight *ffn_norm, *ffn_norm_b;
     const struct weight *ffn_gate, *ffn_gate_b, *ffn_up, *ffn_up_b, *ffn_down, *ffn_down_b;
     const struct weight *ffn_post_norm;
     const struct weight *ffn_gate_inp, *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* MoE */
+    const struct weight *ffn_gate_inp_b, *ffn_gate_exps_b, *ffn_up_exps_b, *ffn_down_exps_b;
     /* a MoE's shared expert (shared_expert.c), its gate optional */
     const struct weight *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp, *ffn_gate_inp_shexp;
     /* a gated delta-net layer's (delta_net.c): in_qkv is attn_qkv, z attn_gate */

@@ -281,6 +281,7 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         .cell_seq = ctx->st->kv_seq,
         .scale = scale,
         .softcap = c->attn_softcap,
+        .sinks = vec(b, l->attn_sinks),
         .window = c->is_swa[il] ? c->swa_window : 0,
         .f16_cache = ctx->kv.type == OX_DTYPE_F16,
         .one_per_seq = ctx->one_per_seq,
@@ -329,7 +330,8 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    if (!b->ops->moe_ffn || c->arch->parallel) /* a parallel block still needs proj */
+    if (!b->ops->moe_ffn || c->arch->parallel || /* a parallel block still needs proj */
+        l->ffn_gate_inp_b || l->ffn_gate_exps_b || c->arch->ffn == FFN_SWIGLU_OAI)
         return false;
     struct mat g = as_mat(b, l->ffn_gate_exps), u = as_mat(b, l->ffn_up_exps),
                d = as_mat(b, l->ffn_down_exps);
@@ -361,6 +363,12 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
 /* Mixtral-style MoE: softmax over the router, the top experts' SwiGLU FFNs weighted by their
  * renormalised probabilities, summed in expert order into out. The experts are chosen by the
  * backend, or on the host from the router's probabilities copied back. */
+/* y (one row of width) += expert e's row of a bias table, when the layer has one. */
+static void expert_bias(struct backend *b, const struct weight *bias, int e, float *y, int width) {
+    if (bias)
+        b->ops->add_row(b, y, vec(b, bias) + (size_t)e * (size_t)width, 1, width);
+}
+
 static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                     float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
@@ -369,6 +377,8 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
     struct mat router = as_mat(b, l->ffn_gate_inp);
     b->ops->matmul(b, &router, in, a->router, n);
     int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
+    if (l->ffn_gate_inp_b)
+        b->ops->add_row(b, a->router, vec(b, l->ffn_gate_inp_b), n, ne);
     b->ops->softmax(b, a->router, n, ne);
     if (moe_on_backend(ctx, l, in, out, n))
         return;
@@ -378,6 +388,7 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
         b->ops->download(b, a->router_host, a->router, (size_t)n * (size_t)ne * sizeof(float));
     ctx->batch_err = ctx->batch_err != OX_OK ? ctx->batch_err : st;
     b->ops->zero(b, out, (size_t)n * (size_t)d);
+    enum glu_kind kind = c->arch->ffn == FFN_SWIGLU_OAI ? GLU_SWIGLU_OAI : GLU_SILU;
     for (int t = 0; t < n; t++) {
         const float *p = a->router_host + (size_t)t * ne;
         int idx[MODEL_MAX_EXPERTS_USED];
@@ -402,8 +413,11 @@ static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const
             struct mat dn = expert_mat(b, l->ffn_down_exps, idx[j]);
             b->ops->matmul(b, &g, x, a->gate, 1);
             b->ops->matmul(b, &u, x, a->up, 1);
-            b->ops->glu(b, GLU_SILU, a->gate, a->up, a->hidden, (size_t)ff);
+            expert_bias(b, l->ffn_gate_exps_b, idx[j], a->gate, ff);
+            expert_bias(b, l->ffn_up_exps_b, idx[j], a->up, ff);
+            b->ops->glu(b, kind, a->gate, a->up, a->hidden, (size_t)ff);
             b->ops->matmul(b, &dn, a->hidden, a->gate, 1);
+            expert_bias(b, l->ffn_down_exps_b, idx[j], a->gate, d);
             b->ops->axpy(b, out + (size_t)t * d, a->gate, p[idx[j]] / (float)wsum, (size_t)d);
         }
     }
@@ -463,10 +477,13 @@ static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights 
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
     size_t ff = (size_t)c->n_ff, all = (size_t)n * ff;
-    enum glu_kind kind = c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU;
+    enum glu_kind kind = c->arch->ffn == FFN_SWIGLU       ? GLU_SILU
+                         : c->arch->ffn == FFN_SWIGLU_OAI ? GLU_SWIGLU_OAI
+                                                          : GLU_GELU;
     switch (c->arch->ffn) {
     case FFN_SWIGLU:
     case FFN_GEGLU:
+    case FFN_SWIGLU_OAI:
         if (glu_fused(ctx, l, in, NULL, n))
             break;
         linear(b, l->ffn_gate, l->ffn_gate_b, in, a->gate, n);

@@ -47,6 +47,16 @@ static enum ox_status bind_vec(const struct ox_model *m, const char *name, int64
     return OX_OK;
 }
 
+/* An optional f32 table of ne1 rows of ne0 (the experts' biases, a row each). */
+static enum ox_status bind_f32(const struct ox_model *m, const char *name, int64_t ne0, int64_t ne1,
+                               const struct weight **out) {
+    OX_TRY(bind(m, name, ne0, ne1, 1, true, out));
+    if (*out && (*out)->type != OX_DTYPE_F32)
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: tensor '%s' must be f32, not %s", name,
+                       ox_dtype_name((*out)->type));
+    return OX_OK;
+}
+
 static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_weights *l) {
     const struct model_config *c = &m->cfg;
     const struct arch_desc *d = c->arch;
@@ -75,6 +85,7 @@ static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_we
     OX_TRY(bind(m, NAME("attn_output.weight"), (int64_t)c->n_head * c->head_dim_v, e, 1, false,
                 &l->wo));
     OX_TRY(bind_vec(m, NAME("attn_output.bias"), e, true, &l->bo));
+    OX_TRY(bind_vec(m, NAME("attn_sinks.weight"), c->n_head, true, &l->attn_sinks));
     if (d->post_norms)
         OX_TRY(bind_vec(m, NAME("post_attention_norm.weight"), e, false, &l->attn_post_norm));
 #undef NAME
@@ -109,7 +120,7 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
     const struct model_config *c = &m->cfg;
     const struct arch_desc *d = c->arch;
     int64_t e = c->n_embd, ff = c->n_ff, ne = c->n_expert, fe = c->n_ff_exp;
-    bool gated = d->ffn == FFN_SWIGLU || d->ffn == FFN_GEGLU;
+    bool gated = d->ffn == FFN_SWIGLU || d->ffn == FFN_GEGLU || d->ffn == FFN_SWIGLU_OAI;
     int64_t up = d->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff;
     char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
@@ -123,6 +134,10 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
         OX_TRY(bind(m, NAME("ffn_gate_exps.weight"), e, fe, ne, false, &l->ffn_gate_exps));
         OX_TRY(bind(m, NAME("ffn_up_exps.weight"), e, fe, ne, false, &l->ffn_up_exps));
         OX_TRY(bind(m, NAME("ffn_down_exps.weight"), fe, e, ne, false, &l->ffn_down_exps));
+        OX_TRY(bind_vec(m, NAME("ffn_gate_inp.bias"), ne, true, &l->ffn_gate_inp_b));
+        OX_TRY(bind_f32(m, NAME("ffn_gate_exps.bias"), fe, ne, &l->ffn_gate_exps_b));
+        OX_TRY(bind_f32(m, NAME("ffn_up_exps.bias"), fe, ne, &l->ffn_up_exps_b));
+        OX_TRY(bind_f32(m, NAME("ffn_down_exps.bias"), e, ne, &l->ffn_down_exps_b));
         int64_t fs = c->n_ff_shexp;
         OX_TRY(bind(m, NAME("ffn_up_shexp.weight"), e, fs, 1, true, &l->ffn_up_shexp));
         bool shared = l->ffn_up_shexp != NULL; /* then all but its gate are needed */

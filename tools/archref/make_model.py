@@ -59,6 +59,30 @@ class Weights:
         self.writer.add_tensor(name, np.asarray(values, dtype=np.float32))
 
 
+def header(w, arch, keys, eps_key, eps, freq_base):
+    """The architecture's integer hyper-parameters, its norm epsilon and RoPE base."""
+    for key, value in keys.items():
+        w.writer.add_uint32(f"{arch}.{key}", value)
+    w.writer.add_float32(f"{arch}.attention.{eps_key}", eps)
+    w.writer.add_float32(f"{arch}.rope.freq_base", freq_base)
+
+
+def embeddings(w, n_embd, n_vocab, tied):
+    """Token embeddings, the output norm, and an output matrix unless tied."""
+    w.matrix("token_embd.weight", n_embd, n_vocab)
+    w.norm("output_norm.weight", n_embd)
+    if not tied:
+        w.matrix("output.weight", n_embd, n_vocab)
+
+
+def attention(w, blk, n_embd, q, kv, bias=False):
+    """q, k and v (with biases when asked) of one layer; wo is the caller's."""
+    for name, rows in (("attn_q", q), ("attn_k", kv), ("attn_v", kv)):
+        w.matrix(blk + name + ".weight", n_embd, rows)
+        if bias:
+            w.vector(blk + name + ".bias", w.rng.normal(0.0, 0.1, rows))
+
+
 def moe_ffn(w, blk, n_embd, n_expert, n_ff_exp, n_ff_shexp):
     """Routed experts (3-D tensors, expert-major) and a shared expert with its sigmoid gate."""
     w.matrix(blk + "ffn_gate_inp.weight", n_embd, n_expert, np.float32)
@@ -147,22 +171,13 @@ def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False,
         keys.update({"expert_count": n_expert, "expert_used_count": 2})
     if shared_expert:
         keys.update({"expert_feed_forward_length": n_ff, "expert_shared_feed_forward_length": 384})
-    for key, value in keys.items():
-        wr.add_uint32(f"{arch}.{key}", value)
-    wr.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
-    wr.add_float32(f"{arch}.rope.freq_base", 10000.0)
+    header(w, arch, keys, "layer_norm_rms_epsilon", 1e-6, 10000.0)
     q, kv = n_head * head_dim, n_head_kv * head_dim
-    w.matrix("token_embd.weight", n_embd, n_vocab)
-    w.norm("output_norm.weight", n_embd)
-    if not tied:
-        w.matrix("output.weight", n_embd, n_vocab)
+    embeddings(w, n_embd, n_vocab, tied)
     for il in range(n_layer):
         blk = f"blk.{il}."
         w.norm(blk + "attn_norm.weight", n_embd)
-        for name, rows in (("attn_q", q), ("attn_k", kv), ("attn_v", kv)):
-            w.matrix(blk + name + ".weight", n_embd, rows)
-            if qkv_bias:
-                w.vector(blk + name + ".bias", w.rng.normal(0.0, 0.1, rows))
+        attention(w, blk, n_embd, q, kv, qkv_bias)
         if qk_norm:
             w.norm(blk + "attn_q_norm.weight", q if qk_norm == "whole" else head_dim)
             w.norm(blk + "attn_k_norm.weight", kv if qk_norm == "whole" else head_dim)
@@ -190,32 +205,59 @@ def cohere2(w, n_embd, n_vocab):
     """Cohere 2 (Command R7B): one LayerNorm (no bias) feeding attention and FFN in parallel, a
     sliding window of 16 on 3 layers of 4 with RoPE on those only, a logit scale, tied output."""
     arch, n_layer, n_ff, n_head, n_head_kv, head_dim = "cohere2", 4, 256, 4, 2, 64
-    wr = w.writer
-    for key, value in {"block_count": n_layer, "context_length": 4096,
-                       "embedding_length": n_embd, "feed_forward_length": n_ff,
-                       "attention.head_count": n_head, "attention.head_count_kv": n_head_kv,
-                       "rope.dimension_count": head_dim, "attention.sliding_window": 16,
-                       "attention.sliding_window_pattern": 4}.items():
-        wr.add_uint32(f"{arch}.{key}", value)
-    wr.add_float32(f"{arch}.attention.layer_norm_epsilon", 1e-5)
-    wr.add_float32(f"{arch}.rope.freq_base", 10000.0)
-    wr.add_float32(f"{arch}.logit_scale", 0.25)
+    header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+                     "feed_forward_length": n_ff, "attention.head_count": n_head,
+                     "attention.head_count_kv": n_head_kv, "rope.dimension_count": head_dim,
+                     "attention.sliding_window": 16, "attention.sliding_window_pattern": 4},
+           "layer_norm_epsilon", 1e-5, 10000.0)
+    w.writer.add_float32(f"{arch}.logit_scale", 0.25)
     q, kv = n_head * head_dim, n_head_kv * head_dim
-    w.matrix("token_embd.weight", n_embd, n_vocab)
-    w.norm("output_norm.weight", n_embd)
+    embeddings(w, n_embd, n_vocab, tied=True)
     for il in range(n_layer):
         blk = f"blk.{il}."
         w.norm(blk + "attn_norm.weight", n_embd)
-        for name, rows in (("attn_q", q), ("attn_k", kv), ("attn_v", kv)):
-            w.matrix(blk + name + ".weight", n_embd, rows)
+        attention(w, blk, n_embd, q, kv)
         w.matrix(blk + "attn_output.weight", q, n_embd)
         w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
         w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
         w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
 
 
+def gpt_oss(w, n_embd, n_vocab):
+    """gpt-oss: attention sinks, a sliding window of 16 on every other layer, q/k/v and output
+    biases, 4 experts (2 used) with biases and the clamped SwiGLU, the FFN's norm named
+    post_attention_norm, an output matrix of its own."""
+    arch, n_layer, n_ff, n_head, n_head_kv, head_dim, n_expert = "gpt-oss", 2, 256, 4, 2, 64, 4
+    wr = w.writer
+    header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+                     "feed_forward_length": n_ff, "expert_feed_forward_length": n_ff,
+                     "attention.head_count": n_head, "attention.head_count_kv": n_head_kv,
+                     "attention.key_length": head_dim, "attention.value_length": head_dim,
+                     "rope.dimension_count": head_dim, "attention.sliding_window": 16,
+                     "expert_count": n_expert, "expert_used_count": 2},
+           "layer_norm_rms_epsilon", 1e-5, 150000.0)
+    q, kv = n_head * head_dim, n_head_kv * head_dim
+    embeddings(w, n_embd, n_vocab, tied=False)
+    for il in range(n_layer):
+        blk = f"blk.{il}."
+        w.norm(blk + "attn_norm.weight", n_embd)
+        attention(w, blk, n_embd, q, kv, bias=True)
+        w.matrix(blk + "attn_output.weight", q, n_embd)
+        w.vector(blk + "attn_output.bias", w.rng.normal(0.0, 0.1, n_embd))
+        w.vector(blk + "attn_sinks.weight", w.rng.normal(0.0, 1.0, n_head))
+        w.norm(blk + "post_attention_norm.weight", n_embd)
+        w.matrix(blk + "ffn_gate_inp.weight", n_embd, n_expert, np.float32)
+        w.vector(blk + "ffn_gate_inp.bias", w.rng.normal(0.0, 0.1, n_expert))
+        for name, ne0, ne1 in (("gate", n_embd, n_ff), ("up", n_embd, n_ff), ("down", n_ff, n_embd)):
+            e = w.rng.normal(0.0, 1.0 / np.sqrt(ne0), size=(n_expert, ne1, ne0))
+            wr.add_tensor(blk + f"ffn_{name}_exps.weight", e.astype(np.float16))
+            bias = w.rng.normal(0.0, 0.1, size=(n_expert, ne1))
+            wr.add_tensor(blk + f"ffn_{name}_exps.bias", bias.astype(np.float32))
+
+
 ARCHS = {
     "cohere2": cohere2,
+    "gpt-oss": gpt_oss,
     "qwen35": qwen35,
     "qwen35moe": lambda w, e, v: qwen35(w, e, v, "qwen35moe"),
     # Seed-OSS: q/k/v biases, NeoX RoPE, the FFN's norm named post_attention_norm

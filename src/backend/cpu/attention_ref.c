@@ -1,5 +1,5 @@
-/* attention_ref.c: the CPU backend's reference attention: causal, GQA/MQA, sliding window and
- * soft-capped scores, over a KV cache read back as floats; with an f16 cache it rounds as
+/* attention_ref.c: the CPU backend's reference attention: causal, GQA/MQA, sliding window,
+ * soft-capped scores and sinks, over a KV cache read back as floats; with an f16 cache it rounds as
  * llama.cpp's CPU flash attention does. */
 #include <math.h>
 #include <string.h>
@@ -35,7 +35,9 @@ static void attend(const struct attn_args *a, int t, int h, float *scores) {
     memset(y, 0, (size_t)a->hd_v * sizeof *y);
     if (max == -INFINITY)
         return; /* nothing visible: a zero output, as a fully masked softmax row */
-    double total = 0.0;
+    float sink = a->sinks ? a->sinks[h] : -INFINITY; /* in the softmax, with no value */
+    max = sink > max ? sink : max;
+    double total = a->sinks ? (double)expf(sink - max) : 0.0;
     for (int c = 0; c < a->n_cells; c++) {
         scores[c] = scores[c] == -INFINITY ? 0.0f : expf(scores[c] - max);
         total += scores[c];
@@ -99,6 +101,17 @@ static void attend_f16(const struct attn_args *a, int t, int h, float *acc) {
         for (int i = 0; i < a->hd_v; i++)
             acc[i] = round_f16(fmaf(v[i], vs, acc[i]));
         sum = fmaf(sum, ms, vs);
+    }
+    if (a->sinks) { /* the sink joins the softmax last, on the float accumulator, as ggml's */
+        float s = a->sinks[h], ms = 1.0f, vs = 1.0f;
+        if (s > m) {
+            ms = expf(m - s);
+            for (int i = 0; i < a->hd_v; i++)
+                acc[i] *= ms;
+        } else {
+            vs = expf(s - m);
+        }
+        sum = sum * ms + vs;
     }
     float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
     for (int i = 0; i < a->hd_v; i++)
@@ -166,7 +179,8 @@ static void simd_rows(void *arg, int ith, int nth) {
         token_tiled(j->k, a, t, scratch);
 }
 
-void attention_run(struct backend *b, const struct attn_args *a, const struct attention_kernels *k) {
+void attention_run(struct backend *b, const struct attn_args *a,
+                   const struct attention_kernels *k) {
     /* room for ATTN_HEADS_AT_ONCE rows of scores and the visibility bytes */
     bool tiled = a->n >= ATTN_TILED_FROM && a->k_t && a->softcap == 0.0f &&
                  (size_t)(ATTN_HEADS_AT_ONCE + 1) * (size_t)a->n_cells <= b->scratch_per_thread;
@@ -183,6 +197,10 @@ void cpu_attention_ref(struct backend *b, const struct attn_args *a) {
 
 /* The fastest attention this build and CPU have for the args; the reference otherwise. */
 void cpu_attention(struct backend *b, const struct attn_args *a) {
+    if (a->sinks) { /* the SIMD kernels have no sinks yet */
+        cpu_attention_ref(b, a);
+        return;
+    }
 #ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
     if (attention_avx512(b, a) || attention_avx2(b, a))
         return;

@@ -176,7 +176,10 @@ static void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, co
             y[i] = gate[i] / (1.0f + ggml_expf(-gate[i])) * up[i];
         else if (kind == GLU_SIGMOID) /* ggml_sigmoid's libm exp, then the product */
             y[i] = 1.0f / (1.0f + expf(-gate[i])) * up[i];
-        else
+        else if (kind == GLU_SWIGLU_OAI) { /* ggml_swiglu_oai, alpha 1.702 and limit 7 */
+            float x = fminf(gate[i], 7.0f), u = fminf(fmaxf(up[i], -7.0f), 7.0f);
+            y[i] = x / (1.0f + expf(1.702f * (-x))) * (u + 1.0f);
+        } else
             y[i] = ggml_gelu(gate[i]) * up[i];
     }
 }
