@@ -75,6 +75,10 @@ static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_we
     OX_TRY(bind_vec(m, NAME("attn_q.bias"), q, true, &l->bq));
     OX_TRY(bind_vec(m, NAME("attn_k.bias"), k, true, &l->bk));
     OX_TRY(bind_vec(m, NAME("attn_v.bias"), v, true, &l->bv));
+    if (d->qk_norm == QK_NORM_NONE && find(m, NAME("attn_q_norm.weight")))
+        return ox_fail(OX_ERR_UNSUPPORTED, /* Command R+'s per-head LayerNorms, say */
+                       "model: tensor '%s' (a q/k norm %s does not have) is not supported", name,
+                       d->name);
     if (d->qk_norm != QK_NORM_NONE) {
         bool whole = d->qk_norm == QK_NORM_WHOLE;
         OX_TRY(

@@ -158,7 +158,8 @@ def qwen35(w, n_embd, n_vocab, arch="qwen35"):
 
 
 def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False, qk_norm=None,
-               ffn_norm="ffn_norm", n_expert=0, tied=True, shared_expert=False):
+               ffn_norm="ffn_norm", n_expert=0, tied=True, shared_expert=False, floats=None,
+               ints=None):
     """The Llama layout with one architecture's differences: q/k/v biases, q/k norms (per head
     or across all heads), the FFN's norm under another name, Mixtral-style experts of n_ff, and
     beside them a shared expert of 192 with its sigmoid gate."""
@@ -171,7 +172,10 @@ def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False,
         keys.update({"expert_count": n_expert, "expert_used_count": 2})
     if shared_expert:
         keys.update({"expert_feed_forward_length": n_ff, "expert_shared_feed_forward_length": 192})
+    keys.update(ints or {})
     header(w, arch, keys, "layer_norm_rms_epsilon", 1e-6, 10000.0)
+    for key, value in (floats or {}).items():  # an architecture's multipliers
+        w.writer.add_float32(f"{arch}.{key}", value)
     q, kv = n_head * head_dim, n_head_kv * head_dim
     embeddings(w, n_embd, n_vocab, tied)
     for il in range(n_layer):
@@ -201,15 +205,17 @@ def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False,
         w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
 
 
-def cohere2(w, n_embd, n_vocab):
+def cohere2(w, n_embd, n_vocab, arch="cohere2"):
     """Cohere 2 (Command R7B): one LayerNorm (no bias) feeding attention and FFN in parallel, a
-    sliding window of 16 on 3 layers of 4 with RoPE on those only, a logit scale, tied output."""
-    arch, n_layer, n_ff, n_head, n_head_kv, head_dim = "cohere2", 4, 256, 4, 2, 32
-    header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
-                     "feed_forward_length": n_ff, "attention.head_count": n_head,
-                     "attention.head_count_kv": n_head_kv, "rope.dimension_count": head_dim,
-                     "attention.sliding_window": 16, "attention.sliding_window_pattern": 4},
-           "layer_norm_epsilon", 1e-5, 10000.0)
+    sliding window of 16 on 3 layers of 4 with RoPE on those only, a logit scale, tied output.
+    command-r: the same block with two layers, no window."""
+    n_layer, n_ff, n_head, n_head_kv, head_dim = 4 if arch == "cohere2" else 2, 256, 4, 2, 32
+    keys = {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+            "feed_forward_length": n_ff, "attention.head_count": n_head,
+            "attention.head_count_kv": n_head_kv, "rope.dimension_count": head_dim}
+    if arch == "cohere2":
+        keys.update({"attention.sliding_window": 16, "attention.sliding_window_pattern": 4})
+    header(w, arch, keys, "layer_norm_epsilon", 1e-5, 10000.0)
     w.writer.add_float32(f"{arch}.logit_scale", 0.25)
     q, kv = n_head * head_dim, n_head_kv * head_dim
     embeddings(w, n_embd, n_vocab, tied=True)
@@ -255,8 +261,41 @@ def gpt_oss(w, n_embd, n_vocab):
             wr.add_tensor(blk + f"ffn_{name}_exps.bias", bias.astype(np.float32))
 
 
+def olmo2(w, n_embd, n_vocab):
+    """OLMo 2: no norms before attention or FFN, post-norms after each, q/k RMSNorm across all
+    heads, an output matrix of its own."""
+    arch, n_layer, n_ff, n_head, n_head_kv, head_dim = "olmo2", 2, 256, 4, 2, 32
+    header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+                     "feed_forward_length": n_ff, "attention.head_count": n_head,
+                     "attention.head_count_kv": n_head_kv, "rope.dimension_count": head_dim},
+           "layer_norm_rms_epsilon", 1e-6, 10000.0)
+    q, kv = n_head * head_dim, n_head_kv * head_dim
+    embeddings(w, n_embd, n_vocab, tied=False)
+    for il in range(n_layer):
+        blk = f"blk.{il}."
+        attention(w, blk, n_embd, q, kv)
+        w.matrix(blk + "attn_output.weight", q, n_embd)
+        w.norm(blk + "attn_q_norm.weight", q)
+        w.norm(blk + "attn_k_norm.weight", kv)
+        w.norm(blk + "post_attention_norm.weight", n_embd)
+        w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
+        w.norm(blk + "post_ffw_norm.weight", n_embd)
+
+
 ARCHS = {
     "cohere2": cohere2,
+    "command-r": lambda w, e, v: cohere2(w, e, v, "command-r"),
+    "olmo2": olmo2,
+    # Granite: embedding, residual, attention and logit multipliers
+    "granite": lambda w, e, v: llama_like(w, e, v, "granite", floats={
+        "embedding_scale": 12.0, "residual_scale": 0.22, "attention.scale": 0.0078125,
+        "logit_scale": 8.0}),
+    # Mistral 3: Llama's layout, q scaled by 1 + 0.1 log(floor(pos / 16) + 1)
+    "mistral3": lambda w, e, v: llama_like(w, e, v, "mistral3",
+                                           floats={"attention.temperature_scale": 0.1},
+                                           ints={"rope.scaling.original_context_length": 16}),
     "gpt-oss": gpt_oss,
     "qwen35": qwen35,
     "qwen35moe": lambda w, e, v: qwen35(w, e, v, "qwen35moe"),
