@@ -6,16 +6,9 @@
 #include "model/context.h"
 #include "model/delta_net.h"
 #include "model/layer_ops.h"
+#include "model/moe.h"
 #include "model/shared_expert.h"
 #include "quant/dtype.h"
-
-/* Matrix e of a 3-D expert tensor. */
-static struct mat expert_mat(const struct backend *b, const struct weight *w, int e) {
-    struct mat m = as_mat(b, w);
-    m.data = (const uint8_t *)m.data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
-    m.packed = NULL; /* experts stay in the file's layout */
-    return m;
-}
 
 /* Layer il's cached keys and values: rows in the memory of the stage that runs it. */
 static uint8_t *layer_k(const struct ox_context *ctx, int il) {
@@ -323,106 +316,6 @@ static int keep_output_rows(struct ox_context *ctx, int n) {
     return kept;
 }
 
-/* The experts chosen and run by the backend where the router's probabilities are (moe_ffn),
- * when it does that for these shapes: no round trip to the host. */
-static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-                           float *out, int n) {
-    const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
-    if (!b->ops->moe_ffn || c->arch->parallel || /* a parallel block still needs proj */
-        l->ffn_gate_inp_b || l->ffn_gate_exps_b || c->arch->ffn == FFN_SWIGLU_OAI)
-        return false;
-    struct mat g = as_mat(b, l->ffn_gate_exps), u = as_mat(b, l->ffn_up_exps),
-               d = as_mat(b, l->ffn_down_exps);
-    struct moe_args m = {.kind = GLU_SILU,
-                         .gate = &g,
-                         .up = &u,
-                         .down = &d,
-                         .probs = a->router,
-                         .x = in,
-                         .y = out,
-                         .n = n,
-                         .n_expert = c->n_expert,
-                         .k = c->n_expert_used,
-                         .raw_weights = c->arch->moe_raw_weights,
-                         .n_batch = (int)ctx->params.n_batch,
-                         .ids = a->expert_ids,
-                         .weights = a->expert_w,
-                         .gate_out = a->gate,
-                         .up_out = a->up,
-                         .glu = a->hidden,
-                         .rows = a->proj,
-                         .out = a->moe_out};
-    if (!b->ops->moe_ffn(b, &m))
-        return false;
-    ctx->moe_on_host |= m.waited;
-    return true;
-}
-
-/* Mixtral-style MoE: softmax over the router, the top experts' SwiGLU FFNs weighted by their
- * renormalised probabilities, summed in expert order into out. The experts are chosen by the
- * backend, or on the host from the router's probabilities copied back. */
-/* y (one row of width) += expert e's row of a bias table, when the layer has one. */
-static void expert_bias(struct backend *b, const struct weight *bias, int e, float *y, int width) {
-    if (bias)
-        b->ops->add_row(b, y, vec(b, bias) + (size_t)e * (size_t)width, 1, width);
-}
-
-static void moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-                    float *out, int n) {
-    const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
-    struct mat router = as_mat(b, l->ffn_gate_inp);
-    b->ops->matmul(b, &router, in, a->router, n);
-    int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
-    if (l->ffn_gate_inp_b)
-        b->ops->add_row(b, a->router, vec(b, l->ffn_gate_inp_b), n, ne);
-    b->ops->softmax(b, a->router, n, ne);
-    if (moe_on_backend(ctx, l, in, out, n))
-        return;
-    ctx->moe_on_host |= b->ops->device;
-    /* a failed copy leaves indices in range, and the batch reports the failure */
-    enum ox_status st =
-        b->ops->download(b, a->router_host, a->router, (size_t)n * (size_t)ne * sizeof(float));
-    ctx->batch_err = ctx->batch_err != OX_OK ? ctx->batch_err : st;
-    b->ops->zero(b, out, (size_t)n * (size_t)d);
-    enum glu_kind kind = c->arch->ffn == FFN_SWIGLU_OAI ? GLU_SWIGLU_OAI : GLU_SILU;
-    for (int t = 0; t < n; t++) {
-        const float *p = a->router_host + (size_t)t * ne;
-        int idx[MODEL_MAX_EXPERTS_USED];
-        for (int j = 0; j < k; j++) { /* the k largest, ties to the lower index */
-            idx[j] = -1;
-            for (int e = 0; e < ne; e++) {
-                bool taken = false;
-                for (int q = 0; q < j; q++)
-                    taken |= idx[q] == e;
-                if (!taken && (idx[j] < 0 || p[e] > p[idx[j]]))
-                    idx[j] = e;
-            }
-        }
-        double wsum = 0.0; /* ggml's row sum: double, then float; 1: the raw probabilities */
-        for (int j = 0; j < k; j++)
-            wsum += p[idx[j]];
-        wsum = c->arch->moe_raw_weights ? 1.0 : wsum;
-        const float *x = in + (size_t)t * d;
-        for (int j = 0; j < k; j++) {
-            struct mat g = expert_mat(b, l->ffn_gate_exps, idx[j]),
-                       u = expert_mat(b, l->ffn_up_exps, idx[j]);
-            struct mat dn = expert_mat(b, l->ffn_down_exps, idx[j]);
-            b->ops->matmul(b, &g, x, a->gate, 1);
-            b->ops->matmul(b, &u, x, a->up, 1);
-            expert_bias(b, l->ffn_gate_exps_b, idx[j], a->gate, ff);
-            expert_bias(b, l->ffn_up_exps_b, idx[j], a->up, ff);
-            b->ops->glu(b, kind, a->gate, a->up, a->hidden, (size_t)ff);
-            b->ops->matmul(b, &dn, a->hidden, a->gate, 1);
-            expert_bias(b, l->ffn_down_exps_b, idx[j], a->gate, d);
-            b->ops->axpy(b, out + (size_t)t * d, a->gate, p[idx[j]] / (float)wsum, (size_t)d);
-        }
-    }
-}
-
 /* act.hidden = act(gate in) * (up in) by one backend op, which takes in through the norm first
  * unless that is NULL; false when the backend does not fuse these. */
 static bool glu_fused(struct ox_context *ctx, const struct layer_weights *l, const float *in,
@@ -527,7 +420,7 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
         }
     }
     if (l->ffn_gate_inp) {
-        moe_ffn(ctx, l, in, a->branch, n);
+        moe_block(ctx, l, in, a->branch, n);
         if (l->ffn_up_shexp)
             shared_expert_add(ctx, l, in, a->branch, n);
     } else {

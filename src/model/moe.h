@@ -1,0 +1,13 @@
+/* moe.h: a layer's MoE FFN (moe.c). */
+#ifndef OX_MODEL_MOE_H
+#define OX_MODEL_MOE_H
+
+#include "model/model.h"
+
+struct ox_context;
+
+/* out = the MoE FFN of layer l over in, n tokens (the shared expert is the caller's). */
+void moe_block(struct ox_context *ctx, const struct layer_weights *l, const float *in, float *out,
+               int n);
+
+#endif
