@@ -386,9 +386,7 @@ void ox_context_free(struct ox_context *ctx) {
         last->be.ops->free(&last->be, ctx->b_logits);
     if (host_copy)
         ox_aligned_free(ctx->logits);
-    for (int i = 0; ctx->dn && i < ctx->n_stages; i++)
-        delta_net_free_bufs(ctx->dn, i, &ctx->stages[i].be);
-    delta_net_free(ctx->dn); /* the states, in the stages' memory */
+    delta_net_free(ctx->dn); /* in the stages' memory */
     for (int i = 0; i < 2; i++)
         free_stage(&ctx->stages[i]);
     free(ctx->pos), free(ctx->seq), free(ctx->cell), free(ctx->out_row);

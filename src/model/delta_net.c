@@ -5,7 +5,6 @@
 #include "model/delta_net.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "model/context.h"
 #include "model/layer_ops.h"
@@ -23,7 +22,7 @@ static float *zalloc(struct ox_context *ctx, struct backend *b, size_t n) {
 /* The stage's buffers for n_batch tokens. */
 static bool alloc_bufs(struct ox_context *ctx, struct stage *st, struct delta_net_bufs *u) {
     const struct model_config *c = &ctx->model->cfg;
-    struct backend *b = &st->be;
+    struct backend *b = u->owner = &st->be;
     size_t nb = ctx->params.n_batch, hv = (size_t)c->dn_v_heads, value = hv * (size_t)c->dn_state;
     size_t conv_dim = 2 * (size_t)c->dn_k_heads * (size_t)c->dn_state + value;
     u->qkv = zalloc(ctx, b, nb * conv_dim), u->conv_out = zalloc(ctx, b, nb * conv_dim);
@@ -85,18 +84,15 @@ void delta_net_free(struct delta_net_state *s) {
         if (b && s->ssm[r])
             b->ops->free(b, s->ssm[r]);
     }
+    for (size_t i = 0; i < sizeof s->bufs / sizeof s->bufs[0]; i++) {
+        struct delta_net_bufs *u = &s->bufs[i];
+        float *p[] = {u->qkv, u->conv_out, u->z, u->y, u->beta, u->alpha};
+        for (size_t j = 0; u->owner && j < sizeof p / sizeof p[0]; j++)
+            if (p[j])
+                u->owner->ops->free(u->owner, p[j]);
+    }
     free(s->index), free(s->conv), free(s->ssm), free(s->owner);
     free(s);
-}
-
-/* The stages' buffers are freed with the stage: delta_net_free_bufs runs first (context.c). */
-void delta_net_free_bufs(struct delta_net_state *s, int32_t stage, struct backend *b) {
-    struct delta_net_bufs *u = &s->bufs[stage];
-    float *p[] = {u->qkv, u->conv_out, u->z, u->y, u->beta, u->alpha};
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
-        if (p[i])
-            b->ops->free(b, p[i]);
-    memset(u, 0, sizeof *u);
 }
 
 void delta_net_reset(struct delta_net_state *s, int32_t seq) {

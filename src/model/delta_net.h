@@ -13,6 +13,7 @@ struct backend;
 
 /* A stage's buffers for n_batch tokens of a delta-net layer, in its backend's memory. */
 struct delta_net_bufs {
+    struct backend *owner;
     float *qkv, *z, *beta, *alpha, *conv_out, *y;
 };
 
@@ -29,11 +30,9 @@ struct delta_net_state {
 };
 
 /* ctx->dn for a context whose stages are made, when its model has recurrent layers (else it
- * stays NULL); freed by delta_net_free before the stages. */
+ * stays NULL); delta_net_free runs before the stages go, since their backends hold its memory. */
 enum ox_status delta_net_create(struct ox_context *ctx);
 void delta_net_free(struct delta_net_state *s);
-/* Frees stage's buffers (b: its backend), before the stage goes. */
-void delta_net_free_bufs(struct delta_net_state *s, int32_t stage, struct backend *b);
 /* Sequence seq's state back to zeros, as before its first token (seq < 0: every sequence). */
 void delta_net_reset(struct delta_net_state *s, int32_t seq);
 /* Sequence dst's state made a copy of src's. */

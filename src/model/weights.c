@@ -37,24 +37,20 @@ static enum ox_status bind(const struct ox_model *m, const char *name, int64_t n
     return OX_OK;
 }
 
-/* A norm weight or bias: read directly as floats by the forward pass, so it must be f32. */
-static enum ox_status bind_vec(const struct ox_model *m, const char *name, int64_t n, bool optional,
-                               const struct weight **out) {
-    OX_TRY(bind(m, name, n, 1, 1, optional, out));
+/* An f32 table of ne1 rows of ne0 (a norm weight or bias: ne1 = 1; the experts' biases, a row
+ * each): read directly as floats by the forward pass, so it must be f32. */
+static enum ox_status bind_f32(const struct ox_model *m, const char *name, int64_t ne0, int64_t ne1,
+                               bool optional, const struct weight **out) {
+    OX_TRY(bind(m, name, ne0, ne1, 1, optional, out));
     if (*out && (*out)->type != OX_DTYPE_F32)
         return ox_fail(OX_ERR_UNSUPPORTED, "model: tensor '%s' must be f32, not %s", name,
                        ox_dtype_name((*out)->type));
     return OX_OK;
 }
 
-/* An optional f32 table of ne1 rows of ne0 (the experts' biases, a row each). */
-static enum ox_status bind_f32(const struct ox_model *m, const char *name, int64_t ne0, int64_t ne1,
+static enum ox_status bind_vec(const struct ox_model *m, const char *name, int64_t n, bool optional,
                                const struct weight **out) {
-    OX_TRY(bind(m, name, ne0, ne1, 1, true, out));
-    if (*out && (*out)->type != OX_DTYPE_F32)
-        return ox_fail(OX_ERR_UNSUPPORTED, "model: tensor '%s' must be f32, not %s", name,
-                       ox_dtype_name((*out)->type));
-    return OX_OK;
+    return bind_f32(m, name, n, 1, optional, out);
 }
 
 static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_weights *l) {
@@ -106,10 +102,7 @@ static enum ox_status bind_delta_net(struct ox_model *m, int il, struct layer_we
     OX_TRY(bind_vec(m, NAME("attn_norm.weight"), e, false, &l->attn_norm));
     OX_TRY(bind(m, NAME("attn_qkv.weight"), e, conv, 1, false, &l->dn_qkv));
     OX_TRY(bind(m, NAME("attn_gate.weight"), e, value, 1, false, &l->dn_z));
-    OX_TRY(bind(m, NAME("ssm_conv1d.weight"), c->dn_conv, conv, 1, false, &l->dn_conv));
-    if (l->dn_conv->type != OX_DTYPE_F32)
-        return ox_fail(OX_ERR_UNSUPPORTED, "model: tensor '%s' must be f32, not %s", name,
-                       ox_dtype_name(l->dn_conv->type));
+    OX_TRY(bind_f32(m, NAME("ssm_conv1d.weight"), c->dn_conv, conv, false, &l->dn_conv));
     OX_TRY(bind_vec(m, NAME("ssm_dt.bias"), c->dn_v_heads, false, &l->dn_dt_bias));
     OX_TRY(bind_vec(m, NAME("ssm_a"), c->dn_v_heads, false, &l->dn_a));
     OX_TRY(bind(m, NAME("ssm_beta.weight"), e, c->dn_v_heads, 1, false, &l->dn_beta));
@@ -139,9 +132,9 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
         OX_TRY(bind(m, NAME("ffn_up_exps.weight"), e, fe, ne, false, &l->ffn_up_exps));
         OX_TRY(bind(m, NAME("ffn_down_exps.weight"), fe, e, ne, false, &l->ffn_down_exps));
         OX_TRY(bind_vec(m, NAME("ffn_gate_inp.bias"), ne, true, &l->ffn_gate_inp_b));
-        OX_TRY(bind_f32(m, NAME("ffn_gate_exps.bias"), fe, ne, &l->ffn_gate_exps_b));
-        OX_TRY(bind_f32(m, NAME("ffn_up_exps.bias"), fe, ne, &l->ffn_up_exps_b));
-        OX_TRY(bind_f32(m, NAME("ffn_down_exps.bias"), e, ne, &l->ffn_down_exps_b));
+        OX_TRY(bind_f32(m, NAME("ffn_gate_exps.bias"), fe, ne, true, &l->ffn_gate_exps_b));
+        OX_TRY(bind_f32(m, NAME("ffn_up_exps.bias"), fe, ne, true, &l->ffn_up_exps_b));
+        OX_TRY(bind_f32(m, NAME("ffn_down_exps.bias"), e, ne, true, &l->ffn_down_exps_b));
         int64_t fs = c->n_ff_shexp;
         OX_TRY(bind(m, NAME("ffn_up_shexp.weight"), e, fs, 1, true, &l->ffn_up_shexp));
         bool shared = l->ffn_up_shexp != NULL; /* then all but its gate are needed */

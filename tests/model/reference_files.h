@@ -70,9 +70,8 @@ static inline uint64_t file_fnv1a(const char *path) {
 /* The model file of reference name under root into path. A quantized file the repository does
  * not keep (reference/<name>.quantize: "<source> <ftype> <fnv1a>", make_refs.sh) is made here
  * by ox_model_quantize from its f16 source into the temporary folder (reference_model_release
- * removes it), and
- * must be byte for byte llama-quantize's file: the same FNV-1a 64 hash. False when it cannot
- * be made or differs (a failed check says why). */
+ * removes it), and must be byte for byte llama-quantize's file: the same FNV-1a 64 hash. False
+ * when it cannot be made or differs (a failed check says why). */
 static inline bool reference_model_path(const char *root, const char *name, char *path,
                                         size_t cap) {
     char recipe[1024], src[512], line[512] = "";

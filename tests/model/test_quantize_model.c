@@ -43,37 +43,29 @@ static enum ox_ftype file_type_of(const char *path) {
     return (enum ox_ftype)ft;
 }
 
-/* Quantize dir/models/src as llama.cpp made dir/models/ref (its file type, pure or mixed) and
- * compare the whole files. */
-static void check_identical_in(const char *dir, const char *src, const char *ref_file, bool pure) {
-    char ref[1024], in[1024], out[1024];
-    snprintf(ref, sizeof ref, "%s/models/%s", dir, ref_file);
-    snprintf(in, sizeof in, "%s/models/%s", dir, src);
-    path_in(out, sizeof out, tmp_dir, ref_file);
+/* Quantize llama-f32 as llama.cpp made llama-<name>.gguf and compare the whole files. */
+static void check_identical(const char *name, bool pure) {
+    char ref[1024], in[1024], out[1024], file[64];
+    snprintf(file, sizeof file, "llama-%s.gguf", name);
+    model_path(ref, sizeof ref, file);
+    model_path(in, sizeof in, "llama-f32.gguf");
+    path_in(out, sizeof out, tmp_dir, file);
     struct ox_quantize_params p = ox_quantize_params_default();
     p.ftype = file_type_of(ref);
     p.pure = pure;
     p.n_threads = 2;
     struct ox_quantize_result r;
     enum ox_status s = ox_model_quantize(in, out, &p, &r);
-    CHECK_MSG(s == OX_OK, "%s: %s", ref_file, ox_last_error());
+    CHECK_MSG(s == OX_OK, "%s: %s", name, ox_last_error());
     size_t na = 0, nb = 0;
     uint8_t *a = read_all(out, &na), *b = read_all(ref, &nb);
     bool same = a && b && na == nb && memcmp(a, b, na) == 0;
-    CHECK_MSG(same, "%s: output differs from llama.cpp's file (%zu vs %zu bytes)", ref_file, na,
-              nb);
-    printf("  %-22s %s  %.3f bits/weight\n", ref_file, same ? "identical" : "DIFFERENT",
+    CHECK_MSG(same, "%s: output differs from llama.cpp's file (%zu vs %zu bytes)", name, na, nb);
+    printf("  %-10s %s  %.3f bits/weight\n", name, same ? "identical" : "DIFFERENT",
            8.0 * (double)r.bytes_out / (double)r.n_params);
     free(a);
     free(b);
     unlink(out);
-}
-
-/* llama-f32 quantized as llama.cpp made llama-<name>.gguf. */
-static void check_identical(const char *name, bool pure) {
-    char file[64];
-    snprintf(file, sizeof file, "llama-%s.gguf", name);
-    check_identical_in(test_data_dir(), "llama-f32.gguf", file, pure);
 }
 
 static void check_reference_files(void) {

@@ -1,6 +1,6 @@
 /* attention_ref.c: the CPU backend's reference attention: causal, GQA/MQA, sliding window,
- * soft-capped scores and sinks, over a KV cache read back as floats; with an f16 cache it rounds as
- * llama.cpp's CPU flash attention does. */
+ * soft-capped scores and sinks, over a KV cache read back as floats; with an f16 cache it rounds
+ * as llama.cpp's CPU flash attention does. */
 #include <math.h>
 #include <string.h>
 
