@@ -4,6 +4,7 @@
  * tokens. Built against llama.cpp's library by tools/archref/build.sh; never part of oxidize.
  *
  * usage: dump_reference MODEL.gguf OUTDIR NAME */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,77 @@ static void json_ids(FILE *f, const char *key, const llama_token *t, int n) {
     fprintf(f, "],\n");
 }
 
+/* What the reference files hold. */
+struct reference {
+    int n_vocab, n_text;
+    llama_token prompt[N_PROMPT], greedy[N_GREEDY], text[256], text_greedy[N_TEXT_GREEDY];
+    float *logits, *greedy_logits; /* [N_PROMPT][n_vocab], [N_GREEDY][n_vocab] */
+};
+
+/* The prompt: BOS when the vocab adds one, then ids from [3, n_vocab - 1) drawn from a seed
+ * made of the reference's name. */
+static void make_prompt(const struct llama_vocab *vocab, const char *name, struct reference *r) {
+    int n = 0;
+    if (llama_vocab_get_add_bos(vocab))
+        r->prompt[n++] = llama_vocab_bos(vocab);
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (const char *p = name; *p; p++)
+        s = (s ^ (uint8_t)*p) * 0x100000001b3ull;
+    while (n < N_PROMPT) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        r->prompt[n++] = 3 + (llama_token)((s >> 33) % (uint64_t)(r->n_vocab - 4));
+    }
+}
+
+/* The prompt as one batch (every position's logits) and its greedy tokens; then, on a cleared
+ * memory, the text (BOS as the vocab asks, special tokens not parsed) and its greedy tokens. */
+static bool run(struct llama_context *ctx, const struct llama_vocab *vocab, struct reference *r) {
+    int nv = r->n_vocab;
+    decode(ctx, r->prompt, N_PROMPT, 0, 1);
+    for (int i = 0; i < N_PROMPT; i++)
+        memcpy(r->logits + (size_t)i * nv, llama_get_logits_ith(ctx, i),
+               (size_t)nv * sizeof(float));
+    greedy(ctx, nv, N_PROMPT, N_PROMPT - 1, N_GREEDY, r->greedy, r->greedy_logits);
+    llama_memory_clear(llama_get_memory(ctx), true);
+    r->n_text = llama_tokenize(vocab, TEXT, (int32_t)strlen(TEXT), r->text, 256, true, false);
+    if (r->n_text <= 0)
+        return false;
+    decode(ctx, r->text, r->n_text, 0, 0);
+    greedy(ctx, nv, r->n_text, -1, N_TEXT_GREEDY, r->text_greedy, NULL);
+    return true;
+}
+
+/* dir/name.json, dir/name.logits.f32 and dir/name.greedy.f32. */
+static bool write_reference(const char *dir, const char *name, const struct llama_vocab *vocab,
+                            const struct reference *r) {
+    char file[1024], path[4096];
+    snprintf(file, sizeof file, "%s.logits.f32", name);
+    write_f32(dir, file, r->logits, (size_t)N_PROMPT * r->n_vocab);
+    snprintf(file, sizeof file, "%s.greedy.f32", name);
+    write_f32(dir, file, r->greedy_logits, (size_t)N_GREEDY * r->n_vocab);
+    snprintf(path, sizeof path, "%s/%s.json", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    fprintf(f, "{\n  \"n_vocab\": %d,\n  \"n_ctx\": %d,\n", r->n_vocab, N_CTX);
+    json_ids(f, "prompt", r->prompt, N_PROMPT);
+    fprintf(f, "  \"logits\": \"%s.logits.f32\",\n", name);
+    json_ids(f, "greedy", r->greedy, N_GREEDY);
+    fprintf(f, "  \"greedy_logits\": \"%s.greedy.f32\",\n", name);
+    fprintf(f, "  \"text\": \"%s\",\n", TEXT);
+    json_ids(f, "text_tokens", r->text, r->n_text);
+    json_ids(f, "text_greedy", r->text_greedy, N_TEXT_GREEDY);
+    fprintf(f, "  \"text_greedy_detok_hex\": \"");
+    for (int i = 0; i < N_TEXT_GREEDY; i++) {
+        char piece[256];
+        int len = llama_token_to_piece(vocab, r->text_greedy[i], piece, sizeof piece, 0, false);
+        for (int k = 0; k < len; k++)
+            fprintf(f, "%02x", (unsigned char)piece[k]);
+    }
+    fprintf(f, "\"\n}\n");
+    return fclose(f) == 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: dump_reference MODEL.gguf OUTDIR NAME\n");
@@ -95,74 +167,24 @@ int main(int argc, char **argv) {
     cp.n_threads = cp.n_threads_batch = N_THREADS;
     struct llama_context *ctx = llama_init_from_model(model, cp);
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
-    int n_vocab = llama_vocab_n_tokens(vocab);
-
-    /* the prompt: BOS when the vocab adds one, then ids from [3, n_vocab - 1) */
-    llama_token prompt[N_PROMPT];
-    int n = 0;
-    if (llama_vocab_get_add_bos(vocab))
-        prompt[n++] = llama_vocab_bos(vocab);
-    uint64_t s = 0x9e3779b97f4a7c15ull;
-    for (const char *p = name; *p; p++)
-        s = (s ^ (uint8_t)*p) * 0x100000001b3ull;
-    while (n < N_PROMPT) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        prompt[n++] = 3 + (llama_token)((s >> 33) % (uint64_t)(n_vocab - 4));
+    static struct reference r;
+    r.n_vocab = llama_vocab_n_tokens(vocab);
+    r.logits = malloc((size_t)N_PROMPT * r.n_vocab * sizeof *r.logits);
+    r.greedy_logits = malloc((size_t)N_GREEDY * r.n_vocab * sizeof *r.greedy_logits);
+    make_prompt(vocab, name, &r);
+    int rc = 0;
+    if (!ctx || !r.logits || !r.greedy_logits || !run(ctx, vocab, &r)) {
+        fprintf(stderr, "dump_reference: %s: cannot run the prompt or tokenize the text\n", name);
+        rc = 1;
+    } else if (!write_reference(dir, name, vocab, &r)) {
+        fprintf(stderr, "dump_reference: cannot write %s/%s.json\n", dir, name);
+        rc = 1;
+    } else {
+        printf("%s: %d positions, greedy %d ... , text %d tokens\n", name, N_PROMPT, r.greedy[0],
+               r.n_text);
     }
-    decode(ctx, prompt, N_PROMPT, 0, 1);
-    float *logits = malloc((size_t)N_PROMPT * n_vocab * sizeof *logits);
-    for (int i = 0; i < N_PROMPT; i++)
-        memcpy(logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, i),
-               (size_t)n_vocab * sizeof *logits);
-    llama_token g[N_GREEDY];
-    float *rows = malloc((size_t)N_GREEDY * n_vocab * sizeof *rows);
-    greedy(ctx, n_vocab, N_PROMPT, N_PROMPT - 1, N_GREEDY, g, rows);
-
-    /* the text: tokenized with BOS as the vocab asks, special tokens not parsed */
-    llama_memory_clear(llama_get_memory(ctx), true);
-    llama_token tt[256], tg[N_TEXT_GREEDY];
-    int nt = llama_tokenize(vocab, TEXT, (int32_t)strlen(TEXT), tt, 256, true, false);
-    if (nt <= 0) {
-        fprintf(stderr, "dump_reference: cannot tokenize the text\n");
-        return 1;
-    }
-    decode(ctx, tt, nt, 0, 0);
-    greedy(ctx, n_vocab, nt, -1, N_TEXT_GREEDY, tg, NULL);
-
-    char file[1024];
-    snprintf(file, sizeof file, "%s.logits.f32", name);
-    write_f32(dir, file, logits, (size_t)N_PROMPT * n_vocab);
-    snprintf(file, sizeof file, "%s.greedy.f32", name);
-    write_f32(dir, file, rows, (size_t)N_GREEDY * n_vocab);
-
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.json", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "dump_reference: cannot write %s\n", path);
-        return 1;
-    }
-    fprintf(f, "{\n  \"n_vocab\": %d,\n  \"n_ctx\": %d,\n", n_vocab, N_CTX);
-    json_ids(f, "prompt", prompt, N_PROMPT);
-    fprintf(f, "  \"logits\": \"%s.logits.f32\",\n", name);
-    json_ids(f, "greedy", g, N_GREEDY);
-    fprintf(f, "  \"greedy_logits\": \"%s.greedy.f32\",\n", name);
-    fprintf(f, "  \"text\": \"%s\",\n", TEXT);
-    json_ids(f, "text_tokens", tt, nt);
-    json_ids(f, "text_greedy", tg, N_TEXT_GREEDY);
-    fprintf(f, "  \"text_greedy_detok_hex\": \"");
-    for (int i = 0; i < N_TEXT_GREEDY; i++) {
-        char piece[256];
-        int len = llama_token_to_piece(vocab, tg[i], piece, sizeof piece, 0, false);
-        for (int k = 0; k < len; k++)
-            fprintf(f, "%02x", (unsigned char)piece[k]);
-    }
-    fprintf(f, "\"\n}\n");
-    fclose(f);
-    free(logits);
-    free(rows);
+    free(r.logits), free(r.greedy_logits);
     llama_free(ctx);
     llama_model_free(model);
-    printf("%s: %d positions, greedy %d ... , text %d tokens\n", name, N_PROMPT, g[0], nt);
-    return 0;
+    return rc;
 }
