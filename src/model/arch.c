@@ -47,6 +47,17 @@ static const struct arch_desc architectures[] = {
      .q_prescale = true,
      .swa = true,
      .swa_period = 6},
+    {.name = "gemma4",
+     .position = POS_ROPE_NEOX,
+     .ffn = FFN_GEGLU,
+     .qk_norm = QK_NORM_HEAD,
+     .post_norms = true,
+     .embd_scale_sqrt = true,
+     .swa = true,
+     .attn_unscaled = true,
+     .v_norm = true,
+     .v_may_be_k = true,
+     .rope_freqs_full_only = true},
     {.name = "seed_oss", .position = POS_ROPE_NEOX, .ffn_norm_named_post_attention = true},
     {.name = "olmoe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_WHOLE, .moe_raw_weights = true},
     {.name = "smollm3", .nope_period = 4},
@@ -107,7 +118,7 @@ const char *arch_nearest(const char *name, size_t len) {
         while (prefix < n && prefix < len && a[prefix] == name[prefix])
             prefix++;
         size_t gap = n > len ? n - len : len - n;
-        bool later = gap == best_gap && strcmp(a, best) > 0; /* gemma4: gemma3, not gemma2 */
+        bool later = gap == best_gap && strcmp(a, best) > 0; /* gemma5: gemma4, not gemma2 */
         if (prefix > best_prefix || (prefix == best_prefix && (gap < best_gap || later)))
             best = a, best_prefix = prefix, best_gap = gap;
     }
@@ -135,21 +146,22 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
         snprintf(swa, sizeof swa, ", sliding window on %d of every %d layers", a->swa_period - 1,
                  a->swa_period);
     else if (a->swa)
-        snprintf(swa, sizeof swa, ", sliding window on all layers if set");
+        snprintf(swa, sizeof swa, ", sliding window on the file's layers, else all");
     char nope[64] = "";
     if (a->nope_period > 0)
         snprintf(nope, sizeof nope, ", no RoPE on every %dth layer", a->nope_period);
     else if (a->nope_unless_swa)
         snprintf(nope, sizeof nope, ", RoPE on sliding-window layers only");
-    int n = snprintf(buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
-                     positions[a->position], ffns[a->ffn], qk[a->qk_norm],
-                     a->parallel ? ", parallel block" : "", a->no_pre_norm ? ", no pre-norm" : "",
-                     a->post_norms ? ", post-norms" : "",
-                     a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
-                     a->q_prescale ? ", q scaled before attention" : "", swa,
-                     a->attn_gate ? ", gated attention output" : "",
-                     a->delta_net ? ", gated delta-net layers between full attention" : "",
-                     a->moe_raw_weights ? ", experts weighted by raw probabilities" : "", nope);
+    int n = snprintf(
+        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm], positions[a->position],
+        ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
+        a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
+        a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
+        a->q_prescale ? ", q scaled before attention" : "", swa,
+        a->attn_gate ? ", gated attention output" : "",
+        a->delta_net ? ", gated delta-net layers between full attention" : "",
+        a->moe_raw_weights ? ", experts weighted by raw probabilities" : "", nope,
+        a->attn_unscaled ? ", q.k unscaled" : "", a->v_norm ? ", values RMS-normed" : "");
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -59,16 +59,21 @@ struct arch_desc {
     bool ffn_norm_named_post_attention; /* the FFN's pre-norm is post_attention_norm (qwen35) */
     bool moe_raw_weights;               /* experts weighted by their probabilities as they are, not
                                            renormalised over the chosen (olmoe) */
-    int nope_period;      /* every nope_period-th layer has no rotary embedding (smollm3: 4);
-                             0: every layer rotates */
-    bool nope_unless_swa; /* only sliding-window layers rotate (cohere2) */
+    int nope_period;           /* every nope_period-th layer has no rotary embedding (smollm3: 4);
+                                  0: every layer rotates */
+    bool nope_unless_swa;      /* only sliding-window layers rotate (cohere2) */
+    bool attn_unscaled;        /* q.k is not scaled: the q/k norms stand in for it (gemma4) */
+    bool v_norm;               /* values are RMS-normed per head, without a weight (gemma4) */
+    bool v_may_be_k;           /* a layer without attn_v uses its keys' projection as values */
+    bool rope_freqs_full_only; /* rope_freqs applies to full-attention layers only: gemma4's
+                                  "proportional" rotation of part of the head */
 };
 
 /* The descriptor for a GGUF general.architecture value, or NULL. */
 const struct arch_desc *arch_find(const char *name, size_t len);
 
 /* The supported architecture nearest to an unsupported name: the longest common prefix, then
- * the closest length, then the later name (qwen35moe -> qwen35, gemma4 -> gemma3). */
+ * the closest length, then the later name (gemma3n -> gemma3, gemma5 -> gemma4). */
 const char *arch_nearest(const char *name, size_t len);
 
 /* The supported architecture names, comma separated. */

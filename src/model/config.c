@@ -27,6 +27,60 @@ static enum ox_status get_int(const struct ox_gguf *g, const char *arch, const c
     return OX_OK;
 }
 
+/* An integer element of an array (signed, unsigned or bool), or -1 for another type. */
+static int64_t array_int(const struct gguf_value *arr, uint64_t i) {
+    struct gguf_value e;
+    if (gguf_array_elem(arr, i, &e) != OX_OK)
+        return -1;
+    switch (e.type) {
+    case OX_GGUF_INT8:
+    case OX_GGUF_INT16:
+    case OX_GGUF_INT32:
+    case OX_GGUF_INT64: return gguf_value_i64(&e);
+    case OX_GGUF_UINT8:
+    case OX_GGUF_BOOL:
+    case OX_GGUF_UINT16:
+    case OX_GGUF_UINT32:
+    case OX_GGUF_UINT64: return gguf_value_u64(&e) > INT64_MAX ? -1 : (int64_t)gguf_value_u64(&e);
+    default: return -1;
+    }
+}
+
+/* "<arch>.<suffix>" per layer, in [lo, hi]: one integer for every layer, or an array of one per
+ * layer (gemma4's kv heads and FFN widths); absent keys take fallback (< 0: required). */
+static enum ox_status get_layer_ints(const struct ox_gguf *g, const char *arch, const char *suffix,
+                                     int64_t lo, int64_t hi, int64_t fallback, int32_t n_layer,
+                                     int32_t *out) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    const struct gguf_value *v = gguf_find(g, key);
+    if (!v || v->type != OX_GGUF_ARRAY) {
+        OX_TRY(get_int(g, arch, suffix, lo, hi, fallback, &out[0]));
+        for (int32_t il = 1; il < n_layer; il++)
+            out[il] = out[0];
+        return OX_OK;
+    }
+    if (v->n != (uint64_t)n_layer)
+        return ox_fail(OX_ERR_FORMAT, "model: '%s' has %llu values for %d layers", key,
+                       (unsigned long long)v->n, n_layer);
+    for (int32_t il = 0; il < n_layer; il++) {
+        int64_t x = array_int(v, (uint64_t)il);
+        if (x < lo || x > hi)
+            return ox_fail(OX_ERR_FORMAT, "model: '%s' of layer %d is %lld, not in [%lld, %lld]",
+                           key, il, (long long)x, (long long)lo, (long long)hi);
+        out[il] = (int32_t)x;
+    }
+    return OX_OK;
+}
+
+/* The largest of the layers' values. */
+static int32_t max_of(const int32_t *v, int32_t n) {
+    int32_t m = v[0];
+    for (int32_t i = 1; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
 static enum ox_status get_float(const struct ox_gguf *g, const char *arch, const char *suffix,
                                 float fallback, float *out) {
     char key[256];
@@ -38,13 +92,19 @@ static enum ox_status get_float(const struct ox_gguf *g, const char *arch, const
 static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct model_config *c) {
     OX_TRY(get_int(g, a, "embedding_length", 1, 1 << 20, -1, &c->n_embd));
     OX_TRY(get_int(g, a, "block_count", 1, MODEL_MAX_LAYERS, -1, &c->n_layer));
-    OX_TRY(get_int(g, a, "feed_forward_length", 1, 1 << 22, -1, &c->n_ff));
     OX_TRY(get_int(g, a, "attention.head_count", 1, 1 << 14, -1, &c->n_head));
-    OX_TRY(get_int(g, a, "attention.head_count_kv", 1, 1 << 14, c->n_head, &c->n_head_kv));
+    int32_t ff[MODEL_MAX_LAYERS], kv[MODEL_MAX_LAYERS];
+    OX_TRY(get_layer_ints(g, a, "feed_forward_length", 1, 1 << 22, -1, c->n_layer, ff));
+    OX_TRY(
+        get_layer_ints(g, a, "attention.head_count_kv", 1, c->n_head, c->n_head, c->n_layer, kv));
     OX_TRY(get_int(g, a, "context_length", 1, 1 << 24, 4096, &c->n_ctx_train));
-    if (c->n_head % c->n_head_kv != 0)
-        return ox_fail(OX_ERR_FORMAT, "model: %d kv heads do not divide %d heads", c->n_head_kv,
-                       c->n_head);
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        if (c->n_head % kv[il] != 0)
+            return ox_fail(OX_ERR_FORMAT, "model: %d kv heads do not divide %d heads", kv[il],
+                           c->n_head);
+        c->layer[il].n_ff = ff[il], c->layer[il].n_head_kv = kv[il];
+    }
+    c->n_ff = max_of(ff, c->n_layer), c->n_head_kv = max_of(kv, c->n_layer);
     /* head size defaults to n_embd / n_head; files where that is not whole must give it */
     int32_t hd = c->n_embd % c->n_head == 0 ? c->n_embd / c->n_head : -1;
     OX_TRY(get_int(g, a, "attention.key_length", 1, 1 << 14, hd, &c->head_dim_k));
@@ -138,10 +198,76 @@ static enum ox_status read_swa(const struct ox_gguf *g, const char *a, struct mo
     int32_t period;
     OX_TRY(get_int(g, a, "attention.sliding_window", 0, 1 << 24, d->swa_default_window,
                    &c->swa_window));
+    char key[256];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
+    const struct gguf_value *v = gguf_find(g, key);
+    if (v && v->type == OX_GGUF_ARRAY) { /* a flag per layer (gemma4) */
+        int32_t flags[MODEL_MAX_LAYERS];
+        OX_TRY(
+            get_layer_ints(g, a, "attention.sliding_window_pattern", 0, 1, 0, c->n_layer, flags));
+        for (int il = 0; il < c->n_layer; il++)
+            c->is_swa[il] = c->swa_window > 0 && flags[il];
+        return OX_OK;
+    }
     OX_TRY(get_int(g, a, "attention.sliding_window_pattern", 0, MODEL_MAX_LAYERS, d->swa_period,
                    &period));
     for (int il = 0; il < c->n_layer; il++)
         c->is_swa[il] = c->swa_window > 0 && (period == 0 || il % period < period - 1);
+    return OX_OK;
+}
+
+/* The layer gemma's shared-KV rule lets layer il attend over (llama.cpp's for gemma3n and
+ * gemma4): the last n_shared layers keep no cache, and each reads that of the last layer of
+ * its kind before them: a full-attention layer the one just before, a sliding-window one the
+ * one before that. */
+static enum ox_status shared_kv_layer(const struct model_config *c, int32_t n_shared, int il,
+                                      int32_t *kv_layer) {
+    int32_t first = c->n_layer - n_shared;
+    *kv_layer = il;
+    if (il < first)
+        return OX_OK;
+    int32_t src = first - (c->is_swa[il] ? 2 : 1);
+    const struct layer_shape *a = &c->layer[il], *b = src >= 0 ? &c->layer[src] : NULL;
+    if (!b || c->is_swa[src] != c->is_swa[il] || c->is_recurrent[src] ||
+        a->n_head_kv != b->n_head_kv || a->head_dim_k != b->head_dim_k ||
+        a->head_dim_v != b->head_dim_v)
+        return ox_fail(OX_ERR_FORMAT,
+                       "model: layer %d shares the cache of layer %d, which is not of its kind "
+                       "and shape",
+                       il, src);
+    *kv_layer = src;
+    return OX_OK;
+}
+
+/* Each layer's head sizes and cache: sliding-window layers may have their own head size
+ * (attention.key_length_swa) and rotary dims (rope.dimension_count_swa); with
+ * attention.shared_kv_layers the last layers read an earlier layer's cache. The model-wide
+ * head sizes become the largest. */
+static enum ox_status read_layer_shapes(const struct ox_gguf *g, const char *a,
+                                        struct model_config *c) {
+    int32_t hk_swa, hv_swa, rot_swa, shared;
+    OX_TRY(get_int(g, a, "attention.key_length_swa", 1, 1 << 14, c->head_dim_k, &hk_swa));
+    OX_TRY(get_int(g, a, "attention.value_length_swa", 1, 1 << 14, c->head_dim_v, &hv_swa));
+    OX_TRY(get_int(g, a, "rope.dimension_count_swa", 0, hk_swa, c->n_rot, &rot_swa));
+    OX_TRY(get_int(g, a, "attention.shared_kv_layers", 0, c->n_layer - 1, 0, &shared));
+    if (rot_swa % 2 != 0 || rot_swa > hk_swa)
+        return ox_fail(OX_ERR_FORMAT,
+                       "model: rope dimension count %d of sliding-window layers "
+                       "is odd or above their head size %d",
+                       rot_swa, hk_swa);
+    c->rope_swa.n_rot = rot_swa;
+    for (int il = 0; il < c->n_layer; il++) {
+        struct layer_shape *l = &c->layer[il];
+        l->head_dim_k = c->is_swa[il] ? hk_swa : c->head_dim_k;
+        l->head_dim_v = c->is_swa[il] ? hv_swa : c->head_dim_v;
+    }
+    for (int il = 0; il < c->n_layer; il++)
+        if (c->is_recurrent[il])
+            c->layer[il].kv_layer = -1;
+        else
+            OX_TRY(shared_kv_layer(c, shared, il, &c->layer[il].kv_layer));
+    c->head_dim_k = hk_swa > c->head_dim_k ? hk_swa : c->head_dim_k;
+    c->head_dim_v = hv_swa > c->head_dim_v ? hv_swa : c->head_dim_v;
     return OX_OK;
 }
 
@@ -214,8 +340,8 @@ static enum ox_status read_scales(const struct ox_gguf *g, const char *a, struct
                                                     : "attention.layer_norm_epsilon";
     OX_TRY(get_float(g, a, eps_key, 1e-5f, &c->norm_eps));
     OX_TRY(get_float(g, a, "attention.scale", 0.0f, &c->attn_scale));
-    if (c->attn_scale == 0.0f)
-        c->attn_scale = 1.0f / sqrtf((float)c->head_dim_k);
+    if (c->attn_scale == 0.0f) /* the q/k norms take the place of a scale in unscaled archs */
+        c->attn_scale = c->arch->attn_unscaled ? 1.0f : 1.0f / sqrtf((float)c->head_dim_k);
     OX_TRY(get_float(g, a, "attn_logit_softcapping", 0.0f, &c->attn_softcap));
     OX_TRY(get_float(g, a, "final_logit_softcapping", 0.0f, &c->final_softcap));
     OX_TRY(get_float(g, a, "embedding_scale", 0.0f, &c->embd_scale));
@@ -251,5 +377,7 @@ enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c
         c->no_rope[il] = (c->arch->nope_period > 0 && (il + 1) % c->arch->nope_period == 0) ||
                          (c->arch->nope_unless_swa && !c->is_swa[il]);
     OX_TRY(read_delta_net(g, a, c));
-    return read_scales(g, a, c);
+    OX_TRY(read_scales(g, a, c)); /* the attention scale by the full layers' head size */
+    OX_TRY(read_layer_shapes(g, a, c));
+    return get_int(g, a, "embedding_length_per_layer_input", 0, 1 << 16, 0, &c->n_embd_per_layer);
 }

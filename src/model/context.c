@@ -23,12 +23,14 @@ static enum ox_status check_params(const struct ox_model *m, struct ox_context_p
     if (p->n_ctx == 0)
         p->n_ctx = (uint32_t)m->cfg.n_ctx_train;
     const struct dtype_traits *kt = dtype_get((int)p->kv_type);
-    int64_t dk = (int64_t)m->cfg.n_head_kv * m->cfg.head_dim_k;
     if (p->kv_type != OX_DTYPE_F16 && p->kv_type != OX_DTYPE_F32 && p->kv_type != OX_DTYPE_Q8_0)
         return ox_fail(OX_ERR_INVALID_ARG, "context: KV cache type must be f16, f32 or q8_0");
-    if (dk % kt->block_size != 0 ||
-        ((int64_t)m->cfg.n_head_kv * m->cfg.head_dim_v) % kt->block_size)
-        return ox_fail(OX_ERR_INVALID_ARG, "context: KV rows do not fit %s blocks", kt->name);
+    for (int32_t il = 0; il < m->cfg.n_layer; il++) {
+        const struct layer_shape *l = &m->cfg.layer[il];
+        if (((int64_t)l->n_head_kv * l->head_dim_k) % kt->block_size ||
+            ((int64_t)l->n_head_kv * l->head_dim_v) % kt->block_size)
+            return ox_fail(OX_ERR_INVALID_ARG, "context: KV rows do not fit %s blocks", kt->name);
+    }
     if (p->n_ctx > (1u << 24) || p->n_batch < 1 || p->n_batch > (1u << 16) || p->n_seq_max < 1 ||
         p->n_seq_max > OX_SEQ_MAX)
         return ox_fail(OX_ERR_INVALID_ARG,
@@ -62,8 +64,15 @@ static enum ox_status alloc_kv(struct ox_context *ctx) {
     const struct dtype_traits *tr = dtype_get((int)ctx->params.kv_type);
     kv->type = ctx->params.kv_type;
     kv->n_cells = (int32_t)ctx->params.n_ctx;
-    kv->k_row = (size_t)((int64_t)c->n_head_kv * c->head_dim_k / tr->block_size) * tr->type_size;
-    kv->v_row = (size_t)((int64_t)c->n_head_kv * c->head_dim_v / tr->block_size) * tr->type_size;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const struct layer_shape *l = &c->layer[il];
+        if (l->kv_layer != il)
+            continue;
+        kv->k_row[il] =
+            (size_t)((int64_t)l->n_head_kv * l->head_dim_k / tr->block_size) * tr->type_size;
+        kv->v_row[il] =
+            (size_t)((int64_t)l->n_head_kv * l->head_dim_v / tr->block_size) * tr->type_size;
+    }
     kv->pos = malloc((size_t)kv->n_cells * sizeof *kv->pos);
     kv->seq = calloc((size_t)kv->n_cells * SEQ_WORDS, sizeof *kv->seq);
     if (!kv->pos || !kv->seq)
@@ -73,20 +82,41 @@ static enum ox_status alloc_kv(struct ox_context *ctx) {
     return OX_OK;
 }
 
-/* The rows of the stage's layers, and its copies of the cells' positions and sequences. */
+/* The rows of the stage's layers, and its copies of the cells' positions and sequences. A
+ * layer reading another's cache finds it in the same stage. */
 static enum ox_status alloc_kv_rows(struct ox_context *ctx, struct stage *s) {
     struct kv_cache *kv = &ctx->kv;
-    size_t cells = (size_t)kv->n_cells * (size_t)(s->layer_end - s->layer_begin);
+    const struct model_config *c = &ctx->model->cfg;
+    size_t k_bytes = 0, v_bytes = 0, cells = (size_t)kv->n_cells;
+    for (int32_t il = s->layer_begin; il < s->layer_end; il++) {
+        int32_t src = c->layer[il].kv_layer;
+        if (src >= 0 && src < s->layer_begin)
+            return ox_fail(OX_ERR_UNSUPPORTED,
+                           "context: layer %d reads the cache of layer %d, which runs on "
+                           "another device: offload all layers or none",
+                           il, src);
+        k_bytes += cells * kv->k_row[il], v_bytes += cells * kv->v_row[il];
+    }
     if (counted(ctx, s)) /* apart from buffer_bytes */
-        ctx->kv_bytes += cells * (kv->k_row + kv->v_row);
-    s->k = s->be.ops->alloc(&s->be, cells * kv->k_row);
-    s->v = s->be.ops->alloc(&s->be, cells * kv->v_row);
+        ctx->kv_bytes += k_bytes + v_bytes;
+    s->k_rows = s->be.ops->alloc(&s->be, k_bytes ? k_bytes : 1);
+    s->v_rows = s->be.ops->alloc(&s->be, v_bytes ? v_bytes : 1);
+    if (!s->k_rows || !s->v_rows)
+        return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells on the %s",
+                       kv->n_cells, s->be.ops->name);
+    k_bytes = v_bytes = 0;
+    for (int32_t il = s->layer_begin; il < s->layer_end; il++) {
+        if (kv->k_row[il] == 0)
+            continue;
+        s->k[il] = s->k_rows + k_bytes, s->v[il] = s->v_rows + v_bytes;
+        k_bytes += cells * kv->k_row[il], v_bytes += cells * kv->v_row[il];
+    }
     bool device = s->be.ops->device;
     s->kv_pos = device ? balloc(ctx, s, (size_t)kv->n_cells * sizeof *kv->pos) : kv->pos;
     s->kv_seq =
         device ? balloc(ctx, s, (size_t)kv->n_cells * SEQ_WORDS * sizeof *kv->seq) : kv->seq;
     s->kv_used = device ? balloc(ctx, s, sizeof kv->used_end) : &kv->used_end;
-    if (!s->k || !s->v || !s->kv_pos || !s->kv_seq || !s->kv_used)
+    if (!s->kv_pos || !s->kv_seq || !s->kv_used)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells on the %s",
                        kv->n_cells, s->be.ops->name);
     return OX_OK;
@@ -127,7 +157,7 @@ static int64_t ffn_slice(const struct ox_context *ctx, bool gpu) {
     for (int32_t i = 0; i < c->n_layer; i++) {
         const struct layer_weights *l = &ctx->model->layers[i];
         if (!l->ffn_gate || !l->ffn_up || !l->ffn_down || l->ffn_gate_b || l->ffn_up_b ||
-            l->ffn_down_b || l->ffn_post_norm)
+            l->ffn_down_b || l->ffn_post_norm || c->layer[i].n_ff != c->n_ff)
             return 0;
         int64_t a = aligned_cols(l->ffn_down->type); /* powers of two times a block: the larger
                                                         is a multiple of the smaller */
@@ -181,6 +211,8 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     size_t chosen = nb * (size_t)c->n_expert_used;
     a->expert_ids = balloc(ctx, s, chosen * sizeof(int32_t)), a->expert_w = bfalloc(ctx, s, chosen);
     a->moe_out = bfalloc(ctx, s, c->n_expert > 0 ? nb * e : 0);
+    size_t ple = (size_t)c->n_layer * (size_t)c->n_embd_per_layer * nb;
+    a->ple = ple ? bfalloc(ctx, s, ple) : NULL, a->ple_tmp = ple ? bfalloc(ctx, s, ple) : NULL;
     a->b_tok = balloc(ctx, s, ints);
     a->b_pos = device ? balloc(ctx, s, ints) : ctx->pos;
     a->b_seq = device ? balloc(ctx, s, ints) : ctx->seq;
@@ -188,7 +220,8 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     if (!a->x || !a->xn || !a->qkv || !a->branch || !a->q || !a->k || !a->v || !a->attn ||
         !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || (!device && !a->k_t) || !a->vf ||
         (c->arch->attn_gate && !a->qg) || !a->router || !a->router_host || !a->expert_ids ||
-        !a->expert_w || !a->moe_out || !a->b_tok || !a->b_pos || !a->b_seq || !a->b_cell)
+        !a->expert_w || !a->moe_out || !a->b_tok || !a->b_pos || !a->b_seq || !a->b_cell ||
+        (ple && (!a->ple || !a->ple_tmp)))
         return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens on the %s",
                        nb, s->be.ops->name);
     return OX_OK;
@@ -272,7 +305,8 @@ static enum ox_status alloc_backend(struct ox_context *ctx, struct stage *s, boo
     if (!gpu)
         return alloc_cpu_backend(ctx, &s->be);
 #ifdef OX_HAVE_CUDA
-    s->rope.freq_factors = s->rope_swa.freq_factors = model_gpu_freq_factors(ctx->model);
+    s->rope.freq_factors = model_gpu_freq_factors(ctx->model);
+    s->rope_swa.freq_factors = c->rope_swa.freq_factors ? s->rope.freq_factors : NULL;
     /* big models' decode GEMVs let the next kernel launch as they start (cuda_gemv_q8.cu),
      * from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1 overrides) */
     const char *early = getenv("OX_CUDA_EARLY");
@@ -351,10 +385,11 @@ static void free_stage(struct stage *s) {
         if (a->branch == a->up)
             a->branch = NULL;
         a->proj = a->attn = NULL;
-        void *bs[] = {a->x,  a->xn,         a->qkv,      a->branch,  a->q,     a->k,
-                      a->v,  a->attn,       a->proj,     a->gate,    a->up,    a->hidden,
-                      a->kf, a->k_t,        a->vf,       a->router,  a->b_tok, s->k,
-                      s->v,  a->expert_ids, a->expert_w, a->moe_out, a->qg};
+        void *bs[] = {a->x,        a->xn,      a->qkv,    a->branch, a->q,
+                      a->k,        a->v,       a->attn,   a->proj,   a->gate,
+                      a->up,       a->hidden,  a->kf,     a->k_t,    a->vf,
+                      a->router,   a->b_tok,   s->k_rows, s->v_rows, a->expert_ids,
+                      a->expert_w, a->moe_out, a->qg,     a->ple,    a->ple_tmp};
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i])
                 b->ops->free(b, bs[i]);

@@ -6,16 +6,18 @@
 #include "model/delta_net.h"
 #include "model/model.h"
 
-/* The KV cache: n_cells slots, each holding one token's keys and values for every layer. The
+/* The KV cache: n_cells slots, each holding one token's keys and values for every layer that
+ * keeps them (not recurrent layers, nor those reading another's: layer_shape.kv_layer). The
  * cell bookkeeping lives here, on the host; the rows of each layer in the memory of the stage
  * that runs it. */
 struct kv_cache {
     enum ox_dtype type;
     int32_t n_cells;
-    int32_t *pos;        /* position of the token in the cell, -1 when free */
-    uint64_t *seq;       /* [n_cells][SEQ_WORDS]: the cell's sequences (seq_set_has) */
-    size_t k_row, v_row; /* bytes of one cell's keys / values in one layer */
-    int32_t used_end;    /* cells at or past this index are all free: the ops look at the rest */
+    int32_t *pos;  /* position of the token in the cell, -1 when free */
+    uint64_t *seq; /* [n_cells][SEQ_WORDS]: the cell's sequences (seq_set_has) */
+    size_t k_row[MODEL_MAX_LAYERS], v_row[MODEL_MAX_LAYERS]; /* bytes of one cell's keys / values
+                                                                in a layer; 0: it keeps none */
+    int32_t used_end; /* cells at or past this index are all free: the ops look at the rest */
 };
 
 /* Activations for up to n_batch tokens (sized once, at creation), in a stage's memory; the b_
@@ -35,9 +37,11 @@ struct activations {
     float *k_t;         /* room for kf transposed, for the attention of large batches */
     float *router;      /* [n_batch][n_expert] */
     float *router_host; /* the router's probabilities copied back, to pick experts */
-    int32_t *expert_ids; /* [n_batch][n_expert_used]: a backend's own choice of experts */
-    float *expert_w;     /* and their weights */
-    float *moe_out;      /* [n_batch][n_embd] for a backend's MoE (MoE models only) */
+    int32_t *expert_ids;  /* [n_batch][n_expert_used]: a backend's own choice of experts */
+    float *expert_w;      /* and their weights */
+    float *moe_out;       /* [n_batch][n_embd] for a backend's MoE (MoE models only) */
+    float *ple, *ple_tmp; /* per-layer embeddings: [n_layer][n_batch][n_embd_per_layer], and
+                             room to make them (per_layer_embd.c); else NULL */
     int32_t *b_tok, *b_pos, *b_seq, *b_cell;
 };
 
@@ -49,7 +53,9 @@ struct stage {
     struct backend be;
     struct activations act;
     int32_t layer_begin, layer_end;
-    uint8_t *k, *v;   /* [layer - layer_begin][n_cells] rows of kv.k_row / kv.v_row bytes */
+    uint8_t *k_rows, *v_rows; /* its layers' cached rows, one after another */
+    uint8_t *k[MODEL_MAX_LAYERS], *v[MODEL_MAX_LAYERS]; /* layer il's n_cells rows of
+                                                           kv.k_row[il] bytes in them, or NULL */
     int32_t *kv_pos;  /* kv.pos, kv.seq and kv.used_end as the backend reads them (uploaded per */
     uint64_t *kv_seq; /* batch) */
     int32_t *kv_used;

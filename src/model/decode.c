@@ -183,21 +183,22 @@ static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
     if (cfg->arch->position == POS_LEARNED)
         return;
     struct kv_cache *kv = &ctx->kv;
-    int dk = cfg->n_head_kv * cfg->head_dim_k;
     for (int32_t i = 0; i < ctx->n_stages; i++) {
         struct stage *s = &ctx->stages[i];
         struct backend *b = &s->be;
         b->ops->upload(b, s->act.b_pos, &delta, sizeof delta);
         b->ops->upload(b, s->act.b_cell, &c, sizeof c);
         for (int il = s->layer_begin; il < s->layer_end; il++) {
-            if (cfg->no_rope[il] || cfg->is_recurrent[il]) /* keys without rotation */
+            const struct layer_shape *l = &cfg->layer[il];
+            if (cfg->no_rope[il] || !s->k[il]) /* keys without rotation, or no cache of its own */
                 continue;
-            uint8_t *base = s->k + (size_t)(il - s->layer_begin) * kv->n_cells * kv->k_row;
-            b->ops->cache_load(b, kv->type, base + (size_t)c * kv->k_row, kv->k_row, s->act.kf, 1,
-                               dk, NULL);
+            int dk = l->n_head_kv * l->head_dim_k;
+            size_t row = kv->k_row[il];
+            b->ops->cache_load(b, kv->type, s->k[il] + (size_t)c * row, row, s->act.kf, 1, dk,
+                               NULL);
             const struct rope_params *rp = cfg->is_swa[il] ? &s->rope_swa : &s->rope;
-            b->ops->rope(b, s->act.kf, s->act.b_pos, 1, cfg->n_head_kv, cfg->head_dim_k, rp);
-            b->ops->cache_store(b, kv->type, s->act.kf, 1, dk, base, kv->k_row, s->act.b_cell);
+            b->ops->rope(b, s->act.kf, s->act.b_pos, 1, l->n_head_kv, l->head_dim_k, rp);
+            b->ops->cache_store(b, kv->type, s->act.kf, 1, dk, s->k[il], row, s->act.b_cell);
         }
     }
 }

@@ -13,9 +13,19 @@
 #define MODEL_MAX_LAYERS       512
 #define MODEL_MAX_EXPERTS_USED 64 /* experts one token runs: the router keeps them on the stack */
 
+/* One layer's attention and FFN widths. Most models have one shape for every layer; gemma4's
+ * sliding-window layers have their own head size, kv heads and rotary dims, its last layers a
+ * wider FFN and no cache of their own. */
+struct layer_shape {
+    int32_t n_head_kv, head_dim_k, head_dim_v, n_ff;
+    int32_t kv_layer; /* the layer whose cached keys and values this one attends over: itself,
+                         an earlier layer (attention.shared_kv_layers), or -1 (recurrent) */
+};
+
 /* Hyper-parameters from the GGUF keys "<arch>.*". */
 struct model_config {
     const struct arch_desc *arch;
+    /* n_head_kv, n_ff and the head sizes are the largest of the layers' (what buffers take) */
     int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, n_ff;
     int32_t head_dim_k, head_dim_v; /* attention.key_length / value_length */
     int32_t n_rot;                  /* rope.dimension_count */
@@ -37,6 +47,8 @@ struct model_config {
                                                           time_step_rank */
     int32_t n_recurrent;                               /* how many layers are recurrent */
     bool is_recurrent[MODEL_MAX_LAYERS];
+    int32_t n_embd_per_layer; /* per-layer embeddings' width (per_layer_embd.c); 0: none */
+    struct layer_shape layer[MODEL_MAX_LAYERS];
 };
 
 /* A weight: type, shape and its bytes in the mapped file. */
@@ -67,6 +79,9 @@ struct layer_weights {
     /* a gated delta-net layer's (delta_net.c): in_qkv is attn_qkv, z attn_gate */
     const struct weight *dn_qkv, *dn_z, *dn_conv, *dn_dt_bias, *dn_a, *dn_beta, *dn_alpha;
     const struct weight *dn_norm, *dn_out;
+    /* per-layer embeddings (gemma4, per_layer_embd.c): gate, projection and its norm */
+    const struct weight *ple_gate, *ple_proj, *ple_post_norm;
+    float out_scale; /* the layer's output times this (layer_output_scale); 0: none */
     /* The norm's weight is multiplied into the GPU copies of the matrices that read its output
      * (weights_gpu.c): the norm before them scales only. */
     bool attn_norm_folded, ffn_norm_folded;
@@ -78,6 +93,8 @@ struct ox_model {
     struct model_config cfg;
     struct weight *weights; /* one per tensor of the file */
     const struct weight *tok_embd, *pos_embd, *output_norm, *output_norm_b, *output, *output_b;
+    /* per-layer embeddings: a token's row of every layer's, and their projection from x */
+    const struct weight *ple_tok_embd, *ple_model_proj, *ple_proj_norm;
     struct layer_weights *layers;
     uint64_t n_params;
     char *chat_template;     /* tokenizer.chat_template, NUL-terminated, or NULL */

@@ -7,18 +7,31 @@
 #include "model/delta_net.h"
 #include "model/layer_ops.h"
 #include "model/moe.h"
+#include "model/per_layer_embd.h"
 #include "model/shared_expert.h"
 #include "quant/dtype.h"
 
-/* Layer il's cached keys and values: rows in the memory of the stage that runs it. */
+/* Layer il's head sizes, kv heads and cache (model.h). */
+static const struct layer_shape *shape(const struct ox_context *ctx, int il) {
+    return &ctx->model->cfg.layer[il];
+}
+
+/* The cached keys and values layer il attends over (its own, or those of the layer it shares),
+ * rows in the memory of the stage that runs it, and their row sizes. */
 static uint8_t *layer_k(const struct ox_context *ctx, int il) {
-    const struct kv_cache *kv = &ctx->kv;
-    return ctx->st->k + (size_t)(il - ctx->st->layer_begin) * kv->n_cells * kv->k_row;
+    return ctx->st->k[shape(ctx, il)->kv_layer];
 }
 
 static uint8_t *layer_v(const struct ox_context *ctx, int il) {
-    const struct kv_cache *kv = &ctx->kv;
-    return ctx->st->v + (size_t)(il - ctx->st->layer_begin) * kv->n_cells * kv->v_row;
+    return ctx->st->v[shape(ctx, il)->kv_layer];
+}
+
+static size_t k_row(const struct ox_context *ctx, int il) {
+    return ctx->kv.k_row[shape(ctx, il)->kv_layer];
+}
+
+static size_t v_row(const struct ox_context *ctx, int il) {
+    return ctx->kv.v_row[shape(ctx, il)->kv_layer];
 }
 
 /* Layer il's rotation, with the frequency factors in the stage's memory. */
@@ -40,24 +53,26 @@ static void norm(struct ox_context *ctx, const float *x, const struct weight *w,
     }
 }
 
-/* Store this batch's keys and values into their cells (unless rope_store did), then, unless
- * the backend's attention reads the cache itself, read the layer's whole cache back as floats
- * for attention. */
+/* Store this batch's keys and values into their cells (unless rope_store did, or the layer
+ * reads another's cache), then, unless the backend's attention reads the cache itself, read
+ * the layer's whole cache back as floats for attention. */
 static void kv_store_and_load(struct ox_context *ctx, int il, int n, bool stored) {
     struct kv_cache *kv = &ctx->kv;
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    const struct model_config *c = &ctx->model->cfg;
-    int dk = c->n_head_kv * c->head_dim_k, dv = c->n_head_kv * c->head_dim_v;
+    const struct layer_shape *s = shape(ctx, il);
+    int dk = s->n_head_kv * s->head_dim_k, dv = s->n_head_kv * s->head_dim_v;
     uint8_t *k_base = layer_k(ctx, il), *v_base = layer_v(ctx, il);
-    if (!stored) {
-        b->ops->cache_store(b, kv->type, a->k, n, dk, k_base, kv->k_row, a->b_cell);
-        b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, kv->v_row, a->b_cell);
+    if (!stored && s->kv_layer == il) {
+        b->ops->cache_store(b, kv->type, a->k, n, dk, k_base, k_row(ctx, il), a->b_cell);
+        b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, v_row(ctx, il), a->b_cell);
     }
     if (b->ops->attention_reads_cache)
         return;
-    b->ops->cache_load(b, kv->type, k_base, kv->k_row, a->kf, kv->used_end, dk, ctx->st->kv_pos);
-    b->ops->cache_load(b, kv->type, v_base, kv->v_row, a->vf, kv->used_end, dv, ctx->st->kv_pos);
+    b->ops->cache_load(b, kv->type, k_base, k_row(ctx, il), a->kf, kv->used_end, dk,
+                       ctx->st->kv_pos);
+    b->ops->cache_load(b, kv->type, v_base, v_row(ctx, il), a->vf, kv->used_end, dv,
+                       ctx->st->kv_pos);
 }
 
 /* Whether a norm (its bias absent) may go into the matmuls that read its output: RMSNorm, and
@@ -89,7 +104,7 @@ static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights
     struct backend *b = &ctx->st->be;
     struct mat w[3];
     float *y[3] = {q_projection(ctx), a->k, a->v};
-    if (l->wqkv || !b->ops->matmul_multi)
+    if (l->wqkv || !l->wk || !l->wv || !b->ops->matmul_multi)
         return false;
     w[0] = as_mat(b, l->wq), w[1] = as_mat(b, l->wk), w[2] = as_mat(b, l->wv);
     if (!b->ops->matmul_multi(b, 3, w, in, norm, y, n))
@@ -101,20 +116,28 @@ static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights
     return true;
 }
 
-/* q, k and v for n tokens from the layer input: one fused matmul split three ways, or three. */
-static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-                        int n) {
+/* q, k and v for n tokens from the layer input of layer il: one fused matmul split three
+ * ways, or three; only q where the layer reads another's cache, and k twice over where it has
+ * no values of their own (arch v_may_be_k). */
+static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, int il,
+                        const float *in, int n) {
     const struct model_config *c = &ctx->model->cfg;
+    const struct layer_shape *s = shape(ctx, il);
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    size_t q = (size_t)c->n_head * c->head_dim_k, k = (size_t)c->n_head_kv * c->head_dim_k;
-    size_t v = (size_t)c->n_head_kv * c->head_dim_v, all = q + k + v;
+    size_t q = (size_t)c->n_head * s->head_dim_k, k = (size_t)s->n_head_kv * s->head_dim_k;
+    size_t v = (size_t)s->n_head_kv * s->head_dim_v, all = q + k + v;
     if (project_qkv_fused(ctx, l, in, NULL, n))
         return;
     if (!l->wqkv) {
         linear(b, l->wq, l->bq, in, q_projection(ctx), n);
+        if (s->kv_layer != il)
+            return;
         linear(b, l->wk, l->bk, in, a->k, n);
-        linear(b, l->wv, l->bv, in, a->v, n);
+        if (l->wv)
+            linear(b, l->wv, l->bv, in, a->v, n);
+        else
+            b->ops->copy_rows(b, a->v, v, a->k, k, n, (int)k);
         return;
     }
     linear(b, l->wqkv, l->bqkv, in, a->qkv, n);
@@ -145,7 +168,8 @@ static void gate_attention(struct ox_context *ctx, int n) {
 
 /* The layer's input normed (into act.xn, unless the backend takes the norm into the
  * projection), then q, k and v. */
-static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weights *l, int n) {
+static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weights *l, int il,
+                                 int n) {
     struct activations *a = &ctx->st->act;
     const struct weight *g = norm_weight(ctx, l->attn_norm, l->attn_norm_folded);
     struct norm_in fused = {vec(&ctx->st->be, g), ctx->model->cfg.norm_eps};
@@ -157,7 +181,7 @@ static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weig
         norm(ctx, a->x, g, l->attn_norm_b, a->xn, n);
         in = a->xn;
     }
-    project_qkv(ctx, l, in, n);
+    project_qkv(ctx, l, il, in, n);
 }
 
 /* q and k rotated and k, v stored into the cache by one backend op, where it has one and
@@ -165,10 +189,11 @@ static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weig
 static bool rope_and_store(struct ox_context *ctx, int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->st->act;
+    const struct layer_shape *s = shape(ctx, il);
     struct kv_cache *kv = &ctx->kv;
     struct backend *b = &ctx->st->be;
     if (!b->ops->rope_store || c->arch->position == POS_LEARNED || c->attn_temp_scale != 0.0f ||
-        c->arch->q_prescale || c->no_rope[il])
+        c->arch->q_prescale || c->no_rope[il] || s->kv_layer != il)
         return false;
     struct rope_store_args r = {
         .q = a->q,
@@ -177,15 +202,15 @@ static bool rope_and_store(struct ox_context *ctx, int il, int n) {
         .pos = a->b_pos,
         .n = n,
         .n_head = c->n_head,
-        .n_head_kv = c->n_head_kv,
-        .hd_k = c->head_dim_k,
-        .hd_v = c->head_dim_v,
+        .n_head_kv = s->n_head_kv,
+        .hd_k = s->head_dim_k,
+        .hd_v = s->head_dim_v,
         .rope = layer_rope(ctx, il),
         .cache_type = kv->type,
         .k_cache = layer_k(ctx, il),
         .v_cache = layer_v(ctx, il),
-        .k_row = kv->k_row,
-        .v_row = kv->v_row,
+        .k_row = k_row(ctx, il),
+        .v_row = v_row(ctx, il),
         .cells = a->b_cell,
     };
     return b->ops->rope_store(b, &r);
@@ -227,25 +252,31 @@ static bool add_projection(struct ox_context *ctx, const struct weight *w,
 static bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
+    const struct layer_shape *s = shape(ctx, il);
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
     const struct backend_ops *op = b->ops;
-    norm_and_project_qkv(ctx, l, n);
+    norm_and_project_qkv(ctx, l, il, n);
     if (d->attn_gate)
         split_query_gate(ctx, n);
-    int hd = c->head_dim_k;
+    int hd = s->head_dim_k, n_kv = s->n_head_kv;
+    bool own_kv = s->kv_layer == il;  /* else there are no new keys and values to make */
     if (d->qk_norm != QK_NORM_NONE) { /* per head, or across all heads at once */
         bool head = d->qk_norm == QK_NORM_HEAD;
         op->rms_norm(b, a->q, vec(b, l->q_norm), a->q, head ? n * c->n_head : n,
                      head ? hd : c->n_head * hd, c->norm_eps);
-        op->rms_norm(b, a->k, vec(b, l->k_norm), a->k, head ? n * c->n_head_kv : n,
-                     head ? hd : c->n_head_kv * hd, c->norm_eps);
+        if (own_kv)
+            op->rms_norm(b, a->k, vec(b, l->k_norm), a->k, head ? n * n_kv : n,
+                         head ? hd : n_kv * hd, c->norm_eps);
     }
+    if (d->v_norm && own_kv)
+        op->rms_norm(b, a->v, NULL, a->v, n * n_kv, s->head_dim_v, c->norm_eps);
     bool stored = rope_and_store(ctx, il, n);
     if (!stored && d->position != POS_LEARNED && !c->no_rope[il]) {
         const struct rope_params *rp = layer_rope(ctx, il);
         op->rope(b, a->q, a->b_pos, n, c->n_head, hd, rp);
-        op->rope(b, a->k, a->b_pos, n, c->n_head_kv, hd, rp);
+        if (own_kv)
+            op->rope(b, a->k, a->b_pos, n, n_kv, hd, rp);
     }
     if (c->attn_temp_scale != 0.0f)
         temperature_scale_q(ctx, n);
@@ -265,9 +296,9 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         .n_cells = ctx->kv.used_end,
         .n_cells_now = ctx->st->kv_used,
         .n_head = c->n_head,
-        .n_head_kv = c->n_head_kv,
+        .n_head_kv = n_kv,
         .hd_k = hd,
-        .hd_v = c->head_dim_v,
+        .hd_v = s->head_dim_v,
         .q_pos = a->b_pos,
         .q_seq = a->b_seq,
         .cell_pos = ctx->st->kv_pos,
@@ -283,7 +314,7 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         struct kv_cache *kv = &ctx->kv;
         args.k = args.v = NULL;
         args.k_cache = layer_k(ctx, il), args.v_cache = layer_v(ctx, il);
-        args.cache_type = kv->type, args.k_row = kv->k_row, args.v_row = kv->v_row;
+        args.cache_type = kv->type, args.k_row = k_row(ctx, il), args.v_row = v_row(ctx, il);
     }
     op->attention(b, &args);
     if (d->attn_gate)
@@ -301,16 +332,19 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
 /* Keep only the rows whose logits were asked for (out_row >= 0), in order, as llama.cpp does
  * before the last layer's FFN: nothing after that mixes tokens. Returns how many remain. */
 static int keep_output_rows(struct ox_context *ctx, int n) {
+    const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    size_t d = (size_t)ctx->model->cfg.n_embd;
-    float *rows[] = {a->x, a->xn, a->proj};
+    size_t d = (size_t)c->n_embd, p = (size_t)c->n_embd_per_layer;
+    float *rows[] = {a->x, a->xn, a->proj}, *ple = per_layer_input(ctx, ctx->st, c->n_layer - 1);
     int kept = 0;
     for (int t = 0; t < n; t++) {
         if (ctx->out_row[t] < 0)
             continue;
         for (size_t i = 0; kept != t && i < sizeof rows / sizeof rows[0]; i++)
             b->ops->copy_rows(b, rows[i] + kept * d, d, rows[i] + t * d, d, 1, (int)d);
+        if (kept != t && ple) /* and the last layer's per-layer inputs */
+            b->ops->copy_rows(b, ple + kept * p, p, ple + t * p, p, 1, (int)p);
         kept++;
     }
     return kept;
@@ -340,7 +374,7 @@ static bool ffn_sliced(struct ox_context *ctx, const struct layer_weights *l, co
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    int64_t ff = c->n_ff, w = a->ffn_slice;
+    int64_t ff = l->ffn_down->ne[0], w = a->ffn_slice;
     if (!w || (size_t)n * (size_t)ff <= (size_t)ctx->params.n_batch * (size_t)w)
         return false;
     enum glu_kind kind = c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU;
@@ -369,7 +403,7 @@ static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights 
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    size_t ff = (size_t)c->n_ff, all = (size_t)n * ff;
+    size_t ff = (size_t)l->ffn_down->ne[0], all = (size_t)n * ff; /* the layer's width */
     enum glu_kind kind = c->arch->ffn == FFN_SWIGLU       ? GLU_SILU
                          : c->arch->ffn == FFN_SWIGLU_OAI ? GLU_SWIGLU_OAI
                                                           : GLU_GELU;
@@ -462,6 +496,7 @@ static void embed(struct ox_context *ctx, int n) {
         b->ops->get_rows(b, &pe, a->b_pos, a->proj, n);
         b->ops->add(b, a->x, a->proj, all);
     }
+    per_layer_inputs(ctx, n);
 }
 
 /* Final norm (into the same rows of act.xn, where the embeddings are read) for rows
@@ -549,6 +584,7 @@ static int run_layers(struct ox_context *ctx, int n) {
         if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
             return 0;
         ffn_block(ctx, &m->layers[il], n, attn_added);
+        per_layer_embd_add(ctx, &m->layers[il], il, n);
     }
     return n;
 }
@@ -564,8 +600,13 @@ static void run_host_stages(struct ox_context *ctx, const ox_token *tokens, int 
             embed(ctx, n);
         run_layers(ctx, n);
     }
-    size_t bytes = (size_t)n * (size_t)ctx->model->cfg.n_embd * sizeof(float);
+    const struct model_config *c = &ctx->model->cfg;
+    size_t bytes = (size_t)n * (size_t)c->n_embd * sizeof(float);
     last->be.ops->upload(&last->be, last->act.x, ctx->st->act.x, bytes);
+    size_t ple_bytes = (size_t)n * (size_t)c->n_embd_per_layer * sizeof(float);
+    for (int il = last->layer_begin; last->act.ple && il < last->layer_end; il++)
+        last->be.ops->upload(&last->be, per_layer_input(ctx, last, il),
+                             per_layer_input(ctx, ctx->st, il), ple_bytes); /* made here */
 }
 
 static enum ox_status forward(struct ox_context *ctx, const ox_token *tokens, int n) {

@@ -56,8 +56,10 @@ static enum ox_status bind_vec(const struct ox_model *m, const char *name, int64
 static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_weights *l) {
     const struct model_config *c = &m->cfg;
     const struct arch_desc *d = c->arch;
-    int64_t e = c->n_embd, q = (int64_t)c->n_head * c->head_dim_k;
-    int64_t k = (int64_t)c->n_head_kv * c->head_dim_k, v = (int64_t)c->n_head_kv * c->head_dim_v;
+    const struct layer_shape *s = &c->layer[il];
+    int64_t e = c->n_embd, hd = s->head_dim_k, q = (int64_t)c->n_head * hd;
+    int64_t k = (int64_t)s->n_head_kv * hd, v = (int64_t)s->n_head_kv * s->head_dim_v;
+    bool own_kv = s->kv_layer == il; /* else only q is projected: the cache is another's */
     char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
     OX_TRY(bind_vec(m, NAME("attn_norm.weight"), e, d->no_pre_norm, &l->attn_norm));
@@ -66,8 +68,9 @@ static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_we
     OX_TRY(bind_vec(m, NAME("attn_qkv.bias"), q + k + v, true, &l->bqkv));
     /* with an output gate, each head's query rows are followed by as many gate rows */
     OX_TRY(bind(m, NAME("attn_q.weight"), e, d->attn_gate ? 2 * q : q, 1, l->wqkv != NULL, &l->wq));
-    OX_TRY(bind(m, NAME("attn_k.weight"), e, k, 1, l->wqkv != NULL, &l->wk));
-    OX_TRY(bind(m, NAME("attn_v.weight"), e, v, 1, l->wqkv != NULL, &l->wv));
+    OX_TRY(bind(m, NAME("attn_k.weight"), e, k, 1, l->wqkv || !own_kv, &l->wk));
+    bool v_optional = l->wqkv || !own_kv || (d->v_may_be_k && k == v);
+    OX_TRY(bind(m, NAME("attn_v.weight"), e, v, 1, v_optional, &l->wv));
     OX_TRY(bind_vec(m, NAME("attn_q.bias"), q, true, &l->bq));
     OX_TRY(bind_vec(m, NAME("attn_k.bias"), k, true, &l->bk));
     OX_TRY(bind_vec(m, NAME("attn_v.bias"), v, true, &l->bv));
@@ -77,12 +80,10 @@ static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_we
                        d->name);
     if (d->qk_norm != QK_NORM_NONE) {
         bool whole = d->qk_norm == QK_NORM_WHOLE;
-        OX_TRY(
-            bind_vec(m, NAME("attn_q_norm.weight"), whole ? q : c->head_dim_k, false, &l->q_norm));
-        OX_TRY(
-            bind_vec(m, NAME("attn_k_norm.weight"), whole ? k : c->head_dim_k, false, &l->k_norm));
+        OX_TRY(bind_vec(m, NAME("attn_q_norm.weight"), whole ? q : hd, false, &l->q_norm));
+        OX_TRY(bind_vec(m, NAME("attn_k_norm.weight"), whole ? k : hd, !own_kv, &l->k_norm));
     }
-    OX_TRY(bind(m, NAME("attn_output.weight"), (int64_t)c->n_head * c->head_dim_v, e, 1, false,
+    OX_TRY(bind(m, NAME("attn_output.weight"), (int64_t)c->n_head * s->head_dim_v, e, 1, false,
                 &l->wo));
     OX_TRY(bind_vec(m, NAME("attn_output.bias"), e, true, &l->bo));
     OX_TRY(bind_vec(m, NAME("attn_sinks.weight"), c->n_head, true, &l->attn_sinks));
@@ -113,10 +114,28 @@ static enum ox_status bind_delta_net(struct ox_model *m, int il, struct layer_we
     return OX_OK;
 }
 
+/* A layer's per-layer-embedding tensors (gemma4) and its output scale. */
+static enum ox_status bind_layer_extras(struct ox_model *m, int il, struct layer_weights *l) {
+    int64_t e = m->cfg.n_embd, p = m->cfg.n_embd_per_layer;
+    const struct weight *scale;
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    OX_TRY(bind_vec(m, NAME("layer_output_scale.weight"), 1, true, &scale));
+    if (scale)
+        memcpy(&l->out_scale, scale->data, sizeof l->out_scale);
+    if (p > 0) {
+        OX_TRY(bind(m, NAME("inp_gate.weight"), e, p, 1, false, &l->ple_gate));
+        OX_TRY(bind(m, NAME("proj.weight"), p, e, 1, false, &l->ple_proj));
+        OX_TRY(bind_vec(m, NAME("post_norm.weight"), e, false, &l->ple_post_norm));
+    }
+#undef NAME
+    return OX_OK;
+}
+
 static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights *l) {
     const struct model_config *c = &m->cfg;
     const struct arch_desc *d = c->arch;
-    int64_t e = c->n_embd, ff = c->n_ff, ne = c->n_expert, fe = c->n_ff_exp;
+    int64_t e = c->n_embd, ff = c->layer[il].n_ff, ne = c->n_expert, fe = c->n_ff_exp;
     bool gated = d->ffn == FFN_SWIGLU || d->ffn == FFN_GEGLU || d->ffn == FFN_SWIGLU_OAI;
     int64_t up = d->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff;
     char name[96];
@@ -189,16 +208,24 @@ enum ox_status model_bind_weights(struct ox_model *m) {
         m->output = m->tok_embd; /* tied embeddings */
     const struct weight *freqs;
     OX_TRY(bind_vec(m, "rope_freqs.weight", m->cfg.n_rot / 2, true, &freqs));
-    m->cfg.rope_swa.freq_factors = freqs ? (const float *)freqs->data : NULL;
     m->cfg.rope.freq_factors = freqs ? (const float *)freqs->data : NULL; /* llama3 scaling */
+    if (!m->cfg.arch->rope_freqs_full_only)
+        m->cfg.rope_swa.freq_factors = m->cfg.rope.freq_factors;
     for (int il = 0; il < m->cfg.n_layer; il++) {
         if (m->cfg.is_recurrent[il])
             OX_TRY(bind_delta_net(m, il, &m->layers[il]));
         else
             OX_TRY(bind_attention(m, il, &m->layers[il]));
         OX_TRY(bind_ffn(m, il, &m->layers[il]));
+        OX_TRY(bind_layer_extras(m, il, &m->layers[il]));
     }
-    return OX_OK;
+    int64_t p = m->cfg.n_embd_per_layer * (int64_t)m->cfg.n_layer;
+    if (p == 0)
+        return OX_OK;
+    OX_TRY(bind(m, "per_layer_token_embd.weight", p, nv, 1, false, &m->ple_tok_embd));
+    OX_TRY(bind(m, "per_layer_model_proj.weight", e, p, 1, false, &m->ple_model_proj));
+    return bind_vec(m, "per_layer_proj_norm.weight", m->cfg.n_embd_per_layer, false,
+                    &m->ple_proj_norm);
 }
 
 /* Once copied, a matrix's file pages are released: matmul reads the copy, and an embedding
@@ -246,20 +273,21 @@ static int add_once(const struct weight **mats, int n, const struct weight *w) {
 }
 
 void model_pack_weights(struct ox_model *m) {
-    enum { PER_LAYER = 12 };
-    const struct weight **mats = calloc((size_t)m->cfg.n_layer * PER_LAYER + 1, sizeof *mats);
+    enum { PER_LAYER = 14 };
+    const struct weight **mats = calloc((size_t)m->cfg.n_layer * PER_LAYER + 2, sizeof *mats);
     if (!mats)
         return; /* matmul reads the file's layout */
     int n = 0;
     for (int il = 0; il < m->cfg.n_layer; il++) {
         const struct layer_weights *l = &m->layers[il];
         const struct weight *layer[PER_LAYER] = {
-            l->wqkv,   l->wq,       l->wk,           l->wv,     l->wo,   l->ffn_gate,
-            l->ffn_up, l->ffn_down, l->ffn_gate_inp, l->dn_qkv, l->dn_z, l->dn_out};
+            l->wqkv,     l->wq,           l->wk,     l->wv,   l->wo,     l->ffn_gate, l->ffn_up,
+            l->ffn_down, l->ffn_gate_inp, l->dn_qkv, l->dn_z, l->dn_out, l->ple_gate, l->ple_proj};
         for (int i = 0; i < PER_LAYER; i++)
             n = add_once(mats, n, layer[i]);
     }
     n = add_once(mats, n, m->output);
+    n = add_once(mats, n, m->ple_model_proj);
     qsort(mats, (size_t)n, sizeof *mats, bigger_first);
     struct pack_job j = {m, mats, n, 0};
     struct threadpool *pool = NULL;

@@ -16,12 +16,15 @@ static int32_t tensor_layer(const struct weight *w) {
 }
 
 /* Whether the GPU runs a tensor when layers from gpu_begin on are there: those layers', and the
- * output's; the embeddings only when everything is (a tied output takes token_embd too). */
+ * output's; the embeddings (and the per-layer ones made with them) only when everything is (a
+ * tied output takes token_embd too). */
 static bool runs_on_gpu(const struct ox_model *m, const struct weight *w, int32_t gpu_begin) {
     if (gpu_begin == 0 || w == m->output)
         return true;
     int32_t il = tensor_layer(w);
-    return il >= 0 ? il >= gpu_begin : w != m->tok_embd && w != m->pos_embd;
+    return il >= 0 ? il >= gpu_begin
+                   : w != m->tok_embd && w != m->pos_embd && w != m->ple_tok_embd &&
+                         w != m->ple_model_proj && w != m->ple_proj_norm;
 }
 
 /* Matrices the kernels must multiply or look rows up in; norms and biases are f32. */

@@ -267,7 +267,7 @@ static void check_bad_files(void) {
     write_variant(out, "mamba", NULL);
     CHECK_EQ(ox_model_load(out, NULL, &m), OX_ERR_UNSUPPORTED);
     CHECK(strstr(ox_last_error(), "mamba") && strstr(ox_last_error(), "qwen3moe"));
-    write_variant(out, "gemma4", NULL); /* and names the family nearest to it */
+    write_variant(out, "gemma3n", NULL); /* and names the family nearest to it */
     CHECK_EQ(ox_model_load(out, NULL, &m), OX_ERR_UNSUPPORTED);
     CHECK(strstr(ox_last_error(), "nearest supported is 'gemma3'") != NULL);
     unlink(out);

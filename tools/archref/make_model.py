@@ -284,7 +284,65 @@ def olmo2(w, n_embd, n_vocab):
         w.norm(blk + "post_ffw_norm.weight", n_embd)
 
 
+def gemma4(w, n_embd, n_vocab):
+    """Gemma 4 (E2B's layout, made small): sliding-window layers (window 16) with heads of 32
+    and 2 kv heads, full-attention layers with heads of 64, 1 kv head and a "proportional" RoPE
+    over a quarter of the head (rope_freqs), one of them with values from its keys' projection;
+    the last 3 of 7 layers read the cache of earlier ones and have an FFN twice as wide;
+    per-layer embeddings of 32, layer output scales, a final logit soft-cap."""
+    arch, n_layer, n_head, hd_swa, hd_full, n_ff, n_pl, n_shared = "gemma4", 7, 4, 32, 64, 128, 32, 3
+    swa = [True, False, True, False, True, True, False]
+    kv_heads = [2 if s else 1 for s in swa]
+    ff = [n_ff if il < n_layer - n_shared else 2 * n_ff for il in range(n_layer)]
+    wr = w.writer
+    header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+                     "attention.head_count": n_head, "attention.key_length": hd_full,
+                     "attention.value_length": hd_full, "attention.key_length_swa": hd_swa,
+                     "attention.value_length_swa": hd_swa, "rope.dimension_count": hd_full,
+                     "rope.dimension_count_swa": hd_swa, "attention.sliding_window": 16,
+                     "attention.shared_kv_layers": n_shared,
+                     "embedding_length_per_layer_input": n_pl},
+           "layer_norm_rms_epsilon", 1e-6, 1e6)
+    wr.add_array(f"{arch}.feed_forward_length", ff)
+    wr.add_array(f"{arch}.attention.head_count_kv", kv_heads)
+    wr.add_array(f"{arch}.attention.sliding_window_pattern", swa)
+    wr.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
+    wr.add_float32(f"{arch}.final_logit_softcapping", 30.0)
+    embeddings(w, n_embd, n_vocab, tied=True)
+    rotated = hd_full // 8  # pairs that rotate: partial_rotary_factor 0.25 of the head
+    w.vector("rope_freqs.weight", [1.0] * rotated + [1e30] * (hd_full // 2 - rotated))
+    w.matrix("per_layer_token_embd.weight", n_pl * n_layer, n_vocab)
+    w.matrix("per_layer_model_proj.weight", n_embd, n_pl * n_layer)
+    w.norm("per_layer_proj_norm.weight", n_pl)
+    for il in range(n_layer):
+        blk = f"blk.{il}."
+        hd = hd_swa if swa[il] else hd_full
+        q, kv = n_head * hd, kv_heads[il] * hd
+        w.norm(blk + "attn_norm.weight", n_embd)
+        w.matrix(blk + "attn_q.weight", n_embd, q)
+        w.matrix(blk + "attn_k.weight", n_embd, kv)  # unused in the sharing layers, as in HF's
+        if il != 1:
+            w.matrix(blk + "attn_v.weight", n_embd, kv)
+        # q.k is not scaled: as a trained model's, the q norm's weights scale it by about
+        # 1/sqrt(head size) (with weights near 1 the scores would be far peakier than a real
+        # model's, and the reference a test of f16 rounding more than of the architecture)
+        w.vector(blk + "attn_q_norm.weight", (1.0 + 0.1 * w.rng.normal(size=hd)) / np.sqrt(hd))
+        w.norm(blk + "attn_k_norm.weight", hd)
+        w.matrix(blk + "attn_output.weight", q, n_embd)
+        w.norm(blk + "post_attention_norm.weight", n_embd)
+        w.norm(blk + "ffn_norm.weight", n_embd)
+        w.matrix(blk + "ffn_gate.weight", n_embd, ff[il])
+        w.matrix(blk + "ffn_up.weight", n_embd, ff[il])
+        w.matrix(blk + "ffn_down.weight", ff[il], n_embd)
+        w.norm(blk + "post_ffw_norm.weight", n_embd)
+        w.matrix(blk + "inp_gate.weight", n_embd, n_pl)
+        w.matrix(blk + "proj.weight", n_pl, n_embd)
+        w.norm(blk + "post_norm.weight", n_embd)
+        w.vector(blk + "layer_output_scale.weight", [0.5 + 0.1 * il])
+
+
 ARCHS = {
+    "gemma4": gemma4,
     "cohere2": cohere2,
     "command-r": lambda w, e, v: cohere2(w, e, v, "command-r"),
     "olmo2": olmo2,
@@ -319,7 +377,7 @@ ARCHS = {
 
 # Seeds other than 1, where seed 1 left a prompt position whose two best logits llama.cpp puts
 # within float rounding of each other (a reference a correct engine can miss by a tie).
-SEEDS = {"seed_oss": 2}
+SEEDS = {"seed_oss": 2, "gemma4": 2}
 
 
 def main():
