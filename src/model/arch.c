@@ -146,7 +146,7 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
         snprintf(swa, sizeof swa, ", sliding window on %d of every %d layers", a->swa_period - 1,
                  a->swa_period);
     else if (a->swa)
-        snprintf(swa, sizeof swa, ", sliding window on the file's layers, else all");
+        snprintf(swa, sizeof swa, ", sliding window by the file's pattern (else all layers)");
     char nope[64] = "";
     if (a->nope_period > 0)
         snprintf(nope, sizeof nope, ", no RoPE on every %dth layer", a->nope_period);

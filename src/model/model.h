@@ -74,6 +74,11 @@ struct layer_weights {
     const struct weight *ffn_post_norm;
     const struct weight *ffn_gate_inp, *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* MoE */
     const struct weight *ffn_gate_inp_b, *ffn_gate_exps_b, *ffn_up_exps_b, *ffn_down_exps_b;
+    /* gemma4's router: its input's scale, and each expert's output scale */
+    const struct weight *ffn_gate_inp_s, *ffn_down_exps_s;
+    /* a dense FFN beside the experts (dense_moe.c): the experts' own pre- and post-norm, and
+     * the dense FFN's post-norm */
+    const struct weight *ffn_pre_norm_2, *ffn_post_norm_2, *ffn_post_norm_1;
     /* a MoE's shared expert (shared_expert.c), its gate optional */
     const struct weight *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp, *ffn_gate_inp_shexp;
     /* a gated delta-net layer's (delta_net.c): in_qkv is attn_qkv, z attn_gate */

@@ -1,7 +1,8 @@
 /* moe.c: a MoE FFN: the router (with its bias), softmax, each token's top experts' GLU FFNs
- * (with their biases, SwiGLU or gpt-oss's clamped one) weighted by their probabilities,
- * renormalised over the chosen or raw, summed in expert order. The backend runs it where it
- * has an op for it (moe_args), else the host chooses from the probabilities copied back. */
+ * (with their biases; SwiGLU, GeGLU or gpt-oss's clamped SwiGLU; each expert's output scale)
+ * weighted by their probabilities, renormalised over the chosen or raw, summed in expert
+ * order. The backend runs it where it has an op for it (moe_args), else the host chooses from
+ * the probabilities copied back. */
 #include "model/moe.h"
 
 #include "model/context.h"
@@ -15,6 +16,13 @@ static struct mat expert_mat(const struct backend *b, const struct weight *w, in
     return m;
 }
 
+/* The experts' activation: the architecture's GLU. */
+static enum glu_kind expert_glu(const struct model_config *c) {
+    return c->arch->ffn == FFN_SWIGLU_OAI ? GLU_SWIGLU_OAI
+           : c->arch->ffn == FFN_GEGLU    ? GLU_GELU
+                                          : GLU_SILU;
+}
+
 /* The experts chosen and run by the backend where the router's probabilities are (moe_ffn),
  * when it does that for these shapes: no round trip to the host. */
 static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l, const float *in,
@@ -22,12 +30,14 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    if (!b->ops->moe_ffn || c->arch->parallel || /* a parallel block still needs proj */
-        l->ffn_gate_inp_b || l->ffn_gate_exps_b || c->arch->ffn == FFN_SWIGLU_OAI)
+    /* a parallel block still needs proj, the op's scratch, and so does dense_moe.c's dense
+     * branch; the op has no expert biases or output scales, nor the clamped SwiGLU */
+    if (!b->ops->moe_ffn || c->arch->parallel || l->ffn_pre_norm_2 || l->ffn_gate_inp_b ||
+        l->ffn_gate_exps_b || l->ffn_down_exps_s || c->arch->ffn == FFN_SWIGLU_OAI)
         return false;
     struct mat g = as_mat(b, l->ffn_gate_exps), u = as_mat(b, l->ffn_up_exps),
                d = as_mat(b, l->ffn_down_exps);
-    struct moe_args m = {.kind = GLU_SILU,
+    struct moe_args m = {.kind = expert_glu(c),
                          .gate = &g,
                          .up = &u,
                          .down = &d,
@@ -58,13 +68,13 @@ static void expert_bias(struct backend *b, const struct weight *bias, int e, flo
         b->ops->add_row(b, y, vec(b, bias) + (size_t)e * (size_t)width, 1, width);
 }
 
-void moe_block(struct ox_context *ctx, const struct layer_weights *l, const float *in, float *out,
-               int n) {
+void moe_block(struct ox_context *ctx, const struct layer_weights *l, const float *in,
+               const float *router_in, float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
     struct mat router = as_mat(b, l->ffn_gate_inp);
-    b->ops->matmul(b, &router, in, a->router, n);
+    b->ops->matmul(b, &router, router_in ? router_in : in, a->router, n);
     int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
     if (l->ffn_gate_inp_b)
         b->ops->add_row(b, a->router, vec(b, l->ffn_gate_inp_b), n, ne);
@@ -77,7 +87,8 @@ void moe_block(struct ox_context *ctx, const struct layer_weights *l, const floa
         b->ops->download(b, a->router_host, a->router, (size_t)n * (size_t)ne * sizeof(float));
     ctx->batch_err = ctx->batch_err != OX_OK ? ctx->batch_err : st;
     b->ops->zero(b, out, (size_t)n * (size_t)d);
-    enum glu_kind kind = c->arch->ffn == FFN_SWIGLU_OAI ? GLU_SWIGLU_OAI : GLU_SILU;
+    enum glu_kind kind = expert_glu(c);
+    const float *down_scale = l->ffn_down_exps_s ? (const float *)l->ffn_down_exps_s->data : NULL;
     for (int t = 0; t < n; t++) {
         const float *p = a->router_host + (size_t)t * ne;
         int idx[MODEL_MAX_EXPERTS_USED];
@@ -107,6 +118,8 @@ void moe_block(struct ox_context *ctx, const struct layer_weights *l, const floa
             b->ops->glu(b, kind, a->gate, a->up, a->hidden, (size_t)ff);
             b->ops->matmul(b, &dn, a->hidden, a->gate, 1);
             expert_bias(b, l->ffn_down_exps_b, idx[j], a->gate, d);
+            if (down_scale) /* before the weight, as ggml's two products */
+                b->ops->scale(b, a->gate, down_scale[idx[j]], (size_t)d);
             b->ops->axpy(b, out + (size_t)t * d, a->gate, p[idx[j]] / (float)wsum, (size_t)d);
         }
     }

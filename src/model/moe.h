@@ -6,8 +6,9 @@
 
 struct ox_context;
 
-/* out = the MoE FFN of layer l over in, n tokens (the shared expert is the caller's). */
-void moe_block(struct ox_context *ctx, const struct layer_weights *l, const float *in, float *out,
-               int n);
+/* out = the MoE FFN of layer l over in, n tokens, routed by router_in (NULL: in itself); the
+ * shared expert is the caller's. */
+void moe_block(struct ox_context *ctx, const struct layer_weights *l, const float *in,
+               const float *router_in, float *out, int n);
 
 #endif

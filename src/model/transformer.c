@@ -5,6 +5,7 @@
 
 #include "model/context.h"
 #include "model/delta_net.h"
+#include "model/dense_moe.h"
 #include "model/layer_ops.h"
 #include "model/moe.h"
 #include "model/per_layer_embd.h"
@@ -453,8 +454,10 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
             in = a->xn;
         }
     }
-    if (l->ffn_gate_inp) {
-        moe_block(ctx, l, in, a->branch, n);
+    if (l->ffn_pre_norm_2) { /* a dense FFN beside the experts */
+        dense_moe_ffn(ctx, l, in, n);
+    } else if (l->ffn_gate_inp) {
+        moe_block(ctx, l, in, NULL, a->branch, n);
         if (l->ffn_up_shexp)
             shared_expert_add(ctx, l, in, a->branch, n);
     } else {

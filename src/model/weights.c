@@ -160,6 +160,16 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
         OX_TRY(bind(m, NAME("ffn_gate_shexp.weight"), e, fs, 1, !shared, &l->ffn_gate_shexp));
         OX_TRY(bind(m, NAME("ffn_down_shexp.weight"), fs, e, 1, !shared, &l->ffn_down_shexp));
         OX_TRY(bind(m, NAME("ffn_gate_inp_shexp.weight"), e, 1, 1, true, &l->ffn_gate_inp_shexp));
+        OX_TRY(bind_vec(m, NAME("ffn_gate_inp.scale"), e, true, &l->ffn_gate_inp_s));
+        OX_TRY(bind_vec(m, NAME("ffn_down_exps.scale"), ne, true, &l->ffn_down_exps_s));
+        /* a dense FFN beside the experts, each branch with norms of its own (gemma4) */
+        OX_TRY(bind_vec(m, NAME("pre_ffw_norm_2.weight"), e, true, &l->ffn_pre_norm_2));
+        bool dense = l->ffn_pre_norm_2 != NULL;
+        OX_TRY(bind_vec(m, NAME("post_ffw_norm_1.weight"), e, !dense, &l->ffn_post_norm_1));
+        OX_TRY(bind_vec(m, NAME("post_ffw_norm_2.weight"), e, !dense, &l->ffn_post_norm_2));
+        OX_TRY(bind(m, NAME("ffn_gate.weight"), e, ff, 1, !dense, &l->ffn_gate));
+        OX_TRY(bind(m, NAME("ffn_up.weight"), e, ff, 1, !dense, &l->ffn_up));
+        OX_TRY(bind(m, NAME("ffn_down.weight"), ff, e, 1, !dense, &l->ffn_down));
     } else {
         OX_TRY(bind(m, NAME("ffn_gate.weight"), e, ff, 1, !gated, &l->ffn_gate));
         OX_TRY(bind_vec(m, NAME("ffn_gate.bias"), ff, true, &l->ffn_gate_b));

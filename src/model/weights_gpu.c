@@ -115,6 +115,15 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
                        n_gpu_layers);
     int32_t n_layer = m->cfg.n_layer;
     int32_t gpu_begin = n_gpu_layers < 0 || n_gpu_layers >= n_layer ? 0 : n_layer - n_gpu_layers;
+    int32_t asked = gpu_begin;
+    for (int32_t il = asked; il < n_layer; il++) /* a layer's cache is where the layer runs */
+        if (m->cfg.layer[il].kv_layer >= 0 && m->cfg.layer[il].kv_layer < gpu_begin)
+            gpu_begin = m->cfg.layer[il].kv_layer;
+    if (gpu_begin < asked)
+        ox_log(OX_LOG_INFO,
+               "model: %d layers on the GPU, not %d: the last ones read the caches of "
+               "layers from %d on",
+               n_layer - gpu_begin, n_layer - asked, gpu_begin);
     enum ox_status st = check_types(m, gpu_begin);
     for (int32_t il = 0; st == OX_OK && il < n_layer; il++)
         if (m->layers[il].attn_sinks || m->layers[il].ffn_gate_inp_b)

@@ -284,6 +284,71 @@ def olmo2(w, n_embd, n_vocab):
         w.norm(blk + "post_ffw_norm.weight", n_embd)
 
 
+def gemma4_attention_and_ffn(w, blk, n_embd, n_head, hd, kv, values, n_ff):
+    """A Gemma 4 layer's attention (values from the keys' projection unless values) and its
+    dense FFN, with their norms."""
+    w.norm(blk + "attn_norm.weight", n_embd)
+    w.matrix(blk + "attn_q.weight", n_embd, n_head * hd)
+    w.matrix(blk + "attn_k.weight", n_embd, kv)
+    if values:
+        w.matrix(blk + "attn_v.weight", n_embd, kv)
+    # q.k is not scaled: as a trained model's, the q norm's weights scale it by about
+    # 1/sqrt(head size) (with weights near 1 the scores would be far peakier than a real
+    # model's, and the reference a test of f16 rounding more than of the architecture)
+    w.vector(blk + "attn_q_norm.weight", (1.0 + 0.1 * w.rng.normal(size=hd)) / np.sqrt(hd))
+    w.norm(blk + "attn_k_norm.weight", hd)
+    w.matrix(blk + "attn_output.weight", n_head * hd, n_embd)
+    w.norm(blk + "post_attention_norm.weight", n_embd)
+    w.norm(blk + "ffn_norm.weight", n_embd)
+    w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
+    w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
+    w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
+
+
+def gemma4_moe(w, n_embd, n_vocab):
+    """Gemma 4 MoE (26B-A4B's layout, made small): 4 layers, sliding-window (window 16, heads of
+    32, 2 kv heads) but every 4th full (heads of 64, 1 kv head, values from the keys'
+    projection); in each layer a dense GeGLU FFN of 128 beside 4 experts of 64 (2 used), the
+    router reading the residual normed and scaled, each expert's output scaled; no per-layer
+    embeddings."""
+    arch, n_layer, n_head, hd_swa, hd_full, n_ff, n_ff_exp, n_expert = "gemma4", 4, 4, 32, 64, 128, 64, 4
+    swa = [True, True, True, False]
+    wr = w.writer
+    header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+                     "feed_forward_length": n_ff, "expert_feed_forward_length": n_ff_exp,
+                     "expert_count": n_expert, "expert_used_count": 2,
+                     "attention.head_count": n_head, "attention.key_length": hd_full,
+                     "attention.value_length": hd_full, "attention.key_length_swa": hd_swa,
+                     "attention.value_length_swa": hd_swa, "rope.dimension_count": hd_full,
+                     "rope.dimension_count_swa": hd_swa, "attention.sliding_window": 16,
+                     "attention.shared_kv_layers": 0, "embedding_length_per_layer_input": 0},
+           "layer_norm_rms_epsilon", 1e-6, 1e6)
+    wr.add_array(f"{arch}.attention.head_count_kv", [2 if s else 1 for s in swa])
+    wr.add_array(f"{arch}.attention.sliding_window_pattern", swa)
+    wr.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
+    wr.add_float32(f"{arch}.final_logit_softcapping", 30.0)
+    embeddings(w, n_embd, n_vocab, tied=True)
+    rotated = hd_full // 8
+    w.vector("rope_freqs.weight", [1.0] * rotated + [1e30] * (hd_full // 2 - rotated))
+    for il in range(n_layer):
+        blk = f"blk.{il}."
+        hd = hd_swa if swa[il] else hd_full
+        kv = (2 if swa[il] else 1) * hd
+        gemma4_attention_and_ffn(w, blk, n_embd, n_head, hd, kv, swa[il], n_ff)
+        w.norm(blk + "post_ffw_norm_1.weight", n_embd)
+        w.norm(blk + "pre_ffw_norm_2.weight", n_embd)
+        w.norm(blk + "post_ffw_norm_2.weight", n_embd)
+        w.norm(blk + "post_ffw_norm.weight", n_embd)
+        w.matrix(blk + "ffn_gate_inp.weight", n_embd, n_expert, np.float32)
+        w.norm(blk + "ffn_gate_inp.scale", n_embd)
+        for name, ne0, ne1 in (("gate", n_embd, n_ff_exp), ("up", n_embd, n_ff_exp),
+                               ("down", n_ff_exp, n_embd)):
+            e = w.rng.normal(0.0, 1.0 / np.sqrt(ne0), size=(n_expert, ne1, ne0))
+            wr.add_tensor(blk + f"ffn_{name}_exps.weight", e.astype(np.float16))
+        w.vector(blk + "ffn_down_exps.scale", w.rng.uniform(0.5, 1.5, n_expert))
+        w.vector(blk + "layer_output_scale.weight", [0.5 + 0.1 * il])
+
+
 def gemma4(w, n_embd, n_vocab):
     """Gemma 4 (E2B's layout, made small): sliding-window layers (window 16) with heads of 32
     and 2 kv heads, full-attention layers with heads of 64, 1 kv head and a "proportional" RoPE
@@ -317,23 +382,9 @@ def gemma4(w, n_embd, n_vocab):
     for il in range(n_layer):
         blk = f"blk.{il}."
         hd = hd_swa if swa[il] else hd_full
-        q, kv = n_head * hd, kv_heads[il] * hd
-        w.norm(blk + "attn_norm.weight", n_embd)
-        w.matrix(blk + "attn_q.weight", n_embd, q)
-        w.matrix(blk + "attn_k.weight", n_embd, kv)  # unused in the sharing layers, as in HF's
-        if il != 1:
-            w.matrix(blk + "attn_v.weight", n_embd, kv)
-        # q.k is not scaled: as a trained model's, the q norm's weights scale it by about
-        # 1/sqrt(head size) (with weights near 1 the scores would be far peakier than a real
-        # model's, and the reference a test of f16 rounding more than of the architecture)
-        w.vector(blk + "attn_q_norm.weight", (1.0 + 0.1 * w.rng.normal(size=hd)) / np.sqrt(hd))
-        w.norm(blk + "attn_k_norm.weight", hd)
-        w.matrix(blk + "attn_output.weight", q, n_embd)
-        w.norm(blk + "post_attention_norm.weight", n_embd)
-        w.norm(blk + "ffn_norm.weight", n_embd)
-        w.matrix(blk + "ffn_gate.weight", n_embd, ff[il])
-        w.matrix(blk + "ffn_up.weight", n_embd, ff[il])
-        w.matrix(blk + "ffn_down.weight", ff[il], n_embd)
+        kv = kv_heads[il] * hd
+        # attn_k is unused in the sharing layers, but there as in HF's checkpoints
+        gemma4_attention_and_ffn(w, blk, n_embd, n_head, hd, kv, il != 1, ff[il])
         w.norm(blk + "post_ffw_norm.weight", n_embd)
         w.matrix(blk + "inp_gate.weight", n_embd, n_pl)
         w.matrix(blk + "proj.weight", n_pl, n_embd)
@@ -343,6 +394,7 @@ def gemma4(w, n_embd, n_vocab):
 
 ARCHS = {
     "gemma4": gemma4,
+    "gemma4-moe": gemma4_moe,
     "cohere2": cohere2,
     "command-r": lambda w, e, v: cohere2(w, e, v, "command-r"),
     "olmo2": olmo2,
@@ -375,9 +427,14 @@ ARCHS = {
 }
 
 
+# Variants of an architecture, named apart: the general.architecture they write.
+ARCH_OF = {"gemma4-moe": "gemma4"}
+
 # Seeds other than 1, where seed 1 left a prompt position whose two best logits llama.cpp puts
-# within float rounding of each other (a reference a correct engine can miss by a tie).
-SEEDS = {"seed_oss": 2, "gemma4": 2}
+# within float rounding of each other (a reference a correct engine can miss by a tie), or, in
+# a MoE, a router whose choice of experts at Q4_K_M turns on such a tie at some instruction-set
+# level (gemma4-moe: 9, after the seeds tried before it each had one at some level).
+SEEDS = {"seed_oss": 2, "gemma4": 2, "gemma4-moe": 9}
 
 
 def main():
@@ -390,7 +447,7 @@ def main():
     args = ap.parse_args()
 
     # the architecture key goes first; the tokenizer and weights follow
-    writer = gguf.GGUFWriter(args.out, args.arch)
+    writer = gguf.GGUFWriter(args.out, ARCH_OF.get(args.arch, args.arch))
     writer.add_string("general.name", f"{args.arch} (random weights, oxidize archref)")
     writer.add_uint32("general.file_type", 1)  # mostly f16
     n_vocab = copy_tokenizer(writer, args.vocab_from)
