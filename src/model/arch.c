@@ -58,6 +58,7 @@ static const struct arch_desc architectures[] = {
      .v_norm = true,
      .v_may_be_k = true,
      .rope_freqs_full_only = true},
+    {.name = "deepseek2", .mla = true},
     {.name = "seed_oss", .position = POS_ROPE_NEOX, .ffn_norm_named_post_attention = true},
     {.name = "olmoe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_WHOLE, .moe_raw_weights = true},
     {.name = "smollm3", .nope_period = 4},
@@ -153,7 +154,7 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
     else if (a->nope_unless_swa)
         snprintf(nope, sizeof nope, ", RoPE on sliding-window layers only");
     int n = snprintf(
-        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm], positions[a->position],
+        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm], positions[a->position],
         ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
         a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
         a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
@@ -161,7 +162,8 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
         a->attn_gate ? ", gated attention output" : "",
         a->delta_net ? ", gated delta-net layers between full attention" : "",
         a->moe_raw_weights ? ", experts weighted by raw probabilities" : "", nope,
-        a->attn_unscaled ? ", q.k unscaled" : "", a->v_norm ? ", values RMS-normed" : "");
+        a->attn_unscaled ? ", q.k unscaled" : "", a->v_norm ? ", values RMS-normed" : "",
+        a->mla ? ", multi-head latent attention" : "");
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -117,15 +117,81 @@ static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct 
     int64_t max_used = c->n_expert < MODEL_MAX_EXPERTS_USED ? c->n_expert : MODEL_MAX_EXPERTS_USED;
     OX_TRY(get_int(g, a, "expert_used_count", 0, max_used, 0, &c->n_expert_used));
     OX_TRY(get_int(g, a, "expert_feed_forward_length", 1, 1 << 22, c->n_ff, &c->n_ff_exp));
-    OX_TRY(get_int(g, a, "expert_shared_feed_forward_length", 1, 1 << 22, c->n_ff,
-                   &c->n_ff_shexp)); /* n_ff when absent, as llama.cpp's qwen2moe loader */
-    float w_scale;
-    OX_TRY(get_float(g, a, "expert_weights_scale", 0.0f, &w_scale));
-    if (w_scale != 0.0f && w_scale != 1.0f)
-        return ox_fail(OX_ERR_UNSUPPORTED, "model: expert_weights_scale %g is not supported",
-                       (double)w_scale);
     if (c->n_expert > 0 && c->n_expert_used < 1)
         return ox_fail(OX_ERR_FORMAT, "model: %d experts but expert_used_count is 0", c->n_expert);
+    return OX_OK;
+}
+
+/* A bool "<arch>.<suffix>", fallback when absent. */
+static enum ox_status get_bool(const struct ox_gguf *g, const char *arch, const char *suffix,
+                               bool fallback, bool *out) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    const struct gguf_value *v = gguf_find(g, key);
+    *out = fallback;
+    if (!v)
+        return OX_OK;
+    if (v->type != OX_GGUF_BOOL)
+        return ox_fail(OX_ERR_FORMAT, "model: '%s' is not a bool", key);
+    *out = gguf_value_u64(v) != 0;
+    return OX_OK;
+}
+
+/* How a MoE's router picks and weighs experts: shared experts' width, leading dense layers,
+ * softmax or sigmoid scores (expert_gating_func 1 or 2), groups, renormalisation and scale.
+ * DeepSeek's files (arch mla) say whether to renormalise; others renormalise unless their
+ * descriptor says raw. */
+static enum ox_status read_moe_routing(const struct ox_gguf *g, const char *a,
+                                       struct model_config *c) {
+    int32_t shared, gating;
+    OX_TRY(get_int(g, a, "expert_shared_count", 0, 64, 0, &shared));
+    /* n_ff when absent, as llama.cpp's qwen2moe loader; DeepSeek's: its shared experts' */
+    OX_TRY(get_int(g, a, "expert_shared_feed_forward_length", 1, 1 << 22,
+                   shared > 0 ? (int64_t)shared * c->n_ff_exp : c->n_ff, &c->n_ff_shexp));
+    OX_TRY(get_int(g, a, "leading_dense_block_count", 0, c->n_layer, 0, &c->n_dense_lead));
+    OX_TRY(get_int(g, a, "expert_gating_func", 0, 2, 1, &gating));
+    OX_TRY(get_int(g, a, "expert_group_count", 0, 256, 0, &c->n_expert_groups)); /* moe.c */
+    OX_TRY(get_int(g, a, "expert_group_used_count", 0, 1 << 12, 0, &c->n_group_used));
+    OX_TRY(get_bool(g, a, "expert_weights_norm", !c->arch->mla && !c->arch->moe_raw_weights,
+                    &c->moe_norm_weights));
+    OX_TRY(get_float(g, a, "expert_weights_scale", 0.0f, &c->moe_weights_scale));
+    c->moe_sigmoid = gating == 2;
+    c->moe_weights_scale = c->moe_weights_scale == 0.0f ? 1.0f : c->moe_weights_scale;
+    if (!isfinite(c->moe_weights_scale))
+        return ox_fail(OX_ERR_FORMAT, "model: expert_weights_scale is not a finite number");
+    if (c->n_expert_groups > 1 &&
+        (c->n_expert % c->n_expert_groups != 0 || c->n_group_used < 1 ||
+         c->n_group_used > c->n_expert_groups ||
+         c->n_expert_used > c->n_group_used * (c->n_expert / c->n_expert_groups)))
+        return ox_fail(OX_ERR_FORMAT,
+                       "model: %d experts in %d groups, %d of them used, cannot give %d experts",
+                       c->n_expert, c->n_expert_groups, c->n_group_used, c->n_expert_used);
+    return OX_OK;
+}
+
+/* Multi-head latent attention's ranks and head sizes (arch mla). The cache holds one head of
+ * kv_rank + n_rot keys (attention.key_length) and kv_rank values (value_length). */
+static enum ox_status read_mla(const struct ox_gguf *g, const char *a, struct model_config *c) {
+    if (!c->arch->mla)
+        return OX_OK;
+    char key[256];
+    snprintf(key, sizeof key, "%s.attention.key_length_mla", a);
+    if (!gguf_find(g, key))
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "model: no '%s': a file from before llama.cpp split attn_kv_b into "
+                       "attn_k_b and attn_v_b; convert the model again",
+                       key);
+    OX_TRY(get_int(g, a, "attention.q_lora_rank", 0, 1 << 16, 0, &c->mla_q_rank));
+    OX_TRY(get_int(g, a, "attention.kv_lora_rank", 1, 1 << 16, -1, &c->mla_kv_rank));
+    OX_TRY(get_int(g, a, "attention.key_length_mla", 1, 1 << 14, -1, &c->mla_head_k));
+    OX_TRY(get_int(g, a, "attention.value_length_mla", 1, 1 << 14, -1, &c->mla_head_v));
+    if (c->n_head_kv != 1 || c->head_dim_k != c->mla_kv_rank + c->n_rot ||
+        c->head_dim_v != c->mla_kv_rank || c->mla_head_k <= c->n_rot)
+        return ox_fail(OX_ERR_FORMAT,
+                       "model: latent attention with %d kv heads, key length %d and value "
+                       "length %d for rank %d, %d rotary dims and heads of %d",
+                       c->n_head_kv, c->head_dim_k, c->head_dim_v, c->mla_kv_rank, c->n_rot,
+                       c->mla_head_k);
     return OX_OK;
 }
 
@@ -145,6 +211,9 @@ static enum ox_status read_yarn(const struct ox_gguf *g, const char *a, struct m
     OX_TRY(get_float(g, a, "rope.scaling.yarn_beta_fast", 32.0f, &beta_fast));
     OX_TRY(get_float(g, a, "rope.scaling.yarn_beta_slow", 1.0f, &beta_slow));
     OX_TRY(get_float(g, a, "rope.scaling.yarn_log_multiplier", 0.0f, &log_mul));
+    if (c->arch->mla) /* DeepSeek's converter writes a tenth of it (llama.cpp's loader) */
+        log_mul /= 0.1f;
+    c->yarn_log_mul = log_mul;
     OX_TRY(
         get_int(g, a, "rope.scaling.original_context_length", 1, 1 << 24, c->n_ctx_train, &n_orig));
     float lo = floorf(yarn_corr_dim(r->n_rot, n_orig, beta_fast, r->freq_base));
@@ -156,6 +225,8 @@ static enum ox_status read_yarn(const struct ox_gguf *g, const char *a, struct m
         float m = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
         float m_all =
             factor <= 1.0f || log_mul == 0.0f ? 1.0f : 0.1f * log_mul * logf(factor) + 1.0f;
+        if (c->arch->mla && log_mul != 0.0f) /* DeepSeek V2: mscale is mscale_all_dim */
+            m = m_all;
         r->attn_factor *= (log_mul != 0.0f ? m / m_all : m) / (1.0f + 0.1f * logf(factor));
     }
     return OX_OK;
@@ -342,6 +413,12 @@ static enum ox_status read_scales(const struct ox_gguf *g, const char *a, struct
     OX_TRY(get_float(g, a, "attention.scale", 0.0f, &c->attn_scale));
     if (c->attn_scale == 0.0f) /* the q/k norms take the place of a scale in unscaled archs */
         c->attn_scale = c->arch->attn_unscaled ? 1.0f : 1.0f / sqrtf((float)c->head_dim_k);
+    if (c->arch->mla) { /* by the heads' size before absorption, with YaRN's mscale squared */
+        float ln = logf(1.0f / c->rope.freq_scale);
+        float mscale =
+            c->rope.attn_factor * (1.0f + 0.1f * ln) * (1.0f + 0.1f * c->yarn_log_mul * ln);
+        c->attn_scale = mscale * mscale / sqrtf((float)c->mla_head_k);
+    }
     OX_TRY(get_float(g, a, "attn_logit_softcapping", 0.0f, &c->attn_softcap));
     OX_TRY(get_float(g, a, "final_logit_softcapping", 0.0f, &c->final_softcap));
     OX_TRY(get_float(g, a, "embedding_scale", 0.0f, &c->embd_scale));
@@ -377,6 +454,8 @@ enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c
         c->no_rope[il] = (c->arch->nope_period > 0 && (il + 1) % c->arch->nope_period == 0) ||
                          (c->arch->nope_unless_swa && !c->is_swa[il]);
     OX_TRY(read_delta_net(g, a, c));
+    OX_TRY(read_moe_routing(g, a, c));
+    OX_TRY(read_mla(g, a, c));
     OX_TRY(read_scales(g, a, c)); /* the attention scale by the full layers' head size */
     OX_TRY(read_layer_shapes(g, a, c));
     return get_int(g, a, "embedding_length_per_layer_input", 0, 1 << 16, 0, &c->n_embd_per_layer);

@@ -169,6 +169,16 @@ static int64_t ffn_slice(const struct ox_context *ctx, bool gpu) {
     return 0;
 }
 
+/* The widest per-token row latent attention's scratch takes (mla.c): q's bottleneck, every
+ * head's rotary part, a head's no-rope query, latent or output. */
+static size_t mla_scratch_cols(const struct model_config *c) {
+    int64_t w = c->mla_q_rank, rot = (int64_t)c->n_head * c->n_rot;
+    w = w > rot ? w : rot;
+    w = w > c->mla_head_k ? w : c->mla_head_k;
+    w = w > c->mla_kv_rank ? w : c->mla_kv_rank;
+    return (size_t)(w > c->mla_head_v ? w : c->mla_head_v);
+}
+
 static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &s->act;
@@ -211,6 +221,11 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     size_t chosen = nb * (size_t)c->n_expert_used;
     a->expert_ids = balloc(ctx, s, chosen * sizeof(int32_t)), a->expert_w = bfalloc(ctx, s, chosen);
     a->moe_out = bfalloc(ctx, s, c->n_expert > 0 ? nb * e : 0);
+    size_t mla_head = (size_t)(c->mla_head_k > c->mla_head_v ? c->mla_head_k : c->mla_head_v);
+    size_t mla_tmp = mla_scratch_cols(c);
+    a->mla = mla_head ? bfalloc(ctx, s, nb * (size_t)c->n_head * mla_head) : NULL;
+    a->mla_in = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
+    a->mla_out = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
     size_t ple = (size_t)c->n_layer * (size_t)c->n_embd_per_layer * nb;
     a->ple = ple ? bfalloc(ctx, s, ple) : NULL, a->ple_tmp = ple ? bfalloc(ctx, s, ple) : NULL;
     a->b_tok = balloc(ctx, s, ints);
@@ -221,7 +236,7 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
         !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || (!device && !a->k_t) || !a->vf ||
         (c->arch->attn_gate && !a->qg) || !a->router || !a->router_host || !a->expert_ids ||
         !a->expert_w || !a->moe_out || !a->b_tok || !a->b_pos || !a->b_seq || !a->b_cell ||
-        (ple && (!a->ple || !a->ple_tmp)))
+        (ple && (!a->ple || !a->ple_tmp)) || (mla_head && (!a->mla || !a->mla_in || !a->mla_out)))
         return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens on the %s",
                        nb, s->be.ops->name);
     return OX_OK;
@@ -278,6 +293,8 @@ static int64_t max_cols(const struct ox_context *ctx, int64_t ff, bool scores) {
     cols = cols > dn ? cols : dn;
     cols = cols > c->n_head * c->head_dim_k ? cols : c->n_head * c->head_dim_k;
     cols = cols > c->n_head * c->head_dim_v ? cols : c->n_head * c->head_dim_v;
+    cols = cols > c->n_head * c->mla_head_v ? cols : c->n_head * c->mla_head_v; /* mla's wo */
+    cols = cols > c->mla_q_rank ? cols : c->mla_q_rank;
     if (!scores)
         return cols;
     cols = cols > ctx->params.n_ctx ? cols : ctx->params.n_ctx; /* attention scores */
@@ -385,11 +402,11 @@ static void free_stage(struct stage *s) {
         if (a->branch == a->up)
             a->branch = NULL;
         a->proj = a->attn = NULL;
-        void *bs[] = {a->x,        a->xn,      a->qkv,    a->branch, a->q,
-                      a->k,        a->v,       a->attn,   a->proj,   a->gate,
-                      a->up,       a->hidden,  a->kf,     a->k_t,    a->vf,
-                      a->router,   a->b_tok,   s->k_rows, s->v_rows, a->expert_ids,
-                      a->expert_w, a->moe_out, a->qg,     a->ple,    a->ple_tmp};
+        void *bs[] = {a->x,       a->xn,         a->qkv,      a->branch,  a->q,     a->k,
+                      a->v,       a->attn,       a->proj,     a->gate,    a->up,    a->hidden,
+                      a->kf,      a->k_t,        a->vf,       a->router,  a->b_tok, s->k_rows,
+                      s->v_rows,  a->expert_ids, a->expert_w, a->moe_out, a->qg,    a->ple,
+                      a->ple_tmp, a->mla,        a->mla_in,   a->mla_out};
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i])
                 b->ops->free(b, bs[i]);

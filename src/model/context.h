@@ -37,9 +37,11 @@ struct activations {
     float *k_t;         /* room for kf transposed, for the attention of large batches */
     float *router;      /* [n_batch][n_expert] */
     float *router_host; /* the router's probabilities copied back, to pick experts */
-    int32_t *expert_ids;  /* [n_batch][n_expert_used]: a backend's own choice of experts */
-    float *expert_w;      /* and their weights */
-    float *moe_out;       /* [n_batch][n_embd] for a backend's MoE (MoE models only) */
+    int32_t *expert_ids;           /* [n_batch][n_expert_used]: a backend's own choice of experts */
+    float *expert_w;               /* and their weights */
+    float *moe_out;                /* [n_batch][n_embd] for a backend's MoE (MoE models only) */
+    float *mla, *mla_in, *mla_out; /* latent attention's (mla.c): each head's query or output
+                                      [n_batch][n_head][its size], and per-head scratch */
     float *ple, *ple_tmp; /* per-layer embeddings: [n_layer][n_batch][n_embd_per_layer], and
                              room to make them (per_layer_embd.c); else NULL */
     int32_t *b_tok, *b_pos, *b_seq, *b_cell;

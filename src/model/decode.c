@@ -197,7 +197,10 @@ static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
             b->ops->cache_load(b, kv->type, s->k[il] + (size_t)c * row, row, s->act.kf, 1, dk,
                                NULL);
             const struct rope_params *rp = cfg->is_swa[il] ? &s->rope_swa : &s->rope;
-            b->ops->rope(b, s->act.kf, s->act.b_pos, 1, l->n_head_kv, l->head_dim_k, rp);
+            if (cfg->arch->mla) /* the rotary part follows the latent (mla.c) */
+                b->ops->rope(b, s->act.kf + cfg->mla_kv_rank, s->act.b_pos, 1, 1, cfg->n_rot, rp);
+            else
+                b->ops->rope(b, s->act.kf, s->act.b_pos, 1, l->n_head_kv, l->head_dim_k, rp);
             b->ops->cache_store(b, kv->type, s->act.kf, 1, dk, s->k[il], row, s->act.b_cell);
         }
     }

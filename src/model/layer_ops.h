@@ -13,6 +13,14 @@ static inline struct mat as_mat(const struct backend *b, const struct weight *w)
                         w->ne[0], w->row_bytes,           dev ? NULL : w->packed};
 }
 
+/* Matrix i of a 3-D weight (an expert's, a head's), in the file's layout. */
+static inline struct mat slice_mat(const struct backend *b, const struct weight *w, int i) {
+    struct mat m = as_mat(b, w);
+    m.data = (const uint8_t *)m.data + (size_t)i * (size_t)w->ne[1] * w->row_bytes;
+    m.packed = NULL; /* only 2-D weights are packed */
+    return m;
+}
+
 static inline const float *vec(const struct backend *b, const struct weight *w) {
     if (!w) /* norms and biases are f32 (checked at load) */
         return NULL;

@@ -48,6 +48,18 @@ struct model_config {
     int32_t n_recurrent;                               /* how many layers are recurrent */
     bool is_recurrent[MODEL_MAX_LAYERS];
     int32_t n_embd_per_layer; /* per-layer embeddings' width (per_layer_embd.c); 0: none */
+    /* multi-head latent attention (arch mla, mla.c): q's bottleneck rank (0: none), the keys'
+     * and values' latent rank, and each head's key (no-rope + rope) and value sizes before
+     * absorption; the attention itself runs over head_dim_k = kv_rank + n_rot keys, one head */
+    int32_t mla_q_rank, mla_kv_rank, mla_head_k, mla_head_v;
+    float yarn_log_mul; /* llama.cpp's rope_yarn_log_mul (mla's attention scale reads it) */
+    /* MoE routing: the first n_dense_lead layers have a dense FFN; scores are the router's
+     * softmax or sigmoid, experts chosen by score (plus exp_probs_b) within the best
+     * n_group_used of n_expert_groups groups, weighted by their scores renormalised or not, times
+     * expert_weights_scale */
+    int32_t n_dense_lead, n_expert_groups, n_group_used;
+    bool moe_sigmoid, moe_norm_weights;
+    float moe_weights_scale;
     struct layer_shape layer[MODEL_MAX_LAYERS];
 };
 
@@ -74,6 +86,11 @@ struct layer_weights {
     const struct weight *ffn_post_norm;
     const struct weight *ffn_gate_inp, *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* MoE */
     const struct weight *ffn_gate_inp_b, *ffn_gate_exps_b, *ffn_up_exps_b, *ffn_down_exps_b;
+    const struct weight *ffn_exp_probs_b; /* the experts' selection bias (deepseek2) */
+    /* multi-head latent attention's (mla.c): q's bottleneck and its norm (or wq alone), the
+     * latent keys and values with the shared rotary part, its norm, and the per-head
+     * absorbed key and value matrices (3-D, a head each) */
+    const struct weight *wq_a, *q_a_norm, *wq_b, *wkv_a, *kv_a_norm, *wk_b, *wv_b;
     /* gemma4's router: its input's scale, and each expert's output scale */
     const struct weight *ffn_gate_inp_s, *ffn_down_exps_s;
     /* a dense FFN beside the experts (dense_moe.c): the experts' own pre- and post-norm, and

@@ -5,16 +5,10 @@
  * the probabilities copied back. */
 #include "model/moe.h"
 
+#include <math.h>
+
 #include "model/context.h"
 #include "model/layer_ops.h"
-
-/* Matrix e of a 3-D expert tensor. */
-static struct mat expert_mat(const struct backend *b, const struct weight *w, int e) {
-    struct mat m = as_mat(b, w);
-    m.data = (const uint8_t *)m.data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
-    m.packed = NULL; /* experts stay in the file's layout */
-    return m;
-}
 
 /* The experts' activation: the architecture's GLU. */
 static enum glu_kind expert_glu(const struct model_config *c) {
@@ -33,7 +27,9 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
     /* a parallel block still needs proj, the op's scratch, and so does dense_moe.c's dense
      * branch; the op has no expert biases or output scales, nor the clamped SwiGLU */
     if (!b->ops->moe_ffn || c->arch->parallel || l->ffn_pre_norm_2 || l->ffn_gate_inp_b ||
-        l->ffn_gate_exps_b || l->ffn_down_exps_s || c->arch->ffn == FFN_SWIGLU_OAI)
+        l->ffn_gate_exps_b || l->ffn_down_exps_s || c->arch->ffn == FFN_SWIGLU_OAI ||
+        c->moe_sigmoid || l->ffn_exp_probs_b || c->n_expert_groups > 1 ||
+        c->moe_weights_scale != 1.0f) /* nor DeepSeek's routing */
         return false;
     struct mat g = as_mat(b, l->ffn_gate_exps), u = as_mat(b, l->ffn_up_exps),
                d = as_mat(b, l->ffn_down_exps);
@@ -47,7 +43,7 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
                          .n = n,
                          .n_expert = c->n_expert,
                          .k = c->n_expert_used,
-                         .raw_weights = c->arch->moe_raw_weights,
+                         .raw_weights = !c->moe_norm_weights,
                          .n_batch = (int)ctx->params.n_batch,
                          .ids = a->expert_ids,
                          .weights = a->expert_w,
@@ -68,6 +64,68 @@ static void expert_bias(struct backend *b, const struct weight *bias, int e, flo
         b->ops->add_row(b, y, vec(b, bias) + (size_t)e * (size_t)width, 1, width);
 }
 
+/* The k best of n scores (plus bias where given) among those not masked (mask[e] false, or no
+ * mask), ties to the lower index. */
+static void top_k(const float *score, const float *bias, const bool *mask, int n, int k, int *idx) {
+    for (int j = 0; j < k; j++) {
+        idx[j] = -1;
+        float best = 0.0f;
+        for (int e = 0; e < n; e++) {
+            bool taken = mask && mask[e];
+            for (int q = 0; q < j; q++)
+                taken |= idx[q] == e;
+            float v = bias ? score[e] + bias[e] : score[e];
+            if (!taken && (idx[j] < 0 || v > best))
+                idx[j] = e, best = v;
+        }
+    }
+}
+
+/* Experts in groups (DeepSeek V3): a group scores the sum of its two best selection scores,
+ * and only the n_group_used best groups' experts may be chosen: mask[e] says which may not. */
+static void mask_groups(const struct model_config *c, const float *score, const float *bias,
+                        bool *mask) {
+    int per = c->n_expert / c->n_expert_groups, top[2], best[256];
+    float group[256];
+    for (int g = 0; g < c->n_expert_groups; g++) {
+        top_k(score + g * per, bias ? bias + g * per : NULL, NULL, per, per > 1 ? 2 : 1, top);
+        group[g] = 0.0f;
+        for (int j = 0; j < (per > 1 ? 2 : 1); j++)
+            group[g] +=
+                bias ? score[g * per + top[j]] + bias[g * per + top[j]] : score[g * per + top[j]];
+    }
+    top_k(group, NULL, NULL, c->n_expert_groups, c->n_group_used, best);
+    for (int e = 0; e < c->n_expert; e++) {
+        mask[e] = true;
+        for (int j = 0; j < c->n_group_used; j++)
+            mask[e] &= e / per != best[j];
+    }
+}
+
+/* A token's k experts and their weights from its router row p (logits, or probabilities
+ * after a softmax): scores are p or its sigmoid; experts are chosen by score plus the
+ * selection bias, within the best groups; weighted by their scores, renormalised (ggml's
+ * row sum, at least f16's smallest normal, as llama.cpp clamps it) or not, times the scale. */
+static void choose_experts(const struct model_config *c, const struct layer_weights *l, float *p,
+                           int *idx, float *w) {
+    int ne = c->n_expert, k = c->n_expert_used;
+    const float *bias = l->ffn_exp_probs_b ? (const float *)l->ffn_exp_probs_b->data : NULL;
+    bool mask[1 << 12];
+    for (int e = 0; c->moe_sigmoid && e < ne; e++) /* ggml_sigmoid */
+        p[e] = 1.0f / (1.0f + expf(-p[e]));
+    if (c->n_expert_groups > 1)
+        mask_groups(c, p, bias, mask);
+    top_k(p, bias, c->n_expert_groups > 1 ? mask : NULL, ne, k, idx);
+    double sum = 0.0;
+    for (int j = 0; j < k; j++)
+        sum += p[idx[j]];
+    float wsum = c->moe_norm_weights ? fmaxf((float)sum, 6.103515625e-5f) : 1.0f;
+    for (int j = 0; j < k; j++) {
+        w[j] = c->moe_norm_weights ? p[idx[j]] / wsum : p[idx[j]];
+        w[j] = c->moe_weights_scale != 1.0f ? w[j] * c->moe_weights_scale : w[j];
+    }
+}
+
 void moe_block(struct ox_context *ctx, const struct layer_weights *l, const float *in,
                const float *router_in, float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
@@ -78,7 +136,8 @@ void moe_block(struct ox_context *ctx, const struct layer_weights *l, const floa
     int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
     if (l->ffn_gate_inp_b)
         b->ops->add_row(b, a->router, vec(b, l->ffn_gate_inp_b), n, ne);
-    b->ops->softmax(b, a->router, n, ne);
+    if (!c->moe_sigmoid) /* sigmoid scores are the host's */
+        b->ops->softmax(b, a->router, n, ne);
     if (moe_on_backend(ctx, l, in, out, n))
         return;
     ctx->moe_on_host |= b->ops->device;
@@ -90,27 +149,14 @@ void moe_block(struct ox_context *ctx, const struct layer_weights *l, const floa
     enum glu_kind kind = expert_glu(c);
     const float *down_scale = l->ffn_down_exps_s ? (const float *)l->ffn_down_exps_s->data : NULL;
     for (int t = 0; t < n; t++) {
-        const float *p = a->router_host + (size_t)t * ne;
         int idx[MODEL_MAX_EXPERTS_USED];
-        for (int j = 0; j < k; j++) { /* the k largest, ties to the lower index */
-            idx[j] = -1;
-            for (int e = 0; e < ne; e++) {
-                bool taken = false;
-                for (int q = 0; q < j; q++)
-                    taken |= idx[q] == e;
-                if (!taken && (idx[j] < 0 || p[e] > p[idx[j]]))
-                    idx[j] = e;
-            }
-        }
-        double wsum = 0.0; /* ggml's row sum: double, then float; 1: the raw probabilities */
-        for (int j = 0; j < k; j++)
-            wsum += p[idx[j]];
-        wsum = c->arch->moe_raw_weights ? 1.0 : wsum;
+        float w[MODEL_MAX_EXPERTS_USED];
+        choose_experts(c, l, a->router_host + (size_t)t * ne, idx, w);
         const float *x = in + (size_t)t * d;
         for (int j = 0; j < k; j++) {
-            struct mat g = expert_mat(b, l->ffn_gate_exps, idx[j]),
-                       u = expert_mat(b, l->ffn_up_exps, idx[j]);
-            struct mat dn = expert_mat(b, l->ffn_down_exps, idx[j]);
+            struct mat g = slice_mat(b, l->ffn_gate_exps, idx[j]),
+                       u = slice_mat(b, l->ffn_up_exps, idx[j]);
+            struct mat dn = slice_mat(b, l->ffn_down_exps, idx[j]);
             b->ops->matmul(b, &g, x, a->gate, 1);
             b->ops->matmul(b, &u, x, a->up, 1);
             expert_bias(b, l->ffn_gate_exps_b, idx[j], a->gate, ff);
@@ -120,7 +166,7 @@ void moe_block(struct ox_context *ctx, const struct layer_weights *l, const floa
             expert_bias(b, l->ffn_down_exps_b, idx[j], a->gate, d);
             if (down_scale) /* before the weight, as ggml's two products */
                 b->ops->scale(b, a->gate, down_scale[idx[j]], (size_t)d);
-            b->ops->axpy(b, out + (size_t)t * d, a->gate, p[idx[j]] / (float)wsum, (size_t)d);
+            b->ops->axpy(b, out + (size_t)t * d, a->gate, w[j], (size_t)d);
         }
     }
 }

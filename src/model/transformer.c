@@ -7,6 +7,7 @@
 #include "model/delta_net.h"
 #include "model/dense_moe.h"
 #include "model/layer_ops.h"
+#include "model/mla.h"
 #include "model/moe.h"
 #include "model/per_layer_embd.h"
 #include "model/shared_expert.h"
@@ -247,10 +248,10 @@ static bool add_projection(struct ox_context *ctx, const struct weight *w,
            b->ops->matmul_add(b, &m, h, ctx->st->act.x, n);
 }
 
-/* Attention of n tokens; leaves the normed input in act.xn (unless the norm went into the q, k,
- * v matmul: norm_fusable says nothing reads it then) and either adds the branch output to act.x
- * (returns true) or leaves it (after wo, its bias and any post-norm) in act.proj. */
-static bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+/* q, k and v of n tokens normed and rotated as the architecture has them; true when the keys
+ * and values went into the cache on the way (rope_and_store). */
+static bool project_and_rotate(struct ox_context *ctx, const struct layer_weights *l, int il,
+                               int n) {
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
     const struct layer_shape *s = shape(ctx, il);
@@ -279,6 +280,25 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         if (own_kv)
             op->rope(b, a->k, a->b_pos, n, n_kv, hd, rp);
     }
+    return stored;
+}
+
+/* Attention of n tokens; leaves the normed input in act.xn (unless the norm went into the q, k,
+ * v matmul: norm_fusable says nothing reads it then) and either adds the branch output to act.x
+ * (returns true) or leaves it (after wo, its bias and any post-norm) in act.proj. */
+static bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    const struct arch_desc *d = c->arch;
+    const struct layer_shape *s = shape(ctx, il);
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
+    const struct backend_ops *op = b->ops;
+    int hd = s->head_dim_k, n_kv = s->n_head_kv;
+    bool stored = false;
+    if (d->mla) /* latent attention: q, k and v rotated in their own layout */
+        mla_project_qkv(ctx, l, n);
+    else
+        stored = project_and_rotate(ctx, l, il, n);
     if (c->attn_temp_scale != 0.0f)
         temperature_scale_q(ctx, n);
     float scale = c->attn_scale;
@@ -320,9 +340,10 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
     op->attention(b, &args);
     if (d->attn_gate)
         gate_attention(ctx, n);
-    if (add_projection(ctx, l->wo, l->bo, l->attn_post_norm, a->attn, n))
+    const float *heads = d->mla ? mla_heads_out(ctx, l, n) : a->attn;
+    if (add_projection(ctx, l->wo, l->bo, l->attn_post_norm, heads, n))
         return true;
-    linear(b, l->wo, l->bo, a->attn, a->proj, n);
+    linear(b, l->wo, l->bo, heads, a->proj, n);
     if (l->attn_post_norm)
         op->rms_norm(b, a->proj, vec(b, l->attn_post_norm), a->proj, n, c->n_embd, c->norm_eps);
     if (c->residual_scale != 0.0f)

@@ -93,6 +93,30 @@ static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_we
     return OX_OK;
 }
 
+/* A latent-attention layer's tensors (deepseek2; shapes as llama.cpp's loader checks them). */
+static enum ox_status bind_mla(struct ox_model *m, int il, struct layer_weights *l) {
+    const struct model_config *c = &m->cfg;
+    int64_t e = c->n_embd, h = c->n_head, qr = c->mla_q_rank, kr = c->mla_kv_rank;
+    int64_t hk = c->mla_head_k, nope = hk - c->n_rot;
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    OX_TRY(bind_vec(m, NAME("attn_norm.weight"), e, false, &l->attn_norm));
+    if (qr > 0) {
+        OX_TRY(bind(m, NAME("attn_q_a.weight"), e, qr, 1, false, &l->wq_a));
+        OX_TRY(bind_vec(m, NAME("attn_q_a_norm.weight"), qr, false, &l->q_a_norm));
+        OX_TRY(bind(m, NAME("attn_q_b.weight"), qr, h * hk, 1, false, &l->wq_b));
+    } else { /* the lite models' single q projection */
+        OX_TRY(bind(m, NAME("attn_q.weight"), e, h * hk, 1, false, &l->wq));
+    }
+    OX_TRY(bind(m, NAME("attn_kv_a_mqa.weight"), e, kr + c->n_rot, 1, false, &l->wkv_a));
+    OX_TRY(bind_vec(m, NAME("attn_kv_a_norm.weight"), kr, false, &l->kv_a_norm));
+    OX_TRY(bind(m, NAME("attn_k_b.weight"), nope, kr, h, false, &l->wk_b));
+    OX_TRY(bind(m, NAME("attn_v_b.weight"), kr, c->mla_head_v, h, false, &l->wv_b));
+    OX_TRY(bind(m, NAME("attn_output.weight"), h * c->mla_head_v, e, 1, false, &l->wo));
+#undef NAME
+    return OX_OK;
+}
+
 /* A gated delta-net layer's tensors (qwen35; shapes as llama.cpp's loader checks them). */
 static enum ox_status bind_delta_net(struct ox_model *m, int il, struct layer_weights *l) {
     const struct model_config *c = &m->cfg;
@@ -145,8 +169,9 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
                                                      : NAME("ffn_norm.weight"),
                     e, d->parallel || d->no_pre_norm, &l->ffn_norm));
     OX_TRY(bind_vec(m, NAME("ffn_norm.bias"), e, true, &l->ffn_norm_b));
-    if (ne > 0) {
+    if (ne > 0 && il >= c->n_dense_lead) {
         OX_TRY(bind(m, NAME("ffn_gate_inp.weight"), e, ne, 1, false, &l->ffn_gate_inp));
+        OX_TRY(bind_vec(m, NAME("exp_probs_b.bias"), ne, true, &l->ffn_exp_probs_b));
         OX_TRY(bind(m, NAME("ffn_gate_exps.weight"), e, fe, ne, false, &l->ffn_gate_exps));
         OX_TRY(bind(m, NAME("ffn_up_exps.weight"), e, fe, ne, false, &l->ffn_up_exps));
         OX_TRY(bind(m, NAME("ffn_down_exps.weight"), fe, e, ne, false, &l->ffn_down_exps));
@@ -224,6 +249,8 @@ enum ox_status model_bind_weights(struct ox_model *m) {
     for (int il = 0; il < m->cfg.n_layer; il++) {
         if (m->cfg.is_recurrent[il])
             OX_TRY(bind_delta_net(m, il, &m->layers[il]));
+        else if (m->cfg.arch->mla)
+            OX_TRY(bind_mla(m, il, &m->layers[il]));
         else
             OX_TRY(bind_attention(m, il, &m->layers[il]));
         OX_TRY(bind_ffn(m, il, &m->layers[il]));
@@ -283,7 +310,7 @@ static int add_once(const struct weight **mats, int n, const struct weight *w) {
 }
 
 void model_pack_weights(struct ox_model *m) {
-    enum { PER_LAYER = 14 };
+    enum { PER_LAYER = 17 };
     const struct weight **mats = calloc((size_t)m->cfg.n_layer * PER_LAYER + 2, sizeof *mats);
     if (!mats)
         return; /* matmul reads the file's layout */
@@ -291,8 +318,9 @@ void model_pack_weights(struct ox_model *m) {
     for (int il = 0; il < m->cfg.n_layer; il++) {
         const struct layer_weights *l = &m->layers[il];
         const struct weight *layer[PER_LAYER] = {
-            l->wqkv,     l->wq,           l->wk,     l->wv,   l->wo,     l->ffn_gate, l->ffn_up,
-            l->ffn_down, l->ffn_gate_inp, l->dn_qkv, l->dn_z, l->dn_out, l->ple_gate, l->ple_proj};
+            l->wqkv,     l->wq,       l->wk,           l->wv,     l->wo,   l->ffn_gate,
+            l->ffn_up,   l->ffn_down, l->ffn_gate_inp, l->dn_qkv, l->dn_z, l->dn_out,
+            l->ple_gate, l->ple_proj, l->wq_a,         l->wq_b,   l->wkv_a};
         for (int i = 0; i < PER_LAYER; i++)
             n = add_once(mats, n, layer[i]);
     }

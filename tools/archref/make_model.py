@@ -284,6 +284,61 @@ def olmo2(w, n_embd, n_vocab):
         w.norm(blk + "post_ffw_norm.weight", n_embd)
 
 
+def deepseek2(w, n_embd, n_vocab):
+    """DeepSeek V3's layout, made small: multi-head latent attention (q through a rank-48
+    bottleneck with its norm; keys and values from a rank-64 latent with its norm, beside 16
+    rotary dims shared by the heads; per-head absorbed k_b and v_b), a leading dense layer, then
+    MoE layers of 8 experts (2 used) in 4 groups of which 2 are kept, sigmoid scores with a
+    selection bias, weights normalised and scaled by 2.5, and a shared expert. The bias is wide
+    (0.5 against scores a few tenths apart), so that at Q4_K_M the choices seldom turn on
+    rounding: with 0.1 most seeds had a near-tie that flipped at some instruction-set level."""
+    arch, n_layer, n_head, n_ff, n_ff_exp, n_expert = "deepseek2", 3, 4, 256, 64, 8
+    q_rank, kv_rank, nope, rope, v_head = 48, 64, 32, 16, 32
+    wr = w.writer
+    header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+                     "feed_forward_length": n_ff, "attention.head_count": n_head,
+                     "attention.head_count_kv": 1, "attention.key_length": kv_rank + rope,
+                     "attention.value_length": kv_rank, "attention.key_length_mla": nope + rope,
+                     "attention.value_length_mla": v_head, "attention.q_lora_rank": q_rank,
+                     "attention.kv_lora_rank": kv_rank, "rope.dimension_count": rope,
+                     "leading_dense_block_count": 1, "expert_feed_forward_length": n_ff_exp,
+                     "expert_count": n_expert, "expert_used_count": 2, "expert_shared_count": 1,
+                     "expert_group_count": 4, "expert_group_used_count": 2,
+                     "expert_gating_func": 2, "vocab_size": n_vocab},
+           "layer_norm_rms_epsilon", 1e-6, 10000.0)
+    wr.add_bool(f"{arch}.expert_weights_norm", True)
+    wr.add_float32(f"{arch}.expert_weights_scale", 2.5)
+    embeddings(w, n_embd, n_vocab, tied=False)
+    for il in range(n_layer):
+        blk = f"blk.{il}."
+        w.norm(blk + "attn_norm.weight", n_embd)
+        w.matrix(blk + "attn_q_a.weight", n_embd, q_rank)
+        w.norm(blk + "attn_q_a_norm.weight", q_rank)
+        w.matrix(blk + "attn_q_b.weight", q_rank, n_head * (nope + rope))
+        w.matrix(blk + "attn_kv_a_mqa.weight", n_embd, kv_rank + rope)
+        w.norm(blk + "attn_kv_a_norm.weight", kv_rank)
+        k_b = w.rng.normal(0.0, 1.0 / np.sqrt(nope), size=(n_head, kv_rank, nope))
+        wr.add_tensor(blk + "attn_k_b.weight", k_b.astype(np.float16))
+        v_b = w.rng.normal(0.0, 1.0 / np.sqrt(kv_rank), size=(n_head, v_head, kv_rank))
+        wr.add_tensor(blk + "attn_v_b.weight", v_b.astype(np.float16))
+        w.matrix(blk + "attn_output.weight", n_head * v_head, n_embd)
+        w.norm(blk + "ffn_norm.weight", n_embd)
+        if il == 0:
+            w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
+            w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
+            w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
+            continue
+        w.matrix(blk + "ffn_gate_inp.weight", n_embd, n_expert, np.float32)
+        w.vector(blk + "exp_probs_b.bias", w.rng.normal(0.0, 0.5, n_expert))
+        for name, ne0, ne1 in (("gate", n_embd, n_ff_exp), ("up", n_embd, n_ff_exp),
+                               ("down", n_ff_exp, n_embd)):
+            e = w.rng.normal(0.0, 1.0 / np.sqrt(ne0), size=(n_expert, ne1, ne0))
+            wr.add_tensor(blk + f"ffn_{name}_exps.weight", e.astype(np.float16))
+        w.matrix(blk + "ffn_gate_shexp.weight", n_embd, n_ff_exp)
+        w.matrix(blk + "ffn_up_shexp.weight", n_embd, n_ff_exp)
+        w.matrix(blk + "ffn_down_shexp.weight", n_ff_exp, n_embd)
+
+
 def gemma4_attention_and_ffn(w, blk, n_embd, n_head, hd, kv, values, n_ff):
     """A Gemma 4 layer's attention (values from the keys' projection unless values) and its
     dense FFN, with their norms."""
@@ -393,6 +448,7 @@ def gemma4(w, n_embd, n_vocab):
 
 
 ARCHS = {
+    "deepseek2": deepseek2,
     "gemma4": gemma4,
     "gemma4-moe": gemma4_moe,
     "cohere2": cohere2,
@@ -433,8 +489,9 @@ ARCH_OF = {"gemma4-moe": "gemma4"}
 # Seeds other than 1, where seed 1 left a prompt position whose two best logits llama.cpp puts
 # within float rounding of each other (a reference a correct engine can miss by a tie), or, in
 # a MoE, a router whose choice of experts at Q4_K_M turns on such a tie at some instruction-set
-# level (gemma4-moe: 9, after the seeds tried before it each had one at some level).
-SEEDS = {"seed_oss": 2, "gemma4": 2, "gemma4-moe": 9}
+# level (gemma4-moe: 9, after the seeds tried before it each had one at some level;
+# deepseek2: 3, seed 1's bad at every level).
+SEEDS = {"seed_oss": 2, "gemma4": 2, "gemma4-moe": 9, "deepseek2": 3}
 
 
 def main():
