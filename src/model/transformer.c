@@ -585,7 +585,9 @@ static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) 
  * temperature). */
 static bool graphable(const struct ox_context *ctx, const struct backend *b, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    bool moe = ctx->model->layers[0].ffn_gate_inp != NULL;
+    bool moe = false; /* DeepSeek's first layers are dense */
+    for (int32_t il = 0; il < c->n_layer; il++)
+        moe |= ctx->model->layers[il].ffn_gate_inp != NULL;
     if (n < 1 || n > b->ops->graph_max_tokens || !b->ops->graph_begin || ctx->embd_only ||
         (moe && (n > 1 || !ctx->moe_graphable)) || c->attn_temp_scale != 0.0f)
         return false;

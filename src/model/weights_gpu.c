@@ -116,9 +116,9 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
     int32_t n_layer = m->cfg.n_layer;
     int32_t gpu_begin = n_gpu_layers < 0 || n_gpu_layers >= n_layer ? 0 : n_layer - n_gpu_layers;
     int32_t asked = gpu_begin;
-    for (int32_t il = asked; il < n_layer; il++) /* a layer's cache is where the layer runs */
+    for (int32_t il = n_layer - 1; il >= gpu_begin; il--) /* a layer's cache is where it runs */
         if (m->cfg.layer[il].kv_layer >= 0 && m->cfg.layer[il].kv_layer < gpu_begin)
-            gpu_begin = m->cfg.layer[il].kv_layer;
+            gpu_begin = m->cfg.layer[il].kv_layer, il = n_layer; /* and again from the top */
     if (gpu_begin < asked)
         ox_log(OX_LOG_INFO,
                "model: %d layers on the GPU, not %d: the last ones read the caches of "
