@@ -70,8 +70,10 @@ static enum ox_status alloc_kv(struct ox_context *ctx) {
             continue;
         kv->k_row[il] =
             (size_t)((int64_t)l->n_head_kv * l->head_dim_k / tr->block_size) * tr->type_size;
-        kv->v_row[il] =
-            (size_t)((int64_t)l->n_head_kv * l->head_dim_v / tr->block_size) * tr->type_size;
+        kv->v_row[il] = /* latent attention's values are the front of its keys (mla.c) */
+            c->arch->mla
+                ? 0
+                : (size_t)((int64_t)l->n_head_kv * l->head_dim_v / tr->block_size) * tr->type_size;
     }
     kv->pos = malloc((size_t)kv->n_cells * sizeof *kv->pos);
     kv->seq = calloc((size_t)kv->n_cells * SEQ_WORDS, sizeof *kv->seq);
@@ -108,7 +110,8 @@ static enum ox_status alloc_kv_rows(struct ox_context *ctx, struct stage *s) {
     for (int32_t il = s->layer_begin; il < s->layer_end; il++) {
         if (kv->k_row[il] == 0)
             continue;
-        s->k[il] = s->k_rows + k_bytes, s->v[il] = s->v_rows + v_bytes;
+        s->k[il] = s->k_rows + k_bytes;
+        s->v[il] = kv->v_row[il] ? s->v_rows + v_bytes : s->k[il];
         k_bytes += cells * kv->k_row[il], v_bytes += cells * kv->v_row[il];
     }
     bool device = s->be.ops->device;

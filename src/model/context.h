@@ -16,7 +16,8 @@ struct kv_cache {
     int32_t *pos;  /* position of the token in the cell, -1 when free */
     uint64_t *seq; /* [n_cells][SEQ_WORDS]: the cell's sequences (seq_set_has) */
     size_t k_row[MODEL_MAX_LAYERS], v_row[MODEL_MAX_LAYERS]; /* bytes of one cell's keys / values
-                                                                in a layer; 0: it keeps none */
+                                                                in a layer; 0: it keeps none (for
+                                                                values: they lead its key rows) */
     int32_t used_end; /* cells at or past this index are all free: the ops look at the rest */
 };
 

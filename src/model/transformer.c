@@ -33,7 +33,8 @@ static size_t k_row(const struct ox_context *ctx, int il) {
 }
 
 static size_t v_row(const struct ox_context *ctx, int il) {
-    return ctx->kv.v_row[shape(ctx, il)->kv_layer];
+    size_t row = ctx->kv.v_row[shape(ctx, il)->kv_layer];
+    return row ? row : k_row(ctx, il); /* values read from the keys' rows (mla.c) */
 }
 
 /* Layer il's rotation, with the frequency factors in the stage's memory. */
@@ -67,7 +68,8 @@ static void kv_store_and_load(struct ox_context *ctx, int il, int n, bool stored
     uint8_t *k_base = layer_k(ctx, il), *v_base = layer_v(ctx, il);
     if (!stored && s->kv_layer == il) {
         b->ops->cache_store(b, kv->type, a->k, n, dk, k_base, k_row(ctx, il), a->b_cell);
-        b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, v_row(ctx, il), a->b_cell);
+        if (kv->v_row[il]) /* else the values are in the keys' rows */
+            b->ops->cache_store(b, kv->type, a->v, n, dv, v_base, v_row(ctx, il), a->b_cell);
     }
     if (b->ops->attention_reads_cache)
         return;

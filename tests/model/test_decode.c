@@ -327,6 +327,25 @@ static void check_memory(void) {
     ox_context_free(a), ox_context_free(b);
 }
 
+/* The same invariants on caches laid out otherwise: gemma4's per-layer shapes and shared layers
+ * (a sliding window, too), deepseek2's latent cache whose rotary part is its rows' tail. */
+static void check_cache_layouts(struct ox_model_params mp) {
+    static const char *const names[] = {"gemma4-f16", "deepseek2-f16"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/data/arch/models/%s.gguf", OX_SOURCE_DIR, names[i]);
+        printf("%s:\n", names[i]);
+        CHECK_MSG(ox_model_load(path, &mp, &model) == OX_OK, "%s", ox_last_error());
+        if (!model)
+            continue;
+        n_vocab = ox_model_n_vocab(model);
+        check_incremental();
+        check_two_sequences();
+        check_shift();
+        ox_model_free(model);
+    }
+}
+
 int main(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/llama-f32.gguf", test_data_dir());
@@ -356,5 +375,6 @@ int main(void) {
     CHECK_EQ(ox_model_load(path, NULL, &m), OX_ERR_FORMAT); /* a vocabulary, not a model */
     CHECK(strstr(ox_last_error(), "llama.") != NULL || strstr(ox_last_error(), "tensor") != NULL);
     ox_model_free(model);
+    check_cache_layouts(test_model_params());
     return test_finish("test_decode");
 }
