@@ -44,10 +44,20 @@ static void prompt(ox_token *t, int seed) {
         t[i] = (ox_token)(3 + (i * 37 + seed * 101) % (n_vocab - 3));
 }
 
+/* The spread of a row of logits (a soft-capped model's reach +-cap). */
+static double spread(const float *a) {
+    double lo = a[0], hi = a[0];
+    for (int i = 1; i < n_vocab; i++)
+        lo = fmin(lo, a[i]), hi = fmax(hi, a[i]);
+    return hi - lo;
+}
+
 /* Batch vs one at a time: the same math on the same cache, summed in different orders (float
- * matmuls follow llama.cpp's GEMM for batches and its vec_dot for single tokens), so the
- * logits agree to the last bits, amplified a little by the f16 cache; a wrong position or mask
- * would move them by whole units. */
+ * matmuls follow llama.cpp's GEMM for batches and its vec_dot for single tokens, which rounds
+ * the activations to f16 for f16 weights), so the logits agree to the last bits, amplified by
+ * the f16 cache, an f16 model's matmuls (llama-f16: 2.6e-4 of the logits' spread, gemma4-f16's
+ * seven layers 1.2e-3) and on a GPU its prompt attention's f16 probabilities: within 5e-3 of
+ * the spread, where a wrong position or mask moves them by a tenth or more. */
 static void check_incremental(void) {
     ox_token t[N];
     prompt(t, 1);
@@ -57,14 +67,15 @@ static void check_incremental(void) {
     struct ox_context *a = new_context(64, 1), *b = new_context(64, 1);
     struct ox_batch batch = {.n_tokens = N, .token = t, .logits = all};
     CHECK_EQ(ox_decode(a, &batch), OX_OK);
-    double worst = 0;
+    double worst = 0, rel = 0;
     for (int i = 0; i < N; i++) {
         struct ox_batch one = {.n_tokens = 1, .token = &t[i]};
         CHECK_EQ(ox_decode(b, &one), OX_OK);
-        worst = fmax(worst, max_diff(ox_get_logits(a, i), ox_get_logits(b, 0)));
+        double d = max_diff(ox_get_logits(a, i), ox_get_logits(b, 0));
+        worst = fmax(worst, d), rel = fmax(rel, d / spread(ox_get_logits(a, i)));
     }
-    printf("  batch vs incremental: max |logit diff| %.3g\n", worst);
-    CHECK(worst < 1e-2);
+    printf("  batch vs incremental: max |logit diff| %.3g (%.2g of the spread)\n", worst, rel);
+    CHECK(rel < 5e-3);
     CHECK_EQ(ox_kv_seq_pos_max(b, 0), N - 1);
     ox_context_free(a);
     ox_context_free(b);
