@@ -99,6 +99,25 @@ struct rope_store_args {
     const int32_t *cells; /* token t goes to row cells[t] */
 };
 
+/* A Mamba-2 layer's recurrence over n tokens (granitehybrid's SSM layers), each token on the
+ * state of its slot, in batch order: the causal convolution of x, B and C (plus its bias, then
+ * silu), then per head the scan state = state * exp(softplus(dt + dt_bias) A) +
+ * softplus(..) x B, y = state . C + D x. */
+struct mamba2_args {
+    const float *xbc; /* [n] rows of conv_dim (x, B, C), xbc_stride floats apart */
+    const float *dt;  /* [n] rows of n_head, dt_stride floats apart */
+    size_t xbc_stride, dt_stride;
+    const float *conv_w, *conv_b;   /* [conv_dim][d_conv], [conv_dim] (or NULL) */
+    const float *dt_bias, *a, *d;   /* [n_head] */
+    float *conv_state;              /* per slot [d_conv - 1][conv_dim], oldest row first */
+    float *ssm_state;               /* per slot [n_head][head_dim][d_state] */
+    size_t conv_stride, ssm_stride; /* floats from one slot's state to the next's */
+    const int32_t *slot;            /* [n]: the state token t reads and updates */
+    float *conv_out;                /* [n][conv_dim]: room for the convolved rows */
+    float *y;                       /* [n][n_head * head_dim] */
+    int n, n_head, head_dim, n_group, d_state, d_conv;
+};
+
 /* act(gate) * up: SiLU, GELU, sigmoid; and gpt-oss's clamped SwiGLU, min(g, 7) * sigmoid(1.702 *
  * min(g, 7)) * (clamp(up, -7, 7) + 1) (ggml_swiglu_oai with llama.cpp's alpha and limit). */
 enum glu_kind { GLU_SILU, GLU_GELU, GLU_SIGMOID, GLU_SWIGLU_OAI };
@@ -203,6 +222,8 @@ struct backend_ops {
     void (*sigmoid_scale_rows)(struct backend *b, float *y, const float *g, int n, int dim);
     /* a gated delta-net layer's recurrence (struct delta_net_args); NULL: the backend has none */
     void (*delta_net)(struct backend *b, const struct delta_net_args *a);
+    /* a Mamba-2 layer's (struct mamba2_args); NULL: the backend has none */
+    void (*mamba2)(struct backend *b, const struct mamba2_args *a);
     /* Row r of dst = row r of src for rows rows of cols floats (strides in floats). */
     void (*copy_rows)(struct backend *b, float *dst, size_t dst_stride, const float *src,
                       size_t src_stride, int rows, int cols);

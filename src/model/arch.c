@@ -59,6 +59,7 @@ static const struct arch_desc architectures[] = {
      .v_may_be_k = true,
      .rope_freqs_full_only = true},
     {.name = "deepseek2", .mla = true},
+    {.name = "granitehybrid", .logit_scale = LOGIT_SCALE_DIV, .mamba2 = true},
     {.name = "seed_oss", .position = POS_ROPE_NEOX, .ffn_norm_named_post_attention = true},
     {.name = "olmoe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_WHOLE, .moe_raw_weights = true},
     {.name = "smollm3", .nope_period = 4},
@@ -154,8 +155,8 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
     else if (a->nope_unless_swa)
         snprintf(nope, sizeof nope, ", RoPE on sliding-window layers only");
     int n = snprintf(
-        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm], positions[a->position],
-        ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
+        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
+        positions[a->position], ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
         a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
         a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
         a->q_prescale ? ", q scaled before attention" : "", swa,
@@ -163,7 +164,8 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
         a->delta_net ? ", gated delta-net layers between full attention" : "",
         a->moe_raw_weights ? ", experts weighted by raw probabilities" : "", nope,
         a->attn_unscaled ? ", q.k unscaled" : "", a->v_norm ? ", values RMS-normed" : "",
-        a->mla ? ", multi-head latent attention" : "");
+        a->mla ? ", multi-head latent attention" : "",
+        a->mamba2 ? ", Mamba-2 layers where head_count_kv is 0" : "");
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -67,8 +67,10 @@ struct arch_desc {
     bool v_may_be_k;           /* a layer without attn_v uses its keys' projection as values */
     bool rope_freqs_full_only; /* rope_freqs applies to full-attention layers only: gemma4's
                                   "proportional" rotation of part of the head */
-    bool mla; /* multi-head latent attention (mla.c) and DeepSeek's MoE routing keys; the file's
-                 yarn_log_multiplier is a tenth of llama.cpp's */
+    bool mamba2; /* the layers whose head_count_kv is 0 are Mamba-2 layers (mamba2.c), reading
+                    the ssm.* keys */
+    bool mla;    /* multi-head latent attention (mla.c) and DeepSeek's MoE routing keys; the file's
+                    yarn_log_multiplier is a tenth of llama.cpp's */
 };
 
 /* The descriptor for a GGUF general.architecture value, or NULL. */

@@ -95,11 +95,14 @@ static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct 
     OX_TRY(get_int(g, a, "attention.head_count", 1, 1 << 14, -1, &c->n_head));
     int32_t ff[MODEL_MAX_LAYERS], kv[MODEL_MAX_LAYERS];
     OX_TRY(get_layer_ints(g, a, "feed_forward_length", 1, 1 << 22, -1, c->n_layer, ff));
-    OX_TRY(
-        get_layer_ints(g, a, "attention.head_count_kv", 1, c->n_head, c->n_head, c->n_layer, kv));
+    /* a Mamba-2 hybrid's recurrent layers have no kv heads */
+    OX_TRY(get_layer_ints(g, a, "attention.head_count_kv", c->arch->mamba2 ? 0 : 1, c->n_head,
+                          c->n_head, c->n_layer, kv));
     OX_TRY(get_int(g, a, "context_length", 1, 1 << 24, 4096, &c->n_ctx_train));
     for (int32_t il = 0; il < c->n_layer; il++) {
-        if (c->n_head % kv[il] != 0)
+        c->is_recurrent[il] = kv[il] == 0;
+        c->n_recurrent += kv[il] == 0;
+        if (kv[il] > 0 && c->n_head % kv[il] != 0)
             return ox_fail(OX_ERR_FORMAT, "model: %d kv heads do not divide %d heads", kv[il],
                            c->n_head);
         c->layer[il].n_ff = ff[il], c->layer[il].n_head_kv = kv[il];
@@ -405,6 +408,28 @@ static enum ox_status read_delta_net(const struct ox_gguf *g, const char *a,
     return check_rope_sections(g, a, c);
 }
 
+/* Mamba-2 layers (granitehybrid): their shape (which layers they are came with head_count_kv);
+ * rope.scaling.finetuned false: attention layers without RoPE, as llama.cpp reads it. */
+static enum ox_status read_mamba2(const struct ox_gguf *g, const char *a, struct model_config *c) {
+    if (!c->arch->mamba2)
+        return OX_OK;
+    bool rope;
+    OX_TRY(get_int(g, a, "ssm.conv_kernel", 1, 64, -1, &c->dn_conv));
+    OX_TRY(get_int(g, a, "ssm.state_size", 1, 1024, -1, &c->dn_state));
+    OX_TRY(get_int(g, a, "ssm.inner_size", 1, 1 << 20, -1, &c->ssm_inner));
+    OX_TRY(get_int(g, a, "ssm.time_step_rank", 1, 1 << 12, -1, &c->ssm_heads));
+    OX_TRY(get_int(g, a, "ssm.group_count", 1, 1 << 12, -1, &c->ssm_groups));
+    OX_TRY(get_bool(g, a, "rope.scaling.finetuned", true, &rope));
+    if (c->ssm_inner % c->ssm_heads != 0 || c->ssm_heads % c->ssm_groups != 0 ||
+        c->ssm_inner % c->ssm_groups != 0)
+        return ox_fail(OX_ERR_FORMAT,
+                       "model: Mamba-2 inner size %d, %d heads and %d groups do not divide",
+                       c->ssm_inner, c->ssm_heads, c->ssm_groups);
+    for (int il = 0; il < c->n_layer; il++)
+        c->no_rope[il] |= !rope;
+    return OX_OK;
+}
+
 /* Norm epsilon, attention scaling and the multipliers some architectures add. */
 static enum ox_status read_scales(const struct ox_gguf *g, const char *a, struct model_config *c) {
     const char *eps_key = c->arch->norm == NORM_RMS ? "attention.layer_norm_rms_epsilon"
@@ -456,6 +481,7 @@ enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c
     OX_TRY(read_delta_net(g, a, c));
     OX_TRY(read_moe_routing(g, a, c));
     OX_TRY(read_mla(g, a, c));
+    OX_TRY(read_mamba2(g, a, c));
     OX_TRY(read_scales(g, a, c)); /* the attention scale by the full layers' head size */
     OX_TRY(read_layer_shapes(g, a, c));
     return get_int(g, a, "embedding_length_per_layer_input", 0, 1 << 16, 0, &c->n_embd_per_layer);

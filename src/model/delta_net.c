@@ -19,15 +19,32 @@ static float *zalloc(struct ox_context *ctx, struct backend *b, size_t n) {
     return p;
 }
 
+/* A recurrent layer's widths: its convolution's rows, its output (value) rows, its heads, and
+ * what its input projection makes (a Mamba-2 layer's z, x, B, C and dt in one row; a delta-net
+ * layer's q, k and v). */
+struct widths {
+    size_t conv, value, heads, in;
+};
+
+static struct widths recurrent_widths(const struct model_config *c) {
+    size_t d = (size_t)c->dn_state;
+    if (c->arch->mamba2) {
+        size_t conv = (size_t)c->ssm_inner + 2 * (size_t)c->ssm_groups * d;
+        return (struct widths){conv, (size_t)c->ssm_inner, (size_t)c->ssm_heads,
+                               (size_t)c->ssm_inner + conv + (size_t)c->ssm_heads};
+    }
+    size_t value = (size_t)c->dn_v_heads * d, conv = 2 * (size_t)c->dn_k_heads * d + value;
+    return (struct widths){conv, value, (size_t)c->dn_v_heads, conv};
+}
+
 /* The stage's buffers for n_batch tokens. */
 static bool alloc_bufs(struct ox_context *ctx, struct stage *st, struct delta_net_bufs *u) {
-    const struct model_config *c = &ctx->model->cfg;
+    struct widths w = recurrent_widths(&ctx->model->cfg);
     struct backend *b = u->owner = &st->be;
-    size_t nb = ctx->params.n_batch, hv = (size_t)c->dn_v_heads, value = hv * (size_t)c->dn_state;
-    size_t conv_dim = 2 * (size_t)c->dn_k_heads * (size_t)c->dn_state + value;
-    u->qkv = zalloc(ctx, b, nb * conv_dim), u->conv_out = zalloc(ctx, b, nb * conv_dim);
-    u->z = zalloc(ctx, b, nb * value), u->y = zalloc(ctx, b, nb * value);
-    u->beta = zalloc(ctx, b, nb * hv), u->alpha = zalloc(ctx, b, nb * hv);
+    size_t nb = ctx->params.n_batch;
+    u->qkv = zalloc(ctx, b, nb * w.in), u->conv_out = zalloc(ctx, b, nb * w.conv);
+    u->z = zalloc(ctx, b, nb * w.value), u->y = zalloc(ctx, b, nb * w.value);
+    u->beta = zalloc(ctx, b, nb * w.heads), u->alpha = zalloc(ctx, b, nb * w.heads);
     return u->qkv && u->conv_out && u->z && u->y && u->beta && u->alpha;
 }
 
@@ -57,10 +74,11 @@ enum ox_status delta_net_create(struct ox_context *ctx) {
     if (!s)
         return ox_fail(OX_ERR_OOM, "context: out of memory");
     ctx->dn = s;
-    size_t d = (size_t)c->dn_state, conv_dim = (2 * (size_t)c->dn_k_heads + c->dn_v_heads) * d;
+    struct widths w = recurrent_widths(c);
     s->n_slots = (int32_t)ctx->params.n_seq_max, s->n_layers = c->n_recurrent;
-    s->conv_floats = (size_t)(c->dn_conv - 1) * conv_dim;
-    s->ssm_floats = (size_t)c->dn_v_heads * d * d;
+    s->conv_floats = (size_t)(c->dn_conv - 1) * w.conv;
+    /* a delta-net head's d x d matrix; a Mamba-2 head's head_dim x d_state */
+    s->ssm_floats = w.value * (size_t)c->dn_state;
     s->index = malloc((size_t)c->n_layer * sizeof *s->index);
     s->conv = calloc((size_t)s->n_layers, sizeof *s->conv);
     s->ssm = calloc((size_t)s->n_layers, sizeof *s->ssm);

@@ -1,5 +1,6 @@
 /* delta_net.h: gated delta-net layers (Qwen 3.5's linear attention): their per-sequence
- * recurrent state beside the KV cache, and the layer's forward step. */
+ * recurrent state beside the KV cache (which Mamba-2 layers keep here too: mamba2.c), and the
+ * layer's forward step. */
 #ifndef OX_MODEL_DELTA_NET_H
 #define OX_MODEL_DELTA_NET_H
 

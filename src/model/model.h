@@ -45,7 +45,10 @@ struct model_config {
     /* gated delta-net layers (arch delta_net): the ssm.* keys, and which layers they are */
     int32_t dn_conv, dn_state, dn_k_heads, dn_v_heads; /* conv_kernel, state_size, group_count,
                                                           time_step_rank */
-    int32_t n_recurrent;                               /* how many layers are recurrent */
+    int32_t ssm_inner, ssm_heads, ssm_groups; /* Mamba-2 layers' (arch mamba2): the inner width,
+                                                 its heads and B/C groups; their conv_kernel and
+                                                 state_size are dn_conv and dn_state */
+    int32_t n_recurrent;                      /* how many layers are recurrent */
     bool is_recurrent[MODEL_MAX_LAYERS];
     int32_t n_embd_per_layer; /* per-layer embeddings' width (per_layer_embd.c); 0: none */
     /* multi-head latent attention (arch mla, mla.c): q's bottleneck rank (0: none), the keys'
@@ -101,6 +104,9 @@ struct layer_weights {
     /* a gated delta-net layer's (delta_net.c): in_qkv is attn_qkv, z attn_gate */
     const struct weight *dn_qkv, *dn_z, *dn_conv, *dn_dt_bias, *dn_a, *dn_beta, *dn_alpha;
     const struct weight *dn_norm, *dn_out;
+    /* a Mamba-2 layer's (mamba2.c): its projection in, convolution (dn_conv) bias, dt bias, A, D,
+     * grouped norm and projection out */
+    const struct weight *ssm_in, *ssm_conv_b, *ssm_dt_b, *ssm_a, *ssm_d, *ssm_norm, *ssm_out;
     /* per-layer embeddings (gemma4, per_layer_embd.c): gate, projection and its norm */
     const struct weight *ple_gate, *ple_proj, *ple_post_norm;
     float out_scale; /* the layer's output times this (layer_output_scale); 0: none */

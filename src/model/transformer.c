@@ -7,6 +7,7 @@
 #include "model/delta_net.h"
 #include "model/dense_moe.h"
 #include "model/layer_ops.h"
+#include "model/mamba2.h"
 #include "model/mla.h"
 #include "model/moe.h"
 #include "model/per_layer_embd.h"
@@ -599,6 +600,19 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b, int
     return true;
 }
 
+/* A recurrent layer's branch (Mamba-2 or gated delta-net) into act.proj, with the residual
+ * scale the attention's branch takes too. */
+static void recurrent_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    if (c->arch->mamba2)
+        mamba2_layer(ctx, l, il, n);
+    else
+        delta_net_layer(ctx, l, il, n);
+    if (c->residual_scale != 0.0f)
+        ctx->st->be.ops->scale(&ctx->st->be, ctx->st->act.proj, c->residual_scale,
+                               (size_t)n * (size_t)c->n_embd);
+}
+
 /* The stage's layers over n tokens; returns the rows left (keep_output_rows drops those whose
  * logits nobody asked for before the model's last FFN). */
 static int run_layers(struct ox_context *ctx, int n) {
@@ -606,7 +620,7 @@ static int run_layers(struct ox_context *ctx, int n) {
     for (int il = ctx->st->layer_begin; il < ctx->st->layer_end; il++) {
         bool attn_added = false; /* a recurrent layer leaves its branch in act.proj */
         if (m->cfg.is_recurrent[il])
-            delta_net_layer(ctx, &m->layers[il], il, n);
+            recurrent_block(ctx, &m->layers[il], il, n);
         else
             attn_added = attention_block(ctx, &m->layers[il], il, n);
         if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)

@@ -117,6 +117,27 @@ static enum ox_status bind_mla(struct ox_model *m, int il, struct layer_weights 
     return OX_OK;
 }
 
+/* A Mamba-2 layer's tensors (granitehybrid; shapes as llama.cpp's loader checks them). */
+static enum ox_status bind_mamba2(struct ox_model *m, int il, struct layer_weights *l) {
+    const struct model_config *c = &m->cfg;
+    int64_t e = c->n_embd, inner = c->ssm_inner, h = c->ssm_heads;
+    int64_t conv = inner + 2 * (int64_t)c->ssm_groups * c->dn_state, in = inner + conv + h;
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    OX_TRY(bind_vec(m, NAME("attn_norm.weight"), e, false, &l->attn_norm));
+    OX_TRY(bind(m, NAME("ssm_in.weight"), e, in, 1, false, &l->ssm_in));
+    OX_TRY(bind_f32(m, NAME("ssm_conv1d.weight"), c->dn_conv, conv, false, &l->dn_conv));
+    OX_TRY(bind_vec(m, NAME("ssm_conv1d.bias"), conv, true, &l->ssm_conv_b));
+    OX_TRY(bind_vec(m, NAME("ssm_dt.bias"), h, false, &l->ssm_dt_b));
+    OX_TRY(bind_f32(m, NAME("ssm_a"), 1, h, false, &l->ssm_a));
+    OX_TRY(bind_f32(m, NAME("ssm_d"), 1, h, false, &l->ssm_d));
+    OX_TRY(bind_f32(m, NAME("ssm_norm.weight"), inner / c->ssm_groups, c->ssm_groups, false,
+                    &l->ssm_norm));
+    OX_TRY(bind(m, NAME("ssm_out.weight"), inner, e, 1, false, &l->ssm_out));
+#undef NAME
+    return OX_OK;
+}
+
 /* A gated delta-net layer's tensors (qwen35; shapes as llama.cpp's loader checks them). */
 static enum ox_status bind_delta_net(struct ox_model *m, int il, struct layer_weights *l) {
     const struct model_config *c = &m->cfg;
@@ -247,7 +268,9 @@ enum ox_status model_bind_weights(struct ox_model *m) {
     if (!m->cfg.arch->rope_freqs_full_only)
         m->cfg.rope_swa.freq_factors = m->cfg.rope.freq_factors;
     for (int il = 0; il < m->cfg.n_layer; il++) {
-        if (m->cfg.is_recurrent[il])
+        if (m->cfg.is_recurrent[il] && m->cfg.arch->mamba2)
+            OX_TRY(bind_mamba2(m, il, &m->layers[il]));
+        else if (m->cfg.is_recurrent[il])
             OX_TRY(bind_delta_net(m, il, &m->layers[il]));
         else if (m->cfg.arch->mla)
             OX_TRY(bind_mla(m, il, &m->layers[il]));
@@ -310,7 +333,7 @@ static int add_once(const struct weight **mats, int n, const struct weight *w) {
 }
 
 void model_pack_weights(struct ox_model *m) {
-    enum { PER_LAYER = 17 };
+    enum { PER_LAYER = 19 };
     const struct weight **mats = calloc((size_t)m->cfg.n_layer * PER_LAYER + 2, sizeof *mats);
     if (!mats)
         return; /* matmul reads the file's layout */
@@ -318,9 +341,9 @@ void model_pack_weights(struct ox_model *m) {
     for (int il = 0; il < m->cfg.n_layer; il++) {
         const struct layer_weights *l = &m->layers[il];
         const struct weight *layer[PER_LAYER] = {
-            l->wqkv,     l->wq,       l->wk,           l->wv,     l->wo,   l->ffn_gate,
-            l->ffn_up,   l->ffn_down, l->ffn_gate_inp, l->dn_qkv, l->dn_z, l->dn_out,
-            l->ple_gate, l->ple_proj, l->wq_a,         l->wq_b,   l->wkv_a};
+            l->wqkv,     l->wq,           l->wk,     l->wv,     l->wo,     l->ffn_gate, l->ffn_up,
+            l->ffn_down, l->ffn_gate_inp, l->dn_qkv, l->dn_z,   l->dn_out, l->ple_gate, l->ple_proj,
+            l->wq_a,     l->wq_b,         l->wkv_a,  l->ssm_in, l->ssm_out};
         for (int i = 0; i < PER_LAYER; i++)
             n = add_once(mats, n, layer[i]);
     }

@@ -1,8 +1,8 @@
-/* test_recurrent.c: a model with recurrent layers (qwen35's gated delta-net) keeps one state per
- * sequence beside the KV cache: a prompt in pieces continues the state it left, sequences in
- * one batch keep theirs apart, seq_cp copies a state, a removal from a sequence drops all of it
- * (positions and state), a removal past its end drops nothing, and clear starts every state
- * over. */
+/* test_recurrent.c: a model with recurrent layers (qwen35's gated delta-net, granitehybrid's
+ * Mamba-2) keeps one state per sequence beside the KV cache: a prompt in pieces continues the
+ * state it left, sequences in one batch keep theirs apart, seq_cp copies a state, a removal
+ * from a sequence drops all of it (positions and state), a removal past its end drops nothing,
+ * and clear starts every state over. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,21 +93,26 @@ static void check_states(const ox_token *prompt) {
 }
 
 int main(void) {
-    char path[2048];
-    snprintf(path, sizeof path, "%s/models/qwen35-f16.gguf", ARCH_REFERENCE_DIR);
-    struct ox_model_params mp = test_model_params(); /* the GPU too, where there is one */
-    CHECK_EQ(ox_model_load(path, &mp, &model), OX_OK);
-    struct ox_context_params cp = ox_context_params_default();
-    cp.n_ctx = 512, cp.n_seq_max = 3, cp.n_threads = 2;
-    CHECK_EQ(model ? ox_context_create(model, &cp, &ctx) : OX_ERR_INVALID_ARG, OX_OK);
-    if (ctx) {
-        n_vocab = ox_model_n_vocab(model);
-        ox_token prompt[N_PROMPT];
-        for (int i = 0; i < N_PROMPT; i++)
-            prompt[i] = (ox_token)(100 + 37 * i % (n_vocab - 100));
-        check_states(prompt);
+    static const char *const names[] = {"qwen35-f16", "granitehybrid-f16"}; /* both kinds */
+    for (size_t m = 0; m < sizeof names / sizeof names[0]; m++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/models/%s.gguf", ARCH_REFERENCE_DIR, names[m]);
+        printf("%s:\n", names[m]);
+        struct ox_model_params mp = test_model_params(); /* the GPU too, where there is one */
+        CHECK_EQ(ox_model_load(path, &mp, &model), OX_OK);
+        struct ox_context_params cp = ox_context_params_default();
+        cp.n_ctx = 512, cp.n_seq_max = 3, cp.n_threads = 2;
+        ctx = NULL;
+        CHECK_EQ(model ? ox_context_create(model, &cp, &ctx) : OX_ERR_INVALID_ARG, OX_OK);
+        if (ctx) {
+            n_vocab = ox_model_n_vocab(model);
+            ox_token prompt[N_PROMPT];
+            for (int i = 0; i < N_PROMPT; i++)
+                prompt[i] = (ox_token)(100 + 37 * i % (n_vocab - 100));
+            check_states(prompt);
+        }
+        ox_context_free(ctx);
+        ox_model_free(model);
     }
-    ox_context_free(ctx);
-    ox_model_free(model);
     return test_finish("test_recurrent");
 }

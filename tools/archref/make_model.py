@@ -339,6 +339,51 @@ def deepseek2(w, n_embd, n_vocab):
         w.matrix(blk + "ffn_down_shexp.weight", n_ff_exp, n_embd)
 
 
+def granitehybrid(w, n_embd, n_vocab):
+    """Granite 4.0's hybrid, made small: Mamba-2 layers (inner 2 x n_embd in 8 heads, 2 groups
+    of B and C of state 16, a convolution of 4 with its bias) around one attention layer (the
+    layer whose head_count_kv is not 0), Granite's multipliers, dense SwiGLU FFNs."""
+    arch, n_layer, n_head, n_ff, d_state, n_group, ssm_heads, d_conv = "granitehybrid", 4, 4, 256, 16, 2, 8, 4
+    inner, head_dim = 2 * n_embd, n_embd // n_head
+    conv = inner + 2 * n_group * d_state
+    kv = [0, 0, 2, 0]
+    wr = w.writer
+    header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
+                     "feed_forward_length": n_ff, "attention.head_count": n_head,
+                     "rope.dimension_count": head_dim, "ssm.conv_kernel": d_conv,
+                     "ssm.inner_size": inner, "ssm.state_size": d_state,
+                     "ssm.time_step_rank": ssm_heads, "ssm.group_count": n_group},
+           "layer_norm_rms_epsilon", 1e-5, 10000.0)
+    wr.add_array(f"{arch}.attention.head_count_kv", kv)
+    for key, value in {"embedding_scale": 12.0, "residual_scale": 0.22,
+                       "attention.scale": 0.0078125, "logit_scale": 8.0}.items():
+        wr.add_float32(f"{arch}.{key}", value)
+    embeddings(w, n_embd, n_vocab, tied=False)
+    for il in range(n_layer):
+        blk = f"blk.{il}."
+        w.norm(blk + "attn_norm.weight", n_embd)
+        if kv[il]:
+            attention(w, blk, n_embd, n_head * head_dim, kv[il] * head_dim)
+            w.matrix(blk + "attn_output.weight", n_head * head_dim, n_embd)
+        else:
+            w.matrix(blk + "ssm_in.weight", n_embd, inner + conv + ssm_heads)
+            wr.add_tensor(blk + "ssm_conv1d.weight",
+                          w.rng.normal(0.0, 0.5, size=(conv, d_conv)).astype(np.float32))
+            w.vector(blk + "ssm_conv1d.bias", w.rng.normal(0.0, 0.1, conv))
+            w.vector(blk + "ssm_dt.bias", w.rng.normal(0.0, 0.5, ssm_heads))
+            wr.add_tensor(blk + "ssm_a", (-np.exp(w.rng.uniform(-1.0, 1.0, size=(ssm_heads, 1))))
+                          .astype(np.float32))
+            wr.add_tensor(blk + "ssm_d", w.rng.normal(1.0, 0.1, size=(ssm_heads, 1))
+                          .astype(np.float32))
+            wr.add_tensor(blk + "ssm_norm.weight", (1.0 + 0.1 * w.rng.normal(
+                size=(n_group, inner // n_group))).astype(np.float32))
+            w.matrix(blk + "ssm_out.weight", inner, n_embd)
+        w.norm(blk + "ffn_norm.weight", n_embd)
+        w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
+
+
 def gemma4_attention_and_ffn(w, blk, n_embd, n_head, hd, kv, values, n_ff):
     """A Gemma 4 layer's attention (values from the keys' projection unless values) and its
     dense FFN, with their norms."""
@@ -451,6 +496,7 @@ ARCHS = {
     "deepseek2": deepseek2,
     "gemma4": gemma4,
     "gemma4-moe": gemma4_moe,
+    "granitehybrid": granitehybrid,
     "cohere2": cohere2,
     "command-r": lambda w, e, v: cohere2(w, e, v, "command-r"),
     "olmo2": olmo2,

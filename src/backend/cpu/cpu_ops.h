@@ -19,5 +19,6 @@ void cpu_cache_store(struct backend *b, enum ox_dtype type, const float *x, int 
 void cpu_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
                     float *y, int n_cells, int dim, const int32_t *cell_pos);
 void cpu_delta_net(struct backend *b, const struct delta_net_args *a);
+void cpu_mamba2(struct backend *b, const struct mamba2_args *a);
 
 #endif

@@ -245,6 +245,7 @@ const struct backend_ops backend_cpu_ops = {
     .rope = cpu_rope,
     .glu = cpu_glu,
     .delta_net = cpu_delta_net,
+    .mamba2 = cpu_mamba2,
     .sigmoid_scale_rows = cpu_sigmoid_scale_rows,
     .gelu = cpu_gelu,
     .add = cpu_add,

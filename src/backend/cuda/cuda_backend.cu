@@ -170,6 +170,7 @@ const struct backend_ops backend_cuda_ops = {
     .attention = clears_xq<cuda_attention>::op,
     .sigmoid_scale_rows = clears_xq<cuda_sigmoid_scale_rows>::op,
     .delta_net = clears_xq<cuda_delta_net>::op,
+    .mamba2 = clears_xq<cuda_mamba2>::op,
     .copy_rows = clears_xq<cuda_copy_rows>::op,
     .axpy = clears_xq<cuda_axpy>::op,
     .zero = clears_xq<cuda_zero>::op,

@@ -99,6 +99,8 @@ void cuda_zero(struct backend *b, float *y, size_t n);
 
 /* cuda_delta_net.cu */
 void cuda_delta_net(struct backend *b, const struct delta_net_args *a);
+/* cuda_mamba2.cu */
+void cuda_mamba2(struct backend *b, const struct mamba2_args *a);
 
 /* cuda_attention.cu */
 void cuda_attention(struct backend *b, const struct attn_args *a);
