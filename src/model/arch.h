@@ -61,7 +61,13 @@ struct arch_desc {
                                            renormalised over the chosen (olmoe) */
     int nope_period;           /* every nope_period-th layer has no rotary embedding (smollm3: 4);
                                   0: every layer rotates */
-    bool nope_unless_swa;      /* only sliding-window layers rotate (cohere2) */
+    bool nope_unless_swa;      /* only sliding-window layers rotate, when the model has a window
+                                  (cohere2, exaone4) */
+    int swa_if_layers;         /* the window only for files of this many layers (exaone4: 64, its
+                                  32B, as llama.cpp decides); 0: any */
+    bool rope_switch;          /* rope.scaling.finetuned false turns RoPE off (granite's family) */
+    bool minicpm_scales;       /* embedding, residual and logit scales default to MiniCPM's 12,
+                                  1.4 / sqrt(n_layer) and 256 / n_embd */
     bool attn_unscaled;        /* q.k is not scaled: the q/k norms stand in for it (gemma4) */
     bool v_norm;               /* values are RMS-normed per head, without a weight (gemma4) */
     bool v_may_be_k;           /* a layer without attn_v uses its keys' projection as values */

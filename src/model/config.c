@@ -264,10 +264,23 @@ static enum ox_status read_rope(const struct ox_gguf *g, const char *a, struct m
     return get_float(g, a, "rope.freq_base_swa", r->freq_base, &c->rope_swa.freq_base);
 }
 
+/* rope.scaling.finetuned false: attention without RoPE, in granite's family (llama.cpp reads
+ * it as a switch there only). */
+static enum ox_status read_rope_switch(const struct ox_gguf *g, const char *a,
+                                       struct model_config *c) {
+    bool rope;
+    if (!c->arch->rope_switch)
+        return OX_OK;
+    OX_TRY(get_bool(g, a, "rope.scaling.finetuned", true, &rope));
+    for (int il = 0; il < c->n_layer; il++)
+        c->no_rope[il] |= !rope;
+    return OX_OK;
+}
+
 /* Sliding-window attention: the window, and which layers use it (llama.cpp's pattern rule). */
 static enum ox_status read_swa(const struct ox_gguf *g, const char *a, struct model_config *c) {
     const struct arch_desc *d = c->arch;
-    if (!d->swa)
+    if (!d->swa || (d->swa_if_layers > 0 && c->n_layer != d->swa_if_layers))
         return OX_OK;
     int32_t period;
     OX_TRY(get_int(g, a, "attention.sliding_window", 0, 1 << 24, d->swa_default_window,
@@ -408,25 +421,20 @@ static enum ox_status read_delta_net(const struct ox_gguf *g, const char *a,
     return check_rope_sections(g, a, c);
 }
 
-/* Mamba-2 layers (granitehybrid): their shape (which layers they are came with head_count_kv);
- * rope.scaling.finetuned false: attention layers without RoPE, as llama.cpp reads it. */
+/* Mamba-2 layers (granitehybrid): their shape (which layers they are came with head_count_kv). */
 static enum ox_status read_mamba2(const struct ox_gguf *g, const char *a, struct model_config *c) {
     if (!c->arch->mamba2)
         return OX_OK;
-    bool rope;
     OX_TRY(get_int(g, a, "ssm.conv_kernel", 1, 64, -1, &c->dn_conv));
     OX_TRY(get_int(g, a, "ssm.state_size", 1, 1024, -1, &c->dn_state));
     OX_TRY(get_int(g, a, "ssm.inner_size", 1, 1 << 20, -1, &c->ssm_inner));
     OX_TRY(get_int(g, a, "ssm.time_step_rank", 1, 1 << 12, -1, &c->ssm_heads));
     OX_TRY(get_int(g, a, "ssm.group_count", 1, 1 << 12, -1, &c->ssm_groups));
-    OX_TRY(get_bool(g, a, "rope.scaling.finetuned", true, &rope));
     if (c->ssm_inner % c->ssm_heads != 0 || c->ssm_heads % c->ssm_groups != 0 ||
         c->ssm_inner % c->ssm_groups != 0)
         return ox_fail(OX_ERR_FORMAT,
                        "model: Mamba-2 inner size %d, %d heads and %d groups do not divide",
                        c->ssm_inner, c->ssm_heads, c->ssm_groups);
-    for (int il = 0; il < c->n_layer; il++)
-        c->no_rope[il] |= !rope;
     return OX_OK;
 }
 
@@ -446,9 +454,11 @@ static enum ox_status read_scales(const struct ox_gguf *g, const char *a, struct
     }
     OX_TRY(get_float(g, a, "attn_logit_softcapping", 0.0f, &c->attn_softcap));
     OX_TRY(get_float(g, a, "final_logit_softcapping", 0.0f, &c->final_softcap));
-    OX_TRY(get_float(g, a, "embedding_scale", 0.0f, &c->embd_scale));
-    OX_TRY(get_float(g, a, "residual_scale", 0.0f, &c->residual_scale));
-    OX_TRY(get_float(g, a, "logit_scale", 0.0f, &c->logit_scale));
+    bool m = c->arch->minicpm_scales; /* older MiniCPM files have none of these keys */
+    OX_TRY(get_float(g, a, "embedding_scale", m ? 12.0f : 0.0f, &c->embd_scale));
+    OX_TRY(get_float(g, a, "residual_scale", m ? 1.4f / sqrtf((float)c->n_layer) : 0.0f,
+                     &c->residual_scale));
+    OX_TRY(get_float(g, a, "logit_scale", m ? 256.0f / (float)c->n_embd : 0.0f, &c->logit_scale));
     OX_TRY(get_float(g, a, "attention.temperature_scale", 0.0f, &c->attn_temp_scale));
     OX_TRY(get_int(g, a, "rope.scaling.original_context_length", 1, 1 << 24, c->n_ctx_train,
                    &c->attn_temp_floor));
@@ -477,7 +487,8 @@ enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c
     OX_TRY(read_swa(g, a, c));
     for (int il = 0; il < c->n_layer; il++) /* layers without rotation */
         c->no_rope[il] = (c->arch->nope_period > 0 && (il + 1) % c->arch->nope_period == 0) ||
-                         (c->arch->nope_unless_swa && !c->is_swa[il]);
+                         (c->arch->nope_unless_swa && c->swa_window > 0 && !c->is_swa[il]);
+    OX_TRY(read_rope_switch(g, a, c));
     OX_TRY(read_delta_net(g, a, c));
     OX_TRY(read_moe_routing(g, a, c));
     OX_TRY(read_mla(g, a, c));

@@ -261,10 +261,11 @@ def gpt_oss(w, n_embd, n_vocab):
             wr.add_tensor(blk + f"ffn_{name}_exps.bias", bias.astype(np.float32))
 
 
-def olmo2(w, n_embd, n_vocab):
+def olmo2(w, n_embd, n_vocab, arch="olmo2"):
     """OLMo 2: no norms before attention or FFN, post-norms after each, q/k RMSNorm across all
-    heads, an output matrix of its own."""
-    arch, n_layer, n_ff, n_head, n_head_kv, head_dim = "olmo2", 2, 256, 4, 2, 32
+    heads, an output matrix of its own. exaone4 (EXAONE 4.0 1.2B's layout): the same block with
+    q/k RMSNorm per head and NeoX RoPE."""
+    n_layer, n_ff, n_head, n_head_kv, head_dim = 2, 256, 4, 2, 32
     header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
                      "feed_forward_length": n_ff, "attention.head_count": n_head,
                      "attention.head_count_kv": n_head_kv, "rope.dimension_count": head_dim},
@@ -275,8 +276,8 @@ def olmo2(w, n_embd, n_vocab):
         blk = f"blk.{il}."
         attention(w, blk, n_embd, q, kv)
         w.matrix(blk + "attn_output.weight", q, n_embd)
-        w.norm(blk + "attn_q_norm.weight", q)
-        w.norm(blk + "attn_k_norm.weight", kv)
+        w.norm(blk + "attn_q_norm.weight", q if arch == "olmo2" else head_dim)
+        w.norm(blk + "attn_k_norm.weight", kv if arch == "olmo2" else head_dim)
         w.norm(blk + "post_attention_norm.weight", n_embd)
         w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
         w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
@@ -500,6 +501,14 @@ ARCHS = {
     "cohere2": cohere2,
     "command-r": lambda w, e, v: cohere2(w, e, v, "command-r"),
     "olmo2": olmo2,
+    "exaone4": lambda w, e, v: olmo2(w, e, v, "exaone4"),
+    # Granite MoE: granite's multipliers, 4 experts of n_ff (2 used)
+    "granitemoe": lambda w, e, v: llama_like(w, e, v, "granitemoe", n_expert=4, floats={
+        "embedding_scale": 12.0, "residual_scale": 0.22, "attention.scale": 0.0078125,
+        "logit_scale": 8.0}),
+    # MiniCPM: granite's block, its multipliers left to their defaults (12, 1.4 / sqrt(n_layer),
+    # 256 / n_embd) as older files have none
+    "minicpm": lambda w, e, v: llama_like(w, e, v, "minicpm"),
     # Granite: embedding, residual, attention and logit multipliers
     "granite": lambda w, e, v: llama_like(w, e, v, "granite", floats={
         "embedding_scale": 12.0, "residual_scale": 0.22, "attention.scale": 0.0078125,
