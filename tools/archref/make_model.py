@@ -545,8 +545,9 @@ ARCH_OF = {"gemma4-moe": "gemma4"}
 # within float rounding of each other (a reference a correct engine can miss by a tie), or, in
 # a MoE, a router whose choice of experts at Q4_K_M turns on such a tie at some instruction-set
 # level (gemma4-moe: 9, after the seeds tried before it each had one at some level;
-# deepseek2: 3, seed 1's bad at every level).
-SEEDS = {"seed_oss": 2, "gemma4": 2, "gemma4-moe": 9, "deepseek2": 3}
+# deepseek2: 3, seed 1's bad at every level). exaone4: 4, seed 1's prompt had its two best
+# logits 2e-4 apart at one position, which an H100 flipped.
+SEEDS = {"seed_oss": 2, "gemma4": 2, "gemma4-moe": 9, "deepseek2": 3, "exaone4": 4}
 
 
 def main():
