@@ -125,12 +125,6 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
                "layers from %d on",
                n_layer - gpu_begin, n_layer - asked, gpu_begin);
     enum ox_status st = check_types(m, gpu_begin);
-    for (int32_t il = 0; st == OX_OK && il < n_layer; il++)
-        if (m->layers[il].attn_sinks || m->layers[il].ffn_gate_inp_b)
-            st = ox_fail(OX_ERR_UNSUPPORTED,
-                         "model: %s's attention sinks and expert biases run "
-                         "on the CPU only so far",
-                         m->cfg.arch->name);
     for (int64_t i = 0; st == OX_OK && i < m->gguf->n_tensors; i++) {
         struct weight *w = &m->weights[i];
         if (!runs_on_gpu(m, w, gpu_begin))

@@ -251,10 +251,13 @@ static void test_attention(void) {
     int32_t *dqp = up(q_pos, sizeof q_pos), *dqs = up(q_seq, sizeof q_seq);
     int32_t *dcp = up(cell_pos, CELLS * 4);
     uint64_t *dcs = up(cell_seq, CELLS * SEQ_WORDS * 8);
+    float *sinks = random_floats(HEADS, 3.0f), *dsinks = up(sinks, 4 * HEADS); /* gpt-oss's */
     struct {
         int window;
         float softcap;
-    } variants[] = {{0, 0.0f}, {64, 0.0f}, {0, 30.0f}, {20, 5.0f}};
+        bool sinks;
+    } variants[] = {{0, 0.0f, false}, {64, 0.0f, false}, {0, 30.0f, false}, {20, 5.0f, false},
+                    {64, 0.0f, true}};
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
         float *want = malloc(4 * NT * HEADS * HD);
         struct attn_args a = {.q = q,
@@ -273,15 +276,16 @@ static void test_attention(void) {
                               .cell_seq = cell_seq,
                               .scale = 0.088f,
                               .softcap = variants[i].softcap,
+                              .sinks = variants[i].sinks ? sinks : NULL,
                               .window = variants[i].window};
         cpu_attention_ref(&cpu, &a);
         struct attn_args d = a;
         d.q = dq, d.k = dk, d.v = dv, d.y = dy, d.q_pos = dqp, d.q_seq = dqs, d.cell_pos = dcp;
-        d.cell_seq = dcs;
+        d.cell_seq = dcs, d.sinks = variants[i].sinks ? dsinks : NULL;
         gpu.ops->attention(&gpu, &d);
         float *got = down(dy, NT * HEADS * HD);
-        CHECK_CLOSE(got, want, NT * HEADS * HD, 1e-5, "attention window %d softcap %g",
-                    variants[i].window, variants[i].softcap);
+        CHECK_CLOSE(got, want, NT * HEADS * HD, 1e-5, "attention window %d softcap %g sinks %d",
+                    variants[i].window, variants[i].softcap, variants[i].sinks);
         free(want), free(got);
     }
     /* the same from the cache's own rows (f32, f16, q8_0), as the forward pass hands them: the
@@ -318,6 +322,7 @@ static void test_attention(void) {
                               .cell_pos = cell_pos,
                               .cell_seq = cell_seq,
                               .scale = 0.088f,
+                              .sinks = types[i] == OX_DTYPE_F16 ? sinks : NULL, /* and sinks */
                               .window = 100};
         cpu_attention_ref(&cpu, &a);
         uint8_t *dkc = gpu.ops->alloc(&gpu, CELLS * row), *dvc = gpu.ops->alloc(&gpu, CELLS * row);
@@ -327,6 +332,7 @@ static void test_attention(void) {
             struct attn_args d = a;
             d.n = n, d.q = dq, d.k = d.v = NULL, d.y = dy, d.q_pos = dqp, d.q_seq = dqs;
             d.cell_pos = dcp, d.cell_seq = dcs, d.k_cache = dkc, d.v_cache = dvc;
+            d.sinks = a.sinks ? dsinks : NULL;
             d.cache_type = types[i], d.k_row = d.v_row = row;
             gpu.ops->attention(&gpu, &d);
             float *got = down(dy, (size_t)n * HEADS * HD);
@@ -341,10 +347,10 @@ static void test_attention(void) {
     }
     gpu.ops->free(&gpu, dcells), gpu.ops->free(&gpu, (void *)wo.data);
     free(cells), free(wo_host);
-    void *bufs[] = {dq, dk, dv, dy, dqp, dqs, dcp, dcs};
+    void *bufs[] = {dq, dk, dv, dy, dqp, dqs, dcp, dcs, dsinks};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         gpu.ops->free(&gpu, bufs[i]);
-    free(q), free(k), free(v), free(cell_pos), free(cell_seq);
+    free(q), free(k), free(v), free(cell_pos), free(cell_seq), free(sinks);
 }
 
 /* Prompts over the cache on the tensor cores (f16 operands, P rounded to f16): 70 queries of

@@ -232,7 +232,8 @@ def cohere2(w, n_embd, n_vocab, arch="cohere2"):
 def gpt_oss(w, n_embd, n_vocab):
     """gpt-oss: attention sinks, a sliding window of 16 on every other layer, q/k/v and output
     biases, 4 experts (2 used) with biases and the clamped SwiGLU, the FFN's norm named
-    post_attention_norm, an output matrix of its own."""
+    post_attention_norm, an output matrix of its own. The router's bias is wide (1.0), so that
+    its choices seldom turn on rounding (with 0.1, an H100 flipped one even at f16)."""
     arch, n_layer, n_ff, n_head, n_head_kv, head_dim, n_expert = "gpt-oss", 2, 128, 4, 2, 32, 4
     wr = w.writer
     header(w, arch, {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
@@ -253,7 +254,7 @@ def gpt_oss(w, n_embd, n_vocab):
         w.vector(blk + "attn_sinks.weight", w.rng.normal(0.0, 1.0, n_head))
         w.norm(blk + "post_attention_norm.weight", n_embd)
         w.matrix(blk + "ffn_gate_inp.weight", n_embd, n_expert, np.float32)
-        w.vector(blk + "ffn_gate_inp.bias", w.rng.normal(0.0, 0.1, n_expert))
+        w.vector(blk + "ffn_gate_inp.bias", w.rng.normal(0.0, 1.0, n_expert))
         for name, ne0, ne1 in (("gate", n_embd, n_ff), ("up", n_embd, n_ff), ("down", n_ff, n_embd)):
             e = w.rng.normal(0.0, 1.0 / np.sqrt(ne0), size=(n_expert, ne1, ne0))
             wr.add_tensor(blk + f"ffn_{name}_exps.weight", e.astype(np.float16))
@@ -546,8 +547,9 @@ ARCH_OF = {"gemma4-moe": "gemma4"}
 # a MoE, a router whose choice of experts at Q4_K_M turns on such a tie at some instruction-set
 # level (gemma4-moe: 9, after the seeds tried before it each had one at some level;
 # deepseek2: 3, seed 1's bad at every level). exaone4: 4, seed 1's prompt had its two best
-# logits 2e-4 apart at one position, which an H100 flipped.
-SEEDS = {"seed_oss": 2, "gemma4": 2, "gemma4-moe": 9, "deepseek2": 3, "exaone4": 4}
+# logits 2e-4 apart at one position, which an H100 flipped; gpt-oss: 2, the widest gaps of
+# seeds 1, 2 and 4.
+SEEDS = {"seed_oss": 2, "gemma4": 2, "gemma4-moe": 9, "deepseek2": 3, "exaone4": 4, "gpt-oss": 2}
 
 
 def main():

@@ -1,6 +1,6 @@
 /* cuda_attention.cu: causal attention on the GPU over the cache read back as floats: one block
  * per (token, head), the visible cells taken a tile at a time with an online softmax, so any
- * context length runs in fixed shared memory (GQA, sliding window, soft-capped scores). */
+ * context length runs in fixed shared memory (GQA, sliding window, soft-capped scores, sinks). */
 #include <math.h>
 
 #include "backend/cuda/cuda_ops.cuh"
@@ -19,6 +19,7 @@ struct attn_k {
     const uint64_t *cell_seq;
     const int32_t *n_cells_now; /* the count as the decode kernel reads it (or NULL: n_cells) */
     float scale, softcap;
+    const float *sinks; /* [n_head] logits joining each softmax with no value (gpt-oss), or NULL */
     cvd_xq *xq; /* the per-query kernel's output as q8_1 too (for the wo matmul), or NULL */
 };
 
@@ -102,6 +103,18 @@ __device__ __forceinline__ void add_v_f16(float *acc8, const float *p, int n_til
             }
         }
     }
+}
+
+/* A head's sink joins its softmax last, as ggml's (and the CPU's) does: the running maximum m
+ * and sum move to take it; returns the factor the accumulated values take with them. */
+__device__ __forceinline__ float join_sink(const float *sinks, int h, float *m, float *sum) {
+    if (!sinks)
+        return 1.0f;
+    float s = sinks[h], m_new = fmaxf(*m, s);
+    float alpha = *m == -INFINITY ? 0.0f : expf(*m - m_new);
+    *sum = *sum * alpha + expf(s - m_new);
+    *m = m_new;
+    return alpha;
 }
 
 /* At least 4 blocks per multiprocessor, as 128 registers a thread: without a minimum, ptxas kept
@@ -195,7 +208,8 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
         __syncthreads();
     }
     float *y = a.y + ((size_t)t * a.n_head + h) * a.hd_v;
-    float inv = sum > 0.0f ? 1.0f / sum : 0.0f; /* nothing visible: zeros, as the CPU */
+    float keep = join_sink(a.sinks, h, &m, &sum);
+    float inv = sum > 0.0f ? keep / sum : 0.0f; /* nothing visible: zeros, as the CPU */
 #pragma unroll
     for (int r = 0; r < PER_THREAD; r++) {
         int i = tid + r * TILE;
@@ -304,10 +318,12 @@ __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, 
     }
     if (tid < a.hd_v) {
 #pragma unroll
-        for (int q = 0; q < QT; q++)
+        for (int q = 0; q < QT; q++) {
+            float m = m_row[q], l = l_row[q], keep = join_sink(a.sinks, h, &m, &l);
             if (q < nq) /* nothing visible: zeros, as the CPU */
                 a.y[((size_t)(t0 + q) * a.n_head + h) * a.hd_v + tid] =
-                    l_row[q] > 0.0f ? acc[q] / l_row[q] : 0.0f;
+                    l > 0.0f ? acc[q] * keep / l : 0.0f;
+        }
     }
 }
 
@@ -365,6 +381,7 @@ void cuda_attention(struct backend *b, const struct attn_args *a) {
                 a->n_cells_now,
                 a->scale,
                 a->softcap,
+                a->sinks,
                 nullptr};
     if (cached && a->cache_type == OX_DTYPE_F16)
         launch<OX_DTYPE_F16>(b, a, k);

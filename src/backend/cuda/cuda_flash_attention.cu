@@ -196,7 +196,7 @@ bool cuda_flash_attention(struct backend *b, const struct attn_args *a) {
     const bool f16 = a->cache_type == OX_DTYPE_F16;
     if (!a->k_cache || a->n < 16 || hd != a->hd_v || hd % 16 || hd > FA_MAX_HD ||
         (!f16 && a->cache_type != OX_DTYPE_Q8_0) || (f16 && (a->k_row | a->v_row) % 16) ||
-        a->n_head % a->n_head_kv)
+        a->n_head % a->n_head_kv || a->sinks) /* sinks: the kernels of cuda_attention.cu */
         return false;
     const size_t smem = fa_smem(hd).total;
     if (smem > (size_t)fa_smem_limit)
