@@ -103,14 +103,14 @@ static float *q_projection(const struct ox_context *ctx) {
 
 /* q, k and v (then any biases) by one backend op taking the input through the norm first
  * unless that is NULL; false when the backend does not fuse these. */
-static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights *l,
+static bool project_qkv_fused(struct ox_context *ctx, const struct layer_weights *l, int il,
                               const float *in, const struct norm_in *norm, int n) {
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
     struct mat w[3];
     float *y[3] = {q_projection(ctx), a->k, a->v};
-    if (l->wqkv || !l->wk || !l->wv || !b->ops->matmul_multi)
-        return false;
+    if (l->wqkv || !l->wk || !l->wv || shape(ctx, il)->kv_layer != il || !b->ops->matmul_multi)
+        return false; /* (a layer reading another's cache projects q alone) */
     w[0] = as_mat(b, l->wq), w[1] = as_mat(b, l->wk), w[2] = as_mat(b, l->wv);
     if (!b->ops->matmul_multi(b, 3, w, in, norm, y, n))
         return false;
@@ -132,7 +132,7 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, i
     struct backend *b = &ctx->st->be;
     size_t q = (size_t)c->n_head * s->head_dim_k, k = (size_t)s->n_head_kv * s->head_dim_k;
     size_t v = (size_t)s->n_head_kv * s->head_dim_v, all = q + k + v;
-    if (project_qkv_fused(ctx, l, in, NULL, n))
+    if (project_qkv_fused(ctx, l, il, in, NULL, n))
         return;
     if (!l->wqkv) {
         linear(b, l->wq, l->bq, in, q_projection(ctx), n);
@@ -179,7 +179,7 @@ static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weig
     const struct weight *g = norm_weight(ctx, l->attn_norm, l->attn_norm_folded);
     struct norm_in fused = {vec(&ctx->st->be, g), ctx->model->cfg.norm_eps};
     if (norm_fusable(ctx, l->attn_norm, l->attn_norm_b) &&
-        project_qkv_fused(ctx, l, a->x, &fused, n))
+        project_qkv_fused(ctx, l, il, a->x, &fused, n))
         return;
     const float *in = a->x;
     if (!ctx->model->cfg.arch->no_pre_norm) {
