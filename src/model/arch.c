@@ -155,8 +155,11 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
     static const char *const positions[] = {"RoPE", "NeoX RoPE", "learned positions"};
     static const char *const ffns[] = {"SwiGLU", "GeGLU", "fused SwiGLU", "GELU", "clamped SwiGLU"};
     static const char *const qk[] = {"", ", q/k norm per head", ", q/k norm"};
-    char swa[64] = "";
-    if (a->swa && a->swa_period > 0)
+    char swa[96] = "";
+    if (a->swa && a->swa_if_layers > 0)
+        snprintf(swa, sizeof swa, ", in %d-layer files a sliding window on %d of every %d layers",
+                 a->swa_if_layers, a->swa_period - 1, a->swa_period);
+    else if (a->swa && a->swa_period > 0)
         snprintf(swa, sizeof swa, ", sliding window on %d of every %d layers", a->swa_period - 1,
                  a->swa_period);
     else if (a->swa)
@@ -165,7 +168,9 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
     if (a->nope_period > 0)
         snprintf(nope, sizeof nope, ", no RoPE on every %dth layer", a->nope_period);
     else if (a->nope_unless_swa)
-        snprintf(nope, sizeof nope, ", RoPE on sliding-window layers only");
+        snprintf(nope, sizeof nope,
+                 a->swa_if_layers ? ", RoPE on those only"
+                                  : ", RoPE on sliding-window layers only");
     int n = snprintf(
         buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
         positions[a->position], ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
