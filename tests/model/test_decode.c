@@ -338,6 +338,70 @@ static void check_memory(void) {
     ox_context_free(a), ox_context_free(b);
 }
 
+/* A copy of the repository's reference file name (tests/data/arch) at out, with key set to the
+ * u32 value, or removed (value < 0), or set to the n i32 values of arr (arr not NULL). */
+static void write_arch_variant(const char *name, const char *out, const char *key, int64_t value,
+                               const int32_t *arr, uint64_t n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/arch/models/%s.gguf", OX_SOURCE_DIR, name);
+    struct ox_gguf *g = NULL;
+    struct gguf_writer *w = NULL;
+    CHECK_EQ(gguf_open(path, true, &g), OX_OK);
+    CHECK_EQ(gguf_writer_create(&w), OX_OK);
+    for (int64_t i = 0; g && w && i < g->n_kv; i++)
+        gguf_writer_set(w, g->kv[i].key, &g->kv[i].value);
+    if (w && arr)
+        CHECK_EQ(gguf_writer_set_array(w, key, OX_GGUF_INT32, arr, n), OX_OK);
+    else if (w && value < 0)
+        gguf_writer_remove(w, key);
+    else if (w)
+        CHECK_EQ(gguf_writer_set_u32(w, key, (uint32_t)value), OX_OK);
+    for (int64_t i = 0; g && w && i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data);
+    }
+    CHECK_EQ(w ? gguf_writer_write_file(w, out) : OX_ERR_OOM, OX_OK);
+    gguf_writer_free(w);
+    gguf_free(g);
+}
+
+/* Files whose new hyper-parameters do not hold together are refused with a reason: shared-KV
+ * layers with no earlier layer of their kind, per-layer arrays of the wrong length, latent
+ * attention from before attn_kv_b was split, Mamba-2 groups that do not divide its heads,
+ * expert groups that do not divide the experts. */
+static void check_bad_hparams(void) {
+    static const int32_t six[6] = {2, 1, 2, 1, 2, 2};
+    static const struct {
+        const char *file, *key;
+        int64_t value;
+        const int32_t *arr;
+        enum ox_status want;
+        const char *says;
+    } cases[] = {
+        {"gemma4-f16", "gemma4.attention.shared_kv_layers", 6, NULL, OX_ERR_FORMAT,
+         "shares the cache"},
+        {"gemma4-f16", "gemma4.attention.head_count_kv", 0, six, OX_ERR_FORMAT,
+         "6 values for 7 layers"},
+        {"deepseek2-f16", "deepseek2.attention.key_length_mla", -1, NULL, OX_ERR_UNSUPPORTED,
+         "convert the model again"},
+        {"deepseek2-f16", "deepseek2.expert_group_count", 3, NULL, OX_ERR_FORMAT, "in 3 groups"},
+        {"granitehybrid-f16", "granitehybrid.ssm.group_count", 3, NULL, OX_ERR_FORMAT,
+         "do not divide"},
+    };
+    char out[256];
+    snprintf(out, sizeof out, "/tmp/ox_bad_hparams_%d.gguf", (int)getpid());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_arch_variant(cases[i].file, out, cases[i].key, cases[i].value, cases[i].arr, 6);
+        struct ox_model *m = NULL;
+        enum ox_status st = ox_model_load(out, NULL, &m);
+        CHECK_MSG(st == cases[i].want && strstr(ox_last_error(), cases[i].says) && !m,
+                  "%s with %s: %d, '%s'", cases[i].file, cases[i].key, (int)st, ox_last_error());
+        ox_model_free(m);
+    }
+    unlink(out);
+}
+
 /* The same invariants on caches laid out otherwise: gemma4's per-layer shapes and shared layers
  * (a sliding window, too), deepseek2's latent cache whose rotary part is its rows' tail. */
 static void check_cache_layouts(struct ox_model_params mp) {
@@ -387,5 +451,6 @@ int main(void) {
     CHECK(strstr(ox_last_error(), "llama.") != NULL || strstr(ox_last_error(), "tensor") != NULL);
     ox_model_free(model);
     check_cache_layouts(test_model_params());
+    check_bad_hparams();
     return test_finish("test_decode");
 }
