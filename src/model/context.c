@@ -182,6 +182,22 @@ static size_t mla_scratch_cols(const struct model_config *c) {
     return (size_t)(w > c->mla_head_v ? w : c->mla_head_v);
 }
 
+/* The buffers of latent attention (mla.c) and per-layer embeddings (per_layer_embd.c), where
+ * the model has them; false when one cannot be had. */
+static bool alloc_arch_buffers(struct ox_context *ctx, struct stage *s) {
+    const struct model_config *c = &ctx->model->cfg;
+    struct activations *a = &s->act;
+    size_t nb = ctx->params.n_batch;
+    size_t mla_head = (size_t)(c->mla_head_k > c->mla_head_v ? c->mla_head_k : c->mla_head_v);
+    size_t mla_tmp = mla_scratch_cols(c);
+    a->mla = mla_head ? bfalloc(ctx, s, nb * (size_t)c->n_head * mla_head) : NULL;
+    a->mla_in = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
+    a->mla_out = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
+    size_t ple = (size_t)c->n_layer * (size_t)c->n_embd_per_layer * nb;
+    a->ple = ple ? bfalloc(ctx, s, ple) : NULL, a->ple_tmp = ple ? bfalloc(ctx, s, ple) : NULL;
+    return (!ple || (a->ple && a->ple_tmp)) && (!mla_head || (a->mla && a->mla_in && a->mla_out));
+}
+
 static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &s->act;
@@ -224,22 +240,16 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     size_t chosen = nb * (size_t)c->n_expert_used;
     a->expert_ids = balloc(ctx, s, chosen * sizeof(int32_t)), a->expert_w = bfalloc(ctx, s, chosen);
     a->moe_out = bfalloc(ctx, s, c->n_expert > 0 ? nb * e : 0);
-    size_t mla_head = (size_t)(c->mla_head_k > c->mla_head_v ? c->mla_head_k : c->mla_head_v);
-    size_t mla_tmp = mla_scratch_cols(c);
-    a->mla = mla_head ? bfalloc(ctx, s, nb * (size_t)c->n_head * mla_head) : NULL;
-    a->mla_in = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
-    a->mla_out = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
-    size_t ple = (size_t)c->n_layer * (size_t)c->n_embd_per_layer * nb;
-    a->ple = ple ? bfalloc(ctx, s, ple) : NULL, a->ple_tmp = ple ? bfalloc(ctx, s, ple) : NULL;
     a->b_tok = balloc(ctx, s, ints);
     a->b_pos = device ? balloc(ctx, s, ints) : ctx->pos;
     a->b_seq = device ? balloc(ctx, s, ints) : ctx->seq;
     a->b_cell = device ? balloc(ctx, s, ints) : ctx->cell;
+    bool arch_buffers = alloc_arch_buffers(ctx, s);
     if (!a->x || !a->xn || !a->qkv || !a->branch || !a->q || !a->k || !a->v || !a->attn ||
         !a->proj || !a->gate || !a->up || !a->hidden || !a->kf || (!device && !a->k_t) || !a->vf ||
         (c->arch->attn_gate && !a->qg) || !a->router || !a->router_host || !a->expert_ids ||
         !a->expert_w || !a->moe_out || !a->b_tok || !a->b_pos || !a->b_seq || !a->b_cell ||
-        (ple && (!a->ple || !a->ple_tmp)) || (mla_head && (!a->mla || !a->mla_in || !a->mla_out)))
+        !arch_buffers)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate activations for %zu tokens on the %s",
                        nb, s->be.ops->name);
     return OX_OK;

@@ -286,30 +286,14 @@ static bool project_and_rotate(struct ox_context *ctx, const struct layer_weight
     return stored;
 }
 
-/* Attention of n tokens; leaves the normed input in act.xn (unless the norm went into the q, k,
- * v matmul: norm_fusable says nothing reads it then) and either adds the branch output to act.x
- * (returns true) or leaves it (after wo, its bias and any post-norm) in act.proj. */
-static bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+/* Layer il's attention of n tokens over its cache (as floats, or the cache's rows where the
+ * backend reads them), into act.attn. */
+static void attend(struct ox_context *ctx, const struct layer_weights *l, int il, int n,
+                   float scale) {
     const struct model_config *c = &ctx->model->cfg;
-    const struct arch_desc *d = c->arch;
     const struct layer_shape *s = shape(ctx, il);
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
-    const struct backend_ops *op = b->ops;
-    int hd = s->head_dim_k, n_kv = s->n_head_kv;
-    bool stored = false;
-    if (d->mla) /* latent attention: q, k and v rotated in their own layout */
-        mla_project_qkv(ctx, l, n);
-    else
-        stored = project_and_rotate(ctx, l, il, n);
-    if (c->attn_temp_scale != 0.0f)
-        temperature_scale_q(ctx, n);
-    float scale = c->attn_scale;
-    if (d->q_prescale) { /* ggml scales q itself here, so q rounds to f16 after scaling */
-        op->scale(b, a->q, scale, (size_t)n * c->n_head * hd);
-        scale = 1.0f;
-    }
-    kv_store_and_load(ctx, il, n, stored);
     struct attn_args args = {
         .q = a->q,
         .k = a->kf,
@@ -320,8 +304,8 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         .n_cells = ctx->kv.used_end,
         .n_cells_now = ctx->st->kv_used,
         .n_head = c->n_head,
-        .n_head_kv = n_kv,
-        .hd_k = hd,
+        .n_head_kv = s->n_head_kv,
+        .hd_k = s->head_dim_k,
         .hd_v = s->head_dim_v,
         .q_pos = a->b_pos,
         .q_seq = a->b_seq,
@@ -334,13 +318,37 @@ static bool attention_block(struct ox_context *ctx, const struct layer_weights *
         .f16_cache = ctx->kv.type == OX_DTYPE_F16,
         .one_per_seq = ctx->one_per_seq,
     };
-    if (op->attention_reads_cache) {
-        struct kv_cache *kv = &ctx->kv;
+    if (b->ops->attention_reads_cache) {
         args.k = args.v = NULL;
         args.k_cache = layer_k(ctx, il), args.v_cache = layer_v(ctx, il);
-        args.cache_type = kv->type, args.k_row = k_row(ctx, il), args.v_row = v_row(ctx, il);
+        args.cache_type = ctx->kv.type, args.k_row = k_row(ctx, il), args.v_row = v_row(ctx, il);
     }
-    op->attention(b, &args);
+    b->ops->attention(b, &args);
+}
+
+/* Attention of n tokens; leaves the normed input in act.xn (unless the norm went into the q, k,
+ * v matmul: norm_fusable says nothing reads it then) and either adds the branch output to act.x
+ * (returns true) or leaves it (after wo, its bias and any post-norm) in act.proj. */
+static bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    const struct arch_desc *d = c->arch;
+    struct activations *a = &ctx->st->act;
+    struct backend *b = &ctx->st->be;
+    const struct backend_ops *op = b->ops;
+    bool stored = false;
+    if (d->mla) /* latent attention: q, k and v rotated in their own layout */
+        mla_project_qkv(ctx, l, n);
+    else
+        stored = project_and_rotate(ctx, l, il, n);
+    if (c->attn_temp_scale != 0.0f)
+        temperature_scale_q(ctx, n);
+    float scale = c->attn_scale;
+    if (d->q_prescale) { /* ggml scales q itself here, so q rounds to f16 after scaling */
+        op->scale(b, a->q, scale, (size_t)n * c->n_head * shape(ctx, il)->head_dim_k);
+        scale = 1.0f;
+    }
+    kv_store_and_load(ctx, il, n, stored);
+    attend(ctx, l, il, n, scale);
     if (d->attn_gate)
         gate_attention(ctx, n);
     const float *heads = d->mla ? mla_heads_out(ctx, l, n) : a->attn;

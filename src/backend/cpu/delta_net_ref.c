@@ -5,30 +5,10 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/causal_conv.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ggml_numerics.h"
 #include "core/threadpool.h"
-
-/* Token t's row convolved with its slot's d_conv - 1 previous rows (oldest first, as ggml's
- * ssm_conv sums them), through silu; the slot's rows then move on by one. */
-static void convolve(const struct delta_net_args *a, int t, int conv_dim) {
-    int kw = a->d_conv, hist = kw - 1;
-    float *state = a->conv_state + (size_t)a->slot[t] * a->conv_stride;
-    const float *x = a->qkv + (size_t)t * (size_t)conv_dim;
-    float *out = a->conv_out + (size_t)t * (size_t)conv_dim;
-    for (int c = 0; c < conv_dim; c++) {
-        const float *w = a->conv_w + (size_t)c * (size_t)kw;
-        float sum = 0.0f;
-        for (int k = 0; k < hist; k++)
-            sum += state[(size_t)k * (size_t)conv_dim + (size_t)c] * w[k];
-        sum += x[c] * w[hist];
-        out[c] = sum / (1.0f + ggml_expf(-sum)); /* silu, as ggml's vector silu */
-    }
-    if (hist > 0) {
-        memmove(state, state + conv_dim, (size_t)(hist - 1) * (size_t)conv_dim * sizeof *state);
-        memcpy(state + (size_t)(hist - 1) * (size_t)conv_dim, x, (size_t)conv_dim * sizeof *x);
-    }
-}
 
 /* x / max(|x|, eps) over n values (ggml_l2_norm: the sum of squares in double). */
 static void l2_normalize(float *x, int n, float eps) {
@@ -91,7 +71,9 @@ static void run_heads(void *arg, int ith, int nth) {
 void cpu_delta_net(struct backend *b, const struct delta_net_args *a) {
     int d = a->d_state, conv_dim = (2 * a->n_k_heads + a->n_v_heads) * d;
     for (int t = 0; t < a->n; t++) { /* in order: a slot's rows move on token by token */
-        convolve(a, t, conv_dim);
+        causal_conv_step(a->conv_state + (size_t)a->slot[t] * a->conv_stride,
+                         a->qkv + (size_t)t * (size_t)conv_dim, a->conv_w, NULL,
+                         a->conv_out + (size_t)t * (size_t)conv_dim, conv_dim, a->d_conv);
         float *row = a->conv_out + (size_t)t * (size_t)conv_dim;
         for (int h = 0; h < 2 * a->n_k_heads; h++) /* q's heads, then k's */
             l2_normalize(row + (size_t)h * d, d, a->eps);

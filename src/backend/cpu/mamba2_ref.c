@@ -3,35 +3,11 @@
  * bias, through silu; then per head, token by token, the decayed state plus the token's
  * update, read out through C, plus D x. The heads are split across threads. */
 #include <math.h>
-#include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/causal_conv.h"
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/ggml_numerics.h"
 #include "core/threadpool.h"
-
-/* Token t's row convolved with its slot's d_conv - 1 previous rows (oldest first, summed in
- * that order as ggml's ssm_conv), plus the bias, through silu; the slot's rows move on. */
-static void convolve(const struct mamba2_args *a, int t, int conv_dim) {
-    int kw = a->d_conv, hist = kw - 1;
-    float *state = a->conv_state + (size_t)a->slot[t] * a->conv_stride;
-    const float *x = a->xbc + (size_t)t * a->xbc_stride;
-    float *out = a->conv_out + (size_t)t * (size_t)conv_dim;
-    for (int c = 0; c < conv_dim; c++) {
-        const float *w = a->conv_w + (size_t)c * (size_t)kw;
-        float sum = 0.0f;
-        for (int k = 0; k < hist; k++)
-            sum += state[(size_t)k * (size_t)conv_dim + (size_t)c] * w[k];
-        sum += x[c] * w[hist];
-        if (a->conv_b)
-            sum += a->conv_b[c];
-        out[c] = sum / (1.0f + ggml_expf(-sum)); /* silu, as ggml's vector silu */
-    }
-    if (hist > 0) {
-        memmove(state, state + conv_dim, (size_t)(hist - 1) * (size_t)conv_dim * sizeof *state);
-        memcpy(state + (size_t)(hist - 1) * (size_t)conv_dim, x, (size_t)conv_dim * sizeof *x);
-    }
-}
 
 /* Head h over every token in order: its slot's state decays and takes the token's x B dt, and
  * y reads it through C (B and C of the head's group), plus D x. */
@@ -73,7 +49,9 @@ static void run_heads(void *arg, int ith, int nth) {
 void cpu_mamba2(struct backend *b, const struct mamba2_args *a) {
     int conv_dim = a->n_head * a->head_dim + 2 * a->n_group * a->d_state;
     for (int t = 0; t < a->n; t++) /* in order: a slot's rows move on token by token */
-        convolve(a, t, conv_dim);
+        causal_conv_step(a->conv_state + (size_t)a->slot[t] * a->conv_stride,
+                         a->xbc + (size_t)t * a->xbc_stride, a->conv_w, a->conv_b,
+                         a->conv_out + (size_t)t * (size_t)conv_dim, conv_dim, a->d_conv);
     struct scan_job j = {a, conv_dim};
     double work = (double)a->n * a->n_head * a->head_dim * a->d_state * 4.0;
     int parts = threadpool_parts(b->pool, work, 32768.0);

@@ -4,6 +4,7 @@
  * batch's tokens in order, as a sequence's state must take them. */
 #include <math.h>
 
+#include "backend/cuda/causal_conv.cuh"
 #include "backend/cuda/cuda_ops.cuh"
 
 /* Channel c of every token: the slot's d_conv - 1 previous inputs and this one, oldest first,
@@ -12,19 +13,12 @@ __global__ static void conv_kernel(struct delta_net_args a, int conv_dim) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= conv_dim)
         return;
-    int hist = a.d_conv - 1;
     const float *w = a.conv_w + (size_t)c * a.d_conv;
     for (int t = 0; t < a.n; t++) {
         float *state = a.conv_state + (size_t)a.slot[t] * a.conv_stride + c;
-        float x = a.qkv[(size_t)t * conv_dim + c], sum = 0.0f;
-        for (int k = 0; k < hist; k++)
-            sum += state[(size_t)k * conv_dim] * w[k];
-        sum += x * w[hist];
+        float sum = causal_conv_channel(state, (size_t)conv_dim, w, a.d_conv,
+                                        a.qkv[(size_t)t * conv_dim + c]);
         a.conv_out[(size_t)t * conv_dim + c] = sum / (1.0f + expf(-sum));
-        for (int k = 0; k + 1 < hist; k++)
-            state[(size_t)k * conv_dim] = state[(size_t)(k + 1) * conv_dim];
-        if (hist > 0)
-            state[(size_t)(hist - 1) * conv_dim] = x;
     }
 }
 
