@@ -303,6 +303,8 @@ OX_API bool ox_vocab_is_eog(const struct ox_vocab *vocab, ox_token token);
 /* Whether tokenizing with add_special prepends BOS / appends EOS. */
 OX_API bool ox_vocab_add_bos(const struct ox_vocab *vocab);
 OX_API bool ox_vocab_add_eos(const struct ox_vocab *vocab);
+/* Whether a tokenized pair (a reranker's query and document) takes SEP between (WordPiece). */
+OX_API bool ox_vocab_add_sep(const struct ox_vocab *vocab);
 /* A token's text as stored in the vocabulary (NUL-terminated; NULL for an invalid id), its
  * score and attributes (OX_TOKEN_ATTR_* bits; 0 for an invalid id). */
 OX_API const char *ox_vocab_token_text(const struct ox_vocab *vocab, ox_token token);
@@ -403,7 +405,8 @@ struct ox_context_params {
     uint32_t n_seq_max;  /* sequences (seq_id 0 .. n_seq_max-1), at most OX_SEQ_MAX */
     enum ox_dtype kv_type; /* OX_DTYPE_F16 (default), OX_DTYPE_F32 or OX_DTYPE_Q8_0 */
     bool embeddings;       /* also keep each output row's final hidden state (after the output
-                              norm, before the output matrix): ox_get_embeddings, ox_embed */
+                              norm, before the output matrix): ox_get_embeddings, ox_embed;
+                              required for a model without logits (ox_model_has_logits) */
 };
 
 OX_API struct ox_context_params ox_context_params_default(void);
@@ -449,14 +452,37 @@ enum ox_pooling {
     OX_POOLING_MEAN = 1, /* the mean over the tokens */
     OX_POOLING_CLS = 2,  /* the first token's */
     OX_POOLING_LAST = 3, /* the last token's */
+    OX_POOLING_RANK = 4, /* a classifier head's scores from the first token's state (rerankers:
+                            score 0 is the relevance); never normalized */
     OX_POOLING_COUNT
 };
 
+/* The pooling the model's file asks for (its "<arch>.pooling_type"), OX_POOLING_NONE when it
+ * names none. */
+OX_API enum ox_pooling ox_model_pooling(const struct ox_model *model);
+/* How many scores the model's classifier head gives with OX_POOLING_RANK (cls.output's rows),
+ * 0 when it has no head. */
+OX_API int32_t ox_model_n_cls_out(const struct ox_model *model);
+/* Whether the model has a language-model head. Encoders (bert, nomic-bert) have none: they make
+ * embeddings only, in contexts created with ox_context_params.embeddings. */
+OX_API bool ox_model_has_logits(const struct ox_model *model);
+
+/* A reranker's tokens for one query and one document, as llama.cpp's server makes them: the
+ * model's "rerank" chat template with {query} and {document} replaced (control tokens parsed)
+ * when it has one, else BOS, query, EOS (SEP when there is no EOS), SEP, document, EOS, each as
+ * the vocabulary adds them. Writes at most cap ids; *n_tokens is the number needed. */
+OX_API enum ox_status ox_tokenize_rerank(const struct ox_model *model, const char *query,
+                                         const char *document, ox_token *tokens, size_t cap,
+                                         size_t *n_tokens);
+
 /* The embedding of one token sequence: decoded on sequence 0 of a cleared cache in n_batch
- * pieces; the tokens' final hidden states pooled, then divided by their L2 norm when normalize
- * (llama.cpp's server normalizes). out: ox_model_n_embd floats. Needs a context made with
- * embeddings; more tokens than the context holds: OX_ERR_CONTEXT_FULL. The cache then holds the
- * tokens; ox_get_logits and ox_get_embeddings return NULL until the next ox_decode. */
+ * pieces (one piece for a model whose attention is not causal: its contexts take n_batch =
+ * n_ctx); the tokens' final hidden states pooled, then divided by their L2 norm when normalize
+ * (llama.cpp's server normalizes; never the scores of OX_POOLING_RANK). out: ox_model_n_embd
+ * floats, or ox_model_n_cls_out scores with OX_POOLING_RANK (a model without a classifier head
+ * refuses it). Needs a context made with embeddings; more tokens than the context holds:
+ * OX_ERR_CONTEXT_FULL. The cache then holds the tokens; ox_get_logits and ox_get_embeddings
+ * return NULL until the next ox_decode. */
 OX_API enum ox_status ox_embed(struct ox_context *ctx, const ox_token *tokens, int32_t n,
                                enum ox_pooling pooling, bool normalize, float *out);
 

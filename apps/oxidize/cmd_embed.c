@@ -1,5 +1,6 @@
 /* cmd_embed.c: `oxidize embed -m MODEL -p TEXT`: a text's embedding (its final hidden states,
- * pooled and normalized as llama.cpp's llama-embedding does) as one JSON array on stdout. */
+ * pooled and normalized as llama.cpp's llama-embedding does) as one JSON array on stdout; with a
+ * reranker (--pooling rank), the relevance of each --doc to the text. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +9,12 @@
 #include "cmd.h"
 #include "oxidize.h"
 
+enum { MAX_DOCS = 64 };
+
 struct embed_opts {
     const char *model, *prompt;
+    const char *docs[MAX_DOCS]; /* --doc: documents a reranker scores against the prompt */
+    int n_docs;
     int pooling; /* an enum ox_pooling, or -1: the model's pooling_type, else mean */
     bool no_normalize;
     int n_ctx, n_threads, n_gpu_layers; /* n_ctx 0: as many as the text's tokens */
@@ -20,8 +25,11 @@ static void usage(FILE *f) {
             "usage: oxidize embed -m MODEL.gguf -p TEXT [options]\n"
             "  Print TEXT's embedding: the model's final hidden states (after the output norm)\n"
             "  pooled into one vector of n_embd floats, as a JSON array.\n"
-            "  --pooling mean|cls|last  average all tokens, or take the first or the last\n"
-            "                           (default: the model's pooling_type key, else mean)\n"
+            "  --pooling mean|cls|last|rank  average all tokens, or take the first or the last;\n"
+            "                           rank: a reranker's classifier scores (default: the\n"
+            "                           model's pooling_type key, else mean)\n"
+            "  --doc TEXT               with rank: score this document's relevance to TEXT (the\n"
+            "                           query); repeat for more; prints one score per document\n"
             "  --no-normalize           leave the vector as pooled (default: unit L2 norm)\n"
             "  -c CTX                   context size in tokens (default: the text's length)\n"
             "  -t THREADS               threads (default: the physical cores)\n"
@@ -39,17 +47,19 @@ static bool parse_int(const char *s, long lo, long hi, int *out) {
 
 /* One option with a value; false for an unknown option or a bad value. */
 static bool set_option(struct embed_opts *o, const char *a, const char *v) {
-    static const char *const names[] = {"none", "mean", "cls", "last"};
+    static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
     if (!strcmp(a, "-m"))
         return (o->model = v) != NULL;
     if (!strcmp(a, "-p"))
         return (o->prompt = v) != NULL;
     if (!strcmp(a, "--pooling")) {
-        for (int i = OX_POOLING_MEAN; i <= OX_POOLING_LAST; i++)
+        for (int i = OX_POOLING_MEAN; i <= OX_POOLING_RANK; i++)
             if (!strcmp(v, names[i]))
                 return (o->pooling = i), true;
         return false;
     }
+    if (!strcmp(a, "--doc"))
+        return o->n_docs < MAX_DOCS && (o->docs[o->n_docs++] = v) != NULL;
     if (!strcmp(a, "-c"))
         return parse_int(v, 1, 1 << 24, &o->n_ctx);
     if (!strcmp(a, "-t"))
@@ -82,26 +92,11 @@ static int parse_args(int argc, char **argv, struct embed_opts *o) {
         fprintf(stderr, "oxidize embed: need -m MODEL and -p TEXT\n");
         return 2;
     }
-    return -1;
-}
-
-/* The model's own choice, as llama.cpp reads it: "<arch>.pooling_type" when it names mean, cls
- * or last (embedding models carry it); mean otherwise. */
-static enum ox_pooling model_pooling(const char *path) {
-    struct ox_gguf *g = NULL;
-    struct ox_gguf_value arch, v;
-    enum ox_pooling p = OX_POOLING_MEAN;
-    int64_t i = ox_gguf_open(path, &g) == OX_OK ? ox_gguf_find_key(g, "general.architecture") : -1;
-    if (i >= 0 && ox_gguf_value(g, i, &arch) == OX_OK && arch.type == OX_GGUF_STRING) {
-        char key[256];
-        snprintf(key, sizeof key, "%.*s.pooling_type", (int)arch.n, arch.v.s);
-        int64_t k = ox_gguf_find_key(g, key);
-        if (k >= 0 && ox_gguf_value(g, k, &v) == OX_OK && v.type <= OX_GGUF_INT32 &&
-            v.v.u >= OX_POOLING_MEAN && v.v.u <= OX_POOLING_LAST)
-            p = (enum ox_pooling)v.v.u;
+    if (o->n_docs > 0 && o->pooling >= 0 && o->pooling != OX_POOLING_RANK) {
+        fprintf(stderr, "oxidize embed: --doc is for a reranker (--pooling rank)\n");
+        return 2;
     }
-    ox_gguf_free(g);
-    return p;
+    return -1;
 }
 
 /* The text's tokens as llama-embedding makes them: BOS/EOS as the vocabulary asks, control
@@ -128,25 +123,65 @@ static void print_vector(const float *x, int n) {
     puts("]");
 }
 
+/* The query and document's tokens as llama.cpp's server gives them to a reranker (malloc'd). */
+static enum ox_status tokenize_pair(const struct ox_model *m, const char *query, const char *doc,
+                                    ox_token **ids, size_t *n) {
+    CMD_TRY(ox_tokenize_rerank(m, query, doc, NULL, 0, n));
+    if (!(*ids = malloc((*n ? *n : 1) * sizeof **ids)))
+        return OX_ERR_OOM;
+    return ox_tokenize_rerank(m, query, doc, *ids, *n, n);
+}
+
+/* The model's pooling: the option's, else the file's, else mean. */
+static enum ox_pooling pooling_of(const struct embed_opts *o, const struct ox_model *m) {
+    if (o->pooling >= 0)
+        return (enum ox_pooling)o->pooling;
+    if (o->n_docs > 0)
+        return OX_POOLING_RANK;
+    return ox_model_pooling(m) != OX_POOLING_NONE ? ox_model_pooling(m) : OX_POOLING_MEAN;
+}
+
+/* Each input's tokens: the prompt's, or with documents each (prompt, document) pair's. */
+static enum ox_status tokenize_all(const struct embed_opts *o, const struct ox_model *m,
+                                   ox_token **ids, size_t *lens, size_t *longest) {
+    int n_in = o->n_docs > 0 ? o->n_docs : 1;
+    *longest = 1;
+    for (int i = 0; i < n_in; i++) {
+        CMD_TRY(o->n_docs > 0 ? tokenize_pair(m, o->prompt, o->docs[i], &ids[i], &lens[i])
+                              : tokenize(m, o->prompt, &ids[i], &lens[i]));
+        *longest = lens[i] > *longest ? lens[i] : *longest;
+    }
+    return OX_OK;
+}
+
 static enum ox_status run(const struct embed_opts *o, struct ox_model **m, struct ox_context **c,
                           ox_token **ids, float **out) {
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = o->n_gpu_layers;
     CMD_TRY(ox_model_load(o->model, &mp, m));
-    size_t n = 0;
-    CMD_TRY(tokenize(*m, o->prompt, ids, &n));
+    size_t lens[MAX_DOCS], longest;
+    CMD_TRY(tokenize_all(o, *m, ids, lens, &longest));
     struct ox_context_params cp = ox_context_params_default();
-    cp.n_ctx = o->n_ctx > 0 ? (uint32_t)o->n_ctx : (uint32_t)n;
+    cp.n_ctx = o->n_ctx > 0 ? (uint32_t)o->n_ctx : (uint32_t)longest;
     cp.n_batch = cp.n_ctx < 512 ? cp.n_ctx : 512;
     cp.n_threads = o->n_threads;
     cp.embeddings = true;
     CMD_TRY(ox_context_create(*m, &cp, c));
-    if (!(*out = malloc((size_t)ox_model_n_embd(*m) * sizeof **out)))
+    enum ox_pooling pooling = pooling_of(o, *m);
+    int width = pooling == OX_POOLING_RANK ? ox_model_n_cls_out(*m) : ox_model_n_embd(*m);
+    if (!(*out = malloc((size_t)(width > 0 ? width : 1) * sizeof **out)))
         return OX_ERR_OOM;
-    enum ox_pooling pooling =
-        o->pooling >= 0 ? (enum ox_pooling)o->pooling : model_pooling(o->model);
-    CMD_TRY(ox_embed(*c, *ids, (int32_t)n, pooling, !o->no_normalize, *out));
-    print_vector(*out, ox_model_n_embd(*m));
+    if (o->n_docs == 0) {
+        CMD_TRY(ox_embed(*c, ids[0], (int32_t)lens[0], pooling, !o->no_normalize, *out));
+        print_vector(*out, width);
+        return OX_OK;
+    }
+    float scores[MAX_DOCS]; /* a reranker's relevance: the first of its scores */
+    for (int i = 0; i < o->n_docs; i++) {
+        CMD_TRY(ox_embed(*c, ids[i], (int32_t)lens[i], pooling, false, *out));
+        scores[i] = (*out)[0];
+    }
+    print_vector(scores, o->n_docs);
     return OX_OK;
 }
 
@@ -157,13 +192,14 @@ int cmd_embed(int argc, char **argv) {
         return rc;
     struct ox_model *m = NULL;
     struct ox_context *c = NULL;
-    ox_token *ids = NULL;
+    ox_token *ids[MAX_DOCS] = {NULL};
     float *out = NULL;
-    enum ox_status s = run(&o, &m, &c, &ids, &out);
+    enum ox_status s = run(&o, &m, &c, ids, &out);
     if (s != OX_OK)
         fprintf(stderr, "oxidize embed: %s\n", s == OX_ERR_OOM ? "out of memory" : ox_last_error());
     free(out);
-    free(ids);
+    for (int i = 0; i < MAX_DOCS; i++)
+        free(ids[i]);
     ox_context_free(c);
     ox_model_free(m);
     return s == OX_OK ? 0 : 1;

@@ -33,12 +33,16 @@ static void usage(FILE *f) {
             "                           SIGTERM before they are cancelled (default 10)\n"
             "  --http-threads N         threads serving connections (default 4)\n"
             "  --max-body N             request bodies over N bytes get 413 (default 1 MiB)\n"
-            "  --embeddings             serve POST /v1/embeddings (a context of its own)\n"
-            "  --pooling P              how embeddings pool the tokens: mean (default), cls,\n"
-            "                           last\n"
+            "  --embeddings             serve POST /v1/embeddings (a context of its own;\n"
+            "                           always on for an embedding model such as BERT)\n"
+            "  --pooling P              how embeddings pool the tokens: mean, cls, last, or\n"
+            "                           rank (default: the model's pooling_type, else mean)\n"
+            "  --reranking, --rerank    serve POST /v1/rerank with a reranker (--embeddings\n"
+            "                           --pooling rank)\n"
             "Endpoints: OpenAI's POST /v1/completions, /v1/chat/completions, /v1/embeddings\n"
             "(with --embeddings), GET /v1/models; llama.cpp's POST /completion, /tokenize,\n"
-            "/detokenize, /apply-template, GET /health, /props, /slots, /metrics.\n");
+            "/detokenize, /apply-template, /v1/rerank (with --reranking; Jina's, Cohere's and\n"
+            "TEI's forms), GET /health, /props, /slots, /metrics.\n");
 }
 
 /* A number option in [lo, hi]; false after printing why. */
@@ -143,12 +147,16 @@ static bool set_option(struct server_opts *o, struct serve_files *f, const char 
                                               : OX_DTYPE_Q8_0;
         return ok;
     }
+    if (!strcmp(a, "--reranking") || !strcmp(a, "--rerank")) { /* takes no value */
+        *takes = false, o->embeddings = true, o->pooling = OX_POOLING_RANK;
+        return true;
+    }
     if (!strcmp(a, "--pooling")) {
-        bool ok = v && (!strcmp(v, "mean") || !strcmp(v, "cls") || !strcmp(v, "last"));
-        o->pooling = !ok || !strcmp(v, "mean") ? OX_POOLING_MEAN
-                     : !strcmp(v, "cls")       ? OX_POOLING_CLS
-                                               : OX_POOLING_LAST;
-        return ok;
+        static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
+        for (int i = OX_POOLING_MEAN; v && i <= OX_POOLING_RANK; i++)
+            if (!strcmp(v, names[i]))
+                return (o->pooling = (enum ox_pooling)i), true;
+        return false;
     }
     if (!strcmp(a, "--timeout"))
         return num_arg(a, v, 0.001, 1e6, &o->timeout);
@@ -176,7 +184,7 @@ int cmd_serve(int argc, char **argv) {
                             .timeout = 600,
                             .shutdown_timeout = 10,
                             .http_threads = 4,
-                            .pooling = OX_POOLING_MEAN};
+                            .pooling = OX_POOLING_NONE}; /* the model's, else mean */
     struct serve_files f = {0};
     bool ok = true, takes = false;
     for (int i = 1; ok && i < argc; i += 1 + takes) {

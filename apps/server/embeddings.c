@@ -77,6 +77,15 @@ static json_t *entry(size_t index, const float *vec, int32_t n, bool b64) {
                      "embedding", e);
 }
 
+struct reply embeddings_refusal(bool busy, const char *none) {
+    struct reply r = busy ? reply_error(429, "rate_limit_error", NULL,
+                                        "another embedding request is being computed: retry "
+                                        "shortly")
+                          : reply_error(501, "not_supported_error", NULL, none);
+    r.retry_after = busy ? 1 : 0;
+    return r;
+}
+
 struct reply embeddings_route(struct server *s, json_t *req) {
     const struct ox_model *m = server_model(s);
     const char *fmt = json_string_value(json_object_get(req, "encoding_format"));
@@ -92,17 +101,17 @@ struct reply embeddings_route(struct server *s, json_t *req) {
                            "'input' must be a string, an array of token ids, or an array of up "
                            "to 2048 of either");
     }
+    if (server_pooling(s) == OX_POOLING_RANK) {
+        json_decref(inputs);
+        return reply_error(400, "invalid_request_error", NULL,
+                           "this server reranks (--reranking): use /v1/rerank");
+    }
     bool busy = false;
     struct ox_context *ctx = server_embed_begin(s, &busy);
     if (!ctx) {
         json_decref(inputs);
-        struct reply r =
-            busy ? reply_error(429, "rate_limit_error", NULL,
-                               "another embedding request is being computed: retry shortly")
-                 : reply_error(501, "not_supported_error", NULL,
-                               "this server does not make embeddings: serve with --embeddings");
-        r.retry_after = busy ? 1 : 0;
-        return r;
+        return embeddings_refusal(busy,
+                                  "this server does not make embeddings: serve with --embeddings");
     }
     int32_t dim = ox_model_n_embd(m);
     float *vec = malloc((size_t)dim * sizeof *vec);

@@ -8,4 +8,8 @@
 
 struct reply embeddings_route(struct server *s, json_t *req);
 
+/* Why a request found no embeddings context: another request holds it (429, retry in a second),
+ * or the server has none (501, with the message given). */
+struct reply embeddings_refusal(bool busy, const char *none);
+
 #endif

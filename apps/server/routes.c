@@ -10,6 +10,7 @@
 
 #include "chat_tools.h"
 #include "embeddings.h"
+#include "rerank.h"
 #include "gen.h"
 #include "params.h"
 #include "server.h"
@@ -484,7 +485,8 @@ enum {
     R_TOKENIZE,
     R_DETOKENIZE,
     R_APPLY,
-    R_EMBED /* POST */
+    R_EMBED,
+    R_RERANK /* POST */
 };
 static const struct route routes[] = {
     {"/health", ANY_GET, R_HEALTH},
@@ -504,6 +506,10 @@ static const struct route routes[] = {
     {"/apply-template", ANY_POST, R_APPLY},
     {"/v1/embeddings", ANY_POST, R_EMBED},
     {"/embeddings", ANY_POST, R_EMBED},
+    {"/v1/rerank", ANY_POST, R_RERANK},
+    {"/rerank", ANY_POST, R_RERANK},
+    {"/v1/reranking", ANY_POST, R_RERANK},
+    {"/reranking", ANY_POST, R_RERANK},
 };
 
 /* How deep a body's arrays and objects nest (strings skipped), counting up to limit + 1. */
@@ -547,6 +553,10 @@ struct reply route_request(struct server *s, const char *method, const char *pat
     case R_METRICS: return metrics(s);
     default: break;
     }
+    bool generates = r->id == R_COMPLETIONS || r->id == R_NATIVE || r->id == R_CHAT;
+    if (generates && !ox_model_has_logits(server_model(s)))
+        return reply_error(501, "not_supported_error", NULL,
+                           "this model makes embeddings only: use /v1/embeddings or /v1/rerank");
     enum { MAX_DEPTH = 64 };
     if (nesting(body, len, MAX_DEPTH) > MAX_DEPTH)
         return reply_error(400, "invalid_request_error", NULL,
@@ -567,6 +577,7 @@ struct reply route_request(struct server *s, const char *method, const char *pat
     case R_TOKENIZE: out = tokenize_route(s, req); break;
     case R_DETOKENIZE: out = detokenize_route(s, req); break;
     case R_EMBED: out = embeddings_route(s, req); break;
+    case R_RERANK: out = rerank_route(s, req); break;
     default: out = apply_template(s, req); break;
     }
     json_decref(req);

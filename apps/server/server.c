@@ -78,11 +78,18 @@ void server_embed_end(struct server *s) {
 }
 
 enum ox_pooling server_pooling(const struct server *s) {
-    return s->o->pooling;
+    if (s->o->pooling != OX_POOLING_NONE)
+        return s->o->pooling;
+    enum ox_pooling own = ox_model_pooling(s->model); /* the file's, else mean */
+    return own != OX_POOLING_NONE ? own : OX_POOLING_MEAN;
 }
 
 void server_stats(struct server *s, struct ox_engine_stats *st, struct ox_engine_slot *slots,
                   struct server_counters *c) {
+    if (!s->engine && st) /* an embedding model's server generates nothing */
+        memset(st, 0, sizeof *st);
+    if (!s->engine && slots)
+        memset(slots, 0, (size_t)s->o->n_parallel * sizeof *slots);
     ox_engine_stats(s->engine, st, slots);
     if (c) {
         pthread_mutex_lock(&s->lock);
@@ -130,7 +137,7 @@ static void *worker(void *arg) {
         seen = s->submitted;
         pthread_mutex_unlock(&s->lock);
         int32_t busy = 0;
-        if (ox_engine_step(s->engine, &busy) != OX_OK)
+        if (s->engine && ox_engine_step(s->engine, &busy) != OX_OK)
             fprintf(stderr, "oxidize serve: %s\n", ox_last_error());
         idle = busy == 0;
         if (stop && idle)
@@ -315,6 +322,15 @@ static bool load(struct server *s) {
     mp.n_gpu_layers = o->n_gpu_layers;
     if (ox_model_load(o->model_path, &mp, &s->model) != OX_OK)
         return false;
+    struct ox_context_params cp = ox_context_params_default();
+    cp.n_batch = (uint32_t)o->n_batch;
+    cp.n_threads = o->n_threads, cp.n_seq_max = 1, cp.embeddings = true;
+    if (!ox_model_has_logits(s->model)) { /* an encoder: embeddings (or reranking) only */
+        s->slot_ctx =
+            o->n_ctx < ox_model_n_ctx_train(s->model) ? o->n_ctx : ox_model_n_ctx_train(s->model);
+        cp.n_ctx = (uint32_t)s->slot_ctx;
+        return ox_context_create(s->model, &cp, &s->embed) == OX_OK;
+    }
     struct ox_engine_params ep = ox_engine_params_default();
     ep.n_parallel = o->n_parallel, ep.n_ctx = (uint32_t)o->n_ctx, ep.n_batch = (uint32_t)o->n_batch;
     ep.n_ubatch = (uint32_t)o->n_ubatch;
@@ -322,9 +338,7 @@ static bool load(struct server *s) {
     if (ox_engine_create(s->model, &ep, &s->engine) != OX_OK)
         return false;
     s->slot_ctx = (int32_t)(ep.n_ctx / (uint32_t)ep.n_parallel);
-    struct ox_context_params cp = ox_context_params_default();
-    cp.n_ctx = (uint32_t)s->slot_ctx, cp.n_batch = (uint32_t)o->n_batch;
-    cp.n_threads = o->n_threads, cp.n_seq_max = 1, cp.embeddings = true;
+    cp.n_ctx = (uint32_t)s->slot_ctx;
     return !o->embeddings || ox_context_create(s->model, &cp, &s->embed) == OX_OK;
 }
 

@@ -112,6 +112,18 @@ static const struct arch_desc architectures[] = {
      .post_norms = true,
      .swa = true,
      .swa_period = 4},
+    /* encoders: BERT with learned positions and a GELU FFN; nomic-bert with NeoX RoPE and SwiGLU */
+    {.name = "bert",
+     .norm = NORM_LAYER,
+     .position = POS_LEARNED,
+     .ffn = FFN_GELU,
+     .no_pre_norm = true,
+     .encoder = true},
+    {.name = "nomic-bert",
+     .norm = NORM_LAYER,
+     .position = POS_ROPE_NEOX,
+     .no_pre_norm = true,
+     .encoder = true},
 };
 
 enum { N_ARCH = sizeof architectures / sizeof architectures[0] };
@@ -172,7 +184,7 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
                  a->swa_if_layers ? ", RoPE on those only"
                                   : ", RoPE on sliding-window layers only");
     int n = snprintf(
-        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
+        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
         positions[a->position], ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
         a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
         a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
@@ -182,7 +194,8 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
         a->moe_raw_weights ? ", experts weighted by raw probabilities" : "", nope,
         a->attn_unscaled ? ", q.k unscaled" : "", a->v_norm ? ", values RMS-normed" : "",
         a->mla ? ", multi-head latent attention" : "",
-        a->mamba2 ? ", Mamba-2 layers where head_count_kv is 0" : "");
+        a->mamba2 ? ", Mamba-2 layers where head_count_kv is 0" : "",
+        a->encoder ? ", encoder (post-norm residuals, embeddings only)" : "");
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -73,10 +73,14 @@ struct arch_desc {
     bool v_may_be_k;           /* a layer without attn_v uses its keys' projection as values */
     bool rope_freqs_full_only; /* rope_freqs applies to full-attention layers only: gemma4's
                                   "proportional" rotation of part of the head */
-    bool mamba2; /* the layers whose head_count_kv is 0 are Mamba-2 layers (mamba2.c), reading
-                    the ssm.* keys */
-    bool mla;    /* multi-head latent attention (mla.c) and DeepSeek's MoE routing keys; the file's
-                    yarn_log_multiplier is a tenth of llama.cpp's */
+    bool mamba2;  /* the layers whose head_count_kv is 0 are Mamba-2 layers (mamba2.c), reading
+                     the ssm.* keys */
+    bool mla;     /* multi-head latent attention (mla.c) and DeepSeek's MoE routing keys; the file's
+                     yarn_log_multiplier is a tenth of llama.cpp's */
+    bool encoder; /* a BERT-style encoder (encoder.c): token_types row 0 and token_embd_norm on
+                     the input, each residual sum normed (attn_output_norm, layer_output_norm)
+                     in place of pre-norms, attention not causal unless the file says so, and
+                     no LM head: it makes embeddings (and a classifier's scores) only */
 };
 
 /* The descriptor for a GGUF general.architecture value, or NULL. */

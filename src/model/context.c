@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #endif
 #include "model/context.h"
+#include "model/encoder.h"
 #include "quant/dtype.h"
 
 struct ox_context_params ox_context_params_default(void) {
@@ -22,6 +23,13 @@ static float *falloc(size_t n) {
 static enum ox_status check_params(const struct ox_model *m, struct ox_context_params *p) {
     if (p->n_ctx == 0)
         p->n_ctx = (uint32_t)m->cfg.n_ctx_train;
+    if (!m->output && !p->embeddings)
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "context: a %s model has no LM head and makes embeddings only: create "
+                       "the context with embeddings (oxidize embed, serve --embeddings)",
+                       m->cfg.arch->name);
+    if (!m->cfg.causal) /* a sequence's tokens all see each other: it goes in one batch */
+        p->n_batch = p->n_ctx;
     const struct dtype_traits *kt = dtype_get((int)p->kv_type);
     if (p->kv_type != OX_DTYPE_F16 && p->kv_type != OX_DTYPE_F32 && p->kv_type != OX_DTYPE_Q8_0)
         return ox_fail(OX_ERR_INVALID_ARG, "context: KV cache type must be f16, f32 or q8_0");
@@ -195,7 +203,8 @@ static bool alloc_arch_buffers(struct ox_context *ctx, struct stage *s) {
     a->mla_out = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
     size_t ple = (size_t)c->n_layer * (size_t)c->n_embd_per_layer * nb;
     a->ple = ple ? bfalloc(ctx, s, ple) : NULL, a->ple_tmp = ple ? bfalloc(ctx, s, ple) : NULL;
-    return (!ple || (a->ple && a->ple_tmp)) && (!mla_head || (a->mla && a->mla_in && a->mla_out));
+    return (!ple || (a->ple && a->ple_tmp)) && (!mla_head || (a->mla && a->mla_in && a->mla_out)) &&
+           encoder_alloc(ctx, s);
 }
 
 static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s) {
@@ -263,6 +272,9 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
 static enum ox_status alloc_logits(struct ox_context *ctx, struct stage *s) {
     size_t nb = ctx->params.n_batch, nv = (size_t)ctx->model->cfg.n_vocab;
     bool device = s->be.ops->device;
+    ctx->logit_rows = (int32_t)nb;
+    if (!ctx->model->output) /* an encoder: no logits */
+        return OX_OK;
     uint64_t fit = ctx->model->gpu_bytes / 100 / (nv * sizeof(float));
     size_t rows = fit > 32 ? 32 : fit < 8 ? 8 : (size_t)fit;
     ctx->logit_rows = (int32_t)(device && nb > rows ? rows : nb);
@@ -415,11 +427,12 @@ static void free_stage(struct stage *s) {
         if (a->branch == a->up)
             a->branch = NULL;
         a->proj = a->attn = NULL;
-        void *bs[] = {a->x,       a->xn,         a->qkv,      a->branch,  a->q,     a->k,
-                      a->v,       a->attn,       a->proj,     a->gate,    a->up,    a->hidden,
-                      a->kf,      a->k_t,        a->vf,       a->router,  a->b_tok, s->k_rows,
-                      s->v_rows,  a->expert_ids, a->expert_w, a->moe_out, a->qg,    a->ple,
-                      a->ple_tmp, a->mla,        a->mla_in,   a->mla_out};
+        void *bs[] = {a->x,        a->xn,      a->qkv,     a->branch,   a->q,
+                      a->k,        a->v,       a->attn,    a->proj,     a->gate,
+                      a->up,       a->hidden,  a->kf,      a->k_t,      a->vf,
+                      a->router,   a->b_tok,   s->k_rows,  s->v_rows,   a->expert_ids,
+                      a->expert_w, a->moe_out, a->qg,      a->ple,      a->ple_tmp,
+                      a->mla,      a->mla_in,  a->mla_out, a->type_row, a->b_see_all};
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i])
                 b->ops->free(b, bs[i]);

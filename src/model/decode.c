@@ -105,6 +105,8 @@ enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *b) {
         return ox_fail(OX_ERR_INVALID_ARG, "decode: %d tokens exceed n_batch %u", b->n_tokens,
                        ctx->params.n_batch);
     ctx->n_batch_last = 0;
+    if (!ctx->model->cfg.causal) /* an encoder keeps nothing: the batch is the whole sequence */
+        ox_kv_clear(ctx);
     OX_TRY(read_batch(ctx, b));
     OX_TRY(place_batch(ctx, b->n_tokens));
     ctx->n_batch_last = b->n_tokens;
@@ -112,7 +114,7 @@ enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *b) {
 }
 
 const float *ox_get_logits(const struct ox_context *ctx, int32_t i) {
-    if (!ctx || i < 0 || i >= ctx->n_batch_last || ctx->out_row[i] < 0)
+    if (!ctx || !ctx->logits || i < 0 || i >= ctx->n_batch_last || ctx->out_row[i] < 0)
         return NULL;
     return ctx->logits + (size_t)ctx->out_row[i] * (size_t)ctx->model->cfg.n_vocab;
 }

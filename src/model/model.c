@@ -62,6 +62,7 @@ void ox_model_free(struct ox_model *m) {
         backend_cpu_pack_free((void *)m->weights[i].packed);
     model_free_gpu_weights(m);
     free(m->layers);
+    free(m->type_row0);
     free(m->weights);
     free(m->chat_template);
     ox_vocab_free(m->vocab);
@@ -86,6 +87,15 @@ int32_t ox_model_n_layer(const struct ox_model *m) {
 }
 uint64_t ox_model_n_params(const struct ox_model *m) {
     return m->n_params;
+}
+enum ox_pooling ox_model_pooling(const struct ox_model *m) {
+    return (enum ox_pooling)m->cfg.pooling;
+}
+int32_t ox_model_n_cls_out(const struct ox_model *m) {
+    return m->cls_out ? (int32_t)m->cls_out->ne[1] : m->cls ? m->cfg.n_embd : 0;
+}
+bool ox_model_has_logits(const struct ox_model *m) {
+    return m->output != NULL;
 }
 const char *ox_model_backend(const struct ox_model *m) {
     return !m->on_gpu ? "CPU" : m->gpu_layer_begin > 0 ? "CPU+CUDA" : "CUDA";

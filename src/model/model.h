@@ -63,6 +63,9 @@ struct model_config {
     int32_t n_dense_lead, n_expert_groups, n_group_used;
     bool moe_sigmoid, moe_norm_weights;
     float moe_weights_scale;
+    bool causal;     /* attention.causal: a token sees only earlier ones (false: its whole
+                        sequence in the batch, as encoders do) */
+    int32_t pooling; /* pooling_type: the enum ox_pooling the file asks embeddings to take */
     struct layer_shape layer[MODEL_MAX_LAYERS];
 };
 
@@ -109,6 +112,8 @@ struct layer_weights {
     const struct weight *ssm_in, *ssm_conv_b, *ssm_dt_b, *ssm_a, *ssm_d, *ssm_norm, *ssm_out;
     /* per-layer embeddings (gemma4, per_layer_embd.c): gate, projection and its norm */
     const struct weight *ple_gate, *ple_proj, *ple_post_norm;
+    /* an encoder's (arch encoder): the norms of the residual after attention and after the FFN */
+    const struct weight *attn_out_norm, *attn_out_norm_b, *layer_out_norm, *layer_out_norm_b;
     float out_scale; /* the layer's output times this (layer_output_scale); 0: none */
     /* The norm's weight is multiplied into the GPU copies of the matrices that read its output
      * (weights_gpu.c): the norm before them scales only. */
@@ -123,6 +128,10 @@ struct ox_model {
     const struct weight *tok_embd, *pos_embd, *output_norm, *output_norm_b, *output, *output_b;
     /* per-layer embeddings: a token's row of every layer's, and their projection from x */
     const struct weight *ple_tok_embd, *ple_model_proj, *ple_proj_norm;
+    /* an encoder's input norm and token-type rows (all its tokens are type 0: type_row0 is that
+     * row as floats, malloc'd), and a classifier head: tanh(cls x + b), then cls_out's scores */
+    const struct weight *embd_norm, *embd_norm_b, *type_embd, *cls, *cls_b, *cls_out, *cls_out_b;
+    float *type_row0;
     struct layer_weights *layers;
     uint64_t n_params;
     char *chat_template;     /* tokenizer.chat_template, NUL-terminated, or NULL */

@@ -125,9 +125,18 @@ static enum ox_status attach_imatrix(struct quantize_job *j, struct plan_item *i
                    t->name, (long long)e->n, (long long)(t->ne[0] * t->ne[2]));
 }
 
+/* The dimensions that count, as ggml_n_dims counts them: trailing sizes of 1 do not (a [64, 1]
+ * matrix, a classifier's single score, is a vector: it stays as it is, and is written as one). */
+static int effective_dims(const int64_t *ne) {
+    int n = 4;
+    while (n > 1 && ne[n - 1] == 1)
+        n--;
+    return n;
+}
+
 static enum ox_status plan_tensor(struct quantize_job *j, struct plan_item *it) {
     const struct gguf_tensor *t = it->src;
-    OX_TRY(quant_mix_choose(&j->mix, t->name, t->n_dims, t->ne, t->type, &it->type));
+    OX_TRY(quant_mix_choose(&j->mix, t->name, effective_dims(t->ne), t->ne, t->type, &it->type));
     const struct dtype_traits *from = dtype_get((int)t->type), *to = dtype_get((int)it->type);
     it->n_bytes = (uint64_t)(t->ne[0] / to->block_size) * to->type_size *
                   (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
@@ -219,8 +228,8 @@ static enum ox_status build_metadata(struct quantize_job *j) {
 static enum ox_status add_tensor_infos(struct quantize_job *j) {
     for (int64_t i = 0; i < j->in->n_tensors; i++) {
         const struct plan_item *it = &j->plan[i];
-        OX_TRY(gguf_writer_add_tensor(j->writer, it->src->name, it->type, it->src->n_dims,
-                                      it->src->ne, NULL));
+        OX_TRY(gguf_writer_add_tensor(j->writer, it->src->name, it->type,
+                                      effective_dims(it->src->ne), it->src->ne, NULL));
     }
     return OX_OK;
 }

@@ -6,6 +6,7 @@
 #include "model/context.h"
 #include "model/delta_net.h"
 #include "model/dense_moe.h"
+#include "model/encoder.h"
 #include "model/layer_ops.h"
 #include "model/mamba2.h"
 #include "model/mla.h"
@@ -307,7 +308,7 @@ static void attend(struct ox_context *ctx, const struct layer_weights *l, int il
         .n_head_kv = s->n_head_kv,
         .hd_k = s->head_dim_k,
         .hd_v = s->head_dim_v,
-        .q_pos = a->b_pos,
+        .q_pos = encoder_mask_positions(ctx),
         .q_seq = a->b_seq,
         .cell_pos = ctx->st->kv_pos,
         .cell_seq = ctx->st->kv_seq,
@@ -476,6 +477,8 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
     if (!d->parallel) {
         if (!attn_added)
             b->ops->add(b, a->x, a->proj, all);
+        if (l->attn_out_norm) /* an encoder's x = norm(x + attn) */
+            encoder_norm_residual(ctx, l->attn_out_norm, l->attn_out_norm_b, n);
         in = a->x;
         const struct weight *g = norm_weight(ctx, l->ffn_norm, l->ffn_norm_folded);
         struct norm_in fused = {vec(b, g), c->norm_eps};
@@ -510,6 +513,8 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
         b->ops->add(b, a->proj, a->branch, all), b->ops->add(b, a->x, a->proj, all);
     else
         b->ops->add(b, a->x, a->branch, all);
+    if (l->layer_out_norm) /* and x = norm(x + ffn) */
+        encoder_norm_residual(ctx, l->layer_out_norm, l->layer_out_norm_b, n);
 }
 
 /* Token (and learned position) embeddings of n tokens into act.x, with the architecture's
@@ -531,6 +536,8 @@ static void embed(struct ox_context *ctx, int n) {
         b->ops->get_rows(b, &pe, a->b_pos, a->proj, n);
         b->ops->add(b, a->x, a->proj, all);
     }
+    if (c->arch->encoder)
+        encoder_input(ctx, n);
     per_layer_inputs(ctx, n);
 }
 
@@ -542,8 +549,13 @@ static void output_block(struct ox_context *ctx, int r0, int rows) {
     const struct model_config *c = &m->cfg;
     struct backend *b = &ctx->st->be;
     size_t all = (size_t)rows * c->n_vocab, at = (size_t)r0 * (size_t)c->n_embd;
-    norm(ctx, ctx->st->act.x + at, m->output_norm, m->output_norm_b, ctx->st->act.xn + at, rows);
-    if (ctx->embd_only)
+    if (m->output_norm)
+        norm(ctx, ctx->st->act.x + at, m->output_norm, m->output_norm_b, ctx->st->act.xn + at,
+             rows);
+    else /* an encoder's last layer normed its output already */
+        b->ops->copy_rows(b, ctx->st->act.xn + at, (size_t)c->n_embd, ctx->st->act.x + at,
+                          (size_t)c->n_embd, rows, c->n_embd);
+    if (ctx->embd_only || !m->output)
         return;
     linear(b, m->output, m->output_b, ctx->st->act.xn + at, ctx->b_logits, rows);
     if (c->final_softcap != 0.0f)
@@ -564,7 +576,7 @@ static enum ox_status output_rows(struct ox_context *ctx, int r0, int rows) {
         enum ox_status st =
             b->ops->download(b, ctx->embd + (size_t)r0 * e, ctx->st->act.xn + (size_t)r0 * e,
                              (size_t)rows * e * sizeof(float));
-        if (st != OX_OK || ctx->embd_only)
+        if (st != OX_OK || ctx->embd_only || !ctx->logits)
             return st;
     }
     return b->ops->download(b, ctx->logits + (size_t)r0 * v, ctx->b_logits,
@@ -600,7 +612,7 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b, int
     for (int32_t il = 0; il < c->n_layer; il++)
         moe |= ctx->model->layers[il].ffn_gate_inp != NULL;
     if (n < 1 || n > b->ops->graph_max_tokens || !b->ops->graph_begin || ctx->embd_only ||
-        (moe && (n > 1 || !ctx->moe_graphable)) || c->attn_temp_scale != 0.0f)
+        !ctx->logits || (moe && (n > 1 || !ctx->moe_graphable)) || c->attn_temp_scale != 0.0f)
         return false;
     for (int t = 0; t < n; t++)
         if (ctx->out_row[t] < 0)

@@ -159,12 +159,19 @@ static enum ox_status bind_delta_net(struct ox_model *m, int il, struct layer_we
     return OX_OK;
 }
 
-/* A layer's per-layer-embedding tensors (gemma4) and its output scale. */
+/* A layer's per-layer-embedding tensors (gemma4), its output scale and an encoder's norms of
+ * the residual. */
 static enum ox_status bind_layer_extras(struct ox_model *m, int il, struct layer_weights *l) {
     int64_t e = m->cfg.n_embd, p = m->cfg.n_embd_per_layer;
     const struct weight *scale;
     char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    if (m->cfg.arch->encoder) {
+        OX_TRY(bind_vec(m, NAME("attn_output_norm.weight"), e, false, &l->attn_out_norm));
+        OX_TRY(bind_vec(m, NAME("attn_output_norm.bias"), e, true, &l->attn_out_norm_b));
+        OX_TRY(bind_vec(m, NAME("layer_output_norm.weight"), e, false, &l->layer_out_norm));
+        OX_TRY(bind_vec(m, NAME("layer_output_norm.bias"), e, true, &l->layer_out_norm_b));
+    }
     OX_TRY(bind_vec(m, NAME("layer_output_scale.weight"), 1, true, &scale));
     if (scale)
         memcpy(&l->out_scale, scale->data, sizeof l->out_scale);
@@ -230,6 +237,39 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
     return OX_OK;
 }
 
+/* The output norm and matrix (the token embeddings when tied). */
+static enum ox_status bind_lm_head(struct ox_model *m) {
+    int64_t e = m->cfg.n_embd, nv = m->cfg.n_vocab;
+    OX_TRY(bind_vec(m, "output_norm.weight", e, false, &m->output_norm));
+    OX_TRY(bind_vec(m, "output_norm.bias", e, true, &m->output_norm_b));
+    OX_TRY(bind(m, "output.weight", e, nv, 1, true, &m->output));
+    OX_TRY(bind_vec(m, "output.bias", nv, true, &m->output_b));
+    if (!m->output)
+        m->output = m->tok_embd; /* tied embeddings */
+    return OX_OK;
+}
+
+/* An encoder's input norm and token-type rows (row 0 as floats: every token is type 0, as in
+ * llama.cpp), and its classifier head when it has one (cls.output's rows are the scores). */
+static enum ox_status bind_encoder(struct ox_model *m) {
+    int64_t e = m->cfg.n_embd;
+    OX_TRY(bind_vec(m, "token_embd_norm.weight", e, false, &m->embd_norm));
+    OX_TRY(bind_vec(m, "token_embd_norm.bias", e, true, &m->embd_norm_b));
+    const struct weight *types = find(m, "token_types.weight");
+    if (types) {
+        OX_TRY(bind(m, "token_types.weight", e, types->ne[1], 1, false, &m->type_embd));
+        if (!(m->type_row0 = malloc((size_t)e * sizeof *m->type_row0)))
+            return ox_fail(OX_ERR_OOM, "model: out of memory");
+        dtype_get((int)types->type)->to_float(types->data, m->type_row0, e);
+    }
+    OX_TRY(bind(m, "cls.weight", e, e, 1, true, &m->cls));
+    OX_TRY(bind_vec(m, "cls.bias", e, true, &m->cls_b));
+    const struct weight *out = find(m, "cls.output.weight");
+    int64_t n_out = out ? out->ne[1] : 1;
+    OX_TRY(bind(m, "cls.output.weight", e, n_out, 1, true, &m->cls_out));
+    return bind_vec(m, "cls.output.bias", n_out, true, &m->cls_out_b);
+}
+
 enum ox_status model_bind_weights(struct ox_model *m) {
     struct ox_gguf *g = m->gguf;
     m->weights = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *m->weights);
@@ -256,12 +296,10 @@ enum ox_status model_bind_weights(struct ox_model *m) {
     OX_TRY(bind(m, "token_embd.weight", e, nv, 1, false, &m->tok_embd));
     if (m->cfg.arch->position == POS_LEARNED)
         OX_TRY(bind(m, "position_embd.weight", e, m->cfg.n_ctx_train, 1, false, &m->pos_embd));
-    OX_TRY(bind_vec(m, "output_norm.weight", e, false, &m->output_norm));
-    OX_TRY(bind_vec(m, "output_norm.bias", e, true, &m->output_norm_b));
-    OX_TRY(bind(m, "output.weight", e, nv, 1, true, &m->output));
-    OX_TRY(bind_vec(m, "output.bias", nv, true, &m->output_b));
-    if (!m->output)
-        m->output = m->tok_embd; /* tied embeddings */
+    if (m->cfg.arch->encoder) /* no LM head: its last layer's norm is the output's */
+        OX_TRY(bind_encoder(m));
+    else
+        OX_TRY(bind_lm_head(m));
     const struct weight *freqs;
     OX_TRY(bind_vec(m, "rope_freqs.weight", m->cfg.n_rot / 2, true, &freqs));
     m->cfg.rope.freq_factors = freqs ? (const float *)freqs->data : NULL; /* llama3 scaling */

@@ -77,6 +77,10 @@ bool ox_vocab_add_eos(const struct ox_vocab *ov) {
     return ov->v->add_eos;
 }
 
+bool ox_vocab_add_sep(const struct ox_vocab *ov) {
+    return ov->v->add_sep;
+}
+
 bool ox_vocab_is_eog(const struct ox_vocab *ov, ox_token t) {
     for (size_t i = 0; i < ov->v->n_eog; i++)
         if (ov->v->eog[i] == t)

@@ -109,39 +109,44 @@ static inline void reference_model_release(const char *path) {
         unlink(path);
 }
 
-/* Calls check(root, name, ref) for every <root>/reference/<name>.json that reference_wanted,
- * root being the shared test data and then the repository's own; returns how many were read. */
+/* Calls check(root, name, ref) for every <root>/<sub>/<name>.json that reference_wanted;
+ * returns how many were read. */
+static inline int for_each_reference_in(const char *root, const char *sub,
+                                        void (*check)(const char *root, const char *name,
+                                                      json_t *ref)) {
+    int n_models = 0;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", root, sub);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
+            continue;
+        char path[2048], name[256];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
+        if (!reference_wanted(name))
+            continue;
+        json_error_t err;
+        json_t *ref = json_load_file(path, 0, &err);
+        CHECK_MSG(ref != NULL, "%s: %s", path, err.text);
+        if (ref)
+            check(root, name, ref), n_models++;
+        json_decref(ref);
+    }
+    if (d)
+        closedir(d);
+    return n_models;
+}
+
+/* The same for every <root>/reference/<name>.json, root being the shared test data and then the
+ * repository's own (its encoders' references, in reference/embedding/, are test_encoder.c's). */
 static inline int for_each_reference(void (*check)(const char *root, const char *name,
                                                    json_t *ref)) {
-    int n_models = 0;
-    const char *roots[] = {test_data_dir(), ARCH_REFERENCE_DIR};
-    for (int r = 0; r < 2; r++) {
-        const char *root = roots[r];
-        char dir[1024];
-        snprintf(dir, sizeof dir, "%s/reference", root);
-        DIR *d = opendir(dir);
-        CHECK(d != NULL);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            size_t len = strlen(e->d_name);
-            if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
-                continue;
-            char path[2048], name[256];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
-            if (!reference_wanted(name))
-                continue;
-            json_error_t err;
-            json_t *ref = json_load_file(path, 0, &err);
-            CHECK_MSG(ref != NULL, "%s: %s", path, err.text);
-            if (ref)
-                check(root, name, ref), n_models++;
-            json_decref(ref);
-        }
-        if (d)
-            closedir(d);
-    }
-    return n_models;
+    return for_each_reference_in(test_data_dir(), "reference", check) +
+           for_each_reference_in(ARCH_REFERENCE_DIR, "reference", check);
 }
 
 #endif

@@ -10,14 +10,16 @@ fixed seed; norms are 1 + small noise; 2-D matrices are f16, the rest f32, as ll
 converter writes them.
 """
 import argparse
+import os
 import sys
 
 import numpy as np
 import gguf
 
 
-def copy_tokenizer(writer, path):
-    """Every tokenizer.* key of the GGUF at path, with its type."""
+def copy_tokenizer(writer, path, limit=None):
+    """Every tokenizer.* key of the GGUF at path, with its type; the token arrays cut to their
+    first limit entries when limit is given."""
     reader = gguf.GGUFReader(path)
     n_vocab = 0
     for field in reader.fields.values():
@@ -30,6 +32,7 @@ def copy_tokenizer(writer, path):
                 vals = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
             else:
                 vals = [field.parts[i].tolist()[0] for i in field.data]
+            vals = vals[:limit] if limit else vals
             writer.add_key_value(field.name, vals, vtype, sub)
             if field.name == "tokenizer.ggml.tokens":
                 n_vocab = len(vals)
@@ -494,7 +497,58 @@ def gemma4(w, n_embd, n_vocab):
         w.vector(blk + "layer_output_scale.weight", [0.5 + 0.1 * il])
 
 
+def encoder(w, n_embd, n_vocab, arch):
+    """A BERT-style encoder of two layers, 4 heads and an FFN twice n_embd wide. bert: learned
+    positions, separate q/k/v and every projection with a bias, a GELU FFN, CLS pooling and a
+    reranker's classifier head (cls, cls.output: one score); nomic-bert: NeoX RoPE, fused qkv, a
+    SwiGLU FFN, no biases in the layers, mean pooling."""
+    bert, n_ff, n_ctx = arch == "bert", 2 * n_embd, 512 if arch == "bert" else 2048
+    for key, value in (("block_count", 2), ("context_length", n_ctx), ("embedding_length", n_embd),
+                       ("feed_forward_length", n_ff), ("attention.head_count", 4),
+                       ("pooling_type", 2 if bert else 1)):
+        w.writer.add_uint32(f"{arch}.{key}", value)
+    w.writer.add_float32(f"{arch}.attention.layer_norm_epsilon", 1e-12)
+    w.writer.add_bool(f"{arch}.attention.causal", False)
+    if not bert:
+        w.writer.add_float32(f"{arch}.rope.freq_base", 1000.0)
+
+    def norm(name):
+        w.norm(name + ".weight", n_embd)
+        w.vector(name + ".bias", w.rng.normal(0.0, 0.1, n_embd))
+
+    def linear(name, ne0, ne1):
+        w.matrix(name + ".weight", ne0, ne1)
+        if bert:
+            w.vector(name + ".bias", w.rng.normal(0.0, 0.1, ne1))
+
+    w.matrix("token_embd.weight", n_embd, n_vocab)
+    w.matrix("token_types.weight", n_embd, 2, np.float32)  # llama.cpp adds it as f32
+    if bert:
+        w.matrix("position_embd.weight", n_embd, n_ctx)
+    norm("token_embd_norm")
+    for i in range(2):
+        blk = f"blk.{i}."
+        if bert:
+            attention(w, blk, n_embd, n_embd, n_embd, bias=True)
+        else:
+            w.matrix(blk + "attn_qkv.weight", n_embd, 3 * n_embd)
+        linear(blk + "attn_output", n_embd, n_embd)
+        norm(blk + "attn_output_norm")
+        if not bert:
+            w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
+        linear(blk + "ffn_up", n_embd, n_ff)
+        linear(blk + "ffn_down", n_ff, n_embd)
+        norm(blk + "layer_output_norm")
+    if bert:
+        w.matrix("cls.weight", n_embd, n_embd)
+        w.vector("cls.bias", w.rng.normal(0.0, 0.1, n_embd))
+        w.matrix("cls.output.weight", n_embd, 1)
+        w.vector("cls.output.bias", [0.1])
+
+
 ARCHS = {
+    "bert": lambda w, e, v: encoder(w, e, v, "bert"),
+    "nomic-bert": lambda w, e, v: encoder(w, e, v, "nomic-bert"),
     "deepseek2": deepseek2,
     "gemma4": gemma4,
     "gemma4-moe": gemma4_moe,
@@ -539,6 +593,13 @@ ARCHS = {
 }
 
 
+# Architectures whose tokenizer is another than --vocab-from's: a vocabulary of the shared test
+# data (relative to the folder above --vocab-from's) and how many of its tokens to keep, with the
+# model's width when it is not --n-embd: BERT's WordPiece, its first 3072 tokens (the specials,
+# single characters and the commonest words).
+VOCABS = {"bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
+          "nomic-bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64)}
+
 # Variants of an architecture, named apart: the general.architecture they write.
 ARCH_OF = {"gemma4-moe": "gemma4"}
 
@@ -565,11 +626,15 @@ def main():
     writer = gguf.GGUFWriter(args.out, ARCH_OF.get(args.arch, args.arch))
     writer.add_string("general.name", f"{args.arch} (random weights, oxidize archref)")
     writer.add_uint32("general.file_type", 1)  # mostly f16
-    n_vocab = copy_tokenizer(writer, args.vocab_from)
+    vocab, limit, n_embd = args.vocab_from, None, args.n_embd
+    if args.arch in VOCABS:
+        rel, limit, n_embd = VOCABS[args.arch]
+        vocab = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(vocab))), rel)
+    n_vocab = copy_tokenizer(writer, vocab, limit)
     if n_vocab == 0:
-        sys.exit(f"make_model.py: no tokenizer.ggml.tokens in {args.vocab_from}")
+        sys.exit(f"make_model.py: no tokenizer.ggml.tokens in {vocab}")
     seed = args.seed if args.seed is not None else SEEDS.get(args.arch, 1)
-    ARCHS[args.arch](Weights(writer, seed), args.n_embd, n_vocab)
+    ARCHS[args.arch](Weights(writer, seed), n_embd, n_vocab)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -9,6 +9,7 @@
 #   into build-archref/ (git-ignored); nothing of it is committed. Needs Debian's python3-numpy.
 # Each architecture gets <arch>-f16 and <arch>-q4_k_m (llama-quantize's mix: its reference and
 # reference/<arch>-q4_k_m.quantize, the recipe and FNV-1a hash the tests check their own copy by).
+# Encoders' references are their pooled embeddings, in reference/embedding/ (dump_embedding.c).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -31,21 +32,31 @@ dump=build-archref/dump_reference
 gcc -O2 -std=c11 -I"$src/include" -I"$src/ggml/include" tools/archref/dump_reference.c \
     "$lib/src/libllama.a" "$lib/ggml/src/libggml.a" "$lib/ggml/src/libggml-cpu.a" \
     "$lib/ggml/src/libggml-base.a" -lstdc++ -lm -lpthread -fopenmp -o "$dump"
+dump_embd=build-archref/dump_embedding
+gcc -O2 -std=c11 -I"$src/include" -I"$src/ggml/include" tools/archref/dump_embedding.c \
+    "$lib/src/libllama.a" "$lib/ggml/src/libggml.a" "$lib/ggml/src/libggml-cpu.a" \
+    "$lib/ggml/src/libggml-base.a" -lstdc++ -lm -lpthread -fopenmp -o "$dump_embd"
 
 out=tests/data/arch
-mkdir -p "$out/models" "$out/reference"
+mkdir -p "$out/models" "$out/reference" "$out/reference/embedding"
 archs=("$@")
 [ ${#archs[@]} -gt 0 ] || read -r -a archs <<< "$(/usr/bin/python3 -c 'import ast, sys; t = ast.parse(open(sys.argv[1]).read()); print(" ".join(k.value for n in t.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "ARCHS" for k in n.value.keys))' tools/archref/make_model.py)"
 for arch in "${archs[@]}"; do
     name="$arch-f16"
     PYTHONPATH="$src/gguf-py" /usr/bin/python3 tools/archref/make_model.py "$arch" \
         "$out/models/$name.gguf" --vocab-from "${OX_TESTDATA:-../shared/testdata}/models/qwen3-f16.gguf"
-    "$dump" "$out/models/$name.gguf" "$out/reference" "$name"
+    # encoders make embeddings (pooled vectors, and a reranker's scores), the rest logits
+    case "$arch" in
+        bert) dump_one() { "$dump_embd" "$1" "$out/reference/embedding/$2.json" rank; } ;;
+        nomic-bert) dump_one() { "$dump_embd" "$1" "$out/reference/embedding/$2.json"; } ;;
+        *) dump_one() { "$dump" "$1" "$out/reference" "$2"; } ;;
+    esac
+    dump_one "$out/models/$name.gguf" "$name"
     # and one quantized file, by llama.cpp's own quantizer with its per-tensor choices: not kept,
     # but its recipe and hash, which the tests' own quantization must reproduce byte for byte
     quant="$arch-q4_k_m"
     "$lib/bin/llama-quantize" "$out/models/$name.gguf" "build-archref/$quant.gguf" Q4_K_M >/dev/null 2>&1
-    "$dump" "build-archref/$quant.gguf" "$out/reference" "$quant"
+    dump_one "build-archref/$quant.gguf" "$quant"
     hash=$(/usr/bin/python3 -c 'import sys
 h = 0xcbf29ce484222325
 for b in open(sys.argv[1], "rb").read():

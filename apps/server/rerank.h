@@ -1,0 +1,11 @@
+/* rerank.h: POST /v1/rerank and its aliases (rerank.c). */
+#ifndef OX_APPS_SERVER_RERANK_H
+#define OX_APPS_SERVER_RERANK_H
+
+#include <jansson.h>
+
+#include "server.h"
+
+struct reply rerank_route(struct server *s, json_t *req);
+
+#endif
