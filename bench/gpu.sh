@@ -5,10 +5,10 @@
 #
 # Builds build-cuda (-DOX_CUDA=ON, sm_90), prints the GPU, runs the CUDA op test and the model
 # tests on the GPU (test_reference compares every reference model in $OX_TESTDATA with
-# llama.cpp's logits, run on the GPU since models go there by default; then again with only
-# the last layer on the GPU, OX_TEST_GPU_LAYERS=1), then `oxidize bench
-# -ngl 99` (pp512, tg128) on random-weight real-shape models made by gen-model in bench/models
-# (the shapes of ../shared/testdata/anchors/llama-bench-cuda-h200.json). Logs go to $OUT (or
+# llama.cpp's logits, test_encoder the encoders' pooled vectors, run on the GPU since models go
+# there by default; then again with only the last layer on the GPU, OX_TEST_GPU_LAYERS=1), then
+# `oxidize bench -ngl 99` (pp512, tg128) on random-weight real-shape models made by gen-model in
+# bench/models (the shapes of ../shared/testdata/anchors/llama-bench-cuda-h200.json). Logs go to $OUT (or
 # bench/results/gpu-<time>); the last lines are the benchmark table.
 set -e
 cd "$(dirname "$0")/.."
@@ -28,11 +28,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
   | tee "$LOG/gpu.txt"
 
 if [ "$MODE" != bench ]; then
-  (cd build-cuda && ctest -V -R "${TESTS:-cuda|reference|decode|arch}") \
+  (cd build-cuda && ctest -V -R "${TESTS:-cuda|reference|decode|arch|encoder}") \
     >"$LOG/tests.log" 2>&1 && echo "tests: passed" || echo "tests: FAILED"
   grep -E "checks|tests passed|Failed|FAIL|relative|prompt KL|weight types" "$LOG/tests.log" | tail -70
   # partial offload: the model tests again with only the last layer (and the output) on the GPU
-  (cd build-cuda && OX_TEST_GPU_LAYERS=1 ctest -V -R "${SPLIT_TESTS:-reference|decode|arch}") \
+  (cd build-cuda && OX_TEST_GPU_LAYERS=1 ctest -V -R "${SPLIT_TESTS:-reference|decode|arch|encoder}") \
     >"$LOG/tests-split.log" 2>&1 && echo "split tests: passed" || echo "split tests: FAILED"
   grep -E "checks|tests passed|Failed|FAIL|prompt KL" "$LOG/tests-split.log" | tail -40
 fi

@@ -513,8 +513,6 @@ static void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int
         b->ops->add(b, a->proj, a->branch, all), b->ops->add(b, a->x, a->proj, all);
     else
         b->ops->add(b, a->x, a->branch, all);
-    if (l->layer_out_norm) /* and x = norm(x + ffn) */
-        encoder_norm_residual(ctx, l->layer_out_norm, l->layer_out_norm_b, n);
 }
 
 /* Token (and learned position) embeddings of n tokens into act.x, with the architecture's
@@ -646,6 +644,9 @@ static int run_layers(struct ox_context *ctx, int n) {
         if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
             return 0;
         ffn_block(ctx, &m->layers[il], n, attn_added);
+        if (m->layers[il].layer_out_norm) /* an encoder's x = norm(x + ffn) */
+            encoder_norm_residual(ctx, m->layers[il].layer_out_norm, m->layers[il].layer_out_norm_b,
+                                  n);
         per_layer_embd_add(ctx, &m->layers[il], il, n);
     }
     return n;
