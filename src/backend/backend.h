@@ -72,6 +72,8 @@ struct attn_args {
                                    value (gpt-oss's attention sinks), or NULL */
     int32_t window;             /* sliding window: query p sees cells with p - pos < window;
                                    0: no window */
+    int32_t ahead;              /* how far past its own position a query sees: 0 (causal), half a
+                                   symmetric window, or INT32_MAX (its whole sequence) */
     bool f16_cache;             /* k/v came from an f16 cache: round q and the value
                                    accumulator to f16 as llama.cpp's CPU flash attention does */
     bool one_per_seq;           /* no two queries share a sequence (a decode step of several
@@ -211,9 +213,10 @@ struct backend_ops {
     void (*softmax)(struct backend *b, float *x, int n, int dim);
     /* y = cap * tanh(y / cap) over n values (logit soft-capping) */
     void (*softcap)(struct backend *b, float *y, float cap, size_t n);
-    /* Causal attention of queries q[n][n_head][hd_k] over cached keys k[n_cells][n_head_kv][hd_k]
+    /* Attention of queries q[n][n_head][hd_k] over cached keys k[n_cells][n_head_kv][hd_k]
      * and values v[n_cells][n_head_kv][hd_v]: query t sees cell c when c's sequence set has
-     * q_seq[t], cell_pos[c] <= q_pos[t], and (with a window) q_pos[t] - cell_pos[c] < window.
+     * q_seq[t], cell_pos[c] - q_pos[t] <= ahead (causal: 0), and (with a window) q_pos[t] -
+     * cell_pos[c] < window.
      * Heads share kv heads in groups (GQA). y is
      * [n][n_head][hd_v]. */
     void (*attention)(struct backend *b, const struct attn_args *a);

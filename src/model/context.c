@@ -427,12 +427,11 @@ static void free_stage(struct stage *s) {
         if (a->branch == a->up)
             a->branch = NULL;
         a->proj = a->attn = NULL;
-        void *bs[] = {a->x,        a->xn,      a->qkv,     a->branch,   a->q,
-                      a->k,        a->v,       a->attn,    a->proj,     a->gate,
-                      a->up,       a->hidden,  a->kf,      a->k_t,      a->vf,
-                      a->router,   a->b_tok,   s->k_rows,  s->v_rows,   a->expert_ids,
-                      a->expert_w, a->moe_out, a->qg,      a->ple,      a->ple_tmp,
-                      a->mla,      a->mla_in,  a->mla_out, a->type_row, a->b_see_all};
+        void *bs[] = {a->x,       a->xn,         a->qkv,      a->branch,  a->q,       a->k,
+                      a->v,       a->attn,       a->proj,     a->gate,    a->up,      a->hidden,
+                      a->kf,      a->k_t,        a->vf,       a->router,  a->b_tok,   s->k_rows,
+                      s->v_rows,  a->expert_ids, a->expert_w, a->moe_out, a->qg,      a->ple,
+                      a->ple_tmp, a->mla,        a->mla_in,   a->mla_out, a->type_row};
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i])
                 b->ops->free(b, bs[i]);

@@ -46,8 +46,6 @@ struct activations {
     float *ple, *ple_tmp; /* per-layer embeddings: [n_layer][n_batch][n_embd_per_layer], and
                              room to make them (per_layer_embd.c); else NULL */
     float *type_row;      /* an encoder's token-type row 0 [n_embd] (encoder.c); else NULL */
-    int32_t *b_see_all;   /* [n_batch] positions past every cell, which attention that is not
-                             causal masks by (encoder.c); else NULL */
     int32_t *b_tok, *b_pos, *b_seq, *b_cell;
 };
 

@@ -1,12 +1,9 @@
 /* encoder.c: BERT-style encoders (bert, nomic-bert), as llama.cpp's bert graph: the token
  * embeddings (plus learned positions) plus type 0's row, LayerNormed; each layer normalizes its
- * residual sums, x = norm(x + attn(x)) and x = norm(x + ffn(x)); and every token attends to its
- * whole sequence. Nothing is kept between batches (decode.c clears the cache): the batch is the
- * sequence. */
+ * residual sums, x = norm(x + attn(x)) and x = norm(x + ffn(x)). (Their attention sees the whole
+ * sequence, attend's `ahead`; nothing is kept between batches, decode.c clears the cache: the
+ * batch is the sequence.) */
 #include "model/encoder.h"
-
-#include <stdint.h>
-#include <stdlib.h>
 
 #include "model/context.h"
 #include "model/layer_ops.h"
@@ -14,24 +11,12 @@
 bool encoder_alloc(struct ox_context *ctx, struct stage *s) {
     const struct ox_model *m = ctx->model;
     struct backend *b = &s->be;
-    struct activations *a = &s->act;
-    size_t e = (size_t)m->cfg.n_embd, nb = ctx->params.n_batch;
-    if (m->type_row0) {
-        if (!(a->type_row = b->ops->alloc(b, e * sizeof(float))))
-            return false;
-        b->ops->upload(b, a->type_row, m->type_row0, e * sizeof(float));
-    }
-    if (m->cfg.causal)
+    size_t bytes = (size_t)m->cfg.n_embd * sizeof(float);
+    if (!m->type_row0)
         return true;
-    int32_t *all = malloc(nb * sizeof *all);
-    if (!all || !(a->b_see_all = b->ops->alloc(b, nb * sizeof *all))) {
-        free(all);
+    if (!(s->act.type_row = b->ops->alloc(b, bytes)))
         return false;
-    }
-    for (size_t t = 0; t < nb; t++) /* past any position: the causal test passes for every cell */
-        all[t] = INT32_MAX;
-    b->ops->upload(b, a->b_see_all, all, nb * sizeof *all);
-    free(all);
+    b->ops->upload(b, s->act.type_row, m->type_row0, bytes);
     return true;
 }
 
@@ -52,8 +37,4 @@ void encoder_norm_residual(struct ox_context *ctx, const struct weight *w,
     float *x = ctx->st->act.x;
     b->ops->layer_norm(b, x, vec(b, w), vec(b, bias), x, n, ctx->model->cfg.n_embd,
                        ctx->model->cfg.norm_eps);
-}
-
-const int32_t *encoder_mask_positions(const struct ox_context *ctx) {
-    return ctx->model->cfg.causal ? ctx->st->act.b_pos : ctx->st->act.b_see_all;
 }

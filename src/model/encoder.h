@@ -1,5 +1,5 @@
 /* encoder.h: what a BERT-style encoder (arch encoder) adds to the forward pass: its input's
- * token-type row and norm, the norm of each residual sum, and attention over whole sequences. */
+ * token-type row and norm, and the norm of each residual sum. */
 #ifndef OX_MODEL_ENCODER_H
 #define OX_MODEL_ENCODER_H
 
@@ -8,8 +8,8 @@
 struct ox_context;
 struct stage;
 
-/* The stage's copies of what the encoder reads on every batch: token-type row 0 and, for
- * attention that is not causal, a query position past every cell; false when out of memory. */
+/* The stage's copy of token-type row 0, which the encoder adds on every batch; false when out
+ * of memory. */
 bool encoder_alloc(struct ox_context *ctx, struct stage *s);
 
 /* act.x (n tokens' embeddings) plus token-type row 0, then the embeddings' norm. */
@@ -18,9 +18,5 @@ void encoder_input(struct ox_context *ctx, int n);
 /* act.x = norm(act.x) with the weight and bias given: BERT's post-norm of a residual sum. */
 void encoder_norm_residual(struct ox_context *ctx, const struct weight *w,
                            const struct weight *bias, int n);
-
-/* The positions attention masks the batch's queries by: their own (causal), or for a model
- * whose attention is not causal one past any cell's, so each sees its whole sequence. */
-const int32_t *encoder_mask_positions(const struct ox_context *ctx);
 
 #endif

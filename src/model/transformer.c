@@ -308,7 +308,7 @@ static void attend(struct ox_context *ctx, const struct layer_weights *l, int il
         .n_head_kv = s->n_head_kv,
         .hd_k = s->head_dim_k,
         .hd_v = s->head_dim_v,
-        .q_pos = encoder_mask_positions(ctx),
+        .q_pos = a->b_pos,
         .q_seq = a->b_seq,
         .cell_pos = ctx->st->kv_pos,
         .cell_seq = ctx->st->kv_seq,
@@ -316,9 +316,12 @@ static void attend(struct ox_context *ctx, const struct layer_weights *l, int il
         .softcap = c->attn_softcap,
         .sinks = vec(b, l->attn_sinks),
         .window = c->is_swa[il] ? c->swa_window : 0,
+        .ahead = c->causal ? 0 : INT32_MAX,
         .f16_cache = ctx->kv.type == OX_DTYPE_F16,
         .one_per_seq = ctx->one_per_seq,
     };
+    if (!c->causal && args.window > 0) /* a symmetric window: as far back as ahead */
+        args.ahead = args.window / 2, args.window = args.window / 2 + 1;
     if (b->ops->attention_reads_cache) {
         args.k = args.v = NULL;
         args.k_cache = layer_k(ctx, il), args.v_cache = layer_v(ctx, il);

@@ -7,11 +7,11 @@
 
 #include "backend/backend.h"
 
-/* Whether query t may attend to cache cell c: same sequence, not in the future, and inside
- * the sliding window when there is one. */
+/* Whether query t may attend to cache cell c: same sequence, not further ahead than the query
+ * sees (causal: not in the future), and inside the sliding window when there is one. */
 static inline bool visible(const struct attn_args *a, int t, int c) {
     int32_t qp = a->q_pos[t], kp = a->cell_pos[c];
-    return seq_set_has(a->cell_seq + (size_t)c * SEQ_WORDS, a->q_seq[t]) && kp <= qp &&
+    return seq_set_has(a->cell_seq + (size_t)c * SEQ_WORDS, a->q_seq[t]) && kp - qp <= a->ahead &&
            (a->window <= 0 || qp - kp < a->window);
 }
 

@@ -14,13 +14,13 @@ struct attn_k {
     const uint8_t *kb, *vb; /* keys and values: float arrays, or the cache's rows */
     size_t k_row, v_row;    /* bytes from one cell's row to the next */
     float *y;
-    int n_head, n_head_kv, hd_k, hd_v, n_cells, window;
+    int n_head, n_head_kv, hd_k, hd_v, n_cells, window, ahead;
     const int32_t *q_pos, *q_seq, *cell_pos;
     const uint64_t *cell_seq;
     const int32_t *n_cells_now; /* the count as the decode kernel reads it (or NULL: n_cells) */
     float scale, softcap;
     const float *sinks; /* [n_head] logits joining each softmax with no value (gpt-oss), or NULL */
-    cvd_xq *xq; /* the per-query kernel's output as q8_1 too (for the wo matmul), or NULL */
+    cvd_xq *xq;         /* the per-query kernel's output as q8_1 too (for the wo matmul), or NULL */
 };
 
 __device__ static float block_sum(float v, float *shared) {
@@ -157,7 +157,7 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
         if (c < n_cells) {
             const int32_t kp = c0 ? a.cell_pos[c] : kp0;
             const uint64_t sw = c0 ? a.cell_seq[(size_t)c * SEQ_WORDS + qs / 64] : seq0;
-            bool seen = kp >= 0 && (sw >> (qs % 64) & 1) && kp <= qp &&
+            bool seen = kp >= 0 && (sw >> (qs % 64) & 1) && kp - qp <= a.ahead &&
                         (a.window <= 0 || qp - kp < a.window);
             if (seen) {
                 float dot = 0.0f;
@@ -275,7 +275,7 @@ __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, 
         for (int q = tid / CT; q < QT; q += TILE / CT) {
             float s = -INFINITY; /* kp >= 0: a cell of the cache */
             if (kp >= 0 && seq_set_has(a.cell_seq + (size_t)cell * SEQ_WORDS, qseq[q]) &&
-                kp <= qpos[q] && (a.window <= 0 || qpos[q] - kp < a.window)) {
+                kp - qpos[q] <= a.ahead && (a.window <= 0 || qpos[q] - kp < a.window)) {
                 float dot = 0.0f;
                 for (int d = 0; d < a.hd_k; d++)
                     dot += qs[q][d] * ks[c][d];
@@ -374,6 +374,7 @@ void cuda_attention(struct backend *b, const struct attn_args *a) {
                 a->hd_v,
                 a->n_cells,
                 a->window,
+                a->ahead,
                 a->q_pos,
                 a->q_seq,
                 a->cell_pos,

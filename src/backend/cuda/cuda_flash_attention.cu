@@ -97,7 +97,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2) flash_attention_kernel(const at
         /* a tile none of the block's queries can see is skipped (the causal half of a prompt) */
         const int cell = c0 + (int)threadIdx.x;
         const int32_t kp = threadIdx.x < FA_C && cell < a.n_cells ? a.cell_pos[cell] : -1;
-        if (!__syncthreads_or(kp >= 0 && kp <= q_last)) /* also: the last tile is consumed */
+        if (!__syncthreads_or(kp >= 0 &&
+                              kp - a.ahead <= q_last)) /* also: the last tile is consumed */
             continue;
         fa_load_tile<KT>(ks, L.ld, a.k_cache, a.k_row, kvh, hd, c0, a);
         fa_load_tile<KT>(vs, L.ld, a.v_cache, a.v_row, kvh, hd, c0, a);
@@ -123,7 +124,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2) flash_attention_kernel(const at
             float s = -INFINITY;
             if (live && c < a.n_cells) {
                 const int32_t p = a.cell_pos[c];
-                if (p >= 0 && p <= qp && seq_set_has(a.cell_seq + (size_t)c * SEQ_WORDS, qseq) &&
+                if (p >= 0 && p - qp <= a.ahead &&
+                    seq_set_has(a.cell_seq + (size_t)c * SEQ_WORDS, qseq) &&
                     (a.window <= 0 || qp - p < a.window)) {
                     const float raw = ss[r * S_LD + half * 32 + j];
                     s = a.softcap == 0.f ? raw * a.scale
