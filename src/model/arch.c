@@ -118,12 +118,25 @@ static const struct arch_desc architectures[] = {
      .position = POS_LEARNED,
      .ffn = FFN_GELU,
      .no_pre_norm = true,
-     .encoder = true},
+     .encoder = true,
+     .bidirectional = true},
     {.name = "nomic-bert",
      .norm = NORM_LAYER,
      .position = POS_ROPE_NEOX,
      .no_pre_norm = true,
-     .encoder = true},
+     .encoder = true,
+     .bidirectional = true},
+    /* EmbeddingGemma: gemma3's block seeing both ways, its local layers' window symmetric */
+    {.name = "gemma-embedding",
+     .position = POS_ROPE_NEOX,
+     .ffn = FFN_GEGLU,
+     .qk_norm = QK_NORM_HEAD,
+     .post_norms = true,
+     .embd_scale_sqrt = true,
+     .q_prescale = true,
+     .swa = true,
+     .swa_period = 6,
+     .bidirectional = true},
 };
 
 enum { N_ARCH = sizeof architectures / sizeof architectures[0] };
@@ -184,7 +197,7 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
                  a->swa_if_layers ? ", RoPE on those only"
                                   : ", RoPE on sliding-window layers only");
     int n = snprintf(
-        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
+        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
         positions[a->position], ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
         a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
         a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
@@ -195,7 +208,8 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
         a->attn_unscaled ? ", q.k unscaled" : "", a->v_norm ? ", values RMS-normed" : "",
         a->mla ? ", multi-head latent attention" : "",
         a->mamba2 ? ", Mamba-2 layers where head_count_kv is 0" : "",
-        a->encoder ? ", encoder (post-norm residuals, embeddings only)" : "");
+        a->encoder ? ", encoder (post-norm residuals, embeddings only)" : "",
+        a->bidirectional ? ", attention both ways" : "");
     return n < 0 ? 0 : (size_t)n;
 }
 

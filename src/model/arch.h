@@ -77,10 +77,12 @@ struct arch_desc {
                      the ssm.* keys */
     bool mla;     /* multi-head latent attention (mla.c) and DeepSeek's MoE routing keys; the file's
                      yarn_log_multiplier is a tenth of llama.cpp's */
-    bool encoder; /* a BERT-style encoder (encoder.c): token_types row 0 and token_embd_norm on
-                     the input, each residual sum normed (attn_output_norm, layer_output_norm)
-                     in place of pre-norms, attention not causal unless the file says so, and
-                     no LM head: it makes embeddings (and a classifier's scores) only */
+    bool encoder;       /* a BERT-style encoder (encoder.c): token_types row 0 and token_embd_norm
+                           on the input, each residual sum normed (attn_output_norm,
+                           layer_output_norm) in place of pre-norms, and no LM head: it makes
+                           embeddings (and a classifier's scores) only */
+    bool bidirectional; /* attention sees the whole sequence (a sliding window both ways) unless
+                           attention.causal says otherwise; nothing is kept between batches */
 };
 
 /* The descriptor for a GGUF general.architecture value, or NULL. */

@@ -496,7 +496,7 @@ enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *c
     OX_TRY(read_scales(g, a, c)); /* the attention scale by the full layers' head size */
     OX_TRY(read_layer_shapes(g, a, c));
     /* encoders see their whole sequence unless the file says otherwise, as in llama.cpp */
-    OX_TRY(get_bool(g, a, "attention.causal", !c->arch->encoder, &c->causal));
+    OX_TRY(get_bool(g, a, "attention.causal", !c->arch->bidirectional, &c->causal));
     OX_TRY(get_int(g, a, "pooling_type", 0, OX_POOLING_RANK, 0, &c->pooling));
     return get_int(g, a, "embedding_length_per_layer_input", 0, 1 << 16, 0, &c->n_embd_per_layer);
 }

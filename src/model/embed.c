@@ -120,6 +120,20 @@ static enum ox_status classify(const struct ox_model *m, const double *h, float 
     return st;
 }
 
+/* x = dense_3 (dense_2 x + b) in place: sentence-transformers' dense modules, as llama.cpp
+ * applies them after pooling. */
+static enum ox_status dense_out(const struct ox_model *m, float *x) {
+    size_t e = (size_t)m->cfg.n_embd, f = (size_t)m->dense_2->ne[1], w = e > f ? e : f;
+    float *buf = malloc((w + f) * sizeof *buf), *row = buf, *mid = buf + w;
+    if (!buf)
+        return ox_fail(OX_ERR_OOM, "ox_embed: out of memory");
+    enum ox_status st = head_linear(m->dense_2, m->dense_2_b, x, row, mid);
+    if (st == OX_OK)
+        st = head_linear(m->dense_3, NULL, mid, row, x);
+    free(buf);
+    return st;
+}
+
 enum ox_status ox_embed(struct ox_context *ctx, const ox_token *tokens, int32_t n,
                         enum ox_pooling pooling, bool normalize, float *out) {
     OX_TRY(check_embed(ctx, tokens, n, pooling, out));
@@ -138,10 +152,12 @@ enum ox_status ox_embed(struct ox_context *ctx, const ox_token *tokens, int32_t 
     if (pooling == OX_POOLING_RANK)
         return classify(ctx->model, ctx->embd_sum, out);
     double scale = pooling == OX_POOLING_MEAN ? 1.0 / n : 1.0, sq = 0.0;
-    for (size_t j = 0; j < e; j++) {
+    for (size_t j = 0; j < e; j++)
         out[j] = (float)(ctx->embd_sum[j] * scale);
+    if (ctx->model->dense_2)
+        OX_TRY(dense_out(ctx->model, out));
+    for (size_t j = 0; j < e; j++)
         sq += (double)out[j] * out[j];
-    }
     /* llama.cpp's euclidean normalization (embd_normalize 2): a zero vector stays zero */
     float inv = normalize && sq > 0.0 ? (float)(1.0 / sqrt(sq)) : 1.0f;
     for (size_t j = 0; normalize && j < e; j++)

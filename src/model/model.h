@@ -132,6 +132,9 @@ struct ox_model {
      * row as floats, malloc'd), and a classifier head: tanh(cls x + b), then cls_out's scores */
     const struct weight *embd_norm, *embd_norm_b, *type_embd, *cls, *cls_b, *cls_out, *cls_out_b;
     float *type_row0;
+    /* sentence-transformers' dense modules after pooling (EmbeddingGemma): n_embd -> dense_2's
+     * width (+ bias) -> n_embd */
+    const struct weight *dense_2, *dense_2_b, *dense_3;
     struct layer_weights *layers;
     uint64_t n_params;
     char *chat_template;     /* tokenizer.chat_template, NUL-terminated, or NULL */

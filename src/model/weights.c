@@ -270,6 +270,16 @@ static enum ox_status bind_encoder(struct ox_model *m) {
     return bind_vec(m, "cls.output.bias", n_out, true, &m->cls_out_b);
 }
 
+/* The dense modules an embedding model may apply after pooling: both or neither. */
+static enum ox_status bind_dense_out(struct ox_model *m) {
+    int64_t e = m->cfg.n_embd;
+    const struct weight *d2 = find(m, "dense_2.weight");
+    int64_t f = d2 ? d2->ne[1] : 0;
+    OX_TRY(bind(m, "dense_2.weight", e, f, 1, true, &m->dense_2));
+    OX_TRY(bind_vec(m, "dense_2.bias", f, true, &m->dense_2_b));
+    return bind(m, "dense_3.weight", f, e, 1, !d2, &m->dense_3);
+}
+
 enum ox_status model_bind_weights(struct ox_model *m) {
     struct ox_gguf *g = m->gguf;
     m->weights = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *m->weights);
@@ -300,6 +310,7 @@ enum ox_status model_bind_weights(struct ox_model *m) {
         OX_TRY(bind_encoder(m));
     else
         OX_TRY(bind_lm_head(m));
+    OX_TRY(bind_dense_out(m));
     const struct weight *freqs;
     OX_TRY(bind_vec(m, "rope_freqs.weight", m->cfg.n_rot / 2, true, &freqs));
     m->cfg.rope.freq_factors = freqs ? (const float *)freqs->data : NULL; /* llama3 scaling */

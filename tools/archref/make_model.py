@@ -546,8 +546,45 @@ def encoder(w, n_embd, n_vocab, arch):
         w.vector("cls.output.bias", [0.1])
 
 
+def gemma_embedding(w, n_embd, n_vocab):
+    """EmbeddingGemma: gemma3's block (2 layers of 4 heads of 16, 2 kv heads, per-head q/k
+    norms, post-norms, GeGLU, embeddings x sqrt(n_embd)) seeing both ways, layer 0 in a
+    symmetric window of 8 (4 each way, its own RoPE base), mean pooling, then the dense modules
+    (n_embd -> 2 n_embd -> n_embd)."""
+    arch, n_ff, hd = "gemma-embedding", 2 * n_embd, 16
+    for key, value in (("block_count", 2), ("context_length", 2048), ("embedding_length", n_embd),
+                       ("feed_forward_length", n_ff), ("attention.head_count", 4),
+                       ("attention.head_count_kv", 2), ("attention.key_length", hd),
+                       ("attention.value_length", hd), ("attention.sliding_window", 8),
+                       ("attention.sliding_window_pattern", 2), ("pooling_type", 1),
+                       ("dense_2_feat_in", n_embd), ("dense_2_feat_out", 2 * n_embd),
+                       ("dense_3_feat_in", 2 * n_embd), ("dense_3_feat_out", n_embd)):
+        w.writer.add_uint32(f"{arch}.{key}", value)
+    w.writer.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
+    w.writer.add_float32(f"{arch}.rope.freq_base", 1000000.0)
+    w.writer.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
+    w.matrix("token_embd.weight", n_embd, n_vocab)
+    w.norm("output_norm.weight", n_embd)
+    for i in range(2):
+        blk = f"blk.{i}."
+        w.norm(blk + "attn_norm.weight", n_embd)
+        attention(w, blk, n_embd, 4 * hd, 2 * hd)
+        w.norm(blk + "attn_q_norm.weight", hd)
+        w.norm(blk + "attn_k_norm.weight", hd)
+        w.matrix(blk + "attn_output.weight", 4 * hd, n_embd)
+        w.norm(blk + "post_attention_norm.weight", n_embd)
+        w.norm(blk + "ffn_norm.weight", n_embd)
+        w.matrix(blk + "ffn_gate.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_up.weight", n_embd, n_ff)
+        w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
+        w.norm(blk + "post_ffw_norm.weight", n_embd)
+    w.matrix("dense_2.weight", n_embd, 2 * n_embd)
+    w.matrix("dense_3.weight", 2 * n_embd, n_embd)
+
+
 ARCHS = {
     "bert": lambda w, e, v: encoder(w, e, v, "bert"),
+    "gemma-embedding": gemma_embedding,
     "nomic-bert": lambda w, e, v: encoder(w, e, v, "nomic-bert"),
     "deepseek2": deepseek2,
     "gemma4": gemma4,
@@ -596,9 +633,10 @@ ARCHS = {
 # Architectures whose tokenizer is another than --vocab-from's: a vocabulary of the shared test
 # data (relative to the folder above --vocab-from's) and how many of its tokens to keep, with the
 # model's width when it is not --n-embd: BERT's WordPiece, its first 3072 tokens (the specials,
-# single characters and the commonest words).
+# single characters and the commonest words); Gemma's SentencePiece for EmbeddingGemma.
 VOCABS = {"bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
-          "nomic-bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64)}
+          "nomic-bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
+          "gemma-embedding": ("models/gemma3-f16.gguf", None, 64)}
 
 # Variants of an architecture, named apart: the general.architecture they write.
 ARCH_OF = {"gemma4-moe": "gemma4"}

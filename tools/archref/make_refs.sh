@@ -48,7 +48,7 @@ for arch in "${archs[@]}"; do
     # encoders make embeddings (pooled vectors, and a reranker's scores), the rest logits
     case "$arch" in
         bert) dump_one() { "$dump_embd" "$1" "$out/reference/embedding/$2.json" rank; } ;;
-        nomic-bert) dump_one() { "$dump_embd" "$1" "$out/reference/embedding/$2.json"; } ;;
+        nomic-bert | gemma-embedding) dump_one() { "$dump_embd" "$1" "$out/reference/embedding/$2.json"; } ;;
         *) dump_one() { "$dump" "$1" "$out/reference" "$2"; } ;;
     esac
     dump_one "$out/models/$name.gguf" "$name"
