@@ -256,8 +256,10 @@ static void test_attention(void) {
         int window;
         float softcap;
         bool sinks;
-    } variants[] = {{0, 0.0f, false}, {64, 0.0f, false}, {0, 30.0f, false}, {20, 5.0f, false},
-                    {64, 0.0f, true}};
+        int32_t ahead; /* 0: causal; encoders see their whole sequence or a symmetric window */
+    } variants[] = {{0, 0.0f, false, 0},  {64, 0.0f, false, 0},      {0, 30.0f, false, 0},
+                    {20, 5.0f, false, 0}, {64, 0.0f, true, 0},       {0, 0.0f, false, INT32_MAX},
+                    {9, 0.0f, false, 8},  {0, 0.0f, true, INT32_MAX}};
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
         float *want = malloc(4 * NT * HEADS * HD);
         struct attn_args a = {.q = q,
@@ -277,15 +279,17 @@ static void test_attention(void) {
                               .scale = 0.088f,
                               .softcap = variants[i].softcap,
                               .sinks = variants[i].sinks ? sinks : NULL,
-                              .window = variants[i].window};
+                              .window = variants[i].window,
+                              .ahead = variants[i].ahead};
         cpu_attention_ref(&cpu, &a);
         struct attn_args d = a;
         d.q = dq, d.k = dk, d.v = dv, d.y = dy, d.q_pos = dqp, d.q_seq = dqs, d.cell_pos = dcp;
         d.cell_seq = dcs, d.sinks = variants[i].sinks ? dsinks : NULL;
         gpu.ops->attention(&gpu, &d);
         float *got = down(dy, NT * HEADS * HD);
-        CHECK_CLOSE(got, want, NT * HEADS * HD, 1e-5, "attention window %d softcap %g sinks %d",
-                    variants[i].window, variants[i].softcap, variants[i].sinks);
+        CHECK_CLOSE(got, want, NT * HEADS * HD, 1e-5,
+                    "attention window %d softcap %g sinks %d ahead %d", variants[i].window,
+                    variants[i].softcap, variants[i].sinks, variants[i].ahead);
         free(want), free(got);
     }
     /* the same from the cache's own rows (f32, f16, q8_0), as the forward pass hands them: the
@@ -356,7 +360,8 @@ static void test_attention(void) {
 /* Prompts over the cache on the tensor cores (f16 operands, P rounded to f16): 70 queries of
  * two sequences against the reference over the cache's values, for head sizes 64 to 256, GQA,
  * windows and soft-capping; free cells hold NaN values that must not reach the output. */
-static void test_flash_attention(int hd, enum ox_dtype type, int window, float softcap, int nq) {
+static void test_flash_attention(int hd, enum ox_dtype type, int window, float softcap, int nq,
+                                 int32_t ahead) {
     enum { NQ = 70, CELLS = 300, HEADS = 8, KV_HEADS = 2 };
     int32_t q_pos[NQ], q_seq[NQ], cell_pos[CELLS], cells[CELLS];
     uint64_t *cell_seq = calloc(CELLS * SEQ_WORDS, 8);
@@ -405,6 +410,7 @@ static void test_flash_attention(int hd, enum ox_dtype type, int window, float s
                           .scale = 1.0f / sqrtf((float)hd),
                           .softcap = softcap,
                           .window = window,
+                          .ahead = ahead,
                           .one_per_seq = one_per_seq};
     cpu_attention_ref(&cpu, &a);
     struct attn_args d = a;
@@ -417,8 +423,8 @@ static void test_flash_attention(int hd, enum ox_dtype type, int window, float s
     gpu.ops->attention(&gpu, &d);
     float *got = down(d.y, (size_t)nq * HEADS * hd);
     CHECK_CLOSE(got, want, (size_t)nq * HEADS * hd, 3e-3,
-                "flash attention hd %d over %s, window %d softcap %g, %d queries", hd,
-                ox_dtype_name(type), window, softcap, nq);
+                "flash attention hd %d over %s, window %d softcap %g, %d queries, ahead %d", hd,
+                ox_dtype_name(type), window, softcap, nq, ahead);
     void *bufs[] = {(void *)d.q,        d.y,
                     (void *)d.q_pos,    (void *)d.q_seq,
                     (void *)d.cell_pos, (void *)d.cell_seq,
@@ -432,15 +438,19 @@ static void test_flash_attention(int hd, enum ox_dtype type, int window, float s
 static void test_flash(void) {
     static const int hds[] = {64, 80, 96, 128, 256};
     for (size_t i = 0; i < sizeof hds / sizeof hds[0]; i++) {
-        test_flash_attention(hds[i], OX_DTYPE_F16, 0, 0.0f, 70);
-        test_flash_attention(hds[i], OX_DTYPE_Q8_0, 0, 0.0f, 70);
+        test_flash_attention(hds[i], OX_DTYPE_F16, 0, 0.0f, 70, 0);
+        test_flash_attention(hds[i], OX_DTYPE_Q8_0, 0, 0.0f, 70, 0);
     }
     /* decode steps of more sequences than a recorded step takes: the per-query kernel */
-    test_flash_attention(64, OX_DTYPE_F16, 0, 0.0f, -20);
-    test_flash_attention(128, OX_DTYPE_Q8_0, 0, 0.0f, -12);
-    test_flash_attention(128, OX_DTYPE_F16, 20, 0.0f, 70);
-    test_flash_attention(256, OX_DTYPE_F16, 50, 30.0f, 70);
-    test_flash_attention(96, OX_DTYPE_F16, 0, 0.0f, 20); /* one block, partly filled */
+    test_flash_attention(64, OX_DTYPE_F16, 0, 0.0f, -20, 0);
+    test_flash_attention(128, OX_DTYPE_Q8_0, 0, 0.0f, -12, 0);
+    test_flash_attention(128, OX_DTYPE_F16, 20, 0.0f, 70, 0);
+    test_flash_attention(256, OX_DTYPE_F16, 50, 30.0f, 70, 0);
+    test_flash_attention(96, OX_DTYPE_F16, 0, 0.0f, 20, 0); /* one block, partly filled */
+    /* encoders' small heads, seeing their whole sequence or a symmetric window (4 each way) */
+    test_flash_attention(16, OX_DTYPE_F16, 0, 0.0f, 70, INT32_MAX);
+    test_flash_attention(32, OX_DTYPE_F16, 5, 0.0f, 70, 4);
+    test_flash_attention(64, OX_DTYPE_Q8_0, 0, 0.0f, 70, INT32_MAX);
 }
 
 int main(void) {
