@@ -119,13 +119,30 @@ static const struct arch_desc architectures[] = {
      .ffn = FFN_GELU,
      .no_pre_norm = true,
      .encoder = true,
+     .embd_norm = true,
+     .embeddings_only = true,
      .bidirectional = true},
     {.name = "nomic-bert",
      .norm = NORM_LAYER,
      .position = POS_ROPE_NEOX,
      .no_pre_norm = true,
      .encoder = true,
+     .embd_norm = true,
+     .embeddings_only = true,
      .bidirectional = true},
+    /* ModernBERT: pre-norm LayerNorms without biases, fused QKV, a fused GeGLU, every third
+       layer full and the rest in a symmetric window with their own RoPE base */
+    {.name = "modern-bert",
+     .norm = NORM_LAYER,
+     .position = POS_ROPE_NEOX,
+     .ffn = FFN_GEGLU_FUSED,
+     .swa = true,
+     .swa_period = 3,
+     .swa_dense_first = true,
+     .embd_norm = true,
+     .embeddings_only = true,
+     .bidirectional = true,
+     .rank_from_mean = true},
     /* EmbeddingGemma: gemma3's block seeing both ways, its local layers' window symmetric */
     {.name = "gemma-embedding",
      .position = POS_ROPE_NEOX,
@@ -178,7 +195,8 @@ const char *arch_supported_names(void) {
 size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
     static const char *const norms[] = {"RMSNorm", "LayerNorm"};
     static const char *const positions[] = {"RoPE", "NeoX RoPE", "learned positions"};
-    static const char *const ffns[] = {"SwiGLU", "GeGLU", "fused SwiGLU", "GELU", "clamped SwiGLU"};
+    static const char *const ffns[] = {"SwiGLU", "GeGLU",          "fused SwiGLU",
+                                       "GELU",   "clamped SwiGLU", "fused GeGLU"};
     static const char *const qk[] = {"", ", q/k norm per head", ", q/k norm"};
     char swa[96] = "";
     if (a->swa && a->swa_if_layers > 0)
@@ -197,7 +215,7 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
                  a->swa_if_layers ? ", RoPE on those only"
                                   : ", RoPE on sliding-window layers only");
     int n = snprintf(
-        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
+        buf, cap, "%s, %s, %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", norms[a->norm],
         positions[a->position], ffns[a->ffn], qk[a->qk_norm], a->parallel ? ", parallel block" : "",
         a->no_pre_norm ? ", no pre-norm" : "", a->post_norms ? ", post-norms" : "",
         a->embd_scale_sqrt ? ", embeddings x sqrt(n_embd)" : "",
@@ -208,7 +226,8 @@ size_t arch_describe(const struct arch_desc *a, char *buf, size_t cap) {
         a->attn_unscaled ? ", q.k unscaled" : "", a->v_norm ? ", values RMS-normed" : "",
         a->mla ? ", multi-head latent attention" : "",
         a->mamba2 ? ", Mamba-2 layers where head_count_kv is 0" : "",
-        a->encoder ? ", encoder (post-norm residuals, embeddings only)" : "",
+        a->encoder ? ", BERT's post-norm residuals" : "",
+        a->embeddings_only ? ", embeddings only" : "",
         a->bidirectional ? ", attention both ways" : "");
     return n < 0 ? 0 : (size_t)n;
 }

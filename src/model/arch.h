@@ -23,6 +23,7 @@ enum arch_ffn {
     FFN_SWIGLU_FUSED, /* ffn_up holds the gate half, then the up half */
     FFN_GELU,         /* down(gelu(up x)) */
     FFN_SWIGLU_OAI,   /* down(swiglu_oai(gate x, up x)): gpt-oss's clamped SwiGLU (MoE) */
+    FFN_GEGLU_FUSED,  /* ffn_up holds the gate half, then the up half; GELU (ModernBERT) */
 };
 
 enum arch_qk_norm {
@@ -77,12 +78,17 @@ struct arch_desc {
                      the ssm.* keys */
     bool mla;     /* multi-head latent attention (mla.c) and DeepSeek's MoE routing keys; the file's
                      yarn_log_multiplier is a tenth of llama.cpp's */
-    bool encoder;       /* a BERT-style encoder (encoder.c): token_types row 0 and token_embd_norm
-                           on the input, each residual sum normed (attn_output_norm,
-                           layer_output_norm) in place of pre-norms, and no LM head: it makes
-                           embeddings (and a classifier's scores) only */
-    bool bidirectional; /* attention sees the whole sequence (a sliding window both ways) unless
-                           attention.causal says otherwise; nothing is kept between batches */
+    bool encoder; /* BERT's block (encoder.c): token_types row 0 on the input, each
+                     residual sum normed (attn_output_norm, layer_output_norm) in place
+                     of pre-norms */
+    bool embd_norm;       /* the embeddings are LayerNormed (token_embd_norm); the first layer's
+                             own attention norm may then be absent (ModernBERT) */
+    bool embeddings_only; /* no LM head: embeddings (and a classifier's scores) only */
+    bool bidirectional;   /* attention sees the whole sequence (a sliding window both ways) unless
+                             attention.causal says otherwise; nothing is kept between batches */
+    bool swa_dense_first; /* in each run of swa_period layers the first is full, the rest local */
+    bool rank_from_mean;  /* rank pooling takes the mean, through cls, GELU and cls.norm before
+                             cls.output (ModernBERT's head; else the first token, cls and tanh) */
 };
 
 /* The descriptor for a GGUF general.architecture value, or NULL. */

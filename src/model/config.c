@@ -298,8 +298,10 @@ static enum ox_status read_swa(const struct ox_gguf *g, const char *a, struct mo
     }
     OX_TRY(get_int(g, a, "attention.sliding_window_pattern", 0, MODEL_MAX_LAYERS, d->swa_period,
                    &period));
-    for (int il = 0; il < c->n_layer; il++)
-        c->is_swa[il] = c->swa_window > 0 && (period == 0 || il % period < period - 1);
+    for (int il = 0; il < c->n_layer; il++) /* the full layer last in each period, or first */
+        c->is_swa[il] =
+            c->swa_window > 0 &&
+            (period == 0 || (d->swa_dense_first ? il % period != 0 : il % period < period - 1));
     return OX_OK;
 }
 

@@ -218,7 +218,8 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     fe = c->n_expert > 0 && (size_t)c->n_ff_shexp > fe ? (size_t)c->n_ff_shexp : fe;
     ff = ff > e ? ff : e;
     ff = ff > fe ? ff : fe;
-    size_t ff_up = c->arch->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff; /* a row of [gate | up] */
+    bool fused = c->arch->ffn == FFN_SWIGLU_FUSED || c->arch->ffn == FFN_GEGLU_FUSED;
+    size_t ff_up = fused ? 2 * ff : ff; /* a row of [gate | up] */
     size_t ints = nb * sizeof(int32_t);
     bool device = s->be.ops->device, dense = c->n_expert == 0;
     /* Buffers share memory where their contents never live at once: proj (wo's product) takes

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/ggml_numerics.h"
 #include "model/context.h"
 #include "quant/dtype.h"
 
@@ -55,9 +56,10 @@ static enum ox_status check_embed(const struct ox_context *ctx, const ox_token *
 static enum ox_status embed_piece(struct ox_context *ctx, const ox_token *tokens, int32_t i0,
                                   int32_t m, int32_t n, enum ox_pooling pooling) {
     size_t e = (size_t)ctx->model->cfg.n_embd;
+    bool rank_mean = pooling == OX_POOLING_RANK && ctx->model->cfg.arch->rank_from_mean;
     for (int32_t t = 0; t < m; t++)
         ctx->embd_want[t] =
-            pooling == OX_POOLING_MEAN ||
+            pooling == OX_POOLING_MEAN || rank_mean ||
             ((pooling == OX_POOLING_CLS || pooling == OX_POOLING_RANK) && i0 + t == 0) ||
             (pooling == OX_POOLING_LAST && i0 + t == n - 1);
     struct ox_batch b = {.n_tokens = m, .token = tokens + i0, .logits = ctx->embd_want};
@@ -99,17 +101,35 @@ static enum ox_status head_linear(const struct weight *w, const struct weight *b
     return OX_OK;
 }
 
-/* A reranker's scores from the first token's state h, as llama.cpp's rank pooling: tanh(cls h +
- * b) when there is cls, then cls.output's rows (out: ox_model_n_cls_out floats). */
-static enum ox_status classify(const struct ox_model *m, const double *h, float *out) {
+/* ModernBERT's head between cls and cls.output: x = LayerNorm(gelu(mid)) * cls.norm, GELU and
+ * the norm as ggml's CPU computes them. */
+static void gelu_norm(const struct ox_model *m, const float *mid, float *x) {
     size_t e = (size_t)m->cfg.n_embd;
+    float mean, var;
+    for (size_t i = 0; i < e; i++)
+        x[i] = ggml_gelu(mid[i]);
+    ggml_mean_var(x, (int64_t)e, &mean, &var);
+    float scale = 1.0f / sqrtf(var + m->cfg.norm_eps);
+    const float *g = m->cls_norm ? (const float *)m->cls_norm->data : NULL;
+    for (size_t i = 0; i < e; i++)
+        x[i] = (x[i] - mean) * scale * (g ? g[i] : 1.0f);
+}
+
+/* A reranker's scores from the pooled state h (the first token's, or ModernBERT's mean over n
+ * tokens), as llama.cpp's rank pooling: tanh(cls h + b) (ModernBERT: gelu_norm) when there is
+ * cls, then cls.output's rows (out: ox_model_n_cls_out floats). */
+static enum ox_status classify(const struct ox_model *m, const double *h, int32_t n, float *out) {
+    size_t e = (size_t)m->cfg.n_embd;
+    bool modern = m->cfg.arch->rank_from_mean;
     float *buf = malloc(3 * e * sizeof *buf), *x = buf, *row = buf + e, *mid = buf + 2 * e;
     if (!buf)
         return ox_fail(OX_ERR_OOM, "ox_embed: out of memory");
     for (size_t i = 0; i < e; i++)
-        x[i] = (float)h[i];
+        x[i] = (float)(modern ? h[i] / n : h[i]);
     enum ox_status st = OX_OK;
-    if (m->cls && (st = head_linear(m->cls, m->cls_b, x, row, mid)) == OX_OK)
+    if (m->cls && (st = head_linear(m->cls, m->cls_b, x, row, mid)) == OX_OK && modern)
+        gelu_norm(m, mid, x);
+    else if (m->cls && st == OX_OK)
         for (size_t i = 0; i < e; i++)
             x[i] = tanhf(mid[i]);
     if (st == OX_OK && m->cls_out)
@@ -150,7 +170,7 @@ enum ox_status ox_embed(struct ox_context *ctx, const ox_token *tokens, int32_t 
     if (st != OX_OK)
         return st;
     if (pooling == OX_POOLING_RANK)
-        return classify(ctx->model, ctx->embd_sum, out);
+        return classify(ctx->model, ctx->embd_sum, n, out);
     double scale = pooling == OX_POOLING_MEAN ? 1.0 / n : 1.0, sq = 0.0;
     for (size_t j = 0; j < e; j++)
         out[j] = (float)(ctx->embd_sum[j] * scale);

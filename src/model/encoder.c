@@ -1,8 +1,8 @@
 /* encoder.c: BERT-style encoders (bert, nomic-bert), as llama.cpp's bert graph: the token
- * embeddings (plus learned positions) plus type 0's row, LayerNormed; each layer normalizes its
- * residual sums, x = norm(x + attn(x)) and x = norm(x + ffn(x)). (Their attention sees the whole
- * sequence, attend's `ahead`; nothing is kept between batches, decode.c clears the cache: the
- * batch is the sequence.) */
+ * embeddings (plus learned positions) plus type 0's row, LayerNormed (ModernBERT's input norm
+ * too); each layer normalizes its residual sums, x = norm(x + attn(x)) and x = norm(x + ffn(x)).
+ * (Their attention sees the whole sequence, attend's `ahead`; nothing is kept between batches,
+ * decode.c clears the cache: the batch is the sequence.) */
 #include "model/encoder.h"
 
 #include "model/context.h"

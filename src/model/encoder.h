@@ -12,7 +12,8 @@ struct stage;
  * of memory. */
 bool encoder_alloc(struct ox_context *ctx, struct stage *s);
 
-/* act.x (n tokens' embeddings) plus token-type row 0, then the embeddings' norm. */
+/* act.x (n tokens' embeddings) plus token-type row 0 (if the model has it), then the
+ * embeddings' norm (arch embd_norm). */
 void encoder_input(struct ox_context *ctx, int n);
 
 /* act.x = norm(act.x) with the weight and bias given: BERT's post-norm of a residual sum. */

@@ -131,6 +131,7 @@ struct ox_model {
     /* an encoder's input norm and token-type rows (all its tokens are type 0: type_row0 is that
      * row as floats, malloc'd), and a classifier head: tanh(cls x + b), then cls_out's scores */
     const struct weight *embd_norm, *embd_norm_b, *type_embd, *cls, *cls_b, *cls_out, *cls_out_b;
+    const struct weight *cls_norm; /* ModernBERT's head: its norm after cls and GELU */
     float *type_row0;
     /* sentence-transformers' dense modules after pooling (EmbeddingGemma): n_embd -> dense_2's
      * width (+ bias) -> n_embd */

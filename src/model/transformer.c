@@ -183,7 +183,7 @@ static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weig
         project_qkv_fused(ctx, l, il, a->x, &fused, n))
         return;
     const float *in = a->x;
-    if (!ctx->model->cfg.arch->no_pre_norm) {
+    if (!ctx->model->cfg.arch->no_pre_norm && l->attn_norm) { /* ModernBERT's first has none */
         norm(ctx, a->x, g, l->attn_norm_b, a->xn, n);
         in = a->xn;
     }
@@ -455,10 +455,11 @@ static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights 
         b->ops->glu(b, kind, a->gate, a->up, a->hidden, all);
         break;
     case FFN_SWIGLU_FUSED: /* each row of up holds [gate | up] */
+    case FFN_GEGLU_FUSED:
         linear(b, l->ffn_up, l->ffn_up_b, in, a->up, n);
         for (int t = 0; t < n; t++)
-            b->ops->glu(b, GLU_SILU, a->up + 2 * ff * t, a->up + 2 * ff * t + ff,
-                        a->hidden + ff * t, ff);
+            b->ops->glu(b, c->arch->ffn == FFN_GEGLU_FUSED ? GLU_GELU : GLU_SILU,
+                        a->up + 2 * ff * t, a->up + 2 * ff * t + ff, a->hidden + ff * t, ff);
         break;
     case FFN_GELU:
         linear(b, l->ffn_up, l->ffn_up_b, in, a->up, n);
@@ -537,7 +538,7 @@ static void embed(struct ox_context *ctx, int n) {
         b->ops->get_rows(b, &pe, a->b_pos, a->proj, n);
         b->ops->add(b, a->x, a->proj, all);
     }
-    if (c->arch->encoder)
+    if (c->arch->embd_norm)
         encoder_input(ctx, n);
     per_layer_inputs(ctx, n);
 }

@@ -62,7 +62,9 @@ static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_we
     bool own_kv = s->kv_layer == il; /* else only q is projected: the cache is another's */
     char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
-    OX_TRY(bind_vec(m, NAME("attn_norm.weight"), e, d->no_pre_norm, &l->attn_norm));
+    /* the first layer may lean on the embeddings' norm (ModernBERT) */
+    OX_TRY(bind_vec(m, NAME("attn_norm.weight"), e, d->no_pre_norm || (il == 0 && d->embd_norm),
+                    &l->attn_norm));
     OX_TRY(bind_vec(m, NAME("attn_norm.bias"), e, true, &l->attn_norm_b));
     OX_TRY(bind(m, NAME("attn_qkv.weight"), e, q + k + v, 1, true, &l->wqkv));
     OX_TRY(bind_vec(m, NAME("attn_qkv.bias"), q + k + v, true, &l->bqkv));
@@ -166,7 +168,7 @@ static enum ox_status bind_layer_extras(struct ox_model *m, int il, struct layer
     const struct weight *scale;
     char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
-    if (m->cfg.arch->encoder) {
+    if (m->cfg.arch->encoder) { /* BERT's norms of the residual sums */
         OX_TRY(bind_vec(m, NAME("attn_output_norm.weight"), e, false, &l->attn_out_norm));
         OX_TRY(bind_vec(m, NAME("attn_output_norm.bias"), e, true, &l->attn_out_norm_b));
         OX_TRY(bind_vec(m, NAME("layer_output_norm.weight"), e, false, &l->layer_out_norm));
@@ -189,7 +191,7 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
     const struct arch_desc *d = c->arch;
     int64_t e = c->n_embd, ff = c->layer[il].n_ff, ne = c->n_expert, fe = c->n_ff_exp;
     bool gated = d->ffn == FFN_SWIGLU || d->ffn == FFN_GEGLU || d->ffn == FFN_SWIGLU_OAI;
-    int64_t up = d->ffn == FFN_SWIGLU_FUSED ? 2 * ff : ff;
+    int64_t up = d->ffn == FFN_SWIGLU_FUSED || d->ffn == FFN_GEGLU_FUSED ? 2 * ff : ff;
     char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
     OX_TRY(bind_vec(m,
@@ -237,11 +239,14 @@ static enum ox_status bind_ffn(struct ox_model *m, int il, struct layer_weights 
     return OX_OK;
 }
 
-/* The output norm and matrix (the token embeddings when tied). */
+/* The output norm (none after BERT's block: its last layer normed it) and, unless the model makes
+ * embeddings only, the output matrix (the token embeddings when tied). */
 static enum ox_status bind_lm_head(struct ox_model *m) {
     int64_t e = m->cfg.n_embd, nv = m->cfg.n_vocab;
-    OX_TRY(bind_vec(m, "output_norm.weight", e, false, &m->output_norm));
+    OX_TRY(bind_vec(m, "output_norm.weight", e, m->cfg.arch->encoder, &m->output_norm));
     OX_TRY(bind_vec(m, "output_norm.bias", e, true, &m->output_norm_b));
+    if (m->cfg.arch->embeddings_only)
+        return OX_OK;
     OX_TRY(bind(m, "output.weight", e, nv, 1, true, &m->output));
     OX_TRY(bind_vec(m, "output.bias", nv, true, &m->output_b));
     if (!m->output)
@@ -249,13 +254,15 @@ static enum ox_status bind_lm_head(struct ox_model *m) {
     return OX_OK;
 }
 
-/* An encoder's input norm and token-type rows (row 0 as floats: every token is type 0, as in
- * llama.cpp), and its classifier head when it has one (cls.output's rows are the scores). */
-static enum ox_status bind_encoder(struct ox_model *m) {
+/* An embedding model's input norm and token-type rows (row 0 as floats: every token is type 0,
+ * as in llama.cpp), and its classifier head when it has one (cls.output's rows are the scores). */
+static enum ox_status bind_embedding_extras(struct ox_model *m) {
     int64_t e = m->cfg.n_embd;
-    OX_TRY(bind_vec(m, "token_embd_norm.weight", e, false, &m->embd_norm));
-    OX_TRY(bind_vec(m, "token_embd_norm.bias", e, true, &m->embd_norm_b));
-    const struct weight *types = find(m, "token_types.weight");
+    if (m->cfg.arch->embd_norm) {
+        OX_TRY(bind_vec(m, "token_embd_norm.weight", e, false, &m->embd_norm));
+        OX_TRY(bind_vec(m, "token_embd_norm.bias", e, true, &m->embd_norm_b));
+    }
+    const struct weight *types = m->cfg.arch->encoder ? find(m, "token_types.weight") : NULL;
     if (types) {
         OX_TRY(bind(m, "token_types.weight", e, types->ne[1], 1, false, &m->type_embd));
         if (!(m->type_row0 = malloc((size_t)e * sizeof *m->type_row0)))
@@ -264,6 +271,7 @@ static enum ox_status bind_encoder(struct ox_model *m) {
     }
     OX_TRY(bind(m, "cls.weight", e, e, 1, true, &m->cls));
     OX_TRY(bind_vec(m, "cls.bias", e, true, &m->cls_b));
+    OX_TRY(bind_vec(m, "cls.norm.weight", e, true, &m->cls_norm));
     const struct weight *out = find(m, "cls.output.weight");
     int64_t n_out = out ? out->ne[1] : 1;
     OX_TRY(bind(m, "cls.output.weight", e, n_out, 1, true, &m->cls_out));
@@ -306,10 +314,9 @@ enum ox_status model_bind_weights(struct ox_model *m) {
     OX_TRY(bind(m, "token_embd.weight", e, nv, 1, false, &m->tok_embd));
     if (m->cfg.arch->position == POS_LEARNED)
         OX_TRY(bind(m, "position_embd.weight", e, m->cfg.n_ctx_train, 1, false, &m->pos_embd));
-    if (m->cfg.arch->encoder) /* no LM head: its last layer's norm is the output's */
-        OX_TRY(bind_encoder(m));
-    else
-        OX_TRY(bind_lm_head(m));
+    OX_TRY(bind_lm_head(m));
+    if (m->cfg.arch->embeddings_only)
+        OX_TRY(bind_embedding_extras(m));
     OX_TRY(bind_dense_out(m));
     const struct weight *freqs;
     OX_TRY(bind_vec(m, "rope_freqs.weight", m->cfg.n_rot / 2, true, &freqs));

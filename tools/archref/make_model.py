@@ -582,8 +582,42 @@ def gemma_embedding(w, n_embd, n_vocab):
     w.matrix("dense_3.weight", 2 * n_embd, n_embd)
 
 
+def modern_bert(w, n_embd, n_vocab):
+    """ModernBERT: 3 layers of 4 heads (layer 0 full, 1 and 2 in a symmetric window of 8 with
+    their own RoPE base), LayerNorms without biases (none before layer 0's attention: the
+    embeddings' norm stands in), fused QKV, a fused GeGLU, mean pooling, and a reranker's head:
+    cls, GELU and cls.norm, then cls.output's one score."""
+    arch, n_ff = "modern-bert", 2 * n_embd
+    for key, value in (("block_count", 3), ("context_length", 512), ("embedding_length", n_embd),
+                       ("feed_forward_length", n_ff), ("attention.head_count", 4),
+                       ("attention.sliding_window", 8), ("attention.sliding_window_pattern", 3),
+                       ("pooling_type", 1)):
+        w.writer.add_uint32(f"{arch}.{key}", value)
+    w.writer.add_float32(f"{arch}.attention.layer_norm_epsilon", 1e-5)
+    w.writer.add_bool(f"{arch}.attention.causal", False)
+    w.writer.add_float32(f"{arch}.rope.freq_base", 160000.0)
+    w.writer.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
+    w.matrix("token_embd.weight", n_embd, n_vocab)
+    w.norm("token_embd_norm.weight", n_embd)
+    for i in range(3):
+        blk = f"blk.{i}."
+        if i:
+            w.norm(blk + "attn_norm.weight", n_embd)
+        w.matrix(blk + "attn_qkv.weight", n_embd, 3 * n_embd)
+        w.matrix(blk + "attn_output.weight", n_embd, n_embd)
+        w.norm(blk + "ffn_norm.weight", n_embd)
+        w.matrix(blk + "ffn_up.weight", n_embd, 2 * n_ff)
+        w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
+    w.norm("output_norm.weight", n_embd)
+    w.matrix("cls.weight", n_embd, n_embd)
+    w.norm("cls.norm.weight", n_embd)
+    w.matrix("cls.output.weight", n_embd, 1)
+    w.vector("cls.output.bias", [0.1])
+
+
 ARCHS = {
     "bert": lambda w, e, v: encoder(w, e, v, "bert"),
+    "modern-bert": modern_bert,
     "gemma-embedding": gemma_embedding,
     "nomic-bert": lambda w, e, v: encoder(w, e, v, "nomic-bert"),
     "deepseek2": deepseek2,
@@ -636,7 +670,8 @@ ARCHS = {
 # single characters and the commonest words); Gemma's SentencePiece for EmbeddingGemma.
 VOCABS = {"bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
           "nomic-bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
-          "gemma-embedding": ("models/gemma3-f16.gguf", None, 64)}
+          "gemma-embedding": ("models/gemma3-f16.gguf", None, 64),
+          "modern-bert": ("models/qwen3-f16.gguf", None, 64)}
 
 # Variants of an architecture, named apart: the general.architecture they write.
 ARCH_OF = {"gemma4-moe": "gemma4"}

@@ -47,7 +47,7 @@ for arch in "${archs[@]}"; do
         "$out/models/$name.gguf" --vocab-from "${OX_TESTDATA:-../shared/testdata}/models/qwen3-f16.gguf"
     # encoders make embeddings (pooled vectors, and a reranker's scores), the rest logits
     case "$arch" in
-        bert) dump_one() { "$dump_embd" "$1" "$out/reference/embedding/$2.json" rank; } ;;
+        bert | modern-bert) dump_one() { "$dump_embd" "$1" "$out/reference/embedding/$2.json" rank; } ;;
         nomic-bert | gemma-embedding) dump_one() { "$dump_embd" "$1" "$out/reference/embedding/$2.json"; } ;;
         *) dump_one() { "$dump" "$1" "$out/reference" "$2"; } ;;
     esac
