@@ -55,6 +55,14 @@ static double score_error(float want, float got) {
     return fabs((double)want - got) / fmax(1.0, fabs((double)want));
 }
 
+/* The bound on it: the classifier head (ModernBERT's: a mean, GELU and a LayerNorm) magnifies
+ * the hidden states' last bits, and a GPU's matmuls round activations their own way (H100:
+ * f16 1.2e-3, Q4_K_M 3.5e-2, against the CPU's 3.7e-4 and 4.2e-3). */
+static double score_bound(const struct ox_model *m, bool is_float) {
+    bool cpu = !strcmp(ox_model_backend(m), "CPU");
+    return is_float ? (cpu ? 1e-3 : 3e-3) : (cpu ? 2e-2 : 5e-2);
+}
+
 /* One prompt: its tokens (the text's as the tokenizer makes them), then each pooling. */
 static void check_prompt(const char *name, struct ox_context *c, const struct ox_model *m,
                          json_t *p, bool is_float) {
@@ -79,7 +87,7 @@ static void check_prompt(const char *name, struct ox_context *c, const struct ox
             continue;
         if (pool == OX_POOLING_RANK) {
             double e = score_error(ref[0], out[0]);
-            CHECK_MSG(e < (is_float ? 1e-3 : 2e-2), "%s: score %g, llama.cpp %g", name, out[0],
+            CHECK_MSG(e < score_bound(m, is_float), "%s: score %g, llama.cpp %g", name, out[0],
                       ref[0]);
             double *worst = is_float ? &worst_float_score : &worst_quant_score;
             *worst = fmax(*worst, e);
@@ -108,7 +116,7 @@ static void check_rerank(const char *name, struct ox_context *c, const struct ox
         float score;
         CHECK(ox_embed(c, got, (int32_t)ng, OX_POOLING_RANK, true, &score) == OX_OK);
         float ref = (float)json_number_value(json_object_get(r, "score"));
-        CHECK_MSG(score_error(ref, score) < (is_float ? 1e-3 : 2e-2), "%s: pair %zu: %g vs %g",
+        CHECK_MSG(score_error(ref, score) < score_bound(m, is_float), "%s: pair %zu: %g vs %g",
                   name, i, score, ref);
     }
 }
@@ -187,9 +195,10 @@ static void check_batches(void) {
 
 int main(void) {
     int n = for_each_reference_in(ARCH_REFERENCE_DIR, "reference/embedding", check_reference);
-    printf("%d embedding model references: worst cosine float %.8f, quantized %.6f; worst score error "
-           "float %.2e, quantized %.2e\n",
-           n, worst_float_cos, worst_quant_cos, worst_float_score, worst_quant_score);
+    printf(
+        "%d embedding model references: worst cosine float %.8f, quantized %.6f; worst score error "
+        "float %.2e, quantized %.2e\n",
+        n, worst_float_cos, worst_quant_cos, worst_float_score, worst_quant_score);
     CHECK(n >= 4 || getenv("OX_TEST_MODELS"));
     check_batches();
     return test_finish("test_encoder");
