@@ -105,9 +105,11 @@ static void check_model(const char *dir, const char *name, json_t *ref) {
     /* DESIGN.md's float bound for f32, f16 and bf16 ("bf16" contains "f16") */
     bool is_float = strstr(name, "f32") || strstr(name, "f16");
     double mean = prompt_a.n ? prompt_a.sum_kl / prompt_a.n : 1e9;
-    printf("  %-22s prompt KL mean %.2e max %.2e top-1 %d/%d | greedy %d/%d KL mean %.2e\n", name,
-           mean, prompt_a.max_kl, prompt_a.top1, prompt_a.n, same_tokens, ng,
-           greedy_a.n ? greedy_a.sum_kl / greedy_a.n : 1e9);
+    char greedy_kl[32] = "-"; /* none without the steps' logits */
+    if (greedy_a.n)
+        snprintf(greedy_kl, sizeof greedy_kl, "%.2e", greedy_a.sum_kl / greedy_a.n);
+    printf("  %-22s prompt KL mean %.2e max %.2e top-1 %d/%d | greedy %d/%d KL mean %s\n", name,
+           mean, prompt_a.max_kl, prompt_a.top1, prompt_a.n, same_tokens, ng, greedy_kl);
     if (is_float) {
         CHECK_MSG(mean < 1e-5 && prompt_a.top1 == n && same_tokens == ng, "%s: float bounds", name);
     } else {
