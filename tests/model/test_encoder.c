@@ -16,6 +16,7 @@
 
 static const char *const POOLING_KEYS[] = {"none", "mean", "cls", "last", "rank"};
 static double worst_float_cos = 1.0, worst_quant_cos = 1.0, worst_float_score, worst_quant_score;
+static double model_cos, model_score; /* the model's worst, for its line */
 
 static int json_ints(json_t *arr, ox_token *out, int cap) {
     int n = 0;
@@ -90,14 +91,14 @@ static void check_prompt(const char *name, struct ox_context *c, const struct ox
             CHECK_MSG(e < score_bound(m, is_float), "%s: score %g, llama.cpp %g", name, out[0],
                       ref[0]);
             double *worst = is_float ? &worst_float_score : &worst_quant_score;
-            *worst = fmax(*worst, e);
+            *worst = fmax(*worst, e), model_score = fmax(model_score, e);
             continue;
         }
         double cs = cosine(ref, out, nr);
         CHECK_MSG(cs > (is_float ? 0.9999 : 0.999), "%s: %s pooling: cosine %.7f", name,
                   POOLING_KEYS[pool], cs);
         double *worst = is_float ? &worst_float_cos : &worst_quant_cos;
-        *worst = fmin(*worst, cs);
+        *worst = fmin(*worst, cs), model_cos = fmin(model_cos, cs);
     }
 }
 
@@ -138,11 +139,14 @@ static void check_reference(const char *root, const char *name, json_t *ref) {
         /* the BERT family has no LM head; EmbeddingGemma keeps gemma's (tied) */
         CHECK_MSG(ox_model_has_logits(m) == !strstr(name, "bert-"), "%s: has logits", name);
         json_t *prompts = json_object_get(ref, "prompts");
+        model_cos = 1.0, model_score = 0.0;
         for (size_t i = 0; i < json_array_size(prompts); i++)
             check_prompt(name, c, m, json_array_get(prompts, i), is_float);
         check_rerank(name, c, m, json_object_get(ref, "rerank"), is_float);
-        printf("  %-20s %zu prompts%s\n", name, json_array_size(prompts),
-               n_cls ? ", reranked" : "");
+        printf("  %-22s %zu prompts, worst cosine %.8f", name, json_array_size(prompts), model_cos);
+        if (n_cls)
+            printf(", reranked: worst score error %.2e", model_score);
+        putchar('\n');
     }
     ox_context_free(c);
     ox_model_free(m);
