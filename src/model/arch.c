@@ -71,6 +71,17 @@ static const struct arch_desc architectures[] = {
      .v_may_be_k = true,
      .rope_freqs_full_only = true},
     {.name = "deepseek2", .mla = true},
+    /* GLM-4 (0414): partial RoPE on adjacent pairs, post-norms on both branches, fused SwiGLU */
+    {.name = "glm4", .ffn = FFN_SWIGLU_FUSED, .post_norms = true},
+    /* GLM-4.5/4.6/4.7: partial NeoX RoPE, q/k norms where the file has them, the FFN's norm named
+       post_attention_norm, leading dense layers, then DeepSeek-style sigmoid routing with a
+       selection bias beside shared experts */
+    {.name = "glm4moe",
+     .position = POS_ROPE_NEOX,
+     .qk_norm = QK_NORM_HEAD,
+     .qk_norm_optional = true,
+     .ffn_norm_named_post_attention = true,
+     .moe_sigmoid_default = true},
     {.name = "granitehybrid", .logit_scale = LOGIT_SCALE_DIV, .mamba2 = true, .rope_switch = true},
     {.name = "seed_oss", .position = POS_ROPE_NEOX, .ffn_norm_named_post_attention = true},
     {.name = "olmoe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_WHOLE, .moe_raw_weights = true},

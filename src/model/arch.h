@@ -89,6 +89,9 @@ struct arch_desc {
     bool swa_dense_first; /* in each run of swa_period layers the first is full, the rest local */
     bool rank_from_mean;  /* rank pooling takes the mean, through cls, GELU and cls.norm before
                              cls.output (ModernBERT's head; else the first token, cls and tanh) */
+    bool qk_norm_optional; /* the q/k norms of qk_norm where a file has them (GLM-4.5) */
+    bool moe_sigmoid_default; /* experts scored by sigmoid unless expert_gating_func says
+                                 otherwise (GLM-4.5) */
 };
 
 /* The descriptor for a GGUF general.architecture value, or NULL. */

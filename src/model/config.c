@@ -107,6 +107,11 @@ static enum ox_status read_shape(const struct ox_gguf *g, const char *a, struct 
                            c->n_head);
         c->layer[il].n_ff = ff[il], c->layer[il].n_head_kv = kv[il];
     }
+    /* the last nextn_predict_layers blocks are multi-token-prediction heads (DeepSeek V3, GLM-4.5):
+     * not part of the forward pass, as in llama.cpp, which leaves them out */
+    int32_t nextn;
+    OX_TRY(get_int(g, a, "nextn_predict_layers", 0, c->n_layer - 1, 0, &nextn));
+    c->n_layer -= nextn;
     c->n_ff = max_of(ff, c->n_layer), c->n_head_kv = max_of(kv, c->n_layer);
     /* head size defaults to n_embd / n_head; files where that is not whole must give it */
     int32_t hd = c->n_embd % c->n_head == 0 ? c->n_embd / c->n_head : -1;
@@ -152,13 +157,14 @@ static enum ox_status read_moe_routing(const struct ox_gguf *g, const char *a,
     OX_TRY(get_int(g, a, "expert_shared_feed_forward_length", 1, 1 << 22,
                    shared > 0 ? (int64_t)shared * c->n_ff_exp : c->n_ff, &c->n_ff_shexp));
     OX_TRY(get_int(g, a, "leading_dense_block_count", 0, c->n_layer, 0, &c->n_dense_lead));
-    OX_TRY(get_int(g, a, "expert_gating_func", 0, 2, 1, &gating));
+    OX_TRY(
+        get_int(g, a, "expert_gating_func", 0, 2, c->arch->moe_sigmoid_default ? 2 : 1, &gating));
     OX_TRY(get_int(g, a, "expert_group_count", 0, 256, 0, &c->n_expert_groups)); /* moe.c */
     OX_TRY(get_int(g, a, "expert_group_used_count", 0, 1 << 12, 0, &c->n_group_used));
     OX_TRY(get_bool(g, a, "expert_weights_norm", !c->arch->mla && !c->arch->moe_raw_weights,
                     &c->moe_norm_weights));
     OX_TRY(get_float(g, a, "expert_weights_scale", 0.0f, &c->moe_weights_scale));
-    c->moe_sigmoid = gating == 2;
+    c->moe_sigmoid = gating == 2 || (gating == 0 && c->arch->moe_sigmoid_default); /* 0: unset */
     c->moe_weights_scale = c->moe_weights_scale == 0.0f ? 1.0f : c->moe_weights_scale;
     if (!isfinite(c->moe_weights_scale))
         return ox_fail(OX_ERR_FORMAT, "model: expert_weights_scale is not a finite number");

@@ -266,8 +266,8 @@ static bool project_and_rotate(struct ox_context *ctx, const struct layer_weight
     if (d->attn_gate)
         split_query_gate(ctx, n);
     int hd = s->head_dim_k, n_kv = s->n_head_kv;
-    bool own_kv = s->kv_layer == il;  /* else there are no new keys and values to make */
-    if (d->qk_norm != QK_NORM_NONE) { /* per head, or across all heads at once */
+    bool own_kv = s->kv_layer == il; /* else there are no new keys and values to make */
+    if (d->qk_norm != QK_NORM_NONE && l->q_norm) { /* per head, or across all heads at once */
         bool head = d->qk_norm == QK_NORM_HEAD;
         op->rms_norm(b, a->q, vec(b, l->q_norm), a->q, head ? n * c->n_head : n,
                      head ? hd : c->n_head * hd, c->norm_eps);

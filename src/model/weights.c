@@ -82,8 +82,10 @@ static enum ox_status bind_attention(struct ox_model *m, int il, struct layer_we
                        d->name);
     if (d->qk_norm != QK_NORM_NONE) {
         bool whole = d->qk_norm == QK_NORM_WHOLE;
-        OX_TRY(bind_vec(m, NAME("attn_q_norm.weight"), whole ? q : hd, false, &l->q_norm));
-        OX_TRY(bind_vec(m, NAME("attn_k_norm.weight"), whole ? k : hd, !own_kv, &l->k_norm));
+        bool opt = d->qk_norm_optional;
+        OX_TRY(bind_vec(m, NAME("attn_q_norm.weight"), whole ? q : hd, opt, &l->q_norm));
+        OX_TRY(bind_vec(m, NAME("attn_k_norm.weight"), whole ? k : hd,
+                        !own_kv || (opt && !l->q_norm), &l->k_norm));
     }
     OX_TRY(bind(m, NAME("attn_output.weight"), (int64_t)c->n_head * s->head_dim_v, e, 1, false,
                 &l->wo));

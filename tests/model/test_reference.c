@@ -92,8 +92,8 @@ static void check_model(const char *dir, const char *name, json_t *ref) {
             agree(&prompt_a, ref_logits + (size_t)i * nv, ox_get_logits(ctx, i), nv);
     int same_tokens = 0;
     const float *last = ox_get_logits(ctx, n - 1);
-    /* the repository's quantized references keep no greedy logits (make_refs.sh: the tokens
-     * only, to save room), so those steps are checked by their tokens alone */
+    /* the repository's references keep no greedy logits (make_refs.sh: the tokens only, to
+     * save room), so those steps are checked by their tokens alone */
     for (int g = 0; last && g < ng; g++) {
         if (ref_greedy)
             agree(&greedy_a, ref_greedy + (size_t)g * nv, last, nv);
