@@ -83,6 +83,8 @@ static const struct arch_desc architectures[] = {
      .ffn_norm_named_post_attention = true,
      .moe_sigmoid_default = true},
     {.name = "granitehybrid", .logit_scale = LOGIT_SCALE_DIV, .mamba2 = true, .rope_switch = true},
+    /* MiniMax-M2: q/k norms across all heads, sigmoid-routed experts with a selection bias */
+    {.name = "minimax-m2", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_WHOLE},
     {.name = "seed_oss", .position = POS_ROPE_NEOX, .ffn_norm_named_post_attention = true},
     {.name = "olmoe", .position = POS_ROPE_NEOX, .qk_norm = QK_NORM_WHOLE, .moe_raw_weights = true},
     {.name = "smollm3", .nope_period = 4},

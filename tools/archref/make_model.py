@@ -685,8 +685,38 @@ def glm4moe(w, n_embd, n_vocab):
             w.norm(blk + "nextn.shared_head_norm.weight", n_embd)
 
 
+def minimax_m2(w, n_embd, n_vocab):
+    """MiniMax-M2's layout, made small: q/k RMSNorm across all heads, NeoX RoPE over half the
+    head, every FFN 4 experts (2 used) scored by sigmoid with a selection bias, renormalised; no
+    shared expert; an output matrix of its own."""
+    arch, n_head, hd, n_ff, n_expert = "minimax-m2", 4, 32, n_embd, 4
+    wr = w.writer
+    header(w, arch, {"block_count": 2, "context_length": 4096, "embedding_length": n_embd,
+                     "feed_forward_length": n_ff, "attention.head_count": n_head,
+                     "attention.head_count_kv": 2, "attention.key_length": hd,
+                     "attention.value_length": hd, "rope.dimension_count": hd // 2,
+                     "expert_feed_forward_length": n_ff, "expert_count": n_expert,
+                     "expert_used_count": 2, "expert_gating_func": 2},
+           "layer_norm_rms_epsilon", 1e-6, 5000000.0)
+    embeddings(w, n_embd, n_vocab, tied=False)
+    for il in range(2):
+        blk = f"blk.{il}."
+        w.norm(blk + "attn_norm.weight", n_embd)
+        attention(w, blk, n_embd, n_head * hd, 2 * hd)
+        w.norm(blk + "attn_q_norm.weight", n_head * hd)
+        w.norm(blk + "attn_k_norm.weight", 2 * hd)
+        w.matrix(blk + "attn_output.weight", n_head * hd, n_embd)
+        w.norm(blk + "ffn_norm.weight", n_embd)
+        w.matrix(blk + "ffn_gate_inp.weight", n_embd, n_expert, np.float32)
+        w.vector(blk + "exp_probs_b.bias", w.rng.normal(0.0, 0.5, n_expert))
+        for name, ne0, ne1 in (("gate", n_embd, n_ff), ("up", n_embd, n_ff), ("down", n_ff, n_embd)):
+            e = w.rng.normal(0.0, 1.0 / np.sqrt(ne0), size=(n_expert, ne1, ne0))
+            wr.add_tensor(blk + f"ffn_{name}_exps.weight", e.astype(np.float16))
+
+
 ARCHS = {
     "bert": lambda w, e, v: encoder(w, e, v, "bert"),
+    "minimax-m2": minimax_m2,
     "glm4": glm4,
     "glm4moe": glm4moe,
     "modern-bert": modern_bert,
@@ -746,7 +776,8 @@ VOCABS = {"bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
           "gemma-embedding": ("models/gemma3-f16.gguf", None, 64),
           "modern-bert": ("models/qwen3-f16.gguf", None, 64),
           "glm4": ("models/qwen3-f16.gguf", None, 64),
-          "glm4moe": ("models/qwen3-f16.gguf", None, 64)}
+          "glm4moe": ("models/qwen3-f16.gguf", None, 64),
+          "minimax-m2": ("models/qwen3-f16.gguf", None, 64)}
 
 # Variants of an architecture, named apart: the general.architecture they write.
 ARCH_OF = {"gemma4-moe": "gemma4"}
