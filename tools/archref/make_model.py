@@ -185,6 +185,8 @@ def llama_like(w, n_embd, n_vocab, arch, n_layer=2, n_head_kv=2, qkv_bias=False,
     keys = {"block_count": n_layer, "context_length": 4096, "embedding_length": n_embd,
             "feed_forward_length": n_ff, "attention.head_count": n_head,
             "attention.head_count_kv": n_head_kv, "rope.dimension_count": head_dim}
+    if n_embd != n_head * head_dim:  # the head size is not n_embd / n_head: say it
+        keys.update({"attention.key_length": head_dim, "attention.value_length": head_dim})
     if n_expert:
         keys.update({"expert_count": n_expert, "expert_used_count": 2})
     if shared_expert:
@@ -770,14 +772,18 @@ ARCHS = {
 # data (relative to the folder above --vocab-from's) and how many of its tokens to keep, with the
 # model's width when it is not --n-embd: BERT's WordPiece, its first 3072 tokens (the specials,
 # single characters and the commonest words); Gemma's SentencePiece for EmbeddingGemma; the
-# later ones at n_embd 64 so that the repository still fits a lent GPU machine.
+# later ones (and three remade: ernie4_5, minicpm, granite) at n_embd 64 so that the repository
+# still fits a lent GPU machine.
 VOCABS = {"bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
           "nomic-bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
           "gemma-embedding": ("models/gemma3-f16.gguf", None, 64),
           "modern-bert": ("models/qwen3-f16.gguf", None, 64),
           "glm4": ("models/qwen3-f16.gguf", None, 64),
           "glm4moe": ("models/qwen3-f16.gguf", None, 64),
-          "minimax-m2": ("models/qwen3-f16.gguf", None, 64)}
+          "minimax-m2": ("models/qwen3-f16.gguf", None, 64),
+          "ernie4_5": ("models/qwen3-f16.gguf", None, 64),
+          "minicpm": ("models/qwen3-f16.gguf", None, 64),
+          "granite": ("models/qwen3-f16.gguf", None, 64)}
 
 # Variants of an architecture, named apart: the general.architecture they write.
 ARCH_OF = {"gemma4-moe": "gemma4"}
