@@ -88,6 +88,9 @@ struct reply embeddings_refusal(bool busy, const char *none) {
 
 struct reply embeddings_route(struct server *s, json_t *req) {
     const struct ox_model *m = server_model(s);
+    if (server_pooling(s) == OX_POOLING_RANK)
+        return reply_error(400, "invalid_request_error", NULL,
+                           "this server reranks (--reranking): use /v1/rerank");
     const char *fmt = json_string_value(json_object_get(req, "encoding_format"));
     if (json_object_get(req, "encoding_format") &&
         (!fmt || (strcmp(fmt, "float") && strcmp(fmt, "base64"))))
@@ -100,11 +103,6 @@ struct reply embeddings_route(struct server *s, json_t *req) {
         return reply_error(400, "invalid_request_error", "input",
                            "'input' must be a string, an array of token ids, or an array of up "
                            "to 2048 of either");
-    }
-    if (server_pooling(s) == OX_POOLING_RANK) {
-        json_decref(inputs);
-        return reply_error(400, "invalid_request_error", NULL,
-                           "this server reranks (--reranking): use /v1/rerank");
     }
     bool busy = false;
     struct ox_context *ctx = server_embed_begin(s, &busy);
