@@ -10,11 +10,13 @@
 #include "backend/cpu/qmatmul.h"
 #include "core/alloc.h"
 #include "core/cpu_features.h"
+#include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/dtype.h"
 #include "test.h"
 
-#ifdef OX_TEST_VNNI_EMULATED /* the AVX-VNNI kernels on AVX2 alone (tests/backend/CMakeLists.txt) */
+#ifdef OX_TEST_VNNI_EMULATED /* the AVX-VNNI kernels on AVX2 alone (tests/backend/CMakeLists.txt)  \
+                              */
 const struct qkernel *qkernels_avx2vnni_emulated(enum ox_dtype type);
 #endif
 
@@ -85,6 +87,26 @@ static void check_q8_0_extremes(const struct qkernel *k) {
     check_paths(OX_DTYPE_Q8_0, k);
 }
 
+/* What ggml's q4_1 / q5_1 dot products add to row r . token c of the values the kernel sees:
+ * their min term is m_w * s with s the activations' own f16 d * sum(q) (ggml's q8_1), not m_w
+ * times the sum of those values; 0 for the other types. */
+static double min_term(enum ox_dtype type, int r, int c, size_t w_row, size_t x_row) {
+    if (type != OX_DTYPE_Q4_1 && type != OX_DTYPE_Q5_1)
+        return 0.0;
+    const struct dtype_traits *tr = dtype_get((int)type);
+    double extra = 0.0;
+    for (int b = 0; b < COLS / 32; b++) {
+        const struct xq8_32 *xb = (const struct xq8_32 *)(xq + c * x_row) + b;
+        uint16_t m; /* both blocks begin with f16 d, then f16 m */
+        memcpy(&m, wq + r * w_row + b * tr->type_size + 2, sizeof m);
+        double seen = 0.0;
+        for (int i = 0; i < 32; i++)
+            seen += xd[c][b * 32 + i];
+        extra += (double)fp16_to_fp32(m) * ((double)xb->s - seen);
+    }
+    return extra;
+}
+
 static void check_paths(enum ox_dtype type, const struct qkernel *k) {
     const struct dtype_traits *tr = dtype_get((int)type);
     size_t w_row = (size_t)(COLS / tr->block_size) * tr->type_size, x_row = k->x_row_bytes(COLS);
@@ -101,6 +123,7 @@ static void check_paths(enum ox_dtype type, const struct qkernel *k) {
                         want += (double)wd[r0 + r][i] * xd[c0 + c][i];
                         mag += fabs((double)wd[r0 + r][i] * xd[c0 + c][i]);
                     }
+                    want += min_term(type, r0 + r, c0 + c, w_row, x_row);
                     double got = y[c * 64 + r];
                     if (!(fabs(got - want) <= 1e-5 * mag + 1e-6)) {
                         if (bad++ < 3)
@@ -123,6 +146,7 @@ static void check_paths(enum ox_dtype type, const struct qkernel *k) {
                         want += (double)wd[r][i] * xd[c0 + c][i];
                         mag += fabs((double)wd[r][i] * xd[c0 + c][i]);
                     }
+                    want += min_term(type, r, c0 + c, w_row, x_row);
                     if (!(fabs(y[c * 64 + r] - want) <= 1e-5 * mag + 1e-6) && bad++ < 3)
                         printf("  %s packed %dx%d: (%d,%d) %.9g vs %.9g\n", k->name, nr, nc, r, c,
                                y[c * 64 + r], want);
@@ -154,6 +178,7 @@ static void check_paths(enum ox_dtype type, const struct qkernel *k) {
                             want += (double)wd[r][i] * xd[c0 + c][i];
                             mag += fabs((double)wd[r][i] * xd[c0 + c][i]);
                         }
+                        want += min_term(type, r, c0 + c, w_row, x_row);
                         if (!(fabs(y[c * 64 + r] - want) <= 1e-5 * mag + 1e-6) && bad++ < 3)
                             printf("  %s %s %d: (%d,%d) %.9g vs %.9g\n", k->name,
                                    path ? "unpacked" : "gemv16", nc, r, c, y[c * 64 + r], want);

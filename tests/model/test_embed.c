@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <math.h>
 
+#include "core/fp16.h"
 #include "model/model.h"
 #include "quant/dtype.h"
 #include "oxidize.h"
@@ -54,6 +55,33 @@ static void round_for_dot(enum ox_dtype wt, const float *h, float *hq, int n) {
     free(buf);
 }
 
+/* What ggml's q4_1 / q5_1 dot products add to row . hq: their min term is m_w * s, s being
+ * ggml's q8_1 f16 d * sum(q) of the block of h (d = amax / 127 before its own rounding), not
+ * m_w times the sum of the rounded values; 0 for the other types. */
+static double q8_1_min_term(enum ox_dtype wt, const uint8_t *wrow, const float *h, const float *hq,
+                            int n) {
+    if (wt != OX_DTYPE_Q4_1 && wt != OX_DTYPE_Q5_1)
+        return 0.0;
+    size_t block = dtype_get((int)wt)->type_size;
+    double extra = 0.0;
+    for (int b = 0; b < n / 32; b++) {
+        float amax = 0.0f, d;
+        double seen = 0.0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(h[b * 32 + i])), seen += hq[b * 32 + i];
+        d = amax / 127.0f;
+        const float id = d ? 1.0f / d : 0.0f; /* the reference quantizer's, as round_for_dot's */
+        int qsum = 0;
+        for (int i = 0; i < 32; i++)
+            qsum += (int)roundf(h[b * 32 + i] * id);
+        uint16_t m; /* both blocks begin with f16 d, then f16 m */
+        memcpy(&m, wrow + (size_t)b * block + 2, sizeof m);
+        extra +=
+            (double)fp16_to_fp32(m) * ((double)fp16_to_fp32(fp32_to_fp16(d * (float)qsum)) - seen);
+    }
+    return extra;
+}
+
 /* The logits the model makes from a final hidden state h, computed here and not by the engine:
  * h rounded as the matmul rounds it, each row of the output matrix (or the tied token
  * embeddings) by the library's reference dequantization, a dot product in double, the output
@@ -71,6 +99,7 @@ static void logits_from_hidden(const struct ox_model *m, const float *h, float *
         double s = 0;
         for (int j = 0; j < c->n_embd; j++)
             s += (double)row[j] * hq[j];
+        s += q8_1_min_term(w->type, w->data + (size_t)v * w->row_bytes, h, hq, c->n_embd);
         if (m->output_b)
             s += ((const float *)m->output_b->data)[v];
         if (c->final_softcap != 0.0f)

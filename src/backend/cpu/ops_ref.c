@@ -10,6 +10,7 @@
 #include "backend/cpu/ops_simd.h"
 #include "backend/cpu/qmatmul.h"
 #include "core/fp16.h"
+#include "quant/blocks.h"
 #include "quant/dtype.h"
 
 size_t backend_cpu_scratch(int64_t max_cols) {
@@ -25,6 +26,25 @@ struct matmul_job {
     int n;
 };
 
+/* ggml's q4_1 / q5_1 dot product with its q8_1 activations (packed, as round_activations leaves
+ * them): per block d_w d_a sum(q_w q_a) + m_w s_a, where s_a is the activations' f16 d * sum(q);
+ * with the row dequantized (d_w q_w + m_w) that is row . (d_a q_a) plus m_w (s_a - d_a sum(q_a)).
+ * Both weight blocks begin with f16 d, then f16 m. */
+static double dot_q8_1(const float *row, const uint8_t *wrow, size_t w_block,
+                       const struct block_q8_1 *xa, int64_t n) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < n / 32; b++, row += 32) {
+        const float da = fp16_to_fp32(xa[b].d);
+        int qsum = 0;
+        for (int i = 0; i < 32; i++)
+            sum += (double)row[i] * (double)(da * (float)xa[b].qs[i]), qsum += xa[b].qs[i];
+        uint16_t m;
+        memcpy(&m, wrow + (size_t)b * w_block + 2, sizeof m);
+        sum += (double)fp16_to_fp32(m) * ((double)fp16_to_fp32(xa[b].s) - (double)da * qsum);
+    }
+    return sum;
+}
+
 /* Thread ith takes an interleaved share of the weight rows. */
 static void matmul_rows(void *arg, int ith, int nth) {
     struct matmul_job *j = arg;
@@ -34,9 +54,18 @@ static void matmul_rows(void *arg, int ith, int nth) {
     int64_t chunk = (w->n_rows + nth - 1) / nth, r0 = chunk * ith;
     int64_t r1 = r0 + chunk < w->n_rows ? r0 + chunk : w->n_rows;
     bool gemm = j->n >= 2; /* llama.cpp's GEMM takes batches, vec_dot single tokens */
+    const struct dtype_traits *wt = dtype_get((int)w->type);
+    const bool q8_1 = wt->vec_dot_type == OX_DTYPE_Q8_1;
+    const size_t xq_row = (size_t)(w->n_cols / 32) * sizeof(struct block_q8_1);
     for (int64_t r = r0; r < r1; r++) {
-        to_float((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_cols);
-        for (int t = 0; t < j->n; t++) {
+        const uint8_t *wrow = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        to_float(wrow, row, w->n_cols);
+        for (int t = 0; q8_1 && t < j->n; t++) {
+            const uint8_t *xa = (const uint8_t *)j->x + (size_t)t * xq_row;
+            j->y[(size_t)t * (size_t)w->n_rows + (size_t)r] =
+                (float)dot_q8_1(row, wrow, wt->type_size, (const struct block_q8_1 *)xa, w->n_cols);
+        }
+        for (int t = 0; !q8_1 && t < j->n; t++) {
             const float *x = j->x + (size_t)t * (size_t)w->n_cols;
             float *y = j->y + (size_t)t * (size_t)w->n_rows + (size_t)r;
             if (ggml_float_dot(w->type, gemm, row, x, w->n_cols, y))
@@ -56,7 +85,14 @@ static const float *round_activations(struct backend *b, const struct mat *w, co
                                       int n) {
     const struct dtype_traits *vt = dtype_get((int)dtype_get((int)w->type)->vec_dot_type);
     if (vt->block_size == 1 && vt->type_size == 4)
-        return x; /* f32: nothing to round */
+        return x;                         /* f32: nothing to round */
+    if (vt == dtype_get(OX_DTYPE_Q8_1)) { /* kept packed: the dot product reads each block's s */
+        const size_t row = (size_t)(w->n_cols / 32) * vt->type_size;
+        for (int t = 0; t < n; t++)
+            vt->from_float(x + (size_t)t * (size_t)w->n_cols, (uint8_t *)b->x_rounded + t * row, 1,
+                           w->n_cols, NULL);
+        return b->x_rounded;
+    }
     for (int t = 0; t < n; t++) {
         vt->from_float(x + (size_t)t * (size_t)w->n_cols, b->x_packed, 1, w->n_cols, NULL);
         vt->to_float(b->x_packed, b->x_rounded + (size_t)t * (size_t)w->n_cols, w->n_cols);

@@ -24,5 +24,6 @@ bool f16_to_f32_neon(const uint16_t *x, float *y, size_t n);
 
 /* xq8_32_quantize with AVX-512 (same results); only for kernels chosen on such CPUs. */
 void xq8_32_quantize_avx512(const float *x, void *xq, int64_t n);
+void xq8_1_quantize_avx512(const float *x, void *xq, int64_t n); /* s as ggml's q8_1 has it */
 
 #endif

@@ -35,6 +35,22 @@ void xq8_32_quantize(const float *x, void *xq, int64_t n) {
     }
 }
 
+/* ggml's q8_1, the activations of q4_1 and q5_1, keeps s = d * sum(q) rounded to f16, with d
+ * taken before its own rounding (the q8_0 form above keeps s exact); so the min term m * s of
+ * those types' dot products is ggml's to the bit. Rewrites the s of blocks already quantized. */
+void xq8_32_sums_as_q8_1(const float *x, void *xq, int64_t n) {
+    struct xq8_32 *blk = xq;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        float amax = 0.0f;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) /* two loops: one gave gcc 12's AArch64 vectorizer an ICE */
+            amax = fmaxf(amax, fabsf(x[i]));
+        for (int i = 0; i < 32; i++)
+            sum += blk[b].q[i];
+        blk[b].s = fp16_to_fp32(fp32_to_fp16(amax / 127.0f * (float)sum));
+    }
+}
+
 void xq8_32_to_float(const void *xq, float *x, int64_t n) {
     const struct xq8_32 *blk = xq;
     for (int64_t i = 0; i < n; i++)

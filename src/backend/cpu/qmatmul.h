@@ -166,6 +166,10 @@ void xq8_32_quantize(const float *x, void *xq, int64_t n);
 void xq8_32_to_float(const void *xq, float *x, int64_t n);
 void xq8_32_quantize_avx2(const float *x, void *xq, int64_t n); /* the same, with AVX2 */
 void xq8_32_quantize_neon(const float *x, void *xq, int64_t n); /* the same, with NEON */
+void xq8_32_sums_as_q8_1(const float *x, void *xq, int64_t n);  /* s as ggml's q8_1 rounds it */
+/* The activations of q4_1 and q5_1: xq8_32 with s as ggml's q8_1 has it. */
+void xq8_1_quantize_avx2(const float *x, void *xq, int64_t n);
+void xq8_1_quantize_neon(const float *x, void *xq, int64_t n);
 
 /* Activations of the f32/f16/bf16 kernels, shared by every instruction set (qmatmul.c). */
 size_t xf32_row_bytes(int64_t n);

@@ -63,3 +63,8 @@ void xq8_32_quantize_neon(const float *x, void *xq, int64_t n) {
         blk[b].s = blk[b].d * (float)vaddvq_s32(sum);
     }
 }
+
+void xq8_1_quantize_neon(const float *x, void *xq, int64_t n) {
+    xq8_32_quantize_neon(x, xq, n);
+    xq8_32_sums_as_q8_1(x, xq, n);
+}

@@ -392,10 +392,10 @@ DEFINE_PACKED(iq4_nl)
 DEFINE_GROUP(q4_0, g4_layout)
 DEFINE_GROUP(q8_0, g8_layout)
 
-#define KERNEL(type)                                                                               \
+#define KERNEL(type, quantize)                                                                     \
     static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
                                             .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = xq8_32_quantize_neon,                    \
+                                            .quantize_x = quantize,                                \
                                             .x_to_float = xq8_32_to_float,                         \
                                             .tile = tile_##type,                                   \
                                             .max_nr = NR,                                          \
@@ -403,10 +403,11 @@ DEFINE_GROUP(q8_0, g8_layout)
                                             .repack16 = repack_##type,                             \
                                             .tile16 = tile16_scratch,                              \
                                             .pack_nc = PACK_NC};
-KERNEL(q4_1)
-KERNEL(q5_0)
-KERNEL(q5_1)
-KERNEL(iq4_nl)
+/* q4_1 and q5_1 meet activations as ggml's q8_1 (their min term reads its f16 sum) */
+KERNEL(q4_1, xq8_1_quantize_neon)
+KERNEL(q5_0, xq8_32_quantize_neon)
+KERNEL(q5_1, xq8_1_quantize_neon)
+KERNEL(iq4_nl, xq8_32_quantize_neon)
 
 #define KERNEL_GROUP(type)                                                                         \
     static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \

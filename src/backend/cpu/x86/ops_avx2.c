@@ -61,7 +61,8 @@ void xq8_32_quantize_avx2(const float *x, void *xq, int64_t n) {
             sum = _mm256_add_epi32(sum, q[j]);
         }
         /* the packs interleave 128-bit lanes; the dword permute puts them back in order */
-        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        __m256i p =
+            _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
         p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)blk[b].q, p);
         __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
@@ -70,4 +71,9 @@ void xq8_32_quantize_avx2(const float *x, void *xq, int64_t n) {
         blk[b].d = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
         blk[b].s = blk[b].d * (float)_mm_cvtsi128_si32(s);
     }
+}
+
+void xq8_1_quantize_avx2(const float *x, void *xq, int64_t n) {
+    xq8_32_quantize_avx2(x, xq, n);
+    xq8_32_sums_as_q8_1(x, xq, n);
 }

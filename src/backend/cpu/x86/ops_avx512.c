@@ -45,3 +45,8 @@ void xq8_32_quantize_avx512(const float *x, void *xq, int64_t n) {
         blk[b].s = blk[b].d * (float)sum;
     }
 }
+
+void xq8_1_quantize_avx512(const float *x, void *xq, int64_t n) {
+    xq8_32_quantize_avx512(x, xq, n);
+    xq8_32_sums_as_q8_1(x, xq, n);
+}

@@ -411,10 +411,10 @@ DEFINE_PACKED(iq4_nl, WTYPE_SIGNED)
 DEFINE_GROUP(q4_0, g4_layout, WTYPE_Q4)
 DEFINE_GROUP(q8_0, g8_layout, WTYPE_SIGNED)
 
-#define KERNEL(type)                                                                               \
+#define KERNEL(type, quantize)                                                                     \
     static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
                                             .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = xq8_32_quantize_avx2,                    \
+                                            .quantize_x = quantize,                                \
                                             .x_to_float = xq8_32_to_float,                         \
                                             .tile = tile_##type,                                   \
                                             .max_nr = NR,                                          \
@@ -422,10 +422,11 @@ DEFINE_GROUP(q8_0, g8_layout, WTYPE_SIGNED)
                                             .repack16 = repack_##type,                             \
                                             .tile16 = tile16_##type,                               \
                                             .pack_nc = PACK_NC};
-KERNEL(q4_1)
-KERNEL(q5_0)
-KERNEL(q5_1)
-KERNEL(iq4_nl)
+/* q4_1 and q5_1 meet activations as ggml's q8_1 (their min term reads its f16 sum) */
+KERNEL(q4_1, xq8_1_quantize_avx2)
+KERNEL(q5_0, xq8_32_quantize_avx2)
+KERNEL(q5_1, xq8_1_quantize_avx2)
+KERNEL(iq4_nl, xq8_32_quantize_avx2)
 
 #define KERNEL_GROUP(type)                                                                         \
     static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \

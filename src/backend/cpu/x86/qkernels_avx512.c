@@ -292,10 +292,10 @@ unpack16_impl(void (*chunks)(const uint8_t *, __m512i *, __m512 *, float *), siz
 DEFINE_GROUP_32(q4_0, G4_BLOCK)
 DEFINE_GROUP_32(q8_0, G8_BLOCK)
 
-#define KERNEL_32(type)                                                                            \
+#define KERNEL_32(type, quantize)                                                                  \
     static const struct qkernel k_##type = {.name = #type " avx512-vnni",                          \
                                             .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = xq8_32_quantize_avx512,                  \
+                                            .quantize_x = quantize,                                \
                                             .x_to_float = xq8_32_to_float,                         \
                                             .tile = tile_##type,                                   \
                                             .max_nr = NR,                                          \
@@ -303,10 +303,11 @@ DEFINE_GROUP_32(q8_0, G8_BLOCK)
                                             .repack16 = repack_##type,                             \
                                             .tile16 = tile16_32,                                   \
                                             .pack_nc = PACK_NC};
-KERNEL_32(q4_1)
-KERNEL_32(q5_0)
-KERNEL_32(q5_1)
-KERNEL_32(iq4_nl)
+/* q4_1 and q5_1 meet activations as ggml's q8_1 (their min term reads its f16 sum) */
+KERNEL_32(q4_1, xq8_1_quantize_avx512)
+KERNEL_32(q5_0, xq8_32_quantize_avx512)
+KERNEL_32(q5_1, xq8_1_quantize_avx512)
+KERNEL_32(iq4_nl, xq8_32_quantize_avx512)
 
 /* q4_0 and q8_0 also have the load-time layout. */
 #define KERNEL_32_PACKED(type)                                                                     \
