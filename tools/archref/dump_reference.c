@@ -3,7 +3,8 @@
  * position's logits), 16 greedy tokens decoded one at a time, and a text prompt with 24 greedy
  * tokens. Built against llama.cpp's library by tools/archref/build.sh; never part of oxidize.
  *
- * usage: dump_reference MODEL.gguf OUTDIR NAME */
+ * usage: dump_reference MODEL.gguf OUTDIR NAME
+ *   DUMP_NGL=N puts N layers on a GPU build's device (default 0: the references are the CPU's). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -156,7 +157,7 @@ int main(int argc, char **argv) {
     llama_log_set(quiet, NULL);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
+    mp.n_gpu_layers = getenv("DUMP_NGL") ? atoi(getenv("DUMP_NGL")) : 0;
     struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     if (!model) {
         fprintf(stderr, "dump_reference: llama.cpp cannot load %s\n", argv[1]);
