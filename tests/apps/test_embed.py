@@ -56,11 +56,18 @@ def test_shape_and_poolings():
     if raw and vecs["mean"]:
         n = norm(raw)
         check(max_diff([x / n for x in raw], vecs["mean"]) < 1e-6, "normalized != raw / |raw|")
-    # a causal model's first state sees only the first token: cls of the text is the last (and
-    # the mean) of the BOS alone ("" tokenizes to BOS)
+    # a causal model's first state sees only the first token: cls is the same for another text
+    # of as many tokens (the same batch, so the same kernels: an AVX2 build's batch and
+    # single-token paths put the BOS's state 1e-3 apart), and near the BOS alone's state
+    other = "And the end God made the heaven and the water."  # other words, as many tokens
+    count = lambda t: len(json.loads(subprocess.run(
+        [OXIDIZE, "tokenize", "-m", KJV, "--ids", "-p", t], capture_output=True).stdout))
+    check(count(other) == count(TEXT), "the two texts tokenize to as many tokens")
+    cls_other = embed(KJV, "-p", other, "--pooling", "cls")
+    check(max_diff(vecs["cls"], cls_other) < 1e-6, "cls depends on the tokens after the first")
     bos_last = embed(KJV, "-p", "", "--pooling", "last")
     bos_mean = embed(KJV, "-p", "", "--pooling", "mean")
-    check(max_diff(vecs["cls"], bos_last) < 1e-4, "cls != the BOS's own state")
+    check(max_diff(vecs["cls"], bos_last) < 3e-3, "cls far from the BOS's own state")
     check(max_diff(bos_mean, bos_last) < 1e-6, "one token: mean != last")
     # a context that holds the text exactly, then one token short
     ids = json.loads(subprocess.run([OXIDIZE, "tokenize", "-m", KJV, "--ids", "-p", TEXT],
