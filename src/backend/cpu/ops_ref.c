@@ -85,8 +85,9 @@ static const float *round_activations(struct backend *b, const struct mat *w, co
                                       int n) {
     const struct dtype_traits *vt = dtype_get((int)dtype_get((int)w->type)->vec_dot_type);
     if (vt->block_size == 1 && vt->type_size == 4)
-        return x;                         /* f32: nothing to round */
-    if (vt == dtype_get(OX_DTYPE_Q8_1)) { /* kept packed: the dot product reads each block's s */
+        return x; /* f32: nothing to round */
+    /* q8_1 stays packed: the dot product reads each block's s */
+    if (vt == dtype_get(OX_DTYPE_Q8_1)) {
         const size_t row = (size_t)(w->n_cols / 32) * vt->type_size;
         for (int t = 0; t < n; t++)
             vt->from_float(x + (size_t)t * (size_t)w->n_cols, (uint8_t *)b->x_rounded + t * row, 1,
