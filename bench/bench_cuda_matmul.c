@@ -56,8 +56,12 @@ int main(int argc, char **argv) {
     int n_types = argc > 1 ? argc - 1 : 5;
     const int shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
     const int batches[] = {1, 2, 8, 32, 64, 512};
-    struct cuda_sizes sizes = {512, 14336, 14336, (size_t)14336 * 2048, true};
-    if (!backend_cuda_available() || backend_cuda_init(&gpu, &sizes) != OX_OK) {
+    /* sized as for an 8B model: its kernels launch early, with room to dequantize */
+    struct backend_weights w8b = {.bytes = (uint64_t)8 << 30, .converts = true};
+    struct backend_sizes sizes = {
+        .n_batch = 512, .max_cols = 14336, .batch_cols = 14336, .weights = &w8b};
+    gpu.ops = &backend_cuda_ops;
+    if (!gpu.ops->available() || gpu.ops->init(&gpu, &sizes) != OX_OK) {
         fprintf(stderr, "bench_cuda_matmul: no CUDA GPU (%s)\n", ox_last_error());
         return 1;
     }
@@ -87,7 +91,7 @@ int main(int argc, char **argv) {
         for (int t = 0; t < 64; t++)
             if (ox_dtype_valid(t) && !strcmp(ox_dtype_name((enum ox_dtype)t), types[ti]))
                 type = t;
-        if (type < 0 || !backend_cuda_supports((enum ox_dtype)type)) {
+        if (type < 0 || !gpu.ops->supports(BACKEND_OP_MATMUL, (enum ox_dtype)type)) {
             fprintf(stderr, "bench_cuda_matmul: unknown or unsupported type %s\n", types[ti]);
             continue;
         }
@@ -107,6 +111,6 @@ int main(int argc, char **argv) {
             gpu.ops->free(&gpu, w);
         }
     }
-    backend_cuda_release(&gpu);
+    gpu.ops->release(&gpu);
     return 0;
 }

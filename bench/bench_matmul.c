@@ -40,11 +40,11 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     const char *only = argc > 2 ? argv[2] : NULL;
     struct backend b = {.ops = &backend_cpu_ops};
-    threadpool_create(threads, &b.pool);
-    b.scratch_per_thread = backend_cpu_scratch(COLS);
-    b.scratch = ox_aligned_alloc(64, (size_t)threads * b.scratch_per_thread * sizeof(float));
-    b.x_rounded = ox_aligned_alloc(64, (size_t)TOKENS * COLS * sizeof(float));
-    b.x_packed = ox_aligned_alloc(64, (size_t)COLS * sizeof(float));
+    struct backend_sizes z = {.n_batch = TOKENS, .n_threads = threads, .max_cols = COLS};
+    if (b.ops->init(&b, &z) != OX_OK) {
+        fprintf(stderr, "bench_matmul: %s\n", ox_last_error());
+        return 1;
+    }
     float *src = malloc((size_t)ROWS * COLS * sizeof(float));
     float *x = malloc((size_t)TOKENS * COLS * sizeof(float)),
           *y = malloc((size_t)TOKENS * ROWS * 4);
@@ -75,5 +75,6 @@ int main(int argc, char **argv) {
         }
         free(wq);
     }
+    b.ops->release(&b);
     return 0;
 }

@@ -15,12 +15,13 @@ struct logits_opts {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: oxidize logits -m MODEL.gguf --tokens ID,ID,... --out FILE.f32\n"
-               "                      [--greedy N --greedy-out FILE.json [--greedy-logits F.f32]]\n"
-               "                      [-t THREADS]\n"
-               "  Decodes the tokens as one batch and writes every position's logits (n_tokens x\n"
-               "  n_vocab little-endian float32). With --greedy, then generates N tokens greedily\n"
-               "  one at a time, writing {\"tokens\":[...]} and optionally the logits of each step.\n");
+    fprintf(
+        f, "usage: oxidize logits -m MODEL.gguf --tokens ID,ID,... --out FILE.f32\n"
+           "                      [--greedy N --greedy-out FILE.json [--greedy-logits F.f32]]\n"
+           "                      [-t THREADS]\n"
+           "  Decodes the tokens as one batch and writes every position's logits (n_tokens x\n"
+           "  n_vocab little-endian float32). With --greedy, then generates N tokens greedily\n"
+           "  one at a time, writing {\"tokens\":[...]} and optionally the logits of each step.\n");
 }
 
 static int parse_args(int argc, char **argv, struct logits_opts *o) {
@@ -31,13 +32,20 @@ static int parse_args(int argc, char **argv, struct logits_opts *o) {
             return usage(stdout), 0;
         if (!v)
             return fprintf(stderr, "oxidize logits: '%s' needs a value\n", a), 2;
-        if (!strcmp(a, "-m")) o->model = v;
-        else if (!strcmp(a, "--tokens")) o->tokens = v;
-        else if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--greedy-out")) o->greedy_out = v;
-        else if (!strcmp(a, "--greedy-logits")) o->greedy_logits = v;
-        else if (!strcmp(a, "--greedy")) o->n_greedy = atoi(v);
-        else if (!strcmp(a, "-t")) o->n_threads = atoi(v);
+        if (!strcmp(a, "-m"))
+            o->model = v;
+        else if (!strcmp(a, "--tokens"))
+            o->tokens = v;
+        else if (!strcmp(a, "--out"))
+            o->out = v;
+        else if (!strcmp(a, "--greedy-out"))
+            o->greedy_out = v;
+        else if (!strcmp(a, "--greedy-logits"))
+            o->greedy_logits = v;
+        else if (!strcmp(a, "--greedy"))
+            o->n_greedy = atoi(v);
+        else if (!strcmp(a, "-t"))
+            o->n_threads = atoi(v);
         else
             return fprintf(stderr, "oxidize logits: unknown option '%s'\n", a), usage(stderr), 2;
     }
@@ -86,6 +94,15 @@ static enum ox_status run_greedy(const struct logits_opts *o, struct ox_context 
     return OX_OK;
 }
 
+static enum ox_status cleanup(struct ox_context *c, struct ox_model *m, bool *want,
+                              enum ox_status s) {
+    free(want);
+    ox_context_free(c);
+    ox_model_free(m);
+    return s;
+}
+
+/* The logits of every position, then the greedy steps; a failure is reported here. */
 static enum ox_status run(const struct logits_opts *o, const ox_token *ids, int n) {
     struct ox_model *m = NULL;
     struct ox_context *c = NULL;
@@ -106,21 +123,28 @@ static enum ox_status run(const struct logits_opts *o, const ox_token *ids, int 
     int nv = m ? ox_model_n_vocab(m) : 0;
     for (int i = 0; f && i < n; i++)
         fwrite(ox_get_logits(c, i), sizeof(float), (size_t)nv, f);
-    if (s == OX_OK && (!f || fclose(f) != 0))
-        s = OX_ERR_IO;
+    if (s == OX_OK && (!f || fclose(f) != 0)) {
+        fprintf(stderr, "oxidize logits: cannot write %s\n", o->out);
+        return cleanup(c, m, want, OX_ERR_IO);
+    }
     if (s == OX_OK && o->n_greedy > 0) {
-        FILE *jf = fopen(o->greedy_out, "w"), *lf = o->greedy_logits ? fopen(o->greedy_logits, "wb") : NULL;
+        FILE *jf = fopen(o->greedy_out, "w"),
+             *lf = o->greedy_logits ? fopen(o->greedy_logits, "wb") : NULL;
+        if (!jf || (o->greedy_logits && !lf))
+            fprintf(stderr, "oxidize logits: cannot write %s\n",
+                    !jf ? o->greedy_out : o->greedy_logits);
         s = jf && (!o->greedy_logits || lf) ? run_greedy(o, c, nv, ox_get_logits(c, n - 1), jf, lf)
                                             : OX_ERR_IO;
         if (jf)
             fclose(jf);
         if (lf)
             fclose(lf);
+        if (s == OX_ERR_IO)
+            return cleanup(c, m, want, s);
     }
-    free(want);
-    ox_context_free(c);
-    ox_model_free(m);
-    return s;
+    if (s != OX_OK)
+        fprintf(stderr, "oxidize logits: %s\n", ox_last_error());
+    return cleanup(c, m, want, s);
 }
 
 int cmd_logits(int argc, char **argv) {
@@ -134,9 +158,5 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "oxidize logits: --tokens wants a comma-separated list of ids\n");
         return 2;
     }
-    enum ox_status s = run(&o, ids, n);
-    if (s != OX_OK)
-        fprintf(stderr, "oxidize logits: %s\n", s == OX_ERR_IO ? "cannot write the output files"
-                                                                 : ox_last_error());
-    return s == OX_OK ? 0 : 1;
+    return run(&o, ids, n) == OX_OK ? 0 : 1;
 }

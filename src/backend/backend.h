@@ -21,18 +21,45 @@ struct mat {
                            NULL */
 };
 
-/* Per-context backend state (threads, scratch; a device backend's own state in impl). */
+/* A backend's per-context state: its table, and its own fields (threads and scratch on the
+ * CPU, a stream and device buffers on a GPU) in impl, which init makes and release frees. */
 struct backend {
     const struct backend_ops *ops;
     void *impl;
     size_t own_bytes; /* backend memory the backend holds itself (a GPU's scratch) */
-    struct threadpool *pool;
-    float *scratch; /* n_threads x scratch_per_thread floats */
-    size_t scratch_per_thread;
-    float *x_rounded;  /* activations as the weights' dot-product type sees them:
-                          n_batch x max_cols floats */
-    uint8_t *x_packed; /* one packed activation row (max_cols x 4 bytes) */
 };
+
+/* What a context asks a backend's state to be sized for (init). */
+struct backend_sizes {
+    uint32_t n_batch;     /* rows of a batch */
+    int n_threads;        /* the host's threads (0: one per core) */
+    int64_t max_cols;     /* the widest activation row a matmul sees */
+    int64_t batch_cols;   /* the widest row of a whole batch's matmul: narrower than max_cols
+                             when a wide batch's FFN goes by slices */
+    int64_t scratch_cols; /* the widest per-thread scratch row (the CPU's attention scores
+                             over the whole context) */
+    const struct backend_weights *weights; /* the model's weights this backend holds, or NULL */
+};
+
+/* A model's weights as one backend holds them: prepare_weight adds to it; the model keeps it. */
+struct backend_weights {
+    uint64_t bytes; /* backend memory the copies take */
+    bool converts;  /* some matrix is converted before a batch's GEMM reads it (quantized, for
+                       cuBLAS): each context keeps room for that */
+};
+
+/* A tensor of a model as the file has it, for prepare_weight. */
+struct backend_tensor {
+    enum ox_dtype type;
+    const void *data;       /* the file's bytes (mapped) */
+    int64_t n_rows, n_cols; /* ne[1] rows of ne[0] elements per matrix */
+    int64_t n_mats;         /* ne[2] * ne[3]: matrices one after another (experts, heads) */
+    int n_dims;
+    size_t row_bytes, n_bytes;
+};
+
+/* The ops a backend's support is asked about at load (supports). */
+enum backend_op { BACKEND_OP_MATMUL, BACKEND_OP_GET_ROWS, BACKEND_OP_COUNT };
 
 /* Rotary position embedding settings (ggml's rope_ext with YaRN). */
 struct rope_params {
@@ -179,6 +206,29 @@ struct moe_args {
 struct backend_ops {
     const char *name;
     bool device; /* memory is not the host's: alloc/upload/download are real */
+    /* Lifecycle and capability. Whether the backend can run here (a GPU present: false, with
+     * no error, when there is none); whether it runs op on weights of type. */
+    bool (*available)(void);
+    bool (*supports)(enum backend_op op, enum ox_dtype type);
+    /* A model's tensor at load: *copy gets the backend's own copy of it (device memory, or a
+     * faster layout of the rows), or NULL when it reads the file's bytes as they are; the
+     * bytes it takes go into bw. release_weight frees such a copy. */
+    enum ox_status (*prepare_weight)(struct backend_weights *bw, const struct backend_tensor *t,
+                                     const void **copy);
+    void (*release_weight)(const void *copy);
+    /* An RMSNorm's weight g (a copy prepare_weight made) multiplied into the copies of the count
+     * matrices that read the norm's output, when the backend's kernels gain from that and every
+     * product fits their type; *folded says whether it did (else nothing changed). */
+    enum ox_status (*fold_norm)(struct backend_weights *bw, const float *g, const struct mat *mats,
+                                int count, bool *folded);
+    /* A context's state, sized for z (b->ops is set first), and its end (release on a state
+     * init failed midway is fine). */
+    enum ox_status (*init)(struct backend *b, const struct backend_sizes *z);
+    void (*release)(struct backend *b);
+    /* Host memory that downloads fill often (the logits), made page-locked where that speeds
+     * them (one range per context; unpin before freeing it); a no-op where it does not. */
+    void (*pin)(struct backend *b, void *host, size_t bytes);
+    void (*unpin)(struct backend *b);
     /* Backend memory (NULL when there is not enough), and copies to and from the host. */
     void *(*alloc)(struct backend *b, size_t bytes);
     void (*free)(struct backend *b, void *p);
@@ -268,19 +318,14 @@ struct backend_ops {
 
 extern const struct backend_ops backend_cpu_ops;
 
+/* The backends this build has (registry.c): the host's, and the device backend the build
+ * includes (NULL when it has none) that models offload their layers to. */
+const struct backend_ops *backend_host(void);
+const struct backend_ops *backend_device(void);
+
 /* The CPU reference attention, and the dispatcher that prefers a SIMD version of it
  * (backend/cpu/attention_ref.c). */
 void cpu_attention_ref(struct backend *b, const struct attn_args *a);
 void cpu_attention(struct backend *b, const struct attn_args *a);
-
-/* A copy of a weight matrix in the CPU kernels' interleaved layout, made once at load (NULL
- * when its type has none or memory is short; the matmul then reads the file's layout).
- * Free with backend_cpu_pack_free. */
-void *backend_cpu_pack(enum ox_dtype type, const void *data, int64_t n_rows, int64_t n_cols,
-                       size_t row_bytes);
-void backend_cpu_pack_free(void *packed);
-
-/* Scratch floats a matmul needs per thread for rows of n_cols elements. */
-size_t backend_cpu_scratch(int64_t max_cols);
 
 #endif

@@ -4,9 +4,6 @@
 
 #include "core/alloc.h"
 #include "core/cpu_features.h"
-#ifdef OX_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 #include "model/context.h"
 #include "model/encoder.h"
 #include "quant/dtype.h"
@@ -65,30 +62,16 @@ static float *bfalloc(struct ox_context *ctx, struct stage *s, size_t n) {
     return balloc(ctx, s, n * sizeof(float));
 }
 
-/* The cells' bookkeeping, on the host. */
+/* The cells' bookkeeping, on the host, and the row sizes of the layers that keep their own. */
 static enum ox_status alloc_kv(struct ox_context *ctx) {
     const struct model_config *c = &ctx->model->cfg;
-    struct kv_cache *kv = &ctx->kv;
-    const struct dtype_traits *tr = dtype_get((int)ctx->params.kv_type);
-    kv->type = ctx->params.kv_type;
-    kv->n_cells = (int32_t)ctx->params.n_ctx;
+    OX_TRY(kv_init(&ctx->kv, ctx->params.kv_type, (int32_t)ctx->params.n_ctx));
     for (int32_t il = 0; il < c->n_layer; il++) {
         const struct layer_shape *l = &c->layer[il];
-        if (l->kv_layer != il)
-            continue;
-        kv->k_row[il] =
-            (size_t)((int64_t)l->n_head_kv * l->head_dim_k / tr->block_size) * tr->type_size;
-        kv->v_row[il] = /* latent attention's values are the front of its keys (mla.c) */
-            c->arch->mla
-                ? 0
-                : (size_t)((int64_t)l->n_head_kv * l->head_dim_v / tr->block_size) * tr->type_size;
+        if (l->kv_layer == il) /* latent attention's values are the front of its keys (mla.c) */
+            kv_set_layer(&ctx->kv, il, (int64_t)l->n_head_kv * l->head_dim_k,
+                         c->arch->mla ? 0 : (int64_t)l->n_head_kv * l->head_dim_v);
     }
-    kv->pos = malloc((size_t)kv->n_cells * sizeof *kv->pos);
-    kv->seq = calloc((size_t)kv->n_cells * SEQ_WORDS, sizeof *kv->seq);
-    if (!kv->pos || !kv->seq)
-        return ox_fail(OX_ERR_OOM, "context: out of memory");
-    for (int32_t i = 0; i < kv->n_cells; i++)
-        kv->pos[i] = -1;
     return OX_OK;
 }
 
@@ -162,7 +145,7 @@ static int64_t ffn_slice(const struct ox_context *ctx, bool gpu) {
     uint64_t whole = 2 * (uint64_t)ctx->params.n_batch * (uint64_t)c->n_ff * sizeof(float);
     if (!gpu || (d->ffn != FFN_SWIGLU && d->ffn != FFN_GEGLU) || d->parallel || d->no_pre_norm ||
         c->n_expert > 0 || c->residual_scale != 0.0f || c->n_ff <= c->n_embd ||
-        whole <= ctx->model->gpu_bytes / 50)
+        whole <= ctx->model->gpu_weights.bytes / 50)
         return 0;
     int64_t step = 1;
     for (int32_t i = 0; i < c->n_layer; i++) {
@@ -276,7 +259,7 @@ static enum ox_status alloc_logits(struct ox_context *ctx, struct stage *s) {
     ctx->logit_rows = (int32_t)nb;
     if (!ctx->model->output) /* an encoder: no logits */
         return OX_OK;
-    uint64_t fit = ctx->model->gpu_bytes / 100 / (nv * sizeof(float));
+    uint64_t fit = ctx->model->gpu_weights.bytes / 100 / (nv * sizeof(float));
     size_t rows = fit > 32 ? 32 : fit < 8 ? 8 : (size_t)fit;
     ctx->logit_rows = (int32_t)(device && nb > rows ? rows : nb);
     ctx->b_logits = bfalloc(ctx, s, (size_t)ctx->logit_rows * nv);
@@ -284,10 +267,8 @@ static enum ox_status alloc_logits(struct ox_context *ctx, struct stage *s) {
     if (!ctx->b_logits || !ctx->logits)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate logits for %zu tokens on the %s", nb,
                        s->be.ops->name);
-#ifdef OX_HAVE_CUDA
     if (device) /* one chunk of logit rows, page-locked: the copy lands there directly */
-        backend_cuda_pin(&s->be, ctx->logits, (size_t)ctx->logit_rows * nv * sizeof(float));
-#endif
+        s->be.ops->pin(&s->be, ctx->logits, (size_t)ctx->logit_rows * nv * sizeof(float));
     return OX_OK;
 }
 
@@ -328,43 +309,25 @@ static int64_t max_cols(const struct ox_context *ctx, int64_t ff, bool scores) {
     return cols > qv ? cols : qv;
 }
 
-static enum ox_status alloc_cpu_backend(struct ox_context *ctx, struct backend *be) {
-    int64_t cols = max_cols(ctx, ctx->model->cfg.n_ff, true);
-    int n = ctx->params.n_threads > 0 ? ctx->params.n_threads : threadpool_default_threads();
-    be->ops = &backend_cpu_ops;
-    be->scratch_per_thread = backend_cpu_scratch(cols);
-    be->scratch = falloc((size_t)n * be->scratch_per_thread);
-    be->x_rounded = falloc((size_t)ctx->params.n_batch * (size_t)cols);
-    be->x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)cols * sizeof(float));
-    if (!be->scratch || !be->x_rounded || !be->x_packed)
-        return ox_fail(OX_ERR_OOM, "context: out of memory");
-    return threadpool_create(n, &be->pool);
-}
-
-/* The stage's backend: the GPU when its layers' weights are there. */
+/* The stage's backend: the GPU when its layers' weights are there, sized for this context
+ * (its own policy decides the rest: backend.h's backend_sizes). */
 static enum ox_status alloc_backend(struct ox_context *ctx, struct stage *s, bool gpu) {
-    const struct model_config *c = &ctx->model->cfg;
+    const struct ox_model *m = ctx->model;
+    const struct model_config *c = &m->cfg;
     s->rope = c->rope, s->rope_swa = c->rope_swa;
-    if (!gpu)
-        return alloc_cpu_backend(ctx, &s->be);
-#ifdef OX_HAVE_CUDA
-    s->rope.freq_factors = model_gpu_freq_factors(ctx->model);
-    s->rope_swa.freq_factors = c->rope_swa.freq_factors ? s->rope.freq_factors : NULL;
-    /* big models' decode GEMVs let the next kernel launch as they start (cuda_gemv_q8.cu),
-     * from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1 overrides) */
-    const char *early = getenv("OX_CUDA_EARLY");
-    bool big = ctx->model->gpu_bytes >= ((size_t)4 << 30);
-    /* its attention needs no scratch: only the matmuls' widths; a batch's widest is narrower
-     * when its FFN goes by slices (then so are the chunks of dequantized weights: 1024 rows) */
-    struct cuda_sizes z = {.n_batch = ctx->params.n_batch,
-                           .max_cols = max_cols(ctx, c->n_ff, false),
-                           .early_launch = early ? atoi(early) != 0 : big};
+    if (gpu) {
+        s->rope.freq_factors = model_gpu_freq_factors(m);
+        s->rope_swa.freq_factors = c->rope_swa.freq_factors ? s->rope.freq_factors : NULL;
+    }
+    struct backend_sizes z = {.n_batch = ctx->params.n_batch,
+                              .n_threads = ctx->params.n_threads,
+                              .max_cols = max_cols(ctx, c->n_ff, false),
+                              .scratch_cols = max_cols(ctx, c->n_ff, true),
+                              .weights = gpu ? &m->gpu_weights : NULL};
+    /* a batch's widest is narrower when its FFN goes by slices */
     z.batch_cols = s->act.ffn_slice ? max_cols(ctx, s->act.ffn_slice, false) : z.max_cols;
-    z.dequant_bytes = ctx->model->gpu_dequant ? (size_t)z.batch_cols * 2048 : 0;
-    return backend_cuda_init(&s->be, &z);
-#else
-    return ox_fail(OX_ERR_UNSUPPORTED, "context: this build has no CUDA backend");
-#endif
+    s->be.ops = gpu ? m->gpu : backend_host();
+    return s->be.ops->init(&s->be, &z);
 }
 
 /* One stage per backend the model's layers are on: the CPU's first when there are two. */
@@ -443,12 +406,8 @@ static void free_stage(struct stage *s) {
         if (device)
             ox_aligned_free(a->router_host);
     }
-#ifdef OX_HAVE_CUDA
-    if (b->impl)
-        backend_cuda_release(b);
-#endif
-    ox_aligned_free(b->scratch), ox_aligned_free(b->x_rounded), ox_aligned_free(b->x_packed);
-    threadpool_free(b->pool);
+    if (b->ops)
+        b->ops->release(b);
 }
 
 void ox_context_free(struct ox_context *ctx) {
@@ -456,10 +415,8 @@ void ox_context_free(struct ox_context *ctx) {
         return;
     struct stage *last = &ctx->stages[ctx->n_stages > 0 ? ctx->n_stages - 1 : 0];
     bool host_copy = ctx->logits && ctx->logits != ctx->b_logits; /* a device's logits */
-#ifdef OX_HAVE_CUDA
     if (host_copy && last->be.impl)
-        backend_cuda_unpin(&last->be);
-#endif
+        last->be.ops->unpin(&last->be);
     if (ctx->b_logits && last->be.ops)
         last->be.ops->free(&last->be, ctx->b_logits);
     if (host_copy)
@@ -469,7 +426,7 @@ void ox_context_free(struct ox_context *ctx) {
         free_stage(&ctx->stages[i]);
     free(ctx->pos), free(ctx->seq), free(ctx->cell), free(ctx->out_row);
     ox_aligned_free(ctx->embd), free(ctx->embd_sum), free(ctx->embd_want);
-    free(ctx->kv.pos), free(ctx->kv.seq);
+    kv_free(&ctx->kv);
     free(ctx);
 }
 

@@ -3,23 +3,11 @@
 #define OX_MODEL_CONTEXT_H
 
 #include "backend/backend.h"
+#include "kv/kv_cache.h"
 #include "model/delta_net.h"
 #include "model/model.h"
 
-/* The KV cache: n_cells slots, each holding one token's keys and values for every layer that
- * keeps them (not recurrent layers, nor those reading another's: layer_shape.kv_layer). The
- * cell bookkeeping lives here, on the host; the rows of each layer in the memory of the stage
- * that runs it. */
-struct kv_cache {
-    enum ox_dtype type;
-    int32_t n_cells;
-    int32_t *pos;  /* position of the token in the cell, -1 when free */
-    uint64_t *seq; /* [n_cells][SEQ_WORDS]: the cell's sequences (seq_set_has) */
-    size_t k_row[MODEL_MAX_LAYERS], v_row[MODEL_MAX_LAYERS]; /* bytes of one cell's keys / values
-                                                                in a layer; 0: it keeps none (for
-                                                                values: they lead its key rows) */
-    int32_t used_end; /* cells at or past this index are all free: the ops look at the rest */
-};
+_Static_assert(KV_MAX_LAYERS >= MODEL_MAX_LAYERS, "the cache keeps rows for every layer");
 
 /* Activations for up to n_batch tokens (sized once, at creation), in a stage's memory; the b_
  * arrays are the batch's tokens, positions, sequences and cells as its backend reads them (on
@@ -71,11 +59,11 @@ struct ox_context {
     struct ox_context_params params;
     struct stage stages[2];
     int32_t n_stages;
-    struct stage *st; /* the stage whose ops the forward pass issues now */
-    struct kv_cache kv;
-    int32_t *pos, *seq, *cell;       /* this batch's positions, sequences and cells */
-    float *b_logits;                 /* [logit_rows][n_vocab], written by the last stage */
-    int32_t logit_rows;              /* n_batch on the CPU (b_logits is logits); fewer on a GPU */
+    struct stage *st;          /* the stage whose ops the forward pass issues now */
+    struct kv_cache kv;        /* the cells; layer il's rows in the stage that runs it (k, v) */
+    int32_t *pos, *seq, *cell; /* this batch's positions, sequences and cells */
+    float *b_logits;           /* [logit_rows][n_vocab], written by the last stage */
+    int32_t logit_rows;        /* n_batch on the CPU (b_logits is logits); fewer on a GPU */
     uint64_t kv_bytes, buffer_bytes; /* backend memory: the KV cache, and everything else */
     float *logits;                   /* [n_batch][n_vocab], copied to the host */
     int32_t *out_row;                /* batch index -> row of logits, or -1 */

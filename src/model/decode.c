@@ -5,44 +5,10 @@
 #include "model/context.h"
 #include "quant/dtype.h"
 
-/* Cell c's sequence set (SEQ_WORDS words). */
-static uint64_t *cell_seqs(const struct kv_cache *kv, int32_t c) {
-    return kv->seq + (size_t)c * SEQ_WORDS;
-}
-
-static bool cell_in(const struct kv_cache *kv, int32_t c, int32_t seq) {
-    return seq_set_has(cell_seqs(kv, c), seq);
-}
-
-/* Cell c freed: no position, no sequence. */
-static void cell_free(struct kv_cache *kv, int32_t c) {
-    kv->pos[c] = -1;
-    memset(cell_seqs(kv, c), 0, SEQ_WORDS * sizeof *kv->seq);
-}
-
 int32_t ox_kv_seq_pos_max(const struct ox_context *ctx, int32_t seq) {
-    int32_t max = -1;
     if (seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
         return -1;
-    for (int32_t c = 0; c < ctx->kv.used_end; c++)
-        if (cell_in(&ctx->kv, c, seq) && ctx->kv.pos[c] > max)
-            max = ctx->kv.pos[c];
-    return max;
-}
-
-/* next[s] = 1 + the last position of sequence s in the cache (0 when it has none), for every
- * sequence, in one pass over the cells. */
-static void next_positions(const struct kv_cache *kv, int32_t *next) {
-    memset(next, 0, OX_SEQ_MAX * sizeof *next);
-    for (int32_t c = 0; c < kv->used_end; c++) {
-        if (kv->pos[c] < 0)
-            continue;
-        for (int w = 0; w < SEQ_WORDS; w++)
-            for (uint64_t bits = cell_seqs(kv, c)[w]; bits; bits &= bits - 1) {
-                int s = w * 64 + __builtin_ctzll(bits);
-                next[s] = kv->pos[c] + 1 > next[s] ? kv->pos[c] + 1 : next[s];
-            }
-    }
+    return kv_seq_pos_max(&ctx->kv, seq);
 }
 
 /* Positions, sequences and output rows of the batch into the context; nothing else changes. */
@@ -50,7 +16,7 @@ static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *
     int32_t n_vocab = ctx->model->cfg.n_vocab;
     int32_t next[OX_SEQ_MAX];
     if (!b->pos) /* positions follow each sequence's last one */
-        next_positions(&ctx->kv, next);
+        kv_next_positions(&ctx->kv, next);
     int rows = 0;
     for (int t = 0; t < b->n_tokens; t++) {
         int32_t seq = b->seq_id ? b->seq_id[t] : 0;
@@ -76,28 +42,6 @@ static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *
     return OX_OK;
 }
 
-/* Free cells for the whole batch, or OX_ERR_CONTEXT_FULL with the cache untouched. */
-static enum ox_status place_batch(struct ox_context *ctx, int n) {
-    struct kv_cache *kv = &ctx->kv;
-    int found = 0;
-    for (int32_t c = 0; c < kv->n_cells && found < n; c++)
-        if (kv->pos[c] < 0)
-            ctx->cell[found++] = c;
-    if (found < n)
-        return ox_fail(OX_ERR_CONTEXT_FULL,
-                       "decode: %d tokens do not fit in the context of %d "
-                       "(%d cells free)",
-                       n, kv->n_cells, found);
-    for (int t = 0; t < n; t++) {
-        int32_t c = ctx->cell[t];
-        cell_free(kv, c);
-        kv->pos[c] = ctx->pos[t];
-        cell_seqs(kv, c)[ctx->seq[t] / 64] = 1ull << (ctx->seq[t] % 64);
-        kv->used_end = c + 1 > kv->used_end ? c + 1 : kv->used_end;
-    }
-    return OX_OK;
-}
-
 enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *b) {
     if (!ctx || !b || !b->token || b->n_tokens < 1)
         return ox_fail(OX_ERR_INVALID_ARG, "decode: empty or NULL batch");
@@ -108,7 +52,7 @@ enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *b) {
     if (!ctx->model->cfg.causal) /* an encoder keeps nothing: the batch is the whole sequence */
         ox_kv_clear(ctx);
     OX_TRY(read_batch(ctx, b));
-    OX_TRY(place_batch(ctx, b->n_tokens));
+    OX_TRY(kv_place(&ctx->kv, b->n_tokens, ctx->pos, ctx->seq, ctx->cell));
     ctx->n_batch_last = b->n_tokens;
     return transformer_forward(ctx, b->token, b->n_tokens);
 }
@@ -121,14 +65,8 @@ const float *ox_get_logits(const struct ox_context *ctx, int32_t i) {
 
 /* ---- KV cache operations -------------------------------------------------------------- */
 
-static bool in_range(int32_t pos, int32_t p0, int32_t p1) {
-    return pos >= (p0 < 0 ? 0 : p0) && (p1 < 0 || pos < p1);
-}
-
 void ox_kv_clear(struct ox_context *ctx) {
-    for (int32_t c = 0; c < ctx->kv.n_cells; c++)
-        cell_free(&ctx->kv, c);
-    ctx->kv.used_end = 0;
+    kv_clear(&ctx->kv);
     delta_net_reset(ctx->dn, -1);
 }
 
@@ -137,50 +75,36 @@ void ox_kv_clear(struct ox_context *ctx) {
  * sequence starts over (ox_kv_seq_pos_max then says -1), as llama.cpp's recurrent memory
  * refuses such a removal. */
 static void seq_rm_recurrent(struct ox_context *ctx, int32_t seq, int32_t *p0, int32_t *p1) {
-    const struct kv_cache *kv = &ctx->kv;
-    if (!ctx->dn || seq >= OX_SEQ_MAX)
+    if (!ctx->dn || seq >= OX_SEQ_MAX || !kv_seq_holds(&ctx->kv, seq, *p0, *p1))
         return;
-    for (int32_t c = 0; c < kv->used_end; c++)
-        if (kv->pos[c] >= 0 && (seq < 0 || cell_in(kv, c, seq)) && in_range(kv->pos[c], *p0, *p1)) {
-            *p0 = 0, *p1 = -1; /* something goes: all of it goes */
-            delta_net_reset(ctx->dn, seq);
-            return;
-        }
+    *p0 = 0, *p1 = -1; /* something goes: all of it goes */
+    delta_net_reset(ctx->dn, seq);
 }
 
 void ox_kv_seq_rm(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1) {
-    struct kv_cache *kv = &ctx->kv;
     seq_rm_recurrent(ctx, seq, &p0, &p1);
-    for (int32_t c = 0; c < kv->used_end; c++) {
-        if (kv->pos[c] < 0 || !in_range(kv->pos[c], p0, p1))
-            continue;
-        uint64_t *set = cell_seqs(kv, c), left = 0;
-        if (seq < 0) /* every sequence */
-            memset(set, 0, SEQ_WORDS * sizeof *set);
-        else if (seq < OX_SEQ_MAX)
-            set[seq / 64] &= ~(1ull << (seq % 64));
-        for (int w = 0; w < SEQ_WORDS; w++)
-            left |= set[w];
-        if (!left)
-            kv->pos[c] = -1;
-    }
+    kv_seq_rm(&ctx->kv, seq, p0, p1);
 }
 
 void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
-    struct kv_cache *kv = &ctx->kv;
     int32_t n_seq = (int32_t)ctx->params.n_seq_max;
     if (src < 0 || dst < 0 || src >= n_seq || dst >= n_seq)
         return;
-    for (int32_t c = 0; c < kv->used_end; c++)
-        if (kv->pos[c] >= 0 && cell_in(kv, c, src) && in_range(kv->pos[c], p0, p1))
-            cell_seqs(kv, c)[dst / 64] |= 1ull << (dst % 64); /* cells are shared, not copied */
+    kv_seq_cp(&ctx->kv, src, dst, p0, p1);
     delta_net_copy(ctx->dn, src, dst); /* a state is the whole sequence's, whatever the range */
 }
 
 /* Moving a cell by delta positions rotates its cached keys by delta more (rotations add).
  * Keys of learned-position models carry no rotation; their cells just take the new positions.
  * The row goes through each stage's act.kf and batch arrays, which are free between decodes. */
-static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
+struct shift {
+    struct ox_context *ctx;
+    int32_t delta;
+};
+
+static void rerope_cell(void *user, int32_t c) {
+    struct ox_context *ctx = ((struct shift *)user)->ctx;
+    int32_t delta = ((struct shift *)user)->delta;
     const struct model_config *cfg = &ctx->model->cfg;
     if (cfg->arch->position == POS_LEARNED)
         return;
@@ -209,17 +133,8 @@ static void rerope_cell(struct ox_context *ctx, int32_t c, int32_t delta) {
 }
 
 void ox_kv_seq_add(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
-    struct kv_cache *kv = &ctx->kv;
     if (delta == 0 || seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
         return;
-    for (int32_t c = 0; c < kv->used_end; c++) {
-        if (kv->pos[c] < 0 || !cell_in(kv, c, seq) || !in_range(kv->pos[c], p0, p1))
-            continue;
-        kv->pos[c] += delta;
-        if (kv->pos[c] < 0) { /* shifted out of the window: dropped, as llama.cpp does */
-            cell_free(kv, c);
-            continue;
-        }
-        rerope_cell(ctx, c, delta);
-    }
+    struct shift sh = {ctx, delta};
+    kv_seq_add(&ctx->kv, seq, p0, p1, delta, rerope_cell, &sh);
 }

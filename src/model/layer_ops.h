@@ -6,11 +6,13 @@
 #include "backend/backend.h"
 #include "model/model.h"
 
-/* A weight as backend b sees it: its device copy on a GPU. */
+/* A weight as backend b sees it: a device reads its own copy; the host the file's rows, and
+ * its packed copy beside them where it made one. */
 static inline struct mat as_mat(const struct backend *b, const struct weight *w) {
+    const void *copy = w->copy_of == b->ops ? w->copy : NULL;
     bool dev = b->ops->device;
-    return (struct mat){w->type,  dev ? w->dev : w->data, w->ne[1],
-                        w->ne[0], w->row_bytes,           dev ? NULL : w->packed};
+    return (struct mat){w->type,  dev ? copy : w->data, w->ne[1],
+                        w->ne[0], w->row_bytes,         dev ? NULL : copy};
 }
 
 /* Matrix i of a 3-D weight (an expert's, a head's), in the file's layout. */
@@ -24,7 +26,7 @@ static inline struct mat slice_mat(const struct backend *b, const struct weight 
 static inline const float *vec(const struct backend *b, const struct weight *w) {
     if (!w) /* norms and biases are f32 (checked at load) */
         return NULL;
-    return (const float *)(b->ops->device ? w->dev : w->data);
+    return (const float *)(b->ops->device ? w->copy : w->data);
 }
 
 /* y = W x (+ bias) for n tokens. */

@@ -1,4 +1,5 @@
 /* model.c: ox_model_load / ox_model_free and the model getters. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,17 @@ struct ox_model_params ox_model_params_default(void) {
     return (struct ox_model_params){.use_mmap = true, .n_gpu_layers = -1};
 }
 
+/* "CPU", or the device backend's name in capitals, after "CPU+" when the CPU runs some layers. */
+static void describe_backend(struct ox_model *m) {
+    char *d = m->backend_desc;
+    size_t cap = sizeof m->backend_desc, at = 0;
+    if (!m->on_gpu || m->gpu_layer_begin > 0)
+        at = (size_t)snprintf(d, cap, "CPU%s", m->on_gpu ? "+" : "");
+    for (const char *c = m->on_gpu ? m->gpu->name : ""; *c && at + 1 < cap; c++)
+        d[at++] = (char)toupper((unsigned char)*c);
+    d[at] = '\0';
+}
+
 static enum ox_status load(struct ox_model *m, const char *path, const struct ox_model_params *p) {
     OX_TRY(gguf_open(path, p->use_mmap, &m->gguf));
     OX_TRY(model_config_load(m->gguf, &m->cfg));
@@ -18,6 +30,7 @@ static enum ox_status load(struct ox_model *m, const char *path, const struct ox
     OX_TRY(ox_vocab_load(path, &m->vocab));
     OX_TRY(model_bind_weights(m));
     OX_TRY(model_upload_weights(m, p->n_gpu_layers));
+    describe_backend(m);
     if (!m->on_gpu || m->gpu_layer_begin > 0)
         model_pack_weights(m);
     const char *tmpl;
@@ -58,9 +71,10 @@ enum ox_status ox_model_load(const char *path, const struct ox_model_params *par
 void ox_model_free(struct ox_model *m) {
     if (!m)
         return;
-    for (int64_t i = 0; m->weights && m->gguf && i < m->gguf->n_tensors; i++)
-        backend_cpu_pack_free((void *)m->weights[i].packed);
     model_free_gpu_weights(m);
+    for (int64_t i = 0; m->weights && m->gguf && i < m->gguf->n_tensors; i++)
+        if (m->weights[i].copy) /* the host's */
+            m->weights[i].copy_of->release_weight(m->weights[i].copy);
     free(m->layers);
     free(m->type_row0);
     free(m->weights);
@@ -98,10 +112,10 @@ bool ox_model_has_logits(const struct ox_model *m) {
     return m->output != NULL;
 }
 const char *ox_model_backend(const struct ox_model *m) {
-    return !m->on_gpu ? "CPU" : m->gpu_layer_begin > 0 ? "CPU+CUDA" : "CUDA";
+    return m->backend_desc;
 }
 uint64_t ox_model_gpu_bytes(const struct ox_model *m) {
-    return m->gpu_bytes;
+    return m->gpu_weights.bytes;
 }
 
 size_t ox_model_desc(const struct ox_model *m, char *buf, size_t cap) {

@@ -75,9 +75,11 @@ struct weight {
     enum ox_dtype type;
     int64_t ne[4];
     const uint8_t *data;
-    size_t row_bytes;   /* bytes of one ne[0] row */
-    const void *packed; /* a copy in the CPU kernels' layout (owned), or NULL */
-    const void *dev;    /* the copy in GPU memory when the model was uploaded, or NULL */
+    size_t row_bytes; /* bytes of one ne[0] row */
+    /* The copy the backend that runs it made at load (prepare_weight: device memory, or the
+     * CPU kernels' layout), owned and freed through copy_of; NULL: the file's bytes serve. */
+    const void *copy;
+    const struct backend_ops *copy_of;
 };
 
 /* A layer's tensors; any may be NULL where the architecture or the file has none. */
@@ -115,8 +117,8 @@ struct layer_weights {
     /* an encoder's (arch encoder): the norms of the residual after attention and after the FFN */
     const struct weight *attn_out_norm, *attn_out_norm_b, *layer_out_norm, *layer_out_norm_b;
     float out_scale; /* the layer's output times this (layer_output_scale); 0: none */
-    /* The norm's weight is multiplied into the GPU copies of the matrices that read its output
-     * (weights_gpu.c): the norm before them scales only. */
+    /* The norm's weight is multiplied into the device copies of the matrices that read its
+     * output (weights_gpu.c, the backend's fold_norm): the norm before them scales only. */
     bool attn_norm_folded, ffn_norm_folded;
 };
 
@@ -141,9 +143,9 @@ struct ox_model {
     char *chat_template;     /* tokenizer.chat_template, NUL-terminated, or NULL */
     bool on_gpu;             /* weights uploaded: contexts run (some of) the model on the GPU */
     int32_t gpu_layer_begin; /* on_gpu: layers from this one on, and the output, run there */
-    uint64_t gpu_bytes;      /* GPU memory the weights take */
-    bool gpu_dequant; /* a GPU matrix cuBLAS cannot read as it is (quantized, or rows that are
-                         not 16-byte aligned): prompts dequantize it into a scratch buffer */
+    const struct backend_ops *gpu;      /* on_gpu: the device backend (backend_device()) */
+    struct backend_weights gpu_weights; /* what its copies take, and what contexts size for */
+    char backend_desc[32];              /* "CPU", "CUDA", "CPU+CUDA" (ox_model_backend) */
 };
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);
@@ -151,13 +153,13 @@ enum ox_status model_bind_weights(struct ox_model *m);
 /* Copy the matrices the CPU kernels read faster in their own layout (those the CPU runs); frees
  * with the model. */
 void model_pack_weights(struct ox_model *m);
-/* Copy weights to the GPU (weights_gpu.c) when n_gpu_layers asks for it (< 0: all when a GPU is
- * present and runs every type, else the CPU with a warning; >= n_layer: all; in between, the
+/* Copy weights to the device backend (weights_gpu.c) when n_gpu_layers asks for it (< 0: all when a
+ * GPU is present and runs every type, else the CPU with a warning; >= n_layer: all; in between, the
  * last n_gpu_layers layers and the output; an error such as OX_ERR_UNSUPPORTED for a type the
  * GPU kernels lack when layers were asked for). */
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers);
 void model_free_gpu_weights(struct ox_model *m);
-/* The GPU's copy of the rope frequency factors (rope_freqs.weight), or NULL. */
+/* The device's copy of the rope frequency factors (rope_freqs.weight), or NULL. */
 const float *model_gpu_freq_factors(const struct ox_model *m);
 
 #endif

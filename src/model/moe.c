@@ -7,6 +7,7 @@
 
 #include <math.h>
 
+#include "backend/compose.h"
 #include "model/context.h"
 #include "model/layer_ops.h"
 
@@ -26,9 +27,9 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
     struct backend *b = &ctx->st->be;
     /* a parallel block still needs proj, the op's scratch, and so does dense_moe.c's dense
      * branch; the op has no expert biases or output scales, nor the clamped SwiGLU */
-    if (!b->ops->moe_ffn || c->arch->parallel || l->ffn_pre_norm_2 || l->ffn_gate_inp_b ||
-        l->ffn_gate_exps_b || l->ffn_down_exps_s || c->arch->ffn == FFN_SWIGLU_OAI ||
-        c->moe_sigmoid || l->ffn_exp_probs_b || c->n_expert_groups > 1 ||
+    if (c->arch->parallel || l->ffn_pre_norm_2 || l->ffn_gate_inp_b || l->ffn_gate_exps_b ||
+        l->ffn_down_exps_s || c->arch->ffn == FFN_SWIGLU_OAI || c->moe_sigmoid ||
+        l->ffn_exp_probs_b || c->n_expert_groups > 1 ||
         c->moe_weights_scale != 1.0f) /* nor DeepSeek's routing */
         return false;
     struct mat g = as_mat(b, l->ffn_gate_exps), u = as_mat(b, l->ffn_up_exps),
@@ -52,7 +53,7 @@ static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l
                          .glu = a->hidden,
                          .rows = a->proj,
                          .out = a->moe_out};
-    if (!b->ops->moe_ffn(b, &m))
+    if (!compose_moe_ffn(b, &m))
         return false;
     ctx->moe_on_host |= m.waited;
     return true;

@@ -350,11 +350,22 @@ enum ox_status model_bind_weights(struct ox_model *m) {
  * lookup on a tied token_embd gets its rows back from the copy too. */
 static void pack_one(struct ox_model *m, const struct weight *cw) {
     struct weight *w = (struct weight *)cw; /* our own array; bound as const for the forward */
-    if (!w || w->packed || w->dev || w->ne[2] != 1) /* the GPU runs those with dev */
+    const struct backend_ops *host = backend_host();
+    if (!w || w->copy) /* the GPU runs those from its copy */
         return;
-    w->packed = backend_cpu_pack(w->type, w->data, w->ne[1], w->ne[0], w->row_bytes);
-    if (w->packed)
-        file_map_release(&m->gguf->map, w->data, w->row_bytes * (size_t)w->ne[1]);
+    struct backend_tensor t = {.type = w->type,
+                               .data = w->data,
+                               .n_rows = w->ne[1],
+                               .n_cols = w->ne[0],
+                               .n_mats = w->ne[2] * w->ne[3],
+                               .n_dims = w->ne[2] * w->ne[3] > 1 ? 3 : 2,
+                               .row_bytes = w->row_bytes,
+                               .n_bytes = w->row_bytes * (size_t)(w->ne[1] * w->ne[2] * w->ne[3])};
+    struct backend_weights unused = {0};
+    if (host->prepare_weight(&unused, &t, &w->copy) != OX_OK || !w->copy)
+        return; /* (the CPU's copy is an optimization: without it matmul reads the file) */
+    w->copy_of = host;
+    file_map_release(&m->gguf->map, w->data, w->row_bytes * (size_t)w->ne[1]);
 }
 
 /* The matrices to pack, biggest first, taken one at a time by the threads of a pool made for

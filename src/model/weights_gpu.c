@@ -1,13 +1,11 @@
-/* weights_gpu.c: a model's weights copied to GPU memory once, at load, when the CUDA backend
- * runs it: all of them, or those of its last layers and the output (the file's copy stays). */
-#include "model/model.h"
-
-#ifdef OX_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
+/* weights_gpu.c: a model's weights copied to the device backend once, at load, when it runs
+ * the model: all of them, or those of its last layers and the output (the file's copy stays). */
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "core/log.h"
+#include "model/layer_ops.h"
+#include "model/model.h"
 
 /* The layer a tensor belongs to (its name is "blk.N...."), or -1 for the model's own. */
 static int32_t tensor_layer(const struct weight *w) {
@@ -28,68 +26,38 @@ static bool runs_on_gpu(const struct ox_model *m, const struct weight *w, int32_
 }
 
 /* Matrices the kernels must multiply or look rows up in; norms and biases are f32. */
-static enum ox_status check_types(const struct ox_model *m, int32_t gpu_begin) {
+static enum ox_status check_types(const struct ox_model *m, const struct backend_ops *gpu,
+                                  int32_t gpu_begin) {
     for (int64_t i = 0; i < m->gguf->n_tensors; i++) {
         const struct weight *w = &m->weights[i];
-        if (runs_on_gpu(m, w, gpu_begin) && !backend_cuda_supports(w->type))
+        if (runs_on_gpu(m, w, gpu_begin) && (!gpu->supports(BACKEND_OP_MATMUL, w->type) ||
+                                             !gpu->supports(BACKEND_OP_GET_ROWS, w->type)))
             return ox_fail(OX_ERR_UNSUPPORTED,
-                           "model: tensor '%s' is %s, which the CUDA backend does not run yet "
+                           "model: tensor '%s' is %s, which the %s backend does not run yet "
                            "(n_gpu_layers = 0 runs the model on the CPU)",
-                           w->name, ox_dtype_name(w->type));
+                           w->name, ox_dtype_name(w->type), gpu->name);
     }
     return OX_OK;
 }
 
-/* Whether a GEMM over the tensor (of n_dims dimensions) needs it dequantized to f16 first
- * (cuda_matmul.cu's gemm): matrices of a quantized type, or whose rows are not 16-byte aligned. */
-static bool needs_dequant(const struct weight *w, int n_dims) {
-    bool plain = w->type == OX_DTYPE_F32 || w->type == OX_DTYPE_F16 || w->type == OX_DTYPE_BF16;
-    return n_dims >= 2 && (!plain || w->row_bytes % 16 != 0);
+/* The device copies of the count matrices (NULLs skipped) that read a norm's output, given to
+ * the backend to take the norm's weight (fold_norm); *folded when it did. */
+static enum ox_status fold_into(struct ox_model *m, const struct weight *norm,
+                                const struct weight *const *mats, int count, bool *folded) {
+    struct backend b = {.ops = m->gpu};
+    struct mat copies[4];
+    int n = 0;
+    for (int i = 0; i < count && n < 4; i++)
+        if (mats[i] && mats[i]->copy_of == m->gpu)
+            copies[n++] = as_mat(&b, mats[i]);
+        else if (mats[i])
+            return OX_OK; /* one stays on the host: nothing to fold into */
+    return m->gpu->fold_norm(&m->gpu_weights, vec(&b, norm), copies, n, folded);
 }
 
-/* Whether the GPU copies of these matrices (count of them, NULLs skipped) may take a norm's
- * weight: f16 (whose products with a weight near 1 lose one rounding; bf16's would lose more)
- * in rows the decode GEMV streams (cuda_half_takes). */
-static bool foldable(const struct weight *const *mats, int count) {
-    bool any = false;
-    for (int i = 0; i < count; i++) {
-        const struct weight *w = mats[i];
-        if (!w)
-            continue;
-        if (w->type != OX_DTYPE_F16 || w->ne[0] % 8 != 0 || w->row_bytes % 16 != 0 || !w->dev)
-            return false;
-        any = true;
-    }
-    return any;
-}
-
-/* Multiplies norm's weight into the count matrices (NULLs skipped) when every product fits in
- * f16; *folded says whether it did (else nothing changed, and the norm runs as it is). */
-static enum ox_status fold_into(const struct weight *norm, const struct weight *const *mats,
-                                int count, bool *folded) {
-    *folded = false;
-    for (int i = 0; i < count; i++) {
-        const struct weight *w = mats[i];
-        bool fits = true;
-        if (w)
-            OX_TRY(backend_cuda_fold_fits(w->dev, w->ne[1], w->ne[0], w->row_bytes,
-                                          (const float *)norm->dev, &fits));
-        if (!fits)
-            return OX_OK;
-    }
-    for (int i = 0; i < count; i++)
-        if (mats[i])
-            OX_TRY(backend_cuda_fold_columns((void *)mats[i]->dev, mats[i]->ne[1], mats[i]->ne[0],
-                                             mats[i]->row_bytes, (const float *)norm->dev));
-    *folded = true;
-    return OX_OK;
-}
-
-/* A decode step's RMSNorms before the attention and the FFN are a kernel apiece, which the
- * single-token f16 GEMV can take in only if it reads nothing beside x (cuda_gemv_half.cu):
- * so where their weights can go into the f16 matrices that read their output, they do (H200
- * tg128: 8B F16 234 -> 245 t/s, 1B F16 1065 -> 1150). Each weight takes one more rounding to
- * f16: llama-f16's prompt KL to llama.cpp went from 1.45e-6 to 2.1e-6 (the bound is 1e-5). */
+/* Where the backend's kernels read a RMSNorm's weight better from the matrices after it, the
+ * weights of the norms before the attention and the FFN go into them: a pre-norm block whose
+ * normed rows nothing else reads (a parallel block's FFN does; a bias or a MoE router would). */
 static enum ox_status fold_norms(struct ox_model *m) {
     const struct arch_desc *d = m->cfg.arch;
     if (d->norm != NORM_RMS || d->parallel || d->no_pre_norm)
@@ -98,21 +66,40 @@ static enum ox_status fold_norms(struct ox_model *m) {
         struct layer_weights *l = &m->layers[il];
         const struct weight *attn[] = {l->wqkv, l->wq, l->wk, l->wv};
         const struct weight *ffn[] = {l->ffn_gate, l->ffn_up};
-        if (l->attn_norm && l->attn_norm->dev && !l->attn_norm_b && foldable(attn, 4))
-            OX_TRY(fold_into(l->attn_norm, attn, 4, &l->attn_norm_folded));
-        if (l->ffn_norm && l->ffn_norm->dev && !l->ffn_norm_b && !l->ffn_gate_inp &&
-            foldable(ffn, 2))
-            OX_TRY(fold_into(l->ffn_norm, ffn, 2, &l->ffn_norm_folded));
+        if (l->attn_norm && l->attn_norm->copy && !l->attn_norm_b)
+            OX_TRY(fold_into(m, l->attn_norm, attn, 4, &l->attn_norm_folded));
+        if (l->ffn_norm && l->ffn_norm->copy && !l->ffn_norm_b && !l->ffn_gate_inp)
+            OX_TRY(fold_into(m, l->ffn_norm, ffn, 2, &l->ffn_norm_folded));
     }
     return OX_OK;
 }
 
+/* A tensor as the file has it, for prepare_weight. */
+static struct backend_tensor file_tensor(const struct ox_model *m, int64_t i) {
+    const struct weight *w = &m->weights[i];
+    const struct gguf_tensor *t = &m->gguf->tensors[i];
+    return (struct backend_tensor){.type = w->type,
+                                   .data = w->data,
+                                   .n_rows = w->ne[1],
+                                   .n_cols = w->ne[0],
+                                   .n_mats = w->ne[2] * w->ne[3],
+                                   .n_dims = (int)t->n_dims,
+                                   .row_bytes = w->row_bytes,
+                                   .n_bytes = (size_t)t->n_bytes};
+}
+
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
-    if (n_gpu_layers == 0 || (n_gpu_layers < 0 && !backend_cuda_available()))
+    const struct backend_ops *gpu = backend_device();
+    if (n_gpu_layers == 0 || (n_gpu_layers < 0 && (!gpu || !gpu->available())))
         return OX_OK;
-    if (!backend_cuda_available())
-        return ox_fail(OX_ERR_DEVICE, "model: n_gpu_layers = %d but no CUDA GPU is usable",
+    if (!gpu)
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "model: n_gpu_layers = %d, but this build has no GPU backend "
+                       "(build with make CUDA=1)",
                        n_gpu_layers);
+    if (!gpu->available())
+        return ox_fail(OX_ERR_DEVICE, "model: n_gpu_layers = %d but no %s GPU is usable",
+                       n_gpu_layers, gpu->name);
     int32_t n_layer = m->cfg.n_layer;
     int32_t gpu_begin = n_gpu_layers < 0 || n_gpu_layers >= n_layer ? 0 : n_layer - n_gpu_layers;
     int32_t asked = gpu_begin;
@@ -124,16 +111,15 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
                "model: %d layers on the GPU, not %d: the last ones read the caches of "
                "layers from %d on",
                n_layer - gpu_begin, n_layer - asked, gpu_begin);
-    enum ox_status st = check_types(m, gpu_begin);
+    m->gpu = gpu;
+    enum ox_status st = check_types(m, gpu, gpu_begin);
     for (int64_t i = 0; st == OX_OK && i < m->gguf->n_tensors; i++) {
         struct weight *w = &m->weights[i];
         if (!runs_on_gpu(m, w, gpu_begin))
             continue;
-        void *dev;
-        st = backend_cuda_upload_weights(w->data, (size_t)m->gguf->tensors[i].n_bytes, &dev);
-        w->dev = dev;
-        m->gpu_bytes += st == OX_OK ? m->gguf->tensors[i].n_bytes : 0;
-        m->gpu_dequant |= needs_dequant(w, m->gguf->tensors[i].n_dims);
+        struct backend_tensor t = file_tensor(m, i);
+        st = gpu->prepare_weight(&m->gpu_weights, &t, &w->copy);
+        w->copy_of = w->copy ? gpu : NULL;
     }
     if (st == OX_OK) {
         m->gpu_layer_begin = gpu_begin;
@@ -141,6 +127,7 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
     }
     if (st != OX_OK) { /* asked for explicitly: an error; by default: the CPU, with a note */
         model_free_gpu_weights(m);
+        m->gpu = NULL, m->gpu_layer_begin = 0;
         if (n_gpu_layers > 0)
             return st;
         ox_log(OX_LOG_WARN, "%s; running on the CPU", ox_last_error());
@@ -154,41 +141,17 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
 const float *model_gpu_freq_factors(const struct ox_model *m) {
     for (int64_t i = 0; m->cfg.rope.freq_factors && i < m->gguf->n_tensors; i++)
         if (m->cfg.rope.freq_factors == (const float *)m->weights[i].data)
-            return m->weights[i].dev;
+            return m->weights[i].copy_of == m->gpu ? m->weights[i].copy : NULL;
     return NULL;
 }
 
 void model_free_gpu_weights(struct ox_model *m) {
     for (int64_t i = 0; m->weights && m->gguf && i < m->gguf->n_tensors; i++)
-        if (m->weights[i].dev) {
-            backend_cuda_free_weights((void *)m->weights[i].dev);
-            m->weights[i].dev = NULL;
+        if (m->weights[i].copy && m->weights[i].copy_of == m->gpu) {
+            m->gpu->release_weight(m->weights[i].copy);
+            m->weights[i].copy = NULL, m->weights[i].copy_of = NULL;
         }
     for (int32_t il = 0; m->layers && il < m->cfg.n_layer; il++)
         m->layers[il].attn_norm_folded = m->layers[il].ffn_norm_folded = false;
-    m->gpu_bytes = 0;
-    m->gpu_dequant = false;
+    m->gpu_weights = (struct backend_weights){0};
 }
-
-#else
-
-enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
-    (void)m;
-    if (n_gpu_layers > 0)
-        return ox_fail(OX_ERR_UNSUPPORTED,
-                       "model: n_gpu_layers = %d, but this build has no CUDA backend "
-                       "(build with make CUDA=1)",
-                       n_gpu_layers);
-    return OX_OK;
-}
-
-void model_free_gpu_weights(struct ox_model *m) {
-    (void)m;
-}
-
-const float *model_gpu_freq_factors(const struct ox_model *m) {
-    (void)m;
-    return NULL;
-}
-
-#endif

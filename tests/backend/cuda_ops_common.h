@@ -123,8 +123,12 @@ enum { CT_COLS = 4096 }; /* the widest row the tests' backends take */
 /* The GPU backend for batches of up to 256 rows of CT_COLS (chunks of 1024 rows dequantized),
  * its kernels launching early as for a big model or not; false with a message. */
 static inline bool ct_open_gpu(bool early) {
-    struct cuda_sizes z = {256, CT_COLS, CT_COLS, (size_t)CT_COLS * 2048, early};
-    if (backend_cuda_init(&gpu, &z) == OX_OK)
+    /* as for a model of 8 GiB (its kernels launch early) or of none, with room to dequantize */
+    struct backend_weights w = {.bytes = early ? (uint64_t)8 << 30 : 0, .converts = true};
+    struct backend_sizes z = {
+        .n_batch = 256, .max_cols = CT_COLS, .batch_cols = CT_COLS, .weights = &w};
+    gpu.ops = &backend_cuda_ops;
+    if (gpu.ops->init(&gpu, &z) == OX_OK)
         return true;
     fprintf(stderr, "setup: %s\n", ox_last_error());
     return false;
@@ -133,16 +137,13 @@ static inline bool ct_open_gpu(bool early) {
 /* The CPU backend on 2 threads and the GPU's (ct_open_gpu). Returns 0 to go on, 77 (skipped)
  * without a GPU, 1 on a failure. */
 static inline int ct_open(bool early) {
-    if (!backend_cuda_available()) {
+    if (!backend_cuda_ops.available()) {
         printf("no CUDA GPU here: skipped\n");
         return 77;
     }
     cpu.ops = &backend_cpu_ops;
-    cpu.scratch_per_thread = backend_cpu_scratch(CT_COLS);
-    cpu.scratch = ox_aligned_alloc(OX_ALIGN, 2 * cpu.scratch_per_thread * sizeof(float));
-    cpu.x_rounded = ox_aligned_alloc(OX_ALIGN, 256 * (size_t)CT_COLS * sizeof(float));
-    cpu.x_packed = ox_aligned_alloc(OX_ALIGN, (size_t)CT_COLS * sizeof(float));
-    if (threadpool_create(2, &cpu.pool) != OX_OK) {
+    struct backend_sizes z = {.n_batch = 256, .n_threads = 2, .max_cols = CT_COLS};
+    if (cpu.ops->init(&cpu, &z) != OX_OK) {
         fprintf(stderr, "setup: %s\n", ox_last_error());
         return 1;
     }
@@ -150,9 +151,8 @@ static inline int ct_open(bool early) {
 }
 
 static inline void ct_close(void) {
-    backend_cuda_release(&gpu);
-    threadpool_free(cpu.pool);
-    ox_aligned_free(cpu.scratch), ox_aligned_free(cpu.x_rounded), ox_aligned_free(cpu.x_packed);
+    gpu.ops->release(&gpu);
+    cpu.ops->release(&cpu);
 }
 
 #endif

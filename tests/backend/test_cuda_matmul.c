@@ -86,7 +86,7 @@ static void test_matmul_type(enum ox_dtype type) {
 static void test_matmul(void) {
     int tested = 0;
     for (int t = 0; t < 64; t++) {
-        if (!ox_dtype_valid(t) || !backend_cuda_supports((enum ox_dtype)t))
+        if (!ox_dtype_valid(t) || !backend_cuda_ops.supports(BACKEND_OP_MATMUL, (enum ox_dtype)t))
             continue;
         bool float_type = t == OX_DTYPE_F32 || t == OX_DTYPE_F16 || t == OX_DTYPE_BF16;
         if (!float_type &&
@@ -345,7 +345,7 @@ static void test_normed(enum ox_dtype type, int cols) {
     }
 }
 
-/* A norm's weight folded into f16 matrices (backend_cuda_fold_columns), the single-token
+/* A norm's weight folded into f16 matrices (the table's fold_norm), the single-token
  * multi and GLU GEMVs scaling by the rms themselves (norm_in with no weight): as the CPU's norm
  * with its weight, then the reference, within the extra rounding of each product to f16;
  * other batches decline. A product past f16's range is caught before anything changes. */
@@ -358,12 +358,11 @@ static void test_folded_norm(void) {
     float *xn = malloc((size_t)cols * 4), *want[2], *dy[2];
     cpu.ops->rms_norm(&cpu, x, g, xn, 1, cols, 1e-5f);
     float *dx = up(x, (size_t)cols * 4), *dg = up(g, (size_t)cols * 4);
+    bool folded = false;
+    struct backend_weights bw = {0};
+    CHECK(gpu.ops->download(&gpu, NULL, NULL, 0) == OX_OK); /* fold_norm is off the stream */
+    CHECK(gpu.ops->fold_norm(&bw, dg, m, 2, &folded) == OX_OK && folded);
     for (int i = 0; i < 2; i++) {
-        bool fits = false;
-        CHECK(backend_cuda_fold_fits(m[i].data, rows, cols, m[i].row_bytes, dg, &fits) == OX_OK &&
-              fits);
-        CHECK(backend_cuda_fold_columns((void *)m[i].data, rows, cols, m[i].row_bytes, dg) ==
-              OX_OK);
         want[i] = malloc((size_t)rows * 4);
         matmul_ref(OX_DTYPE_F16, host[i], rows, cols, xn, 1, want[i]);
         dy[i] = gpu.ops->alloc(&gpu, (size_t)2 * rows * 4);
@@ -388,11 +387,19 @@ static void test_folded_norm(void) {
     float two[8] = {2, 2, 2, 2, 2, 2, 2, 2};
     void *dbig = up(big, sizeof big);
     float *dtwo = up(two, sizeof two);
-    bool fits = true;
-    CHECK(backend_cuda_fold_fits(dbig, 1, 8, sizeof big, dtwo, &fits) == OX_OK && !fits);
+    CHECK(gpu.ops->download(&gpu, NULL, NULL, 0) == OX_OK);
+    struct mat mbig = {OX_DTYPE_F16, dbig, 1, 8, sizeof big, NULL};
+    CHECK(gpu.ops->fold_norm(&bw, dtwo, &mbig, 1, &folded) == OX_OK && !folded);
+    uint16_t back[8];
+    CHECK(gpu.ops->download(&gpu, back, dbig, sizeof back) == OX_OK &&
+          !memcmp(back, big, sizeof big));
     two[0] = 1.0f;
     gpu.ops->upload(&gpu, dtwo, two, sizeof two);
-    CHECK(backend_cuda_fold_fits(dbig, 1, 8, sizeof big, dtwo, &fits) == OX_OK && fits);
+    CHECK(gpu.ops->download(&gpu, NULL, NULL, 0) == OX_OK);
+    CHECK(gpu.ops->fold_norm(&bw, dtwo, &mbig, 1, &folded) == OX_OK && folded);
+    /* not f16: declined, unchanged */
+    struct mat bf = {OX_DTYPE_BF16, m[0].data, rows, cols, m[0].row_bytes, NULL};
+    CHECK(gpu.ops->fold_norm(&bw, dg, &bf, 1, &folded) == OX_OK && !folded);
     gpu.ops->free(&gpu, dbig), gpu.ops->free(&gpu, dtwo);
     free(x), free(g), free(xn);
     gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dg);
@@ -574,7 +581,7 @@ int main(void) {
         return st;
     test_matmul(); /* as for a small model, then as for a big one */
     test_fused();
-    backend_cuda_release(&gpu);
+    gpu.ops->release(&gpu);
     if (!ct_open_gpu(true))
         return 1;
     test_matmul();

@@ -226,11 +226,8 @@ static void check_float_exact(enum ox_dtype type, int cols, int n) {
     size_t row = (size_t)cols * tr->type_size;
     tr->from_float(w, wq, R, cols, NULL);
     struct backend b = {.ops = &backend_cpu_ops};
-    threadpool_create(2, &b.pool);
-    b.scratch_per_thread = backend_cpu_scratch(cols);
-    b.scratch = ox_aligned_alloc(64, 2 * b.scratch_per_thread * sizeof(float));
-    b.x_rounded = ox_aligned_alloc(64, (size_t)8 * cols * sizeof(float));
-    b.x_packed = ox_aligned_alloc(64, (size_t)cols * sizeof(float));
+    CHECK(b.ops->init(&b, &(struct backend_sizes){
+                              .n_batch = 8, .n_threads = 2, .max_cols = cols}) == OX_OK);
     struct mat m = {type, wq, R, cols, row, NULL};
     b.ops->matmul(&b, &m, x, y_fast, n);
     setenv("OX_REFERENCE_MATMUL", "1", 1);
@@ -238,8 +235,7 @@ static void check_float_exact(enum ox_dtype type, int cols, int n) {
     unsetenv("OX_REFERENCE_MATMUL");
     CHECK_MSG(memcmp(y_fast, y_ref, (size_t)n * R * sizeof(float)) == 0,
               "%s: %d x %d, %d tokens: fast != reference", tr->name, R, cols, n);
-    ox_aligned_free(b.scratch), ox_aligned_free(b.x_rounded), ox_aligned_free(b.x_packed);
-    threadpool_free(b.pool);
+    b.ops->release(&b);
 }
 
 /* The fused ops (qmatmul_fused.c) against the separate matmuls and glu they stand for, bit for
@@ -263,16 +259,13 @@ static void check_fused(enum ox_dtype type) {
             wf[e] = uniform() * 0.1f;
         tr->from_float(wf, wq[i], rows[i], C, NULL);
         m[i] = (struct mat){type, wq[i], rows[i], C, row, NULL};
-        m[i].packed = backend_cpu_pack(type, wq[i], rows[i], C, row);
+        m[i].packed = cpu_pack_rows(type, wq[i], rows[i], C, row);
     }
     for (int e = 0; e < N * C; e++)
         x[e] = uniform() * 4.0f;
     struct backend b = {.ops = &backend_cpu_ops};
-    threadpool_create(2, &b.pool);
-    b.scratch_per_thread = backend_cpu_scratch(C);
-    b.scratch = ox_aligned_alloc(64, 2 * b.scratch_per_thread * sizeof(float));
-    b.x_rounded = ox_aligned_alloc(64, (size_t)N * C * sizeof(float));
-    b.x_packed = ox_aligned_alloc(64, (size_t)C * sizeof(float));
+    CHECK(b.ops->init(&b, &(struct backend_sizes){.n_batch = N, .n_threads = 2, .max_cols = C}) ==
+          OX_OK);
     for (int n = 1; n < k->pack_nc && n <= N; n++) {
         float *y3[3] = {got[0], got[1], got[2]};
         CHECK_MSG(qmatmul_multi(&b, 3, m, x, NULL, y3, n), "%s: multi not taken", k->name);
@@ -295,9 +288,8 @@ static void check_fused(enum ox_dtype type) {
     float *y3[3] = {got[0], got[1], got[2]};
     CHECK_MSG(!qmatmul_multi(&b, 3, m, x, &norm, y3, 1), "%s: multi took a norm", k->name);
     for (int i = 0; i < 5; i++)
-        backend_cpu_pack_free((void *)m[i].packed);
-    ox_aligned_free(b.scratch), ox_aligned_free(b.x_rounded), ox_aligned_free(b.x_packed);
-    threadpool_free(b.pool);
+        cpu_pack_free((void *)m[i].packed);
+    b.ops->release(&b);
 }
 
 int main(void) {

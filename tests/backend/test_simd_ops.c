@@ -86,17 +86,15 @@ static void check_attention(attention_fn attention, int hd, int window, float so
                           .window = window,
                           .f16_cache = true};
     struct backend b = {.ops = &backend_cpu_ops};
-    threadpool_create(2, &b.pool);
-    b.scratch_per_thread = backend_cpu_scratch(1024);
-    b.scratch = ox_aligned_alloc(64, 2 * b.scratch_per_thread * sizeof(float));
+    CHECK(b.ops->init(&b, &(struct backend_sizes){
+                              .n_batch = 8, .n_threads = 2, .max_cols = 1024}) == OX_OK);
     a.y = y_ref;
     cpu_attention_ref(&b, &a);
     a.y = y_simd;
     CHECK(attention(&b, &a));
     CHECK_MSG(memcmp(y_ref, y_simd, (size_t)N * NH * hd * sizeof(float)) == 0,
               "attention hd %d window %d softcap %g differs", hd, window, softcap);
-    ox_aligned_free(b.scratch);
-    threadpool_free(b.pool);
+    b.ops->release(&b);
 }
 
 /* Batches of 64+ queries take the tiled f32 kernel: compared with the reference's exact
@@ -134,9 +132,8 @@ static void check_attention_tiled(attention_fn attention, int hd, int window, in
                           .window = window,
                           .k_t = kt};
     struct backend b = {.ops = &backend_cpu_ops};
-    threadpool_create(2, &b.pool);
-    b.scratch_per_thread = backend_cpu_scratch(1024);
-    b.scratch = ox_aligned_alloc(64, 2 * b.scratch_per_thread * sizeof(float));
+    CHECK(b.ops->init(&b, &(struct backend_sizes){
+                              .n_batch = 8, .n_threads = 2, .max_cols = 1024}) == OX_OK);
     a.y = y_ref;
     cpu_attention_ref(&b, &a);
     a.y = y_simd, a.f16_cache = true; /* the flag the fast path needs; the tiled one is f32 */
@@ -146,8 +143,7 @@ static void check_attention_tiled(attention_fn attention, int hd, int window, in
         worst = fmax(worst, fabs((double)y_ref[i] - y_simd[i]));
     CHECK_MSG(worst < 1e-5, "tiled attention hd %d window %d heads %d: max diff %g", hd, window, nh,
               worst);
-    ox_aligned_free(b.scratch);
-    threadpool_free(b.pool);
+    b.ops->release(&b);
 }
 
 static void check_level(const char *name, glu_fn glu, quantize_fn quantize,

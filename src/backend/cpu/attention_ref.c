@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/attention.h"
+#include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ggml_numerics.h"
 #include "core/fp16.h"
 
@@ -136,7 +137,7 @@ static void attention_rows(void *arg, int ith, int nth) {
 
 int attention_parts(const struct backend *b, const struct attn_args *a) {
     double macs = (double)a->n * a->n_head * a->n_cells * (a->hd_k + a->hd_v);
-    return threadpool_parts(b->pool, macs, ATTN_MIN_MACS_PER_PART);
+    return threadpool_parts(cpu_of(b)->pool, macs, ATTN_MIN_MACS_PER_PART);
 }
 
 /* ---- the driver of the SIMD attentions ---------------------------------------------------- */
@@ -182,17 +183,18 @@ static void simd_rows(void *arg, int ith, int nth) {
 void attention_run(struct backend *b, const struct attn_args *a,
                    const struct attention_kernels *k) {
     /* room for ATTN_HEADS_AT_ONCE rows of scores and the visibility bytes */
-    bool tiled = a->n >= ATTN_TILED_FROM && a->k_t && a->softcap == 0.0f &&
-                 (size_t)(ATTN_HEADS_AT_ONCE + 1) * (size_t)a->n_cells <= b->scratch_per_thread;
+    bool tiled =
+        a->n >= ATTN_TILED_FROM && a->k_t && a->softcap == 0.0f &&
+        (size_t)(ATTN_HEADS_AT_ONCE + 1) * (size_t)a->n_cells <= cpu_of(b)->scratch_per_thread;
     if (tiled)
         attention_transpose_k(a);
-    struct simd_job j = {k, a, b->scratch, b->scratch_per_thread, tiled};
-    threadpool_run_n(b->pool, simd_rows, &j, attention_parts(b, a));
+    struct simd_job j = {k, a, cpu_of(b)->scratch, cpu_of(b)->scratch_per_thread, tiled};
+    threadpool_run_n(cpu_of(b)->pool, simd_rows, &j, attention_parts(b, a));
 }
 
 void cpu_attention_ref(struct backend *b, const struct attn_args *a) {
-    struct attn_job j = {a, b->scratch, b->scratch_per_thread};
-    threadpool_run_n(b->pool, attention_rows, &j, attention_parts(b, a));
+    struct attn_job j = {a, cpu_of(b)->scratch, cpu_of(b)->scratch_per_thread};
+    threadpool_run_n(cpu_of(b)->pool, attention_rows, &j, attention_parts(b, a));
 }
 
 /* The fastest attention this build and CPU have for the args; the reference otherwise. */

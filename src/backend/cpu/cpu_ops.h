@@ -1,9 +1,46 @@
-/* cpu_ops.h: the CPU backend's memory ops (ops_memory.c) and its delta-net recurrence
- * (delta_net_ref.c), wired into its table in ops_ref.c. */
+/* cpu_ops.h: the CPU backend's per-context state and the ops its table (cpu_backend.c) wires
+ * in: the scalar reference ops (ops_ref.c), memory ops (ops_memory.c), recurrences. */
 #ifndef OX_BACKEND_CPU_CPU_OPS_H
 #define OX_BACKEND_CPU_CPU_OPS_H
 
 #include "backend/backend.h"
+
+/* The CPU backend's state of a context (backend.impl): made by init, freed by release. */
+struct cpu_state {
+    struct threadpool *pool;
+    float *scratch; /* pool threads x scratch_per_thread floats */
+    size_t scratch_per_thread;
+    float *x_rounded;  /* activations as the weights' dot-product type sees them:
+                          n_batch x the widest row, floats */
+    uint8_t *x_packed; /* one packed activation row (the widest row x 4 bytes) */
+};
+
+static inline struct cpu_state *cpu_of(const struct backend *b) {
+    return (struct cpu_state *)b->impl;
+}
+
+/* Scratch floats a matmul needs per thread for rows of n_cols elements. */
+size_t cpu_scratch_floats(int64_t max_cols);
+
+/* The scalar reference ops (ops_ref.c); matmul prefers the SIMD kernels where this CPU has
+ * them for the type. */
+void cpu_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+void cpu_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
+void cpu_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
+                  float eps);
+void cpu_layer_norm(struct backend *b, const float *x, const float *g, const float *bias, float *y,
+                    int n, int dim, float eps);
+void cpu_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
+              const struct rope_params *p);
+void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,
+             size_t n);
+void cpu_sigmoid_scale_rows(struct backend *b, float *y, const float *g, int n, int dim);
+void cpu_gelu(struct backend *b, const float *x, float *y, size_t n);
+void cpu_add(struct backend *b, float *y, const float *x, size_t n);
+void cpu_add_row(struct backend *b, float *y, const float *row, int n, int dim);
+void cpu_scale(struct backend *b, float *y, float s, size_t n);
+void cpu_softmax(struct backend *b, float *x, int n, int dim);
+void cpu_softcap(struct backend *b, float *y, float cap, size_t n);
 
 void *cpu_alloc(struct backend *b, size_t bytes);
 void cpu_free(struct backend *b, void *p);

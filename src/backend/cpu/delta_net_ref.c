@@ -78,8 +78,8 @@ void cpu_delta_net(struct backend *b, const struct delta_net_args *a) {
         for (int h = 0; h < 2 * a->n_k_heads; h++) /* q's heads, then k's */
             l2_normalize(row + (size_t)h * d, d, a->eps);
     }
-    struct heads_job j = {a, conv_dim, b->scratch, b->scratch_per_thread};
+    struct heads_job j = {a, conv_dim, cpu_of(b)->scratch, cpu_of(b)->scratch_per_thread};
     double work = (double)a->n * a->n_v_heads * d * d * 4.0;
-    int parts = threadpool_parts(b->pool, work, 32768.0);
-    threadpool_run_n(b->pool, run_heads, &j, parts < a->n_v_heads ? parts : a->n_v_heads);
+    int parts = threadpool_parts(cpu_of(b)->pool, work, 32768.0);
+    threadpool_run_n(cpu_of(b)->pool, run_heads, &j, parts < a->n_v_heads ? parts : a->n_v_heads);
 }

@@ -54,6 +54,6 @@ void cpu_mamba2(struct backend *b, const struct mamba2_args *a) {
                          a->conv_out + (size_t)t * (size_t)conv_dim, conv_dim, a->d_conv);
     struct scan_job j = {a, conv_dim};
     double work = (double)a->n * a->n_head * a->head_dim * a->d_state * 4.0;
-    int parts = threadpool_parts(b->pool, work, 32768.0);
-    threadpool_run_n(b->pool, run_heads, &j, parts < a->n_head ? parts : a->n_head);
+    int parts = threadpool_parts(cpu_of(b)->pool, work, 32768.0);
+    threadpool_run_n(cpu_of(b)->pool, run_heads, &j, parts < a->n_head ? parts : a->n_head);
 }

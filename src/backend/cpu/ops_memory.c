@@ -108,12 +108,12 @@ static void load_cells(void *arg, int ith, int nth) {
 
 void cpu_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
                     float *y, int n_cells, int dim, const int32_t *cell_pos) {
-    struct load_job j = {dtype_get((int)type), f16_rows(type), base, row_bytes, y, n_cells, dim,
-                         cell_pos};
-    if (!b->pool) { /* a backend made without threads (tests) */
+    struct load_job j = {
+        dtype_get((int)type), f16_rows(type), base, row_bytes, y, n_cells, dim, cell_pos};
+    if (!b->impl || !cpu_of(b)->pool) { /* a backend made without threads (tests) */
         load_cells(&j, 0, 1);
         return;
     }
-    threadpool_run_n(b->pool, load_cells, &j,
-                     threadpool_parts(b->pool, (double)n_cells * dim, LOAD_MIN_PER_PART));
+    threadpool_run_n(cpu_of(b)->pool, load_cells, &j,
+                     threadpool_parts(cpu_of(b)->pool, (double)n_cells * dim, LOAD_MIN_PER_PART));
 }

@@ -13,7 +13,7 @@
 #include "quant/blocks.h"
 #include "quant/dtype.h"
 
-size_t backend_cpu_scratch(int64_t max_cols) {
+size_t cpu_scratch_floats(int64_t max_cols) {
     /* a dequantized row for the reference, or 16 repacked rows for the fast GEMM */
     return (size_t)max_cols * 5 + 1024;
 }
@@ -50,7 +50,7 @@ static void matmul_rows(void *arg, int ith, int nth) {
     struct matmul_job *j = arg;
     const struct mat *w = j->w;
     dtype_to_float_fn to_float = dtype_get((int)w->type)->to_float;
-    float *row = j->b->scratch + (size_t)ith * j->b->scratch_per_thread;
+    float *row = cpu_of(j->b)->scratch + (size_t)ith * cpu_of(j->b)->scratch_per_thread;
     int64_t chunk = (w->n_rows + nth - 1) / nth, r0 = chunk * ith;
     int64_t r1 = r0 + chunk < w->n_rows ? r0 + chunk : w->n_rows;
     bool gemm = j->n >= 2; /* llama.cpp's GEMM takes batches, vec_dot single tokens */
@@ -90,43 +90,43 @@ static const float *round_activations(struct backend *b, const struct mat *w, co
     if (vt == dtype_get(OX_DTYPE_Q8_1)) {
         const size_t row = (size_t)(w->n_cols / 32) * vt->type_size;
         for (int t = 0; t < n; t++)
-            vt->from_float(x + (size_t)t * (size_t)w->n_cols, (uint8_t *)b->x_rounded + t * row, 1,
-                           w->n_cols, NULL);
-        return b->x_rounded;
+            vt->from_float(x + (size_t)t * (size_t)w->n_cols,
+                           (uint8_t *)cpu_of(b)->x_rounded + t * row, 1, w->n_cols, NULL);
+        return cpu_of(b)->x_rounded;
     }
     for (int t = 0; t < n; t++) {
-        vt->from_float(x + (size_t)t * (size_t)w->n_cols, b->x_packed, 1, w->n_cols, NULL);
-        vt->to_float(b->x_packed, b->x_rounded + (size_t)t * (size_t)w->n_cols, w->n_cols);
+        vt->from_float(x + (size_t)t * (size_t)w->n_cols, cpu_of(b)->x_packed, 1, w->n_cols, NULL);
+        vt->to_float(cpu_of(b)->x_packed, cpu_of(b)->x_rounded + (size_t)t * (size_t)w->n_cols,
+                     w->n_cols);
     }
-    return b->x_rounded;
+    return cpu_of(b)->x_rounded;
 }
 
 static void cpu_matmul_ref(struct backend *b, const struct mat *w, const float *x, float *y,
                            int n) {
     struct matmul_job j = {b, w, round_activations(b, w, x, n), y, n};
-    threadpool_run(b->pool, matmul_rows, &j);
+    threadpool_run(cpu_of(b)->pool, matmul_rows, &j);
 }
 
 /* The fast kernels where this CPU has one for the weight type, else the reference. */
-static void cpu_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+void cpu_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
     if (!qmatmul(b, w, x, y, n))
         cpu_matmul_ref(b, w, x, y, n);
 }
 
-static void cpu_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y,
-                         int n) {
+void cpu_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n) {
     dtype_to_float_fn to_float = dtype_get((int)w->type)->to_float;
     for (int t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)ids[t] * w->row_bytes;
-        if (qmatmul_file_row(w, ids[t], b->x_packed)) /* a packed matrix may have no file */
-            row = b->x_packed;
+        if (qmatmul_file_row(w, ids[t], cpu_of(b)->x_packed)) /* a packed matrix may have no file */
+            row = cpu_of(b)->x_packed;
         to_float(row, y + (size_t)t * (size_t)w->n_cols, w->n_cols);
     }
 }
 
 /* As ggml: the mean square summed in double, the scale in float. */
-static void cpu_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n,
-                         int dim, float eps) {
+void cpu_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
+                  float eps) {
     (void)b;
     for (int t = 0; t < n; t++) {
         const float *xr = x + (size_t)t * (size_t)dim;
@@ -142,8 +142,8 @@ static void cpu_rms_norm(struct backend *b, const float *x, const float *g, floa
 
 /* As ggml: x - mean scaled by 1/sqrt(var + eps), then the weight and the bias as separate
  * steps. */
-static void cpu_layer_norm(struct backend *b, const float *x, const float *g, const float *bias,
-                           float *y, int n, int dim, float eps) {
+void cpu_layer_norm(struct backend *b, const float *x, const float *g, const float *bias, float *y,
+                    int n, int dim, float eps) {
     (void)b;
     for (int t = 0; t < n; t++) {
         const float *xr = x + (size_t)t * (size_t)dim;
@@ -187,8 +187,8 @@ static void rope_head(float *x, int32_t pos, float theta_scale, const struct rop
     }
 }
 
-static void cpu_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads,
-                     int head_dim, const struct rope_params *p) {
+void cpu_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
+              const struct rope_params *p) {
     (void)b;
     float theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);
     for (int t = 0; t < n; t++)
@@ -197,8 +197,8 @@ static void cpu_rope(struct backend *b, float *x, const int32_t *pos, int n, int
                       theta_scale, p);
 }
 
-static void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up,
-                    float *y, size_t n) {
+void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,
+             size_t n) {
     (void)b;
 #ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
     if (glu_avx512(kind, gate, up, y, n) || glu_avx2(kind, gate, up, y, n))
@@ -221,7 +221,7 @@ static void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, co
     }
 }
 
-static void cpu_sigmoid_scale_rows(struct backend *b, float *y, const float *g, int n, int dim) {
+void cpu_sigmoid_scale_rows(struct backend *b, float *y, const float *g, int n, int dim) {
     (void)b;
     for (int t = 0; t < n; t++) {
         float s = 1.0f / (1.0f + expf(-g[t])); /* ggml_sigmoid, then ggml_mul's broadcast */
@@ -230,72 +230,41 @@ static void cpu_sigmoid_scale_rows(struct backend *b, float *y, const float *g, 
     }
 }
 
-static void cpu_gelu(struct backend *b, const float *x, float *y, size_t n) {
+void cpu_gelu(struct backend *b, const float *x, float *y, size_t n) {
     (void)b;
     for (size_t i = 0; i < n; i++)
         y[i] = ggml_gelu(x[i]);
 }
 
-static void cpu_add(struct backend *b, float *y, const float *x, size_t n) {
+void cpu_add(struct backend *b, float *y, const float *x, size_t n) {
     (void)b;
     for (size_t i = 0; i < n; i++)
         y[i] += x[i];
 }
 
-static void cpu_add_row(struct backend *b, float *y, const float *row, int n, int dim) {
+void cpu_add_row(struct backend *b, float *y, const float *row, int n, int dim) {
     (void)b;
     for (int t = 0; t < n; t++)
         for (int i = 0; i < dim; i++)
             y[(size_t)t * (size_t)dim + (size_t)i] += row[i];
 }
 
-static void cpu_scale(struct backend *b, float *y, float s, size_t n) {
+void cpu_scale(struct backend *b, float *y, float s, size_t n) {
     (void)b;
     for (size_t i = 0; i < n; i++)
         y[i] *= s;
 }
 
-static void cpu_softmax(struct backend *b, float *x, int n, int dim) {
+void cpu_softmax(struct backend *b, float *x, int n, int dim) {
     (void)b;
     for (int t = 0; t < n; t++)
         ggml_softmax(x + (size_t)t * (size_t)dim, dim);
 }
 
 /* As ggml builds it: scale by 1/cap, tanh, scale by cap. */
-static void cpu_softcap(struct backend *b, float *y, float cap, size_t n) {
+void cpu_softcap(struct backend *b, float *y, float cap, size_t n) {
     (void)b;
     float inv = 1.0f / cap;
     for (size_t i = 0; i < n; i++)
         y[i] = tanhf(y[i] * inv) * cap;
 }
-
-const struct backend_ops backend_cpu_ops = {
-    .name = "cpu",
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .upload = cpu_upload,
-    .download = cpu_download,
-    .matmul = cpu_matmul,
-    .get_rows = cpu_get_rows,
-    .rms_norm = cpu_rms_norm,
-    .layer_norm = cpu_layer_norm,
-    .rope = cpu_rope,
-    .glu = cpu_glu,
-    .delta_net = cpu_delta_net,
-    .mamba2 = cpu_mamba2,
-    .sigmoid_scale_rows = cpu_sigmoid_scale_rows,
-    .gelu = cpu_gelu,
-    .add = cpu_add,
-    .add_row = cpu_add_row,
-    .scale = cpu_scale,
-    .softmax = cpu_softmax,
-    .softcap = cpu_softcap,
-    .attention = cpu_attention,
-    .copy_rows = cpu_copy_rows,
-    .axpy = cpu_axpy,
-    .zero = cpu_zero,
-    .cache_store = cpu_cache_store,
-    .cache_load = cpu_cache_load,
-    .matmul_multi = qmatmul_multi,
-    .matmul_glu = qmatmul_glu,
-};

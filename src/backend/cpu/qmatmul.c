@@ -2,6 +2,7 @@
  * activations once (threads split the tokens), then walks L2-sized blocks of tokens in the
  * kernel's tiles (threads split the rows; small matmuls stay on one thread). */
 #include "backend/cpu/qmatmul.h"
+#include "backend/cpu/cpu_ops.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -273,24 +274,24 @@ bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, i
     struct qjob j = {.k = k,
                      .w = w,
                      .x = x,
-                     .xq = (uint8_t *)b->x_rounded,
+                     .xq = (uint8_t *)cpu_of(b)->x_rounded,
                      .xq_row = k->x_row_bytes(w->n_cols),
                      .y = y,
                      .n = n,
-                     .scratch = (uint8_t *)b->scratch,
-                     .scratch_per_thread = b->scratch_per_thread * sizeof(float)};
+                     .scratch = (uint8_t *)cpu_of(b)->scratch,
+                     .scratch_per_thread = cpu_of(b)->scratch_per_thread * sizeof(float)};
     atomic_init(&j.next_chunk, 0);
     double cols = (double)w->n_cols;
-    int q_parts = threadpool_parts(b->pool, cols * n, MIN_QUANT_PER_PART);
-    threadpool_run_n(b->pool, quantize_rows, &j, q_parts < n ? q_parts : n);
+    int q_parts = threadpool_parts(cpu_of(b)->pool, cols * n, MIN_QUANT_PER_PART);
+    threadpool_run_n(cpu_of(b)->pool, quantize_rows, &j, q_parts < n ? q_parts : n);
     threadpool_run_n(
-        b->pool, multiply_rows, &j,
-        threadpool_parts(b->pool, (double)w->n_rows * cols * n, QMATMUL_MIN_MACS_PER_PART));
+        cpu_of(b)->pool, multiply_rows, &j,
+        threadpool_parts(cpu_of(b)->pool, (double)w->n_rows * cols * n, QMATMUL_MIN_MACS_PER_PART));
     return true;
 }
 
-void *backend_cpu_pack(enum ox_dtype type, const void *data, int64_t n_rows, int64_t n_cols,
-                       size_t row_bytes) {
+void *cpu_pack_rows(enum ox_dtype type, const void *data, int64_t n_rows, int64_t n_cols,
+                    size_t row_bytes) {
     const struct qkernel *k = qkernel_for(type);
     /* Whole super-blocks of 256 only. Packing kjv-15m's 288-column q8_0 output too changed
      * which kernel computes its logits at each batch size (gemv16 below pack_nc, the row tile
@@ -307,7 +308,7 @@ void *backend_cpu_pack(enum ox_dtype type, const void *data, int64_t n_rows, int
     return out;
 }
 
-void backend_cpu_pack_free(void *packed) {
+void cpu_pack_free(void *packed) {
     ox_aligned_free(packed);
 }
 

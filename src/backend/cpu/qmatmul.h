@@ -52,6 +52,13 @@ struct qkernel {
  * cannot give it back (the caller reads w->data). */
 bool qmatmul_file_row(const struct mat *w, int64_t r, void *dst);
 
+/* A copy of a weight matrix in the kernels' interleaved layout, made once at load (NULL when its
+ * type has none, its shape does not fit, or memory is short: matmul then reads the file's
+ * layout). Free with cpu_pack_free. */
+void *cpu_pack_rows(enum ox_dtype type, const void *data, int64_t n_rows, int64_t n_cols,
+                    size_t row_bytes);
+void cpu_pack_free(void *packed);
+
 #define PACK16_BYTES(n) ((size_t)(n) / 32 * (16 * 32 + 16 * 8) + 64)
 
 /* The best kernel for weights of this type on this CPU, or NULL (the reference path runs). */

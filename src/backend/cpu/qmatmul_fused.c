@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 
 #include "backend/cpu/qmatmul.h"
+#include "backend/cpu/cpu_ops.h"
 #include "core/threadpool.h"
 
 enum { MAX_MATS = 3 };
@@ -101,7 +102,7 @@ static bool fused_job_init(struct fused_job *j, struct backend *b, int count,
         j->end[m] = (m ? j->end[m - 1] : 0) + w[m]->n_rows / 16;
     }
     j->count = count, j->n = n, j->b = b, j->glu = false;
-    j->xq = (const uint8_t *)b->x_rounded;
+    j->xq = (const uint8_t *)cpu_of(b)->x_rounded;
     j->xq_row = j->k[0]->x_row_bytes(w[0]->n_cols);
     atomic_init(&j->next_chunk, 0);
     return true;
@@ -114,9 +115,9 @@ static void fused_run(struct fused_job *j, const float *x) {
         j->k[0]->quantize_x(x + (size_t)t * (size_t)cols, (uint8_t *)j->xq + (size_t)t * j->xq_row,
                             cols);
     double macs = (double)cols * (double)j->n * 16.0 * (double)j->end[j->count - 1];
-    threadpool_run_n(
-        j->b->pool, run_chunks, j,
-        threadpool_parts(j->b->pool, j->glu ? 2.0 * macs : macs, QMATMUL_MIN_MACS_PER_PART));
+    threadpool_run_n(cpu_of(j->b)->pool, run_chunks, j,
+                     threadpool_parts(cpu_of(j->b)->pool, j->glu ? 2.0 * macs : macs,
+                                      QMATMUL_MIN_MACS_PER_PART));
 }
 
 bool qmatmul_multi(struct backend *b, int count, const struct mat *w, const float *x,

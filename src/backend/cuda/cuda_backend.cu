@@ -146,80 +146,64 @@ template <typename... A, void (*F)(struct backend *, A...)> struct clears_xq<F> 
     }
 };
 
-extern "C" {
-
-const struct backend_ops backend_cuda_ops = {
-    .name = "cuda",
-    .device = true,
-    .alloc = cu_alloc,
-    .free = cu_free,
-    .upload = clears_xq<cu_upload>::op,
-    .download = cu_download,
-    .matmul = cuda_matmul,
-    .get_rows = clears_xq<cuda_get_rows>::op,
-    .rms_norm = cuda_rms_norm,
-    .layer_norm = clears_xq<cuda_layer_norm>::op,
-    .rope = clears_xq<cuda_rope>::op,
-    .glu = clears_xq<cuda_glu>::op,
-    .gelu = clears_xq<cuda_gelu>::op,
-    .add = clears_xq<cuda_add>::op,
-    .add_row = clears_xq<cuda_add_row>::op,
-    .scale = clears_xq<cuda_scale>::op,
-    .softmax = clears_xq<cuda_softmax>::op,
-    .softcap = clears_xq<cuda_softcap>::op,
-    .attention = clears_xq<cuda_attention>::op,
-    .sigmoid_scale_rows = clears_xq<cuda_sigmoid_scale_rows>::op,
-    .delta_net = clears_xq<cuda_delta_net>::op,
-    .mamba2 = clears_xq<cuda_mamba2>::op,
-    .copy_rows = clears_xq<cuda_copy_rows>::op,
-    .axpy = clears_xq<cuda_axpy>::op,
-    .zero = clears_xq<cuda_zero>::op,
-    .cache_store = clears_xq<cuda_cache_store>::op,
-    .cache_load = clears_xq<cuda_cache_load>::op,
-    .matmul_add = cuda_matmul_add,
-    .matmul_multi = cuda_matmul_multi,
-    .matmul_glu = cuda_matmul_glu,
-    .rope_store = cuda_rope_store,
-    .moe_ffn = cuda_moe_ffn,
-    .graph_begin = cu_graph_begin,
-    .graph_end = cu_graph_end,
-    .graph_max_tokens = CUDA_Q8_MAX_N, /* the attention that reads the cells in use from device
-                                        * memory takes them (cuda_attention.cu) */
-    .attention_reads_cache = true,
-};
-
-bool backend_cuda_available(void) {
+static bool cu_available(void) {
     int n = 0;
     bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
     cudaGetLastError(); /* "no device" is an answer, not an error to keep */
     return ok;
 }
 
-enum ox_status backend_cuda_upload_weights(const void *host, size_t bytes, void **dev) {
-    *dev = NULL;
-    cudaError_t e = cudaMalloc(dev, bytes ? bytes : 1);
+/* Whether a GEMM over the tensor needs it dequantized to f16 first (cuda_matmul.cu's gemm):
+ * matrices of a quantized type, or whose rows are not 16-byte aligned. */
+static bool needs_dequant(const struct backend_tensor *t) {
+    bool plain = t->type == OX_DTYPE_F32 || t->type == OX_DTYPE_F16 || t->type == OX_DTYPE_BF16;
+    return t->n_dims >= 2 && (!plain || t->row_bytes % 16 != 0);
+}
+
+/* Every tensor of the layers the GPU runs is copied up as it is, synchronously. */
+static enum ox_status cu_prepare_weight(struct backend_weights *bw, const struct backend_tensor *t,
+                                        const void **copy) {
+    void *dev = NULL;
+    size_t bytes = t->n_bytes;
+    *copy = NULL;
+    cudaError_t e = cudaMalloc(&dev, bytes ? bytes : 1);
     if (e == cudaSuccess)
-        e = cudaMemcpy(*dev, host, bytes, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess)
+        e = cudaMemcpy(dev, t->data, bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) {
+        *copy = dev;
+        bw->bytes += bytes;
+        bw->converts |= needs_dequant(t);
         return OX_OK;
+    }
     cudaGetLastError();
-    cudaFree(*dev);
-    *dev = NULL;
+    cudaFree(dev);
     return ox_fail(e == cudaErrorMemoryAllocation ? OX_ERR_OOM : OX_ERR_DEVICE,
                    "cuda: cannot upload %zu MiB of weights: %s", bytes >> 20,
                    cudaGetErrorString(e));
 }
 
-void backend_cuda_free_weights(void *dev) {
-    cudaFree(dev);
+static void cu_release_weight(const void *dev) {
+    cudaFree((void *)dev);
 }
 
-enum ox_status backend_cuda_init(struct backend *b, const struct cuda_sizes *z) {
+/* What a context's CUDA state is sized for. Decode kernels start during the previous one's
+ * tail (programmatic dependent launch) where the GPU can; early_launch (big models) lets each
+ * integer GEMV's successor launch as the GEMV starts rather than after its dot products. */
+struct cuda_sizes {
+    uint32_t n_batch;     /* rows of a batch */
+    int64_t max_cols;     /* the widest row a matmul of up to CUDA_MMQ_MAX_N rows may see */
+    int64_t batch_cols;   /* the widest of a batch of n_batch rows (n x cols <= n_batch x this) */
+    size_t dequant_bytes; /* room for weights dequantized for cuBLAS: 0 when every matrix is
+                             read as it is, else batch_cols x 2048 (1024 rows) */
+    bool early_launch;
+};
+
+static enum ox_status cu_init_sized(struct backend *b, const struct cuda_sizes *z) {
     cuda_state *s = (cuda_state *)calloc(1, sizeof *s);
     if (!s)
         return ox_fail(OX_ERR_OOM, "cuda: out of host memory");
     s->early = z->early_launch;
-    b->impl = s, b->ops = &backend_cuda_ops;
+    b->impl = s;
     int major = 0;
     cudaError_t e = cudaGetDevice(&s->device);
     if (e == cudaSuccess)
@@ -263,23 +247,39 @@ enum ox_status backend_cuda_init(struct backend *b, const struct cuda_sizes *z) 
     return OX_OK;
 }
 
-void backend_cuda_pin(struct backend *b, void *host, size_t bytes) {
-    cuda_state *s = cuda_of(b);
-    backend_cuda_unpin(b);
-    if (bytes && cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess)
-        s->pinned = (uint8_t *)host, s->pinned_size = bytes;
-    else
-        cudaGetLastError(); /* not an error to keep: downloads stage instead */
-}
-
-void backend_cuda_unpin(struct backend *b) {
+static void cu_unpin(struct backend *b) {
     cuda_state *s = cuda_of(b);
     if (s->pinned)
         cudaHostUnregister(s->pinned);
     s->pinned = nullptr, s->pinned_size = 0;
 }
 
-void backend_cuda_release(struct backend *b) {
+static void cu_pin(struct backend *b, void *host, size_t bytes) {
+    cuda_state *s = cuda_of(b);
+    cu_unpin(b);
+    if (bytes && cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess)
+        s->pinned = (uint8_t *)host, s->pinned_size = bytes;
+    else
+        cudaGetLastError(); /* not an error to keep: downloads stage instead */
+}
+
+/* The CUDA policy a context's sizes come from: big models' decode GEMVs let the next kernel
+ * launch as they start (cuda_gemv_q8.cu), from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1
+ * overrides); the attention needs no scratch, only the matmuls' widths; weights cuBLAS cannot
+ * read as they are get room to be dequantized in chunks of 1024 rows. */
+static enum ox_status cu_init(struct backend *b, const struct backend_sizes *z) {
+    const char *early = getenv("OX_CUDA_EARLY");
+    uint64_t bytes = z->weights ? z->weights->bytes : 0;
+    bool converts = !z->weights || z->weights->converts;
+    struct cuda_sizes cz = {.n_batch = z->n_batch,
+                            .max_cols = z->max_cols,
+                            .batch_cols = z->batch_cols,
+                            .dequant_bytes = converts ? (size_t)z->batch_cols * 2048 : 0,
+                            .early_launch = early ? atoi(early) != 0 : bytes >= ((uint64_t)4 << 30)};
+    return cu_init_sized(b, &cz);
+}
+
+static void cu_release(struct backend *b) {
     cuda_state *s = cuda_of(b);
     if (!s)
         return;
@@ -299,5 +299,56 @@ void backend_cuda_release(struct backend *b) {
     free(s);
     b->impl = NULL;
 }
+
+extern "C" {
+
+const struct backend_ops backend_cuda_ops = {
+    .name = "cuda",
+    .device = true,
+    .available = cu_available,
+    .supports = cuda_supports,
+    .prepare_weight = cu_prepare_weight,
+    .release_weight = cu_release_weight,
+    .fold_norm = cuda_fold_norm,
+    .init = cu_init,
+    .release = cu_release,
+    .pin = cu_pin,
+    .unpin = cu_unpin,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .upload = clears_xq<cu_upload>::op,
+    .download = cu_download,
+    .matmul = cuda_matmul,
+    .get_rows = clears_xq<cuda_get_rows>::op,
+    .rms_norm = cuda_rms_norm,
+    .layer_norm = clears_xq<cuda_layer_norm>::op,
+    .rope = clears_xq<cuda_rope>::op,
+    .glu = clears_xq<cuda_glu>::op,
+    .gelu = clears_xq<cuda_gelu>::op,
+    .add = clears_xq<cuda_add>::op,
+    .add_row = clears_xq<cuda_add_row>::op,
+    .scale = clears_xq<cuda_scale>::op,
+    .softmax = clears_xq<cuda_softmax>::op,
+    .softcap = clears_xq<cuda_softcap>::op,
+    .attention = clears_xq<cuda_attention>::op,
+    .sigmoid_scale_rows = clears_xq<cuda_sigmoid_scale_rows>::op,
+    .delta_net = clears_xq<cuda_delta_net>::op,
+    .mamba2 = clears_xq<cuda_mamba2>::op,
+    .copy_rows = clears_xq<cuda_copy_rows>::op,
+    .axpy = clears_xq<cuda_axpy>::op,
+    .zero = clears_xq<cuda_zero>::op,
+    .cache_store = clears_xq<cuda_cache_store>::op,
+    .cache_load = clears_xq<cuda_cache_load>::op,
+    .matmul_add = cuda_matmul_add,
+    .matmul_multi = cuda_matmul_multi,
+    .matmul_glu = cuda_matmul_glu,
+    .rope_store = cuda_rope_store,
+    .moe_ffn = cuda_moe_ffn,
+    .graph_begin = cu_graph_begin,
+    .graph_end = cu_graph_end,
+    .graph_max_tokens = CUDA_Q8_MAX_N, /* the attention that reads the cells in use from device
+                                        * memory takes them (cuda_attention.cu) */
+    .attention_reads_cache = true,
+};
 
 } /* extern "C" */

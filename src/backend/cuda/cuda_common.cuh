@@ -25,7 +25,7 @@ struct cuda_state {
     void *xh; /* a batch of activations in f16 or bf16 for the GEMMs */
     size_t xh_halves;
     uint8_t *staging; /* pinned host memory: uploads copy through it, so they are async */
-    uint8_t *pinned;  /* a host range downloads may fill directly (backend_cuda_pin) */
+    uint8_t *pinned;  /* a host range downloads may fill directly (the table's pin) */
     size_t pinned_size;
     size_t staging_size, staging_used; /* reset at each download, which waits for the copies */
     void *xq[2];           /* activations quantized to q8_1 (cvd_xq) for the integer matmuls, */

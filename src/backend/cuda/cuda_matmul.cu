@@ -534,8 +534,9 @@ cudaError_t cuda_matmul_init(void) {
     return e;
 }
 
-extern "C" {
-bool backend_cuda_supports(enum ox_dtype type) {
+/* The types the dequantizers (matmul's GEMM path) and the row lookups take: both ops alike. */
+bool cuda_supports(enum backend_op op, enum ox_dtype type) {
+    (void)op;
     switch (type) {
 #define CMM_CASE_(name) case OX_DTYPE_##name:
         CDQ_TYPES(CMM_CASE_)
@@ -543,5 +544,4 @@ bool backend_cuda_supports(enum ox_dtype type) {
         return true;
     default: return false;
     }
-}
 }

@@ -7,8 +7,13 @@
 
 struct cvd_xq; /* cuda_vecdot.cuh */
 
+/* cuda_fold.cu: backend.h's fold_norm, for f16 matrices the decode GEMV streams. */
+enum ox_status cuda_fold_norm(struct backend_weights *bw, const float *g, const struct mat *mats,
+                              int count, bool *folded);
+
 /* cuda_matmul.cu (cuda_matmul_init: once per device, before any launch) */
 cudaError_t cuda_matmul_init(void);
+bool cuda_supports(enum backend_op op, enum ox_dtype type);
 void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 /* y += W x through cuBLAS, for batches of more than 8 (the GEMV's most): false for fewer. */
 bool cuda_gemm_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
