@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "gen_int.h"
-#include "tool_calls.h"
+#include "common/tool_calls.h"
 
 static const char *finish_reason(const struct gen *g) {
     return g->end == END_LENGTH ? "length" : "stop";

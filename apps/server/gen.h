@@ -9,7 +9,7 @@
 
 #include "oxidize.h"
 #include "server.h"
-#include "stop_filter.h"
+#include "common/stop_filter.h"
 
 enum gen_api {
     API_COMPLETION, /* OpenAI's /v1/completions */

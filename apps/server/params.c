@@ -11,7 +11,7 @@
 
 #include "gen.h"
 #include "params.h"
-#include "sampling.h"
+#include "common/sampling.h"
 
 static bool bad(struct reply *err, const char *param, const char *fmt, const char *a) {
     char msg[256];
