@@ -9,6 +9,7 @@
 
 #include "chat_tools.h"
 #include "common/tool_calls.h"
+#include "server_int.h"
 
 /* How a forced call is written in a family's syntax: around the JSON object, and the key of
  * its arguments. Families without a JSON form are forced to write the generic one. */
