@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "oxidize.h"
-#include "../server/stop_filter.h"
+#include "common/stop_filter.h"
 
 struct chat_session {
     struct ox_model *model;     /* borrowed */

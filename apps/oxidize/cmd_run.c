@@ -8,7 +8,7 @@
 #include "cmd.h"
 #include "oxidize.h"
 #include "sampling_opts.h"
-#include "../server/stop_filter.h"
+#include "common/stop_filter.h"
 
 struct run_opts {
     const char *model, *prompt, *file, *system, *chat_template;

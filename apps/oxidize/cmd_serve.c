@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../server/server.h"
+#include "server/server.h"
 #include "cmd.h"
 
 static void usage(FILE *f) {

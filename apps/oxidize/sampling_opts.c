@@ -1,5 +1,5 @@
 /* sampling_opts.c: the sampling options of run (and chat) and the grammar or JSON schema that
- * constrains the output; the settings' defaults and their chain are ../server/sampling.c. */
+ * constrains the output; the settings' defaults and their chain are apps/common/sampling.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>

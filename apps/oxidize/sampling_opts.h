@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../server/sampling.h"
+#include "common/sampling.h"
 #include "oxidize.h"
 
 /* 1: name was a sampling option and value was valid; 0: not one; -1: bad value. */

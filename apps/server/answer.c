@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/tool_calls.h"
 #include "gen_int.h"
-#include "tool_calls.h"
+#include "server_int.h"
 
 static const char *finish_reason(const struct gen *g) {
     return g->end == END_LENGTH ? "length" : "stop";
@@ -16,7 +17,7 @@ static json_t *token_text(const struct gen *g, ox_token t, json_t **bytes) {
     char piece[256];
     int32_t n = ox_token_to_piece(g->vocab, t, piece, sizeof piece, 0, true);
     n = n < 0 ? 0 : n > (int32_t)sizeof piece ? (int32_t)sizeof piece : n;
-    char *valid = server_valid_utf8(piece, (size_t)n);
+    char *valid = reply_valid_utf8(piece, (size_t)n);
     json_t *text = json_string(valid ? valid : "");
     free(valid);
     if (bytes) {
@@ -188,7 +189,7 @@ void answer_stream_end(struct gen *g) {
         char *content = NULL;
         json_t *calls = tool_calls_json(g, true, &content);
         char *text =
-            server_valid_utf8(calls ? content : g->text, calls ? strlen(content) : g->text_len);
+            reply_valid_utf8(calls ? content : g->text, calls ? strlen(content) : g->text_len);
         if (text && *text)
             answer_chunk(g, text, 0, g->n_lp);
         free(text), free(content);
@@ -235,7 +236,7 @@ struct reply answer_whole(struct gen *g) {
         return reply_error(500, "server_error", NULL, "the generation failed");
     if (g->end == END_CANCELLED)
         return reply_error(503, "server_error", NULL, "the generation was cancelled");
-    char *text = server_valid_utf8(g->text ? g->text : "", g->text_len);
+    char *text = reply_valid_utf8(g->text ? g->text : "", g->text_len);
     json_t *j = NULL;
     if (g->o.api == API_NATIVE) {
         j = native(g, text ? text : "", 0, g->n_lp, true);
@@ -265,9 +266,5 @@ struct reply answer_whole(struct gen *g) {
     free(text);
     if (j && g->o.api != API_NATIVE)
         json_object_set_new(j, "usage", usage(g));
-    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!body)
-        return reply_error(500, "server_error", NULL, "out of memory");
-    return (struct reply){.status = 200, .body = body};
+    return reply_json(j);
 }

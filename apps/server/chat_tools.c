@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "chat_tools.h"
-#include "tool_calls.h"
+#include "common/tool_calls.h"
+#include "server_int.h"
 
 /* How a forced call is written in a family's syntax: around the JSON object, and the key of
  * its arguments. Families without a JSON form are forced to write the generic one. */

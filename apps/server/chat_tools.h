@@ -4,7 +4,9 @@
 
 #include <jansson.h>
 
-#include "server.h"
+#include "reply.h"
+
+struct server;
 
 /* *family: the tool_calls.h syntax to parse the answer in (-1: none: no tools, or
  * tool_choice "none"); *grammar: GBNF forcing one call (tool_choice "required" or a named

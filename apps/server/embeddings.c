@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "embeddings.h"
+#include "server_int.h"
 
 /* Standard base64 of n bytes (NUL-terminated, malloc'd). */
 static char *base64(const unsigned char *p, size_t n) {
@@ -142,8 +143,5 @@ struct reply embeddings_route(struct server *s, json_t *req) {
     json_t *j = json_pack("{s:s, s:o, s:s, s:{s:I, s:I}}", "object", "list", "data", data, "model",
                           server_model_id(s), "usage", "prompt_tokens", (json_int_t)total,
                           "total_tokens", (json_int_t)total);
-    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    return body ? (struct reply){.status = 200, .body = body}
-                : reply_error(500, "server_error", NULL, "out of memory");
+    return reply_json(j);
 }

@@ -4,7 +4,9 @@
 
 #include <jansson.h>
 
-#include "server.h"
+#include "reply.h"
+
+struct server;
 
 struct reply embeddings_route(struct server *s, json_t *req);
 

@@ -12,6 +12,7 @@
 
 #include "gen_int.h"
 #include "params.h"
+#include "server_int.h"
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -153,7 +154,7 @@ static void stream_new(struct gen *g) {
     size_t n = g->text_len - g->text_streamed;
     if (n == 0 && g->lp_streamed == g->n_lp)
         return;
-    char *text = server_valid_utf8(g->text + g->text_streamed, n);
+    char *text = reply_valid_utf8(g->text + g->text_streamed, n);
     if (!text)
         return;
     answer_chunk(g, text, g->lp_streamed, g->n_lp);

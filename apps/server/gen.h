@@ -7,9 +7,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/stop_filter.h"
 #include "oxidize.h"
-#include "server.h"
-#include "stop_filter.h"
+#include "reply.h"
 
 enum gen_api {
     API_COMPLETION, /* OpenAI's /v1/completions */
@@ -34,6 +34,9 @@ struct gen_opts {
 };
 
 struct gen;
+struct server;
+struct MHD_Connection;
+struct MHD_Response;
 
 /* A generation for n_prompt tokens (the tokens go to gen_start), taking opts' strings and the
  * sampler; NULL when out of memory (both freed then). */

@@ -9,9 +9,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/sampling.h"
 #include "gen.h"
 #include "params.h"
-#include "sampling.h"
+#include "server_int.h"
 
 static bool bad(struct reply *err, const char *param, const char *fmt, const char *a) {
     char msg[256];

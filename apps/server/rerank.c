@@ -11,6 +11,7 @@
 
 #include "embeddings.h"
 #include "rerank.h"
+#include "server_int.h"
 
 enum { MAX_DOCUMENTS = 1024 };
 
@@ -146,10 +147,5 @@ struct reply rerank_route(struct server *s, json_t *req) {
         j = results(s, sc, top_n, docs, tei, with_text, tokens);
     }
     free(sc);
-    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (r.status)
-        return r;
-    return body ? (struct reply){.status = 200, .body = body}
-                : reply_error(500, "server_error", NULL, "out of memory");
+    return r.status ? r : reply_json(j); /* j is NULL when r is an error */
 }

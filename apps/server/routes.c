@@ -10,54 +10,11 @@
 
 #include "chat_tools.h"
 #include "embeddings.h"
-#include "rerank.h"
 #include "gen.h"
 #include "params.h"
-#include "server.h"
-
-struct reply reply_error(unsigned status, const char *type, const char *param, const char *msg) {
-    char *text = server_valid_utf8(msg, strlen(msg)); /* a message cut mid-character too */
-    json_t *e = json_pack("{s:{s:s, s:s, s:s?, s:n}}", "error", "message", text ? text : "", "type",
-                          type, "param", param, "code");
-    char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e), free(text);
-    return (struct reply){.status = status, .body = body};
-}
-
-static struct reply json_reply(json_t *j) {
-    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    return body ? (struct reply){.status = 200, .body = body}
-                : reply_error(500, "server_error", NULL, "out of memory");
-}
-
-/* JSON strings are UTF-8: generated text may not be. */
-char *server_valid_utf8(const char *text, size_t len) {
-    char *out = malloc(3 * len + 1), *o = out;
-    for (size_t i = 0; out && i < len;) {
-        const unsigned char *p = (const unsigned char *)text + i;
-        size_t n = p[0] < 0x80             ? 1
-                   : (p[0] & 0xe0) == 0xc0 ? 2
-                   : (p[0] & 0xf0) == 0xe0 ? 3
-                   : (p[0] & 0xf8) == 0xf0 ? 4
-                                           : 0;
-        bool ok = n > 0 && i + n <= len && (n != 2 || p[0] >= 0xc2);
-        for (size_t k = 1; ok && k < n; k++)
-            ok = (p[k] & 0xc0) == 0x80;
-        if (ok && n == 3) /* no overlong forms or surrogates */
-            ok = !(p[0] == 0xe0 && p[1] < 0xa0) && !(p[0] == 0xed && p[1] >= 0xa0);
-        if (ok && n == 4)
-            ok = !(p[0] == 0xf0 && p[1] < 0x90) && !(p[0] == 0xf4 && p[1] >= 0x90) && p[0] <= 0xf4;
-        if (!ok) {
-            memcpy(o, "\xef\xbf\xbd", 3), o += 3, i++;
-            continue;
-        }
-        memcpy(o, p, n), o += n, i += n;
-    }
-    if (out)
-        *o = '\0';
-    return out;
-}
+#include "rerank.h"
+#include "routes.h"
+#include "server_int.h"
 
 /* ---- prompts ---- */
 
@@ -127,7 +84,7 @@ static ox_token *prompt_tokens(struct server *s, json_t *p, bool special, size_t
         char *raw = len >= 0 ? malloc((size_t)len + 1) : NULL;
         if (raw)
             ox_detokenize(v, t, *n, raw, (size_t)len, true, false);
-        *echo = raw ? server_valid_utf8(raw, (size_t)len) : NULL;
+        *echo = raw ? reply_valid_utf8(raw, (size_t)len) : NULL;
         free(raw);
     }
     return t;
@@ -328,7 +285,7 @@ static struct reply apply_template(struct server *s, json_t *req) {
         return err;
     json_t *j = json_pack("{s:s%}", "prompt", text, len);
     free(text);
-    return json_reply(j);
+    return reply_json(j);
 }
 
 /* ---- tokens ---- */
@@ -351,7 +308,7 @@ static struct reply tokenize_route(struct server *s, json_t *req) {
     for (size_t i = 0; arr && i < n; i++)
         json_array_append_new(arr, json_integer(t[i]));
     free(t);
-    return json_reply(arr ? json_pack("{s:o}", "tokens", arr) : NULL);
+    return reply_json(arr ? json_pack("{s:o}", "tokens", arr) : NULL);
 }
 
 /* POST /detokenize (llama.cpp's): tokens -> content. */
@@ -377,9 +334,9 @@ static struct reply detokenize_route(struct server *s, json_t *req) {
     char *raw = len >= 0 ? malloc((size_t)len + 1) : NULL;
     if (raw)
         ox_detokenize(v, t, n, raw, (size_t)len, false, false);
-    char *text = raw ? server_valid_utf8(raw, (size_t)len) : NULL;
+    char *text = raw ? reply_valid_utf8(raw, (size_t)len) : NULL;
     free(raw), free(t);
-    struct reply r = text ? json_reply(json_pack("{s:s}", "content", text))
+    struct reply r = text ? reply_json(json_pack("{s:s}", "content", text))
                           : reply_error(500, "server_error", NULL, "out of memory");
     free(text);
     return r;
@@ -388,7 +345,7 @@ static struct reply detokenize_route(struct server *s, json_t *req) {
 /* ---- the server's state ---- */
 
 static struct reply models(struct server *s) {
-    return json_reply(json_pack("{s:s, s:[{s:s, s:s, s:i, s:s}]}", "object", "list", "data", "id",
+    return reply_json(json_pack("{s:s, s:[{s:s, s:s, s:i, s:s}]}", "object", "list", "data", "id",
                                 server_model_id(s), "object", "model", "created", 0, "owned_by",
                                 "oxidize"));
 }
@@ -397,7 +354,7 @@ static struct reply models(struct server *s) {
 static struct reply props(struct server *s) {
     const struct server_opts *o = server_options(s);
     const char *tmpl = server_chat_template(s);
-    return json_reply(json_pack("{s:{s:i, s:{s:f, s:i, s:f, s:f, s:i}}, s:i, s:s, s:s, s:s, s:s}",
+    return reply_json(json_pack("{s:{s:i, s:{s:f, s:i, s:f, s:f, s:i}}, s:i, s:s, s:s, s:s, s:s}",
                                 "default_generation_settings", "n_ctx", server_slot_ctx(s),
                                 "params", "temperature", 0.8, "top_k", 40, "top_p", 0.95, "min_p",
                                 0.05, "n_predict", -1, "total_slots", o->n_parallel, "model_path",
@@ -419,7 +376,7 @@ static struct reply slots(struct server *s) {
                            (json_int_t)v[i].request_id, "n_past", v[i].n_past, "n_prompt_tokens",
                            v[i].n_prompt, "n_decoded", v[i].n_generated));
     free(v);
-    return json_reply(arr);
+    return reply_json(arr);
 }
 
 /* GET /metrics: Prometheus' text format, with llama.cpp's names. */
@@ -546,7 +503,7 @@ struct reply route_request(struct server *s, const char *method, const char *pat
         return reply_error(405, "invalid_request_error", NULL,
                            r->method == ANY_GET ? "use GET" : "use POST");
     switch (r->id) {
-    case R_HEALTH: return json_reply(json_pack("{s:s}", "status", "ok"));
+    case R_HEALTH: return reply_json(json_pack("{s:s}", "status", "ok"));
     case R_MODELS: return models(s);
     case R_PROPS: return props(s);
     case R_SLOTS: return slots(s);

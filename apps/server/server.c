@@ -15,7 +15,8 @@
 #include <unistd.h>
 
 #include "gen.h"
-#include "server.h"
+#include "routes.h"
+#include "server_int.h"
 
 struct server {
     const struct server_opts *o;

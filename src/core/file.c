@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,6 +13,12 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+
+static atomic_uint_fast64_t n_opened;
+
+uint64_t file_map_open_count(void) {
+    return (uint64_t)atomic_load(&n_opened);
+}
 
 static enum ox_status read_all(int fd, const char *path, size_t size, struct file_map *out) {
     uint8_t *buf = ox_aligned_alloc(OX_ALIGN, size);
@@ -40,6 +47,7 @@ enum ox_status file_map_open(const char *path, bool use_mmap, struct file_map *o
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return ox_fail(OX_ERR_IO, "file: cannot open '%s': %s", path, strerror(errno));
+    atomic_fetch_add(&n_opened, 1);
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);

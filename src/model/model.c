@@ -6,6 +6,7 @@
 
 #include "core/cpu_features.h"
 #include "model/model.h"
+#include "tokenizer/vocab.h"
 
 struct ox_model_params ox_model_params_default(void) {
     return (struct ox_model_params){.use_mmap = true, .n_gpu_layers = -1};
@@ -27,7 +28,7 @@ static enum ox_status load(struct ox_model *m, const char *path, const struct ox
     OX_TRY(model_config_load(m->gguf, &m->cfg));
     if (p->progress && !p->progress(0.25f, p->progress_user))
         return ox_fail(OX_ERR_ABORTED, "model: loading cancelled");
-    OX_TRY(ox_vocab_load(path, &m->vocab));
+    OX_TRY(vocab_from_gguf(m->gguf, &m->vocab)); /* the file is open already: not a second time */
     OX_TRY(model_bind_weights(m));
     OX_TRY(model_upload_weights(m, p->n_gpu_layers));
     describe_backend(m);
@@ -79,7 +80,7 @@ void ox_model_free(struct ox_model *m) {
     free(m->type_row0);
     free(m->weights);
     free(m->chat_template);
-    ox_vocab_free(m->vocab);
+    ox_vocab_free(m->vocab); /* before the GGUF it borrows */
     gguf_free(m->gguf);
     free(m);
 }

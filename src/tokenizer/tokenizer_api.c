@@ -4,27 +4,41 @@
 
 #include "tokenizer/tokenize.h"
 
-/* The GGUF stays open: encoders may keep pointers into its metadata (merges, scores). */
+/* Encoders may keep pointers into the GGUF's metadata (merges, scores), so it outlives the
+ * vocab: owned here when ox_vocab_load opened it, borrowed (gguf NULL) when the vocab was built
+ * from a model's own GGUF, which the model frees after the vocab. */
 struct ox_vocab {
     struct ox_gguf *gguf;
     struct vocab *v;
 };
 
-enum ox_status ox_vocab_load(const char *path, struct ox_vocab **out) {
-    if (!out || !path)
-        return ox_fail(OX_ERR_INVALID_ARG, "ox_vocab_load: NULL argument");
+enum ox_status vocab_from_gguf(const struct ox_gguf *g, struct ox_vocab **out) {
     *out = NULL;
     struct ox_vocab *ov = calloc(1, sizeof *ov);
     if (!ov)
         return ox_fail(OX_ERR_OOM, "tokenizer: out of memory");
-    enum ox_status s = gguf_open(path, true, &ov->gguf);
-    if (s == OX_OK)
-        s = vocab_load(ov->gguf, &ov->v);
+    enum ox_status s = vocab_load(g, &ov->v);
     if (s != OX_OK) {
-        ox_vocab_free(ov);
+        free(ov);
         return s;
     }
     *out = ov;
+    return OX_OK;
+}
+
+enum ox_status ox_vocab_load(const char *path, struct ox_vocab **out) {
+    if (!out || !path)
+        return ox_fail(OX_ERR_INVALID_ARG, "ox_vocab_load: NULL argument");
+    *out = NULL;
+    struct ox_gguf *g = NULL;
+    enum ox_status s = gguf_open(path, true, &g);
+    if (s == OX_OK)
+        s = vocab_from_gguf(g, out);
+    if (s != OX_OK) {
+        gguf_free(g);
+        return s;
+    }
+    (*out)->gguf = g;
     return OX_OK;
 }
 

@@ -80,6 +80,10 @@ struct vocab {
  * element types and lengths, ids in range. OX_ERR_FORMAT names the bad key. */
 enum ox_status vocab_load(const struct ox_gguf *g, struct vocab **out);
 void vocab_free(struct vocab *v);
+/* The public handle (ox_vocab) over g's vocabulary, for a model that has its GGUF open already:
+ * g is borrowed and must outlive the handle (ox_model_free frees the vocab before the GGUF). */
+struct ox_vocab;
+enum ox_status vocab_from_gguf(const struct ox_gguf *g, struct ox_vocab **out);
 
 /* Token id of an exact text, or -1. */
 int32_t vocab_find(const struct vocab *v, const char *text, size_t len);

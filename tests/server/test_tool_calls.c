@@ -1,5 +1,6 @@
-/* test_tool_calls.c: the server's tool-call parser on what each real chat template renders for an
- * assistant's tool_calls (what its model learned to write), plus hand-made edge cases. */
+/* test_tool_calls.c: the tool-call parser (apps/common, used by the server) on what each real
+ * chat template renders for an assistant's tool_calls (what its model learned to write), plus
+ * hand-made edge cases. */
 #define _POSIX_C_SOURCE 200809L /* dirent */
 #include <dirent.h>
 #include <jansson.h>
@@ -8,7 +9,7 @@
 
 #include "oxidize.h"
 #include "test.h"
-#include "tool_calls.h"
+#include "common/tool_calls.h"
 
 /* strftime_now() pinned as for the references (some templates print the date). */
 #define FIXED_NOW 1768473000

@@ -1,7 +1,7 @@
 /* stop_filter.h: stop strings over streamed text: text that might begin a stop string is held
  * back until it is known not to, and generation ends at the first stop string (not printed). */
-#ifndef OX_APPS_SERVER_STOP_FILTER_H
-#define OX_APPS_SERVER_STOP_FILTER_H
+#ifndef OX_APPS_COMMON_STOP_FILTER_H
+#define OX_APPS_COMMON_STOP_FILTER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* sampling.h: sampling settings (llama.cpp's defaults) and the sampler chain they build. */
-#ifndef OX_APPS_SERVER_SAMPLING_H
-#define OX_APPS_SERVER_SAMPLING_H
+#ifndef OX_APPS_COMMON_SAMPLING_H
+#define OX_APPS_COMMON_SAMPLING_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* tool_calls.h: tool calls found in a model's generated text, in the syntax its chat template
  * teaches, turned into OpenAI's tool_calls (name + arguments as JSON text). */
-#ifndef OX_SERVER_TOOL_CALLS_H
-#define OX_SERVER_TOOL_CALLS_H
+#ifndef OX_APPS_COMMON_TOOL_CALLS_H
+#define OX_APPS_COMMON_TOOL_CALLS_H
 
 #include <stdbool.h>
 #include <stddef.h>
