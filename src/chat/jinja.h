@@ -2,59 +2,10 @@
 #ifndef OX_CHAT_JINJA_H
 #define OX_CHAT_JINJA_H
 
-#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
-
-/* Values live in an arena owned by whoever made them (a render, a JSON parse); they are never
- * freed one by one, which keeps the evaluator free of reference counting. */
-struct jarena;
-
-enum jv_kind { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FUNC };
-
-struct jv {
-    enum jv_kind kind;
-    union {
-        int b;
-        int64_t i;
-        double f;
-        struct jstr *s;
-        struct jlist *l;
-        struct jdict *d;
-        struct jfunc *fn;
-    } u;
-};
-
-struct jstr {
-    size_t len;
-    char *p; /* NUL-terminated for convenience */
-};
-/* is_tuple only changes how it prints: (a, b). is_gen marks the results of map/select/unique:
- * Python generators, which tojson, length and indexing refuse (templates must apply |list first, as
- * with Jinja). */
-struct jlist {
-    size_t n, cap;
-    struct jv *items;
-    int is_gen, is_tuple;
-};
-/* Insertion-ordered; linear lookup is fine for chat-sized dicts. */
-struct jdict {
-    size_t n, cap;
-    struct jv *keys, *vals;
-    int is_namespace;
-};
-
-struct jarena *jarena_new(size_t cap_bytes);
-void jarena_free(struct jarena *a);
-/* Returns NULL past the arena's cap (the caller turns that into an error). */
-void *jarena_alloc(struct jarena *a, size_t n);
-/* Where to longjmp (with value 2) when the cap is hit; NULL makes jarena_alloc return NULL. */
-void jarena_on_oom(struct jarena *a, jmp_buf *jb);
-
-/* Parse JSON text into a value allocated in a; errors name the byte offset. */
-enum ox_status jjson_parse(struct jarena *a, const char *text, size_t len, struct jv *out);
 
 /* A compiled template; independent of any render. */
 struct jtemplate;

@@ -2,16 +2,11 @@
 #ifndef OX_CHAT_JINJA_INT_H
 #define OX_CHAT_JINJA_INT_H
 
+#include <setjmp.h>
 #include <string.h>
 
 #include "chat/jinja.h"
-
-/* Growable byte buffer (malloc'd), used for output and string building. A put past limit
- * (when non-zero) fails, so printing a huge shared structure cannot exhaust memory. */
-struct jbuf {
-    char *p;
-    size_t len, cap, limit;
-};
+#include "json/json.h"
 
 enum jnode_type {
     N_TEXT,
@@ -93,36 +88,11 @@ struct jctx {
 /* Fail the render (longjmp to the top); the message gets the current line. */
 _Noreturn void jfail(struct jctx *c, const char *fmt, ...) OX_PRINTF(2, 3);
 
-/* Buffers. */
-int jbuf_put(struct jbuf *b, const char *s, size_t n);
-static inline int jbuf_puts(struct jbuf *b, const char *s) {
-    return jbuf_put(b, s, strlen(s));
-}
-
-/* Value helpers (value.c). */
-struct jv jv_undef(void);
-struct jv jv_none(void);
-struct jv jv_bool(int b);
-struct jv jv_int(int64_t i);
-struct jv jv_float(double f);
-struct jv jv_str(struct jarena *a, const char *s, size_t n);
-struct jv jv_cstr(struct jarena *a, const char *s);
-struct jv jv_list(struct jarena *a);
-struct jv jv_dict(struct jarena *a);
-int jv_list_push(struct jarena *a, struct jlist *l, struct jv v);
-int jv_dict_set(struct jarena *a, struct jdict *d, struct jv k, struct jv v);
-struct jv *jv_dict_get(const struct jdict *d, struct jv k);
-struct jv *jv_dict_gets(const struct jdict *d, const char *k);
+/* Python's view of values (value.c; the type itself is json/json.h's). */
 int jv_truthy(struct jv v);
-int jv_equal(struct jv a, struct jv b);
-int jv_compare(struct jv a, struct jv b, int *ok); /* <0, 0, >0 */
 /* str() in Python terms (strings as-is, containers as repr). */
 int jv_to_str(struct jbuf *b, struct jv v);
 int jv_repr(struct jbuf *b, struct jv v);
-int jv_fmt_float(struct jbuf *b, double f);
-/* tojson: indent < 0 means compact-with-spaces (Python's json.dumps default). */
-enum { JSON_SORT_KEYS = 1, JSON_ASCII = 2 };
-int jv_to_json(struct jbuf *b, struct jv v, int indent, int level, int flags);
 const char *jv_kind_name(enum jv_kind k);
 /* Byte offsets of a string's characters (n + 1 entries, the last = len), so indexing, slicing
  * and iteration work per code point as in Python. Returns n. */

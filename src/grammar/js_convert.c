@@ -1,6 +1,6 @@
 /* js_convert.c: JSON Schema -> GBNF (ox_json_schema_to_grammar): the walk over a schema by
  * keyword, local $refs (one rule per target, so recursive schemas work), enum and const.
- * Lives in src/grammar and reads schemas with src/chat's JSON parser. Semantics follow
+ * Lives in src/grammar and reads schemas with src/json's parser. Semantics follow
  * llama.cpp's json-schema-to-grammar; the generated grammar is checked with gram_parse. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,14 +1,14 @@
 /* json_schema.h: internals of the JSON Schema -> GBNF converter (js_*.c); the entry point is
- * ox_json_schema_to_grammar in oxidize.h. Schemas are parsed with the chat module's JSON reader. */
+ * ox_json_schema_to_grammar in oxidize.h. Schemas are read with json/'s parser into its values. */
 #ifndef OX_GRAMMAR_JSON_SCHEMA_H
 #define OX_GRAMMAR_JSON_SCHEMA_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "chat/jinja_int.h"
 #include "core/status.h"
 #include "core/strmap.h"
+#include "json/json.h"
 
 /* Bounds that keep any schema, however hostile, to a small grammar built in little time. */
 #define JS_MAX_DEPTH  64         /* nested schemas, counting chains of distinct $refs */

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/tokenize.h"
-#include "tokenizer/utf8.h"
 
 /* Growable output with the snprintf contract: bytes past cap are counted, not written. */
 struct sink {

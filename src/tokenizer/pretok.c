@@ -2,7 +2,7 @@
  * PCRE2 splitter that applies a set in sequence, with llama.cpp's reading of invalid UTF-8. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer/pretok.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 #include <pcre2.h>
 #include <stdint.h>

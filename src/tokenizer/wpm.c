@@ -6,7 +6,7 @@
 
 #include <utf8proc.h>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 #include "tokenizer/vocab.h"
 
 /* The GGUF converter rewrites Hugging Face's WordPiece vocabulary so that word-start pieces

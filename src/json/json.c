@@ -1,11 +1,11 @@
-/* json.c: JSON text to values (for render contexts) and values to JSON (the tojson filter). */
+/* json.c: JSON text to values (render contexts, schemas) and values to JSON (the tojson filter). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include <utf8proc.h>
 
-#include "tokenizer/utf8.h"
-#include "chat/jinja_int.h"
+#include "core/utf8.h"
+#include "json/json.h"
 
 struct jp {
     struct jarena *a;
@@ -265,8 +265,12 @@ int jv_to_json(struct jbuf *b, struct jv v, int indent, int level, int flags) {
     case JV_UNDEF: return -1; /* json.dumps refuses Jinja's Undefined */
     case JV_NONE: return jbuf_puts(b, "null");
     case JV_BOOL: return jbuf_puts(b, v.u.b ? "true" : "false");
-    case JV_INT:
-    case JV_FLOAT: return jv_to_str(b, v);
+    case JV_INT: { /* numbers as Python's str() writes them, as json.dumps does */
+        char tmp[32];
+        snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
+        return jbuf_puts(b, tmp);
+    }
+    case JV_FLOAT: return jv_fmt_float(b, v.u.f);
     case JV_STR: return json_str(b, v.u.s->p, v.u.s->len, flags & JSON_ASCII);
     case JV_FUNC: return jbuf_puts(b, "null");
     case JV_LIST:

@@ -1,6 +1,6 @@
 /* utf8.h: UTF-8 decoding the lenient way llama.cpp reads text, and encoding. */
-#ifndef OX_TOKENIZER_UTF8_H
-#define OX_TOKENIZER_UTF8_H
+#ifndef OX_CORE_UTF8_H
+#define OX_CORE_UTF8_H
 
 #include <stddef.h>
 #include <stdint.h>
