@@ -186,12 +186,11 @@ static bool rope_and_store(struct ox_context *ctx, int il, int n) {
 }
 
 /* Per-token q scaling for long contexts (mistral3): 1 + scale * log(floor(pos / floor) + 1). */
-static void temperature_scale_q(struct ox_context *ctx, int n) {
+static void temperature_scale_q(struct ox_context *ctx, const int32_t *pos, int n) {
     const struct model_config *c = &ctx->model->cfg;
     size_t q = (size_t)c->n_head * c->head_dim_k;
     for (int t = 0; t < n; t++) {
-        double s =
-            log(floor((double)ctx->pos[t] / c->attn_temp_floor) + 1.0) * c->attn_temp_scale + 1.0;
+        double s = log(floor((double)pos[t] / c->attn_temp_floor) + 1.0) * c->attn_temp_scale + 1.0;
         ctx->st->be.ops->scale(&ctx->st->be, ctx->st->act.q + t * q, (float)s, q);
     }
 }
@@ -233,7 +232,7 @@ static bool project_and_rotate(struct ox_context *ctx, const struct layer_weight
 
 /* Layer il's attention of n tokens over its cache, into act.attn. */
 static void attend(struct ox_context *ctx, const struct layer_weights *l, int il, int n,
-                   float scale) {
+                   bool one_per_seq, float scale) {
     const struct model_config *c = &ctx->model->cfg;
     const struct layer_shape *s = shape(ctx, il);
     struct activations *a = &ctx->st->act;
@@ -259,7 +258,7 @@ static void attend(struct ox_context *ctx, const struct layer_weights *l, int il
         .window = c->is_swa[il] ? c->swa_window : 0,
         .ahead = c->causal ? 0 : INT32_MAX,
         .f16_cache = ctx->kv.type == OX_DTYPE_F16,
-        .one_per_seq = ctx->one_per_seq,
+        .one_per_seq = one_per_seq,
     };
     if (!c->causal && args.window > 0) /* a symmetric window: as far back as ahead */
         args.ahead = args.window / 2, args.window = args.window / 2 + 1;
@@ -276,7 +275,9 @@ static void attend(struct ox_context *ctx, const struct layer_weights *l, int il
     compose_attention(b, &args, &cache);
 }
 
-bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+bool attention_block(struct ox_context *ctx, const struct batch_view *batch,
+                     const struct layer_weights *l, int il) {
+    int n = batch->n;
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
     struct activations *a = &ctx->st->act;
@@ -288,7 +289,7 @@ bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int 
     else
         stored = project_and_rotate(ctx, l, il, n);
     if (c->attn_temp_scale != 0.0f)
-        temperature_scale_q(ctx, n);
+        temperature_scale_q(ctx, batch->pos, n);
     float scale = c->attn_scale;
     if (d->q_prescale) { /* ggml scales q itself here, so q rounds to f16 after scaling */
         op->scale(b, a->q, scale, (size_t)n * c->n_head * shape(ctx, il)->head_dim_k);
@@ -296,7 +297,7 @@ bool attention_block(struct ox_context *ctx, const struct layer_weights *l, int 
     }
     if (!stored)
         kv_store(ctx, il, n);
-    attend(ctx, l, il, n, scale);
+    attend(ctx, l, il, n, batch->one_per_seq, scale);
     if (d->attn_gate)
         gate_attention(ctx, n);
     const float *heads = d->mla ? mla_heads_out(ctx, l, n) : a->attn;

@@ -74,14 +74,24 @@ struct ox_context {
     bool embd_only;   /* ox_embed's batches: the hidden states alone, no output matrix */
     int32_t n_batch_last;
     enum ox_status batch_err; /* the first failure a download in the middle of the batch saw */
-    bool one_per_seq;         /* no two tokens of the batch share a sequence */
     bool moe_on_host;   /* this batch took a device stage's router probabilities to the host */
     bool moe_graphable; /* the last single-token batch did not: later ones may be graphs */
     struct delta_net_state *dn; /* recurrent layers' per-sequence state, or NULL (delta_net.h) */
 };
 
-/* Run the model on the tokens in act (already placed in cells); write logits of the tokens
- * whose out_row >= 0. */
-enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n);
+/* A batch as the forward pass reads it: decode.c fills it once the batch is checked and its
+ * tokens have cells (the arrays are the context's own, valid until the next batch). */
+struct batch_view {
+    int n;
+    const ox_token *tokens;
+    const int32_t *pos, *seq, *cell; /* each token's position, sequence and cache cell */
+    const int32_t *out_row;          /* each token's row of logits, or -1: none wanted */
+    bool one_per_seq; /* no two tokens share a sequence (a decode step of several sequences):
+                         their attentions have no cells in common */
+};
+
+/* Run the model on the batch; write the logits (and with params.embeddings the hidden states)
+ * of the tokens whose out_row >= 0. */
+enum ox_status transformer_forward(struct ox_context *ctx, const struct batch_view *batch);
 
 #endif

@@ -42,6 +42,18 @@ static enum ox_status read_batch(struct ox_context *ctx, const struct ox_batch *
     return OX_OK;
 }
 
+/* Whether no two of the n tokens share a sequence. */
+static bool one_token_per_seq(const int32_t *seq, int n) {
+    uint64_t seen[SEQ_WORDS] = {0};
+    for (int t = 0; t < n; t++) {
+        uint64_t bit = 1ull << (seq[t] % 64);
+        if (seen[seq[t] / 64] & bit)
+            return false;
+        seen[seq[t] / 64] |= bit;
+    }
+    return true;
+}
+
 enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *b) {
     if (!ctx || !b || !b->token || b->n_tokens < 1)
         return ox_fail(OX_ERR_INVALID_ARG, "decode: empty or NULL batch");
@@ -54,7 +66,14 @@ enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *b) {
     OX_TRY(read_batch(ctx, b));
     OX_TRY(kv_place(&ctx->kv, b->n_tokens, ctx->pos, ctx->seq, ctx->cell));
     ctx->n_batch_last = b->n_tokens;
-    return transformer_forward(ctx, b->token, b->n_tokens);
+    struct batch_view view = {.n = b->n_tokens,
+                              .tokens = b->token,
+                              .pos = ctx->pos,
+                              .seq = ctx->seq,
+                              .cell = ctx->cell,
+                              .out_row = ctx->out_row,
+                              .one_per_seq = one_token_per_seq(ctx->seq, b->n_tokens)};
+    return transformer_forward(ctx, &view);
 }
 
 const float *ox_get_logits(const struct ox_context *ctx, int32_t i) {

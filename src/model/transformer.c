@@ -17,7 +17,7 @@
 
 /* Keep only the rows whose logits were asked for (out_row >= 0), in order, as llama.cpp does
  * before the last layer's FFN: nothing after that mixes tokens. Returns how many remain. */
-static int keep_output_rows(struct ox_context *ctx, int n) {
+static int keep_output_rows(struct ox_context *ctx, const struct batch_view *batch, int n) {
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &ctx->st->act;
     struct backend *b = &ctx->st->be;
@@ -25,7 +25,7 @@ static int keep_output_rows(struct ox_context *ctx, int n) {
     float *rows[] = {a->x, a->xn, a->proj}, *ple = per_layer_input(ctx, ctx->st, c->n_layer - 1);
     int kept = 0;
     for (int t = 0; t < n; t++) {
-        if (ctx->out_row[t] < 0)
+        if (batch->out_row[t] < 0)
             continue;
         for (size_t i = 0; kept != t && i < sizeof rows / sizeof rows[0]; i++)
             b->ops->copy_rows(b, rows[i] + kept * d, d, rows[i] + t * d, d, 1, (int)d);
@@ -104,16 +104,16 @@ static enum ox_status output_rows(struct ox_context *ctx, int r0, int rows) {
 
 /* The batch's tokens, positions, sequences and cells, and the cache's cell positions and
  * sequence masks, into the stage's copies (the same arrays on the CPU: nothing moves). */
-static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) {
+static void upload_batch(struct ox_context *ctx, const struct batch_view *batch) {
     struct stage *s = ctx->st;
     struct backend *b = &s->be;
     struct activations *a = &s->act;
     struct kv_cache *kv = &ctx->kv;
-    size_t ints = (size_t)n * sizeof(int32_t), cells = (size_t)kv->used_end;
-    b->ops->upload(b, a->b_tok, tokens, ints);
-    b->ops->upload(b, a->b_pos, ctx->pos, ints);
-    b->ops->upload(b, a->b_seq, ctx->seq, ints);
-    b->ops->upload(b, a->b_cell, ctx->cell, ints);
+    size_t ints = (size_t)batch->n * sizeof(int32_t), cells = (size_t)kv->used_end;
+    b->ops->upload(b, a->b_tok, batch->tokens, ints);
+    b->ops->upload(b, a->b_pos, batch->pos, ints);
+    b->ops->upload(b, a->b_seq, batch->seq, ints);
+    b->ops->upload(b, a->b_cell, batch->cell, ints);
     b->ops->upload(b, s->kv_pos, kv->pos, cells * sizeof *kv->pos);
     b->ops->upload(b, s->kv_seq, kv->seq, cells * SEQ_WORDS * sizeof *kv->seq);
     b->ops->upload(b, s->kv_used, &kv->used_end, sizeof kv->used_end);
@@ -125,7 +125,9 @@ static void upload_batch(struct ox_context *ctx, const ox_token *tokens, int n) 
  * matrix a recording holds), and no op that reads the host mid-way (MoE routing there: single
  * tokens, unless the last one went without) or depends on the position on the host (attention
  * temperature). */
-static bool graphable(const struct ox_context *ctx, const struct backend *b, int n) {
+static bool graphable(const struct ox_context *ctx, const struct backend *b,
+                      const struct batch_view *batch) {
+    int n = batch->n;
     const struct model_config *c = &ctx->model->cfg;
     bool moe = false; /* DeepSeek's first layers are dense */
     for (int32_t il = 0; il < c->n_layer; il++)
@@ -134,7 +136,7 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b, int
         (moe && (n > 1 || !ctx->moe_graphable)) || c->attn_temp_scale != 0.0f)
         return false;
     for (int t = 0; t < n; t++)
-        if (ctx->out_row[t] < 0)
+        if (batch->out_row[t] < 0)
             return false;
     return true;
 }
@@ -154,15 +156,16 @@ static void recurrent_block(struct ox_context *ctx, const struct layer_weights *
 
 /* The stage's layers over n tokens; returns the rows left (keep_output_rows drops those whose
  * logits nobody asked for before the model's last FFN). */
-static int run_layers(struct ox_context *ctx, int n) {
+static int run_layers(struct ox_context *ctx, const struct batch_view *batch) {
+    int n = batch->n;
     const struct ox_model *m = ctx->model;
     for (int il = ctx->st->layer_begin; il < ctx->st->layer_end; il++) {
         bool attn_added = false; /* a recurrent layer leaves its branch in act.proj */
         if (m->cfg.is_recurrent[il])
             recurrent_block(ctx, &m->layers[il], il, n);
         else
-            attn_added = attention_block(ctx, &m->layers[il], il, n);
-        if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, n)) == 0)
+            attn_added = attention_block(ctx, batch, &m->layers[il], il);
+        if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, batch, n)) == 0)
             return 0;
         ffn_block(ctx, &m->layers[il], n, attn_added);
         if (m->layers[il].layer_out_norm) /* an encoder's x = norm(x + ffn) */
@@ -175,14 +178,15 @@ static int run_layers(struct ox_context *ctx, int n) {
 
 /* The stages before the last run on the host: the embeddings and the first layers, whose
  * hidden state the last stage then takes. */
-static void run_host_stages(struct ox_context *ctx, const ox_token *tokens, int n) {
+static void run_host_stages(struct ox_context *ctx, const struct batch_view *batch) {
+    int n = batch->n;
     struct stage *last = &ctx->stages[ctx->n_stages - 1];
     for (int32_t i = 0; i < ctx->n_stages - 1; i++) {
         ctx->st = &ctx->stages[i];
-        upload_batch(ctx, tokens, n);
+        upload_batch(ctx, batch);
         if (i == 0)
             embed(ctx, n);
-        run_layers(ctx, n);
+        run_layers(ctx, batch);
     }
     const struct model_config *c = &ctx->model->cfg;
     size_t bytes = (size_t)n * (size_t)c->n_embd * sizeof(float);
@@ -193,24 +197,25 @@ static void run_host_stages(struct ox_context *ctx, const ox_token *tokens, int 
                              per_layer_input(ctx, ctx->st, il), ple_bytes); /* made here */
 }
 
-static enum ox_status forward(struct ox_context *ctx, const ox_token *tokens, int n) {
+static enum ox_status forward(struct ox_context *ctx, const struct batch_view *batch) {
+    int n = batch->n;
     struct stage *last = &ctx->stages[ctx->n_stages - 1];
     struct backend *b = &last->be;
-    bool graph = graphable(ctx, b, n);
+    bool graph = graphable(ctx, b, batch);
     int n_in = n;
     ctx->moe_on_host = false;
     if (ctx->n_stages > 1)
-        run_host_stages(ctx, tokens, n);
+        run_host_stages(ctx, batch);
     ctx->st = last;
-    upload_batch(ctx, tokens, n);
+    upload_batch(ctx, batch);
     /* a recording is exact for one batch size; the cells in use it reads from kv_used */
     if (graph && compose_graph_begin(b, (uint64_t)n))
         return output_rows(ctx, 0, n);
     if (ctx->n_stages == 1)
         embed(ctx, n);
-    if ((n = run_layers(ctx, n)) == 0)
+    if ((n = run_layers(ctx, batch)) == 0)
         return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
-    if (n_in == 1 && ctx->out_row[0] >= 0)         /* a step graphable() would take, but for MoE */
+    if (n_in == 1 && batch->out_row[0] >= 0)       /* a step graphable() would take, but for MoE */
         ctx->moe_graphable = !ctx->moe_on_host;
     if (n <= ctx->logit_rows) {
         output_block(ctx, 0, n);
@@ -226,22 +231,8 @@ static enum ox_status forward(struct ox_context *ctx, const ox_token *tokens, in
     return OX_OK;
 }
 
-/* Whether no two tokens of the batch share a sequence (a decode step of several sequences):
- * their attentions then have no cells in common, which the backend's kernel choice uses. */
-static bool one_token_per_seq(const struct ox_context *ctx, int n) {
-    uint64_t seen[SEQ_WORDS] = {0};
-    for (int t = 0; t < n; t++) {
-        uint64_t bit = 1ull << (ctx->seq[t] % 64);
-        if (seen[ctx->seq[t] / 64] & bit)
-            return false;
-        seen[ctx->seq[t] / 64] |= bit;
-    }
-    return true;
-}
-
-enum ox_status transformer_forward(struct ox_context *ctx, const ox_token *tokens, int n) {
-    ctx->one_per_seq = one_token_per_seq(ctx, n);
+enum ox_status transformer_forward(struct ox_context *ctx, const struct batch_view *batch) {
     ctx->batch_err = OX_OK;
-    enum ox_status st = forward(ctx, tokens, n);
+    enum ox_status st = forward(ctx, batch);
     return st != OX_OK ? st : ctx->batch_err; /* a download midway failed, which it cleared */
 }
