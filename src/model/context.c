@@ -205,10 +205,12 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
     size_t ff_up = fused ? 2 * ff : ff; /* a row of [gate | up] */
     size_t ints = nb * sizeof(int32_t);
     bool device = s->be.ops->device, dense = c->n_expert == 0;
-    /* Buffers share memory where their contents never live at once: proj (wo's product) takes
-     * q's, which the attention has read by then; the attention's output takes gate's, which
-     * the FFN fills only after wo has read it; and in a dense model the FFN's output (branch)
-     * takes up's, which the GLU has read by then (a MoE FFN reads up while it writes branch). */
+    /* Buffers share memory where their contents never live at once (decided here alone:
+     * free_stage frees what is distinct): proj (wo's product) takes q's, which the attention
+     * has read by then; the attention's output takes gate's, which the FFN fills only after wo
+     * has read it; in a dense model the FFN's output (branch) takes up's, which the GLU has
+     * read by then (a MoE FFN reads up while it writes branch), and the GLU's output (hidden)
+     * is gate's, which it runs over in place. */
     a->x = bfalloc(ctx, s, nb * e), a->xn = bfalloc(ctx, s, nb * e);
     a->q = bfalloc(ctx, s, nb * (q > e ? q : e));
     a->qkv = bfalloc(ctx, s, has_wqkv(ctx->model) ? nb * (q + dk + dv) : 0);
@@ -222,8 +224,7 @@ static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s)
      * context shift re-ropes */
     bool in_place = s->be.ops->attention_reads_cache;
     size_t cache_rows = in_place ? 1 : (size_t)ctx->kv.n_cells;
-    /* a dense FFN's GLU runs in place over the gate's product (an element at a time); MoE
-     * FFNs keep both (an expert's down projection goes to gate) */
+    /* MoE FFNs keep both (an expert's down projection goes to gate) */
     a->hidden = c->n_expert > 0 ? bfalloc(ctx, s, nb * ff) : a->gate;
     a->kf = bfalloc(ctx, s, cache_rows * dk);
     a->k_t = device ? NULL : bfalloc(ctx, s, ctx->kv.n_cells * dk);
@@ -380,34 +381,37 @@ enum ox_status ox_context_create(const struct ox_model *m, const struct ox_conte
     return OX_OK;
 }
 
-/* The stage's buffers and backend; the host's aliases of its buffers are not freed twice. */
+/* Frees each distinct buffer of the list once: which buffers share memory is decided in
+ * alloc_activations alone. */
+static void free_distinct(struct backend *b, void *const *bufs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        bool seen = !bufs[i];
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = bufs[j] == bufs[i];
+        if (!seen)
+            b->ops->free(b, bufs[i]);
+    }
+}
+
+/* The stage's buffers and backend. On the host, the batch and cell arrays are the context's
+ * own (not the stage's to free). */
 static void free_stage(struct stage *s) {
     struct backend *b = &s->be;
     struct activations *a = &s->act;
-    if (b->ops) {
-        bool device = b->ops->device;
-        if (a->hidden == a->gate) /* the shared buffers: freed once, as their owners */
-            a->hidden = NULL;
-        if (a->branch == a->up)
-            a->branch = NULL;
-        a->proj = a->attn = NULL;
-        void *bs[] = {a->x,       a->xn,         a->qkv,      a->branch,  a->q,       a->k,
-                      a->v,       a->attn,       a->proj,     a->gate,    a->up,      a->hidden,
-                      a->kf,      a->k_t,        a->vf,       a->router,  a->b_tok,   s->k_rows,
-                      s->v_rows,  a->expert_ids, a->expert_w, a->moe_out, a->qg,      a->ple,
-                      a->ple_tmp, a->mla,        a->mla_in,   a->mla_out, a->type_row};
-        for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
-            if (bs[i])
-                b->ops->free(b, bs[i]);
+    if (!b->ops)
+        return;
+    void *bs[] = {a->x,       a->xn,         a->qkv,      a->branch,  a->q,       a->k,
+                  a->v,       a->attn,       a->proj,     a->gate,    a->up,      a->hidden,
+                  a->kf,      a->k_t,        a->vf,       a->router,  a->b_tok,   s->k_rows,
+                  s->v_rows,  a->expert_ids, a->expert_w, a->moe_out, a->qg,      a->ple,
+                  a->ple_tmp, a->mla,        a->mla_in,   a->mla_out, a->type_row};
+    free_distinct(b, bs, sizeof bs / sizeof bs[0]);
+    if (b->ops->device) {
         void *mirrors[] = {a->b_pos, a->b_seq, a->b_cell, s->kv_pos, s->kv_seq, s->kv_used};
-        for (size_t i = 0; device && i < sizeof mirrors / sizeof mirrors[0]; i++)
-            if (mirrors[i])
-                b->ops->free(b, mirrors[i]);
-        if (device)
-            ox_aligned_free(a->router_host);
+        free_distinct(b, mirrors, sizeof mirrors / sizeof mirrors[0]);
+        ox_aligned_free(a->router_host);
     }
-    if (b->ops)
-        b->ops->release(b);
+    b->ops->release(b);
 }
 
 void ox_context_free(struct ox_context *ctx) {

@@ -16,9 +16,8 @@ struct activations {
     float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up;
     float *qg;          /* gated attention (arch attn_gate): [n_batch][2 q] queries and gates as
                            projected, then [n_batch][q] the gates alone; else NULL */
-    float *hidden;      /* the GLU's output: gate itself in a dense model; qkv: room only with wqkv;
-                           proj shares q's memory, attn gate's, and in a dense model branch up's
-                           (context.c's alloc_activations says why they may) */
+    float *hidden;      /* the GLU's output; qkv: room only with wqkv. Some of these share
+                           memory (context.c's alloc_activations says which, and why they may) */
     int64_t ffn_slice;  /* 0, or the width the FFN of a batch too wide for gate goes by
                            (transformer.c's ffn_sliced): gate and up then hold n_batch rows of
                            it, or of n_embd if wider */
