@@ -1,8 +1,8 @@
 /* level_neon.h: what differs between the three AArch64 builds of the integer kernel files
  * (plain NEON, +dotprod, +dotprod+i8mm): their names and the byte dot-product primitives.
- * qkernels_dotprod.c / qkernels_i8mm.c (and the k-quant pair) define OX_NEON_DOTPROD or
- * OX_NEON_I8MM and include the *_neon.c source; everything else is the same code. Also the
- * small helpers both files share. */
+ * qkernels_block32_dotprod.c / qkernels_block32_i8mm.c (and the k-quant pair) define
+ * OX_NEON_DOTPROD or OX_NEON_I8MM and include the *_neon.c source; everything else is the same
+ * code. Also the small helpers both files share. */
 #ifndef OX_BACKEND_CPU_ARM_LEVEL_NEON_H
 #define OX_BACKEND_CPU_ARM_LEVEL_NEON_H
 

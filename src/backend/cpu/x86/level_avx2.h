@@ -1,7 +1,7 @@
 /* level_avx2.h: what differs between the AVX2 and AVX-VNNI builds of the AVX2 kernel files
- * (qkernels_avx2vnni.c includes them with OX_AVX_VNNI defined; test_qmatmul builds them a third
- * time with OX_AVX_VNNI_EMULATED too): their names and the integer primitives; everything else
- * is the same code. */
+ * (qkernels_block32_avx2vnni.c and qkernels_kquant_avx2vnni.c include them with OX_AVX_VNNI
+ * defined; test_qmatmul builds them a third time with OX_AVX_VNNI_EMULATED too): their names and
+ * the integer primitives; everything else is the same code. */
 #ifndef OX_BACKEND_CPU_X86_LEVEL_AVX2_H
 #define OX_BACKEND_CPU_X86_LEVEL_AVX2_H
 

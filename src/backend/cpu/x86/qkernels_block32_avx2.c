@@ -1,7 +1,7 @@
-/* qkernels_avx2.c: matmul kernels for the 32-block types on x86 CPUs with AVX2, the shapes of
- * the AVX-512 set on 8-lane registers: a row tile for any shape, 16 rows repacked chunk-major
+/* qkernels_block32_avx2.c: matmul kernels for the 32-block types on x86 CPUs with AVX2, the shapes
+ * of the AVX-512 set on 8-lane registers: a row tile for any shape, 16 rows repacked chunk-major
  * for batches, and q4_0 / q8_0 in the load-time layout (qpack16.c) for single tokens. Built a
- * second time as qkernels_avx2vnni.c, where VPDPBUSD (AVX-VNNI) takes the byte products.
+ * second time as qkernels_block32_avx2vnni.c, where VPDPBUSD (AVX-VNNI) takes the byte products.
  *
  * Without VNNI the byte products go through VPMADDUBSW (unsigned x signed, pairs summed with
  * saturation to int16). Unsigned levels below 16 (q4) leave room to sum 8 chunks of 4 in int16

@@ -1,5 +1,5 @@
-/* qkernels_avx512.c: matmul tiles for AVX-512 (VL, BW, VNNI) CPUs, built with those flags and
- * chosen at runtime. The 32-element block types share one shape: each weight block is unpacked
+/* qkernels_block32_avx512.c: matmul tiles for AVX-512 (VL, BW, VNNI) CPUs, built with those flags
+ * and chosen at runtime. The 32-element block types share one shape: each weight block is unpacked
  * once to 32 unsigned bytes and reused for every token of the tile; VPDPBUSD multiplies them
  * with the signed activation bytes, and the weights' offset or min comes back through the
  * activation block sum (struct xq8_32). */

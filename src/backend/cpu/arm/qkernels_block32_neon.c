@@ -1,6 +1,6 @@
-/* qkernels_neon.c: matmul kernels for the 32-block types on AArch64, the shapes of the x86 sets:
- * a row tile for any shape, 16 rows repacked for batches, and q4_0 / q8_0 in the load-time layout
- * (qpack16.c) for single tokens. Weights are unpacked to signed bytes (offsets subtracted;
+/* qkernels_block32_neon.c: matmul kernels for the 32-block types on AArch64, the shapes of the x86
+ * sets: a row tile for any shape, 16 rows repacked for batches, and q4_0 / q8_0 in the load-time
+ * layout (qpack16.c) for single tokens. Weights are unpacked to signed bytes (offsets subtracted;
  * q4_1/q5_1 keep their 0..31 levels and return the min through the activation block sum).
  * Built three times (level_neon.h): plain NEON (byte products widened with SMULL), +dotprod
  * (SDOT; 4 rows x 4 bytes against one 4-byte activation chunk by lane in the 16-row layouts)

@@ -1,4 +1,4 @@
-/* qkernels_generic.c: the kernel table for CPUs without a SIMD kernel set: empty, so every
+/* qkernels.c: the kernel table for CPUs without a SIMD kernel set: empty, so every
  * matmul takes the scalar reference path in ops_ref.c. */
 #include "backend/cpu/qmatmul.h"
 
