@@ -12,19 +12,16 @@
 
 #if defined(OX_NEON_I8MM)
 enum { DOTPROD = 1, I8MM = 1 };
-#define LEVEL_NAME   "neon-i8mm"
-#define KERNEL_TABLE qkernels_neon_i8mm
-#define KQUANT_TABLE qkernels_kquant_neon_i8mm
+#define QK_LEVEL   neon_i8mm
+#define LEVEL_NAME "neon-i8mm"
 #elif defined(OX_NEON_DOTPROD)
 enum { DOTPROD = 1, I8MM = 0 };
-#define LEVEL_NAME   "neon-dotprod"
-#define KERNEL_TABLE qkernels_neon_dotprod
-#define KQUANT_TABLE qkernels_kquant_neon_dotprod
+#define QK_LEVEL   neon_dotprod
+#define LEVEL_NAME "neon-dotprod"
 #else
 enum { DOTPROD = 0, I8MM = 0 };
-#define LEVEL_NAME   "neon"
-#define KERNEL_TABLE qkernels_neon
-#define KQUANT_TABLE qkernels_kquant_neon
+#define QK_LEVEL   neon
+#define LEVEL_NAME "neon"
 #endif
 
 #define ALWAYS_INLINE __attribute__((always_inline))
