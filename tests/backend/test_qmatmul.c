@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qkernels.h"
 #include "core/alloc.h"
 #include "core/cpu_features.h"
 #include "core/fp16.h"
@@ -15,9 +15,9 @@
 #include "quant/dtype.h"
 #include "test.h"
 
-#ifdef OX_TEST_VNNI_EMULATED /* the AVX-VNNI kernels on AVX2 alone (tests/backend/CMakeLists.txt)  \
-                              */
-const struct qkernel *qkernels_avx2vnni_emulated(enum ox_dtype type);
+#ifdef OX_TEST_VNNI_EMULATED
+/* The AVX-VNNI kernels on AVX2 alone (tests/backend/CMakeLists.txt), as a level's table */
+QKERNEL_TABLE(qkernels_avx2vnni_emulated, avx2vnni_emulated, avx2);
 #endif
 
 #define COLS   512 /* elements per row: two k-quant super-blocks, sixteen 32-blocks */
@@ -312,20 +312,20 @@ int main(void) {
 #if defined(__x86_64__) /* the AVX2 sets, which AVX-512 machines never pick, on their own */
     const struct cpu_features *f = cpu_features_get();
     for (int t = 0; f->avx2 && f->fma && f->f16c && t < OX_DTYPE_COUNT; t++) {
-        check_kernel((enum ox_dtype)t, qkernels_avx2((enum ox_dtype)t));
-        check_q8_K_activations(qkernels_avx2((enum ox_dtype)t));
+        check_kernel((enum ox_dtype)t, qkernels_avx2[t]);
+        check_q8_K_activations(qkernels_avx2[t]);
         if (f->avx_vnni)
-            check_kernel((enum ox_dtype)t, qkernels_avx2vnni((enum ox_dtype)t));
+            check_kernel((enum ox_dtype)t, qkernels_avx2vnni[t]);
     }
     if (f->avx2 && f->fma && f->f16c)
-        check_q8_0_extremes(qkernels_avx2(OX_DTYPE_Q8_0));
+        check_q8_0_extremes(qkernels_avx2[OX_DTYPE_Q8_0]);
     if (f->avx_vnni)
-        check_q8_0_extremes(qkernels_avx2vnni(OX_DTYPE_Q8_0));
+        check_q8_0_extremes(qkernels_avx2vnni[OX_DTYPE_Q8_0]);
 #ifdef OX_TEST_VNNI_EMULATED
     for (int t = 0; f->avx2 && f->fma && f->f16c && t < OX_DTYPE_COUNT; t++)
-        check_kernel((enum ox_dtype)t, qkernels_avx2vnni_emulated((enum ox_dtype)t));
+        check_kernel((enum ox_dtype)t, qkernels_avx2vnni_emulated[t]);
     if (f->avx2 && f->fma && f->f16c)
-        check_q8_0_extremes(qkernels_avx2vnni_emulated(OX_DTYPE_Q8_0));
+        check_q8_0_extremes(qkernels_avx2vnni_emulated[OX_DTYPE_Q8_0]);
 #endif
 #endif
     printf("%d fast kernels on this CPU\n", n);

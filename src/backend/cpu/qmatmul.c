@@ -1,123 +1,55 @@
-/* qmatmul.c: drives the fast matmul kernels: picks the kernel for the CPU, quantizes the
- * activations once (threads split the tokens), then walks L2-sized blocks of tokens in the
+/* qmatmul.c: drives the fast matmul kernels: takes the kernel for the CPU (qkernel_for), quantizes
+ * the activations once (threads split the tokens), then walks L2-sized blocks of tokens in the
  * kernel's tiles (threads split the rows; small matmuls stay on one thread). */
 #include "backend/cpu/qmatmul.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/qkernels.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/alloc.h"
 #include "core/cpu_features.h"
-#include "core/fp16.h"
 
-size_t xq8_32_row_bytes(int64_t n) {
-    return (size_t)(n / 32) * sizeof(struct xq8_32);
-}
-
-void xq8_32_quantize(const float *x, void *xq, int64_t n) {
-    struct xq8_32 *blk = xq;
-    for (int64_t b = 0; b < n / 32; b++, x += 32) {
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++)
-            amax = fmaxf(amax, fabsf(x[i]));
-        /* as ggml's x86 quantize_row_q8_0: 127 / amax (not 1 / d), ties to even */
-        float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        int sum = 0;
-        for (int i = 0; i < 32; i++) {
-            blk[b].q[i] = (int8_t)lrintf(x[i] * id);
-            sum += blk[b].q[i];
-        }
-        blk[b].d = fp16_to_fp32(fp32_to_fp16(d)); /* ggml's q8_0 keeps d as f16 */
-        blk[b].s = blk[b].d * (float)sum;
-    }
-}
-
-/* ggml's q8_1, the activations of q4_1 and q5_1, keeps s = d * sum(q) rounded to f16, with d
- * taken before its own rounding (the q8_0 form above keeps s exact); so the min term m * s of
- * those types' dot products is ggml's to the bit. Rewrites the s of blocks already quantized. */
-void xq8_32_sums_as_q8_1(const float *x, void *xq, int64_t n) {
-    struct xq8_32 *blk = xq;
-    for (int64_t b = 0; b < n / 32; b++, x += 32) {
-        float amax = 0.0f;
-        int sum = 0;
-        for (int i = 0; i < 32; i++) /* two loops: one gave gcc 12's AArch64 vectorizer an ICE */
-            amax = fmaxf(amax, fabsf(x[i]));
-        for (int i = 0; i < 32; i++)
-            sum += blk[b].q[i];
-        blk[b].s = fp16_to_fp32(fp32_to_fp16(amax / 127.0f * (float)sum));
-    }
-}
-
-void xq8_32_to_float(const void *xq, float *x, int64_t n) {
-    const struct xq8_32 *blk = xq;
-    for (int64_t i = 0; i < n; i++)
-        x[i] = blk[i / 32].d * (float)blk[i / 32].q[i % 32];
-}
-
-/* ---- activations of the float kernels: rounded to the weight's dot type as the reference
- * does (f16 kept as f32 values, so kernels need not convert; bf16 kept as bf16 pairs) ---- */
-
-size_t xf32_row_bytes(int64_t n) {
-    return (size_t)n * 4;
-}
-size_t xhalf_row_bytes(int64_t n) {
-    return (size_t)n * 2;
-}
-void xf32_quantize(const float *x, void *xq, int64_t n) {
-    memcpy(xq, x, (size_t)n * sizeof *x);
-}
-void xf32_to_float(const void *xq, float *x, int64_t n) {
-    memcpy(x, xq, (size_t)n * sizeof *x);
-}
-void xf16_quantize(const float *x, void *xq, int64_t n) {
-    float *f = xq;
-    for (int64_t i = 0; i < n; i++)
-        f[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
-}
-void xbf16_quantize(const float *x, void *xq, int64_t n) {
-    uint16_t *h = xq;
-    for (int64_t i = 0; i < n; i++)
-        h[i] = fp32_to_bf16(x[i]);
-}
-void xbf16_to_float(const void *xq, float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        x[i] = bf16_to_fp32(((const uint16_t *)xq)[i]);
-}
-
-static const struct qkernel *kernels[64];
+static const struct qkernel *kernels[OX_DTYPE_COUNT];
 static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
 
+/* Per dtype, the kernel of the best level this CPU (as OX_CPU_ISA leaves it) runs that has one;
+ * none: the reference path runs. */
 static void pick_kernels(void) {
     const struct cpu_features *f = cpu_features_get();
-    bool avx512 = f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->avx512vnni &&
-                  f->fma && f->f16c;
-    for (int t = 0; t < 64; t++) {
-        const struct qkernel *k = NULL;
-#ifdef OX_HAVE_X86_KERNELS /* built only for x86-64 */
-        bool avx2 = f->avx2 && f->fma && f->f16c;
-        k = avx512 ? qkernels_avx512((enum ox_dtype)t) : NULL;
-        k = !k && avx2 && f->avx_vnni ? qkernels_avx2vnni((enum ox_dtype)t) : k;
-        k = !k && avx2 ? qkernels_avx2((enum ox_dtype)t) : k;
+    const struct qkernel *const *levels[3]; /* the levels this CPU runs, best first */
+    int n_levels = 0;
+#ifdef OX_HAVE_X86_KERNELS
+    bool avx2 = f->avx2 && f->fma && f->f16c;
+    if (f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->avx512vnni && f->fma &&
+        f->f16c)
+        levels[n_levels++] = qkernels_avx512;
+    if (avx2 && f->avx_vnni)
+        levels[n_levels++] = qkernels_avx2vnni;
+    if (avx2)
+        levels[n_levels++] = qkernels_avx2;
 #endif
-#ifdef OX_HAVE_ARM_KERNELS /* built only for AArch64: i8mm > dotprod > plain NEON */
-        k = f->neon && f->dotprod && f->i8mm ? qkernels_neon_i8mm((enum ox_dtype)t) : NULL;
-        k = !k && f->neon && f->dotprod ? qkernels_neon_dotprod((enum ox_dtype)t) : k;
-        k = !k && f->neon ? qkernels_neon((enum ox_dtype)t) : k;
+#ifdef OX_HAVE_ARM_KERNELS
+    if (f->neon && f->dotprod && f->i8mm)
+        levels[n_levels++] = qkernels_neon_i8mm;
+    if (f->neon && f->dotprod)
+        levels[n_levels++] = qkernels_neon_dotprod;
+    if (f->neon)
+        levels[n_levels++] = qkernels_neon;
 #endif
-        kernels[t] = k ? k : qkernels_generic((enum ox_dtype)t);
-    }
-    (void)avx512;
+    (void)f;
+    for (int t = 0; t < OX_DTYPE_COUNT; t++)
+        for (int l = 0; l < n_levels && !kernels[t]; l++)
+            kernels[t] = levels[l][t];
 }
 
 const struct qkernel *qkernel_for(enum ox_dtype type) {
     if (getenv("OX_REFERENCE_MATMUL")) /* debugging: the scalar oracle everywhere */
         return NULL;
     pthread_once(&kernels_once, pick_kernels);
-    return (unsigned)type < 64 ? kernels[type] : NULL;
+    return (unsigned)type < OX_DTYPE_COUNT ? kernels[type] : NULL;
 }
 
 struct qjob {

@@ -61,7 +61,8 @@ void cpu_pack_free(void *packed);
 
 #define PACK16_BYTES(n) ((size_t)(n) / 32 * (16 * 32 + 16 * 8) + 64)
 
-/* The best kernel for weights of this type on this CPU, or NULL (the reference path runs). */
+/* The best kernel for weights of this type on this CPU, or NULL (the reference path runs): a
+ * lookup in a table built once from the levels' tables (qkernels.h). */
 const struct qkernel *qkernel_for(enum ox_dtype type);
 
 /* y = W x with the fast kernel; false when there is none for w's type (nothing was done). */
@@ -88,26 +89,6 @@ int64_t qmatmul_chunk_count(double macs_per_group, int64_t groups, int nth);
 /* Claims the next of chunks chunks of groups (next counts the claims): [*g0, *g1), false when
  * none is left. */
 bool qmatmul_claim(atomic_int *next, int64_t groups, int64_t chunks, int64_t *g0, int64_t *g1);
-
-/* Kernel tables per instruction set (NULL entries: not provided). */
-const struct qkernel *qkernels_avx512(enum ox_dtype type);
-const struct qkernel *qkernels_kquant_avx512(enum ox_dtype type); /* k-quants, iq4_xs */
-const struct qkernel *qkernels_generic(enum ox_dtype type);
-const struct qkernel *qkernels_avx2(enum ox_dtype type);
-const struct qkernel *qkernels_kquant_avx2(enum ox_dtype type); /* k-quants, iq4_xs */
-const struct qkernel *qkernels_float_avx2(enum ox_dtype type);
-const struct qkernel *qkernels_avx2vnni(enum ox_dtype type); /* qkernels_avx2.c with AVX-VNNI */
-const struct qkernel *qkernels_kquant_avx2vnni(enum ox_dtype type);
-/* AArch64, per level (arm/level_neon.h): plain NEON, +dotprod, +dotprod+i8mm; each table
- * falls back to its level's k-quant table, then to the float kernels (plain NEON). */
-const struct qkernel *qkernels_neon(enum ox_dtype type);
-const struct qkernel *qkernels_kquant_neon(enum ox_dtype type); /* k-quants, iq4_xs */
-const struct qkernel *qkernels_neon_dotprod(enum ox_dtype type);
-const struct qkernel *qkernels_kquant_neon_dotprod(enum ox_dtype type);
-const struct qkernel *qkernels_neon_i8mm(enum ox_dtype type);
-const struct qkernel *qkernels_kquant_neon_i8mm(enum ox_dtype type);
-const struct qkernel *qkernels_float_neon(enum ox_dtype type);
-const struct qkernel *qkernels_float_avx512(enum ox_dtype type);
 
 /* The load-time layout of q4_0 and q8_0 shared by the x86 and NEON levels (qpack16.c): per block of
  * 32, 16 f16 scales, then the rows' quants in chunks of 4 bytes, chunk-major. */
@@ -152,12 +133,6 @@ enum {
 _Static_assert(K6P_BLOCK == 16 * 210, "q6_K's layout keeps the file's 210 bytes a row");
 _Static_assert(K4P_QS % 64 == 0 && K4P_BLOCK == 16 * 144 + 64, "q4_K's levels start a line");
 
-/* The qkernel fields of a k-quant with a load-time layout: kpack16.c's functions and the level's
- * own single-token kernel gemv16_<type>. */
-#define LOAD_TIME_LAYOUT(type)                                                                     \
-    .packed_group_bytes = kpack16_group_bytes_##type, .pack = kpack16_pack_##type,                 \
-    .gemv16 = gemv16_##type, .unpack16 = kpack16_unpack_##type,                                    \
-    .file_row = kpack16_file_row_##type
 size_t kpack16_group_bytes_q4_K(int64_t n);
 size_t kpack16_group_bytes_q6_K(int64_t n);
 void kpack16_pack_q4_K(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
@@ -167,7 +142,8 @@ void kpack16_unpack_q6_K(int64_t n, const void *group, void *dst);
 void kpack16_file_row_q4_K(int64_t n, const void *group, int lane, void *dst);
 void kpack16_file_row_q6_K(int64_t n, const void *group, int lane, void *dst);
 
-/* Shared activation quantizer for the xq8_32 format (scalar; vectorized by the compiler). */
+/* The activations of the 32-block types (struct xq8_32): the scalar quantizer (qkernels.c,
+ * vectorized by the compiler) and the levels' own (ops_<isa>.c), all with the same results. */
 size_t xq8_32_row_bytes(int64_t n);
 void xq8_32_quantize(const float *x, void *xq, int64_t n);
 void xq8_32_to_float(const void *xq, float *x, int64_t n);
@@ -178,7 +154,13 @@ void xq8_32_sums_as_q8_1(const float *x, void *xq, int64_t n);  /* s as ggml's q
 void xq8_1_quantize_avx2(const float *x, void *xq, int64_t n);
 void xq8_1_quantize_neon(const float *x, void *xq, int64_t n);
 
-/* Activations of the f32/f16/bf16 kernels, shared by every instruction set (qmatmul.c). */
+/* The activations of the k-quants and iq4_xs: ggml's q8_K (struct block_q8_K). xq8_K_quantize is
+ * the reference quantizer (qkernels.c; NEON's); the x86 levels have their own, byte for byte the
+ * same. */
+size_t xq8_K_row_bytes(int64_t n);
+void xq8_K_quantize(const float *x, void *xq, int64_t n);
+
+/* The activations of the f32/f16/bf16 kernels, shared by every instruction set. */
 size_t xf32_row_bytes(int64_t n);
 size_t xhalf_row_bytes(int64_t n);
 void xf32_quantize(const float *x, void *xq, int64_t n);

@@ -1,8 +1,8 @@
 /* level_neon.h: what differs between the three AArch64 builds of the integer kernel files
  * (plain NEON, +dotprod, +dotprod+i8mm): their names and the byte dot-product primitives.
- * qkernels_dotprod.c / qkernels_i8mm.c (and the k-quant pair) define OX_NEON_DOTPROD or
- * OX_NEON_I8MM and include the *_neon.c source; everything else is the same code. Also the
- * small helpers both files share. */
+ * qkernels_block32_dotprod.c / qkernels_block32_i8mm.c (and the k-quant pair) define
+ * OX_NEON_DOTPROD or OX_NEON_I8MM and include the *_neon.c source; everything else is the same
+ * code. Also the small helpers both files share. */
 #ifndef OX_BACKEND_CPU_ARM_LEVEL_NEON_H
 #define OX_BACKEND_CPU_ARM_LEVEL_NEON_H
 
@@ -12,19 +12,16 @@
 
 #if defined(OX_NEON_I8MM)
 enum { DOTPROD = 1, I8MM = 1 };
-#define LEVEL_NAME   "neon-i8mm"
-#define KERNEL_TABLE qkernels_neon_i8mm
-#define KQUANT_TABLE qkernels_kquant_neon_i8mm
+#define QK_LEVEL   neon_i8mm
+#define LEVEL_NAME "neon-i8mm"
 #elif defined(OX_NEON_DOTPROD)
 enum { DOTPROD = 1, I8MM = 0 };
-#define LEVEL_NAME   "neon-dotprod"
-#define KERNEL_TABLE qkernels_neon_dotprod
-#define KQUANT_TABLE qkernels_kquant_neon_dotprod
+#define QK_LEVEL   neon_dotprod
+#define LEVEL_NAME "neon-dotprod"
 #else
 enum { DOTPROD = 0, I8MM = 0 };
-#define LEVEL_NAME   "neon"
-#define KERNEL_TABLE qkernels_neon
-#define KQUANT_TABLE qkernels_kquant_neon
+#define QK_LEVEL   neon
+#define LEVEL_NAME "neon"
 #endif
 
 #define ALWAYS_INLINE __attribute__((always_inline))

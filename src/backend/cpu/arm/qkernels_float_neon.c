@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qkernels.h"
 #include "core/fp16.h"
 
 /* The reference sums float rows in the orders of ggml's AVX-512 kernels (ggml_numerics.c):
@@ -114,32 +114,12 @@ static float vec_bf16(const void *w, const void *x, int64_t n) {
     return (float)sum;
 }
 
-#define DEFINE_VEC_TILE(type)                                                                      \
-    static void vec_tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,              \
-                                const uint8_t *x, size_t x_stride, int nc, float *y,               \
-                                size_t y_stride) {                                                 \
-        for (int c = 0; c < nc; c++)                                                               \
-            for (int r = 0; r < nr; r++)                                                           \
-                y[(size_t)c * y_stride + (size_t)r] =                                              \
-                    vec_##type(w + (size_t)r * w_stride, x + (size_t)c * x_stride, n);             \
-    }
-
 DEFINE_VEC_TILE(f32)
 DEFINE_VEC_TILE(f16)
 DEFINE_VEC_TILE(bf16)
 
 /* ---- batches: tinyBLAS's order, one 16-lane accumulator per output. "Repacking" only
- * records where the 16 rows are: these types are read in place. ---- */
-
-struct rows16 {
-    const uint8_t *w;
-    size_t w_stride;
-};
-
-static void record_rows(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {
-    (void)n, (void)nr;
-    *(struct rows16 *)dst = (struct rows16){w, w_stride};
-}
+ * records where the 16 rows are (float_rows_record): these types are read in place. ---- */
 
 /* Per type: elements per accumulator step (16, bf16 32), the update of one quarter of a 16-lane
  * accumulator with the elements from e on (4, bf16 8), the vec_dot order for widths tinyBLAS
@@ -200,7 +180,7 @@ static inline __attribute__((always_inline)) void gemm(const struct ftype *t, in
                                                        const void *packed, int nr, const uint8_t *x,
                                                        size_t x_stride, int nc, float *y,
                                                        size_t y_stride) {
-    const struct rows16 *p = packed;
+    const struct float_rows *p = packed;
     if (n % t->step) { /* tinyBLAS takes whole steps only; ggml uses vec_dot then */
         for (int c = 0; c < nc; c++)
             for (int r = 0; r < nr; r++)
@@ -221,34 +201,17 @@ static inline __attribute__((always_inline)) void gemm(const struct ftype *t, in
     }
 }
 
+/* A float type's kernel of the NEON tables (qkernels.c, every level): its struct ftype, and the
+ * batch tile over it. */
 #define FLOAT_KERNEL(type, step, update, ct, row_bytes, to_float)                                  \
     static const struct ftype ft_##type = {step, update, vec_##type, ct};                          \
     static void gemm_##type(int64_t n, const void *packed, int nr, const uint8_t *x,               \
                             size_t x_stride, int nc, float *y, size_t y_stride) {                  \
         gemm(&ft_##type, n, packed, nr, x, x_stride, nc, y, y_stride);                             \
     }                                                                                              \
-    static const struct qkernel k_##type = {.name = #type " neon",                                 \
-                                            .x_row_bytes = row_bytes,                              \
-                                            .quantize_x = x##type##_quantize,                      \
-                                            .x_to_float = to_float,                                \
-                                            .tile = vec_tile_##type,                               \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = record_rows,                               \
-                                            .tile16 = gemm_##type,                                 \
-                                            .pack_nc = ct,                                         \
-                                            .min_pack_n = 2};
+    DEFINE_FLOAT_KERNEL(neon, "neon", type, row_bytes, to_float, gemm_##type, ct)
 
 /* Batches (2 or more tokens) take tinyBLAS's order, single tokens vec_dot's, as ggml-cpu. */
 FLOAT_KERNEL(f32, LANES, fma_f32, CT, xf32_row_bytes, xf32_to_float)
 FLOAT_KERNEL(f16, LANES, fma_f16, CT, xf32_row_bytes, xf32_to_float)
 FLOAT_KERNEL(bf16, 2 * LANES, dpbf16, 2, xhalf_row_bytes, xbf16_to_float)
-
-const struct qkernel *qkernels_float_neon(enum ox_dtype type) {
-    switch (type) {
-    case OX_DTYPE_F32: return &k_f32;
-    case OX_DTYPE_F16: return &k_f16;
-    case OX_DTYPE_BF16: return &k_bf16;
-    default: return NULL;
-    }
-}

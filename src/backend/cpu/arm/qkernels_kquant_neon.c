@@ -6,10 +6,9 @@
 #include <string.h>
 
 #include "backend/cpu/arm/level_neon.h"
-#include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qkernels.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
-#include "quant/quantize.h"
 
 /* Every super-block of 256 weights is first decoded to one common shape (struct kdec): 256
  * signed levels in element order and an int32 scale per group (16 or 32 elements). SDOT takes
@@ -285,16 +284,6 @@ static inline ALWAYS_INLINE void tile_k(const struct ktype *t, int64_t n, const 
         GEMV_CASE(3)
     default: gemv_rows(t, n, w, w_stride, nr, x, x_stride, NC, y, y_stride);
     }
-}
-
-/* ---- activations: ggml's q8_K, from the reference quantizer ------------------------------- */
-
-static size_t xq8_K_row_bytes(int64_t n) {
-    return (size_t)(n / QK_SUPER) * sizeof(struct block_q8_K);
-}
-
-static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
-    quant_q8_K(x, xq, 1, n, NULL);
 }
 
 /* ---- batches: 16 rows repacked per super-block ------------------------------------------
@@ -574,33 +563,14 @@ static inline ALWAYS_INLINE void tile16_k(const struct ktype *t, int64_t n, cons
 }
 #endif
 
-/* ---- the kernel table ------------------------------------------------------------------------ */
+/* ---- the kernels ----------------------------------------------------------------------------- */
 
+/* The kernels of this level's table (qkernels.c): each type's struct ktype, then its kernel;
+ * activations from the reference quantizer of ggml's q8_K. */
 #define DEFINE_KQUANT(type, group, mins)                                                           \
     static const struct ktype kt_##type = {decode_##type, sizeof(struct block_##type), group,      \
                                            mins};                                                  \
-    static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
-                            const uint8_t *x, size_t x_stride, int nc, float *y,                   \
-                            size_t y_stride) {                                                     \
-        tile_k(&kt_##type, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);                      \
-    }                                                                                              \
-    static void repack_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {   \
-        repack_rows(&kt_##type, n, w, w_stride, nr, dst);                                          \
-    }                                                                                              \
-    static void tile16_##type(int64_t n, const void *packed, int nr, const uint8_t *x,             \
-                              size_t x_stride, int nc, float *y, size_t y_stride) {                \
-        tile16_k(&kt_##type, n, packed, nr, x, x_stride, nc, y, y_stride);                         \
-    }                                                                                              \
-    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
-                                            .x_row_bytes = xq8_K_row_bytes,                        \
-                                            .quantize_x = xq8_K_quantize,                          \
-                                            .x_to_float = dequant_q8_K,                            \
-                                            .tile = tile_##type,                                   \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = repack_##type,                             \
-                                            .tile16 = tile16_##type,                               \
-                                            .pack_nc = PACK_NC};
+    DEFINE_KQUANT_KERNEL(QK_LEVEL, LEVEL_NAME, type, xq8_K_quantize, )
 
 /*            type  group mins */
 DEFINE_KQUANT(q2_K, 16, 1)
@@ -609,15 +579,3 @@ DEFINE_KQUANT(q4_K, 32, 1)
 DEFINE_KQUANT(q5_K, 32, 1)
 DEFINE_KQUANT(q6_K, 16, 0)
 DEFINE_KQUANT(iq4_xs, 32, 0)
-
-const struct qkernel *KQUANT_TABLE(enum ox_dtype type) {
-    switch (type) {
-    case OX_DTYPE_Q2_K: return &k_q2_K;
-    case OX_DTYPE_Q3_K: return &k_q3_K;
-    case OX_DTYPE_Q4_K: return &k_q4_K;
-    case OX_DTYPE_Q5_K: return &k_q5_K;
-    case OX_DTYPE_Q6_K: return &k_q6_K;
-    case OX_DTYPE_IQ4_XS: return &k_iq4_xs;
-    default: return NULL;
-    }
-}

@@ -1,7 +1,7 @@
 /* level_avx2.h: what differs between the AVX2 and AVX-VNNI builds of the AVX2 kernel files
- * (qkernels_avx2vnni.c includes them with OX_AVX_VNNI defined; test_qmatmul builds them a third
- * time with OX_AVX_VNNI_EMULATED too): their names and the integer primitives; everything else
- * is the same code. */
+ * (qkernels_block32_avx2vnni.c and qkernels_kquant_avx2vnni.c include them with OX_AVX_VNNI
+ * defined; test_qmatmul builds them a third time with OX_AVX_VNNI_EMULATED too): their names and
+ * the integer primitives; everything else is the same code. */
 #ifndef OX_BACKEND_CPU_X86_LEVEL_AVX2_H
 #define OX_BACKEND_CPU_X86_LEVEL_AVX2_H
 
@@ -12,9 +12,8 @@
 #ifdef OX_AVX_VNNI
 enum { VNNI = 1 };
 #ifndef OX_AVX_VNNI_EMULATED
-#define LEVEL_NAME   "avx2-vnni"
-#define KERNEL_TABLE qkernels_avx2vnni
-#define KQUANT_TABLE qkernels_kquant_avx2vnni
+#define QK_LEVEL   avx2vnni
+#define LEVEL_NAME "avx2-vnni"
 static inline __m256i accumulate(__m256i part, __m256i w, __m256i x) {
     return _mm256_dpbusd_avx_epi32(part, w, x);
 }
@@ -22,11 +21,8 @@ static inline __m256i accumulate(__m256i part, __m256i w, __m256i x) {
 /* A third build for test_qmatmul alone, so the VNNI kernels run on CPUs without AVX-VNNI (and
  * QEMU has no AVX-VNNI either): VPDPBUSD's exact sums from AVX2, each byte product in a 16-bit
  * lane (even and odd bytes apart) and VPMADDWD's pair sums in int32, where nothing saturates. */
-#define LEVEL_NAME   "avx2-vnni (emulated)"
-#define KERNEL_TABLE qkernels_avx2vnni_emulated
-#define KQUANT_TABLE qkernels_kquant_avx2vnni_emulated
-const struct qkernel *qkernels_avx2vnni_emulated(enum ox_dtype type);
-const struct qkernel *qkernels_kquant_avx2vnni_emulated(enum ox_dtype type);
+#define QK_LEVEL   avx2vnni_emulated
+#define LEVEL_NAME "avx2-vnni (emulated)"
 static inline __m256i accumulate(__m256i part, __m256i w, __m256i x) {
     __m256i w_even = _mm256_and_si256(w, _mm256_set1_epi16(0x00FF));
     __m256i w_odd = _mm256_srli_epi16(w, 8);
@@ -52,9 +48,8 @@ static inline __m256i scale_sum(__m256i part, __m256i sc) {
 }
 #else
 enum { VNNI = 0 };
-#define LEVEL_NAME   "avx2"
-#define KERNEL_TABLE qkernels_avx2
-#define KQUANT_TABLE qkernels_kquant_avx2
+#define QK_LEVEL   avx2
+#define LEVEL_NAME "avx2"
 static inline __m256i accumulate(__m256i part, __m256i w, __m256i x) {
     return _mm256_add_epi16(part, _mm256_maddubs_epi16(w, x));
 }

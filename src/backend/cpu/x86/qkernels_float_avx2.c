@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qkernels.h"
 #include "core/fp16.h"
 
 /* The reference sums in the orders of ggml's AVX-512 build (ggml_numerics.c): its vec_dot for
@@ -109,32 +109,13 @@ static float vec_bf16(const void *w, const void *x, int64_t n) {
     return (float)sum;
 }
 
-#define DEFINE_VEC_TILE(name, vec)                                                                 \
-    static void name(int64_t n, const uint8_t *w, size_t w_stride, int nr, const uint8_t *x,       \
-                     size_t x_stride, int nc, float *y, size_t y_stride) {                         \
-        for (int c = 0; c < nc; c++)                                                               \
-            for (int r = 0; r < nr; r++)                                                           \
-                y[(size_t)c * y_stride + (size_t)r] =                                              \
-                    vec(w + (size_t)r * w_stride, x + (size_t)c * x_stride, n);                    \
-    }
-
-DEFINE_VEC_TILE(vec_tile_f32, vec_f32)
-DEFINE_VEC_TILE(vec_tile_f16, vec_f16)
-DEFINE_VEC_TILE(vec_tile_bf16, vec_bf16)
+DEFINE_VEC_TILE(f32)
+DEFINE_VEC_TILE(f16)
+DEFINE_VEC_TILE(bf16)
 
 /* ---- batches: tinyBLAS's order, one 16-lane accumulator per output. The batch path is taken
  * from two tokens on, as the reference switches orders there; "repacking" only records where
- * the 16 rows are: these types are read in place. ---- */
-
-struct rows16 {
-    const uint8_t *w;
-    size_t w_stride;
-};
-
-static void record_rows(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {
-    (void)n, (void)nr;
-    *(struct rows16 *)dst = (struct rows16){w, w_stride};
-}
+ * the 16 rows are (float_rows_record): these types are read in place. ---- */
 
 static inline struct v16 fma_f32(struct v16 acc, const void *w, const void *x) {
     return v16_fma(load_f32(w, 0), load_f32(x, 0), acc);
@@ -165,7 +146,7 @@ static inline struct v16 step_bf16(struct v16 acc, const void *w, const void *x)
 #define DEFINE_GEMM(name, step, update, w_bytes, x_bytes, vec)                                     \
     static void name(int64_t n, const void *packed, int nr, const uint8_t *x, size_t x_stride,     \
                      int nc, float *y, size_t y_stride) {                                          \
-        const struct rows16 *p = packed;                                                           \
+        const struct float_rows *p = packed;                                                       \
         for (int r = 0; r < nr; r++) {                                                             \
             const uint8_t *wr = p->w + (size_t)r * p->w_stride;                                    \
             if (n % (step)) { /* tinyBLAS takes whole steps only; ggml uses vec_dot then */        \
@@ -186,28 +167,7 @@ DEFINE_GEMM(gemm_f32, LANES, fma_f32, 4, 4, vec_f32)
 DEFINE_GEMM(gemm_f16, LANES, fma_f16, 2, 4, vec_f16)
 DEFINE_GEMM(gemm_bf16, 2 * LANES, step_bf16, 2, 2, vec_bf16)
 
-#define FLOAT_KERNEL(type, row_bytes, to_float, gemm)                                              \
-    static const struct qkernel k_##type = {.name = #type " avx2",                                 \
-                                            .x_row_bytes = row_bytes,                              \
-                                            .quantize_x = x##type##_quantize,                      \
-                                            .x_to_float = to_float,                                \
-                                            .tile = vec_tile_##type,                               \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = record_rows,                               \
-                                            .tile16 = gemm,                                        \
-                                            .pack_nc = NC,                                         \
-                                            .min_pack_n = 2};
-
-FLOAT_KERNEL(f32, xf32_row_bytes, xf32_to_float, gemm_f32)
-FLOAT_KERNEL(f16, xf32_row_bytes, xf32_to_float, gemm_f16)
-FLOAT_KERNEL(bf16, xhalf_row_bytes, xbf16_to_float, gemm_bf16)
-
-const struct qkernel *qkernels_float_avx2(enum ox_dtype type) {
-    switch (type) {
-    case OX_DTYPE_F32: return &k_f32;
-    case OX_DTYPE_F16: return &k_f16;
-    case OX_DTYPE_BF16: return &k_bf16;
-    default: return NULL;
-    }
-}
+/* The float kernels of the AVX2 and AVX-VNNI tables (qkernels.c). */
+DEFINE_FLOAT_KERNEL(avx2, "avx2", f32, xf32_row_bytes, xf32_to_float, gemm_f32, NC)
+DEFINE_FLOAT_KERNEL(avx2, "avx2", f16, xf32_row_bytes, xf32_to_float, gemm_f16, NC)
+DEFINE_FLOAT_KERNEL(avx2, "avx2", bf16, xhalf_row_bytes, xbf16_to_float, gemm_bf16, NC)

@@ -2,7 +2,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qkernels.h"
 #include "backend/cpu/x86/level_avx2.h"
 #include "backend/cpu/x86/simd_x86.h"
 #include "quant/blocks.h"
@@ -561,14 +561,10 @@ GEMV_BY_NC(q6_K)
 
 /* ---- activations: ggml's q8_K ---------------------------------------------------------------- */
 
-static size_t xq8_K_row_bytes(int64_t n) {
-    return (size_t)(n / QK_SUPER) * sizeof(struct block_q8_K);
-}
-
 /* ggml's quantize_row_q8_K vectorized, byte for byte: the scale comes from the first element
  * of largest magnitude, with its sign (d = max / -127), levels round half to even and stop at
  * 127 (the saturating packs); an all-zero block stays all zero. */
-static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
+static void xq8_K_quantize_avx2(const float *x, void *xq, int64_t n) {
     struct block_q8_K *out = xq;
     const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     for (int64_t b = 0; b < n / QK_SUPER; b++, x += QK_SUPER) {
@@ -616,51 +612,18 @@ static void xq8_K_quantize(const float *x, void *xq, int64_t n) {
     }
 }
 
-/* ---- the kernel table ------------------------------------------------------------------------ */
+/* ---- the kernels ----------------------------------------------------------------------------- */
 
+/* The kernels of this level's table (qkernels.c): each type's struct ktype, then its kernel. */
 #define DEFINE_KQUANT(type, fold, sign, group, depth, ...)                                         \
     static const struct ktype kt_##type = {                                                        \
         decode_##type, sizeof(struct block_##type), fold, sign, group, depth};                     \
-    static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
-                            const uint8_t *x, size_t x_stride, int nc, float *y,                   \
-                            size_t y_stride) {                                                     \
-        tile_k(&kt_##type, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);                      \
-    }                                                                                              \
-    static void repack_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {   \
-        repack_rows(&kt_##type, n, w, w_stride, nr, dst);                                          \
-    }                                                                                              \
-    static void tile16_##type(int64_t n, const void *packed, int nr, const uint8_t *x,             \
-                              size_t x_stride, int nc, float *y, size_t y_stride) {                \
-        tile16_k(&kt_##type, n, packed, nr, x, x_stride, nc, y, y_stride);                         \
-    }                                                                                              \
-    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
-                                            .x_row_bytes = xq8_K_row_bytes,                        \
-                                            .quantize_x = xq8_K_quantize,                          \
-                                            .x_to_float = dequant_q8_K,                            \
-                                            .tile = tile_##type,                                   \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = repack_##type,                             \
-                                            .tile16 = tile16_##type,                               \
-                                            .pack_nc = PACK_NC,                                    \
-                                            __VA_ARGS__};
+    DEFINE_KQUANT_KERNEL(QK_LEVEL, LEVEL_NAME, type, xq8_K_quantize_avx2, __VA_ARGS__)
 
 /*            type  fold sign group depth  */
 DEFINE_KQUANT(q2_K, 0, 0, 16, 8, )
 DEFINE_KQUANT(q3_K, 1, 0, 16, 8, )
-DEFINE_KQUANT(q4_K, 0, 0, 32, 8, LOAD_TIME_LAYOUT(q4_K))
+DEFINE_KQUANT(q4_K, 0, 0, 32, 8, KPACK16_LAYOUT(q4_K))
 DEFINE_KQUANT(q5_K, 0, 0, 32, 4, )
-DEFINE_KQUANT(q6_K, 1, 0, 16, 2, LOAD_TIME_LAYOUT(q6_K))
+DEFINE_KQUANT(q6_K, 1, 0, 16, 2, KPACK16_LAYOUT(q6_K))
 DEFINE_KQUANT(iq4_xs, 1, 1, 32, 1, )
-
-const struct qkernel *KQUANT_TABLE(enum ox_dtype type) {
-    switch (type) {
-    case OX_DTYPE_Q2_K: return &k_q2_K;
-    case OX_DTYPE_Q3_K: return &k_q3_K;
-    case OX_DTYPE_Q4_K: return &k_q4_K;
-    case OX_DTYPE_Q5_K: return &k_q5_K;
-    case OX_DTYPE_Q6_K: return &k_q6_K;
-    case OX_DTYPE_IQ4_XS: return &k_iq4_xs;
-    default: return NULL;
-    }
-}

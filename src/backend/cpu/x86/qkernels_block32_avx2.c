@@ -1,7 +1,7 @@
-/* qkernels_avx2.c: matmul kernels for the 32-block types on x86 CPUs with AVX2, the shapes of
- * the AVX-512 set on 8-lane registers: a row tile for any shape, 16 rows repacked chunk-major
+/* qkernels_block32_avx2.c: matmul kernels for the 32-block types on x86 CPUs with AVX2, the shapes
+ * of the AVX-512 set on 8-lane registers: a row tile for any shape, 16 rows repacked chunk-major
  * for batches, and q4_0 / q8_0 in the load-time layout (qpack16.c) for single tokens. Built a
- * second time as qkernels_avx2vnni.c, where VPDPBUSD (AVX-VNNI) takes the byte products.
+ * second time as qkernels_block32_avx2vnni.c, where VPDPBUSD (AVX-VNNI) takes the byte products.
  *
  * Without VNNI the byte products go through VPMADDUBSW (unsigned x signed, pairs summed with
  * saturation to int16). Unsigned levels below 16 (q4) leave room to sum 8 chunks of 4 in int16
@@ -11,7 +11,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qkernels.h"
 #include "backend/cpu/x86/simd_x86.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
@@ -411,50 +411,13 @@ DEFINE_PACKED(iq4_nl, WTYPE_SIGNED)
 DEFINE_GROUP(q4_0, g4_layout, WTYPE_Q4)
 DEFINE_GROUP(q8_0, g8_layout, WTYPE_SIGNED)
 
-#define KERNEL(type, quantize)                                                                     \
-    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
-                                            .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = quantize,                                \
-                                            .x_to_float = xq8_32_to_float,                         \
-                                            .tile = tile_##type,                                   \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = repack_##type,                             \
-                                            .tile16 = tile16_##type,                               \
-                                            .pack_nc = PACK_NC};
-/* q4_1 and q5_1 meet activations as ggml's q8_1 (their min term reads its f16 sum) */
-KERNEL(q4_1, xq8_1_quantize_avx2)
-KERNEL(q5_0, xq8_32_quantize_avx2)
-KERNEL(q5_1, xq8_1_quantize_avx2)
-KERNEL(iq4_nl, xq8_32_quantize_avx2)
-
-#define KERNEL_GROUP(type)                                                                         \
-    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
-                                            .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = xq8_32_quantize_avx2,                    \
-                                            .x_to_float = xq8_32_to_float,                         \
-                                            .tile = tile_##type,                                   \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = repack_##type,                             \
-                                            .tile16 = tile16_##type,                               \
-                                            .pack_nc = PACK_NC,                                    \
-                                            .packed_group_bytes = qpack16_group_bytes_##type,      \
-                                            .pack = qpack16_pack_##type,                           \
-                                            .gemv16 = gemv16_##type,                               \
-                                            .unpack16 = unpack16_##type,                           \
-                                            .file_row = qpack16_file_row_##type};
-KERNEL_GROUP(q4_0)
-KERNEL_GROUP(q8_0)
-
-const struct qkernel *KERNEL_TABLE(enum ox_dtype type) {
-    switch (type) {
-    case OX_DTYPE_Q4_0: return &k_q4_0;
-    case OX_DTYPE_Q4_1: return &k_q4_1;
-    case OX_DTYPE_Q5_0: return &k_q5_0;
-    case OX_DTYPE_Q5_1: return &k_q5_1;
-    case OX_DTYPE_Q8_0: return &k_q8_0;
-    case OX_DTYPE_IQ4_NL: return &k_iq4_nl;
-    default: return KQUANT_TABLE(type) ? KQUANT_TABLE(type) : qkernels_float_avx2(type);
-    }
-}
+/* The kernels of this level's table (qkernels.c); q4_1 and q5_1 meet activations as ggml's q8_1
+ * (their min term reads its f16 sum). */
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q4_0, xq8_32_quantize_avx2, tile16_q4_0,
+                      QPACK16_LAYOUT(q4_0))
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q4_1, xq8_1_quantize_avx2, tile16_q4_1, )
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_0, xq8_32_quantize_avx2, tile16_q5_0, )
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_1, xq8_1_quantize_avx2, tile16_q5_1, )
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q8_0, xq8_32_quantize_avx2, tile16_q8_0,
+                      QPACK16_LAYOUT(q8_0))
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, iq4_nl, xq8_32_quantize_avx2, tile16_iq4_nl, )

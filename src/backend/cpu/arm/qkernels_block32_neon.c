@@ -1,6 +1,6 @@
-/* qkernels_neon.c: matmul kernels for the 32-block types on AArch64, the shapes of the x86 sets:
- * a row tile for any shape, 16 rows repacked for batches, and q4_0 / q8_0 in the load-time layout
- * (qpack16.c) for single tokens. Weights are unpacked to signed bytes (offsets subtracted;
+/* qkernels_block32_neon.c: matmul kernels for the 32-block types on AArch64, the shapes of the x86
+ * sets: a row tile for any shape, 16 rows repacked for batches, and q4_0 / q8_0 in the load-time
+ * layout (qpack16.c) for single tokens. Weights are unpacked to signed bytes (offsets subtracted;
  * q4_1/q5_1 keep their 0..31 levels and return the min through the activation block sum).
  * Built three times (level_neon.h): plain NEON (byte products widened with SMULL), +dotprod
  * (SDOT; 4 rows x 4 bytes against one 4-byte activation chunk by lane in the 16-row layouts)
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/arm/level_neon.h"
-#include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qkernels.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
 
@@ -392,50 +392,13 @@ DEFINE_PACKED(iq4_nl)
 DEFINE_GROUP(q4_0, g4_layout)
 DEFINE_GROUP(q8_0, g8_layout)
 
-#define KERNEL(type, quantize)                                                                     \
-    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
-                                            .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = quantize,                                \
-                                            .x_to_float = xq8_32_to_float,                         \
-                                            .tile = tile_##type,                                   \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = repack_##type,                             \
-                                            .tile16 = tile16_scratch,                              \
-                                            .pack_nc = PACK_NC};
-/* q4_1 and q5_1 meet activations as ggml's q8_1 (their min term reads its f16 sum) */
-KERNEL(q4_1, xq8_1_quantize_neon)
-KERNEL(q5_0, xq8_32_quantize_neon)
-KERNEL(q5_1, xq8_1_quantize_neon)
-KERNEL(iq4_nl, xq8_32_quantize_neon)
-
-#define KERNEL_GROUP(type)                                                                         \
-    static const struct qkernel k_##type = {.name = #type " " LEVEL_NAME,                          \
-                                            .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = xq8_32_quantize_neon,                    \
-                                            .x_to_float = xq8_32_to_float,                         \
-                                            .tile = tile_##type,                                   \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = repack_##type,                             \
-                                            .tile16 = tile16_scratch,                              \
-                                            .pack_nc = PACK_NC,                                    \
-                                            .packed_group_bytes = qpack16_group_bytes_##type,      \
-                                            .pack = qpack16_pack_##type,                           \
-                                            .gemv16 = gemv16_##type,                               \
-                                            .unpack16 = unpack16_##type,                           \
-                                            .file_row = qpack16_file_row_##type};
-KERNEL_GROUP(q4_0)
-KERNEL_GROUP(q8_0)
-
-const struct qkernel *KERNEL_TABLE(enum ox_dtype type) {
-    switch (type) {
-    case OX_DTYPE_Q4_0: return &k_q4_0;
-    case OX_DTYPE_Q4_1: return &k_q4_1;
-    case OX_DTYPE_Q5_0: return &k_q5_0;
-    case OX_DTYPE_Q5_1: return &k_q5_1;
-    case OX_DTYPE_Q8_0: return &k_q8_0;
-    case OX_DTYPE_IQ4_NL: return &k_iq4_nl;
-    default: return KQUANT_TABLE(type) ? KQUANT_TABLE(type) : qkernels_float_neon(type);
-    }
-}
+/* The kernels of this level's table (qkernels.c); q4_1 and q5_1 meet activations as ggml's q8_1
+ * (their min term reads its f16 sum). */
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q4_0, xq8_32_quantize_neon, tile16_scratch,
+                      QPACK16_LAYOUT(q4_0))
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q4_1, xq8_1_quantize_neon, tile16_scratch, )
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_0, xq8_32_quantize_neon, tile16_scratch, )
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_1, xq8_1_quantize_neon, tile16_scratch, )
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q8_0, xq8_32_quantize_neon, tile16_scratch,
+                      QPACK16_LAYOUT(q8_0))
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, iq4_nl, xq8_32_quantize_neon, tile16_scratch, )

@@ -1,5 +1,5 @@
-/* qkernels_avx512.c: matmul tiles for AVX-512 (VL, BW, VNNI) CPUs, built with those flags and
- * chosen at runtime. The 32-element block types share one shape: each weight block is unpacked
+/* qkernels_block32_avx512.c: matmul tiles for AVX-512 (VL, BW, VNNI) CPUs, built with those flags
+ * and chosen at runtime. The 32-element block types share one shape: each weight block is unpacked
  * once to 32 unsigned bytes and reused for every token of the tile; VPDPBUSD multiplies them
  * with the signed activation bytes, and the weights' offset or min comes back through the
  * activation block sum (struct xq8_32). */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "backend/cpu/ops_simd.h"
-#include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qkernels.h"
 #include "backend/cpu/x86/simd_x86.h"
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
@@ -292,57 +292,13 @@ unpack16_impl(void (*chunks)(const uint8_t *, __m512i *, __m512 *, float *), siz
 DEFINE_GROUP_32(q4_0, G4_BLOCK)
 DEFINE_GROUP_32(q8_0, G8_BLOCK)
 
-#define KERNEL_32(type, quantize)                                                                  \
-    static const struct qkernel k_##type = {.name = #type " avx512-vnni",                          \
-                                            .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = quantize,                                \
-                                            .x_to_float = xq8_32_to_float,                         \
-                                            .tile = tile_##type,                                   \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = repack_##type,                             \
-                                            .tile16 = tile16_32,                                   \
-                                            .pack_nc = PACK_NC};
-/* q4_1 and q5_1 meet activations as ggml's q8_1 (their min term reads its f16 sum) */
-KERNEL_32(q4_1, xq8_1_quantize_avx512)
-KERNEL_32(q5_0, xq8_32_quantize_avx512)
-KERNEL_32(q5_1, xq8_1_quantize_avx512)
-KERNEL_32(iq4_nl, xq8_32_quantize_avx512)
-
-/* q4_0 and q8_0 also have the load-time layout. */
-#define KERNEL_32_PACKED(type)                                                                     \
-    static const struct qkernel k_##type = {.name = #type " avx512-vnni",                          \
-                                            .x_row_bytes = xq8_32_row_bytes,                       \
-                                            .quantize_x = xq8_32_quantize_avx512,                  \
-                                            .x_to_float = xq8_32_to_float,                         \
-                                            .tile = tile_##type,                                   \
-                                            .max_nr = NR,                                          \
-                                            .max_nc = NC,                                          \
-                                            .repack16 = repack_##type,                             \
-                                            .tile16 = tile16_32,                                   \
-                                            .pack_nc = PACK_NC,                                    \
-                                            .packed_group_bytes = qpack16_group_bytes_##type,      \
-                                            .pack = qpack16_pack_##type,                           \
-                                            .gemv16 = gemv16_##type,                               \
-                                            .unpack16 = unpack16_##type,                           \
-                                            .file_row = qpack16_file_row_##type};
-KERNEL_32_PACKED(q4_0)
-KERNEL_32_PACKED(q8_0)
-
-const struct qkernel *qkernels_avx512(enum ox_dtype type) {
-    switch (type) {
-    case OX_DTYPE_Q4_0: return &k_q4_0;
-    case OX_DTYPE_Q4_1: return &k_q4_1;
-    case OX_DTYPE_Q5_0: return &k_q5_0;
-    case OX_DTYPE_Q5_1: return &k_q5_1;
-    case OX_DTYPE_Q8_0: return &k_q8_0;
-    case OX_DTYPE_IQ4_NL: return &k_iq4_nl;
-    case OX_DTYPE_Q2_K:
-    case OX_DTYPE_Q3_K:
-    case OX_DTYPE_Q4_K:
-    case OX_DTYPE_Q5_K:
-    case OX_DTYPE_Q6_K:
-    case OX_DTYPE_IQ4_XS: return qkernels_kquant_avx512(type);
-    default: return qkernels_float_avx512(type);
-    }
-}
+/* The kernels of the AVX-512 table (qkernels.c); q4_1 and q5_1 meet activations as ggml's q8_1
+ * (their min term reads its f16 sum), q4_0 and q8_0 also have the load-time layout. */
+DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q4_0, xq8_32_quantize_avx512, tile16_32,
+                      QPACK16_LAYOUT(q4_0))
+DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q4_1, xq8_1_quantize_avx512, tile16_32, )
+DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q5_0, xq8_32_quantize_avx512, tile16_32, )
+DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q5_1, xq8_1_quantize_avx512, tile16_32, )
+DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q8_0, xq8_32_quantize_avx512, tile16_32,
+                      QPACK16_LAYOUT(q8_0))
+DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", iq4_nl, xq8_32_quantize_avx512, tile16_32, )

@@ -1,4 +1,0 @@
-/* qkernels_dotprod.c: the 32-block kernels of qkernels_neon.c built for CPUs with the dot-product
- * extension (SDOT; level_neon.h). */
-#define OX_NEON_DOTPROD 1
-#include "qkernels_neon.c"

@@ -1,4 +1,0 @@
-/* qkernels_i8mm.c: the 32-block kernels of qkernels_neon.c built for CPUs with the int8 matrix
- * multiply extension: batches on SMMLA, single tokens on SDOT (level_neon.h). */
-#define OX_NEON_I8MM 1
-#include "qkernels_neon.c"
