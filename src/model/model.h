@@ -153,6 +153,8 @@ enum ox_status model_bind_weights(struct ox_model *m);
 /* Copy the matrices the CPU kernels read faster in their own layout (those the CPU runs); frees
  * with the model. */
 void model_pack_weights(struct ox_model *m);
+/* Weight w of the model as its file has it, for a backend's prepare_weight. */
+struct backend_tensor model_file_tensor(const struct ox_model *m, const struct weight *w);
 /* Copy weights to the device backend (weights_gpu.c) when n_gpu_layers asks for it (< 0: all when a
  * GPU is present and runs every type, else the CPU with a warning; >= n_layer: all; in between, the
  * last n_gpu_layers layers and the output; an error such as OX_ERR_UNSUPPORTED for a type the

@@ -346,6 +346,19 @@ enum ox_status model_bind_weights(struct ox_model *m) {
                     &m->ple_proj_norm);
 }
 
+/* A tensor as the file has it, for prepare_weight. */
+struct backend_tensor model_file_tensor(const struct ox_model *m, const struct weight *w) {
+    const struct gguf_tensor *t = &m->gguf->tensors[w - m->weights];
+    return (struct backend_tensor){.type = w->type,
+                                   .data = w->data,
+                                   .n_rows = w->ne[1],
+                                   .n_cols = w->ne[0],
+                                   .n_mats = w->ne[2] * w->ne[3],
+                                   .n_dims = (int)t->n_dims,
+                                   .row_bytes = w->row_bytes,
+                                   .n_bytes = (size_t)t->n_bytes};
+}
+
 /* Once copied, a matrix's file pages are released: matmul reads the copy, and an embedding
  * lookup on a tied token_embd gets its rows back from the copy too. */
 static void pack_one(struct ox_model *m, const struct weight *cw) {
@@ -353,14 +366,7 @@ static void pack_one(struct ox_model *m, const struct weight *cw) {
     const struct backend_ops *host = backend_host();
     if (!w || w->copy) /* the GPU runs those from its copy */
         return;
-    struct backend_tensor t = {.type = w->type,
-                               .data = w->data,
-                               .n_rows = w->ne[1],
-                               .n_cols = w->ne[0],
-                               .n_mats = w->ne[2] * w->ne[3],
-                               .n_dims = w->ne[2] * w->ne[3] > 1 ? 3 : 2,
-                               .row_bytes = w->row_bytes,
-                               .n_bytes = w->row_bytes * (size_t)(w->ne[1] * w->ne[2] * w->ne[3])};
+    struct backend_tensor t = model_file_tensor(m, w);
     struct backend_weights unused = {0};
     if (host->prepare_weight(&unused, &t, &w->copy) != OX_OK || !w->copy)
         return; /* (the CPU's copy is an optimization: without it matmul reads the file) */

@@ -74,20 +74,6 @@ static enum ox_status fold_norms(struct ox_model *m) {
     return OX_OK;
 }
 
-/* A tensor as the file has it, for prepare_weight. */
-static struct backend_tensor file_tensor(const struct ox_model *m, int64_t i) {
-    const struct weight *w = &m->weights[i];
-    const struct gguf_tensor *t = &m->gguf->tensors[i];
-    return (struct backend_tensor){.type = w->type,
-                                   .data = w->data,
-                                   .n_rows = w->ne[1],
-                                   .n_cols = w->ne[0],
-                                   .n_mats = w->ne[2] * w->ne[3],
-                                   .n_dims = (int)t->n_dims,
-                                   .row_bytes = w->row_bytes,
-                                   .n_bytes = (size_t)t->n_bytes};
-}
-
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
     const struct backend_ops *gpu = backend_device();
     if (n_gpu_layers == 0 || (n_gpu_layers < 0 && (!gpu || !gpu->available())))
@@ -117,7 +103,7 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
         struct weight *w = &m->weights[i];
         if (!runs_on_gpu(m, w, gpu_begin))
             continue;
-        struct backend_tensor t = file_tensor(m, i);
+        struct backend_tensor t = model_file_tensor(m, &m->weights[i]);
         st = gpu->prepare_weight(&m->gpu_weights, &t, &w->copy);
         w->copy_of = w->copy ? gpu : NULL;
     }
