@@ -18,12 +18,12 @@ static const struct layer_shape *shape(const struct ox_context *ctx, int il) {
 
 /* The cached keys and values layer il attends over (its own, or those of the layer it shares),
  * rows in the memory of the stage that runs it, and their row sizes. */
-static uint8_t *layer_k(const struct ox_context *ctx, int il) {
-    return ctx->st->k[shape(ctx, il)->kv_layer];
+static uint8_t *layer_k(const struct ox_context *ctx, const struct stage *s, int il) {
+    return s->k[shape(ctx, il)->kv_layer];
 }
 
-static uint8_t *layer_v(const struct ox_context *ctx, int il) {
-    return ctx->st->v[shape(ctx, il)->kv_layer];
+static uint8_t *layer_v(const struct ox_context *ctx, const struct stage *s, int il) {
+    return s->v[shape(ctx, il)->kv_layer];
 }
 
 static size_t k_row(const struct ox_context *ctx, int il) {
@@ -35,29 +35,31 @@ static size_t v_row(const struct ox_context *ctx, int il) {
 }
 
 /* Layer il's rotation, with the frequency factors in the stage's memory. */
-static const struct rope_params *layer_rope(const struct ox_context *ctx, int il) {
-    return ctx->model->cfg.is_swa[il] ? &ctx->st->rope_swa : &ctx->st->rope;
+static const struct rope_params *layer_rope(const struct ox_context *ctx, const struct stage *s,
+                                            int il) {
+    return ctx->model->cfg.is_swa[il] ? &s->rope_swa : &s->rope;
 }
 
 /* Store this batch's keys and values into their cells (unless the layer reads another's
  * cache, or rope_and_store did). */
-static void kv_store(struct ox_context *ctx, int il, int n) {
+static void kv_store(struct ox_context *ctx, struct stage *s, int il, int n) {
     struct kv_cache *kv = &ctx->kv;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
-    const struct layer_shape *s = shape(ctx, il);
-    int dk = s->n_head_kv * s->head_dim_k, dv = s->n_head_kv * s->head_dim_v;
-    if (s->kv_layer != il)
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
+    const struct layer_shape *sh = shape(ctx, il);
+    int dk = sh->n_head_kv * sh->head_dim_k, dv = sh->n_head_kv * sh->head_dim_v;
+    if (sh->kv_layer != il)
         return;
-    b->ops->cache_store(b, kv->type, a->k, n, dk, layer_k(ctx, il), k_row(ctx, il), a->b_cell);
+    b->ops->cache_store(b, kv->type, a->k, n, dk, layer_k(ctx, s, il), k_row(ctx, il), a->b_cell);
     if (kv->v_row[il]) /* else the values are in the keys' rows */
-        b->ops->cache_store(b, kv->type, a->v, n, dv, layer_v(ctx, il), v_row(ctx, il), a->b_cell);
+        b->ops->cache_store(b, kv->type, a->v, n, dv, layer_v(ctx, s, il), v_row(ctx, il),
+                            a->b_cell);
 }
 
 /* Where q's projection goes: with an output gate (arch attn_gate) its rows hold each head's
  * query and gate, split by split_query_gate; else q itself. */
-static float *q_projection(const struct ox_context *ctx) {
-    return ctx->model->cfg.arch->attn_gate ? ctx->st->act.qg : ctx->st->act.q;
+static float *q_projection(const struct ox_context *ctx, const struct stage *s) {
+    return ctx->model->cfg.arch->attn_gate ? s->act.qg : s->act.q;
 }
 
 /* Whether q, k and v come from three matrices of one width into the cache of the layer's own
@@ -68,12 +70,13 @@ static bool separate_qkv(const struct ox_context *ctx, const struct layer_weight
 
 /* q, k and v (then any biases) by compose_matmul_multi, the input taken through the norm
  * first unless that is NULL. */
-static void project_qkv_multi(struct ox_context *ctx, const struct layer_weights *l,
-                              const float *in, const struct norm_in *norm, int n) {
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+static void project_qkv_multi(struct ox_context *ctx, struct stage *s,
+                              const struct layer_weights *l, const float *in,
+                              const struct norm_in *norm, int n) {
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     struct mat w[3] = {as_mat(b, l->wq), as_mat(b, l->wk), as_mat(b, l->wv)};
-    float *y[3] = {q_projection(ctx), a->k, a->v};
+    float *y[3] = {q_projection(ctx, s), a->k, a->v};
     compose_matmul_multi(b, 3, w, in, norm, y, n, a->xn);
     const struct weight *bias[3] = {l->bq, l->bk, l->bv};
     for (int i = 0; i < 3; i++)
@@ -84,17 +87,17 @@ static void project_qkv_multi(struct ox_context *ctx, const struct layer_weights
 /* q, k and v for n tokens from the layer input of layer il, where separate_qkv does not take
  * them: one fused matrix split three ways, or q alone where the layer reads another's cache,
  * and k twice over where it has no values of their own (arch v_may_be_k). */
-static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, int il,
-                        const float *in, int n) {
+static void project_qkv(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                        int il, const float *in, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    const struct layer_shape *s = shape(ctx, il);
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
-    size_t q = (size_t)c->n_head * s->head_dim_k, k = (size_t)s->n_head_kv * s->head_dim_k;
-    size_t v = (size_t)s->n_head_kv * s->head_dim_v, all = q + k + v;
+    const struct layer_shape *sh = shape(ctx, il);
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
+    size_t q = (size_t)c->n_head * sh->head_dim_k, k = (size_t)sh->n_head_kv * sh->head_dim_k;
+    size_t v = (size_t)sh->n_head_kv * sh->head_dim_v, all = q + k + v;
     if (!l->wqkv) {
-        linear(b, l->wq, l->bq, in, q_projection(ctx), n);
-        if (s->kv_layer != il)
+        linear(b, l->wq, l->bq, in, q_projection(ctx, s), n);
+        if (sh->kv_layer != il)
             return;
         linear(b, l->wk, l->bk, in, a->k, n);
         if (l->wv)
@@ -111,57 +114,56 @@ static void project_qkv(struct ox_context *ctx, const struct layer_weights *l, i
 
 /* [query | gate] per head, as the projection leaves them in act.qg: the queries into act.q, the
  * gates packed after the projection's rows (act.qg + n * 2 * q), for gate_attention. */
-static void split_query_gate(struct ox_context *ctx, int n) {
+static void split_query_gate(struct ox_context *ctx, struct stage *s, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t hd = (size_t)c->head_dim_k, rows = (size_t)n * (size_t)c->n_head;
     b->ops->copy_rows(b, a->q, hd, a->qg, 2 * hd, (int)rows, (int)hd);
     b->ops->copy_rows(b, a->qg + 2 * rows * hd, hd, a->qg + hd, 2 * hd, (int)rows, (int)hd);
 }
 
 /* The attention's output times sigmoid(gate), per value (Qwen 3.5's gated attention). */
-static void gate_attention(struct ox_context *ctx, int n) {
+static void gate_attention(struct ox_context *ctx, struct stage *s, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
+    struct activations *a = &s->act;
     size_t rows = (size_t)n * (size_t)c->n_head, hd = (size_t)c->head_dim_k;
-    ctx->st->be.ops->glu(&ctx->st->be, GLU_SIGMOID, a->qg + 2 * rows * hd, a->attn, a->attn,
-                         rows * hd);
+    s->be.ops->glu(&s->be, GLU_SIGMOID, a->qg + 2 * rows * hd, a->attn, a->attn, rows * hd);
 }
 
 /* The layer's input normed (into act.xn, unless the projection takes the norm in), then q, k
  * and v. */
-static void norm_and_project_qkv(struct ox_context *ctx, const struct layer_weights *l, int il,
-                                 int n) {
-    struct activations *a = &ctx->st->act;
+static void norm_and_project_qkv(struct ox_context *ctx, struct stage *s,
+                                 const struct layer_weights *l, int il, int n) {
+    struct activations *a = &s->act;
     const struct weight *g = block_norm_weight(l->attn_norm, l->attn_norm_folded);
-    struct norm_in fused = {vec(&ctx->st->be, g), ctx->model->cfg.norm_eps};
+    struct norm_in fused = {vec(&s->be, g), ctx->model->cfg.norm_eps};
     bool multi = separate_qkv(ctx, l, il);
     if (multi && block_norm_fusable(ctx, l->attn_norm, l->attn_norm_b)) {
-        project_qkv_multi(ctx, l, a->x, &fused, n);
+        project_qkv_multi(ctx, s, l, a->x, &fused, n);
         return;
     }
     const float *in = a->x;
     if (!ctx->model->cfg.arch->no_pre_norm && l->attn_norm) { /* ModernBERT's first has none */
-        block_norm(ctx, a->x, g, l->attn_norm_b, a->xn, n);
+        block_norm(ctx, s, a->x, g, l->attn_norm_b, a->xn, n);
         in = a->xn;
     }
     if (multi)
-        project_qkv_multi(ctx, l, in, NULL, n);
+        project_qkv_multi(ctx, s, l, in, NULL, n);
     else
-        project_qkv(ctx, l, il, in, n);
+        project_qkv(ctx, s, l, il, in, n);
 }
 
 /* q and k rotated and k, v stored into the cache in one call (compose_rope_store), where
  * nothing comes between (attention temperature, q prescaling) and the layer has rotary keys of
  * its own; false, with nothing done, otherwise. */
-static bool rope_and_store(struct ox_context *ctx, int il, int n) {
+static bool rope_and_store(struct ox_context *ctx, struct stage *s, int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    const struct layer_shape *s = shape(ctx, il);
+    struct activations *a = &s->act;
+    const struct layer_shape *sh = shape(ctx, il);
     struct kv_cache *kv = &ctx->kv;
     if (c->arch->position == POS_LEARNED || c->attn_temp_scale != 0.0f || c->arch->q_prescale ||
-        c->no_rope[il] || s->kv_layer != il)
+        c->no_rope[il] || sh->kv_layer != il)
         return false;
     struct rope_store_args r = {
         .q = a->q,
@@ -170,46 +172,48 @@ static bool rope_and_store(struct ox_context *ctx, int il, int n) {
         .pos = a->b_pos,
         .n = n,
         .n_head = c->n_head,
-        .n_head_kv = s->n_head_kv,
-        .hd_k = s->head_dim_k,
-        .hd_v = s->head_dim_v,
-        .rope = layer_rope(ctx, il),
+        .n_head_kv = sh->n_head_kv,
+        .hd_k = sh->head_dim_k,
+        .hd_v = sh->head_dim_v,
+        .rope = layer_rope(ctx, s, il),
         .cache_type = kv->type,
-        .k_cache = layer_k(ctx, il),
-        .v_cache = layer_v(ctx, il),
+        .k_cache = layer_k(ctx, s, il),
+        .v_cache = layer_v(ctx, s, il),
         .k_row = k_row(ctx, il),
         .v_row = v_row(ctx, il),
         .cells = a->b_cell,
     };
-    compose_rope_store(&ctx->st->be, &r);
+    compose_rope_store(&s->be, &r);
     return true;
 }
 
 /* Per-token q scaling for long contexts (mistral3): 1 + scale * log(floor(pos / floor) + 1). */
-static void temperature_scale_q(struct ox_context *ctx, const int32_t *pos, int n) {
+static void temperature_scale_q(struct ox_context *ctx, struct stage *s, const int32_t *pos,
+                                int n) {
     const struct model_config *c = &ctx->model->cfg;
     size_t q = (size_t)c->n_head * c->head_dim_k;
     for (int t = 0; t < n; t++) {
-        double s = log(floor((double)pos[t] / c->attn_temp_floor) + 1.0) * c->attn_temp_scale + 1.0;
-        ctx->st->be.ops->scale(&ctx->st->be, ctx->st->act.q + t * q, (float)s, q);
+        double temp =
+            log(floor((double)pos[t] / c->attn_temp_floor) + 1.0) * c->attn_temp_scale + 1.0;
+        s->be.ops->scale(&s->be, s->act.q + t * q, (float)temp, q);
     }
 }
 
 /* q, k and v of n tokens normed and rotated as the architecture has them; true when the keys
  * and values went into the cache on the way (rope_and_store). */
-static bool project_and_rotate(struct ox_context *ctx, const struct layer_weights *l, int il,
-                               int n) {
+static bool project_and_rotate(struct ox_context *ctx, struct stage *s,
+                               const struct layer_weights *l, int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
-    const struct layer_shape *s = shape(ctx, il);
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    const struct layer_shape *sh = shape(ctx, il);
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     const struct backend_ops *op = b->ops;
-    norm_and_project_qkv(ctx, l, il, n);
+    norm_and_project_qkv(ctx, s, l, il, n);
     if (d->attn_gate)
-        split_query_gate(ctx, n);
-    int hd = s->head_dim_k, n_kv = s->n_head_kv;
-    bool own_kv = s->kv_layer == il; /* else there are no new keys and values to make */
+        split_query_gate(ctx, s, n);
+    int hd = sh->head_dim_k, n_kv = sh->n_head_kv;
+    bool own_kv = sh->kv_layer == il; /* else there are no new keys and values to make */
     if (d->qk_norm != QK_NORM_NONE && l->q_norm) { /* per head, or across all heads at once */
         bool head = d->qk_norm == QK_NORM_HEAD;
         op->rms_norm(b, a->q, vec(b, l->q_norm), a->q, head ? n * c->n_head : n,
@@ -219,10 +223,10 @@ static bool project_and_rotate(struct ox_context *ctx, const struct layer_weight
                          head ? hd : n_kv * hd, c->norm_eps);
     }
     if (d->v_norm && own_kv)
-        op->rms_norm(b, a->v, NULL, a->v, n * n_kv, s->head_dim_v, c->norm_eps);
-    bool stored = rope_and_store(ctx, il, n);
+        op->rms_norm(b, a->v, NULL, a->v, n * n_kv, sh->head_dim_v, c->norm_eps);
+    bool stored = rope_and_store(ctx, s, il, n);
     if (!stored && d->position != POS_LEARNED && !c->no_rope[il]) {
-        const struct rope_params *rp = layer_rope(ctx, il);
+        const struct rope_params *rp = layer_rope(ctx, s, il);
         op->rope(b, a->q, a->b_pos, n, c->n_head, hd, rp);
         if (own_kv)
             op->rope(b, a->k, a->b_pos, n, n_kv, hd, rp);
@@ -231,27 +235,27 @@ static bool project_and_rotate(struct ox_context *ctx, const struct layer_weight
 }
 
 /* Layer il's attention of n tokens over its cache, into act.attn. */
-static void attend(struct ox_context *ctx, const struct layer_weights *l, int il, int n,
-                   bool one_per_seq, float scale) {
+static void attend(struct ox_context *ctx, struct stage *s, const struct layer_weights *l, int il,
+                   int n, bool one_per_seq, float scale) {
     const struct model_config *c = &ctx->model->cfg;
-    const struct layer_shape *s = shape(ctx, il);
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    const struct layer_shape *sh = shape(ctx, il);
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     struct attn_args args = {
         .q = a->q,
         .k_t = a->k_t,
         .y = a->attn,
         .n = n,
         .n_cells = ctx->kv.used_end,
-        .n_cells_now = ctx->st->kv_used,
+        .n_cells_now = s->kv_used,
         .n_head = c->n_head,
-        .n_head_kv = s->n_head_kv,
-        .hd_k = s->head_dim_k,
-        .hd_v = s->head_dim_v,
+        .n_head_kv = sh->n_head_kv,
+        .hd_k = sh->head_dim_k,
+        .hd_v = sh->head_dim_v,
         .q_pos = a->b_pos,
         .q_seq = a->b_seq,
-        .cell_pos = ctx->st->kv_pos,
-        .cell_seq = ctx->st->kv_seq,
+        .cell_pos = s->kv_pos,
+        .cell_seq = s->kv_seq,
         .scale = scale,
         .softcap = c->attn_softcap,
         .sinks = vec(b, l->attn_sinks),
@@ -263,45 +267,45 @@ static void attend(struct ox_context *ctx, const struct layer_weights *l, int il
     if (!c->causal && args.window > 0) /* a symmetric window: as far back as ahead */
         args.ahead = args.window / 2, args.window = args.window / 2 + 1;
     struct cache_layer cache = {.type = ctx->kv.type,
-                                .k = layer_k(ctx, il),
-                                .v = layer_v(ctx, il),
+                                .k = layer_k(ctx, s, il),
+                                .v = layer_v(ctx, s, il),
                                 .k_row = k_row(ctx, il),
                                 .v_row = v_row(ctx, il),
-                                .dk = s->n_head_kv * s->head_dim_k,
-                                .dv = s->n_head_kv * s->head_dim_v,
+                                .dk = sh->n_head_kv * sh->head_dim_k,
+                                .dv = sh->n_head_kv * sh->head_dim_v,
                                 .kf = a->kf,
                                 .vf = a->vf,
-                                .cell_pos = ctx->st->kv_pos};
+                                .cell_pos = s->kv_pos};
     compose_attention(b, &args, &cache);
 }
 
-bool attention_block(struct ox_context *ctx, const struct batch_view *batch,
+bool attention_block(struct ox_context *ctx, struct stage *s, const struct batch_view *batch,
                      const struct layer_weights *l, int il) {
     int n = batch->n;
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     const struct backend_ops *op = b->ops;
     bool stored = false;
     if (d->mla) /* latent attention: q, k and v rotated in their own layout */
-        mla_project_qkv(ctx, l, n);
+        mla_project_qkv(ctx, s, l, n);
     else
-        stored = project_and_rotate(ctx, l, il, n);
+        stored = project_and_rotate(ctx, s, l, il, n);
     if (c->attn_temp_scale != 0.0f)
-        temperature_scale_q(ctx, batch->pos, n);
+        temperature_scale_q(ctx, s, batch->pos, n);
     float scale = c->attn_scale;
     if (d->q_prescale) { /* ggml scales q itself here, so q rounds to f16 after scaling */
         op->scale(b, a->q, scale, (size_t)n * c->n_head * shape(ctx, il)->head_dim_k);
         scale = 1.0f;
     }
     if (!stored)
-        kv_store(ctx, il, n);
-    attend(ctx, l, il, n, batch->one_per_seq, scale);
+        kv_store(ctx, s, il, n);
+    attend(ctx, s, l, il, n, batch->one_per_seq, scale);
     if (d->attn_gate)
-        gate_attention(ctx, n);
-    const float *heads = d->mla ? mla_heads_out(ctx, l, n) : a->attn;
-    if (block_add_projection(ctx, l->wo, l->bo, l->attn_post_norm, heads, n, a->proj))
+        gate_attention(ctx, s, n);
+    const float *heads = d->mla ? mla_heads_out(ctx, s, l, n) : a->attn;
+    if (block_add_projection(ctx, s, l->wo, l->bo, l->attn_post_norm, heads, n, a->proj))
         return true;
     linear(b, l->wo, l->bo, heads, a->proj, n);
     if (l->attn_post_norm)

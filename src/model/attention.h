@@ -9,7 +9,7 @@
  * went into the q, k, v matmuls: block_norm_fusable says nothing reads it then) and either adds the
  * branch output to act.x (returns true) or leaves it (after wo, its bias and any post-norm) in
  * act.proj. */
-bool attention_block(struct ox_context *ctx, const struct batch_view *batch,
+bool attention_block(struct ox_context *ctx, struct stage *s, const struct batch_view *batch,
                      const struct layer_weights *l, int il);
 
 #endif

@@ -4,10 +4,10 @@
 #include "backend/compose.h"
 #include "model/layer_ops.h"
 
-void block_norm(struct ox_context *ctx, const float *x, const struct weight *w,
+void block_norm(struct ox_context *ctx, struct stage *s, const float *x, const struct weight *w,
                 const struct weight *bias, float *y, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct backend *b = &ctx->st->be;
+    struct backend *b = &s->be;
     if (c->arch->norm == NORM_LAYER) {
         b->ops->layer_norm(b, x, vec(b, w), vec(b, bias), y, n, c->n_embd, c->norm_eps);
     } else {
@@ -23,13 +23,14 @@ bool block_norm_fusable(const struct ox_context *ctx, const struct weight *w,
     return w && !bias && d->norm == NORM_RMS && !d->parallel && !d->no_pre_norm;
 }
 
-bool block_add_projection(struct ox_context *ctx, const struct weight *w, const struct weight *bias,
-                          const struct weight *post_norm, const float *h, int n, float *tmp) {
+bool block_add_projection(struct ox_context *ctx, struct stage *s, const struct weight *w,
+                          const struct weight *bias, const struct weight *post_norm, const float *h,
+                          int n, float *tmp) {
     const struct model_config *c = &ctx->model->cfg;
-    struct backend *b = &ctx->st->be;
+    struct backend *b = &s->be;
     if (bias || post_norm || c->residual_scale != 0.0f || c->arch->parallel)
         return false;
     struct mat m = as_mat(b, w);
-    compose_matmul_add(b, &m, h, ctx->st->act.x, n, tmp);
+    compose_matmul_add(b, &m, h, s->act.x, n, tmp);
     return true;
 }

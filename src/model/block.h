@@ -7,7 +7,7 @@
 #include "model/context.h"
 
 /* The architecture's norm of n rows of n_embd values (the weight and bias optional). */
-void block_norm(struct ox_context *ctx, const float *x, const struct weight *w,
+void block_norm(struct ox_context *ctx, struct stage *s, const float *x, const struct weight *w,
                 const struct weight *bias, float *y, int n);
 
 /* Whether a norm (its bias absent) may go into the matmuls that read its output: RMSNorm, and
@@ -24,7 +24,8 @@ static inline const struct weight *block_norm_weight(const struct weight *w, boo
 /* x += W h when nothing comes between the projection and the residual (no bias, post-norm or
  * scale, nor a parallel block's sum): true when it added (tmp [n][n_embd] is the room a
  * backend without the fused add needs); false, with nothing done, otherwise. */
-bool block_add_projection(struct ox_context *ctx, const struct weight *w, const struct weight *bias,
-                          const struct weight *post_norm, const float *h, int n, float *tmp);
+bool block_add_projection(struct ox_context *ctx, struct stage *s, const struct weight *w,
+                          const struct weight *bias, const struct weight *post_norm, const float *h,
+                          int n, float *tmp);
 
 #endif

@@ -346,7 +346,6 @@ static enum ox_status alloc_stages(struct ox_context *ctx) {
         OX_TRY(alloc_kv_rows(ctx, s));
         OX_TRY(alloc_activations(ctx, s));
     }
-    ctx->st = &ctx->stages[0];
     OX_TRY(alloc_logits(ctx, &ctx->stages[ctx->n_stages - 1]));
     return alloc_embeddings(ctx, &ctx->stages[ctx->n_stages - 1]);
 }

@@ -39,7 +39,8 @@ struct activations {
 /* A backend and the layers [layer_begin, layer_end) it runs, with their KV rows and its own
  * activations. A context has one stage, or two when only some layers are on the GPU: the CPU
  * runs the embeddings and the first layers, the GPU the rest and the output, and the hidden
- * state crosses once per batch. */
+ * state crosses once per batch. The forward pass hands the stage it runs to each step as an
+ * argument (struct stage *s). */
 struct stage {
     struct backend be;
     struct activations act;
@@ -58,7 +59,6 @@ struct ox_context {
     struct ox_context_params params;
     struct stage stages[2];
     int32_t n_stages;
-    struct stage *st;          /* the stage whose ops the forward pass issues now */
     struct kv_cache kv;        /* the cells; layer il's rows in the stage that runs it (k, v) */
     int32_t *pos, *seq, *cell; /* this batch's positions, sequences and cells */
     float *b_logits;           /* [logit_rows][n_vocab], written by the last stage */

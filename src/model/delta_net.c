@@ -137,13 +137,14 @@ void delta_net_copy(struct delta_net_state *s, int32_t src, int32_t dst) {
     }
 }
 
-void delta_net_layer(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+void delta_net_layer(struct ox_context *ctx, struct stage *s, const struct layer_weights *l, int il,
+                     int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct delta_net_state *s = ctx->dn;
-    struct delta_net_bufs *u = &s->bufs[ctx->st - ctx->stages];
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
-    int32_t r = s->index[il], d = c->dn_state, hv = c->dn_v_heads;
+    struct delta_net_state *dn = ctx->dn;
+    struct delta_net_bufs *u = &dn->bufs[s - ctx->stages];
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
+    int32_t r = dn->index[il], d = c->dn_state, hv = c->dn_v_heads;
     b->ops->rms_norm(b, a->x, vec(b, l->attn_norm), a->xn, n, c->n_embd, c->norm_eps);
     linear(b, l->dn_qkv, NULL, a->xn, u->qkv, n);
     linear(b, l->dn_z, NULL, a->xn, u->z, n);
@@ -156,10 +157,10 @@ void delta_net_layer(struct ox_context *ctx, const struct layer_weights *l, int 
         .conv_w = vec(b, l->dn_conv),
         .dt_bias = vec(b, l->dn_dt_bias),
         .a = vec(b, l->dn_a),
-        .conv_state = s->conv[r],
-        .ssm_state = s->ssm[r],
-        .conv_stride = s->conv_floats,
-        .ssm_stride = s->ssm_floats,
+        .conv_state = dn->conv[r],
+        .ssm_state = dn->ssm[r],
+        .conv_stride = dn->conv_floats,
+        .ssm_stride = dn->ssm_floats,
         .slot = a->b_seq,
         .conv_out = u->conv_out,
         .y = u->y,

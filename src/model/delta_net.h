@@ -11,6 +11,7 @@
 
 struct ox_context;
 struct backend;
+struct stage;
 
 /* A stage's buffers for n_batch tokens of a delta-net layer, in its backend's memory. */
 struct delta_net_bufs {
@@ -41,6 +42,7 @@ void delta_net_copy(struct delta_net_state *s, int32_t src, int32_t dst);
 
 /* Layer il (recurrent) over the batch's n tokens: reads act.x, leaves the branch's output (the
  * ssm_out projection) in act.proj. */
-void delta_net_layer(struct ox_context *ctx, const struct layer_weights *l, int il, int n);
+void delta_net_layer(struct ox_context *ctx, struct stage *s, const struct layer_weights *l, int il,
+                     int n);
 
 #endif

@@ -10,10 +10,11 @@
 #include "model/layer_ops.h"
 #include "model/moe.h"
 
-void dense_moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in, int n) {
+void dense_moe_ffn(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                   const float *in, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t d = (size_t)c->n_embd, all = (size_t)n * d, ff = (size_t)l->ffn_down->ne[0];
     /* the dense branch into proj (the attention is done with it) */
     linear(b, l->ffn_gate, NULL, in, a->gate, n);
@@ -27,7 +28,7 @@ void dense_moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const 
     b->ops->rms_norm(b, a->x, vec(b, l->ffn_gate_inp_s), a->gate, n, (int)d, c->norm_eps);
     b->ops->scale(b, a->gate, 1.0f / sqrtf((float)d), all);
     b->ops->rms_norm(b, a->x, vec(b, l->ffn_pre_norm_2), a->xn, n, (int)d, c->norm_eps);
-    moe_block(ctx, l, a->xn, a->gate, a->branch, n);
+    moe_block(ctx, s, l, a->xn, a->gate, a->branch, n);
     b->ops->rms_norm(b, a->branch, vec(b, l->ffn_post_norm_2), a->branch, n, (int)d, c->norm_eps);
     b->ops->add(b, a->branch, a->proj, all);
 }

@@ -5,9 +5,11 @@
 #include "model/model.h"
 
 struct ox_context;
+struct stage;
 
 /* act.branch = the layer's dense GeGLU FFN of in (the residual normed by ffn_norm), normed, plus
  * its experts over the residual act.x normed their own way, normed: n tokens. */
-void dense_moe_ffn(struct ox_context *ctx, const struct layer_weights *l, const float *in, int n);
+void dense_moe_ffn(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                   const float *in, int n);
 
 #endif

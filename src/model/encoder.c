@@ -20,21 +20,21 @@ bool encoder_alloc(struct ox_context *ctx, struct stage *s) {
     return true;
 }
 
-void encoder_input(struct ox_context *ctx, int n) {
+void encoder_input(struct ox_context *ctx, struct stage *s, int n) {
     const struct ox_model *m = ctx->model;
-    struct backend *b = &ctx->st->be;
-    float *x = ctx->st->act.x;
+    struct backend *b = &s->be;
+    float *x = s->act.x;
     int e = m->cfg.n_embd;
-    if (ctx->st->act.type_row)
-        b->ops->add_row(b, x, ctx->st->act.type_row, n, e);
+    if (s->act.type_row)
+        b->ops->add_row(b, x, s->act.type_row, n, e);
     b->ops->layer_norm(b, x, vec(b, m->embd_norm), vec(b, m->embd_norm_b), x, n, e,
                        m->cfg.norm_eps);
 }
 
-void encoder_norm_residual(struct ox_context *ctx, const struct weight *w,
+void encoder_norm_residual(struct ox_context *ctx, struct stage *s, const struct weight *w,
                            const struct weight *bias, int n) {
-    struct backend *b = &ctx->st->be;
-    float *x = ctx->st->act.x;
+    struct backend *b = &s->be;
+    float *x = s->act.x;
     b->ops->layer_norm(b, x, vec(b, w), vec(b, bias), x, n, ctx->model->cfg.n_embd,
                        ctx->model->cfg.norm_eps);
 }

@@ -14,10 +14,10 @@ bool encoder_alloc(struct ox_context *ctx, struct stage *s);
 
 /* act.x (n tokens' embeddings) plus token-type row 0 (if the model has it), then the
  * embeddings' norm (arch embd_norm). */
-void encoder_input(struct ox_context *ctx, int n);
+void encoder_input(struct ox_context *ctx, struct stage *s, int n);
 
 /* act.x = norm(act.x) with the weight and bias given: BERT's post-norm of a residual sum. */
-void encoder_norm_residual(struct ox_context *ctx, const struct weight *w,
+void encoder_norm_residual(struct ox_context *ctx, struct stage *s, const struct weight *w,
                            const struct weight *bias, int n);
 
 #endif

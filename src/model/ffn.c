@@ -21,8 +21,9 @@ static bool plain_glu(const struct ox_context *ctx, const struct layer_weights *
 
 /* Whether the batch is wider than act.gate holds at the FFN's full width (context.c's
  * ffn_slice): it then goes by slices (ffn_sliced). */
-static bool too_wide(const struct ox_context *ctx, const struct layer_weights *l, int n) {
-    int64_t ff = l->ffn_down->ne[0], w = ctx->st->act.ffn_slice;
+static bool too_wide(const struct ox_context *ctx, const struct stage *s,
+                     const struct layer_weights *l, int n) {
+    int64_t ff = l->ffn_down->ne[0], w = s->act.ffn_slice;
     return w && (size_t)n * (size_t)ff > (size_t)ctx->params.n_batch * (size_t)w;
 }
 
@@ -30,11 +31,11 @@ static bool too_wide(const struct ox_context *ctx, const struct layer_weights *l
  * straight into the residual: per slice, gate and up of its rows, the GLU, and x += the down
  * projection's matching columns times that. The sums over the width then add up slice by
  * slice, in float, as a GEMM's would by chunks of k. */
-static void ffn_sliced(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-                       int n) {
+static void ffn_sliced(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                       const float *in, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     int64_t ff = l->ffn_down->ne[0], w = a->ffn_slice;
     enum glu_kind kind = c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU;
     struct mat gate = as_mat(b, l->ffn_gate), up = as_mat(b, l->ffn_up);
@@ -54,11 +55,11 @@ static void ffn_sliced(struct ox_context *ctx, const struct layer_weights *l, co
 
 /* The first half of the dense FFN of the architecture's kind, from in to act.hidden; a plain
  * GLU takes in through norm first unless that is NULL. */
-static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-                             const struct norm_in *norm, int n) {
+static void dense_ffn_hidden(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                             const float *in, const struct norm_in *norm, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t ff = (size_t)l->ffn_down->ne[0], all = (size_t)n * ff; /* the layer's width */
     enum glu_kind kind = c->arch->ffn == FFN_SWIGLU       ? GLU_SILU
                          : c->arch->ffn == FFN_SWIGLU_OAI ? GLU_SWIGLU_OAI
@@ -90,11 +91,12 @@ static void dense_ffn_hidden(struct ox_context *ctx, const struct layer_weights 
     }
 }
 
-void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int n, bool attn_added) {
+void ffn_block(struct ox_context *ctx, struct stage *s, const struct layer_weights *l, int n,
+               bool attn_added) {
     const struct model_config *c = &ctx->model->cfg;
     const struct arch_desc *d = c->arch;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t all = (size_t)n * c->n_embd;
     const float *in = a->xn; /* parallel blocks reuse the attention norm */
     const struct weight *g = block_norm_weight(l->ffn_norm, l->ffn_norm_folded);
@@ -104,28 +106,28 @@ void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int n, boo
         if (!attn_added)
             b->ops->add(b, a->x, a->proj, all);
         if (l->attn_out_norm) /* an encoder's x = norm(x + attn) */
-            encoder_norm_residual(ctx, l->attn_out_norm, l->attn_out_norm_b, n);
+            encoder_norm_residual(ctx, s, l->attn_out_norm, l->attn_out_norm_b, n);
         in = a->x;
         glu_norm = block_norm_fusable(ctx, l->ffn_norm, l->ffn_norm_b) && plain_glu(ctx, l) &&
-                   !too_wide(ctx, l, n);
+                   !too_wide(ctx, s, l, n);
         if (!glu_norm && !d->no_pre_norm) {
-            block_norm(ctx, a->x, g, l->ffn_norm_b, a->xn, n);
+            block_norm(ctx, s, a->x, g, l->ffn_norm_b, a->xn, n);
             in = a->xn;
         }
     }
     if (l->ffn_pre_norm_2) { /* a dense FFN beside the experts */
-        dense_moe_ffn(ctx, l, in, n);
+        dense_moe_ffn(ctx, s, l, in, n);
     } else if (l->ffn_gate_inp) {
-        moe_block(ctx, l, in, NULL, a->branch, n);
+        moe_block(ctx, s, l, in, NULL, a->branch, n);
         if (l->ffn_up_shexp)
-            shared_expert_add(ctx, l, in, a->branch, n);
+            shared_expert_add(ctx, s, l, in, a->branch, n);
     } else {
-        if (too_wide(ctx, l, n)) {
-            ffn_sliced(ctx, l, in, n);
+        if (too_wide(ctx, s, l, n)) {
+            ffn_sliced(ctx, s, l, in, n);
             return;
         }
-        dense_ffn_hidden(ctx, l, in, glu_norm ? &pre : NULL, n);
-        if (block_add_projection(ctx, l->ffn_down, l->ffn_down_b, l->ffn_post_norm, a->hidden, n,
+        dense_ffn_hidden(ctx, s, l, in, glu_norm ? &pre : NULL, n);
+        if (block_add_projection(ctx, s, l->ffn_down, l->ffn_down_b, l->ffn_post_norm, a->hidden, n,
                                  a->branch))
             return;
         linear(b, l->ffn_down, l->ffn_down_b, a->hidden, a->branch, n);

@@ -6,6 +6,7 @@
 
 /* The FFN branch of n tokens and the residual adds left: x + attn (unless attn_added: the
  * attention or recurrent block added its own) + ffn. */
-void ffn_block(struct ox_context *ctx, const struct layer_weights *l, int n, bool attn_added);
+void ffn_block(struct ox_context *ctx, struct stage *s, const struct layer_weights *l, int n,
+               bool attn_added);
 
 #endif

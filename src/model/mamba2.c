@@ -11,10 +11,10 @@
 
 /* Each group of the n rows of y normed with its own slice of the weight (one RMSNorm over the
  * whole row when there is one group). */
-static void group_norm(struct ox_context *ctx, const struct layer_weights *l, float *y, float *tmp,
-                       int n) {
+static void group_norm(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                       float *y, float *tmp, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct backend *b = &ctx->st->be;
+    struct backend *b = &s->be;
     size_t inner = (size_t)c->ssm_inner, gs = inner / (size_t)c->ssm_groups;
     const float *w = vec(b, l->ssm_norm);
     if (c->ssm_groups == 1) {
@@ -28,13 +28,14 @@ static void group_norm(struct ox_context *ctx, const struct layer_weights *l, fl
     }
 }
 
-void mamba2_layer(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+void mamba2_layer(struct ox_context *ctx, struct stage *s, const struct layer_weights *l, int il,
+                  int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct delta_net_state *s = ctx->dn;
-    struct delta_net_bufs *u = &s->bufs[ctx->st - ctx->stages];
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
-    int32_t r = s->index[il];
+    struct delta_net_state *dn = ctx->dn;
+    struct delta_net_bufs *u = &dn->bufs[s - ctx->stages];
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
+    int32_t r = dn->index[il];
     size_t inner = (size_t)c->ssm_inner, conv = inner + 2 * (size_t)c->ssm_groups * c->dn_state;
     size_t row = inner + conv + (size_t)c->ssm_heads; /* z, then x B C, then dt */
     b->ops->rms_norm(b, a->x, vec(b, l->attn_norm), a->xn, n, c->n_embd, c->norm_eps);
@@ -49,10 +50,10 @@ void mamba2_layer(struct ox_context *ctx, const struct layer_weights *l, int il,
         .dt_bias = vec(b, l->ssm_dt_b),
         .a = vec(b, l->ssm_a),
         .d = vec(b, l->ssm_d),
-        .conv_state = s->conv[r],
-        .ssm_state = s->ssm[r],
-        .conv_stride = s->conv_floats,
-        .ssm_stride = s->ssm_floats,
+        .conv_state = dn->conv[r],
+        .ssm_state = dn->ssm[r],
+        .conv_stride = dn->conv_floats,
+        .ssm_stride = dn->ssm_floats,
         .slot = a->b_seq,
         .conv_out = u->conv_out,
         .y = u->y,
@@ -66,6 +67,6 @@ void mamba2_layer(struct ox_context *ctx, const struct layer_weights *l, int il,
     b->ops->mamba2(b, &args);
     b->ops->copy_rows(b, u->z, inner, u->qkv, row, n, (int)inner);
     b->ops->glu(b, GLU_SILU, u->z, u->y, u->y, (size_t)n * inner); /* silu(z) * y */
-    group_norm(ctx, l, u->y, u->z, n);
+    group_norm(ctx, s, l, u->y, u->z, n);
     linear(b, l->ssm_out, NULL, u->y, a->proj, n);
 }

@@ -5,9 +5,11 @@
 #include "model/model.h"
 
 struct ox_context;
+struct stage;
 
 /* Layer il (recurrent) over the batch's n tokens: reads act.x, leaves the branch's output (the
  * ssm_out projection) in act.proj. */
-void mamba2_layer(struct ox_context *ctx, const struct layer_weights *l, int il, int n);
+void mamba2_layer(struct ox_context *ctx, struct stage *s, const struct layer_weights *l, int il,
+                  int n);
 
 #endif

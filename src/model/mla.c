@@ -18,10 +18,11 @@ static void copy_cols(struct backend *b, float *dst, size_t dst_stride, size_t d
 
 /* The query of each head as projected (act.mla: no-rope then rope part, mla_head_k), through
  * q's bottleneck and its norm where the layer has one. */
-static void project_q(struct ox_context *ctx, const struct layer_weights *l, int n) {
+static void project_q(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                      int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     if (!l->wq_a) {
         linear(b, l->wq, NULL, a->xn, a->mla, n);
         return;
@@ -33,33 +34,35 @@ static void project_q(struct ox_context *ctx, const struct layer_weights *l, int
 
 /* The shared key and the value: the latent normed (act.v, and the front of act.k), the rotary
  * part rotated (the back of act.k). */
-static void project_kv(struct ox_context *ctx, const struct layer_weights *l, int n) {
+static void project_kv(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                       int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t kr = (size_t)c->mla_kv_rank, rot = (size_t)c->n_rot, row = kr + rot;
     linear(b, l->wkv_a, NULL, a->xn, a->k, n);
     copy_cols(b, a->v, kr, 0, a->k, row, 0, n, (int)kr);
     b->ops->rms_norm(b, a->v, vec(b, l->kv_a_norm), a->v, n, (int)kr, c->norm_eps);
     copy_cols(b, a->k, row, 0, a->v, kr, 0, n, (int)kr);
     copy_cols(b, a->mla_in, rot, 0, a->k, row, kr, n, (int)rot);
-    b->ops->rope(b, a->mla_in, a->b_pos, n, 1, (int)rot, &ctx->st->rope);
+    b->ops->rope(b, a->mla_in, a->b_pos, n, 1, (int)rot, &s->rope);
     copy_cols(b, a->k, row, kr, a->mla_in, rot, 0, n, (int)rot);
 }
 
-void mla_project_qkv(struct ox_context *ctx, const struct layer_weights *l, int n) {
+void mla_project_qkv(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                     int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t kr = (size_t)c->mla_kv_rank, rot = (size_t)c->n_rot, row = kr + rot;
     size_t hk = (size_t)c->mla_head_k, nope = hk - rot, h = (size_t)c->n_head;
     b->ops->rms_norm(b, a->x, vec(b, l->attn_norm), a->xn, n, c->n_embd, c->norm_eps);
-    project_q(ctx, l, n);
-    project_kv(ctx, l, n);
+    project_q(ctx, s, l, n);
+    project_kv(ctx, s, l, n);
     /* the rotary parts of every head at once: [n][head][rot] */
     int rows = n * c->n_head;
     copy_cols(b, a->mla_in, rot, 0, a->mla, hk, nope, rows, (int)rot);
-    b->ops->rope(b, a->mla_in, a->b_pos, n, c->n_head, (int)rot, &ctx->st->rope);
+    b->ops->rope(b, a->mla_in, a->b_pos, n, c->n_head, (int)rot, &s->rope);
     copy_cols(b, a->q, row, kr, a->mla_in, rot, 0, rows, (int)rot);
     for (size_t i = 0; i < h; i++) { /* each head's no-rope part into latent space */
         struct mat k_b = slice_mat(b, l->wk_b, (int)i);
@@ -69,10 +72,11 @@ void mla_project_qkv(struct ox_context *ctx, const struct layer_weights *l, int 
     }
 }
 
-const float *mla_heads_out(struct ox_context *ctx, const struct layer_weights *l, int n) {
+const float *mla_heads_out(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                           int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t kr = (size_t)c->mla_kv_rank, hv = (size_t)c->mla_head_v, h = (size_t)c->n_head;
     for (size_t i = 0; i < h; i++) {
         struct mat v_b = slice_mat(b, l->wv_b, (int)i);

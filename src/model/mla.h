@@ -5,14 +5,16 @@
 #include "model/model.h"
 
 struct ox_context;
+struct stage;
 
 /* From the layer input act.x, n tokens' queries (act.q: each head's latent part and rotated
  * part, kv_rank + n_rot), the shared key (act.k, the same layout, one head) and value
  * (act.v, the latent, kv_rank): an attention over one kv head, ready for the cache. */
-void mla_project_qkv(struct ox_context *ctx, const struct layer_weights *l, int n);
+void mla_project_qkv(struct ox_context *ctx, struct stage *s, const struct layer_weights *l, int n);
 
 /* The attention's per-head latent outputs (act.attn) through each head's v_b: the rows the
  * output projection takes, n_head x value_length_mla each. */
-const float *mla_heads_out(struct ox_context *ctx, const struct layer_weights *l, int n);
+const float *mla_heads_out(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                           int n);
 
 #endif

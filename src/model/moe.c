@@ -20,11 +20,11 @@ static enum glu_kind expert_glu(const struct model_config *c) {
 
 /* The experts chosen and run by the backend where the router's probabilities are (moe_ffn),
  * when it does that for these shapes: no round trip to the host. */
-static bool moe_on_backend(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-                           float *out, int n) {
+static bool moe_on_backend(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                           const float *in, float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     /* a parallel block still needs proj, the op's scratch, and so does dense_moe.c's dense
      * branch; the op has no expert biases or output scales, nor the clamped SwiGLU */
     if (c->arch->parallel || l->ffn_pre_norm_2 || l->ffn_gate_inp_b || l->ffn_gate_exps_b ||
@@ -127,11 +127,11 @@ static void choose_experts(const struct model_config *c, const struct layer_weig
     }
 }
 
-void moe_block(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-               const float *router_in, float *out, int n) {
+void moe_block(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+               const float *in, const float *router_in, float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     struct mat router = as_mat(b, l->ffn_gate_inp);
     b->ops->matmul(b, &router, router_in ? router_in : in, a->router, n);
     int ne = c->n_expert, k = c->n_expert_used, ff = c->n_ff_exp, d = c->n_embd;
@@ -139,7 +139,7 @@ void moe_block(struct ox_context *ctx, const struct layer_weights *l, const floa
         b->ops->add_row(b, a->router, vec(b, l->ffn_gate_inp_b), n, ne);
     if (!c->moe_sigmoid) /* sigmoid scores are the host's */
         b->ops->softmax(b, a->router, n, ne);
-    if (moe_on_backend(ctx, l, in, out, n))
+    if (moe_on_backend(ctx, s, l, in, out, n))
         return;
     ctx->moe_on_host |= b->ops->device;
     /* a failed copy leaves indices in range, and the batch reports the failure */

@@ -15,11 +15,11 @@ float *per_layer_input(const struct ox_context *ctx, const struct stage *s, int 
     return ple ? ple + (size_t)il * ctx->params.n_batch * (size_t)c->n_embd_per_layer : NULL;
 }
 
-void per_layer_inputs(struct ox_context *ctx, int n) {
+void per_layer_inputs(struct ox_context *ctx, struct stage *s, int n) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     if (!m->ple_tok_embd)
         return;
     size_t p = (size_t)c->n_embd_per_layer, row = p * (size_t)c->n_layer, all = (size_t)n * row;
@@ -33,18 +33,19 @@ void per_layer_inputs(struct ox_context *ctx, int n) {
     b->ops->add(b, a->ple_tmp, a->ple, all);
     b->ops->scale(b, a->ple_tmp, 1.0f / sqrtf(2.0f), all);
     for (int il = 0; il < c->n_layer; il++) /* layer-major: a layer's rows side by side */
-        b->ops->copy_rows(b, per_layer_input(ctx, ctx->st, il), p, a->ple_tmp + (size_t)il * p, row,
-                          n, (int)p);
+        b->ops->copy_rows(b, per_layer_input(ctx, s, il), p, a->ple_tmp + (size_t)il * p, row, n,
+                          (int)p);
 }
 
-void per_layer_embd_add(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+void per_layer_embd_add(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                        int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t all = (size_t)n * (size_t)c->n_embd;
     if (l->ple_gate) { /* the FFN is done with gate and branch */
         linear(b, l->ple_gate, NULL, a->x, a->gate, n);
-        b->ops->glu(b, GLU_GELU, a->gate, per_layer_input(ctx, ctx->st, il), a->gate,
+        b->ops->glu(b, GLU_GELU, a->gate, per_layer_input(ctx, s, il), a->gate,
                     (size_t)n * (size_t)c->n_embd_per_layer);
         linear(b, l->ple_proj, NULL, a->gate, a->branch, n);
         b->ops->rms_norm(b, a->branch, vec(b, l->ple_post_norm), a->branch, n, c->n_embd,

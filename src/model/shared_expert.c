@@ -7,11 +7,11 @@
 #include "model/context.h"
 #include "model/layer_ops.h"
 
-void shared_expert_add(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-                       float *out, int n) {
+void shared_expert_add(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                       const float *in, float *out, int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t d = (size_t)c->n_embd;
     /* the routed experts are done with these: gate and up hold n_batch rows of the widest FFN,
      * moe_out n_batch rows of n_embd, router n_batch rows of n_expert (>= 1) */

@@ -5,10 +5,11 @@
 #include "model/model.h"
 
 struct ox_context;
+struct stage;
 
 /* out += the shared expert's SwiGLU FFN of in (n tokens), times sigmoid(its gate . in) when the
  * layer has the gate. */
-void shared_expert_add(struct ox_context *ctx, const struct layer_weights *l, const float *in,
-                       float *out, int n);
+void shared_expert_add(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                       const float *in, float *out, int n);
 
 #endif

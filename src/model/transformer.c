@@ -17,12 +17,13 @@
 
 /* Keep only the rows whose logits were asked for (out_row >= 0), in order, as llama.cpp does
  * before the last layer's FFN: nothing after that mixes tokens. Returns how many remain. */
-static int keep_output_rows(struct ox_context *ctx, const struct batch_view *batch, int n) {
+static int keep_output_rows(struct ox_context *ctx, struct stage *s, const struct batch_view *batch,
+                            int n) {
     const struct model_config *c = &ctx->model->cfg;
-    struct activations *a = &ctx->st->act;
-    struct backend *b = &ctx->st->be;
+    struct activations *a = &s->act;
+    struct backend *b = &s->be;
     size_t d = (size_t)c->n_embd, p = (size_t)c->n_embd_per_layer;
-    float *rows[] = {a->x, a->xn, a->proj}, *ple = per_layer_input(ctx, ctx->st, c->n_layer - 1);
+    float *rows[] = {a->x, a->xn, a->proj}, *ple = per_layer_input(ctx, s, c->n_layer - 1);
     int kept = 0;
     for (int t = 0; t < n; t++) {
         if (batch->out_row[t] < 0)
@@ -38,11 +39,11 @@ static int keep_output_rows(struct ox_context *ctx, const struct batch_view *bat
 
 /* Token (and learned position) embeddings of n tokens into act.x, with the architecture's
  * scaling. */
-static void embed(struct ox_context *ctx, int n) {
+static void embed(struct ox_context *ctx, struct stage *s, int n) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
-    struct backend *b = &ctx->st->be;
-    struct activations *a = &ctx->st->act;
+    struct backend *b = &s->be;
+    struct activations *a = &s->act;
     size_t all = (size_t)n * c->n_embd;
     struct mat emb = as_mat(b, m->tok_embd);
     b->ops->get_rows(b, &emb, a->b_tok, a->x, n);
@@ -56,27 +57,26 @@ static void embed(struct ox_context *ctx, int n) {
         b->ops->add(b, a->x, a->proj, all);
     }
     if (c->arch->embd_norm)
-        encoder_input(ctx, n);
-    per_layer_inputs(ctx, n);
+        encoder_input(ctx, s, n);
+    per_layer_inputs(ctx, s, n);
 }
 
 /* Final norm (into the same rows of act.xn, where the embeddings are read) for rows
  * [r0, r0 + rows) of act.x, then, unless only the embeddings are wanted, the output projection
  * and logit shaping into the first rows of b_logits. */
-static void output_block(struct ox_context *ctx, int r0, int rows) {
+static void output_block(struct ox_context *ctx, struct stage *s, int r0, int rows) {
     const struct ox_model *m = ctx->model;
     const struct model_config *c = &m->cfg;
-    struct backend *b = &ctx->st->be;
+    struct backend *b = &s->be;
     size_t all = (size_t)rows * c->n_vocab, at = (size_t)r0 * (size_t)c->n_embd;
     if (m->output_norm)
-        block_norm(ctx, ctx->st->act.x + at, m->output_norm, m->output_norm_b, ctx->st->act.xn + at,
-                   rows);
+        block_norm(ctx, s, s->act.x + at, m->output_norm, m->output_norm_b, s->act.xn + at, rows);
     else /* an encoder's last layer normed its output already */
-        b->ops->copy_rows(b, ctx->st->act.xn + at, (size_t)c->n_embd, ctx->st->act.x + at,
-                          (size_t)c->n_embd, rows, c->n_embd);
+        b->ops->copy_rows(b, s->act.xn + at, (size_t)c->n_embd, s->act.x + at, (size_t)c->n_embd,
+                          rows, c->n_embd);
     if (ctx->embd_only || !m->output)
         return;
-    linear(b, m->output, m->output_b, ctx->st->act.xn + at, ctx->b_logits, rows);
+    linear(b, m->output, m->output_b, s->act.xn + at, ctx->b_logits, rows);
     if (c->final_softcap != 0.0f)
         b->ops->softcap(b, ctx->b_logits, c->final_softcap, all);
     if (c->logit_scale != 0.0f)
@@ -88,12 +88,12 @@ static void output_block(struct ox_context *ctx, int r0, int rows) {
 /* Output rows [r0, r0 + rows) to the host: with params.embeddings their normed hidden states
  * from act.xn, and (unless embd_only) their logits from b_logits. The status of every op so
  * far. */
-static enum ox_status output_rows(struct ox_context *ctx, int r0, int rows) {
-    struct backend *b = &ctx->st->be;
+static enum ox_status output_rows(struct ox_context *ctx, struct stage *s, int r0, int rows) {
+    struct backend *b = &s->be;
     size_t v = (size_t)ctx->model->cfg.n_vocab, e = (size_t)ctx->model->cfg.n_embd;
     if (ctx->embd) {
         enum ox_status st =
-            b->ops->download(b, ctx->embd + (size_t)r0 * e, ctx->st->act.xn + (size_t)r0 * e,
+            b->ops->download(b, ctx->embd + (size_t)r0 * e, s->act.xn + (size_t)r0 * e,
                              (size_t)rows * e * sizeof(float));
         if (st != OX_OK || ctx->embd_only || !ctx->logits)
             return st;
@@ -104,8 +104,7 @@ static enum ox_status output_rows(struct ox_context *ctx, int r0, int rows) {
 
 /* The batch's tokens, positions, sequences and cells, and the cache's cell positions and
  * sequence masks, into the stage's copies (the same arrays on the CPU: nothing moves). */
-static void upload_batch(struct ox_context *ctx, const struct batch_view *batch) {
-    struct stage *s = ctx->st;
+static void upload_batch(struct ox_context *ctx, struct stage *s, const struct batch_view *batch) {
     struct backend *b = &s->be;
     struct activations *a = &s->act;
     struct kv_cache *kv = &ctx->kv;
@@ -143,35 +142,35 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b,
 
 /* A recurrent layer's branch (Mamba-2 or gated delta-net) into act.proj, with the residual
  * scale the attention's branch takes too. */
-static void recurrent_block(struct ox_context *ctx, const struct layer_weights *l, int il, int n) {
+static void recurrent_block(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
+                            int il, int n) {
     const struct model_config *c = &ctx->model->cfg;
     if (c->arch->mamba2)
-        mamba2_layer(ctx, l, il, n);
+        mamba2_layer(ctx, s, l, il, n);
     else
-        delta_net_layer(ctx, l, il, n);
+        delta_net_layer(ctx, s, l, il, n);
     if (c->residual_scale != 0.0f)
-        ctx->st->be.ops->scale(&ctx->st->be, ctx->st->act.proj, c->residual_scale,
-                               (size_t)n * (size_t)c->n_embd);
+        s->be.ops->scale(&s->be, s->act.proj, c->residual_scale, (size_t)n * (size_t)c->n_embd);
 }
 
 /* The stage's layers over n tokens; returns the rows left (keep_output_rows drops those whose
  * logits nobody asked for before the model's last FFN). */
-static int run_layers(struct ox_context *ctx, const struct batch_view *batch) {
+static int run_layers(struct ox_context *ctx, struct stage *s, const struct batch_view *batch) {
     int n = batch->n;
     const struct ox_model *m = ctx->model;
-    for (int il = ctx->st->layer_begin; il < ctx->st->layer_end; il++) {
+    for (int il = s->layer_begin; il < s->layer_end; il++) {
         bool attn_added = false; /* a recurrent layer leaves its branch in act.proj */
         if (m->cfg.is_recurrent[il])
-            recurrent_block(ctx, &m->layers[il], il, n);
+            recurrent_block(ctx, s, &m->layers[il], il, n);
         else
-            attn_added = attention_block(ctx, batch, &m->layers[il], il);
-        if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, batch, n)) == 0)
+            attn_added = attention_block(ctx, s, batch, &m->layers[il], il);
+        if (il == m->cfg.n_layer - 1 && (n = keep_output_rows(ctx, s, batch, n)) == 0)
             return 0;
-        ffn_block(ctx, &m->layers[il], n, attn_added);
+        ffn_block(ctx, s, &m->layers[il], n, attn_added);
         if (m->layers[il].layer_out_norm) /* an encoder's x = norm(x + ffn) */
-            encoder_norm_residual(ctx, m->layers[il].layer_out_norm, m->layers[il].layer_out_norm_b,
-                                  n);
-        per_layer_embd_add(ctx, &m->layers[il], il, n);
+            encoder_norm_residual(ctx, s, m->layers[il].layer_out_norm,
+                                  m->layers[il].layer_out_norm_b, n);
+        per_layer_embd_add(ctx, s, &m->layers[il], il, n);
     }
     return n;
 }
@@ -182,19 +181,20 @@ static void run_host_stages(struct ox_context *ctx, const struct batch_view *bat
     int n = batch->n;
     struct stage *last = &ctx->stages[ctx->n_stages - 1];
     for (int32_t i = 0; i < ctx->n_stages - 1; i++) {
-        ctx->st = &ctx->stages[i];
-        upload_batch(ctx, batch);
+        struct stage *s = &ctx->stages[i];
+        upload_batch(ctx, s, batch);
         if (i == 0)
-            embed(ctx, n);
-        run_layers(ctx, batch);
+            embed(ctx, s, n);
+        run_layers(ctx, s, batch);
     }
+    const struct stage *host = last - 1; /* the last of them made the hidden state */
     const struct model_config *c = &ctx->model->cfg;
     size_t bytes = (size_t)n * (size_t)c->n_embd * sizeof(float);
-    last->be.ops->upload(&last->be, last->act.x, ctx->st->act.x, bytes);
+    last->be.ops->upload(&last->be, last->act.x, host->act.x, bytes);
     size_t ple_bytes = (size_t)n * (size_t)c->n_embd_per_layer * sizeof(float);
     for (int il = last->layer_begin; last->act.ple && il < last->layer_end; il++)
         last->be.ops->upload(&last->be, per_layer_input(ctx, last, il),
-                             per_layer_input(ctx, ctx->st, il), ple_bytes); /* made here */
+                             per_layer_input(ctx, host, il), ple_bytes); /* made here */
 }
 
 static enum ox_status forward(struct ox_context *ctx, const struct batch_view *batch) {
@@ -206,27 +206,26 @@ static enum ox_status forward(struct ox_context *ctx, const struct batch_view *b
     ctx->moe_on_host = false;
     if (ctx->n_stages > 1)
         run_host_stages(ctx, batch);
-    ctx->st = last;
-    upload_batch(ctx, batch);
+    upload_batch(ctx, last, batch);
     /* a recording is exact for one batch size; the cells in use it reads from kv_used */
     if (graph && compose_graph_begin(b, (uint64_t)n))
-        return output_rows(ctx, 0, n);
+        return output_rows(ctx, last, 0, n);
     if (ctx->n_stages == 1)
-        embed(ctx, n);
-    if ((n = run_layers(ctx, batch)) == 0)
+        embed(ctx, last, n);
+    if ((n = run_layers(ctx, last, batch)) == 0)
         return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
     if (n_in == 1 && batch->out_row[0] >= 0)       /* a step graphable() would take, but for MoE */
         ctx->moe_graphable = !ctx->moe_on_host;
     if (n <= ctx->logit_rows) {
-        output_block(ctx, 0, n);
+        output_block(ctx, last, 0, n);
         if (graph)
             compose_graph_end(b);
-        return output_rows(ctx, 0, n);
+        return output_rows(ctx, last, 0, n);
     }
     for (int r0 = 0; r0 < n; r0 += ctx->logit_rows) { /* b_logits holds logit_rows at a time */
         int rows = n - r0 < ctx->logit_rows ? n - r0 : ctx->logit_rows;
-        output_block(ctx, r0, rows);
-        OX_TRY(output_rows(ctx, r0, rows));
+        output_block(ctx, last, r0, rows);
+        OX_TRY(output_rows(ctx, last, r0, rows));
     }
     return OX_OK;
 }
