@@ -1,12 +1,12 @@
 /* answer.c: the JSON a generation is answered with: OpenAI's text_completion and
- * chat.completion (whole, or as chunks of a stream), and llama.cpp's /completion, each with
- * its own form of logprobs, usage and finish reason. */
+ * chat.completion (whole, or as chunks of a stream, each a Server-Sent Event), and llama.cpp's
+ * /completion, each with its own form of logprobs, usage and finish reason. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/tool_calls.h"
 #include "gen_int.h"
-#include "server_int.h"
+#include "state.h"
 
 static const char *finish_reason(const struct gen *g) {
     return g->end == END_LENGTH ? "length" : "stop";
@@ -82,14 +82,27 @@ static json_t *usage(const struct gen *g) {
 /* OpenAI's envelope around one choice. */
 static json_t *envelope(const struct gen *g, const char *object, json_t *choice) {
     return json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", g->id, "object", object, "created",
-                     (json_int_t)g->created, "model", server_model_id(g->s), "choices", choice);
+                     (json_int_t)g->created, "model", state_model_id(g->s), "choices", choice);
+}
+
+/* Append one Server-Sent Event carrying json (under the lock); read_events (gen.c) sends it. */
+static void push_event(struct gen *g, const char *json) {
+    size_t n = strlen(json) + 9; /* "data: " json "\n\n" and the NUL */
+    if (g->ev_len + n > g->ev_cap) {
+        size_t cap = 2 * (g->ev_len + n);
+        char *grown = realloc(g->ev, cap);
+        if (!grown)
+            return; /* the event is lost; the stream still ends */
+        g->ev = grown, g->ev_cap = cap;
+    }
+    g->ev_len += (size_t)snprintf(g->ev + g->ev_len, n, "data: %s\n\n", json);
 }
 
 static void push(struct gen *g, json_t *j) {
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (text)
-        gen_push_event(g, text);
+        push_event(g, text);
     free(text);
 }
 
@@ -107,7 +120,7 @@ static json_t *timings(const struct gen *g) {
 static json_t *native(const struct gen *g, const char *text, size_t from, size_t to, bool last) {
     json_t *j = json_pack("{s:s, s:b, s:i, s:i, s:i, s:s}", "content", text, "stop", last, "index",
                           0, "tokens_predicted", g->n_out, "tokens_evaluated", g->n_prompt, "model",
-                          server_model_id(g->s));
+                          state_model_id(g->s));
     if (j && g->o.logprobs)
         json_object_set_new(j, "completion_probabilities", logprobs_list(g, from, to, true));
     if (j && last) {
@@ -211,11 +224,11 @@ void answer_stream_end(struct gen *g) {
     if (g->o.include_usage) { /* OpenAI's last chunk: no choices, the usage */
         json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", g->id, "object",
                               g->o.api == API_CHAT ? "chat.completion.chunk" : "text_completion",
-                              "created", (json_int_t)g->created, "model", server_model_id(g->s),
+                              "created", (json_int_t)g->created, "model", state_model_id(g->s),
                               "choices", "usage", usage(g));
         push(g, u);
     }
-    gen_push_event(g, "[DONE]");
+    push_event(g, "[DONE]");
 }
 
 /* The first events of a stream: a chat's role, a completion's echoed prompt. */

@@ -9,7 +9,7 @@
 
 #include "chat_tools.h"
 #include "common/tool_calls.h"
-#include "server_int.h"
+#include "state.h"
 
 /* How a forced call is written in a family's syntax: around the JSON object, and the key of
  * its arguments. Families without a JSON form are forced to write the generic one. */
@@ -100,7 +100,7 @@ static bool valid_tools(json_t *tools, struct reply *err) {
     return true;
 }
 
-bool chat_tools(struct server *s, json_t *req, int *family, char **grammar, struct reply *err) {
+bool chat_tools(struct state *s, json_t *req, int *family, char **grammar, struct reply *err) {
     json_t *tools = json_object_get(req, "tools"), *choice = json_object_get(req, "tool_choice");
     *family = -1, *grammar = NULL;
     if (!tools || json_is_null(tools) || json_array_size(tools) == 0) {
@@ -120,7 +120,7 @@ bool chat_tools(struct server *s, json_t *req, int *family, char **grammar, stru
                    "\"function\", \"function\": {\"name\": ...}}");
     if (mode && !strcmp(mode, "none"))
         return true;
-    enum tool_family f = tool_family_of(server_chat_template(s));
+    enum tool_family f = tool_family_of(state_chat_template(s));
     bool forced = (mode && !strcmp(mode, "required")) || name;
     if (forced && form_of(f)->family != f)
         f = TOOLS_GENERIC; /* forced to write the generic form: parse that */

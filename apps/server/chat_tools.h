@@ -6,11 +6,11 @@
 
 #include "reply.h"
 
-struct server;
+struct state;
 
 /* *family: the tool_calls.h syntax to parse the answer in (-1: none: no tools, or
  * tool_choice "none"); *grammar: GBNF forcing one call (tool_choice "required" or a named
  * function; malloc'd), else NULL. False with *err set for bad tools or tool_choice. */
-bool chat_tools(struct server *s, json_t *req, int *family, char **grammar, struct reply *err);
+bool chat_tools(struct state *s, json_t *req, int *family, char **grammar, struct reply *err);
 
 #endif

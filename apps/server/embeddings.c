@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "embeddings.h"
-#include "server_int.h"
+#include "state.h"
 
 /* Standard base64 of n bytes (NUL-terminated, malloc'd). */
 static char *base64(const unsigned char *p, size_t n) {
@@ -87,9 +87,9 @@ struct reply embeddings_refusal(bool busy, const char *none) {
     return r;
 }
 
-struct reply embeddings_route(struct server *s, json_t *req) {
-    const struct ox_model *m = server_model(s);
-    if (server_pooling(s) == OX_POOLING_RANK)
+struct reply embeddings_route(struct state *s, json_t *req) {
+    const struct ox_model *m = state_model(s);
+    if (state_pooling(s) == OX_POOLING_RANK)
         return reply_error(400, "invalid_request_error", NULL,
                            "this server reranks (--reranking): use /v1/rerank");
     const char *fmt = json_string_value(json_object_get(req, "encoding_format"));
@@ -106,7 +106,7 @@ struct reply embeddings_route(struct server *s, json_t *req) {
                            "to 2048 of either");
     }
     bool busy = false;
-    struct ox_context *ctx = server_embed_begin(s, &busy);
+    struct ox_context *ctx = state_embed_begin(s, &busy);
     if (!ctx) {
         json_decref(inputs);
         return embeddings_refusal(busy,
@@ -122,7 +122,7 @@ struct reply embeddings_route(struct server *s, json_t *req) {
         ox_token *t = input_tokens(m, json_array_get(inputs, i), &n);
         enum ox_status st = !t || n == 0
                                 ? OX_ERR_INVALID_ARG
-                                : ox_embed(ctx, t, (int32_t)n, server_pooling(s), true, vec);
+                                : ox_embed(ctx, t, (int32_t)n, state_pooling(s), true, vec);
         free(t);
         total += n;
         if (st == OX_OK)
@@ -134,14 +134,14 @@ struct reply embeddings_route(struct server *s, json_t *req) {
                                   : "each input must be non-empty text or token ids of the "
                                     "vocabulary");
     }
-    server_embed_end(s);
+    state_embed_end(s);
     free(vec), json_decref(inputs);
     if (err.status || !data) {
         json_decref(data);
         return err.status ? err : reply_error(500, "server_error", NULL, "out of memory");
     }
     json_t *j = json_pack("{s:s, s:o, s:s, s:{s:I, s:I}}", "object", "list", "data", data, "model",
-                          server_model_id(s), "usage", "prompt_tokens", (json_int_t)total,
+                          state_model_id(s), "usage", "prompt_tokens", (json_int_t)total,
                           "total_tokens", (json_int_t)total);
     return reply_json(j);
 }

@@ -6,9 +6,9 @@
 
 #include "reply.h"
 
-struct server;
+struct state;
 
-struct reply embeddings_route(struct server *s, json_t *req);
+struct reply embeddings_route(struct state *s, json_t *req);
 
 /* Why a request found no embeddings context: another request holds it (429, retry in a second),
  * or the server has none (501, with the message given). */

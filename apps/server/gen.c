@@ -12,7 +12,7 @@
 
 #include "gen_int.h"
 #include "params.h"
-#include "server_int.h"
+#include "state.h"
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -27,14 +27,14 @@ static void gen_new_id(char *out, size_t cap, const char *prefix) {
     snprintf(out, cap, "%s-%lx%lx", prefix, (unsigned long)time(NULL), n);
 }
 
-struct gen *gen_create(struct server *s, struct gen_opts *opts, struct ox_sampler *sampler,
+struct gen *gen_create(struct state *s, struct gen_opts *opts, struct ox_sampler *sampler,
                        int32_t n_prompt) {
     struct gen *g = calloc(1, sizeof *g);
     if (g)
         g->mem = open_memstream(&g->text, &g->text_len);
     if (!g || !g->mem ||
-        ox_detok_stream_create(ox_model_vocab(server_model(s)), opts->tool_family >= 0,
-                               &g->detok) != OX_OK) { /* tool calls' markers may be tokens */
+        ox_detok_stream_create(ox_model_vocab(state_model(s)), opts->tool_family >= 0, &g->detok) !=
+            OX_OK) { /* tool calls' markers may be tokens */
         if (g && g->mem)
             fclose(g->mem);
         if (g)
@@ -43,7 +43,7 @@ struct gen *gen_create(struct server *s, struct gen_opts *opts, struct ox_sample
         return NULL;
     }
     g->s = s, g->o = *opts, g->sampler = sampler, g->n_prompt = n_prompt, g->refs = 1;
-    g->vocab = ox_model_vocab(server_model(s)), g->fd = -1;
+    g->vocab = ox_model_vocab(state_model(s)), g->fd = -1;
     g->stops.n_stop = opts->n_stop;
     for (int i = 0; i < opts->n_stop; i++)
         g->stops.stop[i] = g->o.stop[i];
@@ -76,18 +76,6 @@ static void wake(struct gen *g) {
         g->suspended = false;
         MHD_resume_connection(g->conn);
     }
-}
-
-void gen_push_event(struct gen *g, const char *json) {
-    size_t n = strlen(json) + 9; /* "data: " json "\n\n" and the NUL */
-    if (g->ev_len + n > g->ev_cap) {
-        size_t cap = 2 * (g->ev_len + n);
-        char *grown = realloc(g->ev, cap);
-        if (!grown)
-            return; /* the event is lost; the stream still ends */
-        g->ev = grown, g->ev_cap = cap;
-    }
-    g->ev_len += (size_t)snprintf(g->ev + g->ev_len, n, "data: %s\n\n", json);
 }
 
 /* ---- the engine's callbacks (worker thread) ---- */
@@ -214,7 +202,7 @@ static void on_done(void *user, enum ox_finish reason, int32_t n_generated) {
     g->done = true;
     wake(g);
     pthread_mutex_unlock(&g->lock);
-    server_generation_done(g->s);
+    state_generation_done(g->s);
     gen_release(g); /* the engine's reference */
 }
 
@@ -237,7 +225,7 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
     g->refs++; /* the engine's, from here to on_done */
     if (g->o.stream)
         answer_stream_begin(g);
-    enum ox_status st = server_submit(g->s, &r);
+    enum ox_status st = state_submit(g->s, &r);
     if (st != OX_OK) {
         g->refs--;
     } else if (!g->o.stream) {

@@ -34,20 +34,20 @@ struct gen_opts {
 };
 
 struct gen;
-struct server;
+struct state;
 struct MHD_Connection;
 struct MHD_Response;
 
 /* A generation for n_prompt tokens (the tokens go to gen_start), taking opts' strings and the
  * sampler; NULL when out of memory (both freed then). */
-struct gen *gen_create(struct server *s, struct gen_opts *opts, struct ox_sampler *sampler,
+struct gen *gen_create(struct state *s, struct gen_opts *opts, struct ox_sampler *sampler,
                        int32_t n_prompt);
 /* Drop the HTTP side's reference. */
 void gen_release(struct gen *g);
 
 /* Submit it for the connection. A whole answer suspends the connection until it is done (the
  * request's handler then calls gen_reply); a stream's events are read through gen_response.
- * Fails with server_submit's refusal (OX_ERR_ABORTED: shutting down; OX_ERR_CONTEXT_FULL: the
+ * Fails with state_submit's refusal (OX_ERR_ABORTED: shutting down; OX_ERR_CONTEXT_FULL: the
  * queue is full) or the engine's. */
 enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token *prompt);
 bool gen_streams(const struct gen *g);

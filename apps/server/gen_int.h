@@ -1,5 +1,6 @@
 /* gen_int.h: the state of a generation, shared by gen.c (its life and the engine's callbacks)
- * and answer.c (the JSON it is answered with). */
+ * and answer.c (the JSON it is answered with, and its events). answer.c is the lower of the two:
+ * gen.c calls it, and it calls nothing of gen.c's. */
 #ifndef OX_APPS_SERVER_GEN_INT_H
 #define OX_APPS_SERVER_GEN_INT_H
 
@@ -29,7 +30,7 @@ enum gen_end {
 };
 
 struct gen {
-    struct server *s;
+    struct state *s;
     struct gen_opts o;
     struct ox_sampler *sampler;
     const struct ox_vocab *vocab;
@@ -68,7 +69,5 @@ void answer_stream_begin(struct gen *g);
 void answer_stream_end(struct gen *g);
 /* The whole answer. */
 struct reply answer_whole(struct gen *g);
-/* Append one Server-Sent Event carrying json (under the lock). */
-void gen_push_event(struct gen *g, const char *json);
 
 #endif

@@ -12,7 +12,7 @@
 #include "common/sampling.h"
 #include "gen.h"
 #include "params.h"
-#include "server_int.h"
+#include "state.h"
 
 static bool bad(struct reply *err, const char *param, const char *fmt, const char *a) {
     char msg[256];
@@ -221,11 +221,11 @@ static bool logprobs(json_t *req, struct gen_opts *o, struct reply *err) {
     return true;
 }
 
-bool params_parse(struct server *s, json_t *req, enum gen_api api, const char *tool_grammar,
+bool params_parse(struct state *s, json_t *req, enum gen_api api, const char *tool_grammar,
                   struct gen_opts *o, struct ox_sampler **smp, struct reply *err) {
-    int32_t slot = server_slot_ctx(s);
+    int32_t slot = state_slot_ctx(s);
     memset(o, 0, sizeof *o);
-    o->api = api, o->tool_family = -1, o->timeout = server_timeout(s);
+    o->api = api, o->tool_family = -1, o->timeout = state_timeout(s);
     double max = api == API_NATIVE ? -1 : api == API_CHAT ? -1 : 16, n = 1;
     const char *max_key = api == API_NATIVE                               ? "n_predict"
                           : json_object_get(req, "max_completion_tokens") ? "max_completion_tokens"
@@ -244,10 +244,10 @@ bool params_parse(struct server *s, json_t *req, enum gen_api api, const char *t
     sampling_opts_default(&so);
     struct ox_logit_bias *bias = NULL;
     bool ok = sampling_numbers(req, api, &so, err) &&
-              logit_bias(req, ox_model_n_vocab(server_model(s)), &bias, &so.n_bias, err) &&
+              logit_bias(req, ox_model_n_vocab(state_model(s)), &bias, &so.n_bias, err) &&
               constraint(req, tool_grammar, &so.grammar, &so.grammar_len, err);
     so.bias = bias;
-    enum ox_status st = ok ? sampling_opts_chain(&so, server_model(s), slot, smp) : OX_OK;
+    enum ox_status st = ok ? sampling_opts_chain(&so, state_model(s), slot, smp) : OX_OK;
     if (ok && st != OX_OK) {
         char msg[300];
         snprintf(msg, sizeof msg, "the sampler cannot be made: %s", ox_last_error());

@@ -8,7 +8,7 @@
 
 /* The options (o) and sampler (*smp) a request asks for; tool_grammar (GBNF, or NULL)
  * constrains the output to a tool call. False with *err set (o then needs params_free). */
-bool params_parse(struct server *s, json_t *req, enum gen_api api, const char *tool_grammar,
+bool params_parse(struct state *s, json_t *req, enum gen_api api, const char *tool_grammar,
                   struct gen_opts *o, struct ox_sampler **smp, struct reply *err);
 void params_free(struct gen_opts *o);
 

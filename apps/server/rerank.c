@@ -11,7 +11,7 @@
 
 #include "embeddings.h"
 #include "rerank.h"
-#include "server_int.h"
+#include "state.h"
 
 enum { MAX_DOCUMENTS = 1024 };
 
@@ -83,7 +83,7 @@ static struct reply score_all(struct ox_context *ctx, const struct ox_model *m, 
 }
 
 /* The answer: the documents best first, top_n of them, in the request's dialect. */
-static json_t *results(struct server *s, const struct scored *sc, size_t n, json_t *docs, bool tei,
+static json_t *results(struct state *s, const struct scored *sc, size_t n, json_t *docs, bool tei,
                        bool with_text, size_t tokens) {
     json_t *list = json_array();
     for (size_t i = 0; list && i < n; i++) {
@@ -97,7 +97,7 @@ static json_t *results(struct server *s, const struct scored *sc, size_t n, json
     }
     if (tei || !list)
         return list;
-    return json_pack("{s:s, s:s, s:{s:I, s:I}, s:o}", "model", server_model_id(s), "object", "list",
+    return json_pack("{s:s, s:s, s:{s:I, s:I}, s:o}", "model", state_model_id(s), "object", "list",
                      "usage", "prompt_tokens", (json_int_t)tokens, "total_tokens",
                      (json_int_t)tokens, "results", list);
 }
@@ -121,8 +121,8 @@ static struct reply read_request(json_t *req, bool tei, const char **query, json
     return (struct reply){0};
 }
 
-struct reply rerank_route(struct server *s, json_t *req) {
-    const struct ox_model *m = server_model(s);
+struct reply rerank_route(struct state *s, json_t *req) {
+    const struct ox_model *m = state_model(s);
     bool tei = json_object_get(req, "texts") != NULL, with_text = false;
     const char *query = NULL;
     json_t *docs = NULL;
@@ -132,7 +132,7 @@ struct reply rerank_route(struct server *s, json_t *req) {
         return r;
     bool busy = false;
     struct ox_context *ctx =
-        server_pooling(s) == OX_POOLING_RANK ? server_embed_begin(s, &busy) : NULL;
+        state_pooling(s) == OX_POOLING_RANK ? state_embed_begin(s, &busy) : NULL;
     if (!ctx)
         return embeddings_refusal(busy,
                                   "this server does not rerank: serve a reranker with --reranking");
@@ -140,7 +140,7 @@ struct reply rerank_route(struct server *s, json_t *req) {
     struct scored *sc = malloc(n * sizeof *sc);
     r = sc ? score_all(ctx, m, query, docs, sc, &tokens)
            : reply_error(500, "server_error", NULL, "out of memory");
-    server_embed_end(s);
+    state_embed_end(s);
     json_t *j = NULL;
     if (!r.status) {
         qsort(sc, n, sizeof *sc, best_first);

@@ -6,8 +6,8 @@
 
 #include "reply.h"
 
-struct server;
+struct state;
 
-struct reply rerank_route(struct server *s, json_t *req);
+struct reply rerank_route(struct state *s, json_t *req);
 
 #endif

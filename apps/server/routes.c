@@ -14,12 +14,12 @@
 #include "params.h"
 #include "rerank.h"
 #include "routes.h"
-#include "server_int.h"
+#include "state.h"
 
 /* ---- prompts ---- */
 
 /* Append text's tokens (with the vocabulary's BOS when bos) to *t. */
-static bool add_text(struct server *s, const char *text, size_t len, bool bos, bool special,
+static bool add_text(struct state *s, const char *text, size_t len, bool bos, bool special,
                      ox_token **t, size_t *n, size_t *cap) {
     if (*n + len + 8 > *cap) {
         size_t grown_cap = 2 * (*n + len + 8);
@@ -29,7 +29,7 @@ static bool add_text(struct server *s, const char *text, size_t len, bool bos, b
         *t = grown, *cap = grown_cap;
     }
     size_t got = 0;
-    if (ox_tokenize(ox_model_vocab(server_model(s)), text, len, *t + *n, *cap - *n, &got, bos,
+    if (ox_tokenize(ox_model_vocab(state_model(s)), text, len, *t + *n, *cap - *n, &got, bos,
                     special) != OX_OK ||
         got > *cap - *n)
         return false;
@@ -40,7 +40,7 @@ static bool add_text(struct server *s, const char *text, size_t len, bool bos, b
 /* A prompt: a string, or an array of token ids and strings (llama.cpp's mixed form; OpenAI's
  * one prompt in an array too). Tokens malloc'd, or NULL with *err set (400 for what does not
  * fit a slot). *echo gets the prompt's text when asked. */
-static ox_token *prompt_tokens(struct server *s, json_t *p, bool special, size_t *n, char **echo,
+static ox_token *prompt_tokens(struct state *s, json_t *p, bool special, size_t *n, char **echo,
                                struct reply *err) {
     size_t cap = 0, count = json_is_array(p) ? json_array_size(p) : 1;
     ox_token *t = NULL;
@@ -54,7 +54,7 @@ static ox_token *prompt_tokens(struct server *s, json_t *p, bool special, size_t
             ok = add_text(s, json_string_value(x), json_string_length(x), i == 0, special, &t, n,
                           &cap);
         } else if (json_is_integer(x) && json_integer_value(x) >= 0 &&
-                   json_integer_value(x) < ox_model_n_vocab(server_model(s))) {
+                   json_integer_value(x) < ox_model_n_vocab(state_model(s))) {
             ok = add_text(s, "", 0, false, false, &t, n, &cap); /* room for one more */
             if (ok)
                 t[(*n)++] = (ox_token)json_integer_value(x);
@@ -68,18 +68,18 @@ static ox_token *prompt_tokens(struct server *s, json_t *p, bool special, size_t
                            "'prompt' must be a string, or one array of token ids and strings");
         return NULL;
     }
-    if (*n == 0 || (int32_t)*n > server_slot_ctx(s)) {
+    if (*n == 0 || (int32_t)*n > state_slot_ctx(s)) {
         free(t);
         char msg[160];
         snprintf(msg, sizeof msg, "the prompt has %zu tokens; a request holds 1 to %d", *n,
-                 server_slot_ctx(s));
+                 state_slot_ctx(s));
         *err = reply_error(400, "invalid_request_error", "prompt", msg);
         return NULL;
     }
     if (echo && json_is_string(p)) {
         *echo = strdup(json_string_value(p));
     } else if (echo) { /* the text of the tokens, without the BOS the vocabulary adds */
-        const struct ox_vocab *v = ox_model_vocab(server_model(s));
+        const struct ox_vocab *v = ox_model_vocab(state_model(s));
         int64_t len = ox_detokenize(v, t, *n, NULL, 0, true, false);
         char *raw = len >= 0 ? malloc((size_t)len + 1) : NULL;
         if (raw)
@@ -91,7 +91,7 @@ static ox_token *prompt_tokens(struct server *s, json_t *p, bool special, size_t
 }
 
 /* A generation for server.c to start: takes the tokens. */
-static struct reply start(struct server *s, struct gen_opts *o, struct ox_sampler *smp,
+static struct reply start(struct state *s, struct gen_opts *o, struct ox_sampler *smp,
                           ox_token *tokens, size_t n) {
     struct gen *g = gen_create(s, o, smp, (int32_t)n);
     if (!g) {
@@ -102,7 +102,7 @@ static struct reply start(struct server *s, struct gen_opts *o, struct ox_sample
 }
 
 /* POST /v1/completions (OpenAI) and /completion (llama.cpp). */
-static struct reply completions(struct server *s, json_t *req, enum gen_api api) {
+static struct reply completions(struct state *s, json_t *req, enum gen_api api) {
     struct reply err;
     struct gen_opts o;
     struct ox_sampler *smp = NULL;
@@ -184,10 +184,10 @@ static char *special_piece(const struct ox_vocab *v, ox_token t) {
 
 /* The conversation (and tools) rendered with the chat template (malloc'd), or NULL with *err
  * set. */
-static char *render_chat(struct server *s, json_t *req, size_t *len, struct reply *err) {
+static char *render_chat(struct state *s, json_t *req, size_t *len, struct reply *err) {
     json_t *messages = json_object_get(req, "messages"), *tools = json_object_get(req, "tools");
     size_t n = json_array_size(messages);
-    const char *tmpl = server_chat_template(s);
+    const char *tmpl = state_chat_template(s);
     if (!tmpl) {
         *err = reply_error(400, "invalid_request_error", NULL,
                            "the model has no chat template (serve with --chat-template FILE)");
@@ -218,7 +218,7 @@ static char *render_chat(struct server *s, json_t *req, size_t *len, struct repl
     char *mj = msgs ? json_dumps(msgs, JSON_COMPACT) : NULL;
     char *tj =
         json_is_array(tools) && json_array_size(tools) ? json_dumps(tools, JSON_COMPACT) : NULL;
-    const struct ox_vocab *v = ox_model_vocab(server_model(s));
+    const struct ox_vocab *v = ox_model_vocab(state_model(s));
     char *bos = special_piece(v, ox_vocab_bos(v)), *eos = special_piece(v, ox_vocab_eos(v));
     char *text = NULL;
     enum ox_status st = mj && bos && eos
@@ -236,7 +236,7 @@ static char *render_chat(struct server *s, json_t *req, size_t *len, struct repl
 
 /* POST /v1/chat/completions. The reply ends at the end of the turn; with tools, calls in the
  * template family's syntax become tool_calls. */
-static struct reply chat_completions(struct server *s, json_t *req) {
+static struct reply chat_completions(struct state *s, json_t *req) {
     struct reply err;
     struct gen_opts o;
     struct ox_sampler *smp = NULL;
@@ -253,7 +253,7 @@ static struct reply chat_completions(struct server *s, json_t *req) {
     o.tool_family = family;
     char *text = render_chat(s, req, &len, &err);
     /* the BOS the template wrote counts; control tokens in it are themselves (as `chat`) */
-    const struct ox_vocab *v = ox_model_vocab(server_model(s));
+    const struct ox_vocab *v = ox_model_vocab(state_model(s));
     char *bos = special_piece(v, ox_vocab_bos(v));
     bool has_bos = text && bos && *bos && !strncmp(text, bos, strlen(bos));
     free(bos);
@@ -277,7 +277,7 @@ static struct reply chat_completions(struct server *s, json_t *req) {
 }
 
 /* POST /apply-template (llama.cpp's): the rendered conversation. */
-static struct reply apply_template(struct server *s, json_t *req) {
+static struct reply apply_template(struct state *s, json_t *req) {
     struct reply err;
     size_t len = 0;
     char *text = render_chat(s, req, &len, &err);
@@ -291,14 +291,14 @@ static struct reply apply_template(struct server *s, json_t *req) {
 /* ---- tokens ---- */
 
 /* POST /tokenize (llama.cpp's): content, add_special (default false) -> tokens. */
-static struct reply tokenize_route(struct server *s, json_t *req) {
+static struct reply tokenize_route(struct state *s, json_t *req) {
     json_t *content = json_object_get(req, "content");
     if (!json_is_string(content))
         return reply_error(400, "invalid_request_error", "content", "'content' must be a string");
     size_t len = json_string_length(content), n = 0, cap = len + 8;
     ox_token *t = malloc(cap * sizeof *t);
     if (!t ||
-        ox_tokenize(ox_model_vocab(server_model(s)), json_string_value(content), len, t, cap, &n,
+        ox_tokenize(ox_model_vocab(state_model(s)), json_string_value(content), len, t, cap, &n,
                     json_is_true(json_object_get(req, "add_special")), true) != OX_OK ||
         n > cap) {
         free(t);
@@ -312,9 +312,9 @@ static struct reply tokenize_route(struct server *s, json_t *req) {
 }
 
 /* POST /detokenize (llama.cpp's): tokens -> content. */
-static struct reply detokenize_route(struct server *s, json_t *req) {
+static struct reply detokenize_route(struct state *s, json_t *req) {
     json_t *arr = json_object_get(req, "tokens");
-    const struct ox_vocab *v = ox_model_vocab(server_model(s));
+    const struct ox_vocab *v = ox_model_vocab(state_model(s));
     size_t n = json_array_size(arr);
     if (!json_is_array(arr) || n > (1u << 20))
         return reply_error(400, "invalid_request_error", "tokens", "'tokens' must be an array");
@@ -322,7 +322,7 @@ static struct reply detokenize_route(struct server *s, json_t *req) {
     for (size_t i = 0; t && i < n; i++) {
         json_t *x = json_array_get(arr, i);
         json_int_t id = json_is_integer(x) ? json_integer_value(x) : -1;
-        if (id < 0 || id >= ox_model_n_vocab(server_model(s))) {
+        if (id < 0 || id >= ox_model_n_vocab(state_model(s))) {
             free(t);
             return reply_error(400, "invalid_request_error", "tokens",
                                "every token must be an id of the vocabulary");
@@ -344,31 +344,31 @@ static struct reply detokenize_route(struct server *s, json_t *req) {
 
 /* ---- the server's state ---- */
 
-static struct reply models(struct server *s) {
+static struct reply models(struct state *s) {
     return reply_json(json_pack("{s:s, s:[{s:s, s:s, s:i, s:s}]}", "object", "list", "data", "id",
-                                server_model_id(s), "object", "model", "created", 0, "owned_by",
+                                state_model_id(s), "object", "model", "created", 0, "owned_by",
                                 "oxidize"));
 }
 
 /* GET /props (llama.cpp's): the slots' settings and the model. */
-static struct reply props(struct server *s) {
-    const struct server_opts *o = server_options(s);
-    const char *tmpl = server_chat_template(s);
+static struct reply props(struct state *s) {
+    const struct server_opts *o = state_options(s);
+    const char *tmpl = state_chat_template(s);
     return reply_json(json_pack("{s:{s:i, s:{s:f, s:i, s:f, s:f, s:i}}, s:i, s:s, s:s, s:s, s:s}",
-                                "default_generation_settings", "n_ctx", server_slot_ctx(s),
-                                "params", "temperature", 0.8, "top_k", 40, "top_p", 0.95, "min_p",
-                                0.05, "n_predict", -1, "total_slots", o->n_parallel, "model_path",
-                                o->model_path, "model_alias", server_model_id(s), "chat_template",
+                                "default_generation_settings", "n_ctx", state_slot_ctx(s), "params",
+                                "temperature", 0.8, "top_k", 40, "top_p", 0.95, "min_p", 0.05,
+                                "n_predict", -1, "total_slots", o->n_parallel, "model_path",
+                                o->model_path, "model_alias", state_model_id(s), "chat_template",
                                 tmpl ? tmpl : "", "build_info", "oxidize " OX_VERSION_STRING));
 }
 
 /* GET /slots (llama.cpp's): what each slot holds and runs. */
-static struct reply slots(struct server *s) {
-    int n = server_options(s)->n_parallel;
+static struct reply slots(struct state *s) {
+    int n = state_options(s)->n_parallel;
     struct ox_engine_slot *v = calloc((size_t)n, sizeof *v);
     json_t *arr = v ? json_array() : NULL;
     if (v)
-        server_stats(s, NULL, v, NULL);
+        state_stats(s, NULL, v, NULL);
     for (int i = 0; arr && i < n; i++)
         json_array_append_new(
             arr, json_pack("{s:i, s:i, s:b, s:I, s:i, s:i, s:i}", "id", i, "n_ctx", v[i].n_ctx,
@@ -380,10 +380,10 @@ static struct reply slots(struct server *s) {
 }
 
 /* GET /metrics: Prometheus' text format, with llama.cpp's names. */
-static struct reply metrics(struct server *s) {
+static struct reply metrics(struct state *s) {
     struct ox_engine_stats st;
-    struct server_counters c;
-    server_stats(s, &st, NULL, &c);
+    struct state_counters c;
+    state_stats(s, &st, NULL, &c);
     char *body = malloc(4096);
     if (!body)
         return reply_error(500, "server_error", NULL, "out of memory");
@@ -491,7 +491,7 @@ static int nesting(const char *body, size_t len, int limit) {
     return max;
 }
 
-struct reply route_request(struct server *s, const char *method, const char *path, const char *body,
+struct reply route_request(struct state *s, const char *method, const char *path, const char *body,
                            size_t len) {
     const struct route *r = NULL;
     for (size_t i = 0; !r && i < sizeof routes / sizeof routes[0]; i++)
@@ -511,7 +511,7 @@ struct reply route_request(struct server *s, const char *method, const char *pat
     default: break;
     }
     bool generates = r->id == R_COMPLETIONS || r->id == R_NATIVE || r->id == R_CHAT;
-    if (generates && !ox_model_has_logits(server_model(s)))
+    if (generates && !ox_model_has_logits(state_model(s)))
         return reply_error(501, "not_supported_error", NULL,
                            "this model makes embeddings only: use /v1/embeddings or /v1/rerank");
     enum { MAX_DEPTH = 64 };

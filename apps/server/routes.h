@@ -6,10 +6,10 @@
 
 #include "reply.h"
 
-struct server;
+struct state;
 
 /* The route's answer to a request (method, path, body of len bytes). */
-struct reply route_request(struct server *s, const char *method, const char *path, const char *body,
+struct reply route_request(struct state *s, const char *method, const char *path, const char *body,
                            size_t len);
 
 #endif
