@@ -10,6 +10,12 @@
 # `oxidize bench -ngl 99` (pp512, tg128) on random-weight real-shape models made by gen-model in
 # bench/models (the shapes of ../shared/testdata/anchors/llama-bench-cuda-h200.json). Logs go to $OUT (or
 # bench/results/gpu-<time>); the last lines are the benchmark table.
+#
+# LLAMACPP=DIR (a folder holding llama.cpp's CUDA llama-bench and llama-batched-bench, as
+# ../shared/tools/llamacpp-cuda-build.sh makes them on the same machine): llama.cpp runs on
+# the same files right after oxidize, model by model, and the tables' ratios are against
+# those runs; without it they are against the stored anchors (another machine and day:
+# context, not a comparison).
 set -e
 cd "$(dirname "$0")/.."
 MODE=all
@@ -48,7 +54,24 @@ if [ "$MODE" != tests ]; then
       >>"$LOG/gen.log" 2>&1
     build-cuda/apps/oxidize/oxidize bench -m "$f" -ngl 99 -p 512 -n 128 -r "${REPS:-3}" \
       -o json >"$LOG/bench-$preset-$type.json" 2>>"$LOG/bench.log" || echo "bench $m: failed"
+    [ -n "${LLAMACPP:-}" ] && { "$LLAMACPP/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 \
+      -r "${REPS:-3}" -o json >"$LOG/llama-$preset-$type.json" 2>>"$LOG/llama.log" ||
+      echo "llama-bench $m: failed"; }
   done
+  # batched decoding side by side: B sequences, 128 tokens each (llama-batched-bench's S_TG
+  # after a 128-token prompt per sequence; oxidize from an empty cache)
+  if [ -n "${LLAMACPP:-}" ]; then
+    for f in ${BATCHED_MODELS:-bench/models/llama-3-8b-q4_k_m.gguf bench/models/llama-3.2-1b-q4_0.gguf}; do
+      [ -f "$f" ] || continue
+      build-cuda/apps/oxidize/oxidize bench -m "$f" -ngl 99 -p 0 -n 128 \
+        --batch "${BATCHES:-1,8,32,128,256}" -r 2 -o json >"$LOG/batched-$(basename "$f" .gguf).json" \
+        2>>"$LOG/bench.log"
+      "$LLAMACPP/llama-batched-bench" -m "$f" -ngl 99 -fa on -c 65536 -b 2048 -ub 512 \
+        -npp 128 -ntg 128 -npl "${BATCHES:-1,8,32,128,256}" \
+        >"$LOG/llama-batched-$(basename "$f" .gguf).md" 2>&1
+    done
+    python3 bench/batched_table.py "$LOG"
+  fi
   # batched decoding: aggregate tokens/s of N sequences at once, on the 8B Q4_K_M shape
   f=bench/models/llama-3-8b-q4_k_m.gguf
   [ -f "$f" ] && build-cuda/apps/oxidize/oxidize bench -m "$f" -ngl 99 -p 0 -n 128 \
@@ -70,9 +93,17 @@ import glob, json, os, re, sys
 SIZE = {"llama-3.2-1b": "1B", "llama-3-8b": "8B"}
 TYPE = {"q4_0": "Q4_0", "q8_0": "Q8_0", "q4_k_m": "Q4_K - Medium", "f16": "F16"}
 anchor = {}
-if os.path.exists(sys.argv[2]):
-    for r in json.load(open(sys.argv[2])):
+# llama-bench's runs in this lease (LLAMACPP) when there are any, else the stored anchors
+same_run = glob.glob(os.path.join(sys.argv[1], "llama-*.json"))
+for path in same_run or ([sys.argv[2]] if os.path.exists(sys.argv[2]) else []):
+    try:
+        rows = json.load(open(path))
+    except ValueError:
+        continue
+    for r in rows:
         anchor[(r["model_type"], r["n_prompt"], r["n_gen"])] = r["avg_ts"]
+print("llama.cpp: %s" % ("this run's llama-bench (same machine, same files)" if same_run else
+                         "stored anchors (another machine and day: context only)"))
 print("| model | test | oxidize t/s | llama.cpp t/s | ratio |")
 print("| --- | --- | ---: | ---: | ---: |")
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "bench-*.json"))):

@@ -32,5 +32,5 @@ echo "## Memory read bandwidth (the ceiling for token generation)"
 "$build/bench/bench_membw" "$(nproc)"
 echo
 echo "## Serving: oxidize serve with 1, 4 and 16 concurrent streams (kjv-15m-q4_k_m, $(nproc) threads)"
-python3 bench/serve_bench.py "$build/apps/oxidize/oxidize" "$testdata/models/kjv-15m-q4_k_m.gguf" \
-    -t "$(nproc)"
+python3 bench/serve_bench.py "$testdata/models/kjv-15m-q4_k_m.gguf" --oxidize "$build/apps/oxidize/oxidize" \
+    --clients 1,4,16 -t "$(nproc)"

@@ -61,7 +61,7 @@ static void usage(FILE *f) {
             "  -b, --batch-size N      most tokens per decode call (default 512)\n"
             "  -t, --threads N         worker threads (default: physical cores)\n"
             "  --batch LIST            tg also with this many sequences decoded together\n"
-            "                          (aggregate tokens/s; 1..64, comma separated)\n"
+            "                          (aggregate tokens/s; 1..256, comma separated)\n"
             "  -ngl, --n-gpu-layers N  layers on the GPU (default -1: all, when there is one;\n"
             "                          0: the CPU)\n"
             "  -r, --repetitions N     timed runs per test (default 5)\n"
