@@ -29,7 +29,9 @@ JOBS=$(nproc)
 
 cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DOX_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" \
   >"$LOG/cmake.log"
-cmake --build build-cuda -j "$JOBS" >"$LOG/build.log" 2>&1 || { tail -30 "$LOG/build.log"; exit 1; }
+# --bench-only builds what the benchmarks run, not the tests
+TARGETS=; [ "$MODE" = bench ] && TARGETS="--target oxidize_cli gen-model bench_cuda_matmul"
+cmake --build build-cuda -j "$JOBS" $TARGETS >"$LOG/build.log" 2>&1 || { tail -30 "$LOG/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \
   | tee "$LOG/gpu.txt"
 
