@@ -93,6 +93,9 @@ struct attn_args {
     const uint64_t *cell_seq;   /* [n_cells][SEQ_WORDS] sequence sets (seq_set_has) */
     const int32_t *n_cells_now; /* n_cells again, in the backend's memory (or NULL): what a
                                    recorded decode step reads when it is replayed later */
+    const int32_t *seq_span;    /* [2 s, 2 s + 1): the first and one past the last cell that
+                                   sequence s holds (kv_spans), in the backend's memory, or
+                                   NULL: a backend may look at those cells alone */
     float scale;                /* applied to q.k, usually 1/sqrt(hd_k) */
     float softcap;              /* scores become softcap * tanh(score / softcap); 0: off */
     const float *sinks;         /* [n_head]: a logit per head that joins each softmax with no

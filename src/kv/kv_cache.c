@@ -69,24 +69,62 @@ void kv_next_positions(const struct kv_cache *kv, int32_t next[OX_SEQ_MAX]) {
     }
 }
 
+void kv_set_regions(struct kv_cache *kv, int32_t n) {
+    kv->n_regions = n > 1 && n <= OX_SEQ_MAX && n <= kv->n_cells ? n : 0;
+}
+
+/* The first free cell in [from, to), or -1. */
+static int32_t first_free(const struct kv_cache *kv, int32_t from, int32_t to) {
+    for (int32_t c = from; c < to; c++)
+        if (kv->pos[c] < 0)
+            return c;
+    return -1;
+}
+
 enum ox_status kv_place(struct kv_cache *kv, int n, const int32_t *pos, const int32_t *seq,
                         int32_t *cells) {
-    int found = 0;
-    for (int32_t c = 0; c < kv->n_cells && found < n; c++)
-        if (kv->pos[c] < 0)
-            cells[found++] = c;
-    if (found < n)
+    int32_t free_cells = 0;
+    for (int32_t c = 0; c < kv->n_cells && free_cells < n; c++)
+        free_cells += kv->pos[c] < 0;
+    if (free_cells < n)
         return ox_fail(OX_ERR_CONTEXT_FULL,
                        "decode: %d tokens do not fit in the context of %d (%d cells free)", n,
-                       kv->n_cells, found);
+                       kv->n_cells, free_cells);
+    /* enough: each token takes its cell now, so the next one sees it taken */
+    int32_t region = kv->n_regions ? kv->n_cells / kv->n_regions : 0, any = 0;
+    int32_t from[OX_SEQ_MAX]; /* where a region's next search starts (its cells before are
+                                 taken), or -1: not searched in this batch yet */
+    memset(from, 0xff, sizeof from);
     for (int t = 0; t < n; t++) {
-        int32_t c = cells[t];
+        int32_t c = -1, r = seq[t];
+        if (region && r < kv->n_regions) {
+            c = first_free(kv, from[r] >= 0 ? from[r] : r * region, (r + 1) * region);
+            from[r] = c >= 0 ? c + 1 : (r + 1) * region;
+        }
+        if (c < 0)
+            c = any = first_free(kv, any, kv->n_cells);
+        cells[t] = c;
         cell_free(kv, c);
         kv->pos[c] = pos[t];
         kv_cell_seqs(kv, c)[seq[t] / 64] = 1ull << (seq[t] % 64);
         kv->used_end = c + 1 > kv->used_end ? c + 1 : kv->used_end;
     }
     return OX_OK;
+}
+
+void kv_spans(struct kv_cache *kv) {
+    memset(kv->span, 0, sizeof kv->span);
+    for (int32_t c = 0; c < kv->used_end; c++) {
+        if (kv->pos[c] < 0)
+            continue;
+        for (int w = 0; w < SEQ_WORDS; w++)
+            for (uint64_t bits = kv_cell_seqs(kv, c)[w]; bits; bits &= bits - 1) {
+                int32_t *sp = kv->span + 2 * (w * 64 + __builtin_ctzll(bits));
+                if (sp[1] == 0)
+                    sp[0] = c;
+                sp[1] = c + 1;
+            }
+    }
 }
 
 static bool in_range(int32_t pos, int32_t p0, int32_t p1) {

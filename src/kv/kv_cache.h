@@ -22,6 +22,11 @@ struct kv_cache {
     int32_t *pos;     /* position of the token in the cell, -1 when free */
     uint64_t *seq;    /* [n_cells][SEQ_WORDS]: the cell's sequences (seq_set_has) */
     int32_t used_end; /* cells at or past this index are all free: the ops look at the rest */
+    int32_t n_regions; /* > 1: sequence s < n_regions places its tokens in region s, the s-th
+                          of n_regions equal runs of cells, while it has room there (so a
+                          sequence's cells stay together and attention reads few of the rest) */
+    int32_t span[2 * OX_SEQ_MAX]; /* kv_spans: [2 s, 2 s + 1) the first and one past the last
+                                     cell sequence s holds (0, 0 when none) */
     size_t k_row[KV_MAX_LAYERS], v_row[KV_MAX_LAYERS]; /* bytes of one cell's keys / values in a
                                                          layer; 0: it keeps none (for values:
                                                          they lead its key rows) */
@@ -59,11 +64,17 @@ int32_t kv_seq_pos_max(const struct kv_cache *kv, int32_t seq);
  * one pass over the cells. */
 void kv_next_positions(const struct kv_cache *kv, int32_t next[OX_SEQ_MAX]);
 
+/* Regions for n sequences (kv_cache.n_regions): llama.cpp's split cache, as a placement
+ * preference only, so a sequence that outgrows its region goes on in any free cell. */
+void kv_set_regions(struct kv_cache *kv, int32_t n);
 /* Free cells for n tokens (their positions and sequences) into cells[], taken at once, or
- * OX_ERR_CONTEXT_FULL with the cache untouched. */
+ * OX_ERR_CONTEXT_FULL with the cache untouched: each in its sequence's region while that has a
+ * free cell, else the first free cell. */
 enum ox_status kv_place(struct kv_cache *kv, int n, const int32_t *pos, const int32_t *seq,
                         int32_t *cells);
 
+/* kv->span, for every sequence, in one pass over the cells. */
+void kv_spans(struct kv_cache *kv);
 /* Whether sequence seq (< 0: any) holds a position in [p0, p1) (p0 < 0: from 0; p1 < 0: on). */
 bool kv_seq_holds(const struct kv_cache *kv, int32_t seq, int32_t p0, int32_t p1);
 

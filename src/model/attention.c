@@ -248,6 +248,7 @@ static void attend(struct ox_context *ctx, struct stage *s, const struct layer_w
         .n = n,
         .n_cells = ctx->kv.used_end,
         .n_cells_now = s->kv_used,
+        .seq_span = s->kv_span,
         .n_head = c->n_head,
         .n_head_kv = sh->n_head_kv,
         .hd_k = sh->head_dim_k,

@@ -66,6 +66,9 @@ static float *bfalloc(struct ox_context *ctx, struct stage *s, size_t n) {
 static enum ox_status alloc_kv(struct ox_context *ctx) {
     const struct model_config *c = &ctx->model->cfg;
     OX_TRY(kv_init(&ctx->kv, ctx->params.kv_type, (int32_t)ctx->params.n_ctx));
+    /* each sequence's cells together (while it fits its share), so that a step of many
+     * sequences' next tokens reads little beyond each one's own cells */
+    kv_set_regions(&ctx->kv, (int32_t)ctx->params.n_seq_max);
     for (int32_t il = 0; il < c->n_layer; il++) {
         const struct layer_shape *l = &c->layer[il];
         if (l->kv_layer == il) /* latent attention's values are the front of its keys (mla.c) */
@@ -110,7 +113,8 @@ static enum ox_status alloc_kv_rows(struct ox_context *ctx, struct stage *s) {
     s->kv_seq =
         device ? balloc(ctx, s, (size_t)kv->n_cells * SEQ_WORDS * sizeof *kv->seq) : kv->seq;
     s->kv_used = device ? balloc(ctx, s, sizeof kv->used_end) : &kv->used_end;
-    if (!s->kv_pos || !s->kv_seq || !s->kv_used)
+    s->kv_span = device ? balloc(ctx, s, sizeof kv->span) : NULL; /* the CPU reads every cell */
+    if (!s->kv_pos || !s->kv_seq || !s->kv_used || (device && !s->kv_span))
         return ox_fail(OX_ERR_OOM, "context: cannot allocate a KV cache of %d cells on the %s",
                        kv->n_cells, s->be.ops->name);
     return OX_OK;
@@ -406,7 +410,8 @@ static void free_stage(struct stage *s) {
                   a->ple_tmp, a->mla,        a->mla_in,   a->mla_out, a->type_row};
     free_distinct(b, bs, sizeof bs / sizeof bs[0]);
     if (b->ops->device) {
-        void *mirrors[] = {a->b_pos, a->b_seq, a->b_cell, s->kv_pos, s->kv_seq, s->kv_used};
+        void *mirrors[] = {a->b_pos,  a->b_seq,  a->b_cell, s->kv_pos,
+                           s->kv_seq, s->kv_used, s->kv_span};
         free_distinct(b, mirrors, sizeof mirrors / sizeof mirrors[0]);
         ox_aligned_free(a->router_host);
     }

@@ -51,6 +51,7 @@ struct stage {
     int32_t *kv_pos;  /* kv.pos, kv.seq and kv.used_end as the backend reads them (uploaded per */
     uint64_t *kv_seq; /* batch) */
     int32_t *kv_used;
+    int32_t *kv_span; /* kv.span (a device's copy; NULL on the CPU) */
     struct rope_params rope, rope_swa; /* the model's, frequency factors in the stage's memory */
 };
 

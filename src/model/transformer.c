@@ -116,6 +116,10 @@ static void upload_batch(struct ox_context *ctx, struct stage *s, const struct b
     b->ops->upload(b, s->kv_pos, kv->pos, cells * sizeof *kv->pos);
     b->ops->upload(b, s->kv_seq, kv->seq, cells * SEQ_WORDS * sizeof *kv->seq);
     b->ops->upload(b, s->kv_used, &kv->used_end, sizeof kv->used_end);
+    if (s->kv_span) {
+        kv_spans(kv);
+        b->ops->upload(b, s->kv_span, kv->span, sizeof kv->span);
+    }
 }
 
 /* Whether a decode step of n tokens may be recorded as a graph by the last stage's backend:

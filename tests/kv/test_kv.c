@@ -133,12 +133,41 @@ static void check_same(const struct kv_cache *kv, const struct plain *p, int ste
                 max = p->pos[c];
         CHECK_MSG(kv_seq_pos_max(kv, s) == max, "step %d seq %d max", step, s);
     }
+    struct kv_cache spans = *kv; /* kv_spans writes only its own span array */
+    kv_spans(&spans);
+    for (int s = 0; s < SEQS; s++) {
+        int32_t first = 0, end = 0;
+        for (int c = 0; c < CELLS; c++)
+            if (p->pos[c] >= 0 && p->in[c][s]) {
+                first = end ? first : c;
+                end = c + 1;
+            }
+        CHECK_MSG(spans.span[2 * s] == first && spans.span[2 * s + 1] == end,
+                  "step %d seq %d: span [%d, %d), want [%d, %d)", step, s, spans.span[2 * s],
+                  spans.span[2 * s + 1], first, end);
+    }
 }
 
-static void test_random_operations(void) {
+/* The plain model's cell for a token of sequence seq: the first free one of its region (the
+ * seq-th of `regions` equal runs) if it has one, else the first free one; -1 when none. */
+static int plain_cell(const struct plain *p, int regions, int seq) {
+    int size = regions > 1 ? CELLS / regions : 0;
+    for (int c = seq * size; size && seq < regions && c < (seq + 1) * size; c++)
+        if (p->pos[c] < 0)
+            return c;
+    for (int c = 0; c < CELLS; c++)
+        if (p->pos[c] < 0)
+            return c;
+    return -1;
+}
+
+/* 4000 random operations, with the cells in `regions` runs (0: none), each against the plain
+ * model. */
+static void test_random_operations(int regions) {
     struct kv_cache kv;
     struct plain p;
     CHECK(kv_init(&kv, OX_DTYPE_F16, CELLS) == OX_OK);
+    kv_set_regions(&kv, regions);
     for (int c = 0; c < CELLS; c++)
         plain_free(&p, c);
     srand(7);
@@ -150,9 +179,12 @@ static void test_random_operations(void) {
             int32_t pos[5], seq[5], cells[5];
             for (int t = 0; t < n; t++)
                 pos[t] = rand() % 16, seq[t] = rand() % SEQS;
-            for (int c = 0; c < CELLS && found < n; c++)
-                if (p.pos[c] < 0)
-                    want[found++] = c;
+            struct plain before = p;
+            for (int t = 0; t < n && (want[t] = plain_cell(&p, regions, seq[t])) >= 0; t++) {
+                found++;
+                p.pos[want[t]] = pos[t]; /* taken for the batch's next tokens */
+            }
+            p = before;
             enum ox_status st = kv_place(&kv, n, pos, seq, cells);
             CHECK_EQ(st, found < n ? OX_ERR_CONTEXT_FULL : OX_OK);
             for (int t = 0; st == OX_OK && t < n; t++) {
@@ -197,9 +229,38 @@ static void test_random_operations(void) {
     kv_free(&kv);
 }
 
+/* A step of several sequences' next tokens: each in its own run of cells, so a sequence's
+ * cells stay together; one that outgrows its run goes on in the first free cell. */
+static void test_regions(void) {
+    struct kv_cache kv;
+    int32_t cells[4];
+    CHECK(kv_init(&kv, OX_DTYPE_F16, 8) == OX_OK);
+    kv_set_regions(&kv, 4); /* runs of 2 cells */
+    for (int32_t step = 0; step < 2; step++) {
+        CHECK(kv_place(&kv, 4, (int32_t[]){step, step, step, step}, (int32_t[]){3, 2, 1, 0},
+                       cells) == OX_OK);
+        for (int t = 0; t < 4; t++)
+            CHECK_EQ(cells[t], 2 * (3 - t) + step);
+    }
+    kv_spans(&kv);
+    for (int s = 0; s < 4; s++)
+        CHECK(kv.span[2 * s] == 2 * s && kv.span[2 * s + 1] == 2 * s + 2);
+    CHECK(kv.span[8] == 0 && kv.span[9] == 0); /* sequence 4 holds nothing */
+    kv_seq_rm(&kv, 0, -1, -1);                 /* cells 0 and 1 free again */
+    CHECK(kv_place(&kv, 1, (int32_t[]){2}, (int32_t[]){3}, cells) == OX_OK);
+    CHECK_EQ(cells[0], 0); /* sequence 3's run is full: the first free cell */
+    kv_spans(&kv);
+    CHECK(kv.span[6] == 0 && kv.span[7] == 8);
+    kv_set_regions(&kv, 9); /* more runs than cells: none */
+    CHECK_EQ(kv.n_regions, 0);
+    kv_free(&kv);
+}
+
 int main(void) {
     test_worked_example();
     test_rows();
-    test_random_operations();
+    test_random_operations(0);
+    test_random_operations(4); /* sequences 0-3 in regions of 6 cells, 4 and 5 anywhere */
+    test_regions();
     return test_finish("kv");
 }

@@ -21,6 +21,7 @@ struct attn_k {
     float scale, softcap;
     const float *sinks; /* [n_head] logits joining each softmax with no value (gpt-oss), or NULL */
     cvd_xq *xq;         /* the per-query kernel's output as q8_1 too (for the wo matmul), or NULL */
+    const int32_t *seq_span; /* each sequence's first and one past its last cell, or NULL */
 };
 
 __device__ static float block_sum(float v, float *shared) {
@@ -132,11 +133,20 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
      * 1160 -> 1198, 8B Q4_0 439 -> 459. */
     const int32_t qp = a.q_pos[t], qs = a.q_seq[t];
     /* a replayed decode step reads the cells in use now, not those of its recording */
-    const int n_cells = a.n_cells_now ? *a.n_cells_now : a.n_cells;
+    int n_cells = a.n_cells_now ? *a.n_cells_now : a.n_cells, c_begin = 0;
+    /* only the tiles that hold the query's sequence: a tile with no cell of it changes
+     * nothing (its scores are all masked: the maximum stays, the sum and the values are scaled
+     * by exactly 1), so skipping those is exact; a step of many sequences, each in its own
+     * run of cells, then reads its own tiles, not every sequence's */
+    if (a.seq_span) {
+        c_begin = a.seq_span[2 * qs] / TILE * TILE;
+        n_cells = min(n_cells, a.seq_span[2 * qs + 1]);
+    }
     int32_t kp0 = -1;
     uint64_t seq0 = 0;
-    if (tid < n_cells)
-        kp0 = a.cell_pos[tid], seq0 = a.cell_seq[(size_t)tid * SEQ_WORDS + qs / 64];
+    if (c_begin + tid < n_cells)
+        kp0 = a.cell_pos[c_begin + tid],
+        seq0 = a.cell_seq[(size_t)(c_begin + tid) * SEQ_WORDS + qs / 64];
     cuda_wait_previous();
     const float *qg = a.q + ((size_t)t * a.n_head + h) * a.hd_k;
     for (int i = tid; i < a.hd_k; i += TILE)
@@ -151,12 +161,13 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
     const int groups = vec_v ? TILE / dv8 : 1, vd = vec_v ? tid % dv8 : 0, vg = tid / dv8;
     float m = -INFINITY, sum = 0.0f, acc[PER_THREAD] = {0}, acc8[8] = {0};
     __syncthreads();
-    for (int c0 = 0; c0 < n_cells; c0 += TILE) {
+    for (int c0 = c_begin; c0 < n_cells; c0 += TILE) {
         int c = c0 + tid;
         float s = -INFINITY;
         if (c < n_cells) {
-            const int32_t kp = c0 ? a.cell_pos[c] : kp0;
-            const uint64_t sw = c0 ? a.cell_seq[(size_t)c * SEQ_WORDS + qs / 64] : seq0;
+            const int32_t kp = c0 != c_begin ? a.cell_pos[c] : kp0;
+            const uint64_t sw =
+                c0 != c_begin ? a.cell_seq[(size_t)c * SEQ_WORDS + qs / 64] : seq0;
             bool seen = kp >= 0 && (sw >> (qs % 64) & 1) && kp - qp <= a.ahead &&
                         (a.window <= 0 || qp - kp < a.window);
             if (seen) {
@@ -383,7 +394,8 @@ void cuda_attention(struct backend *b, const struct attn_args *a) {
                 a->scale,
                 a->softcap,
                 a->sinks,
-                nullptr};
+                nullptr,
+                a->seq_span};
     if (cached && a->cache_type == OX_DTYPE_F16)
         launch<OX_DTYPE_F16>(b, a, k);
     else if (cached && a->cache_type == OX_DTYPE_Q8_0)
