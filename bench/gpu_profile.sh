@@ -2,13 +2,15 @@
 # bench/gpu_profile.sh: where a decode token's GPU time goes, kernel by kernel.
 #
 #   bench/gpu_profile.sh MODEL.gguf [TOKENS]
+#   BATCH=128 bench/gpu_profile.sh MODEL.gguf [TOKENS]   # steps of 128 sequences' next tokens
 #
 # Runs `oxidize bench -p 0 -n TOKENS` (default 3) under Nsight Compute, which times every kernel
 # on its own (caches left warm, clocks not locked), and prints per kernel: launches per token,
 # microseconds per launch, and the share of the GPU time. Kernels run one at a time under ncu,
 # so the sum is kernel time without launch gaps; set it beside `oxidize bench`'s tokens/s to
 # see what the gaps cost. Then one layer of the last token, kernel by kernel (from after the
-# first layer's attention to after the second's). Needs ncu and the build-cuda build
+# first layer's attention to after the second's). With BATCH=B every step decodes B sequences'
+# next tokens (`--batch B`), and "per token" reads per step. Needs ncu and the build-cuda build
 # (bench/gpu.sh makes it).
 set -e
 cd "$(dirname "$0")/.."
@@ -16,7 +18,7 @@ MODEL=${1:?usage: bench/gpu_profile.sh MODEL.gguf [TOKENS]}
 TOKENS=${2:-3}
 CSV=${TMPDIR:-/tmp}/ox-profile-$$.csv
 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
-  build-cuda/apps/oxidize/oxidize bench -m "$MODEL" -ngl 99 -p 0 -n "$TOKENS" -r 1 \
+  build-cuda/apps/oxidize/oxidize bench -m "$MODEL" -ngl 99 -p 0 -n "$TOKENS" -r 1 ${BATCH:+--batch "$BATCH"} \
   >"$CSV" 2>/dev/null
 python3 - "$CSV" <<'EOF'
 import csv, re, sys
