@@ -272,8 +272,11 @@ static enum ox_status alloc_logits(struct ox_context *ctx, struct stage *s) {
     if (!ctx->b_logits || !ctx->logits)
         return ox_fail(OX_ERR_OOM, "context: cannot allocate logits for %zu tokens on the %s", nb,
                        s->be.ops->name);
-    if (device) /* one chunk of logit rows, page-locked: the copy lands there directly */
-        s->be.ops->pin(&s->be, ctx->logits, (size_t)ctx->logit_rows * nv * sizeof(float));
+    /* page-locked, every row (as llama.cpp's output buffer): each chunk's copy lands in place
+     * at the link's speed. With only the first chunk's rows pinned, the others of a step of many
+     * sequences took the driver's pageable path (the 1B Q4_0: 14 rows, 7 MB, a chunk) */
+    if (device)
+        s->be.ops->pin(&s->be, ctx->logits, nb * nv * sizeof(float));
     return OX_OK;
 }
 
