@@ -24,7 +24,8 @@
  *                                   2p + 1 at 64 p + 16 k); 0: chunk-major (chunk k, 4 bytes, of
  *                                   row r at 64 k + 4 r)
  *   b32_store_levels(row, wb)       wb's 32 levels, as the scratch layout keeps them, to row
- *   b32_repacked(t, out)            whatever else a scratch block holds, once its levels are in */
+ *   b32_repacked(t, out)            whatever else a scratch block holds, once its levels are in
+ *   PACK_NC                         (only with B32_ROWS16_BODY) the batch tiles' most tokens */
 #ifndef OX_BACKEND_CPU_QKERNELS_BLOCK32_DRIVERS_H
 #define OX_BACKEND_CPU_QKERNELS_BLOCK32_DRIVERS_H
 
@@ -96,6 +97,23 @@ b32_repack(const struct wtype *t, int64_t n, const uint8_t *w, size_t w_stride, 
         b32_repacked(t, out);
     }
 }
+
+/* The body (the whole of it: it returns) of a 16-row tile (nr of them real) x up to PACK_NC tokens
+ * over passes of `unit` rows per register, pass(args..., n, packed, u0, nu, nr, x, x_stride, nc, y,
+ * y_stride) taking units u0 .. u0 + nu - 1: one token over all 16 rows at once (each line of
+ * weights streams once), more tokens 8 rows at a time (registers allow no more), with a constant
+ * full count of tokens. */
+#define B32_ROWS16_BODY(unit, pass, ...)                                                           \
+    if (nc == 1) {                                                                                 \
+        pass(__VA_ARGS__, n, packed, 0, 16 / (unit), nr, x, x_stride, 1, y, y_stride);             \
+        return;                                                                                    \
+    }                                                                                              \
+    for (int u0 = 0; u0 < 16 / (unit) && u0 * (unit) < nr; u0 += 8 / (unit)) {                     \
+        if (nc == PACK_NC)                                                                         \
+            pass(__VA_ARGS__, n, packed, u0, 8 / (unit), nr, x, x_stride, PACK_NC, y, y_stride);   \
+        else                                                                                       \
+            pass(__VA_ARGS__, n, packed, u0, 8 / (unit), nr, x, x_stride, nc, y, y_stride);        \
+    }
 
 /* A type's struct wtype wt_<type> (unpack_<type>, its block size, then the ISA's own fields as
  * designated initializers, if any), and its tile_<type> and repack_<type>. The shapes of the row

@@ -21,7 +21,8 @@
  *   kq_repack_row(t, rp, k, r, out), kq_repack_block(rp, out)
  *                               row r's decoded block into rp or out; rp's rows into out
  *   gemv_<type>_nc, GEMV_NC     (only with KQ_GEMV_BY_NC) the load-time layout's single-token tile
- *                               for a constant token count up to GEMV_NC */
+ *                               for a constant token count up to GEMV_NC
+ *   rows8, PACK_NC              (only with KQ_TILE16_BY_HALVES) the batch tile of 8 rows */
 #ifndef OX_BACKEND_CPU_QKERNELS_KQUANT_DRIVERS_H
 #define OX_BACKEND_CPU_QKERNELS_KQUANT_DRIVERS_H
 
@@ -86,6 +87,21 @@ static inline __attribute__((always_inline)) void repack_rows(const struct ktype
         kq_repack_block(&rp, out);
     }
 }
+
+/* tile16_k over a batch tile of 8 rows, rows8(t, n, packed, half, nr, x, x_stride, nc, y,
+ * y_stride), for the ISAs whose registers hold 8 rows: each half of the 16 that has rows, with a
+ * constant full count of tokens (registers allow no more tokens at once). */
+#define KQ_TILE16_BY_HALVES()                                                                      \
+    static inline __attribute__((always_inline)) void tile16_k(                                    \
+        const struct ktype *t, int64_t n, const void *packed, int nr, const uint8_t *x,            \
+        size_t x_stride, int nc, float *y, size_t y_stride) {                                      \
+        for (int half = 0; half < 2 && 8 * half < nr; half++) {                                    \
+            if (nc == PACK_NC)                                                                     \
+                rows8(t, n, packed, half, nr, x, x_stride, PACK_NC, y, y_stride);                  \
+            else                                                                                   \
+                rows8(t, n, packed, half, nr, x, x_stride, nc, y, y_stride);                       \
+        }                                                                                          \
+    }
 
 /* ---- single tokens and small batches over the load-time layouts (kpack16.c) ----------------
  * gemv16_<type>: passes of up to GEMV_NC tokens, one instantiation per token count so each loop

@@ -220,21 +220,11 @@ static inline ALWAYS_INLINE void quads(const struct layout *l, int64_t n, const 
     store_quads(acc, q0, nq, nr, nc, y, y_stride);
 }
 
-/* 16 rows (nr of them real) x up to PACK_NC tokens: one token over all 16 at once (each line of
- * weights streams once), more tokens 8 rows at a time (registers allow no more). */
+/* 16 rows (nr of them real) x up to PACK_NC tokens in quads of 4 (qkernels_block32_drivers.h). */
 static inline ALWAYS_INLINE void rows16(const struct layout *l, int64_t n, const void *packed,
                                         int nr, const uint8_t *x, size_t x_stride, int nc, float *y,
                                         size_t y_stride) {
-    if (nc == 1) {
-        quads(l, n, packed, 0, 4, nr, x, x_stride, 1, y, y_stride);
-        return;
-    }
-    for (int q0 = 0; q0 < 4 && 4 * q0 < nr; q0 += 2) {
-        if (nc == PACK_NC)
-            quads(l, n, packed, q0, 2, nr, x, x_stride, PACK_NC, y, y_stride);
-        else
-            quads(l, n, packed, q0, 2, nr, x, x_stride, nc, y, y_stride);
-    }
+    B32_ROWS16_BODY(4, quads, l);
 }
 
 #if defined(OX_NEON_I8MM)

@@ -329,6 +329,8 @@ static inline ALWAYS_INLINE void kq_repack_block(const struct kq_repack *rp, uin
     (void)rp, (void)out;
 }
 
+#include "backend/cpu/qkernels_kquant_drivers.h"
+
 /* Group g's int8 scales of rows 8 half .. 8 half + 7 as int16. */
 static inline int16x8_t group_scales(const uint8_t *pb, int g, int half) {
     return vmovl_s8(vld1_s8((const int8_t *)pb + KN_SC + 16 * g + 8 * half));
@@ -426,16 +428,7 @@ static inline ALWAYS_INLINE void rows8(const struct ktype *t, int64_t n, const u
     store_quads(acc, 2 * half, 2, nr, nc, y, y_stride);
 }
 
-static inline ALWAYS_INLINE void tile16_k(const struct ktype *t, int64_t n, const void *packed,
-                                          int nr, const uint8_t *x, size_t x_stride, int nc,
-                                          float *y, size_t y_stride) {
-    for (int half = 0; half < 2 && 8 * half < nr; half++) {
-        if (nc == PACK_NC)
-            rows8(t, n, packed, half, nr, x, x_stride, PACK_NC, y, y_stride);
-        else
-            rows8(t, n, packed, half, nr, x, x_stride, nc, y, y_stride);
-    }
-}
+KQ_TILE16_BY_HALVES()
 #else
 /* [a, b, a, b]: one value of each token of a pair, as SMMLA's 2 x 2 lanes want them. */
 static inline int16x4_t tok_pair16(int16_t a, int16_t b) {
@@ -550,8 +543,6 @@ static inline ALWAYS_INLINE void tile16_k(const struct ktype *t, int64_t n, cons
 #endif
 
 /* ---- the kernels ----------------------------------------------------------------------------- */
-
-#include "backend/cpu/qkernels_kquant_drivers.h"
 
 /* The kernels of this level's table (qkernels.c): each type's struct ktype, then its kernel;
  * activations from the reference quantizer of ggml's q8_K. */

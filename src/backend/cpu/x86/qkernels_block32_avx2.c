@@ -315,21 +315,11 @@ rows8(const struct layout *l, const struct wtype *t, int64_t n, const uint8_t *p
     store_halves((const __m256(*)[PACK_NC])acc, h0, nh, nr, nc, y, y_stride);
 }
 
-/* 16 rows (nr of them real) x up to PACK_NC tokens: one token over both halves at once, more
- * tokens a half of 8 rows at a time (registers allow no more). */
+/* 16 rows (nr of them real) x up to PACK_NC tokens in halves of 8 (qkernels_block32_drivers.h). */
 static inline __attribute__((always_inline)) void
 rows16(const struct layout *l, const struct wtype *t, int64_t n, const void *packed, int nr,
        const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
-    if (nc == 1) {
-        rows8(l, t, n, packed, 0, 2, nr, x, x_stride, 1, y, y_stride);
-        return;
-    }
-    for (int half = 0; half < 2 && 8 * half < nr; half++) {
-        if (nc == PACK_NC)
-            rows8(l, t, n, packed, half, 1, nr, x, x_stride, PACK_NC, y, y_stride);
-        else
-            rows8(l, t, n, packed, half, 1, nr, x, x_stride, nc, y, y_stride);
-    }
+    B32_ROWS16_BODY(8, rows8, l, t);
 }
 
 static const struct layout scratch_layout = {chunk_scratch, factors_scratch, corrections_scratch,

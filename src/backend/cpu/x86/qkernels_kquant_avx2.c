@@ -369,18 +369,6 @@ static inline __attribute__((always_inline)) void rows8(const struct ktype *t, i
     }
 }
 
-static inline __attribute__((always_inline)) void tile16_k(const struct ktype *t, int64_t n,
-                                                           const void *packed, int nr,
-                                                           const uint8_t *x, size_t x_stride,
-                                                           int nc, float *y, size_t y_stride) {
-    for (int half = 0; half < 2 && 8 * half < nr; half++) {
-        if (nc == PACK_NC)
-            rows8(t, n, packed, half, nr, x, x_stride, PACK_NC, y, y_stride);
-        else
-            rows8(t, n, packed, half, nr, x, x_stride, nc, y, y_stride);
-    }
-}
-
 /* ---- small batches over the load-time layouts (kpack16.c) --------------------------------
  * 8 rows per register as in the batch tiles, but the levels come straight from the compact
  * layout (a mask and a shift per chunk) instead of a scratch copy, so each weight byte is read
@@ -579,6 +567,7 @@ static void xq8_K_quantize_avx2(const float *x, void *xq, int64_t n) {
 
 #include "backend/cpu/qkernels_kquant_drivers.h"
 
+KQ_TILE16_BY_HALVES()
 KQ_GEMV_BY_NC(q4_K)
 KQ_GEMV_BY_NC(q6_K)
 
