@@ -16,7 +16,7 @@
 enum { NR = 4, NC = 4 };
 
 /* 32 signed weights as two halves, the scale, and the term that multiplies the block sum. */
-struct nblock {
+struct wblock {
     int8x16_t lo, hi;
     float d, bias;
 };
@@ -39,93 +39,79 @@ static inline void fifth_bits(const uint8_t *qh, uint8x16_t *lo, uint8x16_t *hi)
     *hi = vandq_u8(vtstq_u8(b1, sel), vdupq_n_u8(0x10));
 }
 
-static inline struct nblock unpack_q4_0(const uint8_t *p) {
+static inline struct wblock unpack_q4_0(const uint8_t *p) {
     const struct block_q4_0 *b = (const struct block_q4_0 *)p;
     uint8x16_t lo, hi;
     nibbles(b->qs, &lo, &hi);
     int8x16_t eight = vdupq_n_s8(8);
-    return (struct nblock){vsubq_s8(vreinterpretq_s8_u8(lo), eight),
+    return (struct wblock){vsubq_s8(vreinterpretq_s8_u8(lo), eight),
                            vsubq_s8(vreinterpretq_s8_u8(hi), eight), f16(b->d), 0.0f};
 }
-static inline struct nblock unpack_q4_1(const uint8_t *p) {
+static inline struct wblock unpack_q4_1(const uint8_t *p) {
     const struct block_q4_1 *b = (const struct block_q4_1 *)p;
     uint8x16_t lo, hi;
     nibbles(b->qs, &lo, &hi);
-    return (struct nblock){vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), f16(b->d), f16(b->m)};
+    return (struct wblock){vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), f16(b->d), f16(b->m)};
 }
-static inline struct nblock unpack_q5_0(const uint8_t *p) {
+static inline struct wblock unpack_q5_0(const uint8_t *p) {
     const struct block_q5_0 *b = (const struct block_q5_0 *)p;
     uint8x16_t lo, hi, flo, fhi;
     nibbles(b->qs, &lo, &hi);
     fifth_bits(b->qh, &flo, &fhi);
     int8x16_t sixteen = vdupq_n_s8(16);
-    return (struct nblock){vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, flo)), sixteen),
+    return (struct wblock){vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, flo)), sixteen),
                            vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(hi, fhi)), sixteen), f16(b->d),
                            0.0f};
 }
-static inline struct nblock unpack_q5_1(const uint8_t *p) {
+static inline struct wblock unpack_q5_1(const uint8_t *p) {
     const struct block_q5_1 *b = (const struct block_q5_1 *)p;
     uint8x16_t lo, hi, flo, fhi;
     nibbles(b->qs, &lo, &hi);
     fifth_bits(b->qh, &flo, &fhi);
-    return (struct nblock){vreinterpretq_s8_u8(vorrq_u8(lo, flo)),
+    return (struct wblock){vreinterpretq_s8_u8(vorrq_u8(lo, flo)),
                            vreinterpretq_s8_u8(vorrq_u8(hi, fhi)), f16(b->d), f16(b->m)};
 }
-static inline struct nblock unpack_q8_0(const uint8_t *p) {
+static inline struct wblock unpack_q8_0(const uint8_t *p) {
     const struct block_q8_0 *b = (const struct block_q8_0 *)p;
-    return (struct nblock){vld1q_s8(b->qs), vld1q_s8(b->qs + 16), f16(b->d), 0.0f};
+    return (struct wblock){vld1q_s8(b->qs), vld1q_s8(b->qs + 16), f16(b->d), 0.0f};
 }
-static inline struct nblock unpack_iq4_nl(const uint8_t *p) {
+static inline struct wblock unpack_iq4_nl(const uint8_t *p) {
     const struct block_iq4_nl *b = (const struct block_iq4_nl *)p;
     uint8x16_t lo, hi;
     nibbles(b->qs, &lo, &hi);
     int8x16_t levels = vld1q_s8(iq4nl_values);
-    return (struct nblock){vqtbl1q_s8(levels, lo), vqtbl1q_s8(levels, hi), f16(b->d), 0.0f};
+    return (struct wblock){vqtbl1q_s8(levels, lo), vqtbl1q_s8(levels, hi), f16(b->d), 0.0f};
 }
 
-/* ---- the row tile: nr rows x nc tokens, each weight block unpacked once per tile ---------- */
-
-static inline ALWAYS_INLINE void tile_rows(struct nblock (*unpack)(const uint8_t *),
-                                           size_t block_bytes, int64_t n, const uint8_t *w,
-                                           size_t w_stride, int nr, const uint8_t *x,
-                                           size_t x_stride, int nc, float *y, size_t y_stride) {
-    float32x4_t acc[NR][NC];
-    float corr[NR][NC];
-    for (int r = 0; r < NR; r++)
-        for (int c = 0; c < NC; c++)
-            acc[r][c] = vdupq_n_f32(0.0f), corr[r][c] = 0.0f;
-    for (int64_t b = 0; b < n / 32; b++) {
-        struct nblock wb[NR];
-        for (int r = 0; r < nr; r++)
-            wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * block_bytes);
-        for (int c = 0; c < nc; c++) {
-            const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
-            int8x16_t x0 = vld1q_s8(xb->q), x1 = vld1q_s8(xb->q + 16);
-            for (int r = 0; r < nr; r++) {
-                int32x4_t dot = dot_pair(vdupq_n_s32(0), wb[r].lo, x0, wb[r].hi, x1);
-                acc[r][c] = vfmaq_n_f32(acc[r][c], vcvtq_f32_s32(dot), wb[r].d * xb->d);
-                corr[r][c] += wb[r].bias * xb->s;
-            }
-        }
-    }
-    for (int c = 0; c < nc; c++)
-        for (int r = 0; r < nr; r++)
-            y[(size_t)c * y_stride + (size_t)r] = vaddvq_f32(acc[r][c]) + corr[r][c];
+/* ---- the row tile and the batch repack (qkernels_block32_drivers.h) -------------------------
+ * A row's block against a token's: both as two halves of 16 bytes. */
+struct wtype {
+    struct wblock (*unpack)(const uint8_t *);
+    size_t block_bytes;
+};
+/* Only one token (decoding) gets a constant-bound instantiation here: NEON never had the x86
+ * levels' full 4 x 4 one, and adding it unmeasured (qemu only) is no part of sharing the loops. */
+enum { B32_FULL_TILE = 0 };
+#define B32_ACC float32x4_t
+#define B32_I   int32x4_t
+#define B32_X   int8x16x2_t
+static inline ALWAYS_INLINE float32x4_t b32_zero(void) {
+    return vdupq_n_f32(0.0f);
 }
-
-/* One token: each row streams alone, which memory serves fastest. */
-#define DEFINE_TILE(type)                                                                          \
-    static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
-                            const uint8_t *x, size_t x_stride, int nc, float *y,                   \
-                            size_t y_stride) {                                                     \
-        size_t bb = sizeof(struct block_##type);                                                   \
-        if (nc == 1)                                                                               \
-            for (int r = 0; r < nr; r++)                                                           \
-                tile_rows(unpack_##type, bb, n, w + (size_t)r * w_stride, w_stride, 1, x,          \
-                          x_stride, 1, y + r, y_stride);                                           \
-        else                                                                                       \
-            tile_rows(unpack_##type, bb, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);        \
-    }
+static inline ALWAYS_INLINE int8x16x2_t b32_x(const struct xq8_32 *xb) {
+    return (int8x16x2_t){{vld1q_s8(xb->q), vld1q_s8(xb->q + 16)}};
+}
+static inline ALWAYS_INLINE int32x4_t b32_dot(const struct wtype *t, const struct wblock *wb,
+                                              int8x16x2_t x) {
+    (void)t;
+    return dot_pair(vdupq_n_s32(0), wb->lo, x.val[0], wb->hi, x.val[1]);
+}
+static inline ALWAYS_INLINE float32x4_t b32_fma(float32x4_t acc, int32x4_t dot, float scale) {
+    return vfmaq_n_f32(acc, vcvtq_f32_s32(dot), scale);
+}
+static inline ALWAYS_INLINE float b32_sum(float32x4_t acc) {
+    return vaddvq_f32(acc);
+}
 
 /* ---- 16 rows at a time ----------------------------------------------------------------------
  * The scratch layout of the batch path (repack16), per block of 32: 512 bytes of signed levels,
@@ -134,7 +120,17 @@ static inline ALWAYS_INLINE void tile_rows(struct nblock (*unpack)(const uint8_t
  * lane takes 4 rows against a chunk of one token; with i8mm they are pair-major (rows 2p and
  * 2p + 1, 8 bytes each, per 16 bytes: chunk k of pair p at 64 p + 16 k), SMMLA's operand. The
  * load-time layout (qpack16.c) is chunk-major too, so single tokens read it in place. */
-enum { PACK_BLOCK = 16 * 32 + 16 * 8, PACK_D = 512, PACK_BIAS = 576 };
+enum { PACK_BLOCK = 16 * 32 + 16 * 8, PACK_D = 512, PACK_BIAS = 576, B32_PAIR_MAJOR = I8MM };
+
+/* The repack's hooks: signed levels in element order; nothing else to add. */
+static inline ALWAYS_INLINE void b32_store_levels(uint8_t row[32], const struct wblock *wb) {
+    vst1q_s8((int8_t *)row, wb->lo), vst1q_s8((int8_t *)row + 16, wb->hi);
+}
+static inline ALWAYS_INLINE void b32_repacked(const struct wtype *t, uint8_t *out) {
+    (void)t, (void)out;
+}
+
+#include "backend/cpu/qkernels_block32_drivers.h"
 
 /* Where a chunk-major layout keeps chunk k (elements 4k..4k+3) of rows 4q..4q+3, and their
  * factors (the bias multiplies the activation block sum). */
@@ -224,36 +220,14 @@ static inline ALWAYS_INLINE void quads(const struct layout *l, int64_t n, const 
     store_quads(acc, q0, nq, nr, nc, y, y_stride);
 }
 
-/* 16 rows (nr of them real) x up to PACK_NC tokens: one token over all 16 at once (each line of
- * weights streams once), more tokens 8 rows at a time (registers allow no more). */
+/* 16 rows (nr of them real) x up to PACK_NC tokens in quads of 4 (qkernels_block32_drivers.h). */
 static inline ALWAYS_INLINE void rows16(const struct layout *l, int64_t n, const void *packed,
                                         int nr, const uint8_t *x, size_t x_stride, int nc, float *y,
                                         size_t y_stride) {
-    if (nc == 1) {
-        quads(l, n, packed, 0, 4, nr, x, x_stride, 1, y, y_stride);
-        return;
-    }
-    for (int q0 = 0; q0 < 4 && 4 * q0 < nr; q0 += 2) {
-        if (nc == PACK_NC)
-            quads(l, n, packed, q0, 2, nr, x, x_stride, PACK_NC, y, y_stride);
-        else
-            quads(l, n, packed, q0, 2, nr, x, x_stride, nc, y, y_stride);
-    }
+    B32_ROWS16_BODY(4, quads, l);
 }
 
 #if defined(OX_NEON_I8MM)
-/* A block of 16 rows' levels (element order), scales and biases into the pair-major layout. */
-static void emit_block(const int8_t rows[16][32], const float d[16], const float bias[16],
-                       uint8_t *out) {
-    for (int p = 0; p < 8; p++)
-        for (int k = 0; k < 4; k++) {
-            memcpy(out + 64 * p + 16 * k, rows[2 * p] + 8 * k, 8);
-            memcpy(out + 64 * p + 16 * k + 8, rows[2 * p + 1] + 8 * k, 8);
-        }
-    memcpy(out + PACK_D, d, 16 * sizeof *d);
-    memcpy(out + PACK_BIAS, bias, 16 * sizeof *bias);
-}
-
 /* Rows 2 p0 .. 2 p0 + 7 x up to PACK_NC tokens (ntp pairs, the last one's second token a copy
  * of its first when nc is odd). Per block and pair of tokens, the 8-byte chunks of both tokens
  * side by side, then 4 SMMLA per pair of rows. */
@@ -315,16 +289,6 @@ static void tile16_scratch(int64_t n, const void *packed, int nr, const uint8_t 
     }
 }
 #else
-/* A block of 16 rows' levels (element order), scales and biases into the scratch layout. */
-static void emit_block(const int8_t rows[16][32], const float d[16], const float bias[16],
-                       uint8_t *out) {
-    for (int k = 0; k < 8; k++)
-        for (int r = 0; r < 16; r++)
-            memcpy(out + 64 * k + 4 * r, rows[r] + 4 * k, 4);
-    memcpy(out + PACK_D, d, 16 * sizeof *d);
-    memcpy(out + PACK_BIAS, bias, 16 * sizeof *bias);
-}
-
 static const struct layout scratch_layout = {chunk_scratch, factors_scratch, PACK_BLOCK};
 
 static void tile16_scratch(int64_t n, const void *packed, int nr, const uint8_t *x, size_t x_stride,
@@ -333,33 +297,13 @@ static void tile16_scratch(int64_t n, const void *packed, int nr, const uint8_t 
 }
 #endif
 
-/* The batch path of a type: its 16 rows unpacked to signed levels, then emitted in the level's
- * scratch layout. */
-#define DEFINE_PACKED(type)                                                                        \
-    DEFINE_TILE(type)                                                                              \
-    static void repack_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {   \
-        uint8_t *out = dst;                                                                        \
-        for (int64_t b = 0; b < n / 32; b++, out += PACK_BLOCK) {                                  \
-            int8_t rows[16][32];                                                                   \
-            float d[16], bias[16];                                                                 \
-            for (int r = 0; r < 16; r++) {                                                         \
-                struct nblock wb = {vdupq_n_s8(0), vdupq_n_s8(0), 0.0f, 0.0f};                     \
-                if (r < nr)                                                                        \
-                    wb = unpack_##type(w + (size_t)r * w_stride +                                  \
-                                       (size_t)b * sizeof(struct block_##type));                   \
-                vst1q_s8(rows[r], wb.lo), vst1q_s8(rows[r] + 16, wb.hi);                           \
-                d[r] = wb.d, bias[r] = wb.bias;                                                    \
-            }                                                                                      \
-            emit_block((const int8_t(*)[32])rows, d, bias, out);                                   \
-        }                                                                                          \
-    }
-
-DEFINE_PACKED(q4_0)
-DEFINE_PACKED(q4_1)
-DEFINE_PACKED(q5_0)
-DEFINE_PACKED(q5_1)
-DEFINE_PACKED(q8_0)
-DEFINE_PACKED(iq4_nl)
+/* Each type's struct wtype, row tile and repack (qkernels_block32_drivers.h). */
+B32_DEFINE_ROWS(q4_0, )
+B32_DEFINE_ROWS(q4_1, )
+B32_DEFINE_ROWS(q5_0, )
+B32_DEFINE_ROWS(q5_1, )
+B32_DEFINE_ROWS(q8_0, )
+B32_DEFINE_ROWS(iq4_nl, )
 
 /* q4_0 and q8_0 in the load-time layout: single tokens straight from it (chunk-major at every
  * level), batches through the scratch layout it unpacks to. */
@@ -372,20 +316,20 @@ DEFINE_PACKED(iq4_nl)
         const uint8_t *blk = group;                                                                \
         uint8_t *out = dst;                                                                        \
         for (int64_t b = 0; b < n / 32; b++, blk += layout.block_bytes, out += PACK_BLOCK) {       \
-            int8_t rows[16][32];                                                                   \
-            float d[16], bias[16];                                                                 \
+            uint8_t rows[16][32];                                                                  \
             for (int q = 0; q < 4; q++) {                                                          \
                 for (int k = 0; k < 8; k++) {                                                      \
-                    int8_t v[16];                                                                  \
-                    vst1q_s8(v, layout.chunk(blk, k, q));                                          \
+                    uint8_t v[16];                                                                 \
+                    vst1q_s8((int8_t *)v, layout.chunk(blk, k, q));                                \
                     for (int r = 0; r < 4; r++)                                                    \
                         memcpy(rows[4 * q + r] + 4 * k, v + 4 * r, 4);                             \
                 }                                                                                  \
                 float32x4_t dq, bq;                                                                \
                 layout.factors(blk, q, &dq, &bq);                                                  \
-                vst1q_f32(d + 4 * q, dq), vst1q_f32(bias + 4 * q, bq);                             \
+                vst1q_f32((float *)(out + PACK_D) + 4 * q, dq);                                    \
+                vst1q_f32((float *)(out + PACK_BIAS) + 4 * q, bq);                                 \
             }                                                                                      \
-            emit_block((const int8_t(*)[32])rows, d, bias, out);                                   \
+            b32_scratch_levels((const uint8_t(*)[32])rows, out);                                   \
         }                                                                                          \
     }
 

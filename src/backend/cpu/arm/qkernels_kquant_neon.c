@@ -249,41 +249,28 @@ static inline ALWAYS_INLINE float32x4_t dot_super(const struct ktype *t, const s
 
 enum { NR = 4, NC = 4 };
 
-/* nr rows x nc tokens; nc is a constant in every instantiation, so the token loops unroll and
- * the accumulators stay in registers. */
-static inline ALWAYS_INLINE void gemv_rows(const struct ktype *t, int64_t n, const uint8_t *w,
-                                           size_t w_stride, int nr, const uint8_t *x,
-                                           size_t x_stride, int nc, float *y, size_t y_stride) {
-    for (int r = 0; r < nr; r++, w += w_stride) {
-        float32x4_t acc[NC];
+/* The row tile's hooks (qkernels_kquant_drivers.h): the block's dot with each token in turn. */
+struct kq_acc {
+    float32x4_t v[NC];
+};
+static inline ALWAYS_INLINE struct kq_acc kq_acc_zero(int nc) {
+    struct kq_acc a;
 #pragma GCC unroll 16
-        for (int c = 0; c < nc; c++)
-            acc[c] = vdupq_n_f32(0.0f);
-        for (int64_t b = 0; b < n / QK_SUPER; b++) {
-            struct kdec k = t->decode(w + (size_t)b * t->block_bytes);
-#pragma GCC unroll 16
-            for (int c = 0; c < nc; c++)
-                acc[c] =
-                    dot_super(t, &k, (const struct block_q8_K *)(x + c * x_stride) + b, acc[c]);
-        }
-#pragma GCC unroll 16
-        for (int c = 0; c < nc; c++)
-            y[(size_t)c * y_stride + (size_t)r] = vaddvq_f32(acc[c]);
-    }
+    for (int c = 0; c < nc; c++)
+        a.v[c] = vdupq_n_f32(0.0f);
+    return a;
 }
-
-#define GEMV_CASE(nc_)                                                                             \
-    case nc_: gemv_rows(t, n, w, w_stride, nr, x, x_stride, nc_, y, y_stride); break;
-
-static inline ALWAYS_INLINE void tile_k(const struct ktype *t, int64_t n, const uint8_t *w,
-                                        size_t w_stride, int nr, const uint8_t *x, size_t x_stride,
-                                        int nc, float *y, size_t y_stride) {
-    switch (nc) {
-        GEMV_CASE(1)
-        GEMV_CASE(2)
-        GEMV_CASE(3)
-    default: gemv_rows(t, n, w, w_stride, nr, x, x_stride, NC, y, y_stride);
-    }
+static inline ALWAYS_INLINE struct kq_acc kq_block_tokens(const struct ktype *t,
+                                                          const struct kdec *k, const uint8_t *x,
+                                                          size_t x_stride, int64_t b, int nc,
+                                                          struct kq_acc acc) {
+#pragma GCC unroll 16
+    for (int c = 0; c < nc; c++)
+        acc.v[c] = dot_super(t, k, (const struct block_q8_K *)(x + c * x_stride) + b, acc.v[c]);
+    return acc;
+}
+static inline ALWAYS_INLINE float kq_acc_sum(const struct kq_acc *acc, int c) {
+    return vaddvq_f32(acc->v[c]);
 }
 
 /* ---- batches: 16 rows repacked per super-block ------------------------------------------
@@ -322,26 +309,27 @@ static inline ALWAYS_INLINE void repack_factors(const struct ktype *t, const str
     memcpy(out + KN_DB + 4 * r, &db, 4);
 }
 
-static inline ALWAYS_INLINE void repack_rows(const struct ktype *t, int64_t n, const uint8_t *w,
-                                             size_t w_stride, int nr, void *dst) {
-    uint8_t *out = dst;
-    for (int64_t b = 0; b < n / QK_SUPER; b++, out += KN_BLOCK) {
-        for (int r = 0; r < 16; r++) {
-            struct kdec k; /* rows past nr: zero */
-            memset(&k, 0, sizeof k);
-            if (r < nr)
-                k = t->decode(w + (size_t)r * w_stride + (size_t)b * t->block_bytes);
-            int8_t levels[QK_SUPER];
-            for (int i = 0; i < 16; i++)
-                vst1q_s8(levels + 16 * i, k.q[i]);
-            for (int c = 0; c < QK_SUPER / 4 && !I8MM; c++)
-                memcpy(out + 64 * c + 4 * r, levels + 4 * c, 4);
-            for (int c = 0; c < QK_SUPER / 8 && I8MM; c++)
-                memcpy(out + 128 * c + 16 * (r / 2) + 8 * (r % 2), levels + 8 * c, 8);
-            repack_factors(t, &k, r, out);
-        }
-    }
+/* The repack's hooks: each row's levels laid out as soon as it is decoded (through rp, element
+ * order), with its factors. */
+enum { KQ_PACK_BLOCK = KN_BLOCK };
+struct kq_repack {
+    int8_t levels[QK_SUPER];
+};
+static inline ALWAYS_INLINE void kq_repack_row(const struct ktype *t, struct kq_repack *rp,
+                                               const struct kdec *k, int r, uint8_t *out) {
+    for (int i = 0; i < 16; i++)
+        vst1q_s8(rp->levels + 16 * i, k->q[i]);
+    for (int c = 0; c < QK_SUPER / 4 && !I8MM; c++)
+        memcpy(out + 64 * c + 4 * r, rp->levels + 4 * c, 4);
+    for (int c = 0; c < QK_SUPER / 8 && I8MM; c++)
+        memcpy(out + 128 * c + 16 * (r / 2) + 8 * (r % 2), rp->levels + 8 * c, 8);
+    repack_factors(t, k, r, out);
 }
+static inline ALWAYS_INLINE void kq_repack_block(const struct kq_repack *rp, uint8_t *out) {
+    (void)rp, (void)out;
+}
+
+#include "backend/cpu/qkernels_kquant_drivers.h"
 
 /* Group g's int8 scales of rows 8 half .. 8 half + 7 as int16. */
 static inline int16x8_t group_scales(const uint8_t *pb, int g, int half) {
@@ -440,16 +428,7 @@ static inline ALWAYS_INLINE void rows8(const struct ktype *t, int64_t n, const u
     store_quads(acc, 2 * half, 2, nr, nc, y, y_stride);
 }
 
-static inline ALWAYS_INLINE void tile16_k(const struct ktype *t, int64_t n, const void *packed,
-                                          int nr, const uint8_t *x, size_t x_stride, int nc,
-                                          float *y, size_t y_stride) {
-    for (int half = 0; half < 2 && 8 * half < nr; half++) {
-        if (nc == PACK_NC)
-            rows8(t, n, packed, half, nr, x, x_stride, PACK_NC, y, y_stride);
-        else
-            rows8(t, n, packed, half, nr, x, x_stride, nc, y, y_stride);
-    }
-}
+KQ_TILE16_BY_HALVES()
 #else
 /* [a, b, a, b]: one value of each token of a pair, as SMMLA's 2 x 2 lanes want them. */
 static inline int16x4_t tok_pair16(int16_t a, int16_t b) {

@@ -20,21 +20,24 @@
 
 enum { NR = 4, NC = 4, PACK_NC = 4 };
 
-/* How a type's weights meet the primitives: signed levels (|w| and x with w's sign) and how
- * many chunks of 4 may share one int16 partial sum. VNNI: all unsigned, int32 sums. */
-struct wtype {
-    int sign, depth;
-};
-#define WTYPE_SIGNED ((struct wtype){!VNNI, VNNI ? 8 : 1})
-#define WTYPE_Q4     ((struct wtype){0, 8})
-#define WTYPE_Q5     ((struct wtype){0, VNNI ? 8 : 4})
-
 /* 32 weights, the scale, and the term that multiplies the activation sum (-offset * d, or the
  * block's min). */
 struct wblock {
     __m256i q;
     float d, bias;
 };
+
+/* A type: its unpacker and block size, and how its weights meet the primitives: signed levels
+ * (|w| and x with w's sign) and how many chunks of 4 may share one int16 partial sum. VNNI: all
+ * unsigned, int32 sums. */
+struct wtype {
+    struct wblock (*unpack)(const uint8_t *);
+    size_t block_bytes;
+    int sign, depth;
+};
+#define WTYPE_SIGNED .sign = !VNNI, .depth = VNNI ? 8 : 1
+#define WTYPE_Q4     .sign = 0, .depth = 8
+#define WTYPE_Q5     .sign = 0, .depth = VNNI ? 8 : 4
 
 static inline __m256i nibbles(const uint8_t *qs) {
     __m128i b = _mm_loadu_si128((const __m128i *)qs);
@@ -108,70 +111,45 @@ static inline struct wblock unpack_iq4_nl(const uint8_t *p) {
 struct wchunk {
     __m256i w, wabs, neg;
 };
-static inline struct wchunk chunk_of(struct wtype t, __m256i w) {
+static inline __attribute__((always_inline)) struct wchunk chunk_of(const struct wtype *t,
+                                                                    __m256i w) {
     struct wchunk c = {w, w, w};
-    if (t.sign)
+    if (t->sign)
         c.wabs = _mm256_sign_epi8(w, w), c.neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), w);
     return c;
 }
-static inline __m256i chunk_products(struct wtype t, int corrected, __m256i part, struct wchunk c,
-                                     __m256i x) {
-    if (!t.sign)
+static inline __attribute__((always_inline)) __m256i
+chunk_products(const struct wtype *t, int corrected, __m256i part, struct wchunk c, __m256i x) {
+    if (!t->sign)
         return accumulate(part, c.w, x);
     __m256i flipped = _mm256_xor_si256(x, c.neg); /* where w = 0, |w| = 0 drops it */
     return accumulate(part, c.wabs, corrected ? flipped : _mm256_sub_epi8(flipped, c.neg));
 }
 
-/* ---- the row tile: nr rows x nc tokens, each weight block unpacked once per tile ---------- */
+/* ---- the row tile and the batch repack (qkernels_block32_drivers.h) ---------------------- */
 
-static inline __attribute__((always_inline)) void
-tile_rows(struct wblock (*unpack)(const uint8_t *), struct wtype t, size_t block_bytes, int64_t n,
-          const uint8_t *w, size_t w_stride, int nr, const uint8_t *x, size_t x_stride, int nc,
-          float *y, size_t y_stride) {
-    __m256 acc[NR][NC];
-    float corr[NR][NC];
-    for (int r = 0; r < NR; r++)
-        for (int c = 0; c < NC; c++)
-            acc[r][c] = _mm256_setzero_ps(), corr[r][c] = 0.0f;
-    for (int64_t b = 0; b < n / 32; b++) {
-        struct wblock wb[NR];
-        struct wchunk wc[NR];
-        for (int r = 0; r < nr; r++) {
-            wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * block_bytes);
-            wc[r] = chunk_of(t, wb[r].q);
-        }
-        for (int c = 0; c < nc; c++) {
-            const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
-            __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
-            for (int r = 0; r < nr; r++) {
-                __m256i dot = widen(chunk_products(t, 0, _mm256_setzero_si256(), wc[r], xv));
-                __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);
-                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][c]);
-                corr[r][c] += wb[r].bias * xb->s;
-            }
-        }
-    }
-    for (int c = 0; c < nc; c++)
-        for (int r = 0; r < nr; r++)
-            y[(size_t)c * y_stride + (size_t)r] = hsum(acc[r][c]) + corr[r][c];
+enum { B32_FULL_TILE = 1, B32_PAIR_MAJOR = 0 };
+#define B32_ACC __m256
+#define B32_I   __m256i
+#define B32_X   __m256i
+static inline __attribute__((always_inline)) __m256 b32_zero(void) {
+    return _mm256_setzero_ps();
 }
-
-/* One token: each row streams alone (memory serves that fastest), with constant bounds so the
- * accumulator stays in a register; other shapes take the general loop. */
-#define DEFINE_TILE(type, wt)                                                                      \
-    static void tile_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr,                  \
-                            const uint8_t *x, size_t x_stride, int nc, float *y,                   \
-                            size_t y_stride) {                                                     \
-        size_t bb = sizeof(struct block_##type);                                                   \
-        if (nc == 1)                                                                               \
-            for (int r = 0; r < nr; r++)                                                           \
-                tile_rows(unpack_##type, wt, bb, n, w + (size_t)r * w_stride, w_stride, 1, x,      \
-                          x_stride, 1, y + r, y_stride);                                           \
-        else if (nr == NR && nc == NC)                                                             \
-            tile_rows(unpack_##type, wt, bb, n, w, w_stride, NR, x, x_stride, NC, y, y_stride);    \
-        else                                                                                       \
-            tile_rows(unpack_##type, wt, bb, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);    \
-    }
+static inline __attribute__((always_inline)) __m256i b32_x(const struct xq8_32 *xb) {
+    return _mm256_loadu_si256((const __m256i *)xb->q);
+}
+/* chunk_of's |w| and sign mask depend on the row alone: GCC takes them once per row, not per
+ * token. */
+static inline __attribute__((always_inline)) __m256i b32_dot(const struct wtype *t,
+                                                             const struct wblock *wb, __m256i x) {
+    return widen(chunk_products(t, 0, _mm256_setzero_si256(), chunk_of(t, wb->q), x));
+}
+static inline __attribute__((always_inline)) __m256 b32_fma(__m256 acc, __m256i dot, float scale) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(scale), acc);
+}
+static inline __attribute__((always_inline)) float b32_sum(__m256 acc) {
+    return hsum(acc);
+}
 
 /* ---- 16 rows at a time: the batch scratch layout and the load-time layout ------------------
  * Both hold, per block, each chunk of 4 elements for 16 rows (64 bytes: rows 0..7, then 8..15),
@@ -212,6 +190,20 @@ static void store_corrections(uint8_t *blk) {
         _mm256_storeu_si256((__m256i *)(blk + 576 + 32 * half), sum);
     }
 }
+
+/* The repack's hooks (qkernels_block32_drivers.h): levels as the level stores them, and signed
+ * levels' corrections once a scratch block's levels are in. */
+static inline __attribute__((always_inline)) void b32_store_levels(uint8_t row[32],
+                                                                   const struct wblock *wb) {
+    _mm256_storeu_si256((__m256i *)row, wb->q);
+}
+static inline __attribute__((always_inline)) void b32_repacked(const struct wtype *t,
+                                                               uint8_t *out) {
+    if (t->sign)
+        store_corrections(out);
+}
+
+#include "backend/cpu/qkernels_block32_drivers.h"
 
 /* q4_0's load-time layout: chunk k < 4 in the low nibbles of the bytes of chunk k, k >= 4 in
  * the high nibbles of chunk k - 4; the offset 8 returns through the activation sums. */
@@ -254,15 +246,15 @@ static inline __attribute__((always_inline)) void store_halves(const __m256 (*ac
  * the accumulators stay in registers) over every block; stores the first nr rows of the 16.
  * Single tokens take both halves in one pass, so each cache line of weights streams once. */
 static inline __attribute__((always_inline)) void
-rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, int h0, int nh,
-      int nr, const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
+rows8(const struct layout *l, const struct wtype *t, int64_t n, const uint8_t *packed, int h0,
+      int nh, int nr, const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
     __m256 acc[2][PACK_NC];
 #pragma GCC unroll 8
     for (int h = 0; h < nh; h++)
 #pragma GCC unroll 8
         for (int c = 0; c < nc; c++)
             acc[h][c] = _mm256_setzero_ps();
-    const int corrected = t.sign && l->corrections;
+    const int corrected = t->sign && l->corrections;
     const uint8_t *blk = packed;
     for (int64_t b = 0; b < n / 32; b++, blk += l->block_bytes) {
         const struct xq8_32 *xb[PACK_NC];
@@ -278,7 +270,7 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
         for (int c = 0; c < nc; c++)
             xb[c] = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
 #pragma GCC unroll 8
-        for (int k0 = 0; k0 < 8; k0 += t.depth) {
+        for (int k0 = 0; k0 < 8; k0 += t->depth) {
             __m256i part[2][PACK_NC];
 #pragma GCC unroll 8
             for (int h = 0; h < nh; h++)
@@ -286,7 +278,7 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
                 for (int c = 0; c < nc; c++)
                     part[h][c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-            for (int k = k0; k < k0 + t.depth; k++)
+            for (int k = k0; k < k0 + t->depth; k++)
 #pragma GCC unroll 8
                 for (int h = 0; h < nh; h++) {
                     struct wchunk w = chunk_of(t, l->chunk(blk, k, h0 + h));
@@ -315,7 +307,7 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
             for (int c = 0; c < nc; c++) {
                 __m256 scale = _mm256_mul_ps(d, _mm256_set1_ps(xb[c]->d));
                 acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h][c]), scale, acc[h][c]);
-                if (!t.sign) /* signed levels taken as they are have no offset to return */
+                if (!t->sign) /* signed levels taken as they are have no offset to return */
                     acc[h][c] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xb[c]->s), acc[h][c]);
             }
         }
@@ -323,22 +315,11 @@ rows8(const struct layout *l, struct wtype t, int64_t n, const uint8_t *packed, 
     store_halves((const __m256(*)[PACK_NC])acc, h0, nh, nr, nc, y, y_stride);
 }
 
-/* 16 rows (nr of them real) x up to PACK_NC tokens: one token over both halves at once, more
- * tokens a half of 8 rows at a time (registers allow no more). */
-static inline __attribute__((always_inline)) void rows16(const struct layout *l, struct wtype t,
-                                                         int64_t n, const void *packed, int nr,
-                                                         const uint8_t *x, size_t x_stride, int nc,
-                                                         float *y, size_t y_stride) {
-    if (nc == 1) {
-        rows8(l, t, n, packed, 0, 2, nr, x, x_stride, 1, y, y_stride);
-        return;
-    }
-    for (int half = 0; half < 2 && 8 * half < nr; half++) {
-        if (nc == PACK_NC)
-            rows8(l, t, n, packed, half, 1, nr, x, x_stride, PACK_NC, y, y_stride);
-        else
-            rows8(l, t, n, packed, half, 1, nr, x, x_stride, nc, y, y_stride);
-    }
+/* 16 rows (nr of them real) x up to PACK_NC tokens in halves of 8 (qkernels_block32_drivers.h). */
+static inline __attribute__((always_inline)) void
+rows16(const struct layout *l, const struct wtype *t, int64_t n, const void *packed, int nr,
+       const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
+    B32_ROWS16_BODY(8, rows8, l, t);
 }
 
 static const struct layout scratch_layout = {chunk_scratch, factors_scratch, corrections_scratch,
@@ -346,34 +327,13 @@ static const struct layout scratch_layout = {chunk_scratch, factors_scratch, cor
 static const struct layout g4_layout = {chunk_g4, factors_g4, NULL, QPACK16_Q4_0_BLOCK};
 static const struct layout g8_layout = {chunk_g8, factors_g8, NULL, QPACK16_Q8_0_BLOCK};
 
-/* The batch path of a type: its 16 rows unpacked into the scratch layout, then tiles of tokens
- * over them. */
+/* Each type's struct wtype, its row tile and repack (qkernels_block32_drivers.h), and its tiles of
+ * tokens over the scratch layout. */
 #define DEFINE_PACKED(type, wt)                                                                    \
-    DEFINE_TILE(type, wt)                                                                          \
-    static void repack_##type(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {   \
-        uint8_t *out = dst;                                                                        \
-        for (int64_t b = 0; b < n / 32; b++, out += PACK_BLOCK) {                                  \
-            uint32_t rows[16][8];                                                                  \
-            float *d = (float *)(out + 512), *bias = d + 16;                                       \
-            for (int r = 0; r < 16; r++) {                                                         \
-                struct wblock wb = {_mm256_setzero_si256(), 0.0f, 0.0f};                           \
-                if (r < nr)                                                                        \
-                    wb = unpack_##type(w + (size_t)r * w_stride +                                  \
-                                       (size_t)b * sizeof(struct block_##type));                   \
-                _mm256_storeu_si256((__m256i *)rows[r], wb.q);                                     \
-                d[r] = wb.d, bias[r] = wb.bias;                                                    \
-            }                                                                                      \
-            uint32_t *q = (uint32_t *)out;                                                         \
-            for (int k = 0; k < 8; k++)                                                            \
-                for (int r = 0; r < 16; r++)                                                       \
-                    q[k * 16 + r] = rows[r][k];                                                    \
-            if (wt.sign)                                                                           \
-                store_corrections(out);                                                            \
-        }                                                                                          \
-    }                                                                                              \
+    B32_DEFINE_ROWS(type, wt)                                                                      \
     static void tile16_##type(int64_t n, const void *packed, int nr, const uint8_t *x,             \
                               size_t x_stride, int nc, float *y, size_t y_stride) {                \
-        rows16(&scratch_layout, wt, n, packed, nr, x, x_stride, nc, y, y_stride);                  \
+        rows16(&scratch_layout, &wt_##type, n, packed, nr, x, x_stride, nc, y, y_stride);          \
     }
 
 DEFINE_PACKED(q4_0, WTYPE_Q4)
@@ -385,10 +345,10 @@ DEFINE_PACKED(iq4_nl, WTYPE_SIGNED)
 
 /* q4_0 and q8_0 in the load-time layout: single tokens straight from it, batches through the
  * scratch layout it unpacks to. */
-#define DEFINE_GROUP(type, layout, wt)                                                             \
+#define DEFINE_GROUP(type, layout)                                                                 \
     static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
                               int nc, float *y, size_t y_stride) {                                 \
-        rows16(&layout, wt, n, group, 16, x, x_stride, nc, y, y_stride);                           \
+        rows16(&layout, &wt_##type, n, group, 16, x, x_stride, nc, y, y_stride);                   \
     }                                                                                              \
     static void unpack16_##type(int64_t n, const void *group, void *dst) {                         \
         const uint8_t *blk = group;                                                                \
@@ -403,13 +363,12 @@ DEFINE_PACKED(iq4_nl, WTYPE_SIGNED)
                 _mm256_storeu_ps((float *)(out + 512) + 8 * half, d);                              \
                 _mm256_storeu_ps((float *)(out + 576) + 8 * half, bias);                           \
             }                                                                                      \
-            if (wt.sign)                                                                           \
-                store_corrections(out);                                                            \
+            b32_repacked(&wt_##type, out);                                                         \
         }                                                                                          \
     }
 
-DEFINE_GROUP(q4_0, g4_layout, WTYPE_Q4)
-DEFINE_GROUP(q8_0, g8_layout, WTYPE_SIGNED)
+DEFINE_GROUP(q4_0, g4_layout)
+DEFINE_GROUP(q8_0, g8_layout)
 
 /* The kernels of this level's table (qkernels.c); q4_1 and q5_1 meet activations as ggml's q8_1
  * (their min term reads its f16 sum). */

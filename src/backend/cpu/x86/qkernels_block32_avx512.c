@@ -12,7 +12,7 @@
 #include "quant/blocks.h"
 #include "quant/iq_tables.h"
 
-enum { NR = 4, NC = 4 }; /* tile: weight rows x tokens */
+enum { NR = 4, NC = 4 }; /* row tile: weight rows x tokens */
 
 /* A weight block as the tile loop needs it: 32 unsigned bytes, the scale, and the bias that
  * multiplies the activation sum (-offset * d, or the block's min). */
@@ -76,85 +76,57 @@ static inline struct wblock unpack_q4_0(const uint8_t *p) {
     return (struct wblock){nibbles(b->qs), d, -8.0f * d};
 }
 
-/* The tile loop for one 32-block type: nr x nc dot products of n elements. Written once and
- * instantiated per type so that unpack inlines. */
-static inline __attribute__((always_inline)) void tile32(struct wblock (*unpack)(const uint8_t *),
-                                                         size_t block_bytes, int64_t n,
-                                                         const uint8_t *w, size_t w_stride, int nr,
-                                                         const uint8_t *x, size_t x_stride, int nc,
-                                                         float *y, size_t y_stride) {
-    __m256 acc[NR][NC];
-    float corr[NR][NC];
-    for (int r = 0; r < NR; r++)
-        for (int c = 0; c < NC; c++)
-            acc[r][c] = _mm256_setzero_ps(), corr[r][c] = 0.0f;
-    for (int64_t b = 0; b < n / 32; b++) {
-        struct wblock wb[NR];
-        for (int r = 0; r < nr; r++)
-            wb[r] = unpack(w + (size_t)r * w_stride + (size_t)b * block_bytes);
-        for (int c = 0; c < nc; c++) {
-            const struct xq8_32 *xb = (const struct xq8_32 *)(x + (size_t)c * x_stride) + b;
-            __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
-            for (int r = 0; r < nr; r++) {
-                __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wb[r].u, xv);
-                __m256 scale = _mm256_set1_ps(wb[r].d * xb->d);
-                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][c]);
-                corr[r][c] += wb[r].bias * xb->s;
-            }
-        }
-    }
-    for (int c = 0; c < nc; c++)
-        for (int r = 0; r < nr; r++)
-            y[(size_t)c * y_stride + (size_t)r] = hsum(acc[r][c]) + corr[r][c];
+/* ---- the row tile and the batch repack (qkernels_block32_drivers.h) -------------------------
+ * Each row's block as 32 unsigned bytes, one VPDPBUSD against a token's 32 activation bytes. The
+ * batch scratch layout, per block of 16 rows: the unsigned bytes chunk-major (4 elements of row 0,
+ * of row 1, ... row 15, then the next 4 elements), then the 16 scales and 16 biases as floats.
+ * One VPDPBUSD then advances 16 rows by 4 elements with a broadcast of 4 activation bytes, and
+ * the scales apply to all 16 rows in one multiply-add. */
+struct wtype {
+    struct wblock (*unpack)(const uint8_t *);
+    size_t block_bytes;
+};
+enum { B32_FULL_TILE = 1, PACK_BLOCK = 16 * 32 + 16 * 8, B32_PAIR_MAJOR = 0 };
+#define B32_ACC __m256
+#define B32_X   __m256i
+#define B32_I   __m256i
+static inline __attribute__((always_inline)) __m256 b32_zero(void) {
+    return _mm256_setzero_ps();
+}
+static inline __attribute__((always_inline)) __m256i b32_x(const struct xq8_32 *xb) {
+    return _mm256_loadu_si256((const __m256i *)xb->q);
+}
+static inline __attribute__((always_inline)) __m256i b32_dot(const struct wtype *t,
+                                                             const struct wblock *wb, __m256i x) {
+    (void)t;
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), wb->u, x);
+}
+static inline __attribute__((always_inline)) __m256 b32_fma(__m256 acc, __m256i dot, float scale) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(scale), acc);
+}
+static inline __attribute__((always_inline)) float b32_sum(__m256 acc) {
+    return hsum(acc);
+}
+static inline __attribute__((always_inline)) void b32_store_levels(uint8_t row[32],
+                                                                   const struct wblock *wb) {
+    _mm256_storeu_si256((__m256i *)row, wb->u);
+}
+static inline __attribute__((always_inline)) void b32_repacked(const struct wtype *t,
+                                                               uint8_t *out) {
+    (void)t, (void)out;
 }
 
-/* The shapes that matter get constant bounds, so the accumulators live in registers: full
- * tiles for one token (decoding) and for four; the edges take the general loop. */
-#define DEFINE_TILE_32(name, block_bytes, unpack)                                                  \
-    static void name(int64_t n, const uint8_t *w, size_t w_stride, int nr, const uint8_t *x,       \
-                     size_t x_stride, int nc, float *y, size_t y_stride) {                         \
-        if (nc == 1) /* one token: each row streams alone, which memory serves fastest */          \
-            for (int r = 0; r < nr; r++)                                                           \
-                tile32(unpack, block_bytes, n, w + (size_t)r * w_stride, w_stride, 1, x, x_stride, \
-                       1, y + r, y_stride);                                                        \
-        else if (nr == NR && nc == NC)                                                             \
-            tile32(unpack, block_bytes, n, w, w_stride, NR, x, x_stride, NC, y, y_stride);         \
-        else                                                                                       \
-            tile32(unpack, block_bytes, n, w, w_stride, nr, x, x_stride, nc, y, y_stride);         \
-    }
+#include "backend/cpu/qkernels_block32_drivers.h"
 
-/* The batch path. 16 rows of a 32-block type repacked per block as: the unsigned bytes
- * chunk-major (4 elements of row 0, of row 1, ... row 15, then the next 4 elements), then the
- * 16 scales and 16 biases as floats. One VPDPBUSD then advances 16 rows by 4 elements with a
- * broadcast of 4 activation bytes, and the scales apply to all 16 rows in one multiply-add. */
-enum { PACK_BLOCK = 16 * 32 + 16 * 8 };
+/* Each type's struct wtype, row tile and repack. */
+B32_DEFINE_ROWS(q4_0, )
+B32_DEFINE_ROWS(q8_0, )
+B32_DEFINE_ROWS(q4_1, )
+B32_DEFINE_ROWS(q5_0, )
+B32_DEFINE_ROWS(q5_1, )
+B32_DEFINE_ROWS(iq4_nl, )
 
-#define DEFINE_REPACK_32(name, block_bytes, unpack)                                                \
-    static void name(int64_t n, const uint8_t *w, size_t w_stride, int nr, void *dst) {            \
-        uint8_t *out = dst;                                                                        \
-        for (int64_t b = 0; b < n / 32; b++, out += PACK_BLOCK) {                                  \
-            uint32_t rows[16][8];                                                                  \
-            float *d = (float *)(out + 512), *bias = d + 16;                                       \
-            for (int r = 0; r < 16; r++) {                                                         \
-                struct wblock wb = {_mm256_setzero_si256(), 0.0f, 0.0f};                           \
-                if (r < nr)                                                                        \
-                    wb = unpack(w + (size_t)r * w_stride + (size_t)b * (block_bytes));             \
-                _mm256_storeu_si256((__m256i *)rows[r], wb.u);                                     \
-                d[r] = wb.d, bias[r] = wb.bias;                                                    \
-            }                                                                                      \
-            uint32_t *q = (uint32_t *)out;                                                         \
-            for (int k = 0; k < 8; k++)                                                            \
-                for (int r = 0; r < 16; r++)                                                       \
-                    q[k * 16 + r] = rows[r][k];                                                    \
-        }                                                                                          \
-    }
-
-DEFINE_REPACK_32(repack_q4_0, sizeof(struct block_q4_0), unpack_q4_0)
-DEFINE_REPACK_32(repack_q8_0, sizeof(struct block_q8_0), unpack_q8_0)
-DEFINE_REPACK_32(repack_q4_1, sizeof(struct block_q4_1), unpack_q4_1)
-DEFINE_REPACK_32(repack_q5_0, sizeof(struct block_q5_0), unpack_q5_0)
-DEFINE_REPACK_32(repack_q5_1, sizeof(struct block_q5_1), unpack_q5_1)
-DEFINE_REPACK_32(repack_iq4_nl, sizeof(struct block_iq4_nl), unpack_iq4_nl)
+/* ---- the batch tile over the scratch layout ---------------------------------------------- */
 
 enum { PACK_NC = 4 };
 
@@ -198,13 +170,6 @@ static void tile16_32(int64_t n, const void *packed, int nr, const uint8_t *x, s
     else
         tile16_impl(n, packed, nr, x, x_stride, nc, y, y_stride);
 }
-
-DEFINE_TILE_32(tile_q4_0, sizeof(struct block_q4_0), unpack_q4_0)
-DEFINE_TILE_32(tile_q8_0, sizeof(struct block_q8_0), unpack_q8_0)
-DEFINE_TILE_32(tile_q4_1, sizeof(struct block_q4_1), unpack_q4_1)
-DEFINE_TILE_32(tile_q5_0, sizeof(struct block_q5_0), unpack_q5_0)
-DEFINE_TILE_32(tile_q5_1, sizeof(struct block_q5_1), unpack_q5_1)
-DEFINE_TILE_32(tile_iq4_nl, sizeof(struct block_iq4_nl), unpack_iq4_nl)
 
 /* ---- the load-time layout of q4_0 and q8_0 (qpack16.c): a single token costs one VPDPBUSD
  * per chunk for 16 rows and one multiply-add per block. ---- */

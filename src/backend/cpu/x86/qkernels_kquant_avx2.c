@@ -206,104 +206,85 @@ static inline void chunk_scales(__m128i sc, __m256i s[8]) {
 
 enum { NR = 4, NC = 4 };
 
-/* One row x nc tokens (a constant in every instantiation): each super-block is decoded once,
- * then every chunk of 32 levels and its scales meet each token while they sit in registers.
- * Rows go one at a time even in generation: a single sequential stream of weights measured
- * about 3x faster from memory than four rows interleaved (AMD EPYC). The pair sums of VPMADDUBSW
- * stay below 2^15: 2 * 63 * 127 for the k-quants, 2 * 127 * 127 for iq4_xs' |q| times x with q's
- * sign. */
-static inline __attribute__((always_inline)) void row_tokens(const struct ktype *t, int64_t n,
-                                                             const uint8_t *w, const uint8_t *x,
-                                                             size_t x_stride, int nc, float *y,
-                                                             size_t y_stride) {
-    __m256 acc[NC];
+/* The row tile's hooks (qkernels_kquant_drivers.h). A block meets the tokens chunk by chunk: each
+ * chunk of 32 levels and its scales meet every token while they sit in registers. The pair sums
+ * of VPMADDUBSW stay below 2^15: 2 * 63 * 127 for the k-quants, 2 * 127 * 127 for iq4_xs' |q|
+ * times x with q's sign. */
+struct kq_acc {
+    __m256 v[NC];
+};
+static inline __attribute__((always_inline)) struct kq_acc kq_acc_zero(int nc) {
+    struct kq_acc a;
     for (int c = 0; c < nc; c++)
-        acc[c] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK_SUPER; b++) {
-        struct kdec k = t->decode(w + (size_t)b * t->block_bytes);
-        __m256i s[8];
-        chunk_scales(k.sc, s);
-        const struct block_q8_K *xb[NC];
-        __m256i dot[NC];
-        for (int c = 0; c < nc; c++) {
-            xb[c] = (const struct block_q8_K *)(x + c * x_stride) + b;
-            __m256i bs = _mm256_madd_epi16(k.bias, load256(xb[c]->bsums));
-            dot[c] = t->fold ? bs : _mm256_setzero_si256();
-            if (!t->fold)
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bs), _mm256_set1_ps(k.db * xb[c]->d),
-                                         acc[c]);
-        }
-        for (int i = 0; i < 8; i++) {
-            __m256i q = t->sign ? _mm256_sign_epi8(k.q[i], k.q[i]) : k.q[i];
-            for (int c = 0; c < nc; c++) {
-                __m256i xv = load256(xb[c]->qs + 32 * i);
-                xv = t->sign ? _mm256_sign_epi8(xv, k.q[i]) : xv;
-                dot[c] =
-                    _mm256_add_epi32(dot[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), s[i]));
-            }
-        }
-        for (int c = 0; c < nc; c++)
-            acc[c] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[c]), _mm256_set1_ps(k.d * xb[c]->d), acc[c]);
-    }
-    for (int c = 0; c < nc; c++)
-        y[(size_t)c * y_stride] = hsum(acc[c]);
+        a.v[c] = _mm256_setzero_ps();
+    return a;
 }
-
-#define ROWS_CASE(nc_)                                                                             \
-    case nc_:                                                                                      \
-        for (int r = 0; r < nr; r++)                                                               \
-            row_tokens(t, n, w + (size_t)r * w_stride, x, x_stride, nc_, y + r, y_stride);         \
-        break;
-
-static inline __attribute__((always_inline)) void tile_k(const struct ktype *t, int64_t n,
-                                                         const uint8_t *w, size_t w_stride, int nr,
-                                                         const uint8_t *x, size_t x_stride, int nc,
-                                                         float *y, size_t y_stride) {
-    switch (nc) {
-        ROWS_CASE(1)
-        ROWS_CASE(2)
-        ROWS_CASE(3)
-        ROWS_CASE(4)
+static inline __attribute__((always_inline)) struct kq_acc
+kq_block_tokens(const struct ktype *t, const struct kdec *k, const uint8_t *x, size_t x_stride,
+                int64_t b, int nc, struct kq_acc acc) {
+    __m256i s[8];
+    chunk_scales(k->sc, s);
+    const struct block_q8_K *xb[NC];
+    __m256i dot[NC];
+    for (int c = 0; c < nc; c++) {
+        xb[c] = (const struct block_q8_K *)(x + c * x_stride) + b;
+        __m256i bs = _mm256_madd_epi16(k->bias, load256(xb[c]->bsums));
+        dot[c] = t->fold ? bs : _mm256_setzero_si256();
+        if (!t->fold)
+            acc.v[c] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(bs), _mm256_set1_ps(k->db * xb[c]->d), acc.v[c]);
     }
+    for (int i = 0; i < 8; i++) {
+        __m256i q = t->sign ? _mm256_sign_epi8(k->q[i], k->q[i]) : k->q[i];
+        for (int c = 0; c < nc; c++) {
+            __m256i xv = load256(xb[c]->qs + 32 * i);
+            xv = t->sign ? _mm256_sign_epi8(xv, k->q[i]) : xv;
+            dot[c] = _mm256_add_epi32(dot[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), s[i]));
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        acc.v[c] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[c]), _mm256_set1_ps(k->d * xb[c]->d), acc.v[c]);
+    return acc;
+}
+static inline __attribute__((always_inline)) float kq_acc_sum(const struct kq_acc *acc, int c) {
+    return hsum(acc->v[c]);
 }
 
 /* ---- batches: 16 rows repacked per super-block, 8 at a time in a register ---------------
  * The layout of qmatmul.h's KP_ constants (shared with qkernels_kquant_avx512.c): the levels
  * chunk-major, so one broadcast of 4 activation bytes meets 8 rows in one product; the bias
  * multipliers as int16 pairs for VPMADDWD against pairs of activation sums. */
-enum { PACK_NC = 4 };
+enum { PACK_NC = 4, KQ_PACK_BLOCK = KP_BLOCK };
 _Static_assert(KP_BLOCK <= PACK16_BYTES(QK_SUPER) - 64, "pack size");
 
-static inline __attribute__((always_inline)) void repack_rows(const struct ktype *t, int64_t n,
-                                                              const uint8_t *w, size_t w_stride,
-                                                              int nr, void *dst) {
-    uint8_t *out = dst;
-    for (int64_t b = 0; b < n / QK_SUPER; b++, out += KP_BLOCK) {
-        uint8_t levels[16][QK_SUPER];
-        int8_t sc[16][16];
-        int16_t bias[16][16];
-        float *d = (float *)(out + KP_D), *db = (float *)(out + KP_DB);
+/* The repack's hooks: the 16 rows' decoded blocks gathered, then spread chunk-major. */
+struct kq_repack {
+    uint8_t levels[16][QK_SUPER];
+    int8_t sc[16][16];
+    int16_t bias[16][16];
+};
+static inline __attribute__((always_inline)) void kq_repack_row(const struct ktype *t,
+                                                                struct kq_repack *rp,
+                                                                const struct kdec *k, int r,
+                                                                uint8_t *out) {
+    (void)t;
+    for (int i = 0; i < 8; i++)
+        _mm256_storeu_si256((__m256i *)(rp->levels[r] + 32 * i), k->q[i]);
+    _mm_storeu_si128((__m128i *)rp->sc[r], k->sc);
+    _mm256_storeu_si256((__m256i *)rp->bias[r], k->bias);
+    ((float *)(out + KP_D))[r] = k->d, ((float *)(out + KP_DB))[r] = k->db;
+}
+static inline __attribute__((always_inline)) void kq_repack_block(const struct kq_repack *rp,
+                                                                  uint8_t *out) {
+    for (int c = 0; c < QK_SUPER / 4; c++)
+        for (int r = 0; r < 16; r++)
+            memcpy(out + 64 * c + 4 * r, rp->levels[r] + 4 * c, 4);
+    for (int g = 0; g < 16; g++)
         for (int r = 0; r < 16; r++) {
-            struct kdec k; /* rows past nr: zero */
-            memset(&k, 0, sizeof k);
-            if (r < nr)
-                k = t->decode(w + (size_t)r * w_stride + (size_t)b * t->block_bytes);
-            for (int i = 0; i < 8; i++)
-                _mm256_storeu_si256((__m256i *)(levels[r] + 32 * i), k.q[i]);
-            _mm_storeu_si128((__m128i *)sc[r], k.sc);
-            _mm256_storeu_si256((__m256i *)bias[r], k.bias);
-            d[r] = k.d, db[r] = k.db;
+            out[KP_SC + 16 * g + r] = (uint8_t)rp->sc[r][g];
+            memcpy(out + KP_BIAS + 64 * (g / 2) + 4 * r + 2 * (g % 2), &rp->bias[r][g], 2);
         }
-        for (int c = 0; c < QK_SUPER / 4; c++)
-            for (int r = 0; r < 16; r++)
-                memcpy(out + 64 * c + 4 * r, levels[r] + 4 * c, 4);
-        for (int g = 0; g < 16; g++)
-            for (int r = 0; r < 16; r++) {
-                out[KP_SC + 16 * g + r] = (uint8_t)sc[r][g];
-                memcpy(out + KP_BIAS + 64 * (g / 2) + 4 * r + 2 * (g % 2), &bias[r][g], 2);
-            }
-    }
 }
 
 static inline int32_t load32(const void *p) {
@@ -385,18 +366,6 @@ static inline __attribute__((always_inline)) void rows8(const struct ktype *t, i
             _mm256_storeu_ps(yc, acc[c]);
         else
             _mm256_maskstore_ps(yc, mask, acc[c]);
-    }
-}
-
-static inline __attribute__((always_inline)) void tile16_k(const struct ktype *t, int64_t n,
-                                                           const void *packed, int nr,
-                                                           const uint8_t *x, size_t x_stride,
-                                                           int nc, float *y, size_t y_stride) {
-    for (int half = 0; half < 2 && 8 * half < nr; half++) {
-        if (nc == PACK_NC)
-            rows8(t, n, packed, half, nr, x, x_stride, PACK_NC, y, y_stride);
-        else
-            rows8(t, n, packed, half, nr, x, x_stride, nc, y, y_stride);
     }
 }
 
@@ -541,24 +510,6 @@ static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const 
             _mm256_storeu_ps(y + (size_t)c * y_stride + 8 * h, acc[h][c]);
 }
 
-/* One instantiation per token count, so each loop over tokens unrolls. */
-#define GEMV_BY_NC(type)                                                                           \
-    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
-                              int nc, float *y, size_t y_stride) {                                 \
-        if (nc == 1)                                                                               \
-            gemv_##type##_nc(n, group, x, x_stride, 1, y, y_stride);                               \
-        else if (nc == 2)                                                                          \
-            gemv_##type##_nc(n, group, x, x_stride, 2, y, y_stride);                               \
-        else if (nc == 3)                                                                          \
-            gemv_##type##_nc(n, group, x, x_stride, 3, y, y_stride);                               \
-        else                                                                                       \
-            for (int c = 0; c < nc; c += 2)                                                        \
-                gemv_##type##_nc(n, group, x + (size_t)c * x_stride, x_stride, nc - c < 2 ? 1 : 2, \
-                                 y + (size_t)c * y_stride, y_stride);                              \
-    }
-GEMV_BY_NC(q4_K)
-GEMV_BY_NC(q6_K)
-
 /* ---- activations: ggml's q8_K ---------------------------------------------------------------- */
 
 /* ggml's quantize_row_q8_K vectorized, byte for byte: the scale comes from the first element
@@ -613,6 +564,12 @@ static void xq8_K_quantize_avx2(const float *x, void *xq, int64_t n) {
 }
 
 /* ---- the kernels ----------------------------------------------------------------------------- */
+
+#include "backend/cpu/qkernels_kquant_drivers.h"
+
+KQ_TILE16_BY_HALVES()
+KQ_GEMV_BY_NC(q4_K)
+KQ_GEMV_BY_NC(q6_K)
 
 /* The kernels of this level's table (qkernels.c): each type's struct ktype, then its kernel. */
 #define DEFINE_KQUANT(type, fold, sign, group, depth, ...)                                         \

@@ -239,59 +239,45 @@ static inline __m512i dot_super(const struct kdec *k, const __m512i s[4], int wo
     return acc;
 }
 
-/* Rows one at a time (all operands of a super-block stay in registers), nc tokens each; nc is
- * a constant in every instantiation so the token loops unroll. */
-static inline __attribute__((always_inline)) void
-gemv_rows(const struct ktype *t, int64_t n, const uint8_t *w, size_t w_stride, int nr,
-          const uint8_t *x, size_t x_stride, int nc, float *y, size_t y_stride) {
-    for (int r = 0; r < nr; r++, w += w_stride) {
-        __m512 acc[4];
-        __m256 bacc[4];
-        for (int c = 0; c < nc; c++)
-            acc[c] = _mm512_setzero_ps(), bacc[c] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < n / QK_SUPER; b++) {
-            struct kdec k = t->decode(w + (size_t)b * t->block_bytes);
-            __m512i s[4];
-            group_scales(&k, t->words, s);
-            for (int c = 0; c < nc; c++) {
-                const struct block_q8_K *xb = (const struct block_q8_K *)(x + c * x_stride) + b;
-                __m512i dot = dot_super(&k, s, t->words, xb->qs);
-                __m256i bs =
-                    _mm256_madd_epi16(k.bias, _mm256_loadu_si256((const __m256i *)xb->bsums));
-                if (t->fold)
-                    dot = _mm512_add_epi32(dot, _mm512_zextsi256_si512(bs));
-                else
-                    bacc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bs), _mm256_set1_ps(k.db * xb->d),
-                                              bacc[c]);
-                acc[c] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(k.d * xb->d), acc[c]);
-            }
-        }
-        for (int c = 0; c < nc; c++) {
-            __m256 s = _mm256_add_ps(bacc[c], _mm512_castps512_ps256(acc[c]));
-            s = _mm256_add_ps(s, _mm512_extractf32x8_ps(acc[c], 1));
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-            y[(size_t)c * y_stride + (size_t)r] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-        }
-    }
+enum { NR = 4, NC = 4 };
+
+/* The row tile's hooks (qkernels_kquant_drivers.h): per token, the block's integer dot in 16
+ * lanes and, for min types, the bias sum in its own 8 float lanes, added only at the end. */
+struct kq_acc {
+    __m512 dot[NC];
+    __m256 bias[NC];
+};
+static inline __attribute__((always_inline)) struct kq_acc kq_acc_zero(int nc) {
+    struct kq_acc a;
+    for (int c = 0; c < nc; c++)
+        a.dot[c] = _mm512_setzero_ps(), a.bias[c] = _mm256_setzero_ps();
+    return a;
 }
-
-#define GEMV_CASE(nc_)                                                                             \
-    case nc_: gemv_rows(t, n, w, w_stride, nr, x, x_stride, nc_, y, y_stride); break;
-
-static inline __attribute__((always_inline)) void tile_k(const struct ktype *t, int64_t n,
-                                                         const uint8_t *w, size_t w_stride, int nr,
-                                                         const uint8_t *x, size_t x_stride, int nc,
-                                                         float *y, size_t y_stride) {
-    for (; nc > 0; nc -= 4, x += 4 * x_stride, y += 4 * y_stride) {
-        switch (nc) {
-            GEMV_CASE(1)
-            GEMV_CASE(2)
-            GEMV_CASE(3)
-        default: gemv_rows(t, n, w, w_stride, nr, x, x_stride, 4, y, y_stride);
-        }
+static inline __attribute__((always_inline)) struct kq_acc
+kq_block_tokens(const struct ktype *t, const struct kdec *k, const uint8_t *x, size_t x_stride,
+                int64_t b, int nc, struct kq_acc acc) {
+    __m512i s[4];
+    group_scales(k, t->words, s);
+    for (int c = 0; c < nc; c++) {
+        const struct block_q8_K *xb = (const struct block_q8_K *)(x + c * x_stride) + b;
+        __m512i dot = dot_super(k, s, t->words, xb->qs);
+        __m256i bs = _mm256_madd_epi16(k->bias, _mm256_loadu_si256((const __m256i *)xb->bsums));
+        if (t->fold)
+            dot = _mm512_add_epi32(dot, _mm512_zextsi256_si512(bs));
+        else
+            acc.bias[c] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(bs), _mm256_set1_ps(k->db * xb->d), acc.bias[c]);
+        acc.dot[c] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(k->d * xb->d), acc.dot[c]);
     }
+    return acc;
+}
+static inline __attribute__((always_inline)) float kq_acc_sum(const struct kq_acc *acc, int c) {
+    __m256 s = _mm256_add_ps(acc->bias[c], _mm512_castps512_ps256(acc->dot[c]));
+    s = _mm256_add_ps(s, _mm512_extractf32x8_ps(acc->dot[c], 1));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
 /* ---- batches: 16 rows repacked per super-block --------------------------------------------- */
@@ -329,37 +315,36 @@ static inline void transpose16(__m512i r[16]) {
     }
 }
 
-static inline __attribute__((always_inline)) void repack_rows(const struct ktype *t, int64_t n,
-                                                              const uint8_t *w, size_t w_stride,
-                                                              int nr, void *dst) {
-    uint8_t *out = dst;
-    for (int64_t b = 0; b < n / QK_SUPER; b++, out += KP_BLOCK) {
-        /* per row: 64 dwords of levels, 16 scales and 8 bias pairs as dwords, then transposed */
-        __m512i lv[4][16], sc[16], bias[16];
-        float *d = (float *)(out + KP_D), *db = (float *)(out + KP_DB);
-        for (int r = 0; r < 16; r++) {
-            struct kdec k; /* rows past nr: zero */
-            memset(&k, 0, sizeof k);
-            if (r < nr)
-                k = t->decode(w + (size_t)r * w_stride + (size_t)b * t->block_bytes);
-            for (int z = 0; z < 4; z++)
-                lv[z][r] = k.q[z];
-            sc[r] = _mm512_cvtepi8_epi32(k.sc);
-            bias[r] = _mm512_zextsi256_si512(k.bias);
-            d[r] = k.d, db[r] = k.db;
-        }
-        for (int z = 0; z < 4; z++) {
-            transpose16(lv[z]);
-            for (int c = 0; c < 16; c++)
-                _mm512_storeu_si512(out + 64 * (16 * z + c), lv[z][c]);
-        }
-        transpose16(sc);
-        transpose16(bias);
-        for (int g = 0; g < 16; g++)
-            _mm_storeu_si128((__m128i *)(out + KP_SC + 16 * g), _mm512_cvtepi32_epi8(sc[g]));
-        for (int g = 0; g < 8; g++)
-            _mm512_storeu_si512(out + KP_BIAS + 64 * g, bias[g]);
+/* The repack's hooks: per row 64 dwords of levels, 16 scales and 8 bias pairs as dwords, then
+ * transposed 16 rows at a time. */
+enum { KQ_PACK_BLOCK = KP_BLOCK };
+struct kq_repack {
+    __m512i lv[4][16], sc[16], bias[16];
+};
+static inline __attribute__((always_inline)) void kq_repack_row(const struct ktype *t,
+                                                                struct kq_repack *rp,
+                                                                const struct kdec *k, int r,
+                                                                uint8_t *out) {
+    (void)t;
+    for (int z = 0; z < 4; z++)
+        rp->lv[z][r] = k->q[z];
+    rp->sc[r] = _mm512_cvtepi8_epi32(k->sc);
+    rp->bias[r] = _mm512_zextsi256_si512(k->bias);
+    ((float *)(out + KP_D))[r] = k->d, ((float *)(out + KP_DB))[r] = k->db;
+}
+static inline __attribute__((always_inline)) void kq_repack_block(struct kq_repack *rp,
+                                                                  uint8_t *out) {
+    for (int z = 0; z < 4; z++) {
+        transpose16(rp->lv[z]);
+        for (int c = 0; c < 16; c++)
+            _mm512_storeu_si512(out + 64 * (16 * z + c), rp->lv[z][c]);
     }
+    transpose16(rp->sc);
+    transpose16(rp->bias);
+    for (int g = 0; g < 16; g++)
+        _mm_storeu_si128((__m128i *)(out + KP_SC + 16 * g), _mm512_cvtepi32_epi8(rp->sc[g]));
+    for (int g = 0; g < 8; g++)
+        _mm512_storeu_si512(out + KP_BIAS + 64 * g, rp->bias[g]);
 }
 
 static inline int32_t load32(const void *p) {
@@ -562,24 +547,6 @@ static inline __attribute__((always_inline)) void gemv_q6_K_nc(int64_t n, const 
         _mm512_storeu_ps(y + (size_t)c * y_stride, acc[c]);
 }
 
-/* One instantiation per token count up to GEMV_NC, so each loop over tokens unrolls. */
-#define GEMV_BY_NC(type)                                                                           \
-    static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
-                              int nc, float *y, size_t y_stride) {                                 \
-        for (int c = 0; c < nc; c += GEMV_NC) {                                                    \
-            const uint8_t *xc = x + (size_t)c * x_stride;                                          \
-            float *yc = y + (size_t)c * y_stride;                                                  \
-            switch (nc - c) {                                                                      \
-            case 1: gemv_##type##_nc(n, group, xc, x_stride, 1, yc, y_stride); break;              \
-            case 2: gemv_##type##_nc(n, group, xc, x_stride, 2, yc, y_stride); break;              \
-            case 3: gemv_##type##_nc(n, group, xc, x_stride, 3, yc, y_stride); break;              \
-            default: gemv_##type##_nc(n, group, xc, x_stride, 4, yc, y_stride);                    \
-            }                                                                                      \
-        }                                                                                          \
-    }
-GEMV_BY_NC(q4_K)
-GEMV_BY_NC(q6_K)
-
 /* ---- activations: ggml's q8_K ---------------------------------------------------------------- */
 
 /* ggml's quantize_row_q8_K vectorized, byte for byte: the scale comes from the first element
@@ -633,7 +600,10 @@ static void xq8_K_quantize_avx512(const float *x, void *xq, int64_t n) {
 
 /* ---- the kernels ----------------------------------------------------------------------------- */
 
-enum { NR = 4, NC = 4 };
+#include "backend/cpu/qkernels_kquant_drivers.h"
+
+KQ_GEMV_BY_NC(q4_K)
+KQ_GEMV_BY_NC(q6_K)
 
 /* The kernels of the AVX-512 table (qkernels.c): each type's struct ktype, then its kernel. */
 #define DEFINE_KQUANT(type, words, group, fold, ...)                                               \
