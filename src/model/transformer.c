@@ -103,7 +103,8 @@ static enum ox_status output_rows(struct ox_context *ctx, struct stage *s, int r
 }
 
 /* The batch's tokens, positions, sequences and cells, and the cache's cell positions and
- * sequence masks, into the stage's copies (the same arrays on the CPU: nothing moves). */
+ * sequence masks, into the stage's copies (the same arrays on the CPU: nothing moves); for a
+ * device, each sequence's span of cells too, which its decode attention keeps to. */
 static void upload_batch(struct ox_context *ctx, struct stage *s, const struct batch_view *batch) {
     struct backend *b = &s->be;
     struct activations *a = &s->act;
