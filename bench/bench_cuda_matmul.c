@@ -2,7 +2,11 @@
  * batch size: microseconds per call, and for one token the weight bytes read per second beside
  * a device-to-device copy (the ceiling). Random weight bytes (timing does not depend on them).
  *
- *   bench_cuda_matmul [TYPE ...]   (default: q4_0 q8_0 q4_K q6_K f16)
+ *   bench_cuda_matmul [--1b] [-n LIST] [TYPE ...]   (default: q4_0 q8_0 q4_K q6_K f16)
+ *
+ * --1b: Llama-3.2-1B's shapes instead; -n: the batch sizes, 1 to 512 (default 1,2,8,32,64,512).
+ * OX_CUDA_MMQ_MAX_N=0 in the environment times the dequantize + cuBLAS path where the int8
+ * tensor-core matmul would take the batch.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -52,10 +56,32 @@ static double time_matmul(const struct mat *m, const float *x, float *y, int n, 
 
 int main(int argc, char **argv) {
     const char *def[] = {"q4_0", "q8_0", "q4_K", "q6_K", "f16"};
-    const char **types = argc > 1 ? (const char **)argv + 1 : def;
-    int n_types = argc > 1 ? argc - 1 : 5;
-    const int shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
-    const int batches[] = {1, 2, 8, 32, 64, 512};
+    const char *types[64];
+    int n_types = 0;
+    int shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
+    const int shapes_1b[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}};
+    int batches[16] = {1, 2, 8, 32, 64, 512}, n_batches = 6;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--1b")) {
+            memcpy(shapes, shapes_1b, sizeof shapes);
+        } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            n_batches = 0;
+            for (char *p = argv[++i]; *p;) {
+                long v = strtol(p, &p, 10);
+                if (v < 1 || v > 512 || n_batches == 16 || (*p && *p != ',')) {
+                    fprintf(stderr, "bench_cuda_matmul: -n takes up to 16 sizes, 1 to 512\n");
+                    return 1;
+                }
+                batches[n_batches++] = (int)v;
+                p += *p == ',';
+            }
+        } else if (n_types < 64) {
+            types[n_types++] = argv[i];
+        }
+    }
+    if (!n_types)
+        for (; n_types < 5; n_types++)
+            types[n_types] = def[n_types];
     /* sized as for an 8B model: its kernels launch early, with room to dequantize */
     struct backend_weights w8b = {.bytes = (uint64_t)8 << 30, .converts = true};
     struct backend_sizes sizes = {
@@ -101,7 +127,7 @@ int main(int argc, char **argv) {
                                ox_dtype_type_size((enum ox_dtype)type);
             void *w = device_random(row_bytes * rows, 4 + si);
             struct mat m = {(enum ox_dtype)type, w, rows, cols, row_bytes, NULL};
-            for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+            for (int bi = 0; bi < n_batches; bi++) {
                 int n = batches[bi];
                 double s = time_matmul(&m, x, y, n, n >= 512 ? 5 : 50);
                 double gbs = (double)(row_bytes * rows) / s / 1e9;

@@ -81,6 +81,13 @@ static void test_matmul_type(enum ox_dtype type) {
     static const int tail[] = {20, 0}; /* 7 groups of 32: a last stage of 3 */
     if (ox_dtype_block_size(type) == 32)
         test_matmul_shape(type, 45, 224, tail);
+    /* 8M weights or more and past 64 tokens: the int8 matmul's 128 x 128 tiles (16 warps),
+     * rows and tokens both ending inside a tile; a few types of each way of scaling */
+    static const int big[] = {72, 0};
+    if (type == OX_DTYPE_Q4_0 || type == OX_DTYPE_Q4_1 || type == OX_DTYPE_Q8_0 ||
+        type == OX_DTYPE_Q2_K || type == OX_DTYPE_Q4_K || type == OX_DTYPE_Q6_K ||
+        type == OX_DTYPE_IQ4_XS)
+        test_matmul_shape(type, 4100, 2048, big);
 }
 
 static void test_matmul(void) {

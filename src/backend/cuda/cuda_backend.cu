@@ -191,7 +191,7 @@ static void cu_release_weight(const void *dev) {
  * integer GEMV's successor launch as the GEMV starts rather than after its dot products. */
 struct cuda_sizes {
     uint32_t n_batch;     /* rows of a batch */
-    int64_t max_cols;     /* the widest row a matmul of up to CUDA_MMQ_MAX_N rows may see */
+    int64_t max_cols;     /* the widest row a matmul may see */
     int64_t batch_cols;   /* the widest of a batch of n_batch rows (n x cols <= n_batch x this) */
     size_t dequant_bytes; /* room for weights dequantized for cuBLAS: 0 when every matrix is
                              read as it is, else batch_cols x 2048 (1024 rows) */
@@ -228,7 +228,9 @@ static enum ox_status cu_init_sized(struct backend *b, const struct cuda_sizes *
     if (e == cudaSuccess)
         e = cudaMalloc(&s->xh, s->xh_halves * 2);
     /* the tensor-core matmuls quantize their batches there too */
-    s->xq_blocks = (size_t)CUDA_MMQ_MAX_N * (size_t)(z->max_cols / 32);
+    size_t q8_rows = (size_t)cuda_mmq_max_n() < z->n_batch ? (size_t)cuda_mmq_max_n() : z->n_batch;
+    q8_rows = q8_rows > (size_t)CUDA_Q8_MAX_N ? q8_rows : (size_t)CUDA_Q8_MAX_N;
+    s->xq_blocks = q8_rows * (size_t)(z->max_cols / 32);
     for (int i = 0; i < 2 && e == cudaSuccess; i++)
         e = cudaMalloc(&s->xq[i], s->xq_blocks * 40 + 1); /* cvd_xq, or cuda_mmq.cu's q8_K */
     b->own_bytes = s->scratch_floats * sizeof(float) + s->xh_halves * 2 + 2 * s->xq_blocks * 40;
@@ -275,7 +277,8 @@ static enum ox_status cu_init(struct backend *b, const struct backend_sizes *z) 
                             .max_cols = z->max_cols,
                             .batch_cols = z->batch_cols,
                             .dequant_bytes = converts ? (size_t)z->batch_cols * 2048 : 0,
-                            .early_launch = early ? atoi(early) != 0 : bytes >= ((uint64_t)4 << 30)};
+                            .early_launch =
+                                early ? atoi(early) != 0 : bytes >= ((uint64_t)4 << 30)};
     return cu_init_sized(b, &cz);
 }
 

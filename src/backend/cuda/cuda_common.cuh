@@ -30,7 +30,8 @@ struct cuda_state {
     size_t staging_size, staging_used; /* reset at each download, which waits for the copies */
     void *xq[2];           /* activations quantized to q8_1 (cvd_xq) for the integer matmuls, */
     int xq_cur;            /* in this one (a gate/up GEMV reads it and quantizes into the other) */
-    size_t xq_blocks;      /* room in each for CUDA_MMQ_MAX_N rows of the widest matrix */
+    size_t xq_blocks;      /* room in each for a matmul's rows of the widest matrix, up to
+                              cuda_mmq_max_n() (the int8 tensor-core matmul's batches) */
     const float *xq_src;   /* the rows it holds (an op that may change them clears this), */
     int xq_n;              /* how many, */
     int64_t xq_cols;       /* and their width */
@@ -46,13 +47,16 @@ struct cuda_state {
 /* Batches up to this many tokens take the integer GEMV (cuda_gemv_q8.cu). */
 constexpr int CUDA_Q8_MAX_N = 8;
 /* Larger ones up to this many take the int8 tensor-core matmul (cuda_mmq.cu); beyond, the
- * weights are dequantized for cuBLAS, whose f16 GEMM wins there. H100, us per matmul, the
- * first against the second: 4096 x 4096 q4_0 at n = 64 28 vs 52, n = 128 49 vs 55, n = 512
- * 177 vs 74; 14336 x 4096 n = 64 107 vs 144, n = 128 178 vs 149 (q4_K and q6_K alike). */
-constexpr int CUDA_MMQ_MAX_N = 64;
+ * weights are dequantized for cuBLAS, whose f16 GEMM wins there. H100, us per matmul, one
+ * against the other (bench_cuda_matmul; OX_CUDA_MMQ_MAX_N overrides this): at 128 tokens 4096 x
+ * 14336 q4_K 111 vs 158, 14336 x 4096 q6_K 154 vs 175, 4096 x 4096 q4_0 40 vs 55, 128256 x
+ * 2048 q6_K 536 vs 605; at 256 cuBLAS wins most shapes (14336 x 4096 q4_K 242 vs 166), and
+ * `oxidize bench` agrees: 128 sequences of the 8B Q4_K_M 5.9k against 5.2k tokens/s, 256 6.6k
+ * against 8.2k. */
+constexpr int CUDA_MMQ_MAX_N = 128;
 
-/* The GLU activation of the gate (enum glu_kind): SiLU, sigmoid, or ggml's tanh GELU computed in float
- * (the CPU reads it from an f16 table). */
+/* The GLU activation of the gate (enum glu_kind): SiLU, sigmoid, or ggml's tanh GELU computed in
+ * float (the CPU reads it from an f16 table). */
 __device__ __forceinline__ float cuda_glu_act(int kind, float g) {
     if (kind == GLU_SILU)
         return g / (1.0f + expf(-g));

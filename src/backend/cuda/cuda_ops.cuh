@@ -56,10 +56,13 @@ const struct cvd_xq *cuda_q8_input(struct backend *b, const float *x, int n, int
 /* A matmul's writes to y's n rows may overwrite the rows the q8_1 copy was made from. */
 void cuda_q8_written(struct backend *b, const float *y, int n, int64_t rows);
 
-/* cuda_mmq.cu: more than CUDA_Q8_MAX_N tokens on the int8 tensor cores for the types of
- * cuda_vecdot.cuh (y = W x, or y += W x); false, doing nothing, where it does not take w.
- * cuda_mmq_init: once per device, before any launch. */
+/* cuda_mmq.cu: more than CUDA_Q8_MAX_N tokens (up to cuda_mmq_max_n) on the int8 tensor cores for
+ * the types of cuda_vecdot.cuh (y = W x, or y += W x); false, doing nothing, where it does not take
+ * w. cuda_mmq_init: once per device, before any launch. */
 cudaError_t cuda_mmq_init(void);
+/* The most tokens it takes: CUDA_MMQ_MAX_N, or OX_CUDA_MMQ_MAX_N from the environment (0 to
+ * 65536; for measuring where it stops winning). */
+int cuda_mmq_max_n(void);
 bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, int n,
               bool accumulate);
 /* MoE experts, matrices w (expert e's is e * n_rows * row_bytes on) chosen by ids[p] for pairs

@@ -1,0 +1,58 @@
+/* cuda_mmq_tile.cuh: the pieces of cuda_mmq.cu's tiles that do not depend on how the products
+ * are scaled: a stage of 8 groups of 32 columns, the shared-memory copy of a stage's stored
+ * bytes, fragment loads, and the column splits' partial sums. */
+#ifndef OX_BACKEND_CUDA_MMQ_TILE_CUH
+#define OX_BACKEND_CUDA_MMQ_TILE_CUH
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_dequant.cuh"
+
+/* Groups of 32 columns per stage: one k-quant super-block. */
+constexpr int MQ_KG = 8;
+
+/* A stage's bytes of a row as stored (groups per block GPB, block bytes BS), and the room its
+ * copy takes in shared memory: whole 16-byte chunks, one more where a stage may start within
+ * one (the k-quants whose blocks are not a multiple of 16 bytes). ALIGN: what the block starts
+ * of such a copy are aligned to (the fields' loads follow from it, as from a row's start). */
+template <enum ox_dtype T> struct mq_raw {
+    static constexpr int GPB = dq<T>::QK / 32, BS = dq<T>::BS, BYTES = MQ_KG / GPB * BS;
+    static constexpr int ROOM = (BYTES + 15) / 16 * 16 + (BYTES % 16 ? 16 : 0);
+    static constexpr int ALIGN = cdq_align(16, BS, 0);
+};
+
+/* Four 8 x 16-byte tiles of shared memory, each lane giving one row's address (lanes 8i ..
+ * 8i + 7 tile i's), into the mma fragment layout: r[i] holds word lane % 4 of row lane / 4
+ * of tile i. */
+__device__ __forceinline__ void mq_ldmatrix4(uint32_t r[4], uint32_t addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#endif
+}
+
+/* y[t][r] = (y[t][r] +) the sum of the splits' partial sums, in split order (so a batch's
+ * result does not depend on which split finished first). */
+__global__ static void mq_reduce_kernel(const float *__restrict__ part, float *__restrict__ y,
+                                        size_t count, int splits, int accumulate) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = accumulate ? y[i] : 0.f;
+        for (int z = 0; z < splits; z++)
+            v += part[(size_t)z * count + i];
+        y[i] = v;
+    }
+}
+
+/* Splits of the columns when the tiles alone would leave multiprocessors idle: up to 8, each
+ * of two stages or more, their partial sums within the scratch buffer. */
+static int mq_splits(struct backend *b, int64_t tiles, int n_groups, size_t outputs) {
+    const cuda_state *s = cuda_of(b);
+    int splits = (int)((2 * (int64_t)s->n_sm + tiles - 1) / tiles);
+    splits = splits < 8 ? splits : 8;
+    while (splits > 1 && (n_groups / (splits * MQ_KG) < 2 || splits * outputs > s->scratch_floats))
+        splits--;
+    return splits;
+}
+
+#endif
