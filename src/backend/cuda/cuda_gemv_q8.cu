@@ -143,13 +143,12 @@ __device__ __forceinline__ void q8_quantize_pairs(const float *__restrict__ x, f
                 amax = fmaxf(amax, fabsf(v[k]));
         }
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        const float d = amax / 127.f;
         int sum = 0;
         uint32_t q4[4] = {0, 0, 0, 0};
         if (active)
 #pragma unroll
             for (int k = 0; k < 16; k++) {
-                const int q = amax == 0.f ? 0 : __float2int_rn(v[k] / d);
+                const int q = cvd_q8_level(v[k], amax);
                 sum += q;
                 q4[k / 4] |= (uint32_t)(q & 0xff) << (8 * (k % 4));
             }
@@ -160,7 +159,7 @@ __device__ __forceinline__ void q8_quantize_pairs(const float *__restrict__ x, f
             for (int k = 0; k < 4; k++) /* blocks are 36 bytes: 4-byte stores */
                 blk->qs[4 * half + k] = (int32_t)q4[k];
             if (!half) {
-                blk->d = __half_as_ushort(__float2half_rn(d));
+                blk->d = cvd_q8_d_bits(amax);
                 blk->sq = (int16_t)sum;
             }
         }

@@ -2,9 +2,9 @@
  * the types of cuda_vecdot.cuh: x quantized to int8 (levels and scales in separate planes), the
  * weights copied to shared memory as they are stored (16-byte cp.async, the next stage's on
  * their way while this one is multiplied) and unpacked there to int8 levels, mma.sync products
- * per group of 32 columns. The k-quants sum a super-block's products
- * in integers and scale once per 256 columns; the others scale each group's in float. The
- * weights are read once per batch as they are stored, with no f16 copy of them. */
+ * per group of 32 columns. The k-quants sum a super-block's products in integers and scale once
+ * per 256 columns; the others scale each group's in float. The weights are read once per batch
+ * as they are stored, with no f16 copy of them. */
 #include <stdlib.h>
 
 #include <type_traits>
@@ -92,8 +92,7 @@ __global__ static void mq_quantize_k_kernel(const float *__restrict__ x, uint8_t
     }
 }
 
-/* q8_1: four lanes per group of 32, lane taking 8 values: as cvd_quantize_warp (d = max / 127,
- * levels round half to even, d kept as a half). */
+/* q8_1: four lanes per group of 32, each taking 8 values (cvd_q8_level). */
 __global__ static void mq_quantize_1_kernel(const float *__restrict__ x, uint8_t *__restrict__ lv,
                                             uint32_t *__restrict__ sc, int64_t n_groups) {
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -109,12 +108,11 @@ __global__ static void mq_quantize_1_kernel(const float *__restrict__ x, uint8_t
         amax = fmaxf(amax, fabsf(v[j]));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    const float d = amax / 127.f;
     uint32_t q[2] = {0, 0};
     int sum = 0;
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-        const int l = amax == 0.f ? 0 : __float2int_rn(v[j] / d);
+        const int l = cvd_q8_level(v[j], amax);
         q[j / 4] |= (uint32_t)(l & 0xff) << (8 * (j % 4));
         sum += l;
     }
@@ -124,7 +122,7 @@ __global__ static void mq_quantize_1_kernel(const float *__restrict__ x, uint8_t
         return;
     ((uint2 *)(lv + 32 * grp))[part] = make_uint2(q[0], q[1]);
     if (part == 0)
-        sc[grp] = (uint32_t)__half_as_ushort(__float2half_rn(d)) | (uint32_t)sum << 16;
+        sc[grp] = (uint32_t)cvd_q8_d_bits(amax) | (uint32_t)sum << 16;
 }
 
 /* q4_0's and q5_0's levels made signed as they are staged (minus 8, minus 16), so their
@@ -305,6 +303,36 @@ __device__ __forceinline__ void mq_unpack(int g0, int kg, uint32_t *sm, int buf)
     }
 }
 
+/* A group's products (lo, and hi for the halves' types) scaled into the sums: for the types of
+ * mq_q8k times the integer scale of the group (of each half) into ia; for the others times the
+ * row's and token's scales (rs as float bits, cd), plus the min times d sq (rm, cm), into acc. */
+template <enum ox_dtype T, int MT, int NT>
+__device__ __forceinline__ void
+mq_scale_group(const int (&lo)[MT][NT][4], const int (&hi)[MT][NT][4], const uint32_t (&rs)[MT][2],
+               const float (&rm)[MT][2], const float2 (&cd)[NT], const float2 (&cm)[NT],
+               float (&acc)[MT][NT][4], int (&ia)[MT][NT][4]) {
+    constexpr bool HALVES = mq_halves<T>(), Q8K = mq_q8k<T>(), MIN = mq_min<T>();
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const uint32_t s = rs[mt][e / 2];
+                if constexpr (Q8K) {
+                    ia[mt][nt][e] += ((int)(s << 24) >> 24) * lo[mt][nt][e];
+                    if constexpr (HALVES)
+                        ia[mt][nt][e] += ((int)(s << 16) >> 24) * hi[mt][nt][e];
+                } else {
+                    const float xd = e % 2 ? cd[nt].y : cd[nt].x;
+                    float v = (float)lo[mt][nt][e] * (__uint_as_float(s) * xd);
+                    if constexpr (MIN)
+                        v = fmaf(rm[mt][e / 2], e % 2 ? cm[nt].y : cm[nt].x, v);
+                    acc[mt][nt][e] += v;
+                }
+            }
+}
+
 /* A warp's products over a staged stage, for its MT row tiles of 16 from wrow and NT token
  * tiles of 8 from wtok. The types of mq_q8k sum in ia: the level dot products times the
  * integer scale of each group (of each half); the others in acc: the dot product times the
@@ -373,25 +401,7 @@ __device__ __forceinline__ void mq_multiply(const uint32_t *sm, int buf, int kg,
                     mq_mma_k32(lo[mt][nt], a[mt], bf[nt]);
                 }
             }
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const uint32_t s = rs[mt][e / 2];
-                    if constexpr (Q8K) {
-                        ia[mt][nt][e] += ((int)(s << 24) >> 24) * lo[mt][nt][e];
-                        if constexpr (HALVES)
-                            ia[mt][nt][e] += ((int)(s << 16) >> 24) * hi[mt][nt][e];
-                    } else {
-                        const float xd = e % 2 ? cd[nt].y : cd[nt].x;
-                        float v = (float)lo[mt][nt][e] * (__uint_as_float(s) * xd);
-                        if constexpr (MIN)
-                            v = fmaf(rm[mt][e / 2], e % 2 ? cm[nt].y : cm[nt].x, v);
-                        acc[mt][nt][e] += v;
-                    }
-                }
+        mq_scale_group<T, MT, NT>(lo, hi, rs, rm, cd, cm, acc, ia);
     }
 }
 

@@ -303,23 +303,30 @@ template <> struct vd<OX_DTYPE_IQ4_XS> {
     }
 };
 
-/* The warp's 32 values (one per lane, in order) into blk: d = max |v| / 127, levels rounded to
- * nearest with ties to even (as llama.cpp's SIMD quantizers; its scalar reference rounds ties
- * away from zero). */
+/* q8_1's rule, whichever lanes share a group: the level of v in a group whose largest magnitude
+ * is amax (d = amax / 127, rounded to nearest with ties to even, as llama.cpp's SIMD
+ * quantizers; its scalar reference rounds ties away from zero), and d as the block keeps it. */
+__device__ __forceinline__ int cvd_q8_level(float v, float amax) {
+    return amax == 0.f ? 0 : __float2int_rn(v / (amax / 127.f));
+}
+__device__ __forceinline__ uint16_t cvd_q8_d_bits(float amax) {
+    return __half_as_ushort(__float2half_rn(amax / 127.f));
+}
+
+/* The warp's 32 values (one per lane, in order) into blk (cvd_q8_level). */
 __device__ __forceinline__ void cvd_quantize_warp(float v, cvd_xq *blk, int lane) {
     float amax = fabsf(v);
 #pragma unroll
     for (int o = 16; o > 0; o /= 2)
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float d = amax / 127.f;
-    const int q = amax == 0.f ? 0 : __float2int_rn(v / d);
+    const int q = cvd_q8_level(v, amax);
     int sum = q;
 #pragma unroll
     for (int o = 16; o > 0; o /= 2)
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
     ((int8_t *)blk->qs)[lane] = (int8_t)q;
     if (lane == 0) {
-        blk->d = __half_as_ushort(__float2half_rn(d));
+        blk->d = cvd_q8_d_bits(amax);
         blk->sq = (int16_t)sum;
     }
 }
