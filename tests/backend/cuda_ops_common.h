@@ -104,6 +104,14 @@ static inline bool int8_gemv(enum ox_dtype t) {
     }
 }
 
+/* The most tokens the integer GEMV takes in a dense matmul (cuda_common.cuh's CUDA_GEMV_MAX_N,
+ * or OX_CUDA_Q8_MAX_N as the backend reads it); the int8 tensor-core matmul takes more. */
+static inline int gemv_max_n(void) {
+    const char *e = getenv("OX_CUDA_Q8_MAX_N");
+    long v = e && *e ? strtol(e, NULL, 10) : 4;
+    return v < 1 ? 1 : v > 8 ? 8 : (int)v;
+}
+
 static inline double small_batch_tol(enum ox_dtype type) {
     return int8_gemv(type) ? 2e-2 : 2e-5;
 }

@@ -20,8 +20,9 @@ static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int 
         float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
         gpu.ops->matmul(&gpu, &m, dx, dy, n);
         float *got = down(dy, (size_t)n * rows);
-        /* batches over 8 multiply on the tensor cores: int8 for the integer types (x rounded
-         * to q8_1 as for the GEMV), else f16 (bf16) operands; f32 sums */
+        /* the integer types round x to int8 at every size (the GEMV, then the int8 tensor
+         * cores past gemv_max_n); the others multiply f16 (bf16) operands on the tensor cores
+         * past 8 tokens; f32 sums */
         double tol = n <= 8 || int8_gemv(type) ? small_batch_tol(type)
                      : type == OX_DTYPE_F32    ? 2e-5
                      : type == OX_DTYPE_BF16   ? 1e-2
@@ -46,10 +47,10 @@ static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int 
 /* Weights whose dot products take q8_K activations (llama.cpp's CPU: the k-quants, iq4_xs):
  * their tensor-core batches round x as the CPU's q8_K does, so against the product with x
  * rounded on the CPU they differ by float rounding alone, not by the int8 tolerance. */
-static void test_matmul_q8k(enum ox_dtype type) {
+static void test_matmul_q8k(enum ox_dtype type, int n) {
     /* 8 super-blocks: every type's rows are then 16-byte aligned, as the int8 kernel needs
      * (with 3, q2_K, q3_K, q6_K and iq4_xs rows are not, and their batches go to cuBLAS) */
-    const int rows = 70, cols = 2048, n = 24;
+    const int rows = 70, cols = 2048;
     size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
     size_t xq_row = (size_t)cols / 256 * ox_dtype_type_size(OX_DTYPE_Q8_K);
     float *wf = random_floats((size_t)rows * cols, 1.0f),
@@ -73,7 +74,8 @@ static void test_matmul_q8k(enum ox_dtype type) {
 }
 
 static void test_matmul_type(enum ox_dtype type) {
-    static const int all[] = {1, 2, 5, 8, 9, 33, 128, 0}, one[] = {1, 2, 17, 0};
+    /* 4: the GEMV's most; 5 and 8: the int8 matmul's narrowest tiles; 6 over 18 stages, split */
+    static const int all[] = {1, 2, 4, 5, 8, 9, 33, 128, 0}, one[] = {1, 2, 6, 17, 0};
     test_matmul_shape(type, 67, 512, all);
     test_matmul_shape(type, 37, 4608, one); /* decode rows of several tiles */
     static const int wide[] = {200, 0};     /* several tiles of tokens and rows */
@@ -81,9 +83,10 @@ static void test_matmul_type(enum ox_dtype type) {
     static const int tail[] = {20, 0}; /* 7 groups of 32: a last stage of 3 */
     if (ox_dtype_block_size(type) == 32)
         test_matmul_shape(type, 45, 224, tail);
-    /* 8M weights or more and past 64 tokens: the int8 matmul's 128 x 128 tiles (16 warps),
-     * rows and tokens both ending inside a tile; a few types of each way of scaling */
-    static const int big[] = {72, 0};
+    /* 8M weights or more: the int8 matmul's 128 x 32 tiles (8 warps) from 17 tokens, 128 x 128
+     * (16 warps) past 64, rows and tokens both ending inside a tile; a few types of each way of
+     * scaling */
+    static const int big[] = {24, 72, 0};
     if (type == OX_DTYPE_Q4_0 || type == OX_DTYPE_Q4_1 || type == OX_DTYPE_Q8_0 ||
         type == OX_DTYPE_Q2_K || type == OX_DTYPE_Q4_K || type == OX_DTYPE_Q6_K ||
         type == OX_DTYPE_IQ4_XS)
@@ -101,7 +104,8 @@ static void test_matmul(void) {
             continue;
         test_matmul_type((enum ox_dtype)t);
         if (int8_gemv((enum ox_dtype)t) && dtype_get(t)->vec_dot_type == OX_DTYPE_Q8_K)
-            test_matmul_q8k((enum ox_dtype)t);
+            for (int n = 5; n <= 48; n *= 2) /* each tile shape up to 64 tokens */
+                test_matmul_q8k((enum ox_dtype)t, n);
         tested++;
     }
     CHECK_MSG(tested >= 15, "only %d weight types tested", tested);
@@ -165,8 +169,8 @@ static float silu(float v) {
 }
 
 /* The fused matmuls (q, k, v in one launch; gate and up with the GLU; y += W x) against the
- * reference, for batches the integer GEMV takes (y += W x also for the tensor-core matmul's
- * batches); they decline (false) everything else. */
+ * reference, for batches the integer GEMV takes (gemv_max_n; y += W x also for the tensor-core
+ * matmul's batches); they decline (false) everything else. */
 static void test_fused_type(enum ox_dtype type) {
     const int cols = 2048, rows[3] = {96, 32, 96}; /* q6_K tiles need cols % 2048 == 0 */
     uint8_t *host[3];
@@ -178,7 +182,7 @@ static void test_fused_type(enum ox_dtype type) {
         int n = ns[k];
         bool plain = type == OX_DTYPE_F32 || type == OX_DTYPE_F16 || type == OX_DTYPE_BF16;
         /* plain types: float x, one token (f16 and bf16 without staging, f32 staged) */
-        bool takes = plain ? n == 1 : n <= 8 && int8_gemv(type);
+        bool takes = plain ? n == 1 : n <= gemv_max_n() && int8_gemv(type);
         double tol = plain ? 5e-5 : 2e-2; /* the integer types round x to int8 */
         float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
         float *want[3], *dy[3], *got;

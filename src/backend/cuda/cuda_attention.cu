@@ -351,7 +351,7 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
         attention_tiled_kernel<KT>
             <<<dim3((unsigned)((a->n + QT - 1) / QT), (unsigned)a->n_head), TILE, 0, s>>>(k, a->n);
     } else if (a->n > 0) {
-        if (a->hd_v % 32 == 0 && cuda_q8_fits(b, a->n, width)) {
+        if (a->hd_v % 32 == 0 && cuda_gemv_fits(b, a->n, width)) {
             k.xq = (cvd_xq *)cs->xq[cs->xq_cur];
             cs->xq_src = a->y, cs->xq_n = a->n, cs->xq_cols = width;
         }

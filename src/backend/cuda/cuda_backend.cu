@@ -93,7 +93,7 @@ static enum ox_status cu_download(struct backend *b, void *host, const void *src
  * when only parameters changed (the usual case: more cells seen). */
 static bool cu_graph_begin(struct backend *b, uint64_t key) {
     cuda_state *s = cuda_of(b);
-    s->xq_src = nullptr; /* a replay skips the ops that would keep it current */
+    cuda_forget_xq(s); /* a replay skips the ops that would keep them current */
     if (s->err != OX_OK)
         return false;
     if (s->graph && s->graph_key == key) {
@@ -141,7 +141,7 @@ static void cu_graph_end(struct backend *b) {
 template <auto F> struct clears_xq;
 template <typename... A, void (*F)(struct backend *, A...)> struct clears_xq<F> {
     static void op(struct backend *b, A... a) {
-        cuda_of(b)->xq_src = nullptr;
+        cuda_forget_xq(cuda_of(b));
         F(b, a...);
     }
 };
@@ -232,8 +232,10 @@ static enum ox_status cu_init_sized(struct backend *b, const struct cuda_sizes *
     q8_rows = q8_rows > (size_t)CUDA_Q8_MAX_N ? q8_rows : (size_t)CUDA_Q8_MAX_N;
     s->xq_blocks = q8_rows * (size_t)(z->max_cols / 32);
     for (int i = 0; i < 2 && e == cudaSuccess; i++)
-        e = cudaMalloc(&s->xq[i], s->xq_blocks * 40 + 1); /* cvd_xq, or cuda_mmq.cu's q8_K */
-    b->own_bytes = s->scratch_floats * sizeof(float) + s->xh_halves * 2 + 2 * s->xq_blocks * 40;
+        e = cudaMalloc(&s->xq[i], s->xq_blocks * 40 + 1); /* cvd_xq */
+    if (e == cudaSuccess) /* 32 levels and at most 2 scale words a group */
+        e = cudaMalloc(&s->xm, s->xq_blocks * 40 + 1);
+    b->own_bytes = s->scratch_floats * sizeof(float) + s->xh_halves * 2 + 3 * s->xq_blocks * 40;
     s->staging_size = (size_t)1 << 22; /* batch indices and cell lists: far less per batch */
     if (e == cudaSuccess)
         e = cudaMallocHost(&s->staging, s->staging_size);
@@ -294,6 +296,7 @@ static void cu_release(struct backend *b) {
     cudaFree(s->xh);
     cudaFree(s->xq[0]);
     cudaFree(s->xq[1]);
+    cudaFree(s->xm);
     cudaFreeHost(s->staging);
     if (s->graph)
         cudaGraphExecDestroy(s->graph);

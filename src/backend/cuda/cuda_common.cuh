@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <stdlib.h>
 
 extern "C" {
 #include "backend/backend.h"
@@ -35,6 +36,12 @@ struct cuda_state {
     const float *xq_src;   /* the rows it holds (an op that may change them clears this), */
     int xq_n;              /* how many, */
     int64_t xq_cols;       /* and their width */
+    uint8_t *xm;           /* the int8 tensor-core matmul's copy (cuda_mmq.cu: levels, then
+                              scale words; xq_blocks groups), kept for the next matmul of */
+    const float *xm_src;   /* these rows (cleared as xq_src is), */
+    int xm_n;              /* how many, */
+    int64_t xm_cols;       /* their width, */
+    bool xm_q8k;           /* and its form (q8_K or q8_1) */
     cudaGraphExec_t graph; /* the recorded decode step, and its key */
     uint64_t graph_key;
     bool capturing;
@@ -44,8 +51,30 @@ struct cuda_state {
     char msg[256];
 };
 
-/* Batches up to this many tokens take the integer GEMV (cuda_gemv_q8.cu). */
+/* A measuring knob from the environment: name's integer, clamped to [lo, hi], or def when unset. */
+static inline int cuda_env_int(const char *name, int def, int lo, int hi) {
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return def;
+    const long v = strtol(e, nullptr, 10);
+    return v < lo ? lo : v > hi ? hi : (int)v;
+}
+
+/* Rows whose quantized copies (xq_src's, xm_src's) may no longer hold: forget both. */
+static inline void cuda_forget_xq(cuda_state *s) {
+    s->xq_src = nullptr;
+    s->xm_src = nullptr;
+}
+
+/* Batches up to this many tokens are decode steps: recorded as graphs, their RoPE and cache
+ * stores fused, MoE experts by (token, expert) pair in the integer GEMV (cuda_gemv_q8.cu). */
 constexpr int CUDA_Q8_MAX_N = 8;
+/* Dense matmuls of up to this many tokens take the GEMV, more the int8 tensor-core matmul, which
+ * costs about the same from 2 tokens to 16 (it is bound by unpacking the weights) while the
+ * GEMV's costs grow with the tokens: H100, us, 14336 x 4096 q4_K, GEMV / tensor cores: 4 tokens
+ * 33.6 / 34.5, 8 52.4 / 34.8; the 8B Q4_K_M decoded 862 t/s in steps of 8 sequences by the GEMV,
+ * 1300 by the tensor cores, 771 / 656 in steps of 4. */
+constexpr int CUDA_GEMV_MAX_N = 4;
 /* Larger ones up to this many take the int8 tensor-core matmul (cuda_mmq.cu); beyond, the
  * weights are dequantized for cuBLAS, whose f16 GEMM wins there. H100, us per matmul, one
  * against the other (bench_cuda_matmul; OX_CUDA_MMQ_MAX_N overrides this): at 128 tokens 4096 x

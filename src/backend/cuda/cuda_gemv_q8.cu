@@ -31,8 +31,17 @@ bool cuda_q8_room(struct backend *b, int n, int64_t n_cols) {
     return n >= 1 && n_cols % 32 == 0 && (size_t)n * (size_t)(n_cols / 32) <= cuda_of(b)->xq_blocks;
 }
 
+int cuda_q8_max_n(void) { /* read once (thread-safe initialisation) */
+    static const int v = cuda_env_int("OX_CUDA_Q8_MAX_N", CUDA_GEMV_MAX_N, 1, CUDA_Q8_MAX_N);
+    return v;
+}
+
 bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols) {
     return n <= CUDA_Q8_MAX_N && cuda_q8_room(b, n, n_cols);
+}
+
+bool cuda_gemv_fits(struct backend *b, int n, int64_t n_cols) {
+    return n <= cuda_q8_max_n() && cuda_q8_room(b, n, n_cols);
 }
 
 const cvd_xq *cuda_q8_input(struct backend *b, const float *x, int n, int64_t n_cols) {
@@ -505,6 +514,14 @@ void cuda_q8_written(struct backend *b, const float *y, int n, int64_t rows) {
     const float *src_end = s->xq_src + (size_t)s->xq_n * (size_t)s->xq_cols;
     if (s->xq_src && y < src_end && s->xq_src < y + (size_t)n * (size_t)rows)
         s->xq_src = nullptr; /* the ranges overlap */
+    const float *xm_end = s->xm_src + (size_t)s->xm_n * (size_t)s->xm_cols;
+    if (s->xm_src && y < xm_end && s->xm_src < y + (size_t)n * (size_t)rows)
+        s->xm_src = nullptr;
+}
+
+/* Dense matmuls of more than cuda_q8_max_n tokens go to the tensor cores where they are taken. */
+static bool q8_leaves_to_mmq(struct backend *b, const struct mat *w, const float *x, int n) {
+    return n > cuda_q8_max_n() && cuda_mmq_takes(b, w, x, n);
 }
 
 bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float *y, int n,
@@ -516,8 +533,10 @@ bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float 
     job.w[0] = (const uint8_t *)w->data, job.y[0] = y;
     job.row_end[0] = job.items = w->n_rows;
     job.n_mats = 1, job.glu = -1, job.accumulate = accumulate;
+    if (w->n_rows <= 0 || q8_leaves_to_mmq(b, w, x, n))
+        return false;
     cuda_q8_written(b, y, n, w->n_rows);
-    return w->n_rows > 0 && q8_run(b, job, w, x, n);
+    return q8_run(b, job, w, x, n);
 }
 
 bool cuda_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
@@ -547,6 +566,8 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
      * (cuda_gemv_half.cu says why) unless its weight is folded into the matrices */
     if (n == 1 && cuda_half_takes(&w[0]))
         return cuda_half_multi(b, count, w, x, norm, y);
+    if (q8_leaves_to_mmq(b, &w[0], x, n))
+        return false;
     q8_job job = {};
     job.n_mats = count, job.glu = -1;
     if (!q8_norm(job, x, norm, n))
@@ -569,6 +590,8 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
         return false;
     if (n == 1 && cuda_half_takes(gate)) /* as cuda_matmul_multi */
         return cuda_half_glu(b, kind, gate, up, x, norm, y);
+    if (q8_leaves_to_mmq(b, gate, x, n))
+        return false;
     q8_job job = {};
     if (!q8_norm(job, x, norm, n))
         return false;
@@ -580,7 +603,7 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
     /* the output quantized for the down projection: 32 rows per block, a whole number of
      * blocks (a big matrix gets 32 rows per block anyway); the float types' down projection
      * reads floats */
-    const bool quantize = gate->n_rows % 32 == 0 && cuda_q8_fits(b, n, gate->n_rows) &&
+    const bool quantize = gate->n_rows % 32 == 0 && cuda_gemv_fits(b, n, gate->n_rows) &&
                           ox_dtype_block_size(gate->type) > 1;
     if (quantize)
         job.xq_out = (cvd_xq *)s->xq[1 - s->xq_cur];

@@ -475,6 +475,7 @@ void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *
     if (n <= 0 || w->n_rows <= 0 || cuda_gemv_q8(b, w, x, y, n, false) ||
         cuda_mmq(b, w, x, y, n, false))
         return;
+    cuda_q8_written(b, y, n, w->n_rows);
     switch (w->type) {
 #define CMM_CASE_(name)                                                                            \
     case OX_DTYPE_##name: matmul_t<OX_DTYPE_##name>(b, w, x, y, n); return;
@@ -487,6 +488,7 @@ void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *
 bool cuda_gemm_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
     if (n <= GV_MAX_N || w->n_rows <= 0)
         return false;
+    cuda_q8_written(b, y, n, w->n_rows);
     switch (w->type) {
 #define CMM_CASE_(name)                                                                            \
     case OX_DTYPE_##name: gemm<OX_DTYPE_##name>(b, w, x, y, n, true); return true;

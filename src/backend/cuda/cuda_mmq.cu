@@ -1,12 +1,10 @@
-/* cuda_mmq.cu: weight matmuls of more than CUDA_Q8_MAX_N tokens on the int8 tensor cores, for
+/* cuda_mmq.cu: weight matmuls of more than cuda_q8_max_n tokens on the int8 tensor cores, for
  * the types of cuda_vecdot.cuh: x quantized to int8 (levels and scales in separate planes), the
  * weights copied to shared memory as they are stored (16-byte cp.async, the next stage's on
  * their way while this one is multiplied) and unpacked there to int8 levels, mma.sync products
  * per group of 32 columns. The k-quants sum a super-block's products in integers and scale once
  * per 256 columns; the others scale each group's in float. The weights are read once per batch
  * as they are stored, with no f16 copy of them. */
-#include <stdlib.h>
-
 #include <type_traits>
 
 #include "backend/cuda/cuda_mmq_kscales.cuh"
@@ -342,7 +340,6 @@ __device__ __forceinline__ void mq_multiply(const uint32_t *sm, int buf, int kg,
                                             float (&acc)[MT][NT][4], int (&ia)[MT][NT][4]) {
     using L = mq_at<T, BM, BN>;
     constexpr bool HALVES = mq_halves<T>(), Q8K = mq_q8k<T>(), MIN = mq_min<T>();
-    static_assert(NT % 2 == 0, "token tiles in pairs");
     const int lane = threadIdx.x % 32, gi = lane / 4, ti = lane % 4;
     const uint32_t a_at = (uint32_t)__cvta_generic_to_shared(
         sm + L::WQ + (wrow + lane % 8 + 8 * (lane / 8 % 2)) * MQ_WORDS + 4 * (lane / 16));
@@ -364,6 +361,8 @@ __device__ __forceinline__ void mq_multiply(const uint32_t *sm, int buf, int kg,
             bf[2 * p][0] = r[0], bf[2 * p][1] = r[1], bf[2 * p + 1][0] = r[2],
                    bf[2 * p + 1][1] = r[3];
         }
+        if constexpr (NT % 2) /* a last tile of 8 tokens on its own */
+            mq_ldmatrix2(bf[NT - 1], b_at + 4 * (8 * (NT - 1) * MQ_WORDS + 8 * k));
         uint32_t rs[MT][2];
         float rm[MT][2];
         float2 cd[NT], cm[NT];
@@ -534,6 +533,9 @@ __global__ void __launch_bounds__(32 * WM * WN)
             }
 }
 
+/* Blocks of each kernel a multiprocessor holds at once (cuda_mmq_init; mq_splits plans by it). */
+template <enum ox_dtype T, int MT, int NT, int WM, int WN> static int mq_per_sm = 1;
+
 template <enum ox_dtype T, int MT, int NT, int WM, int WN>
 static void mmq_launch(struct backend *b, const struct mat *w, const uint8_t *xl,
                        const uint32_t *xsc, float *y, int n, bool accumulate) {
@@ -542,7 +544,8 @@ static void mmq_launch(struct backend *b, const struct mat *w, const uint8_t *xl
     const int n_groups = (int)(w->n_cols / 32);
     const unsigned row_tiles = cuda_blocks((size_t)w->n_rows, BM), tok_tiles = cuda_blocks(n, BN);
     const size_t outputs = (size_t)n * (size_t)w->n_rows;
-    const int splits = mq_splits(b, (int64_t)row_tiles * tok_tiles, n_groups, outputs);
+    const int splits = mq_splits(b, (int64_t)row_tiles * tok_tiles, n_groups, outputs,
+                                 mq_per_sm<T, MT, NT, WM, WN>);
     /* each split a whole number of stages */
     const int split_groups = (n_groups + splits * MQ_KG - 1) / (splits * MQ_KG) * MQ_KG;
     mmq_kernel<T, MT, NT, WM, WN><<<dim3(row_tiles, tok_tiles, (unsigned)splits), 32 * WM * WN,
@@ -558,35 +561,45 @@ static void mmq_launch(struct backend *b, const struct mat *w, const uint8_t *xl
     }
 }
 
-/* Tiles by batch size: 128 x 64 from 33 tokens, narrower ones below, so fewer padding tokens
- * are multiplied; past 64 tokens on a matrix of 8M weights or more, 128 x 128 (16 warps: the
- * weights' unpacking shared by twice the tokens). H100, us, 128 tokens, q4_0 / q4_K: 2048 x
- * 8192 34 / - against 43 with 128 x 64, 4096 x 14336 96 / 111 against 124 / 147, 4096 x 4096
- * 40 / 45 against 44 / 47; 2048 x 2048 20.5 against 17.6 (too few tiles to fill the GPU). */
-#define MQ_CONFIGS(X) X(1, 2, 4, 1) X(2, 2, 2, 2) X(2, 4, 4, 2) X(2, 4, 4, 4)
+/* Tiles by batch size, narrow ones for few tokens so fewer padding tokens are multiplied; on
+ * matrices of 8M weights or more, wider ones for more tokens, which share the unpacking of the
+ * weights among more of them: past 16 tokens 128 x 32 (8 warps), past 64 128 x 128 (16 warps).
+ * H100, us: 32 tokens, 14336 x 4096 q4_K 54 against 62 with 64 x 32 tiles, 4096 x 4096 23.5
+ * against 31 (but 2048 x 2048 q4_0 12.9 with two 64 x 16 tiles of tokens against 15.8: too few
+ * tiles to fill the GPU); 128 tokens, q4_0 / q4_K: 2048 x 8192 34 / - against 43 with 128 x 64,
+ * 4096 x 14336 96 / 111 against 124 / 147, 4096 x 4096 40 / 45 against 44 / 47. */
+#define MQ_CONFIGS(X) X(1, 1, 4, 1) X(1, 2, 4, 1) X(1, 4, 8, 1) X(2, 4, 4, 2) X(2, 4, 4, 4)
 constexpr int64_t MQ_WIDE_WEIGHTS = (int64_t)8 << 20;
 
 template <enum ox_dtype T>
 static void mmq_run_t(struct backend *b, const struct mat *w, const uint8_t *xl,
                       const uint32_t *xsc, float *y, int n, bool accumulate) {
-    if (n > 64 && w->n_rows * w->n_cols >= MQ_WIDE_WEIGHTS)
+    const bool wide = w->n_rows * w->n_cols >= MQ_WIDE_WEIGHTS;
+    if (n > 64 && wide)
         mmq_launch<T, 2, 4, 4, 4>(b, w, xl, xsc, y, n, accumulate);
     else if (n > 32)
         mmq_launch<T, 2, 4, 4, 2>(b, w, xl, xsc, y, n, accumulate);
-    else if (n > 16)
-        mmq_launch<T, 2, 2, 2, 2>(b, w, xl, xsc, y, n, accumulate);
-    else
+    else if (n > 16 && wide)
+        mmq_launch<T, 1, 4, 8, 1>(b, w, xl, xsc, y, n, accumulate);
+    else if (n > 8)
         mmq_launch<T, 1, 2, 4, 1>(b, w, xl, xsc, y, n, accumulate);
+    else
+        mmq_launch<T, 1, 1, 4, 1>(b, w, xl, xsc, y, n, accumulate);
 }
 
-/* Over 48 KB of dynamic shared memory must be allowed per kernel, before any launch. */
+/* Over 48 KB of dynamic shared memory must be allowed per kernel, before any launch; then how
+ * many blocks of it fit a multiprocessor. */
 template <enum ox_dtype T> static cudaError_t mmq_allow_smem() {
     cudaError_t e = cudaSuccess;
 #define MQ_ATTR_(mt, nt, wm, wn)                                                                   \
     if (e == cudaSuccess)                                                                          \
         e = cudaFuncSetAttribute(mmq_kernel<T, mt, nt, wm, wn>,                                    \
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,                      \
-                                 (int)mq_smem<T, 16 * mt * wm, 8 * nt * wn>());
+                                 (int)mq_smem<T, 16 * mt * wm, 8 * nt * wn>());                    \
+    if (e == cudaSuccess)                                                                          \
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                         \
+            &mq_per_sm<T, mt, nt, wm, wn>, mmq_kernel<T, mt, nt, wm, wn>, 32 * wm * wn,            \
+            mq_smem<T, 16 * mt * wm, 8 * nt * wn>());
     MQ_CONFIGS(MQ_ATTR_)
 #undef MQ_ATTR_
     return e;
@@ -604,21 +617,12 @@ static bool mq_q8k_type(enum ox_dtype t) {
 
 static bool mmq_int8_mma; /* the GPU has mma.sync on int8 (Ampere on): cuda_mmq_init */
 
-static int mmq_max_n_from_env(void) {
-    const char *e = getenv("OX_CUDA_MMQ_MAX_N");
-    if (!e || !*e)
-        return CUDA_MMQ_MAX_N;
-    const long v = strtol(e, nullptr, 10);
-    return v < 0 ? 0 : v > 65536 ? 65536 : (int)v;
-}
-
-int cuda_mmq_max_n(void) {
-    static const int v = mmq_max_n_from_env(); /* read once (thread-safe initialisation) */
+int cuda_mmq_max_n(void) { /* read once (thread-safe initialisation) */
+    static const int v = cuda_env_int("OX_CUDA_MMQ_MAX_N", CUDA_MMQ_MAX_N, 0, 65536);
     return v;
 }
 
-bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, int n,
-              bool accumulate) {
+bool cuda_mmq_takes(struct backend *b, const struct mat *w, const float *x, int n) {
     switch (w->type) {
 #define MQ_CASE_(name) case OX_DTYPE_##name:
         CVD_TYPES(MQ_CASE_)
@@ -626,25 +630,33 @@ bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, 
         break;
     default: return false;
     }
-    if (!mmq_int8_mma || n <= CUDA_Q8_MAX_N || n > cuda_mmq_max_n() ||
-        !cuda_q8_room(b, n, w->n_cols) ||
-        ((uintptr_t)x & 15) || /* the quantizers read x by float4 */
-        w->n_rows > INT32_MAX || (((uintptr_t)w->data | w->row_bytes) & 15))
+    return mmq_int8_mma && n > cuda_q8_max_n() && n <= cuda_mmq_max_n() &&
+           cuda_q8_room(b, n, w->n_cols) && !((uintptr_t)x & 15) && /* quantizers read float4s */
+           w->n_rows <= INT32_MAX && !(((uintptr_t)w->data | w->row_bytes) & 15);
+}
+
+bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, int n,
+              bool accumulate) {
+    if (!cuda_mmq_takes(b, w, x, n))
         return false;
-    /* into the buffer the GEMV's q8_1 copy is not in: that copy stays current */
+    /* x quantized once for the matmuls that read it in turn (q, k and v; gate and up) */
     cuda_state *s = cuda_of(b);
-    uint8_t *xl = (uint8_t *)s->xq[1 - s->xq_cur];
+    uint8_t *xl = s->xm;
     uint32_t *xsc = (uint32_t *)(xl + (size_t)n * (size_t)w->n_cols);
-    const int64_t n_groups = (int64_t)n * (w->n_cols / 32);
-    if (mq_q8k_type(w->type)) {
-        const int64_t blocks = n_groups / 8;
-        mq_quantize_k_kernel<<<cuda_blocks((size_t)blocks * 32, 256), 256, 0, s->stream>>>(
-            x, xl, xsc, blocks);
-    } else {
-        mq_quantize_1_kernel<<<cuda_blocks((size_t)n_groups * 4, 256), 256, 0, s->stream>>>(
-            x, xl, xsc, n_groups);
+    const bool q8k = mq_q8k_type(w->type);
+    if (s->xm_src != x || s->xm_n != n || s->xm_cols != w->n_cols || s->xm_q8k != q8k) {
+        const int64_t n_groups = (int64_t)n * (w->n_cols / 32);
+        if (q8k) {
+            const int64_t blocks = n_groups / 8;
+            mq_quantize_k_kernel<<<cuda_blocks((size_t)blocks * 32, 256), 256, 0, s->stream>>>(
+                x, xl, xsc, blocks);
+        } else {
+            mq_quantize_1_kernel<<<cuda_blocks((size_t)n_groups * 4, 256), 256, 0, s->stream>>>(
+                x, xl, xsc, n_groups);
+        }
+        CUDA_LAUNCHED(b, "cuda_mmq: quantizing activations");
+        s->xm_src = x, s->xm_n = n, s->xm_cols = w->n_cols, s->xm_q8k = q8k;
     }
-    CUDA_LAUNCHED(b, "cuda_mmq: quantizing activations");
     cuda_q8_written(b, y, n, w->n_rows);
     switch (w->type) {
 #define MQ_CASE_(name)                                                                             \

@@ -31,6 +31,15 @@ __device__ __forceinline__ void mq_ldmatrix4(uint32_t r[4], uint32_t addr) {
 #endif
 }
 
+/* The first two of those tiles (the addresses of lanes 0 .. 15). */
+__device__ __forceinline__ void mq_ldmatrix2(uint32_t r[2], uint32_t addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(addr));
+#endif
+}
+
 /* y[t][r] = (y[t][r] +) the sum of the splits' partial sums, in split order (so a batch's
  * result does not depend on which split finished first). */
 __global__ static void mq_reduce_kernel(const float *__restrict__ part, float *__restrict__ y,
@@ -44,15 +53,26 @@ __global__ static void mq_reduce_kernel(const float *__restrict__ part, float *_
     }
 }
 
-/* Splits of the columns when the tiles alone would leave multiprocessors idle: up to 8, each
- * of two stages or more, their partial sums within the scratch buffer. */
-static int mq_splits(struct backend *b, int64_t tiles, int n_groups, size_t outputs) {
+/* Splits of the columns (up to 8, their partial sums within the scratch buffer), by a model of
+ * the time: blocks run in waves of per_sm to a multiprocessor, and a block takes its stages
+ * plus one (the first stage's copies wait alone), so the fewest splits with the fewest stages
+ * in waves win. Filling one wave alone was not enough: 14336 x 4096 q4_K, 32 tokens (224 tiles,
+ * 3 blocks per multiprocessor) split in 2 ran 448 blocks on 396 places, 52 in a second wave.
+ * Each split keeps two stages or more where the columns have them. */
+static int mq_splits(struct backend *b, int64_t tiles, int n_groups, size_t outputs, int per_sm) {
     const cuda_state *s = cuda_of(b);
-    int splits = (int)((2 * (int64_t)s->n_sm + tiles - 1) / tiles);
-    splits = splits < 8 ? splits : 8;
-    while (splits > 1 && (n_groups / (splits * MQ_KG) < 2 || splits * outputs > s->scratch_floats))
-        splits--;
-    return splits;
+    const int64_t places = (int64_t)(per_sm > 0 ? per_sm : 1) * s->n_sm;
+    const int stages = (n_groups + MQ_KG - 1) / MQ_KG;
+    int best = 1;
+    int64_t best_cost = INT64_MAX;
+    for (int z = 1; z <= 8; z++) {
+        if (z > 1 && (stages / z < 2 || z * outputs > s->scratch_floats))
+            break;
+        const int64_t waves = (tiles * z + places - 1) / places, per = (stages + z - 1) / z;
+        if (waves * (per + 1) < best_cost)
+            best = z, best_cost = waves * (per + 1);
+    }
+    return best;
 }
 
 #endif

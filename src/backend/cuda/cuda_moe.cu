@@ -127,11 +127,11 @@ static void moe_grouped(struct backend *b, const struct moe_args *a) {
                 continue;
             const struct mat g = expert(a->gate, e), u = expert(a->up, e), dn = expert(a->down, e);
             cuda_get_rows(b, &xs, a->ids + start[e], a->rows, c); /* the expert's tokens */
-            s->xq_src = nullptr; /* rows changed behind the q8_1 bookkeeping */
+            cuda_forget_xq(s); /* rows changed behind the q8_1 bookkeeping */
             cuda_matmul(b, &g, a->rows, a->gate_out, c);
             cuda_matmul(b, &u, a->rows, a->up_out, c);
             cuda_glu(b, a->kind, a->gate_out, a->up_out, a->glu, (size_t)c * (size_t)ff);
-            s->xq_src = nullptr;
+            cuda_forget_xq(s);
             cuda_matmul(b, &dn, a->glu, a->out, c);
             const size_t values = (size_t)c * (size_t)d_out;
             moe_scatter_add_kernel<<<cuda_blocks(values, 256), 256, 0, s->stream>>>(
@@ -160,6 +160,6 @@ bool cuda_moe_ffn(struct backend *b, struct moe_args *a) {
         moe_grouped(b, a);
         a->waited = true;
     }
-    cuda_of(b)->xq_src = nullptr; /* y may have been a q8_1 copy's source */
+    cuda_forget_xq(cuda_of(b)); /* y may have been a q8_1 copy's source */
     return true;
 }

@@ -60,7 +60,8 @@ __global__ static void rms_norm_kernel(const float *x, const float *g, float *y,
 void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
                    float eps) {
     cuda_state *s = cuda_of(b);
-    const bool q8 = cuda_q8_fits(b, n, dim);
+    const bool q8 = cuda_gemv_fits(b, n, dim);
+    cuda_forget_xq(s);
     s->xq_src = q8 ? y : nullptr, s->xq_n = n, s->xq_cols = dim;
     if (n > 0)
         cuda_note(b,

@@ -34,9 +34,10 @@ bool cuda_half_multi(struct backend *b, int count, const struct mat *w, const fl
 bool cuda_half_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
                    const struct mat *up, const float *x, const struct norm_in *norm, float *y);
 
-/* cuda_gemv_q8.cu: up to CUDA_Q8_MAX_N tokens on int8 activations, for the types of
- * cuda_vecdot.cuh. Each returns false, doing nothing, where the kernel does not take the
- * matrices (the caller falls back). cuda_gemv_q8_init: once per device, before any launch. */
+/* cuda_gemv_q8.cu: dense matmuls of up to cuda_q8_max_n tokens (MoE experts: CUDA_Q8_MAX_N pairs)
+ * on int8 activations, for the types of cuda_vecdot.cuh. Each returns false, doing nothing, where
+ * the kernel does not take the matrices (the caller falls back). cuda_gemv_q8_init: once per
+ * device, before any launch. */
 cudaError_t cuda_gemv_q8_init(void);
 bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float *y, int n,
                   bool accumulate);
@@ -47,16 +48,21 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
                      const struct mat *up, const float *x, const struct norm_in *norm, float *y,
                      int n);
 /* Whether n rows of n_cols fit the q8_1 buffers (room: any n up to the batch; fits: also few
- * enough for the GEMV, when the RMSNorm quantizes its output for it). */
+ * enough for the GEMV's MoE experts (CUDA_Q8_MAX_N); gemv_fits: for its dense matmuls
+ * (cuda_q8_max_n), when the RMSNorm and the attention quantize their outputs for them). */
 bool cuda_q8_room(struct backend *b, int n, int64_t n_cols);
 bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols);
+bool cuda_gemv_fits(struct backend *b, int n, int64_t n_cols);
+/* The most tokens the GEMV takes in a dense matmul: CUDA_GEMV_MAX_N, or OX_CUDA_Q8_MAX_N from the
+ * environment (1 to CUDA_Q8_MAX_N); the int8 tensor-core matmul takes the batches above it. */
+int cuda_q8_max_n(void);
 /* The q8_1 copy of x's n rows (cvd_xq blocks), quantized unless the last quantization was of
  * these very rows; needs cuda_q8_room. */
 const struct cvd_xq *cuda_q8_input(struct backend *b, const float *x, int n, int64_t n_cols);
 /* A matmul's writes to y's n rows may overwrite the rows the q8_1 copy was made from. */
 void cuda_q8_written(struct backend *b, const float *y, int n, int64_t rows);
 
-/* cuda_mmq.cu: more than CUDA_Q8_MAX_N tokens (up to cuda_mmq_max_n) on the int8 tensor cores for
+/* cuda_mmq.cu: more than cuda_q8_max_n tokens (up to cuda_mmq_max_n) on the int8 tensor cores for
  * the types of cuda_vecdot.cuh (y = W x, or y += W x); false, doing nothing, where it does not take
  * w. cuda_mmq_init: once per device, before any launch. */
 cudaError_t cuda_mmq_init(void);
@@ -65,6 +71,8 @@ cudaError_t cuda_mmq_init(void);
 int cuda_mmq_max_n(void);
 bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, int n,
               bool accumulate);
+/* Whether cuda_mmq takes these (the GEMV keeps the batches it does not). */
+bool cuda_mmq_takes(struct backend *b, const struct mat *w, const float *x, int n);
 /* MoE experts, matrices w (expert e's is e * n_rows * row_bytes on) chosen by ids[p] for pairs
  * p of a token and one of its k experts: cuda_experts_glu gives y[p] = act(gate x[p / k]) *
  * (up x[p / k]) for n tokens, cuda_experts y[p] = w x[p]. cuda_q8_takes_experts: whether they

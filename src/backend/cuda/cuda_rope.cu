@@ -129,7 +129,7 @@ bool cuda_rope_store(struct backend *b, const struct rope_store_args *a) {
     if (a->n <= 0 || a->n > CUDA_Q8_MAX_N || (q8 && (a->hd_k % 32 || a->hd_v % 32)) ||
         a->hd_k > 1024 || a->hd_v > 1024 || a->rope->n_rot > a->hd_k)
         return false;
-    cuda_of(b)->xq_src = nullptr; /* q and k change (cuda_gemv_q8.cu) */
+    cuda_forget_xq(cuda_of(b)); /* q and k change (cuda_gemv_q8.cu) */
     const int hd = a->hd_k > a->hd_v ? a->hd_k : a->hd_v;
     dim3 grid((unsigned)(a->n_head + 2 * a->n_head_kv), (unsigned)a->n);
     cuda_note(b,
