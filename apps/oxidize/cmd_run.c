@@ -196,6 +196,7 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
     stop_filter_finish(&stops, stdout);
     double t2 = cmd_now_s();
     printf("\n");
+    fflush(stdout); /* the text's last line out before the stats (stderr is not buffered) */
     fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %d tokens, %.1f tokens/s\n",
             s->n_prompt, (double)s->n_prompt / (t1 - t0), n_gen,
             n_gen / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
