@@ -32,8 +32,9 @@ for r in rows:
     n = n[:n.index(">(") + 1] if ">(" in n else n.split("(")[0]  # drop the parameters
     n = n.replace("(ox_dtype)", "type ")
     kern.append((n, float(r[value].replace(",", "")) * scale.get(r[unit], 1e-3)))
-# a token starts at each embedding lookup (get_rows of the token embeddings)
-starts = [i for i, (n, _) in enumerate(kern) if n.startswith("rows_kernel")]
+# a token starts at each embedding lookup (get_rows of the token embeddings into floats; the
+# cuBLAS path's get_rows into halves dequantizes weights)
+starts = [i for i, (n, _) in enumerate(kern) if n.startswith("rows_kernel") and n.endswith("float>")]
 tokens = max(len(starts), 1)
 total = sum(t for _, t in kern)
 agg = {}
