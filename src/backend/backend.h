@@ -315,7 +315,8 @@ struct backend_ops {
      * cells in use may change: attention reads their count from n_cells_now). */
     bool (*graph_begin)(struct backend *b, uint64_t key);
     void (*graph_end)(struct backend *b);
-    int graph_max_tokens;       /* steps of up to this many tokens may be recorded */
+    int graph_max_tokens;       /* steps of up to this many tokens may be recorded, */
+    int graph_max_seqs;         /* and steps of one token for each of up to this many sequences */
     bool attention_reads_cache; /* attention takes the cache's rows (no cache_load first) */
 };
 

@@ -136,7 +136,8 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b,
     bool moe = false; /* DeepSeek's first layers are dense */
     for (int32_t il = 0; il < c->n_layer; il++)
         moe |= ctx->model->layers[il].ffn_gate_inp != NULL;
-    if (n < 1 || n > b->ops->graph_max_tokens || ctx->embd_only || !ctx->logits ||
+    bool many_seqs = batch->one_per_seq && n <= b->ops->graph_max_seqs && n <= ctx->logit_rows;
+    if (n < 1 || (n > b->ops->graph_max_tokens && !many_seqs) || ctx->embd_only || !ctx->logits ||
         (moe && (n > 1 || !ctx->moe_graphable)) || c->attn_temp_scale != 0.0f)
         return false;
     for (int t = 0; t < n; t++)

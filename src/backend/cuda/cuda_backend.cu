@@ -100,6 +100,14 @@ static bool cu_graph_begin(struct backend *b, uint64_t key) {
         cuda_note(b, cudaGraphLaunch(s->graph, s->stream), "graph launch");
         return true;
     }
+    /* many sequences' steps: recorded from their second time of a size, if the first called no
+     * cuBLAS (the GEMMs of types without an int8 kernel, whose workspace a recording could not
+     * allocate) */
+    if (key > CUDA_Q8_MAX_N && (s->probe_key != key || s->probe_blas)) {
+        if (s->probe_key != key)
+            s->probe_key = key, s->probe_blas = false, s->probing = true;
+        return false;
+    }
     cudaError_t e = cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal);
     cuda_note(b, e, "graph capture");
     s->capturing = e == cudaSuccess;
@@ -109,6 +117,7 @@ static bool cu_graph_begin(struct backend *b, uint64_t key) {
 
 static void cu_graph_end(struct backend *b) {
     cuda_state *s = cuda_of(b);
+    s->probing = false;
     if (!s->capturing)
         return;
     s->capturing = false;
@@ -354,6 +363,7 @@ const struct backend_ops backend_cuda_ops = {
     .graph_end = cu_graph_end,
     .graph_max_tokens = CUDA_Q8_MAX_N, /* the attention that reads the cells in use from device
                                         * memory takes them (cuda_attention.cu) */
+    .graph_max_seqs = CUDA_MMQ_MAX_N,  /* as many as the int8 matmul takes (no cuBLAS inside) */
     .attention_reads_cache = true,
 };
 

@@ -44,6 +44,9 @@ struct cuda_state {
     bool xm_q8k;           /* and its form (q8_K or q8_1) */
     cudaGraphExec_t graph; /* the recorded decode step, and its key */
     uint64_t graph_key;
+    uint64_t probe_key; /* a step of more than CUDA_Q8_MAX_N tokens is first run as it comes */
+    bool probing;       /* (this one is), to see whether it calls cuBLAS, */
+    bool probe_blas;    /* which keeps it from being recorded */
     bool capturing;
     bool pdl;           /* the GPU launches kernels early (cuda_launch_early): Hopper on */
     bool early;         /* and the decode GEMVs let the next kernel launch as they start */
