@@ -27,6 +27,16 @@ static bool too_wide(const struct ox_context *ctx, const struct stage *s,
     return w && (size_t)n * (size_t)ff > (size_t)ctx->params.n_batch * (size_t)w;
 }
 
+/* The widest slice of the FFN that act.gate holds for n rows: act.ffn_slice times the largest
+ * k that divides the FFN's slices with n * k <= n_batch (2 slices of the 1B for 256 tokens
+ * rather than 4, each matmul then twice as wide and half as many launched). */
+static int64_t slice_width(const struct ox_context *ctx, const struct stage *s, int64_t ff, int n) {
+    int64_t w = s->act.ffn_slice, parts = ff / w, k = (int64_t)ctx->params.n_batch / n;
+    while (k > 1 && parts % k != 0)
+        k--;
+    return w * (k > 1 ? k : 1);
+}
+
 /* The dense FFN of a batch too_wide for act.gate (its width over n_embd-sized slices), from in
  * straight into the residual: per slice, gate and up of its rows, the GLU, and x += the down
  * projection's matching columns times that. The sums over the width then add up slice by
@@ -36,7 +46,7 @@ static void ffn_sliced(struct ox_context *ctx, struct stage *s, const struct lay
     const struct model_config *c = &ctx->model->cfg;
     struct activations *a = &s->act;
     struct backend *b = &s->be;
-    int64_t ff = l->ffn_down->ne[0], w = a->ffn_slice;
+    int64_t ff = l->ffn_down->ne[0], w = slice_width(ctx, s, ff, n);
     enum glu_kind kind = c->arch->ffn == FFN_SWIGLU ? GLU_SILU : GLU_GELU;
     struct mat gate = as_mat(b, l->ffn_gate), up = as_mat(b, l->ffn_up);
     struct mat down = as_mat(b, l->ffn_down);

@@ -1,5 +1,6 @@
 /* cuda_attention.cu: causal attention on the GPU over the cache read back as floats: one block
- * per (token, head), the visible cells taken a tile at a time with an online softmax, so any
+ * per (token, head), or for decode steps of few queries several, each over its share of the
+ * cells (flash-decoding), the visible cells taken a tile at a time with an online softmax, so any
  * context length runs in fixed shared memory (GQA, sliding window, soft-capped scores, sinks). */
 #include <math.h>
 
@@ -22,7 +23,15 @@ struct attn_k {
     const float *sinks; /* [n_head] logits joining each softmax with no value (gpt-oss), or NULL */
     cvd_xq *xq;         /* the per-query kernel's output as q8_1 too (for the wo matmul), or NULL */
     const int32_t *seq_span; /* each sequence's first and one past its last cell, or NULL */
+    int splits;              /* blocks per (token, head), each over its share of the cells; */
+    float *part;             /* with more than 1, their running max, sum and outputs, */
+    int *count;              /* and per (token, head) how many are done (cuda_state's attn_) */
 };
+
+/* A split of the cells takes at least this many tiles, and a (token, head) at most this many
+ * splits: beyond, the blocks' fixed costs (the query, the partials' combination) outweigh the
+ * cells they share. */
+enum { SPLIT_MIN_TILES = 1, MAX_SPLITS = 32, PART_STRIDE = MAX_HD + 2 };
 
 __device__ static float block_sum(float v, float *shared) {
     for (int o = 16; o > 0; o >>= 1)
@@ -124,8 +133,10 @@ __device__ __forceinline__ float join_sink(const float *sinks, int h, float *m, 
 template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_kernel(attn_k a) {
     __shared__ float q[MAX_HD], p[TILE], red[TILE / 32], red_sum[TILE / 32];
     __shared__ float v_part[TILE * 8]; /* the cell groups' partial outputs (vec_v) */
+    __shared__ bool last_split;
     cuda_let_next_start();
-    int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
+    const int qh = blockIdx.x, split = blockIdx.y;
+    int t = qh / a.n_head, h = qh % a.n_head;
     int kvh = h / (a.n_head / a.n_head_kv), tid = threadIdx.x;
     /* the step's positions, sequences and cells came before any kernel of it (uploads): the
      * first tile's are read while the previous kernel finishes. With that and the rows' loads
@@ -142,6 +153,15 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
         c_begin = a.seq_span[2 * qs] / TILE * TILE;
         n_cells = min(n_cells, a.seq_span[2 * qs + 1]);
     }
+    /* this block's share of the tiles, from the cells in use now (so a recorded step's splits
+     * follow the cache as it grows); splits past the last share have nothing to do */
+    const int tiles = n_cells > c_begin ? (n_cells - c_begin + TILE - 1) / TILE : 0;
+    const int per = max(SPLIT_MIN_TILES, (tiles + a.splits - 1) / a.splits);
+    const int used = max(1, (tiles + per - 1) / per);
+    if (split >= used)
+        return;
+    c_begin += split * per * TILE;
+    n_cells = min(n_cells, c_begin + per * TILE);
     int32_t kp0 = -1;
     uint64_t seq0 = 0;
     if (c_begin + tid < n_cells)
@@ -166,8 +186,7 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
         float s = -INFINITY;
         if (c < n_cells) {
             const int32_t kp = c0 != c_begin ? a.cell_pos[c] : kp0;
-            const uint64_t sw =
-                c0 != c_begin ? a.cell_seq[(size_t)c * SEQ_WORDS + qs / 64] : seq0;
+            const uint64_t sw = c0 != c_begin ? a.cell_seq[(size_t)c * SEQ_WORDS + qs / 64] : seq0;
             bool seen = kp >= 0 && (sw >> (qs % 64) & 1) && kp - qp <= a.ahead &&
                         (a.window <= 0 || qp - kp < a.window);
             if (seen) {
@@ -218,6 +237,57 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
             v_part[vg * a.hd_v + vd * 8 + k] = acc8[k];
         __syncthreads();
     }
+    float o[PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < PER_THREAD; r++) {
+        int i = tid + r * TILE;
+        o[r] = acc[r];
+        if (vec_v && i < a.hd_v) {
+            o[r] = 0.0f;
+            for (int g = 0; g < groups; g++)
+                o[r] += v_part[g * a.hd_v + i];
+        }
+    }
+    if (used > 1) {
+        /* a share of the cells: its max, sum and unscaled outputs go out, and the block that
+         * finishes last among the (token, head)'s splits takes them all in split order (the
+         * same sums whichever finishes last), as one softmax over every cell */
+        float *mine = a.part + ((size_t)qh * a.splits + split) * PART_STRIDE;
+#pragma unroll
+        for (int r = 0; r < PER_THREAD; r++)
+            if (tid + r * TILE < a.hd_v)
+                mine[2 + tid + r * TILE] = o[r];
+        if (tid == 0)
+            mine[0] = m, mine[1] = sum;
+        __threadfence(); /* the partials are visible before the count says so */
+        __syncthreads();
+        if (tid == 0)
+            last_split = atomicAdd(&a.count[qh], 1) == used - 1;
+        __syncthreads();
+        if (!last_split)
+            return;
+        __threadfence();
+        const float *all = a.part + (size_t)qh * a.splits * PART_STRIDE;
+        float m_all = -INFINITY;
+        for (int j = 0; j < used; j++)
+            m_all = fmaxf(m_all, __ldcg(all + (size_t)j * PART_STRIDE));
+        sum = 0.0f;
+#pragma unroll
+        for (int r = 0; r < PER_THREAD; r++)
+            o[r] = 0.0f;
+        for (int j = 0; j < used; j++) {
+            const float *pj = all + (size_t)j * PART_STRIDE, mj = __ldcg(pj);
+            const float w = mj == -INFINITY ? 0.0f : expf(mj - m_all); /* nothing seen there */
+            sum += __ldcg(pj + 1) * w;
+#pragma unroll
+            for (int r = 0; r < PER_THREAD; r++)
+                if (tid + r * TILE < a.hd_v)
+                    o[r] += __ldcg(pj + 2 + tid + r * TILE) * w;
+        }
+        m = m_all;
+        if (tid == 0) /* ready for the next step */
+            a.count[qh] = 0;
+    }
     float *y = a.y + ((size_t)t * a.n_head + h) * a.hd_v;
     float keep = join_sink(a.sinks, h, &m, &sum);
     float inv = sum > 0.0f ? keep / sum : 0.0f; /* nothing visible: zeros, as the CPU */
@@ -225,15 +295,9 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
     for (int r = 0; r < PER_THREAD; r++) {
         int i = tid + r * TILE;
         if (i < a.hd_v) {
-            float o = acc[r];
-            if (vec_v) {
-                o = 0.0f;
-                for (int g = 0; g < groups; g++)
-                    o += v_part[g * a.hd_v + i];
-            }
-            y[i] = o * inv;
+            y[i] = o[r] * inv;
             if (a.xq) /* hd_v % 32 == 0: a warp holds 32 consecutive outputs */
-                cvd_quantize_warp(o * inv, a.xq + (((size_t)t * a.n_head + h) * a.hd_v + i) / 32,
+                cvd_quantize_warp(o[r] * inv, a.xq + (((size_t)t * a.n_head + h) * a.hd_v + i) / 32,
                                   tid % 32);
         }
     }
@@ -338,6 +402,34 @@ __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, 
     }
 }
 
+/* Blocks a step of qh (token, head) pairs takes per pair: as many as make one wave of the
+ * kernel (4 blocks a multiprocessor), so few queries over a long cache still fill the GPU, while
+ * the splits with nothing to do at short lengths stay few (H100, the 8B Q4_K_M at batch 1,
+ * t/s, one block a pair against up to 32: 334 / 329 at an empty cache, 109 / 268 after 4096
+ * tokens, 36.5 / 172 after 16384); OX_CUDA_ATTN_SPLITS, a measuring knob, sets the splits (1:
+ * one block a pair) within the room cuda_attention_alloc made. */
+static int attention_splits(const cuda_state *cs, int qh) {
+    static const int knob = cuda_env_int("OX_CUDA_ATTN_SPLITS", 0, 0, MAX_SPLITS);
+    if (qh <= 0)
+        return 1;
+    int splits = knob ? knob : 4 * cs->n_sm / qh;
+    splits = splits < cs->attn_blocks / qh ? splits : cs->attn_blocks / qh;
+    return splits < 2 ? 1 : splits < MAX_SPLITS ? splits : MAX_SPLITS;
+}
+
+cudaError_t cuda_attention_alloc(cuda_state *s, size_t *bytes) {
+    s->attn_blocks = 8 * s->n_sm; /* room for two waves (a knob may ask for more splits) */
+    const size_t part = (size_t)s->attn_blocks * PART_STRIDE * sizeof(float);
+    const size_t count = (size_t)s->attn_blocks * sizeof(int);
+    cudaError_t e = cudaMalloc(&s->attn_part, part);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->attn_count, count);
+    if (e == cudaSuccess) /* the last split of each pair sets its count back to 0 */
+        e = cudaMemset(s->attn_count, 0, count);
+    *bytes = part + count;
+    return e;
+}
+
 /* The per-query kernel also quantizes its output for the wo matmul next (cuda_gemv_q8.cu). */
 template <int KT> static void launch(struct backend *b, const struct attn_args *a, attn_k k) {
     cuda_state *cs = cuda_of(b);
@@ -355,9 +447,12 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
             k.xq = (cvd_xq *)cs->xq[cs->xq_cur];
             cs->xq_src = a->y, cs->xq_n = a->n, cs->xq_cols = width;
         }
+        const int qh = a->n * a->n_head;
+        k.splits = attention_splits(cs, qh);
+        k.part = cs->attn_part, k.count = cs->attn_count;
         cuda_note(b,
                   cuda_launch_early(cuda_of(b)->pdl, attention_kernel<KT>,
-                                    dim3((unsigned)(a->n * a->n_head)), dim3(TILE), 0, s, k),
+                                    dim3((unsigned)qh, (unsigned)k.splits), dim3(TILE), 0, s, k),
                   "attention");
     }
     CUDA_LAUNCHED(b, "attention");
@@ -395,7 +490,10 @@ void cuda_attention(struct backend *b, const struct attn_args *a) {
                 a->softcap,
                 a->sinks,
                 nullptr,
-                a->seq_span};
+                a->seq_span,
+                1,
+                nullptr,
+                nullptr};
     if (cached && a->cache_type == OX_DTYPE_F16)
         launch<OX_DTYPE_F16>(b, a, k);
     else if (cached && a->cache_type == OX_DTYPE_Q8_0)

@@ -236,6 +236,9 @@ static enum ox_status cu_init_sized(struct backend *b, const struct cuda_sizes *
         e = cudaMalloc(&s->scratch, s->scratch_floats * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc(&s->xh, s->xh_halves * 2);
+    size_t attn_bytes = 0;
+    if (e == cudaSuccess)
+        e = cuda_attention_alloc(s, &attn_bytes);
     /* the tensor-core matmuls quantize their batches there too */
     size_t q8_rows = (size_t)cuda_mmq_max_n() < z->n_batch ? (size_t)cuda_mmq_max_n() : z->n_batch;
     q8_rows = q8_rows > (size_t)CUDA_Q8_MAX_N ? q8_rows : (size_t)CUDA_Q8_MAX_N;
@@ -244,7 +247,8 @@ static enum ox_status cu_init_sized(struct backend *b, const struct cuda_sizes *
         e = cudaMalloc(&s->xq[i], s->xq_blocks * 40 + 1); /* cvd_xq */
     if (e == cudaSuccess) /* 32 levels and at most 2 scale words a group */
         e = cudaMalloc(&s->xm, s->xq_blocks * 40 + 1);
-    b->own_bytes = s->scratch_floats * sizeof(float) + s->xh_halves * 2 + 3 * s->xq_blocks * 40;
+    b->own_bytes =
+        s->scratch_floats * sizeof(float) + s->xh_halves * 2 + 3 * s->xq_blocks * 40 + attn_bytes;
     s->staging_size = (size_t)1 << 22; /* batch indices and cell lists: far less per batch */
     if (e == cudaSuccess)
         e = cudaMallocHost(&s->staging, s->staging_size);
@@ -306,6 +310,8 @@ static void cu_release(struct backend *b) {
     cudaFree(s->xq[0]);
     cudaFree(s->xq[1]);
     cudaFree(s->xm);
+    cudaFree(s->attn_part);
+    cudaFree(s->attn_count);
     cudaFreeHost(s->staging);
     if (s->graph)
         cudaGraphExecDestroy(s->graph);

@@ -42,6 +42,9 @@ struct cuda_state {
     int xm_n;              /* how many, */
     int64_t xm_cols;       /* their width, */
     bool xm_q8k;           /* and its form (q8_K or q8_1) */
+    float *attn_part;      /* decode attention split along the cells (cuda_attention.cu): each */
+    int *attn_count;       /* block's running max, sum and outputs, and per query and head the */
+    int attn_blocks;       /* blocks done (back to 0 after); room for this many blocks */
     cudaGraphExec_t graph; /* the recorded decode step, and its key */
     uint64_t graph_key;
     uint64_t probe_key; /* a step of more than CUDA_Q8_MAX_N tokens is first run as it comes */
@@ -86,6 +89,14 @@ constexpr int CUDA_GEMV_MAX_N = 4;
  * `oxidize bench` agrees: 128 sequences of the 8B Q4_K_M 5.9k against 5.2k tokens/s, 256 6.6k
  * against 8.2k. */
 constexpr int CUDA_MMQ_MAX_N = 128;
+/* Matrices of fewer weights than this keep the int8 kernel up to CUDA_MMQ_SMALL_MAX_N tokens:
+ * there cuBLAS's GEMM, too small to fill the GPU, no longer makes up for dequantizing the
+ * weights in chunks (H100, t/s, the 1B Q4_0 decoding 160 / 256 sequences: 15.9k / 21.5k against
+ * 12.8-14.2k / 18.7-19.7k with cuBLAS past 128 tokens; its FFN goes by slices of 4096 x 2048
+ * there). The 8B's 4096 x 4096 ones come out even (8.0k t/s at 256 either way) and its FFN's
+ * and output matrices keep cuBLAS (on the int8 kernel too: 7.2k). */
+constexpr int64_t CUDA_MMQ_SMALL_WEIGHTS = (int64_t)24 << 20;
+constexpr int CUDA_MMQ_SMALL_MAX_N = 256;
 
 /* The GLU activation of the gate (enum glu_kind): SiLU, sigmoid, or ggml's tanh GELU computed in
  * float (the CPU reads it from an f16 table). */

@@ -575,7 +575,10 @@ template <enum ox_dtype T>
 static void mmq_run_t(struct backend *b, const struct mat *w, const uint8_t *xl,
                       const uint32_t *xsc, float *y, int n, bool accumulate) {
     const bool wide = w->n_rows * w->n_cols >= MQ_WIDE_WEIGHTS;
-    if (n > 64 && wide)
+    /* 128 tokens a tile only where that pads no more than 64 would: 160 tokens in two tiles
+     * of 128 multiply 96 padding tokens, in three of 64 only 32 */
+    const bool whole_128 = cuda_blocks(n, 128) * 128 <= cuda_blocks(n, 64) * 64;
+    if (n > 64 && wide && whole_128)
         mmq_launch<T, 2, 4, 4, 4>(b, w, xl, xsc, y, n, accumulate);
     else if (n > 32)
         mmq_launch<T, 2, 4, 4, 2>(b, w, xl, xsc, y, n, accumulate);
@@ -617,9 +620,21 @@ static bool mq_q8k_type(enum ox_dtype t) {
 
 static bool mmq_int8_mma; /* the GPU has mma.sync on int8 (Ampere on): cuda_mmq_init */
 
-int cuda_mmq_max_n(void) { /* read once (thread-safe initialisation) */
-    static const int v = cuda_env_int("OX_CUDA_MMQ_MAX_N", CUDA_MMQ_MAX_N, 0, 65536);
-    return v;
+/* The most tokens of a matrix of these many weights the int8 kernel takes: the knobs are read
+ * once (thread-safe initialisation); OX_CUDA_MMQ_MAX_N alone sets both limits. */
+static int mmq_limit(int64_t weights) {
+    static const int most = cuda_env_int("OX_CUDA_MMQ_MAX_N", CUDA_MMQ_MAX_N, 0, 65536);
+    static const int small = cuda_env_int(
+        "OX_CUDA_MMQ_SMALL_N", getenv("OX_CUDA_MMQ_MAX_N") ? most : CUDA_MMQ_SMALL_MAX_N, 0, 65536);
+    static const int64_t small_weights =
+        (int64_t)cuda_env_int("OX_CUDA_MMQ_SMALL_MW", (int)(CUDA_MMQ_SMALL_WEIGHTS >> 20), 0,
+                              1 << 20)
+        << 20;
+    return weights < small_weights && small > most ? small : most;
+}
+
+int cuda_mmq_max_n(void) {
+    return mmq_limit(0);
 }
 
 bool cuda_mmq_takes(struct backend *b, const struct mat *w, const float *x, int n) {
@@ -630,7 +645,7 @@ bool cuda_mmq_takes(struct backend *b, const struct mat *w, const float *x, int 
         break;
     default: return false;
     }
-    return mmq_int8_mma && n > cuda_q8_max_n() && n <= cuda_mmq_max_n() &&
+    return mmq_int8_mma && n > cuda_q8_max_n() && n <= mmq_limit(w->n_rows * w->n_cols) &&
            cuda_q8_room(b, n, w->n_cols) && !((uintptr_t)x & 15) && /* quantizers read float4s */
            w->n_rows <= INT32_MAX && !(((uintptr_t)w->data | w->row_bytes) & 15);
 }

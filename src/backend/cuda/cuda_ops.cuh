@@ -66,8 +66,8 @@ void cuda_q8_written(struct backend *b, const float *y, int n, int64_t rows);
  * the types of cuda_vecdot.cuh (y = W x, or y += W x); false, doing nothing, where it does not take
  * w. cuda_mmq_init: once per device, before any launch. */
 cudaError_t cuda_mmq_init(void);
-/* The most tokens it takes: CUDA_MMQ_MAX_N, or OX_CUDA_MMQ_MAX_N from the environment (0 to
- * 65536; for measuring where it stops winning). */
+/* The most tokens it takes of any matrix: CUDA_MMQ_SMALL_MAX_N, or as the environment's knobs
+ * set (OX_CUDA_MMQ_MAX_N, OX_CUDA_MMQ_SMALL_N; for measuring where it stops winning). */
 int cuda_mmq_max_n(void);
 bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, int n,
               bool accumulate);
@@ -118,8 +118,9 @@ void cuda_delta_net(struct backend *b, const struct delta_net_args *a);
 /* cuda_mamba2.cu */
 void cuda_mamba2(struct backend *b, const struct mamba2_args *a);
 
-/* cuda_attention.cu */
+/* cuda_attention.cu; _alloc: the context's room for decode steps split along the cells */
 void cuda_attention(struct backend *b, const struct attn_args *a);
+cudaError_t cuda_attention_alloc(cuda_state *s, size_t *bytes);
 /* cuda_flash_attention.cu: prompts (16 queries or more) over an f16 or q8_0 cache on the tensor
  * cores; false, doing nothing, for shapes it does not take. _init: once per device. */
 cudaError_t cuda_flash_attention_init(void);
