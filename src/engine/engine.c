@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "core/status.h"
+#include "core/threadpool.h"
 #include "oxidize.h"
 
 /* A submitted request: queued, then running in a slot. */
@@ -26,6 +27,7 @@ struct slot {
     int32_t n_tokens;    /* tokens known: the prompt, then each generated one */
     int32_t n_generated; /* tokens passed to on_token */
     int32_t row;         /* this step's batch row whose logits it samples, or -1 */
+    ox_token next;       /* the token sample_ready drew from that row (-1: none) */
 };
 
 struct ox_engine {
@@ -43,6 +45,9 @@ struct ox_engine {
     ox_token *b_tok; /* this step's batch: [n_batch] */
     int32_t *b_pos, *b_seq;
     bool *b_logits;
+    struct threadpool *pool; /* samples the slots of a pass side by side (sample_ready) */
+    struct slot **ready;     /* [n_slots]: the slots whose logits the last pass made */
+    int32_t n_ready;
 };
 
 struct ox_engine_params ox_engine_params_default(void) {
@@ -120,8 +125,13 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
     e->b_seq = malloc(p.n_batch * sizeof *e->b_seq);
     e->b_logits = malloc(p.n_batch * sizeof *e->b_logits);
     e->slot_view = calloc((size_t)e->n_slots, sizeof *e->slot_view);
+    e->ready = calloc((size_t)e->n_slots, sizeof *e->ready);
+    if (st == OX_OK && e->n_slots > 1) /* the host's cores, idle while a step samples */
+        st = threadpool_create(p.n_threads > 0 ? p.n_threads : threadpool_default_threads(),
+                               &e->pool);
     e->live.n_slots = e->n_slots, e->live.kv_cells = e->n_slots * e->slot_ctx;
-    bool ok = e->slots && e->b_tok && e->b_pos && e->b_seq && e->b_logits && e->slot_view;
+    bool ok =
+        e->slots && e->b_tok && e->b_pos && e->b_seq && e->b_logits && e->slot_view && e->ready;
     for (int32_t i = 0; ok && i < e->n_slots; i++)
         ok = (e->slots[i].tokens = malloc((size_t)e->slot_ctx * sizeof(ox_token))) != NULL;
     if (st == OX_OK && !ok)
@@ -153,7 +163,8 @@ void ox_engine_free(struct ox_engine *e) {
     ox_context_free(e->ctx);
     pthread_mutex_destroy(&e->lock);
     free(e->slots), free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logits);
-    free(e->slot_view);
+    free(e->slot_view), free(e->ready);
+    threadpool_free(e->pool);
     free(e);
 }
 
@@ -280,7 +291,33 @@ static int32_t fill_batch(struct ox_engine *e, int32_t *added, int32_t *start) {
     return n;
 }
 
-/* Sample slot s's next token from its logits row and pass it on, or end the request. */
+/* One part of sample_ready: every nth ready slot from the ith draws its next token from its
+ * logits row with its own sampler (slots share nothing there, so parts run side by side). */
+static void sample_part(void *arg, int ith, int nth) {
+    struct ox_engine *e = arg;
+    for (int32_t j = ith; j < e->n_ready; j += nth) {
+        struct slot *s = e->ready[j];
+        const struct ox_request *r = &s->job->req;
+        const float *logits = ox_get_logits(e->ctx, s->row);
+        s->next = -1;
+        if (r->max_tokens == 0 || !logits) /* the prompt only: nothing to draw */
+            continue;
+        s->next = ox_sampler_sample(r->sampler, logits, e->n_vocab);
+        if (s->next >= 0)
+            ox_sampler_accept(r->sampler, s->next);
+    }
+}
+
+/* The ready slots' next tokens, drawn on the engine's pool: a sampler's pass over a 128k
+ * vocabulary takes about 0.1 ms, which 128 streams made 13 ms of every step on one thread. */
+static void sample_ready(struct ox_engine *e) {
+    if (e->pool && e->n_ready > 1)
+        threadpool_run_n(e->pool, sample_part, e, e->n_ready);
+    else
+        sample_part(e, 0, 1);
+}
+
+/* Pass slot s's next token (sample_ready's) on, or end the request. */
 static void advance(struct ox_engine *e, struct slot *s) {
     const struct ox_request *r = &s->job->req;
     const float *logits = ox_get_logits(e->ctx, s->row);
@@ -289,13 +326,12 @@ static void advance(struct ox_engine *e, struct slot *s) {
         finish(e, s, OX_FINISH_LENGTH);
         return;
     }
-    ox_token t = logits ? ox_sampler_sample(r->sampler, logits, e->n_vocab) : -1;
+    ox_token t = s->next;
     if (t < 0) {
         ox_fail(OX_ERR_INVALID_ARG, "engine: the sampler picked no token");
         finish(e, s, OX_FINISH_ERROR);
         return;
     }
-    ox_sampler_accept(r->sampler, t);
     if (ox_vocab_is_eog(ox_model_vocab(e->model), t)) {
         finish(e, s, OX_FINISH_STOP);
         return;
@@ -351,14 +387,18 @@ static enum ox_status decode_batch(struct ox_engine *e, int32_t n, int32_t *adde
         if ((st = ox_decode(e->ctx, &b)) != OX_OK)
             break;
         done = c1;
+        e->n_ready = 0;
         for (int32_t i = 0; i < e->n_slots; i++) {
             struct slot *s = &e->slots[i];
             if (added[i] && s->row >= c0 && s->row < c1) { /* its last token: all decoded */
                 s->n_past += added[i], added[i] = 0;
                 s->row -= c0;
-                advance(e, s);
+                e->ready[e->n_ready++] = s;
             }
         }
+        sample_ready(e);
+        for (int32_t j = 0; j < e->n_ready; j++) /* in slot order, as before */
+            advance(e, e->ready[j]);
     }
     double dt = seconds() - t0;
     e->live.n_prompt_tokens += st == OX_OK ? (uint64_t)n_prompt : 0;
