@@ -280,14 +280,10 @@ static void cu_pin(struct backend *b, void *host, size_t bytes) {
         cudaGetLastError(); /* not an error to keep: downloads stage instead */
 }
 
-/* The CUDA policy a context's sizes come from: big models' decode GEMVs let the next kernel
- * launch as they start (cuda_gemv_q8.cu), from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1
- * overrides); the attention needs no scratch, only the matmuls' widths; weights cuBLAS cannot
- * read as they are get room to be dequantized in chunks of 1024 rows. */
 /* Room for weights dequantized for cuBLAS: 1024 rows of the widest batch row, and at least 32
  * MiB, so a small model's output matrix is not dequantized and multiplied in a hundred slices
  * of 1024 rows (the 1B's, 128256 x 2048, in 16 of 8192: H100, 1B Q4_0 decoding 256 sequences
- * 21.0k -> 25.1k t/s, Q8_0 19.7k -> 24.4k); OX_CUDA_DEQUANT_MB sets the floor (measuring). Not
+ * 21.0k -> 25.1k t/s, Q8_0 19.6k -> 24.2k); OX_CUDA_DEQUANT_MB sets the floor (measuring). Not
  * more: a chunk past the L2 cache (50 MB) is read back from memory by its GEMM. */
 static size_t dequant_room(int64_t batch_cols) {
     const size_t floor_mb = (size_t)cuda_env_int("OX_CUDA_DEQUANT_MB", 32, 0, 1 << 16);
@@ -295,6 +291,10 @@ static size_t dequant_room(int64_t batch_cols) {
     return rows > least ? rows : least;
 }
 
+/* The CUDA policy a context's sizes come from: big models' decode GEMVs let the next kernel
+ * launch as they start (cuda_gemv_q8.cu), from 4 GiB of weights on (OX_CUDA_EARLY=0 or 1
+ * overrides); the matmuls' widths size their buffers; weights cuBLAS cannot read as they are
+ * get dequant_room to be dequantized in chunks. */
 static enum ox_status cu_init(struct backend *b, const struct backend_sizes *z) {
     const char *early = getenv("OX_CUDA_EARLY");
     uint64_t bytes = z->weights ? z->weights->bytes : 0;
