@@ -84,9 +84,10 @@ static void test_matmul_type(enum ox_dtype type) {
     if (ox_dtype_block_size(type) == 32)
         test_matmul_shape(type, 45, 224, tail);
     /* 8M weights or more: the int8 matmul's 128 x 32 tiles (8 warps) from 17 tokens, 128 x 128
-     * (16 warps) past 64, rows and tokens both ending inside a tile; a few types of each way of
-     * scaling */
-    static const int big[] = {24, 72, 0};
+     * (16 warps) past 64, rows and tokens both ending inside a tile; past 128 tokens (under 24M
+     * weights) 128 x 64 tiles where 128 tokens a tile would pad more (160), 128 x 128 where not
+     * (256); a few types of each way of scaling */
+    static const int big[] = {24, 72, 160, 256, 0};
     if (type == OX_DTYPE_Q4_0 || type == OX_DTYPE_Q4_1 || type == OX_DTYPE_Q8_0 ||
         type == OX_DTYPE_Q2_K || type == OX_DTYPE_Q4_K || type == OX_DTYPE_Q6_K ||
         type == OX_DTYPE_IQ4_XS)
