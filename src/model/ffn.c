@@ -53,9 +53,7 @@ static void ffn_sliced(struct ox_context *ctx, struct stage *s, const struct lay
     size_t col_bytes = (size_t)(w / ox_dtype_block_size(down.type)) * ox_dtype_type_size(down.type);
     gate.n_rows = up.n_rows = w, down.n_cols = w;
     for (int64_t c0 = 0; c0 < ff; c0 += w) {
-        b->ops->matmul(b, &gate, in, a->gate, n);
-        b->ops->matmul(b, &up, in, a->up, n);
-        b->ops->glu(b, kind, a->gate, a->up, a->hidden, (size_t)n * (size_t)w);
+        compose_matmul_glu(b, kind, &gate, &up, in, NULL, a->hidden, n, a->xn, a->gate, a->up);
         compose_matmul_add(b, &down, a->hidden, a->x, n, a->branch);
         gate.data = (const uint8_t *)gate.data + (size_t)w * gate.row_bytes;
         up.data = (const uint8_t *)up.data + (size_t)w * up.row_bytes;

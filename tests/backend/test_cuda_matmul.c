@@ -170,20 +170,21 @@ static float silu(float v) {
 }
 
 /* The fused matmuls (q, k, v in one launch; gate and up with the GLU; y += W x) against the
- * reference, for batches the integer GEMV takes (gemv_max_n; y += W x also for the tensor-core
- * matmul's batches); they decline (false) everything else. */
+ * reference: the integer types at every batch size (the GEMV up to gemv_max_n, the int8 tensor
+ * cores past it, the matrices' row tiles in one launch), the float types' single tokens; they
+ * decline (false) everything else. */
 static void test_fused_type(enum ox_dtype type) {
     const int cols = 2048, rows[3] = {96, 32, 96}; /* q6_K tiles need cols % 2048 == 0 */
     uint8_t *host[3];
     struct mat m[3];
     for (int i = 0; i < 3; i++)
         m[i] = random_mat(type, rows[i], cols, &host[i]);
-    static const int ns[] = {1, 3, 8, 9, 40};
+    static const int ns[] = {1, 3, 8, 9, 40, 100, 200};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         int n = ns[k];
         bool plain = type == OX_DTYPE_F32 || type == OX_DTYPE_F16 || type == OX_DTYPE_BF16;
         /* plain types: float x, one token (f16 and bf16 without staging, f32 staged) */
-        bool takes = plain ? n == 1 : n <= gemv_max_n() && int8_gemv(type);
+        bool takes = plain ? n == 1 : int8_gemv(type);
         double tol = plain ? 5e-5 : 2e-2; /* the integer types round x to int8 */
         float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
         float *want[3], *dy[3], *got;
@@ -289,37 +290,75 @@ static void test_q8_reuse(void) {
 }
 
 /* The gate/up GEMV quantizes its output for the down projection that reads it next. */
-static void test_glu_then_down(void) {
-    const int cols = 1024, ff = 256, rows = 32, n = 2;
+/* The GLU's output read by the down projection: its q8_1 copy from the GEMV, or (the tensor
+ * cores' batches) the copy the GLU's sums were quantized into, in the form of gate's type;
+ * a down matrix of the other form quantizes them again. */
+static void test_glu_then_down(enum ox_dtype gate_type, enum ox_dtype down_type, int n) {
+    const int cols = 1024, ff = 256, rows = 32;
     uint8_t *hg, *hu, *hd;
-    struct mat g = random_mat(OX_DTYPE_Q4_0, ff, cols, &hg),
-               u = random_mat(OX_DTYPE_Q4_0, ff, cols, &hu);
-    struct mat d = random_mat(OX_DTYPE_Q4_0, rows, ff, &hd);
+    struct mat g = random_mat(gate_type, ff, cols, &hg), u = random_mat(gate_type, ff, cols, &hu);
+    struct mat d = random_mat(down_type, rows, ff, &hd);
     float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
     float *yg = malloc((size_t)n * ff * 4), *yu = malloc((size_t)n * ff * 4);
     float *want = malloc((size_t)n * rows * 4);
-    matmul_ref(OX_DTYPE_Q4_0, hg, ff, cols, x, n, yg);
-    matmul_ref(OX_DTYPE_Q4_0, hu, ff, cols, x, n, yu);
+    matmul_ref(gate_type, hg, ff, cols, x, n, yg);
+    matmul_ref(gate_type, hu, ff, cols, x, n, yu);
     for (int i = 0; i < n * ff; i++)
         yg[i] = silu(yg[i]) * yu[i];
-    matmul_ref(OX_DTYPE_Q4_0, hd, rows, ff, yg, n, want);
+    matmul_ref(down_type, hd, rows, ff, yg, n, want);
     float *dh = gpu.ops->alloc(&gpu, (size_t)n * ff * 4),
           *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
     CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &g, &u, dx, NULL, dh, n));
     gpu.ops->matmul(&gpu, &d, dh, dy, n);
     float *got = down(dy, (size_t)n * rows);
-    CHECK_CLOSE(got, want, (size_t)n * rows, 3e-2, "glu, then down from its q8_1 output");
+    CHECK_CLOSE(got, want, (size_t)n * rows, 3e-2, "glu %s, then down %s from its output, n=%d",
+                ox_dtype_name(gate_type), ox_dtype_name(down_type), n);
     free(got), free(x), free(yg), free(yu), free(want), free(hg), free(hu), free(hd);
     gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dh), gpu.ops->free(&gpu, dy);
     gpu.ops->free(&gpu, (void *)g.data), gpu.ops->free(&gpu, (void *)u.data);
     gpu.ops->free(&gpu, (void *)d.data);
 }
 
-/* matmul_multi and matmul_glu with the RMSNorm inside (single tokens): as the CPU's norm, then
- * the reference. cols / 32 groups of x are quantized by pairs of lanes, 128 groups a round
- * (2304: some lanes idle). */
-static void test_normed(enum ox_dtype type, int cols) {
-    const int rows = 64, n = 1;
+/* matmul_multi over matrices of one width but different types (Q4_K_M's q and k are q4_K, its
+ * v may be q6_K): x quantized once, a launch per type, with and without the norm inside. */
+static void test_multi_mixed(int n) {
+    const int cols = 2048, rows[3] = {96, 32, 64};
+    const enum ox_dtype types[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
+    uint8_t *host[3];
+    struct mat m[3];
+    float *x = random_floats((size_t)n * cols, 2.0f), *g = random_floats(cols, 1.0f);
+    float *xn = malloc((size_t)n * cols * 4), *dx = up(x, (size_t)n * cols * 4);
+    float *dg = up(g, (size_t)cols * 4), *want[3], *dy[3];
+    cpu.ops->rms_norm(&cpu, x, g, xn, n, cols, 1e-5f);
+    for (int normed = 0; normed < 2; normed++) {
+        for (int i = 0; i < 3; i++) {
+            m[i] = random_mat(types[i], rows[i], cols, &host[i]);
+            want[i] = malloc((size_t)n * rows[i] * 4);
+            matmul_ref(types[i], host[i], rows[i], cols, normed ? xn : x, n, want[i]);
+            dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows[i] * 4);
+        }
+        struct norm_in norm = {dg, 1e-5f};
+        CHECK_MSG(gpu.ops->matmul_multi(&gpu, 3, m, dx, normed ? &norm : NULL, dy, n),
+                  "mixed multi n=%d normed %d", n, normed);
+        for (int i = 0; i < 3; i++) {
+            float *got = down(dy[i], (size_t)n * rows[i]);
+            CHECK_CLOSE(got, want[i], (size_t)n * rows[i], 2e-2,
+                        "mixed multi n=%d normed %d matrix %d", n, normed, i);
+            free(got), free(want[i]), free(host[i]);
+            gpu.ops->free(&gpu, dy[i]), gpu.ops->free(&gpu, (void *)m[i].data);
+        }
+    }
+    free(x), free(g), free(xn);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dg);
+}
+
+/* matmul_multi and matmul_glu with the RMSNorm inside: as the CPU's norm, then the reference.
+ * A single token: cols / 32 groups of x are quantized by pairs of lanes, 128 groups a round
+ * (2304: some lanes idle); the int8 tensor cores' batches (n past gemv_max_n) norm and quantize
+ * each row in one block, its threads holding 32 values each (2304: the last of the four rounds
+ * past the row). */
+static void test_normed(enum ox_dtype type, int cols, int n) {
+    const int rows = 64;
     uint8_t *host[2];
     struct mat m[2] = {random_mat(type, rows, cols, &host[0]),
                        random_mat(type, rows, cols, &host[1])};
@@ -333,22 +372,25 @@ static void test_normed(enum ox_dtype type, int cols) {
         dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
     }
     struct norm_in norm = {dg, 1e-5f};
-    /* two tokens would each block norm twice as much: declined */
-    CHECK(!gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, 2));
-    CHECK(!gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], 2));
-    CHECK(gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, n));
+    if (n == 1) { /* two tokens would each GEMV block norm twice as much: declined */
+        CHECK(!gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, 2));
+        CHECK(!gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], 2));
+    }
+    CHECK_MSG(gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, n), "normed multi %s n=%d",
+              ox_dtype_name(type), n);
     for (int i = 0; i < 2; i++) {
         float *got = down(dy[i], (size_t)n * rows);
         CHECK_CLOSE(got, want[i], (size_t)n * rows, small_batch_tol(type),
-                    "normed multi %s %d cols matrix %d", ox_dtype_name(type), cols, i);
+                    "normed multi %s %d cols n=%d matrix %d", ox_dtype_name(type), cols, n, i);
         free(got);
     }
-    CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], n));
+    CHECK_MSG(gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], n),
+              "normed glu %s n=%d", ox_dtype_name(type), n);
     for (int i = 0; i < n * rows; i++)
         want[0][i] = silu(want[0][i]) * want[1][i];
     float *got = down(dy[0], (size_t)n * rows);
     CHECK_CLOSE(got, want[0], (size_t)n * rows, int8_gemv(type) ? 3e-2 : 5e-5,
-                "normed glu %s %d cols", ox_dtype_name(type), cols);
+                "normed glu %s %d cols n=%d", ox_dtype_name(type), cols, n);
     free(got), free(x), free(g), free(xn);
     gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dg);
     for (int i = 0; i < 2; i++) {
@@ -573,16 +615,24 @@ static void test_fused(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         test_fused_type(types[i]);
     test_q8_reuse();
-    test_glu_then_down();
+    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 2);
+    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 24);
+    test_glu_then_down(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 40);
+    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_K, 24);
+    test_multi_mixed(24);
     test_multi_long(OX_DTYPE_Q4_0);
     test_multi_long(OX_DTYPE_Q6_K);
     test_multi_long(OX_DTYPE_F16);
     test_column_slice(OX_DTYPE_Q4_0);
     test_column_slice(OX_DTYPE_Q6_K);
     test_column_slice(OX_DTYPE_F16);
-    test_normed(OX_DTYPE_Q4_0, 4096);
-    test_normed(OX_DTYPE_Q4_0, 2304);
-    test_normed(OX_DTYPE_Q6_K, 4096);
+    test_normed(OX_DTYPE_Q4_0, 4096, 1);
+    test_normed(OX_DTYPE_Q4_0, 2304, 1);
+    test_normed(OX_DTYPE_Q6_K, 4096, 1);
+    test_normed(OX_DTYPE_Q4_0, 4096, 24);
+    test_normed(OX_DTYPE_Q4_0, 2304, 9);
+    test_normed(OX_DTYPE_Q4_K, 4096, 40);
+    test_normed(OX_DTYPE_Q6_K, 4096, 130);
     test_folded_norm();
     test_moe();
 }

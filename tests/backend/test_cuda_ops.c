@@ -72,14 +72,17 @@ static void op_rope(struct backend *b, const float *x, float *y) {
 }
 
 /* rope_store against the ops it fuses (rope of q and k, cache_store of k and v): the same
- * bits, for each cache type and rope variant. */
-static void test_rope_store(const struct rope_params *rope) {
-    enum { T = 3, HQ = 4, HKV = 2, HD = 64, CELLS = 6 };
-    const int32_t pos[T] = {3, 900, 17}, cells[T] = {5, 0, 2};
+ * bits, for each cache type and rope variant, a decode step's few tokens and a batch's many. */
+static void test_rope_store(const struct rope_params *rope, int T) {
+    enum { HQ = 4, HKV = 2, HD = 64 };
+    const int CELLS = T + 3; /* cells (5 t + 2) mod CELLS: distinct, CELLS prime to 5 */
+    int32_t pos[64], cells[64];
+    for (int t = 0; t < T; t++)
+        pos[t] = (t * 883 + 3) % 1000, cells[t] = (t * 5 + 2) % CELLS;
     enum ox_dtype types[] = {OX_DTYPE_F32, OX_DTYPE_F16, OX_DTYPE_Q8_0};
     float *q = random_floats(T * HQ * HD, 2.0f), *k = random_floats(T * HKV * HD, 2.0f);
     float *v = random_floats(T * HKV * HD, 2.0f);
-    int32_t *dpos = up(pos, sizeof pos), *dcells = up(cells, sizeof cells);
+    int32_t *dpos = up(pos, sizeof(int32_t) * T), *dcells = up(cells, sizeof(int32_t) * T);
     float *dv = up(v, sizeof(float) * T * HKV * HD);
     for (size_t t = 0; t < 3; t++) {
         size_t row =
@@ -123,9 +126,12 @@ static void test_rope_store(const struct rope_params *rope) {
 }
 
 /* RMSNorm at the shapes its launch picks between: few rows (1024 threads: the weights the
- * registers hold before the wait cover 4096 dims, the rest come from memory) and many (256). */
+ * registers hold before the wait cover 4096 dims, the rest come from memory) and many (a row
+ * in registers, 16 values a thread, up to 16384 dims; strided past that or for widths not a
+ * multiple of 4). */
 static void test_rms_shapes(void) {
-    static const int shapes[][2] = {{1, 4160}, {8, 5120}, {9, 4160}, {33, 2048}};
+    static const int shapes[][2] = {{1, 4160},  {8, 5120},   {9, 4160},  {33, 2048},
+                                    {12, 4098}, {10, 16384}, {10, 20000}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         int n = shapes[k][0], dim = shapes[k][1];
         float *x = random_floats((size_t)n * dim, 2.0f), *g = random_floats(dim, 1.0f);
@@ -183,7 +189,7 @@ static void test_rows(void) {
         compare_op("rope", op_rope, N * DIM, N * DIM, 2e-4);
     }
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
-        test_rope_store(&variants[v]);
+        test_rope_store(&variants[v], 3), test_rope_store(&variants[v], 40);
     g_rope = g_rope_dev = variants[1];
     g_rope.freq_factors = ff, g_rope_dev.freq_factors = dff;
     compare_op("rope with frequency factors", op_rope, N * DIM, N * DIM, 2e-4);

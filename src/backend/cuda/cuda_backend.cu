@@ -380,7 +380,9 @@ const struct backend_ops backend_cuda_ops = {
     .graph_end = cu_graph_end,
     .graph_max_tokens = CUDA_Q8_MAX_N, /* the attention that reads the cells in use from device
                                         * memory takes them (cuda_attention.cu) */
-    .graph_max_seqs = CUDA_MMQ_MAX_N,  /* as many as the int8 matmul takes (no cuBLAS inside) */
+    .graph_max_seqs = CUDA_MMQ_SMALL_MAX_N, /* as many as the int8 matmul takes of any matrix:
+                                             * a step that calls cuBLAS is not recorded
+                                             * (cu_graph_begin's probe) */
     .attention_reads_cache = true,
 };
 

@@ -109,6 +109,16 @@ __device__ __forceinline__ float cuda_glu_act(int kind, float g) {
     return 0.5f * g * (1.0f + tanhf(k * g * (1.0f + c * g * g)));
 }
 
+/* A GLU's output from its gate and up values (GLU_SWIGLU_OAI: ggml_swiglu_oai, alpha 1.702,
+ * limit 7). */
+__device__ __forceinline__ float cuda_glu_value(int kind, float g, float u) {
+    if (kind == GLU_SWIGLU_OAI) {
+        const float x = fminf(g, 7.0f), v = fminf(fmaxf(u, -7.0f), 7.0f);
+        return x / (1.0f + expf(1.702f * (-x))) * (v + 1.0f);
+    }
+    return cuda_glu_act(kind, g) * u;
+}
+
 /* ggml's block_q8_0 (x = d * q), as the KV cache may hold it. */
 struct kv_q8_0 {
     __half d;

@@ -18,14 +18,7 @@ static unsigned grid_for(size_t n) {
 
 __global__ static void glu_kernel(int kind, const float *gate, const float *up, float *y,
                                   size_t n) {
-    FOR_EACH(i, n) {
-        if (kind == GLU_SWIGLU_OAI) { /* ggml_swiglu_oai: alpha 1.702, limit 7 */
-            float x = fminf(gate[i], 7.0f), u = fminf(fmaxf(up[i], -7.0f), 7.0f);
-            y[i] = x / (1.0f + expf(1.702f * (-x))) * (u + 1.0f);
-        } else {
-            y[i] = cuda_glu_act(kind, gate[i]) * up[i];
-        }
-    }
+    FOR_EACH(i, n) y[i] = cuda_glu_value(kind, gate[i], up[i]);
 }
 
 void cuda_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,

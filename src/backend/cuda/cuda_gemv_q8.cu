@@ -559,6 +559,9 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
                        const struct norm_in *norm, float *const *y, int n) {
     if (count < 1 || count > 3)
         return false;
+    /* the tensor cores' batches: matrices of one width, of any types that read x alike */
+    if (n > cuda_q8_max_n() && cuda_mmq_multi(b, count, w, x, norm, y, n))
+        return true;
     for (int m = 0; m < count; m++)
         if (!same_kind(&w[0], &w[m]) || w[m].n_rows <= 0)
             return false;
@@ -566,7 +569,7 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
      * (cuda_gemv_half.cu says why) unless its weight is folded into the matrices */
     if (n == 1 && cuda_half_takes(&w[0]))
         return cuda_half_multi(b, count, w, x, norm, y);
-    if (q8_leaves_to_mmq(b, &w[0], x, n))
+    if (q8_leaves_to_mmq(b, &w[0], x, n)) /* declined above: a norm to run first */
         return false;
     q8_job job = {};
     job.n_mats = count, job.glu = -1;
@@ -591,7 +594,7 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
     if (n == 1 && cuda_half_takes(gate)) /* as cuda_matmul_multi */
         return cuda_half_glu(b, kind, gate, up, x, norm, y);
     if (q8_leaves_to_mmq(b, gate, x, n))
-        return false;
+        return cuda_mmq_glu(b, kind, gate, up, x, norm, y, n);
     q8_job job = {};
     if (!q8_norm(job, x, norm, n))
         return false;

@@ -41,88 +41,6 @@ template <enum ox_dtype T> constexpr int mq_xsw() {
     return mq_q8k<T>() ? 2 : 1;
 }
 
-/* q8_K: a warp per block of 256, lane l taking values 8l .. 8l + 7: bit for bit ggml's
- * quantize_row_q8_K (levels round half to even, at most 127; an all-zero block is all zero). */
-__global__ static void mq_quantize_k_kernel(const float *__restrict__ x, uint8_t *__restrict__ lv,
-                                            uint32_t *__restrict__ sc, int64_t n_blocks) {
-    const int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = (int)threadIdx.x % 32;
-    if (blk >= n_blocks) /* whole warps */
-        return;
-    const float *xb = x + 256 * blk;
-    float v[8];
-    const float4 a = __ldg((const float4 *)xb + 2 * lane),
-                 c = __ldg((const float4 *)xb + 2 * lane + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = c.x, v[5] = c.y, v[6] = c.z, v[7] = c.w;
-    float amax = 0.f;
-    int first = 0;
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        if (fabsf(v[j]) > amax)
-            amax = fabsf(v[j]), first = 8 * lane + j;
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) { /* the largest magnitude, first of equals */
-        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, first, o);
-        if (oa > amax || (oa == amax && oi < first))
-            amax = oa, first = oi;
-    }
-    uint32_t q[2] = {0, 0};
-    int sum = 0;
-    float d = 0.f;
-    if (amax != 0.f) {
-        const float iscale = -127.f / __ldg(xb + first);
-        d = 1.f / iscale;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int l = min(__float2int_rn(__fmul_rn(iscale, v[j])), 127);
-            q[j / 4] |= (uint32_t)(l & 0xff) << (8 * (j % 4));
-            sum += l;
-        }
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* a half's: lanes 4g, 4g + 1 and 4g + 2, 4g + 3 */
-    const int second = __shfl_down_sync(0xffffffffu, sum, 2);
-    ((uint2 *)(lv + 256 * blk))[lane] = make_uint2(q[0], q[1]);
-    if (lane % 4 == 0) {
-        uint32_t *g = sc + 2 * (8 * blk + lane / 4);
-        g[0] = __float_as_uint(d);
-        g[1] = ((uint32_t)sum & 0xffffu) | (uint32_t)second << 16;
-    }
-}
-
-/* q8_1: four lanes per group of 32, each taking 8 values (cvd_q8_level). */
-__global__ static void mq_quantize_1_kernel(const float *__restrict__ x, uint8_t *__restrict__ lv,
-                                            uint32_t *__restrict__ sc, int64_t n_groups) {
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool live = t / 4 < n_groups; /* all lanes shuffle; the dead ones store nothing */
-    const int64_t grp = live ? t / 4 : 0;
-    const int part = (int)(t % 4);
-    const float4 a = __ldg((const float4 *)(x + 32 * grp + 8 * part)),
-                 c = __ldg((const float4 *)(x + 32 * grp + 8 * part) + 1);
-    const float v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
-    float amax = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        amax = fmaxf(amax, fabsf(v[j]));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    uint32_t q[2] = {0, 0};
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const int l = cvd_q8_level(v[j], amax);
-        q[j / 4] |= (uint32_t)(l & 0xff) << (8 * (j % 4));
-        sum += l;
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    if (!live)
-        return;
-    ((uint2 *)(lv + 32 * grp))[part] = make_uint2(q[0], q[1]);
-    if (part == 0)
-        sc[grp] = (uint32_t)cvd_q8_d_bits(amax) | (uint32_t)sum << 16;
-}
-
 /* q4_0's and q5_0's levels made signed as they are staged (minus 8, minus 16), so their
  * products need no offset term: llama.cpp's CPU dot products subtract it from the levels too. */
 template <enum ox_dtype T> constexpr uint32_t mq_bias() {
@@ -141,9 +59,12 @@ template <enum ox_dtype T> constexpr bool mq_min() {
  * ROOM each). The types of mq_q8k keep their scales as the integers they are (mqk's packed
  * word) and their tokens' level sums as integers; the others float scales and d sq. */
 template <enum ox_dtype T, int BM, int BN> struct mq_at {
+    /* the scales' planes by group, rows (tokens) padded by 4 words: the unpacking's stores of a
+     * warp (8 groups of 4 rows) fall on distinct banks */
+    static constexpr int WST = BM + 4, XST = BN + 4;
     static constexpr int WQ = 0, XS = WQ + BM * MQ_WORDS, WSC = XS + 2 * BN * MQ_WORDS,
-                         WMN = WSC + MQ_KG * BM, XSC = WMN + MQ_KG * BM, XMN = XSC + MQ_KG * BN,
-                         WSUP = XMN + MQ_KG * BN, XSUP = WSUP + 2 * BM, XSR = XSUP + BN,
+                         WMN = WSC + MQ_KG * WST, XSC = WMN + MQ_KG * WST, XMN = XSC + MQ_KG * XST,
+                         WSUP = XMN + MQ_KG * XST, XSUP = WSUP + 2 * BM, XSR = XSUP + BN,
                          XSR_SIZE = BN * MQ_KG * mq_xsw<T>(), RAW = XSR + 2 * XSR_SIZE,
                          RAW_SIZE = BM * mq_raw<T>::ROOM / 4, WORDS = RAW + 2 * RAW_SIZE;
     static_assert(RAW % 4 == 0, "the stored bytes 16-byte aligned");
@@ -270,17 +191,21 @@ __device__ __forceinline__ void mq_unpack(int g0, int kg, uint32_t *sm, int buf)
 #pragma unroll
         for (int j = 0; j < 8; j++)
             v[j] = mq_bias<T>() ? cvd_sub_bytes(cw.v[j], mq_bias<T>()) : cw.v[j];
+        /* a row's 8 groups go to 8 lanes, 32 bytes apart: stored in one order they would hit
+         * each bank twice per 16-byte store; groups 1, 3, 4, 6 store their second half first */
         uint4 *d = (uint4 *)(sm + L::WQ + r * MQ_WORDS + 8 * k);
-        d[0] = make_uint4(v[0], v[1], v[2], v[3]);
-        d[1] = make_uint4(v[4], v[5], v[6], v[7]);
+        const int swap = (k ^ (k >> 2)) & 1;
+        const uint4 lo = make_uint4(v[0], v[1], v[2], v[3]), hi = make_uint4(v[4], v[5], v[6], v[7]);
+        d[swap] = swap ? hi : lo;
+        d[swap ^ 1] = swap ? lo : hi;
         if constexpr (Q8K) {
-            sm[L::WSC + k * BM + r] = ks;
+            sm[L::WSC + k * L::WST + r] = ks;
             if (k == 0)
                 ((float2 *)(sm + L::WSUP))[r] = sup;
         } else {
-            ((float *)sm)[L::WSC + k * BM + r] = cw.d[0];
+            ((float *)sm)[L::WSC + k * L::WST + r] = cw.d[0];
             if constexpr (mq_min<T>())
-                ((float *)sm)[L::WMN + k * BM + r] = cw.m[0];
+                ((float *)sm)[L::WMN + k * L::WST + r] = cw.m[0];
         }
     }
     const uint32_t *xr = sm + L::XSR + buf * L::XSR_SIZE;
@@ -288,15 +213,15 @@ __device__ __forceinline__ void mq_unpack(int g0, int kg, uint32_t *sm, int buf)
         const int c = i / MQ_KG, kk = i % MQ_KG;
         if constexpr (Q8K) {
             const uint32_t h = xr[2 * i + 1]; /* the halves' sums */
-            sm[L::XSC + kk * BN + c] =
+            sm[L::XSC + kk * L::XST + c] =
                 vd<T>::SPLIT_MIN ? h : (uint32_t)((int)(int16_t)(h & 0xffffu) + ((int)h >> 16));
             if (kk == 0)
                 sm[L::XSUP + c] = xr[2 * i];
         } else {
             const float xd = cdq_f16((uint16_t)(xr[i] & 0xffffu));
-            ((float *)sm)[L::XSC + kk * BN + c] = xd;
+            ((float *)sm)[L::XSC + kk * L::XST + c] = xd;
             if constexpr (mq_min<T>())
-                ((float *)sm)[L::XMN + kk * BN + c] = xd * (float)(int16_t)(xr[i] >> 16);
+                ((float *)sm)[L::XMN + kk * L::XST + c] = xd * (float)(int16_t)(xr[i] >> 16);
         }
     }
 }
@@ -371,17 +296,17 @@ __device__ __forceinline__ void mq_multiply(const uint32_t *sm, int buf, int kg,
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int row = wrow + 16 * mt + gi + 8 * h;
-                rs[mt][h] = sm[L::WSC + k * BM + row];
+                rs[mt][h] = sm[L::WSC + k * L::WST + row];
                 if constexpr (MIN && !Q8K)
-                    rm[mt][h] = ((const float *)sm)[L::WMN + k * BM + row];
+                    rm[mt][h] = ((const float *)sm)[L::WMN + k * L::WST + row];
             }
         if constexpr (!Q8K) {
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 const int tok = wtok + 8 * nt + 2 * ti;
-                cd[nt] = *(const float2 *)(sm + L::XSC + k * BN + tok);
+                cd[nt] = *(const float2 *)(sm + L::XSC + k * L::XST + tok);
                 if constexpr (MIN)
-                    cm[nt] = *(const float2 *)(sm + L::XMN + k * BN + tok);
+                    cm[nt] = *(const float2 *)(sm + L::XMN + k * L::XST + tok);
             }
         }
         /* every product first, then the scaling: the mma results are not waited on one by one */
@@ -444,10 +369,11 @@ __device__ __forceinline__ void mq_fold(const uint32_t *sm, int wrow, int wtok,
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    rs[mt][h] = sm[L::WSC + k * BM + wrow + 16 * mt + gi + 8 * h];
+                    rs[mt][h] = sm[L::WSC + k * L::WST + wrow + 16 * mt + gi + 8 * h];
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                const uint2 c = *(const uint2 *)(sm + L::XSC + k * BN + wtok + 8 * nt + 2 * ti);
+                const uint2 c =
+                    *(const uint2 *)(sm + L::XSC + k * L::XST + wtok + 8 * nt + 2 * ti);
                 cs[nt][0] = c.x, cs[nt][1] = c.y;
             }
 #pragma unroll
@@ -468,25 +394,42 @@ __device__ __forceinline__ void mq_fold(const uint32_t *sm, int wrow, int wtok,
     }
 }
 
+/* Up to three matrices of one type and width in one launch (q, k and v; gate and up): their
+ * row tiles in turn along blockIdx.x, each its own output (y, or its place in a split's slab). */
+struct mq_mats {
+    const uint8_t *w[3];
+    float *y[3];
+    int rows[3];
+    int tile_end[3]; /* the row tiles of matrices 0 .. m together */
+    int count;
+};
+
 /* One block: BM = 16 MT WM weight rows times BN = 8 NT WN tokens, WM x WN warps each taking
  * MT row tiles of 16 and NT token tiles of 8, the columns [z split_groups, (z + 1)
- * split_groups) of split z = blockIdx.z (partial sums in y's z-th n x n_rows slab when there
- * are several). Per stage of MQ_KG groups the block's copies of the weights' bytes and the
- * activations land in shared memory (sent a stage ahead), the weights are unpacked, then each
- * warp multiplies.
+ * split_groups) of split z = blockIdx.z (partial sums in the z-th slab of the scratch, slab
+ * floats apart, when there are several). Per stage of MQ_KG groups the block's copies of the
+ * weights' bytes and the activations land in shared memory (sent a stage ahead), the weights
+ * are unpacked, then each warp multiplies.
  * y[t][row] = (y +) the sum. Rows 16-byte aligned. */
 template <enum ox_dtype T, int MT, int NT, int WM, int WN>
 __global__ void __launch_bounds__(32 * WM * WN)
-    mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int n_rows, int n_cols,
-               const uint8_t *__restrict__ xl, const uint32_t *__restrict__ xsc,
-               float *__restrict__ y, int n, int accumulate, int split_groups) {
+    mmq_kernel(const mq_mats mats, size_t row_bytes, int n_cols, const uint8_t *__restrict__ xl,
+               const uint32_t *__restrict__ xsc, int n, int accumulate, int split_groups,
+               size_t slab) {
     constexpr int BM = 16 * MT * WM, BN = 8 * NT * WN, TH = 32 * WM * WN;
     extern __shared__ uint4 mq_smem_base[];
     uint32_t *sm = (uint32_t *)mq_smem_base;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gi = lane / 4, ti = lane % 4;
     const int wrow = warp % WM * 16 * MT, wtok = warp / WM * 8 * NT;
-    const int64_t r0 = (int64_t)blockIdx.x * BM;
+    const int m = mats.count > 1 && (int)blockIdx.x >= mats.tile_end[0]
+                      ? (mats.count > 2 && (int)blockIdx.x >= mats.tile_end[1] ? 2 : 1)
+                      : 0;
+    const uint8_t *__restrict__ w = m == 0 ? mats.w[0] : m == 1 ? mats.w[1] : mats.w[2];
+    const int n_rows = m == 0 ? mats.rows[0] : m == 1 ? mats.rows[1] : mats.rows[2];
+    float *__restrict__ y = m == 0 ? mats.y[0] : m == 1 ? mats.y[1] : mats.y[2];
+    const int tile0 = m == 0 ? 0 : m == 1 ? mats.tile_end[0] : mats.tile_end[1];
+    const int64_t r0 = (int64_t)((int)blockIdx.x - tile0) * BM;
     const int n0 = (int)blockIdx.y * BN;
 
     float acc[MT][NT][4];
@@ -501,7 +444,7 @@ __global__ void __launch_bounds__(32 * WM * WN)
 
     const int g_begin = (int)blockIdx.z * split_groups;
     const int g_end = min(n_cols / 32, g_begin + split_groups);
-    y += (size_t)blockIdx.z * n * n_rows; /* a split's partial sums (gridDim.z > 1) */
+    y += (size_t)blockIdx.z * slab; /* a split's partial sums (gridDim.z > 1) */
     if (g_begin < g_end)
         mq_issue<T, BM, BN, TH>(w, row_bytes, n_rows, xl, xsc, n, n_cols, r0, n0, g_begin,
                                 min(MQ_KG, g_end - g_begin), sm, 0);
@@ -536,27 +479,72 @@ __global__ void __launch_bounds__(32 * WM * WN)
 /* Blocks of each kernel a multiprocessor holds at once (cuda_mmq_init; mq_splits plans by it). */
 template <enum ox_dtype T, int MT, int NT, int WM, int WN> static int mq_per_sm = 1;
 
+/* A launch's count matrices (of one type, width and row size) and where their products go:
+ * dst[m] (n x w[m].n_rows, added to where accumulate); with glu >= 0 (enum glu_kind), dst[0] =
+ * act(w[0] x) * (w[1] x) instead, through the scratch (which the caller saw has room). */
+struct mq_job {
+    const struct mat *w;
+    int count;
+    float *const *dst;
+    int glu;
+    bool accumulate;
+    bool quantize_out; /* glu: dst[0] also quantized, for the down projection (cuda_mmq_glu) */
+};
+
 template <enum ox_dtype T, int MT, int NT, int WM, int WN>
-static void mmq_launch(struct backend *b, const struct mat *w, const uint8_t *xl,
-                       const uint32_t *xsc, float *y, int n, bool accumulate) {
+static void mmq_launch(struct backend *b, const mq_job &job, const uint8_t *xl, const uint32_t *xsc,
+                       int n) {
     constexpr int BM = 16 * MT * WM, BN = 8 * NT * WN;
     cuda_state *s = cuda_of(b);
+    const struct mat *w = job.w;
     const int n_groups = (int)(w->n_cols / 32);
-    const unsigned row_tiles = cuda_blocks((size_t)w->n_rows, BM), tok_tiles = cuda_blocks(n, BN);
-    const size_t outputs = (size_t)n * (size_t)w->n_rows;
+    mq_mats mats = {};
+    mats.count = job.count;
+    size_t rows = 0;
+    unsigned row_tiles = 0;
+    for (int m = 0; m < job.count; m++) {
+        mats.w[m] = (const uint8_t *)w[m].data, mats.rows[m] = (int)w[m].n_rows;
+        row_tiles += cuda_blocks((size_t)w[m].n_rows, BM);
+        mats.tile_end[m] = (int)row_tiles;
+        rows += (size_t)w[m].n_rows;
+    }
+    const unsigned tok_tiles = cuda_blocks(n, BN);
+    const size_t outputs = (size_t)n * rows;
     const int splits = mq_splits(b, (int64_t)row_tiles * tok_tiles, n_groups, outputs,
                                  mq_per_sm<T, MT, NT, WM, WN>);
     /* each split a whole number of stages */
     const int split_groups = (n_groups + splits * MQ_KG - 1) / (splits * MQ_KG) * MQ_KG;
+    const bool gathered = splits > 1 || job.glu >= 0; /* the sums through the scratch */
+    mq_dests d = {};
+    size_t at = 0;
+    for (int m = 0; m < job.count; m++) {
+        mats.y[m] = gathered ? s->scratch + at : job.dst[m];
+        d.y[m] = job.dst[m], d.end[m] = at += (size_t)n * (size_t)w[m].n_rows;
+    }
     mmq_kernel<T, MT, NT, WM, WN><<<dim3(row_tiles, tok_tiles, (unsigned)splits), 32 * WM * WN,
                                     mq_smem<T, BM, BN>(), s->stream>>>(
-        (const uint8_t *)w->data, w->row_bytes, (int)w->n_rows, (int)w->n_cols, xl, xsc,
-        splits > 1 ? s->scratch : y, n, splits > 1 ? 0 : (int)accumulate, split_groups);
+        mats, w->row_bytes, (int)w->n_cols, xl, xsc, n, gathered ? 0 : (int)job.accumulate,
+        split_groups, outputs);
     CUDA_LAUNCHED(b, "cuda_mmq: kernel");
-    if (splits > 1) {
+    if (job.glu >= 0 && job.quantize_out) {
+        const size_t count = (size_t)n * (size_t)w[0].n_rows;
+        const unsigned blocks = cuda_blocks(count / 8, 256), grid = blocks < 1024 ? blocks : 1024;
+        uint8_t *lv = s->xm;
+        uint32_t *sc = (uint32_t *)(lv + count);
+        mq_reduce_glu_q_kernel<mq_q8k<T>()><<<grid, 256, 0, s->stream>>>(
+            s->scratch, job.dst[0], count, outputs, splits, job.glu, lv, sc);
+        CUDA_LAUNCHED(b, "cuda_mmq: reduce");
+        s->xm_src = job.dst[0], s->xm_n = n, s->xm_cols = w[0].n_rows, s->xm_q8k = mq_q8k<T>();
+    } else if (job.glu >= 0) {
+        const size_t count = (size_t)n * (size_t)w[0].n_rows;
+        const unsigned blocks = cuda_blocks(count, 256), grid = blocks < 1024 ? blocks : 1024;
+        mq_reduce_glu_kernel<<<grid, 256, 0, s->stream>>>(s->scratch, job.dst[0], count, outputs,
+                                                          splits, job.glu);
+        CUDA_LAUNCHED(b, "cuda_mmq: reduce");
+    } else if (splits > 1) {
         const unsigned blocks = cuda_blocks(outputs, 256), grid = blocks < 1024 ? blocks : 1024;
-        mq_reduce_kernel<<<grid, 256, 0, s->stream>>>(s->scratch, y, outputs, splits,
-                                                      (int)accumulate);
+        mq_reduce_kernel<<<grid, 256, 0, s->stream>>>(s->scratch, d, outputs, splits,
+                                                      (int)job.accumulate);
         CUDA_LAUNCHED(b, "cuda_mmq: reduce");
     }
 }
@@ -572,22 +560,25 @@ static void mmq_launch(struct backend *b, const struct mat *w, const uint8_t *xl
 constexpr int64_t MQ_WIDE_WEIGHTS = (int64_t)8 << 20;
 
 template <enum ox_dtype T>
-static void mmq_run_t(struct backend *b, const struct mat *w, const uint8_t *xl,
-                      const uint32_t *xsc, float *y, int n, bool accumulate) {
-    const bool wide = w->n_rows * w->n_cols >= MQ_WIDE_WEIGHTS;
+static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, const uint32_t *xsc,
+                      int n) {
+    int64_t weights = 0;
+    for (int m = 0; m < job.count; m++)
+        weights += job.w[m].n_rows * job.w[m].n_cols;
+    const bool wide = weights >= MQ_WIDE_WEIGHTS;
     /* 128 tokens a tile only where that pads no more than 64 would: 160 tokens in two tiles
      * of 128 multiply 96 padding tokens, in three of 64 only 32 */
     const bool whole_128 = cuda_blocks(n, 128) * 128 <= cuda_blocks(n, 64) * 64;
     if (n > 64 && wide && whole_128)
-        mmq_launch<T, 2, 4, 4, 4>(b, w, xl, xsc, y, n, accumulate);
+        mmq_launch<T, 2, 4, 4, 4>(b, job, xl, xsc, n);
     else if (n > 32)
-        mmq_launch<T, 2, 4, 4, 2>(b, w, xl, xsc, y, n, accumulate);
+        mmq_launch<T, 2, 4, 4, 2>(b, job, xl, xsc, n);
     else if (n > 16 && wide)
-        mmq_launch<T, 1, 4, 8, 1>(b, w, xl, xsc, y, n, accumulate);
+        mmq_launch<T, 1, 4, 8, 1>(b, job, xl, xsc, n);
     else if (n > 8)
-        mmq_launch<T, 1, 2, 4, 1>(b, w, xl, xsc, y, n, accumulate);
+        mmq_launch<T, 1, 2, 4, 1>(b, job, xl, xsc, n);
     else
-        mmq_launch<T, 1, 1, 4, 1>(b, w, xl, xsc, y, n, accumulate);
+        mmq_launch<T, 1, 1, 4, 1>(b, job, xl, xsc, n);
 }
 
 /* Over 48 KB of dynamic shared memory must be allowed per kernel, before any launch; then how
@@ -650,36 +641,94 @@ bool cuda_mmq_takes(struct backend *b, const struct mat *w, const float *x, int 
            w->n_rows <= INT32_MAX && !(((uintptr_t)w->data | w->row_bytes) & 15);
 }
 
-bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, int n,
-              bool accumulate) {
-    if (!cuda_mmq_takes(b, w, x, n))
-        return false;
-    /* x quantized once for the matmuls that read it in turn (q, k and v; gate and up) */
+/* x's rows quantized as w's kernel reads them, unless they already are (the matmuls that read
+ * them in turn: q, k and v; gate and up); through the norm, the copy is not kept for x. */
+static void mmq_input(struct backend *b, const struct mat *w, const float *x,
+                      const struct norm_in *norm, int n, uint8_t **xl, uint32_t **xsc) {
     cuda_state *s = cuda_of(b);
-    uint8_t *xl = s->xm;
-    uint32_t *xsc = (uint32_t *)(xl + (size_t)n * (size_t)w->n_cols);
+    *xl = s->xm;
+    *xsc = (uint32_t *)(s->xm + (size_t)n * (size_t)w->n_cols);
     const bool q8k = mq_q8k_type(w->type);
-    if (s->xm_src != x || s->xm_n != n || s->xm_cols != w->n_cols || s->xm_q8k != q8k) {
-        const int64_t n_groups = (int64_t)n * (w->n_cols / 32);
-        if (q8k) {
-            const int64_t blocks = n_groups / 8;
-            mq_quantize_k_kernel<<<cuda_blocks((size_t)blocks * 32, 256), 256, 0, s->stream>>>(
-                x, xl, xsc, blocks);
-        } else {
-            mq_quantize_1_kernel<<<cuda_blocks((size_t)n_groups * 4, 256), 256, 0, s->stream>>>(
-                x, xl, xsc, n_groups);
-        }
-        CUDA_LAUNCHED(b, "cuda_mmq: quantizing activations");
-        s->xm_src = x, s->xm_n = n, s->xm_cols = w->n_cols, s->xm_q8k = q8k;
+    if (norm || s->xm_src != x || s->xm_n != n || s->xm_cols != w->n_cols || s->xm_q8k != q8k) {
+        cuda_mmq_quantize(b, x, norm, n, w->n_cols, q8k, *xl, *xsc);
+        s->xm_src = norm ? nullptr : x, s->xm_n = n, s->xm_cols = w->n_cols, s->xm_q8k = q8k;
     }
-    cuda_q8_written(b, y, n, w->n_rows);
-    switch (w->type) {
+}
+
+/* The job's launch (its x quantized already). */
+static void mmq_run(struct backend *b, const mq_job &job, const uint8_t *xl, const uint32_t *xsc,
+                    int n) {
+    for (int m = 0; m < (job.glu >= 0 ? 1 : job.count); m++)
+        cuda_q8_written(b, job.dst[m], n, job.w[m].n_rows);
+    switch (job.w->type) {
 #define MQ_CASE_(name)                                                                             \
-    case OX_DTYPE_##name: mmq_run_t<OX_DTYPE_##name>(b, w, xl, xsc, y, n, accumulate); break;
+    case OX_DTYPE_##name: mmq_run_t<OX_DTYPE_##name>(b, job, xl, xsc, n); break;
         CVD_TYPES(MQ_CASE_)
 #undef MQ_CASE_
     default: break;
     }
+}
+
+bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, int n,
+              bool accumulate) {
+    if (!cuda_mmq_takes(b, w, x, n))
+        return false;
+    uint8_t *xl;
+    uint32_t *xsc;
+    mmq_input(b, w, x, nullptr, n, &xl, &xsc);
+    mmq_run(b, {w, 1, &y, -1, accumulate, false}, xl, xsc, n);
+    return true;
+}
+
+/* Whether the int8 kernel takes all count matrices, of one width and one form of activations,
+ * with x through this norm. */
+static bool mmq_takes_all(struct backend *b, const struct mat *w, int count, const float *x,
+                          const struct norm_in *norm, int n) {
+    for (int m = 0; m < count; m++)
+        if (w[m].n_rows <= 0 || !cuda_mmq_takes(b, &w[m], x, n) || w[m].n_cols != w[0].n_cols ||
+            mq_q8k_type(w[m].type) != mq_q8k_type(w[0].type))
+            return false;
+    return cuda_mmq_norm_takes(x, norm, w->n_cols);
+}
+
+static bool mmq_same_kind(const struct mat *a, const struct mat *c) {
+    return a->type == c->type && a->row_bytes == c->row_bytes;
+}
+
+/* x quantized once; a launch for each run of matrices of one type (Q4_K_M's q and k are q4_K
+ * where its v may be q6_K). */
+bool cuda_mmq_multi(struct backend *b, int count, const struct mat *w, const float *x,
+                    const struct norm_in *norm, float *const *y, int n) {
+    if (count < 1 || count > 3 || !mmq_takes_all(b, w, count, x, norm, n))
+        return false;
+    uint8_t *xl;
+    uint32_t *xsc;
+    mmq_input(b, w, x, norm, n, &xl, &xsc);
+    for (int m0 = 0, m1; m0 < count; m0 = m1) {
+        for (m1 = m0 + 1; m1 < count && mmq_same_kind(&w[m0], &w[m1]);)
+            m1++;
+        mmq_run(b, {&w[m0], m1 - m0, &y[m0], -1, false, false}, xl, xsc, n);
+    }
+    return true;
+}
+
+bool cuda_mmq_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                  const struct mat *up, const float *x, const struct norm_in *norm, float *y,
+                  int n) {
+    const struct mat w[2] = {*gate, *up};
+    /* both products go through the scratch before the GLU */
+    if (!mmq_same_kind(gate, up) || !mmq_takes_all(b, w, 2, x, norm, n) ||
+        (size_t)n * (size_t)(gate->n_rows + up->n_rows) > cuda_of(b)->scratch_floats)
+        return false;
+    uint8_t *xl;
+    uint32_t *xsc;
+    mmq_input(b, gate, x, norm, n, &xl, &xsc);
+    /* the output quantized as it is made, in the form of gate's type, which the down
+     * projection usually shares (if not, it quantizes again): whole blocks of a row */
+    const int64_t rows = gate->n_rows;
+    const bool quantize = rows % (mq_q8k_type(gate->type) ? 256 : 32) == 0 &&
+                          cuda_q8_room(b, n, rows) && !((uintptr_t)y & 15);
+    mmq_run(b, {w, 2, &y, (int)kind, false, quantize}, xl, xsc, n);
     return true;
 }
 

@@ -55,6 +55,52 @@ __global__ static void rms_norm_kernel(const float *x, const float *g, float *y,
         put(i, g ? g[i] : 1.0f);
 }
 
+/* Rows of dim a multiple of 4 (16-byte aligned), up to RN_VEC float4s a thread: all of a
+ * row's loads in flight before the sum. The strided loop above waits on them one round trip
+ * after another: 32 rows of 4096 took 9.8 us of the 8B's decode steps of 32 sequences, 65 times
+ * a step. */
+constexpr int RN_VEC = 4;
+__global__ static void rms_norm_vec_kernel(const float *x, const float *g, float *y, int dim,
+                                           float eps) {
+    __shared__ float shared[32];
+    const int quads = dim / 4;
+    float4 gr[RN_VEC];
+#pragma unroll
+    for (int r = 0; r < RN_VEC; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        gr[r] = g && i < quads ? ((const float4 *)g)[i] : make_float4(1.f, 1.f, 1.f, 1.f);
+    }
+    cuda_let_next_start();
+    cuda_wait_previous();
+    const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * (size_t)dim);
+    float4 *yr = (float4 *)(y + (size_t)blockIdx.x * (size_t)dim);
+    float4 v[RN_VEC];
+    float sum = 0.0f;
+#pragma unroll
+    for (int r = 0; r < RN_VEC; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        v[r] = i < quads ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int r = 0; r < RN_VEC; r++)
+        sum += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
+    const float scale = rsqrtf(block_sum(sum, shared) / (float)dim + eps);
+#pragma unroll
+    for (int r = 0; r < RN_VEC; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        if (i < quads)
+            yr[i] = make_float4(v[r].x * scale * gr[r].x, v[r].y * scale * gr[r].y,
+                                v[r].z * scale * gr[r].z, v[r].w * scale * gr[r].w);
+    }
+}
+
+/* The threads for rms_norm_vec_kernel (whole warps), or 0 where it does not take the rows. */
+static unsigned rms_vec_threads(const float *x, const float *g, const float *y, int dim) {
+    const unsigned threads = (unsigned)(dim / 4 + RN_VEC * 32 - 1) / (RN_VEC * 32) * 32;
+    const bool aligned = !(((uintptr_t)x | (uintptr_t)g | (uintptr_t)y) & 15);
+    return dim % 4 == 0 && aligned && threads <= 1024 ? threads : 0;
+}
+
 /* Rows few enough for the integer GEMV are also quantized, for the matmul that reads them next
  * (usually the one after a norm). */
 void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
@@ -63,7 +109,13 @@ void cuda_rms_norm(struct backend *b, const float *x, const float *g, float *y, 
     const bool q8 = cuda_gemv_fits(b, n, dim);
     cuda_forget_xq(s);
     s->xq_src = q8 ? y : nullptr, s->xq_n = n, s->xq_cols = dim;
-    if (n > 0)
+    const unsigned vec = q8 ? 0 : rms_vec_threads(x, g, y, dim);
+    if (n > 0 && vec)
+        cuda_note(b,
+                  cuda_launch_early(s->pdl, rms_norm_vec_kernel, dim3((unsigned)n), dim3(vec), 0,
+                                    s->stream, x, g, y, dim, eps),
+                  "rms_norm");
+    else if (n > 0)
         cuda_note(b,
                   cuda_launch_early(cuda_of(b)->pdl, rms_norm_kernel, dim3((unsigned)n),
                                     dim3(n <= CUDA_Q8_MAX_N ? FEW_ROWS_THREADS : THREADS), 0,

@@ -73,6 +73,21 @@ bool cuda_mmq(struct backend *b, const struct mat *w, const float *x, float *y, 
               bool accumulate);
 /* Whether cuda_mmq takes these (the GEMV keeps the batches it does not). */
 bool cuda_mmq_takes(struct backend *b, const struct mat *w, const float *x, int n);
+/* backend.h's matmul_multi and matmul_glu for the batches cuda_mmq takes: each matrix's row
+ * tiles in one launch, x quantized once (through the norm unless that is NULL), the GLU applied
+ * as the column splits' partial sums are added. False, doing nothing, where it does not take
+ * them (a norm it cannot fuse: the caller norms first and asks again). */
+bool cuda_mmq_multi(struct backend *b, int count, const struct mat *w, const float *x,
+                    const struct norm_in *norm, float *const *y, int n);
+bool cuda_mmq_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                  const struct mat *up, const float *x, const struct norm_in *norm, float *y,
+                  int n);
+/* cuda_mmq_quantize.cu: n rows of x (through the RMSNorm norm first unless NULL) as cuda_mmq's
+ * kernel reads them: int8 levels lv[n][n_cols], then per group of 32 scale words in sc (q8k:
+ * q8_K's two, else q8_1's one). cuda_mmq_norm_takes: whether it fuses that norm for x. */
+bool cuda_mmq_norm_takes(const float *x, const struct norm_in *norm, int64_t n_cols);
+void cuda_mmq_quantize(struct backend *b, const float *x, const struct norm_in *norm, int n,
+                       int64_t n_cols, bool q8k, uint8_t *lv, uint32_t *sc);
 /* MoE experts, matrices w (expert e's is e * n_rows * row_bytes on) chosen by ids[p] for pairs
  * p of a token and one of its k experts: cuda_experts_glu gives y[p] = act(gate x[p / k]) *
  * (up x[p / k]) for n tokens, cuda_experts y[p] = w x[p]. cuda_q8_takes_experts: whether they

@@ -81,7 +81,7 @@ __global__ static void rope_store_kernel(rope_store_args a, rope_k p) {
     const int kind = h < a.n_head ? 0 : h < a.n_head + a.n_head_kv ? 1 : 2; /* q, k, v */
     /* the rotations depend on the position alone (uploaded before the step's kernels): worked
      * out while the previous kernel finishes (H200 tg128, 8B F16 251.5 -> 254.6 t/s) */
-    constexpr int PAIRS = 4; /* per thread: n_rot <= 1024 (cuda_rope_store) over 128 threads */
+    constexpr int PAIRS = 4; /* per thread: n_rot <= hd (cuda_rope_store's threads) */
     float2 cs[PAIRS];
 #pragma unroll
     for (int r = 0; r < PAIRS; r++) {
@@ -121,19 +121,21 @@ __global__ static void rope_store_kernel(rope_store_args a, rope_k p) {
         kv_put(a.cache_type, slice, head, i);
 }
 
-/* Batches of up to CUDA_Q8_MAX_N tokens (decode steps): prompts keep the separate kernels,
- * whose thread per element keeps every lane busy (a block per head of 64 dims would idle half
- * of its 128). */
+/* Any batch: one launch where the separate kernels take four (a step of 32 sequences of the
+ * 8B spent 6 us a layer more on them). A block has a thread per dimension of the wider head,
+ * up to 128, so heads of 64 leave no lane idle. */
 bool cuda_rope_store(struct backend *b, const struct rope_store_args *a) {
     const bool q8 = a->cache_type == OX_DTYPE_Q8_0;
-    if (a->n <= 0 || a->n > CUDA_Q8_MAX_N || (q8 && (a->hd_k % 32 || a->hd_v % 32)) ||
+    if (a->n <= 0 || a->n > 65535 || (q8 && (a->hd_k % 32 || a->hd_v % 32)) ||
         a->hd_k > 1024 || a->hd_v > 1024 || a->rope->n_rot > a->hd_k)
         return false;
     cuda_forget_xq(cuda_of(b)); /* q and k change (cuda_gemv_q8.cu) */
     const int hd = a->hd_k > a->hd_v ? a->hd_k : a->hd_v;
+    /* PAIRS (4) rotations a thread cover n_rot / 2 <= hd / 2 pairs */
+    const unsigned threads = hd >= 128 ? 128 : (unsigned)(hd + 31) / 32 * 32;
     dim3 grid((unsigned)(a->n_head + 2 * a->n_head_kv), (unsigned)a->n);
     cuda_note(b,
-              cuda_launch_early(cuda_of(b)->pdl, rope_store_kernel, grid, dim3(128),
+              cuda_launch_early(cuda_of(b)->pdl, rope_store_kernel, grid, dim3(threads),
                                 (size_t)hd * sizeof(float), cuda_of(b)->stream, *a,
                                 rope_settings(a->rope)),
               "rope_store");
