@@ -13,14 +13,15 @@ NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 
 CUDA      ?= 0
 # Debian packages the build and tests need (installed by `make deps` when missing and root).
 DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
-               libutf8proc-dev libmicrohttpd-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user
+               libutf8proc-dev libmicrohttpd-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user \
+               python3-venv python3-setuptools python3-numpy python3-pytest python3-mypy
 # The model tests cross-built for AArch64 and run under qemu (tests/model/neon_models_qemu.sh)
 # need the libraries for arm64 (Debian multiarch) and the C++ cross compiler CMake asks for.
 # Optional: where `make deps` cannot install them (not root, no arm64 archive) that test skips.
 DEB_ARM64_PACKAGES = g++-aarch64-linux-gnu libpcre2-dev:arm64 libutf8proc-dev:arm64 \
                      libjansson-dev:arm64
 
-.PHONY: all release test test-release test-cuda test-asan fuzz fuzz-long demo bench compare deps deps-arm64 clean
+.PHONY: all release test test-release test-python test-cuda test-asan fuzz fuzz-long demo bench compare deps deps-arm64 clean
 
 all: release
 
@@ -59,12 +60,28 @@ deps-arm64:
 # Everything CI runs: release build + tests, ASan/UBSan build + tests, a short fuzz run.
 test: deps deps-arm64
 	$(MAKE) test-release
+	$(MAKE) test-python
 	$(MAKE) test-asan
 	$(if $(NVCC),$(MAKE) test-cuda,@echo "no nvcc: the CUDA backend is not built")
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
 
 test-release: release
 	cd $(BUILD) && OX_TESTDATA=$(TESTDATA) ctest --output-on-failure -j $(JOBS)
+
+# The Python package (bindings/python) installed into a throwaway virtual environment that sees
+# Debian's numpy and pytest, with the release build's library; its tests check it against the
+# release build's binary. Debian's interpreter: the package needs nothing from PyPI.
+PYTHON ?= /usr/bin/python3
+PYVENV ?= $(BUILD)/python-venv
+test-python: release
+	rm -rf $(PYVENV)
+	$(PYTHON) -m venv --system-site-packages $(PYVENV)
+	OX_LIBRARY=$(CURDIR)/$(BUILD)/liboxidize.so $(PYVENV)/bin/pip install -q --no-index \
+	  --no-build-isolation ./bindings/python
+	cd bindings/python/tests && OX_TESTDATA=$(TESTDATA) OX_BIN=$(CURDIR)/$(BUILD)/apps/oxidize/oxidize \
+	  $(CURDIR)/$(PYVENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(PYTHON) -m mypy --strict --cache-dir $(BUILD)/mypy-cache bindings/python/oxidize \
+	  bindings/python/examples
 
 # The CUDA build's own tests (the rest of the suite is the release build's); GPU tests report
 # themselves skipped on machines without one.

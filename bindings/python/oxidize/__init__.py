@@ -1,0 +1,31 @@
+"""oxidize: LLM inference over liboxidize, with llama-cpp-python's high-level API
+(`import oxidize as llama_cpp`)."""
+from __future__ import annotations
+
+from ._errors import (AbortedError, ContextFullError, DeviceError, FormatError,
+                      InvalidArgumentError, OxidizeError, UnsupportedError)
+from .llama import (LLAMA_DEFAULT_SEED, Llama, LlamaState, LogitsProcessor, LogitsProcessorList,
+                    MinTokensLogitsProcessor, StoppingCriteria, StoppingCriteriaList)
+from .llama_grammar import LlamaGrammar
+from .llama_types import (ChatCompletion, ChatCompletionChunk, ChatCompletionRequestMessage,
+                          Completion, CompletionChoice, CompletionChunk, CompletionLogprobs,
+                          CompletionUsage, CreateChatCompletionResponse,
+                          CreateChatCompletionStreamResponse, CreateCompletionResponse,
+                          CreateCompletionStreamResponse, CreateEmbeddingResponse, Embedding,
+                          EmbeddingUsage)
+from .aio import AsyncLlama
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AbortedError", "AsyncLlama", "ContextFullError", "DeviceError", "FormatError",
+    "InvalidArgumentError", "LLAMA_DEFAULT_SEED", "Llama", "LlamaGrammar", "LlamaState",
+    "LogitsProcessor", "LogitsProcessorList", "MinTokensLogitsProcessor", "OxidizeError",
+    "StoppingCriteria", "StoppingCriteriaList", "UnsupportedError",
+    # llama_types
+    "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequestMessage", "Completion",
+    "CompletionChunk", "CompletionChoice", "CompletionLogprobs", "CompletionUsage",
+    "CreateChatCompletionResponse", "CreateChatCompletionStreamResponse",
+    "CreateCompletionResponse", "CreateCompletionStreamResponse", "CreateEmbeddingResponse",
+    "Embedding", "EmbeddingUsage",
+]

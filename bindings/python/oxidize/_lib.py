@@ -1,0 +1,156 @@
+"""_lib.py: liboxidize through ctypes: the public header's structs and functions, typed.
+
+The declarations follow include/oxidize.h; each function's argtypes and restype are set so a
+wrong Python argument is a TypeError, not a crash.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import (POINTER, Structure, c_bool, c_char_p, c_float, c_int, c_int32, c_int64,
+                    c_size_t, c_uint32, c_uint64, c_void_p)
+from pathlib import Path
+
+ox_token = c_int32
+
+# enum ox_status, in the header's order (OX_STATUS_LIST)
+OX_OK = 0
+OX_ERR_IO = 1
+OX_ERR_FORMAT = 2
+OX_ERR_UNSUPPORTED = 3
+OX_ERR_OOM = 4
+OX_ERR_DEVICE = 5
+OX_ERR_INVALID_ARG = 6
+OX_ERR_CONTEXT_FULL = 7
+OX_ERR_ABORTED = 8
+
+# enum ox_dtype values the context takes for its KV cache
+OX_DTYPE_F32 = 0
+OX_DTYPE_F16 = 1
+OX_DTYPE_Q8_0 = 8
+
+# enum ox_pooling
+OX_POOLING_NONE, OX_POOLING_MEAN, OX_POOLING_CLS, OX_POOLING_LAST, OX_POOLING_RANK = range(5)
+
+LOAD_PROGRESS = ctypes.CFUNCTYPE(c_bool, c_float, c_void_p)
+
+
+class ModelParams(Structure):
+    _fields_ = [("use_mmap", c_bool), ("progress", LOAD_PROGRESS), ("progress_user", c_void_p),
+                ("n_gpu_layers", c_int32)]
+
+
+class ContextParams(Structure):
+    _fields_ = [("n_ctx", c_uint32), ("n_batch", c_uint32), ("n_threads", c_int32),
+                ("n_seq_max", c_uint32), ("kv_type", c_int), ("embeddings", c_bool)]
+
+
+class Batch(Structure):
+    _fields_ = [("n_tokens", c_int32), ("token", POINTER(ox_token)), ("pos", POINTER(c_int32)),
+                ("seq_id", POINTER(c_int32)), ("logits", POINTER(c_bool))]
+
+
+class ChatMessage(Structure):
+    _fields_ = [("role", c_char_p), ("content", c_char_p)]
+
+
+class LogitBias(Structure):
+    _fields_ = [("token", ox_token), ("bias", c_float)]
+
+
+def _library_path() -> str:
+    """The shared library: OX_LIBRARY, else the copy installed beside this file."""
+    env = os.environ.get("OX_LIBRARY")
+    if env:
+        return env
+    here = Path(__file__).resolve().parent
+    for name in ("liboxidize.so", "liboxidize.dylib"):
+        if (here / name).exists():
+            return str(here / name)
+    raise ImportError(
+        "oxidize: liboxidize.so is not installed beside the package (reinstall with "
+        "`pip install ./bindings/python`, or set OX_LIBRARY to the library's path)")
+
+
+lib = ctypes.CDLL(_library_path())
+
+_P = c_void_p  # opaque handles: ox_model *, ox_context *, ox_vocab *, ox_sampler *, ...
+_SIGNATURES = {
+    "ox_status_name": (c_char_p, [c_int]),
+    "ox_last_error": (c_char_p, []),
+    "ox_model_params_default": (ModelParams, []),
+    "ox_model_load": (c_int, [c_char_p, POINTER(ModelParams), POINTER(_P)]),
+    "ox_model_free": (None, [_P]),
+    "ox_model_vocab": (_P, [_P]),
+    "ox_model_n_vocab": (c_int32, [_P]),
+    "ox_model_n_ctx_train": (c_int32, [_P]),
+    "ox_model_n_embd": (c_int32, [_P]),
+    "ox_model_n_layer": (c_int32, [_P]),
+    "ox_model_n_params": (c_uint64, [_P]),
+    "ox_model_backend": (c_char_p, [_P]),
+    "ox_model_desc": (c_size_t, [_P, c_char_p, c_size_t]),
+    "ox_model_has_logits": (c_bool, [_P]),
+    "ox_model_pooling": (c_int, [_P]),
+    "ox_model_chat_template": (c_char_p, [_P, c_char_p]),
+    "ox_default_threads": (c_int, []),
+    "ox_context_params_default": (ContextParams, []),
+    "ox_context_create": (c_int, [_P, POINTER(ContextParams), POINTER(_P)]),
+    "ox_context_free": (None, [_P]),
+    "ox_context_n_ctx": (c_uint32, [_P]),
+    "ox_decode": (c_int, [_P, POINTER(Batch)]),
+    "ox_get_logits": (POINTER(c_float), [_P, c_int32]),
+    "ox_get_embeddings": (POINTER(c_float), [_P, c_int32]),
+    "ox_embed": (c_int, [_P, POINTER(ox_token), c_int32, c_int, c_bool, POINTER(c_float)]),
+    "ox_kv_clear": (None, [_P]),
+    "ox_kv_seq_rm": (None, [_P, c_int32, c_int32, c_int32]),
+    "ox_kv_seq_pos_max": (c_int32, [_P, c_int32]),
+    "ox_vocab_bos": (ox_token, [_P]),
+    "ox_vocab_eos": (ox_token, [_P]),
+    "ox_vocab_nl": (ox_token, [_P]),
+    "ox_vocab_is_eog": (c_bool, [_P, ox_token]),
+    "ox_vocab_add_bos": (c_bool, [_P]),
+    "ox_vocab_token_text": (c_char_p, [_P, ox_token]),
+    "ox_tokenize": (c_int, [_P, c_char_p, c_size_t, POINTER(ox_token), c_size_t,
+                            POINTER(c_size_t), c_bool, c_bool]),
+    "ox_token_to_piece": (c_int32, [_P, ox_token, c_char_p, c_size_t, c_int32, c_bool]),
+    "ox_detokenize": (c_int64, [_P, POINTER(ox_token), c_size_t, c_char_p, c_size_t, c_bool,
+                                c_bool]),
+    "ox_sampler_create": (c_int, [POINTER(_P)]),
+    "ox_sampler_free": (None, [_P]),
+    "ox_sampler_add_greedy": (c_int, [_P]),
+    "ox_sampler_add_dist": (c_int, [_P, c_uint32]),
+    "ox_sampler_add_temp": (c_int, [_P, c_float]),
+    "ox_sampler_add_top_k": (c_int, [_P, c_int32]),
+    "ox_sampler_add_top_p": (c_int, [_P, c_float, c_size_t]),
+    "ox_sampler_add_min_p": (c_int, [_P, c_float, c_size_t]),
+    "ox_sampler_add_typical": (c_int, [_P, c_float, c_size_t]),
+    "ox_sampler_add_penalties": (c_int, [_P, c_int32, c_float, c_float, c_float]),
+    "ox_sampler_add_mirostat": (c_int, [_P, c_int32, c_uint32, c_float, c_float, c_int32]),
+    "ox_sampler_add_mirostat_v2": (c_int, [_P, c_uint32, c_float, c_float]),
+    "ox_sampler_add_logit_bias": (c_int, [_P, POINTER(LogitBias), c_size_t]),
+    "ox_sampler_add_grammar": (c_int, [_P, _P, c_char_p, c_size_t]),
+    "ox_json_schema_to_grammar": (c_int, [c_char_p, c_size_t, POINTER(c_void_p),
+                                          POINTER(c_size_t)]),
+    "ox_sampler_sample": (ox_token, [_P, POINTER(c_float), c_int32]),
+    "ox_sampler_reset": (None, [_P]),
+    "ox_sampler_accept": (c_int, [_P, ox_token]),
+    "ox_sampler_accept_prompt": (c_int, [_P, ox_token]),
+    "ox_chat_render_json": (c_int, [c_char_p, c_char_p, c_char_p, c_bool, c_char_p, c_char_p,
+                                    c_int64, POINTER(c_void_p), POINTER(c_size_t)]),
+}
+for _name, (_res, _args) in _SIGNATURES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype, _fn.argtypes = _res, _args
+
+libc = ctypes.CDLL(None)
+libc.free.argtypes, libc.free.restype = [c_void_p], None
+
+
+def take_string(ptr: c_void_p, length: c_size_t) -> str:
+    """A malloc'd buffer of the library as a Python string, the buffer freed."""
+    if not ptr.value:
+        return ""
+    try:
+        return ctypes.string_at(ptr.value, length.value).decode("utf-8", errors="replace")
+    finally:
+        libc.free(ptr)

@@ -1,0 +1,257 @@
+"""test_llama.py: the package against the `oxidize` binary and llama-cpp-python's contract, on the
+shared kjv model: tokens, greedy and seeded completions, streams, grammars, state, chat,
+embeddings, and the errors bad input raises."""
+import json
+import re
+
+import numpy as np
+import pytest
+
+import oxidize
+import oxidize as llama_cpp  # the one-line switch the package promises
+
+PROMPT = "In the beginning"
+
+
+def test_tokenize_matches_cli(llm, kjv_path, cli):
+    text = "In the beginning God created the heaven and the earth. Ünïcödé ok?"
+    ids = json.loads(cli("tokenize", "-m", kjv_path, "--ids", "-p", text))
+    assert llm.tokenize(text.encode()) == ids
+    no_bos = json.loads(cli("tokenize", "-m", kjv_path, "--ids", "--no-bos", "-p", text))
+    assert llm.tokenize(text.encode(), add_bos=False) == no_bos
+    assert llm.detokenize(ids) == text.encode()
+    assert llm.token_bos() == ids[0] and llm.n_vocab() == 32000
+
+
+def test_greedy_matches_cli(llm, kjv_path, cli):
+    want = cli("run", "-m", kjv_path, "-p", PROMPT, "-n", "24", "--temp", "0")
+    got = llm(PROMPT, max_tokens=24, temperature=0)
+    assert want == PROMPT + got["choices"][0]["text"] + "\n"
+    assert got["usage"] == {"prompt_tokens": 4, "completion_tokens": 24, "total_tokens": 28}
+    assert got["choices"][0]["finish_reason"] == "length"
+    assert re.fullmatch(r"cmpl-[0-9a-f-]{36}", got["id"]) and got["object"] == "text_completion"
+
+
+def test_seeded_sampling_matches_cli(llm, kjv_path, cli):
+    args = ["--seed", "42", "--temp", "0.9", "--top-k", "30", "--top-p", "0.9", "--min-p",
+            "0.02", "--repeat-penalty", "1.1"]
+    want = cli("run", "-m", kjv_path, "-p", PROMPT, "-n", "40", *args)
+    got = llm.create_completion(PROMPT, max_tokens=40, seed=42, temperature=0.9, top_k=30,
+                                top_p=0.9, min_p=0.02, repeat_penalty=1.1)
+    assert want == PROMPT + got["choices"][0]["text"] + "\n"
+
+
+def test_stream_concatenates_to_whole(llm):
+    whole = llm(PROMPT, max_tokens=40, seed=7)["choices"][0]["text"]
+    chunks = list(llm(PROMPT, max_tokens=40, seed=7, stream=True))
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+    assert len({c["id"] for c in chunks}) == 1
+
+
+def test_stop_strings(llm):
+    whole = llm(PROMPT, max_tokens=30, temperature=0)["choices"][0]["text"]
+    cut = whole.split(" the ", 1)
+    out = llm(PROMPT, max_tokens=30, temperature=0, stop=[" the "])
+    assert out["choices"][0]["text"] == cut[0] and out["choices"][0]["finish_reason"] == "stop"
+    streamed = "".join(c["choices"][0]["text"]
+                       for c in llm(PROMPT, max_tokens=30, temperature=0, stop=" the ",
+                                    stream=True))
+    assert streamed == cut[0]
+
+
+def test_grammar_constrains_output(llm):
+    g = llama_cpp.LlamaGrammar.from_string('root ::= ("yes" | "no") " " [0-9] [0-9]')
+    for seed in range(3):
+        text = llm("Answer:", max_tokens=10, grammar=g, seed=seed)["choices"][0]["text"]
+        assert re.fullmatch(r"(yes|no) \d\d", text), text
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    g = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema))
+    out = llm("JSON:", max_tokens=30, grammar=g, temperature=0)
+    assert isinstance(json.loads(out["choices"][0]["text"])["n"], int)
+
+
+def test_save_and_load_state_reproduce(llm):
+    llm.set_seed(1337)
+    llm.eval(llm.tokenize(PROMPT.encode()))
+    state = llm.save_state()
+    first = llm(PROMPT, max_tokens=16)["choices"][0]["text"]
+    second = llm(PROMPT, max_tokens=16)["choices"][0]["text"]
+    assert first != second  # no seed given: each call draws from the last call's seed
+    llm.load_state(state)
+    assert llm(PROMPT, max_tokens=16)["choices"][0]["text"] == first
+
+
+def test_generate_eval_sample(llm):
+    tokens = llm.tokenize(PROMPT.encode())
+    llm.reset()
+    greedy = [t for _, t in zip(range(5), llm.generate(tokens, temp=0))]
+    want = llm(PROMPT, max_tokens=5, temperature=0)["choices"][0]["text"]
+    assert llm.detokenize(greedy).decode() == want
+    llm.reset()
+    llm.eval(tokens)
+    assert llm.n_tokens == len(tokens) and llm.sample(temp=0) == greedy[0]
+
+
+def test_logits_processor_and_stopping_criteria(llm):
+    tokens = llm.tokenize(PROMPT.encode())
+    llm.reset()
+    first = next(iter(llm.generate(tokens, temp=0)))
+    seen = []
+
+    def ban(input_ids, scores):
+        seen.append(len(input_ids))
+        scores[first] = -np.inf
+        return scores
+
+    llm.reset()
+    got = next(iter(llm.generate(tokens, temp=0,
+                                 logits_processor=llama_cpp.LogitsProcessorList([ban]))))
+    assert got != first and seen == [len(tokens)]
+    stop_after = llama_cpp.StoppingCriteriaList([lambda ids, logits: len(ids) >= 7])
+    out = llm(PROMPT, max_tokens=20, temperature=0, stopping_criteria=stop_after)
+    assert out["usage"]["completion_tokens"] == 3 and out["choices"][0]["finish_reason"] == "stop"
+
+
+def test_logprobs_need_logits_all(llm, kjv_path):
+    with pytest.raises(ValueError, match="logits_all"):
+        llm(PROMPT, max_tokens=2, logprobs=3)
+    full = llama_cpp.Llama(kjv_path, n_ctx=128, logits_all=True, verbose=False)
+    out = full(PROMPT, max_tokens=4, temperature=0, logprobs=3)
+    lp = out["choices"][0]["logprobs"]
+    assert len(lp["tokens"]) == 4 and "".join(lp["tokens"]) == out["choices"][0]["text"]
+    assert all(p <= 0 for p in lp["token_logprobs"])
+    assert all(max(top.values()) == pytest.approx(p, abs=1e-6) or len(top) == 4
+               for top, p in zip(lp["top_logprobs"], lp["token_logprobs"]))
+    x = np.random.default_rng(0).normal(size=(3, 50)).astype(np.single)
+    lse = llama_cpp.Llama.logits_to_logprobs(x)
+    assert np.allclose(np.exp(lse).sum(axis=-1), 1.0, atol=1e-5)
+
+
+def test_chat_matches_cli(llm, kjv_path, cli, tmp_path):
+    from oxidize._chat import BUILTIN_FORMATS
+    template = tmp_path / "chatml.jinja"
+    template.write_text(BUILTIN_FORMATS["chatml"][0])
+    chat = llama_cpp.Llama(kjv_path, n_ctx=512, chat_format="chatml", verbose=False)
+    messages = [{"role": "system", "content": "You speak like the King James Bible."},
+                {"role": "user", "content": "Who made the heaven?"}]
+    want = cli("run", "-m", kjv_path, "--chat", "--chat-template", str(template), "--system",
+               messages[0]["content"], "-p", messages[1]["content"], "-n", "20", "--temp", "0",
+               "--stop", "<|im_end|>")
+    got = chat.create_chat_completion(messages, max_tokens=20, temperature=0)
+    assert got["choices"][0]["message"]["content"] + "\n" == want
+    assert got["object"] == "chat.completion" and got["id"].startswith("chatcmpl-")
+    chunks = list(chat.create_chat_completion(messages, max_tokens=20, temperature=0,
+                                              stream=True))
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
+    assert chunks[-1]["choices"][0]["delta"] == {}
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == \
+        got["choices"][0]["message"]["content"]
+
+
+def test_chat_json_and_forced_tool(kjv_path):
+    chat = llama_cpp.Llama(kjv_path, n_ctx=512, chat_format="chatml", verbose=False)
+    messages = [{"role": "user", "content": "Give a number."}]
+    schema = {"type": "object", "properties": {"count": {"type": "integer"}},
+              "required": ["count"]}
+    out = chat.create_chat_completion(
+        messages, max_tokens=40, temperature=0,
+        response_format={"type": "json_object", "schema": schema})
+    assert isinstance(json.loads(out["choices"][0]["message"]["content"])["count"], int)
+    tools = [{"type": "function", "function": {"name": "count", "parameters": schema}}]
+    out = chat.create_chat_completion(messages, max_tokens=40, temperature=0, tools=tools,
+                                      tool_choice={"type": "function",
+                                                   "function": {"name": "count"}})
+    call = out["choices"][0]["message"]["tool_calls"][0]
+    assert out["choices"][0]["finish_reason"] == "tool_calls"
+    assert call["function"]["name"] == "count"
+    assert isinstance(json.loads(call["function"]["arguments"])["count"], int)
+    with pytest.raises(ValueError, match="not found"):
+        chat.create_chat_completion(messages, tools=tools,
+                                    tool_choice={"type": "function", "function": {"name": "x"}})
+
+
+def test_embeddings_list_equals_one_by_one():
+    from conftest import BERT
+    if not BERT.exists():
+        pytest.skip("no embedding model")
+    emb = llama_cpp.Llama(str(BERT), embedding=True, verbose=False)
+    texts = ["In the beginning", "God created the heaven", "and the earth"]
+    together = emb.embed(texts)
+    assert len(together) == 3 and len(together[0]) == emb.n_embd()
+    for text, vec in zip(texts, together):
+        assert np.allclose(emb.embed(text), vec, rtol=1e-4, atol=1e-6)
+    resp = emb.create_embedding(texts)
+    assert resp["object"] == "list" and [d["index"] for d in resp["data"]] == [0, 1, 2]
+    assert resp["usage"]["prompt_tokens"] == resp["usage"]["total_tokens"] > 0
+
+
+def test_bad_inputs_raise(llm, kjv_path, tmp_path):
+    with pytest.raises(ValueError, match="Model path does not exist"):
+        llama_cpp.Llama(str(tmp_path / "missing.gguf"), verbose=False)
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\xff" * 60)
+    with pytest.raises(oxidize.FormatError):
+        llama_cpp.Llama(str(bad), verbose=False)
+    small = llama_cpp.Llama(kjv_path, n_ctx=16, verbose=False)
+    with pytest.raises(ValueError, match="exceed context window of 16"):
+        small(" the" * 40, max_tokens=4)
+    with pytest.raises(oxidize.FormatError):
+        llm(PROMPT, max_tokens=2, grammar=llama_cpp.LlamaGrammar.from_string("root ::= ("))
+    with pytest.raises(oxidize.FormatError):
+        llama_cpp.LlamaGrammar.from_json_schema("{not json")
+    with pytest.raises(TypeError):
+        llm.tokenize("a str, not bytes")
+    with pytest.raises(RuntimeError, match="embedding=True"):
+        llm.embed("x")
+    with pytest.raises(oxidize.InvalidArgumentError):
+        llm(PROMPT, max_tokens=2, top_p=float("nan"))
+    assert llm(PROMPT, max_tokens=3, temperature=0)["usage"]["completion_tokens"] == 3
+
+
+@pytest.mark.parametrize("script,model", [
+    ("completion.py", "kjv"), ("chat.py", "kjv"), ("streaming.py", "kjv"),
+    ("embeddings.py", "bert"), ("json_schema.py", "kjv"), ("async_streams.py", "kjv")])
+def test_examples_run(script, model, kjv_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    from conftest import BERT
+    path = kjv_path if model == "kjv" else str(BERT)
+    args = [sys.executable, str(Path(__file__).parent.parent / "examples" / script), path]
+    if script == "chat.py":
+        args.append("chatml")
+    out = subprocess.run(args, capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout.strip()
+
+
+BAD_ARGUMENTS = [
+    dict(max_tokens="many"), dict(temperature=None), dict(top_k="forty"), dict(top_p=float("nan")),
+    dict(min_p=-1.0), dict(repeat_penalty=float("inf")), dict(seed="s"), dict(stop=3),
+    dict(logit_bias={"x": 1.0}), dict(logit_bias={-5: 1.0}), dict(mirostat_mode=1, mirostat_tau=-1.0),
+    dict(grammar="root ::= x"), dict(logits_processor=[lambda ids, scores: None]),
+    dict(suffix=5), dict(logprobs=2),
+]
+
+
+@pytest.mark.parametrize("kwargs", BAD_ARGUMENTS, ids=[repr(k) for k in BAD_ARGUMENTS])
+def test_bad_arguments_raise_and_lose_nothing(llm, kwargs):
+    with pytest.raises(Exception):
+        llm(PROMPT, **{"max_tokens": 3, **kwargs})
+    assert llm(PROMPT, max_tokens=3, temperature=0)["usage"]["completion_tokens"] == 3
+
+
+def test_bad_prompts_and_messages(llm, kjv_path):
+    with pytest.raises(Exception):
+        llm(None, max_tokens=2)
+    with pytest.raises(Exception):
+        llm([llm.n_vocab() + 5], max_tokens=2)  # a token id the vocabulary does not have
+    chat = llama_cpp.Llama(kjv_path, n_ctx=128, chat_format="chatml", verbose=False)
+    with pytest.raises(Exception):
+        chat.create_chat_completion("not a list of messages")
+    with pytest.raises(ValueError, match="Invalid chat handler"):
+        llama_cpp.Llama(kjv_path, n_ctx=64, chat_format="nope",
+                        verbose=False).create_chat_completion([{"role": "user", "content": "x"}])
+    assert llm(PROMPT, max_tokens=2, temperature=0)["usage"]["completion_tokens"] == 2
