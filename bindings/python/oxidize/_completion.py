@@ -94,6 +94,8 @@ def completion_chunks(llama: "Llama", prompt: Union[str, List[int]], *, suffix: 
     if max_tokens is None or max_tokens <= 0:
         max_tokens = n_ctx - len(prompt_tokens)
     max_tokens = min(max_tokens, n_ctx - len(prompt_tokens))
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise TypeError(f"seed: an int, not {type(seed).__name__}")
     if seed is None:  # as llama_cpp: each call's seed drawn from the last one
         seed = random.Random(llama._seed).randint(0, 2 ** 32)
     llama.set_seed(seed)

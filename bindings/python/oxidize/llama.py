@@ -202,6 +202,8 @@ class Llama:
         return int(_lib.lib.ox_vocab_nl(self._vocab))
 
     def set_seed(self, seed: int) -> None:
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise TypeError(f"seed: an int, not {type(seed).__name__}")
         self._seed = seed
 
     def set_cache(self, cache: Any) -> None:

@@ -255,3 +255,25 @@ def test_bad_prompts_and_messages(llm, kjv_path):
         llama_cpp.Llama(kjv_path, n_ctx=64, chat_format="nope",
                         verbose=False).create_chat_completion([{"role": "user", "content": "x"}])
     assert llm(PROMPT, max_tokens=2, temperature=0)["usage"]["completion_tokens"] == 2
+
+
+def test_random_arguments_never_crash(llm):
+    """Seeded random values of the wrong types and ranges for every sampling argument: each call
+    returns or raises a Python exception, and the model answers after all of them."""
+    import random
+    rng = random.Random(1234)
+    values = [None, -1, 0, 1, 3, 2 ** 40, -2 ** 40, 0.5, -0.5, float("nan"), float("inf"), "",
+              "x", b"\xff", [], [1], {}, {1: 2.0}, {"a": 1}, True, object()]
+    names = ["max_tokens", "temperature", "top_p", "top_k", "min_p", "typical_p",
+             "repeat_penalty", "frequency_penalty", "presence_penalty", "seed", "stop",
+             "mirostat_mode", "mirostat_tau", "mirostat_eta", "logit_bias", "echo"]
+    for _ in range(300):
+        kwargs = {n: rng.choice(values) for n in rng.sample(names, rng.randint(1, 4))}
+        kwargs.setdefault("max_tokens", 2)
+        if not isinstance(kwargs["max_tokens"], int) or kwargs["max_tokens"] > 4:
+            kwargs["max_tokens"] = 2  # bound the work; its bad values are tested above
+        try:
+            llm(PROMPT, **kwargs)
+        except Exception:
+            pass
+    assert llm(PROMPT, max_tokens=3, temperature=0)["usage"]["completion_tokens"] == 3
