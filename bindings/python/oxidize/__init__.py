@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ._errors import (AbortedError, ContextFullError, DeviceError, FormatError,
                       InvalidArgumentError, OxidizeError, UnsupportedError)
-from .llama import (LLAMA_DEFAULT_SEED, Llama, LlamaState, LogitsProcessor, LogitsProcessorList,
-                    MinTokensLogitsProcessor, StoppingCriteria, StoppingCriteriaList)
+from .llama import (LLAMA_DEFAULT_SEED, Llama, LlamaState, LlamaTokenizer, LogitsProcessor,
+                    LogitsProcessorList, MinTokensLogitsProcessor, StoppingCriteria,
+                    StoppingCriteriaList)
 from .llama_grammar import LlamaGrammar
 from .llama_types import (ChatCompletion, ChatCompletionChunk, ChatCompletionRequestMessage,
                           Completion, CompletionChoice, CompletionChunk, CompletionLogprobs,
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AbortedError", "AsyncLlama", "ContextFullError", "DeviceError", "FormatError",
     "InvalidArgumentError", "LLAMA_DEFAULT_SEED", "Llama", "LlamaGrammar", "LlamaState",
+    "LlamaTokenizer",
     "LogitsProcessor", "LogitsProcessorList", "MinTokensLogitsProcessor", "OxidizeError",
     "StoppingCriteria", "StoppingCriteriaList", "UnsupportedError",
     # llama_types

@@ -68,6 +68,31 @@ class LlamaState:
         self.llama_state, self.llama_state_size, self.seed = llama_state, llama_state_size, seed
 
 
+class LlamaTokenizer:
+    """The model's tokenizer alone, as llama_cpp.LlamaTokenizer."""
+
+    def __init__(self, llama: "Llama") -> None:
+        self._llama = llama
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = True) -> List[int]:
+        return self._llama.tokenize(text, add_bos=add_bos, special=special)
+
+    def detokenize(self, tokens: List[int], prev_tokens: Optional[List[int]] = None,
+                   special: bool = False) -> bytes:
+        return self._llama.detokenize(tokens, prev_tokens, special)
+
+    def encode(self, text: str, add_bos: bool = True, special: bool = True) -> List[int]:
+        return self.tokenize(text.encode("utf-8", errors="ignore"), add_bos=add_bos,
+                             special=special)
+
+    def decode(self, tokens: List[int]) -> str:
+        return self.detokenize(tokens).decode("utf-8", errors="ignore")
+
+    @classmethod
+    def from_ggml_file(cls, path: str) -> "LlamaTokenizer":
+        return cls(Llama(model_path=path, vocab_only=True, verbose=False))
+
+
 def _model_exists(path: str) -> None:
     if not os.path.exists(path):
         raise ValueError(f"Model path does not exist: {path}")
@@ -105,6 +130,13 @@ class Llama:
                  chat_format: Optional[str] = None, chat_handler: Any = None,
                  type_k: Optional[int] = None, type_v: Optional[int] = None,
                  verbose: bool = True, **kwargs: Any) -> None:
+        self._init_args = dict(kwargs, n_gpu_layers=n_gpu_layers, vocab_only=vocab_only,
+                               use_mmap=use_mmap, seed=seed, n_ctx=n_ctx, n_batch=n_batch,
+                               n_ubatch=n_ubatch, n_threads=n_threads,
+                               n_threads_batch=n_threads_batch, logits_all=logits_all,
+                               embedding=embedding, last_n_tokens_size=last_n_tokens_size,
+                               chat_format=chat_format, type_k=type_k, type_v=type_v,
+                               verbose=verbose)
         self.verbose = verbose
         self.model_path = model_path
         self._seed = seed or LLAMA_DEFAULT_SEED
@@ -165,6 +197,16 @@ class Llama:
         other.input_ids = np.zeros_like(self.input_ids)
         other.scores = np.zeros_like(self.scores)
         return other
+
+    # ---- pickling: the arguments, the model loaded again on the other side ----
+    def __getstate__(self) -> Dict[str, Any]:
+        return dict(self._init_args, model_path=self.model_path, seed=self._seed)
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+    def tokenizer(self) -> "LlamaTokenizer":
+        return LlamaTokenizer(self)
 
     # ---- lifetime ----
     def close(self) -> None:

@@ -277,3 +277,16 @@ def test_random_arguments_never_crash(llm):
         except Exception:
             pass
     assert llm(PROMPT, max_tokens=3, temperature=0)["usage"]["completion_tokens"] == 3
+
+
+def test_pickle_and_tokenizer(kjv_path):
+    import pickle
+    llm = llama_cpp.Llama(kjv_path, n_ctx=128, vocab_only=True, verbose=False)
+    again = pickle.loads(pickle.dumps(llm))
+    assert again.n_ctx() == 128 and again.model_path == kjv_path
+    assert again.tokenize(b"In the beginning") == llm.tokenize(b"In the beginning")
+    tok = llama_cpp.LlamaTokenizer.from_ggml_file(kjv_path)
+    ids = tok.encode("And God said")
+    assert ids == llm.tokenize(b"And God said", special=True) and tok.decode(ids) == "And God said"
+    with pytest.raises(RuntimeError, match="vocab_only"):
+        llm("x", max_tokens=1)
