@@ -6,11 +6,6 @@ from typing import Any, Dict, List, Optional, Union
 
 from typing import Literal, TypedDict
 
-try:  # Python 3.11 on
-    from typing import NotRequired
-except ImportError:  # pragma: no cover
-    from typing_extensions import NotRequired
-
 
 class CompletionLogprobs(TypedDict):
     text_offset: List[int]
@@ -32,13 +27,16 @@ class CompletionUsage(TypedDict):
     total_tokens: int
 
 
-class CreateCompletionResponse(TypedDict):
+class _CompletionFields(TypedDict):
     id: str
     object: Literal["text_completion"]
     created: int
     model: str
     choices: List[CompletionChoice]
-    usage: NotRequired[CompletionUsage]
+
+
+class CreateCompletionResponse(_CompletionFields, total=False):
+    usage: CompletionUsage  # whole completions have it, stream chunks not
 
 
 CreateCompletionStreamResponse = CreateCompletionResponse
@@ -64,11 +62,14 @@ class CreateEmbeddingResponse(TypedDict):
     usage: EmbeddingUsage
 
 
-class ChatCompletionResponseMessage(TypedDict):
+class _MessageFields(TypedDict):
     role: Literal["assistant"]
     content: Optional[str]
-    tool_calls: NotRequired[List[Dict[str, Any]]]
-    function_call: NotRequired[Dict[str, Any]]
+
+
+class ChatCompletionResponseMessage(_MessageFields, total=False):
+    tool_calls: List[Dict[str, Any]]
+    function_call: Dict[str, Any]
 
 
 class ChatCompletionResponseChoice(TypedDict):
