@@ -58,6 +58,23 @@ class LogitBias(Structure):
     _fields_ = [("token", ox_token), ("bias", c_float)]
 
 
+class _GgufScalar(ctypes.Union):
+    _fields_ = [("u", c_uint64), ("i", c_int64), ("f", ctypes.c_double), ("b", c_bool),
+                ("s", c_void_p)]
+
+
+class GgufValue(Structure):
+    _fields_ = [("type", c_int), ("elem_type", c_int), ("n", c_uint64), ("v", _GgufScalar),
+                ("internal_", c_void_p)]
+
+
+# enum ox_gguf_type: the file format's ids
+GGUF_UNSIGNED = (0, 2, 4, 10)
+GGUF_SIGNED = (1, 3, 5, 11)
+GGUF_FLOAT = (6, 12)
+GGUF_BOOL, GGUF_STRING, GGUF_ARRAY = 7, 8, 9
+
+
 def _library_path() -> str:
     """The shared library: OX_LIBRARY, else the copy installed beside this file."""
     env = os.environ.get("OX_LIBRARY")
@@ -135,6 +152,11 @@ _SIGNATURES = {
     "ox_sampler_reset": (None, [_P]),
     "ox_sampler_accept": (c_int, [_P, ox_token]),
     "ox_sampler_accept_prompt": (c_int, [_P, ox_token]),
+    "ox_gguf_open": (c_int, [c_char_p, POINTER(_P)]),
+    "ox_gguf_free": (None, [_P]),
+    "ox_gguf_n_kv": (c_int64, [_P]),
+    "ox_gguf_key": (c_char_p, [_P, c_int64]),
+    "ox_gguf_value": (c_int, [_P, c_int64, POINTER(GgufValue)]),
     "ox_chat_render_json": (c_int, [c_char_p, c_char_p, c_char_p, c_bool, c_char_p, c_char_p,
                                     c_int64, POINTER(c_void_p), POINTER(c_size_t)]),
 }
@@ -154,3 +176,33 @@ def take_string(ptr: c_void_p, length: c_size_t) -> str:
         return ctypes.string_at(ptr.value, length.value).decode("utf-8", errors="replace")
     finally:
         libc.free(ptr)
+
+
+def gguf_metadata(path: str) -> "dict[str, str]":
+    """A GGUF file's scalar and string metadata as text (as llama_cpp's Llama.metadata; arrays,
+    such as the vocabulary, left out). Empty when the file cannot be read."""
+    handle = c_void_p()
+    if lib.ox_gguf_open(path.encode(), ctypes.byref(handle)) != OX_OK:
+        return {}
+    out: "dict[str, str]" = {}
+    try:
+        for i in range(lib.ox_gguf_n_kv(handle)):
+            value = GgufValue()
+            if lib.ox_gguf_value(handle, i, ctypes.byref(value)) != OX_OK:
+                continue
+            key = (lib.ox_gguf_key(handle, i) or b"").decode("utf-8", "replace")
+            t = value.type
+            if t == GGUF_STRING:
+                text = ctypes.string_at(value.v.s, value.n) if value.n else b""
+                out[key] = text.decode("utf-8", "replace")
+            elif t in GGUF_UNSIGNED:
+                out[key] = str(value.v.u)
+            elif t in GGUF_SIGNED:
+                out[key] = str(value.v.i)
+            elif t in GGUF_FLOAT:
+                out[key] = str(value.v.f)
+            elif t == GGUF_BOOL:
+                out[key] = "true" if value.v.b else "false"
+    finally:
+        lib.ox_gguf_free(handle)
+    return out

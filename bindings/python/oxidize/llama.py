@@ -170,7 +170,7 @@ class Llama:
         self._last_row: Optional[npt.NDArray[np.single]] = None
         self.chat_format = chat_format
         self.chat_handler = chat_handler
-        self.metadata: Dict[str, str] = {}
+        self.metadata: Dict[str, str] = _lib.gguf_metadata(model_path)
         self.cache = None
 
     def _make_context(self, n_ctx: int) -> None:

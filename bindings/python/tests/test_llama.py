@@ -290,3 +290,11 @@ def test_pickle_and_tokenizer(kjv_path):
     assert ids == llm.tokenize(b"And God said", special=True) and tok.decode(ids) == "And God said"
     with pytest.raises(RuntimeError, match="vocab_only"):
         llm("x", max_tokens=1)
+
+
+def test_metadata(llm, kjv_path, cli):
+    assert llm.metadata["general.architecture"] == "llama"
+    assert int(llm.metadata["llama.context_length"]) > 0
+    info = cli("info", kjv_path)
+    assert llm.metadata["llama.embedding_length"] in info
+    assert "tokenizer.ggml.tokens" not in llm.metadata  # arrays are left out
