@@ -67,6 +67,29 @@ def _logprob_entry(llama: "Llama", token: int, row: npt.NDArray[np.single],
     return {"token": piece, "logprob": float(logprobs[token]), "top": top}
 
 
+# The fill-in-the-middle tokens' metadata keys (llama.cpp's names, then their older ones).
+_FIM_KEYS = {"pre": ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"),
+             "suf": ("tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"),
+             "mid": ("tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id")}
+
+
+def _infill_tokens(llama: "Llama", prompt: Union[str, List[int]], suffix: str) -> List[int]:
+    """A fill-in-the-middle prompt, prefix-suffix-middle as llama.cpp's infill builds it: [BOS]
+    <PRE> prompt <SUF> suffix <MID>, the model to write what goes between."""
+    ids = {}
+    for part, keys in _FIM_KEYS.items():
+        found = [llama.metadata[k] for k in keys if k in llama.metadata]
+        if not found:
+            raise ValueError(f"suffix: the model has no fill-in-the-middle tokens ({keys[0]} "
+                             "is not in its file)")
+        ids[part] = int(found[0])
+    before = prompt if isinstance(prompt, list) else llama.tokenize(
+        prompt.encode("utf-8"), add_bos=False, special=False)
+    after = llama.tokenize(suffix.encode("utf-8"), add_bos=False, special=False)
+    bos = [llama.token_bos()] if _lib.lib.ox_vocab_add_bos(llama._vocab) else []
+    return bos + [ids["pre"]] + list(before) + [ids["suf"]] + after + [ids["mid"]]
+
+
 def completion_chunks(llama: "Llama", prompt: Union[str, List[int]], *, suffix: Optional[str],
                       max_tokens: Optional[int], temperature: float, top_p: float,
                       min_p: float, typical_p: float, logprobs: Optional[int], echo: bool,
@@ -78,13 +101,12 @@ def completion_chunks(llama: "Llama", prompt: Union[str, List[int]], *, suffix: 
                       logit_bias: Optional[Dict[int, float]]) -> Iterator[Any]:
     """The stream's chunks, or (not streaming) one whole completion."""
     assert suffix is None or isinstance(suffix, str)
-    if suffix:
-        raise NotImplementedError("suffix (fill-in-the-middle) is not supported by oxidize yet")
     llama._check_ctx()
     completion_id = f"cmpl-{uuid.uuid4()}"
     created = int(time.time())
     model_name = model if model is not None else llama.model_path
-    prompt_tokens = llama._prompt_tokens(prompt)
+    prompt_tokens = llama._prompt_tokens(prompt) if suffix is None else \
+        _infill_tokens(llama, prompt, suffix)
     n_ctx = llama.n_ctx()
     if len(prompt_tokens) >= n_ctx:
         raise ContextFullError(

@@ -232,7 +232,7 @@ BAD_ARGUMENTS = [
     dict(min_p=-1.0), dict(repeat_penalty=float("inf")), dict(seed="s"), dict(stop=3),
     dict(logit_bias={"x": 1.0}), dict(logit_bias={-5: 1.0}), dict(mirostat_mode=1, mirostat_tau=-1.0),
     dict(grammar="root ::= x"), dict(logits_processor=[lambda ids, scores: None]),
-    dict(suffix=5), dict(logprobs=2),
+    dict(suffix=5), dict(suffix="no fill-in-the-middle tokens"), dict(logprobs=2),
 ]
 
 
@@ -298,3 +298,20 @@ def test_metadata(llm, kjv_path, cli):
     info = cli("info", kjv_path)
     assert llm.metadata["llama.embedding_length"] in info
     assert "tokenizer.ggml.tokens" not in llm.metadata  # arrays are left out
+
+
+def test_suffix_builds_an_infill_prompt(kjv_path):
+    fim = llama_cpp.Llama(kjv_path, n_ctx=256, verbose=False)
+    with pytest.raises(ValueError, match="fill-in-the-middle"):
+        fim("def f(", suffix="):", max_tokens=2)
+    # the kjv model has no FIM tokens: give it three ordinary ones to check the assembly
+    pre, suf, mid = 100, 101, 102
+    fim.metadata.update({"tokenizer.ggml.fim_pre_token_id": str(pre),
+                         "tokenizer.ggml.fim_suf_token_id": str(suf),
+                         "tokenizer.ggml.fim_mid_token_id": str(mid)})
+    want = ([fim.token_bos(), pre] + fim.tokenize(b"In the", add_bos=False) + [suf]
+            + fim.tokenize(b" beginning", add_bos=False) + [mid])
+    got = fim("In the", suffix=" beginning", max_tokens=4, temperature=0)
+    assert got["usage"]["prompt_tokens"] == len(want)
+    plain = fim(want, max_tokens=4, temperature=0)
+    assert got["choices"][0]["text"] == plain["choices"][0]["text"]
