@@ -573,6 +573,9 @@ static void exec_for(struct jctx *c, struct jnode *n) {
     for (size_t i = 0; i < len; i++) {
         if (++c->iterations > c->opts->max_iterations)
             jfail(c, "more than %lld loop iterations", (long long)c->opts->max_iterations);
+        /* each iteration sees the enclosing scope afresh, as Jinja2's: what one sets is gone in
+         * the next ({% set count = count + 1 %} gives 1 every time) */
+        c->scope = scope_push(c, saved);
         struct jdict *loop = jv_dict(c->arena).u.d;
         set_loop_var(c, loop, "index", jv_int((int64_t)i + 1));
         set_loop_var(c, loop, "index0", jv_int((int64_t)i));

@@ -72,6 +72,13 @@ static void test_loops(void) {
       "{% endfor %}{{ ns.n }}",
       "3");
     R("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}", "1");
+    /* a set inside a loop lasts for its iteration only (Jinja2: "111|0", "5uuout") */
+    R("{% set count = 0 %}{% for i in range(3) %}{% set count = count + 1 %}{{ count }}"
+      "{% endfor %}|{{ count }}",
+      "111|0");
+    R("{% for i in range(3) %}{% if i == 0 %}{% set x = 5 %}{% endif %}{{ x | default('u') }}"
+      "{% set y = i %}{% endfor %}{{ y | default('out') }}",
+      "5uuout");
     R("{% for x in [1,2,3,4] if x is even %}{{ x }}{{ loop.length }}{% endfor %}", "2242");
 }
 
