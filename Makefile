@@ -14,7 +14,8 @@ CUDA      ?= 0
 # Debian packages the build and tests need (installed by `make deps` when missing and root).
 DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
                libutf8proc-dev libmicrohttpd-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user \
-               python3-venv python3-setuptools python3-numpy python3-pytest python3-mypy
+               python3-venv python3-setuptools python3-numpy python3-pytest python3-mypy \
+               python3-jinja2
 # The model tests cross-built for AArch64 and run under qemu (tests/model/neon_models_qemu.sh)
 # need the libraries for arm64 (Debian multiarch) and the C++ cross compiler CMake asks for.
 # Optional: where `make deps` cannot install them (not root, no arm64 archive) that test skips.

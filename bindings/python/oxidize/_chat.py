@@ -24,12 +24,29 @@ BUILTIN_FORMATS: Dict[str, Tuple[str, str]] = {
                 "<|end_header_id|>\n\n{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
                 "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n"
                 "{% endif %}", "<|eot_id|>"),
-    "llama-2": ("{% for m in messages %}{% if m['role'] == 'system' %}"
-                "{% set sys = '<<SYS>>\n' + m['content'] + '\n<</SYS>>\n\n' %}"
-                "{% elif m['role'] == 'user' %}{{ bos_token }}[INST] "
-                "{{ (sys if sys is defined else '') + m['content'] }} [/INST]"
+    "mistral-instruct": ("{% set ns = namespace(sys='') %}{{ bos_token }}{% for m in messages %}"
+                         "{% if m['role'] == 'system' %}{% set ns.sys = m['content'] + '\n\n' %}"
+                         "{% elif m['role'] == 'user' %}[INST] {{ ns.sys }}{{ m['content'] }} "
+                         "[/INST]{% set ns.sys = '' %}{% else %}{{ m['content'] }}{{ eos_token }}"
+                         "{% endif %}{% endfor %}", "</s>"),
+    "gemma": ("{% set ns = namespace(sys='') %}{{ bos_token }}{% for m in messages %}"
+              "{% if m['role'] == 'system' %}{% set ns.sys = m['content'] + '\n\n' %}"
+              "{% else %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else 'user' }}\n"
+              "{% if m['role'] == 'user' %}{{ ns.sys }}{% set ns.sys = '' %}{% endif %}"
+              "{{ m['content'] }}<end_of_turn>\n{% endif %}{% endfor %}"
+              "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}", "<end_of_turn>"),
+    "zephyr": ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
+               "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}", "</s>"),
+    "llama-2": ("{% set ns = namespace(sys='') %}{% for m in messages %}"
+                "{% if m['role'] == 'system' %}"
+                "{% set ns.sys = '<<SYS>>\n' + m['content'] + '\n<</SYS>>\n\n' %}"
+                "{% elif m['role'] == 'user' %}{{ bos_token }}[INST] {{ ns.sys }}"
+                "{{ m['content'] }} [/INST]{% set ns.sys = '' %}"
                 "{% else %} {{ m['content'] }} {{ eos_token }}{% endif %}{% endfor %}", "</s>"),
 }
+
+
+BUILTIN_FORMATS["qwen"] = BUILTIN_FORMATS["chatml"]
 
 
 def _template(llama: "Llama") -> Tuple[str, List[str]]:

@@ -315,3 +315,39 @@ def test_suffix_builds_an_infill_prompt(kjv_path):
     assert got["usage"]["prompt_tokens"] == len(want)
     plain = fim(want, max_tokens=4, temperature=0)
     assert got["choices"][0]["text"] == plain["choices"][0]["text"]
+
+
+CONVERSATION = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Who?"}]
+RENDERINGS = {
+    "chatml": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+              "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n"
+              "<|im_start|>assistant\n",
+    "llama-3": "<s><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+               "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+               "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+               "<|start_header_id|>user<|end_header_id|>\n\nWho?<|eot_id|>"
+               "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    "llama-2": "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello. </s>"
+               "<s>[INST] Who? [/INST]",
+    "mistral-instruct": "<s>[INST] Be brief.\n\nHi [/INST]Hello.</s>[INST] Who? [/INST]",
+    "gemma": "<s><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
+             "Hello.<end_of_turn>\n<start_of_turn>user\nWho?<end_of_turn>\n"
+             "<start_of_turn>model\n",
+    "zephyr": "<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello.</s>\n"
+              "<|user|>\nWho?</s>\n<|assistant|>\n",
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(RENDERINGS))
+def test_builtin_chat_formats(kjv_path, fmt):
+    import jinja2
+    from oxidize._chat import BUILTIN_FORMATS, render
+    chat = llama_cpp.Llama(kjv_path, n_ctx=256, chat_format=fmt, verbose=False)
+    text, stop = render(chat, CONVERSATION)
+    assert text == RENDERINGS[fmt]
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)  # as transformers renders
+    assert text == env.from_string(BUILTIN_FORMATS[fmt][0]).render(
+        messages=CONVERSATION, bos_token="<s>", eos_token="</s>", add_generation_prompt=True)
+    out = chat.create_chat_completion(CONVERSATION, max_tokens=4, temperature=0)
+    assert out["choices"][0]["finish_reason"] in ("stop", "length") and stop
