@@ -129,27 +129,44 @@ def _chat_logprobs(lp: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     return {"content": content, "refusal": None}
 
 
-def chat_completion(llama: "Llama", messages: List[Dict[str, Any]], functions: Any = None,
-                    function_call: Any = None, tools: Optional[List[Dict[str, Any]]] = None,
-                    tool_choice: Any = None, temperature: float = 0.2, top_p: float = 0.95,
-                    top_k: int = 40, min_p: float = 0.05, typical_p: float = 1.0,
-                    stream: bool = False, stop: Optional[Union[str, List[str]]] = [],
-                    seed: Optional[int] = None,
-                    response_format: Optional[Dict[str, Any]] = None,
-                    max_tokens: Optional[int] = None, presence_penalty: float = 0.0,
-                    frequency_penalty: float = 0.0, repeat_penalty: float = 1.0,
-                    tfs_z: float = 1.0, mirostat_mode: int = 0, mirostat_tau: float = 5.0,
-                    mirostat_eta: float = 0.1, model: Optional[str] = None,
-                    logits_processor: Any = None, grammar: Optional[LlamaGrammar] = None,
-                    logit_bias: Optional[Dict[int, float]] = None,
-                    logprobs: Optional[bool] = None,
-                    top_logprobs: Optional[int] = None) -> Any:
-    if functions and not tools:  # the legacy form
-        tools = [{"type": "function", "function": f} for f in functions]
-        if isinstance(function_call, dict):
-            tool_choice = {"type": "function", "function": function_call}
+def chat_completion(llama: "Llama", messages: List[Dict[str, Any]], **kwargs: Any) -> Any:
+    """The request through the Llama's chat_handler, a format registered in llama_chat_format,
+    or the model's template / a built-in format."""
+    from . import llama_chat_format
+    if not isinstance(messages, list):
+        raise TypeError("messages: a list of message dicts")
+    handler = llama.chat_handler
+    if handler is None and llama.chat_format in llama_chat_format._HANDLERS:
+        handler = llama_chat_format._HANDLERS[llama.chat_format]
+    if handler is not None:
+        return handler(llama=llama, messages=messages, **kwargs)
+    tools = kwargs.get("tools")
+    if kwargs.get("functions") and not tools:  # the legacy form
+        tools = kwargs["tools"] = [{"type": "function", "function": f}
+                                   for f in kwargs["functions"]]
+        if isinstance(kwargs.get("function_call"), dict):
+            kwargs["tool_choice"] = {"type": "function", "function": kwargs["function_call"]}
     text, template_stop = render(llama, messages, tools)
-    tokens = prompt_tokens(llama, text)
+    return complete_rendered(llama, prompt_tokens(llama, text), template_stop, None, **kwargs)
+
+
+def complete_rendered(llama: "Llama", tokens: List[int], template_stop: List[str],
+                      stopping_criteria: Any, functions: Any = None, function_call: Any = None,
+                      tools: Optional[List[Dict[str, Any]]] = None, tool_choice: Any = None,
+                      temperature: float = 0.2, top_p: float = 0.95, top_k: int = 40,
+                      min_p: float = 0.05, typical_p: float = 1.0, stream: bool = False,
+                      stop: Optional[Union[str, List[str]]] = [], seed: Optional[int] = None,
+                      response_format: Optional[Dict[str, Any]] = None,
+                      max_tokens: Optional[int] = None, presence_penalty: float = 0.0,
+                      frequency_penalty: float = 0.0, repeat_penalty: float = 1.0,
+                      tfs_z: float = 1.0, mirostat_mode: int = 0, mirostat_tau: float = 5.0,
+                      mirostat_eta: float = 0.1, model: Optional[str] = None,
+                      logits_processor: Any = None, grammar: Optional[LlamaGrammar] = None,
+                      logit_bias: Optional[Dict[int, float]] = None,
+                      logprobs: Optional[bool] = None, top_logprobs: Optional[int] = None,
+                      **ignored: Any) -> Any:
+    """A rendered conversation's tokens completed (the request's options as
+    create_chat_completion takes them), in the chat shapes."""
     stops = ([stop] if isinstance(stop, str) else list(stop or [])) + template_stop
     forced = _forced_tool(tools, tool_choice)
     if forced is not None:
@@ -162,7 +179,8 @@ def chat_completion(llama: "Llama", messages: List[Dict[str, Any]], functions: A
         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
         repeat_penalty=repeat_penalty, top_k=top_k, stream=stream, seed=seed,
         mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta,
-        model=model, logits_processor=logits_processor, grammar=grammar, logit_bias=logit_bias)
+        model=model, logits_processor=logits_processor, stopping_criteria=stopping_criteria,
+        grammar=grammar, logit_bias=logit_bias)
     if stream:
         return _chat_chunks(cast(Iterator[Dict[str, Any]], result), forced)
     return _chat_whole(cast(Dict[str, Any], result), forced)

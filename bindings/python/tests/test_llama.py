@@ -351,3 +351,28 @@ def test_builtin_chat_formats(kjv_path, fmt):
         messages=CONVERSATION, bos_token="<s>", eos_token="</s>", add_generation_prompt=True)
     out = chat.create_chat_completion(CONVERSATION, max_tokens=4, temperature=0)
     assert out["choices"][0]["finish_reason"] in ("stop", "length") and stop
+
+
+def test_registered_format_and_chat_handler(kjv_path):
+    from oxidize import llama_chat_format
+
+    @llama_chat_format.register_chat_format("test-plain")
+    def plain(*, messages, **kwargs):
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
+        return llama_chat_format.ChatFormatterResponse(prompt=text, stop=["\nuser:"])
+
+    chat = llama_cpp.Llama(kjv_path, n_ctx=256, chat_format="test-plain", verbose=False)
+    messages = [{"role": "user", "content": "And God said"}]
+    got = chat.create_chat_completion(messages, max_tokens=12, temperature=0)
+    want = chat("user: And God said\nassistant:", max_tokens=12, temperature=0,
+                stop=["\nuser:"])
+    assert got["choices"][0]["message"]["content"] == want["choices"][0]["text"]
+    jinja = llama_chat_format.Jinja2ChatFormatter(
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:",
+        eos_token="</s>", bos_token="<s>")
+    handled = llama_cpp.Llama(kjv_path, n_ctx=256, chat_handler=jinja.to_chat_handler(),
+                              verbose=False)
+    again = handled.create_chat_completion(messages, max_tokens=12, temperature=0)
+    assert again["choices"][0]["message"]["content"] == got["choices"][0]["message"]["content"]
+    with pytest.raises(llama_chat_format.LlamaChatCompletionHandlerNotFoundException):
+        llama_chat_format.get_chat_completion_handler("no-such-format")
