@@ -64,7 +64,19 @@ def _logprob_entry(llama: "Llama", token: int, row: npt.NDArray[np.single],
         for t in np.argsort(logprobs)[::-1][:top_n]:
             top[llama.detokenize([int(t)]).decode("utf-8", errors="ignore")] = float(logprobs[t])
     top[piece] = float(logprobs[token])
-    return {"token": piece, "logprob": float(logprobs[token]), "top": top}
+    return {"token": piece, "bytes": llama._piece(token), "logprob": float(logprobs[token]),
+            "top": top}
+
+
+def _chunk_logprobs(entries: List[Dict[str, Any]], offset: int) -> Dict[str, Any]:
+    """A chunk's tokens' logprobs (one token, or those of one character split among tokens)."""
+    offsets = []
+    for e in entries:
+        offsets.append(offset)
+        offset += len(e["bytes"])
+    return {"tokens": [e["token"] for e in entries], "text_offset": offsets,
+            "token_logprobs": [e["logprob"] for e in entries],
+            "top_logprobs": [e["top"] for e in entries]}
 
 
 # The fill-in-the-middle tokens' metadata keys (llama.cpp's names, then their older ones).
@@ -127,7 +139,7 @@ def completion_chunks(llama: "Llama", prompt: Union[str, List[int]], *, suffix: 
     entries: List[Dict[str, Any]] = []
     finish_reason = "length"
     text = whole = b""
-    sent = 0  # bytes of text already streamed
+    sent = streamed = 0  # bytes of text, and tokens' logprobs, already streamed
     base = dict(id=completion_id, object="text_completion", created=created, model=model_name)
 
     def chunk(piece: bytes, reason: Optional[str], lp: Any = None) -> Dict[str, Any]:
@@ -160,7 +172,16 @@ def completion_chunks(llama: "Llama", prompt: Union[str, List[int]], *, suffix: 
                 break
             if stream:
                 ready = len(text) - _held_back(text[sent:], stops)
-                if ready > sent:
+                if logprobs is not None:  # a chunk per token (per character's tokens)
+                    while streamed < len(entries):
+                        j, group = streamed, b""
+                        while j < len(entries) and (j == streamed or not _complete_utf8(group)):
+                            group, j = group + entries[j]["bytes"], j + 1
+                        if not _complete_utf8(group) or sent + len(group) > ready:
+                            break
+                        yield chunk(group, None, _chunk_logprobs(entries[streamed:j], sent))
+                        sent, streamed = sent + len(group), j
+                elif ready > sent:
                     yield chunk(text[sent:ready], None)
                     sent = ready
             if len(completion) >= max_tokens:
@@ -175,8 +196,9 @@ def completion_chunks(llama: "Llama", prompt: Union[str, List[int]], *, suffix: 
                                                               llama._current_logits()):
         finish_reason = "stop"
     if stream:
-        if len(text) > sent:
-            yield chunk(text[sent:], None)
+        if len(text) > sent:  # what was held back, cut at a stop string
+            rest = entries[streamed:] if logprobs is not None else []
+            yield chunk(text[sent:], None, _chunk_logprobs(rest, sent) if rest else None)
         yield chunk(b"", finish_reason)
         return
     out = text.decode("utf-8", errors="ignore")

@@ -124,6 +124,11 @@ def test_logprobs_need_logits_all(llm, kjv_path):
     assert all(p <= 0 for p in lp["token_logprobs"])
     assert all(max(top.values()) == pytest.approx(p, abs=1e-6) or len(top) == 4
                for top, p in zip(lp["top_logprobs"], lp["token_logprobs"]))
+    chunks = list(full(PROMPT, max_tokens=4, temperature=0, logprobs=3, stream=True))
+    streamed = [c["choices"][0]["logprobs"] for c in chunks if c["choices"][0]["logprobs"]]
+    assert [t for s in streamed for t in s["tokens"]] == lp["tokens"]
+    assert [p for s in streamed for p in s["token_logprobs"]] == \
+        pytest.approx(lp["token_logprobs"], abs=1e-3)  # the prompt re-read in another batch
     x = np.random.default_rng(0).normal(size=(3, 50)).astype(np.single)
     lse = llama_cpp.Llama.logits_to_logprobs(x)
     assert np.allclose(np.exp(lse).sum(axis=-1), 1.0, atol=1e-5)
