@@ -63,10 +63,12 @@ def test_event_loop_not_blocked(kjv_path):
                 ticks += 1
 
         t = asyncio.create_task(ticker())
-        out = await llm.create_chat_completion(
-            [{"role": "user", "content": "Hello"}], max_tokens=200, temperature=0)
+        out = await llm.create_completion(PROMPTS[0], max_tokens=300, temperature=0)
+        chat = await llm.create_chat_completion([{"role": "user", "content": "Hello"}],
+                                                max_tokens=4, temperature=0)
         t.cancel()
-        return ticks, out
+        return ticks, out, chat
 
-    ticks, out = asyncio.run(main())
-    assert ticks > 3 and out["object"] == "chat.completion"
+    ticks, out, chat = asyncio.run(main())
+    assert out["usage"]["completion_tokens"] == 300  # no stop: the whole budget, ~0.4 s
+    assert ticks > 3 and chat["object"] == "chat.completion"
