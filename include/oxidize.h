@@ -809,6 +809,11 @@ OX_API const char *ox_cpu_isa(void);
  * them. Returns the length needed; writes at most cap bytes including the NUL (snprintf rule). */
 OX_API size_t ox_cpu_caches(char *buf, size_t cap);
 
+/* The backends this build has and whether each device backend finds its device, as one line
+ * ("cpu", "cpu, cuda (device found)", "cpu, cuda (no device)"). Returns the length needed;
+ * writes at most cap bytes including the NUL (snprintf rule). */
+OX_API size_t ox_backends(char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

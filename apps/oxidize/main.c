@@ -47,15 +47,56 @@ static void usage(FILE *f) {
     fprintf(f, "\nRun 'oxidize <command> --help' for a command's options.\n");
 }
 
+#ifndef OX_GIT_COMMIT
+#define OX_GIT_COMMIT "unknown"
+#endif
+
 static int print_version(void) {
-    char features[512], caches[128];
+    char features[512], caches[128], backends[128];
     ox_cpu_features(features, sizeof features);
-    printf("oxidize %s\n", OX_VERSION_STRING);
+    ox_backends(backends, sizeof backends);
+    printf("oxidize %s (commit %s)\n", OX_VERSION_STRING, OX_GIT_COMMIT);
+    printf("backends: %s\n", backends);
     printf("cpu: %s\n", features[0] ? features : "(no optional features)");
     printf("isa: %s\n", ox_cpu_isa());
     ox_cpu_caches(caches, sizeof caches);
     printf("cache: %s\n", caches);
     return 0;
+}
+
+/* Edits (insertions, deletions, substitutions) between a and b, up to 31 bytes each. */
+static int edit_distance(const char *a, const char *b) {
+    int row[32], n = (int)strlen(b);
+    if (strlen(a) > 31 || n > 31)
+        return 99;
+    for (int j = 0; j <= n; j++)
+        row[j] = j;
+    for (int i = 1; a[i - 1]; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= n; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            diag = up, row[j] = best;
+        }
+    }
+    return row[n];
+}
+
+/* The command a mistyped name most likely meant: the nearest within two edits, or one it
+ * begins; NULL when none is that close. */
+static const char *nearest_command(const char *name) {
+    const char *best = NULL;
+    int best_d = 3;
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        int d = edit_distance(name, commands[i].name);
+        if (*name && !strncmp(commands[i].name, name, strlen(name)))
+            d = d < 1 ? d : 1;
+        if (d < best_d)
+            best = commands[i].name, best_d = d;
+    }
+    return best;
 }
 
 int main(int argc, char **argv) {
@@ -73,7 +114,11 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strcmp(name, commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "oxidize: unknown command '%s'\n\n", name);
+    const char *guess = nearest_command(name);
+    if (guess)
+        fprintf(stderr, "oxidize: unknown command '%s'; did you mean '%s'?\n\n", name, guess);
+    else
+        fprintf(stderr, "oxidize: unknown command '%s'\n\n", name);
     usage(stderr);
     return 2;
 }

@@ -1,5 +1,8 @@
 /* registry.c: the backends this build has. A new backend registers here, and only here. */
+#include <stdio.h>
+
 #include "backend/backend.h"
+#include "oxidize.h"
 #ifdef OX_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -15,4 +18,12 @@ const struct backend_ops *backend_device(void) {
 #else
     return NULL;
 #endif
+}
+
+size_t ox_backends(char *buf, size_t cap) {
+    const struct backend_ops *dev = backend_device();
+    int n = dev ? snprintf(buf, cap, "%s, %s (%s)", backend_host()->name, dev->name,
+                           dev->available() ? "device found" : "no device")
+                : snprintf(buf, cap, "%s", backend_host()->name);
+    return n < 0 ? 0 : (size_t)n;
 }

@@ -440,6 +440,24 @@ def check_cli(c, binary):
     rc, out, err = run(binary, "--version")
     c.check("--version prints OX_VERSION_STRING", rc == 0 and version.encode() in out,
             f"rc={rc} out={out[:80]!r}")
+    lines = out.decode().split("\n")
+    commit = re.search(r"\(commit ([0-9a-f]{7,}(-dirty)?|unknown)\)", lines[0])
+    c.check("--version names the commit", commit is not None, lines[0])
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO,
+                          capture_output=True).stdout.decode().strip()
+    c.check("--version's commit is the checkout's (when built from it)",
+            not head or commit is not None and commit.group(1).startswith(head[:7]) or
+            commit is not None and commit.group(1) == "unknown", f"{lines[0]} head={head}")
+    c.check("--version lists the backends",
+            any(re.fullmatch(r"backends: cpu(, cuda \((device found|no device)\))?", ln)
+                for ln in lines), out.decode())
+    for typo, meant in (("rnu", "run"), ("tokenise", "tokenize"), ("serv", "serve"),
+                        ("quant", "quantize")):
+        rc, out, err = run(binary, typo)
+        c.check(f"'{typo}' suggests '{meant}'",
+                rc == 2 and f"did you mean '{meant}'?".encode() in err, err[:120])
+    rc, out, err = run(binary, "frobnicate")
+    c.check("a name far from every command suggests none", b"did you mean" not in err, err[:120])
 
 
 def main():
