@@ -33,6 +33,8 @@ static void usage(FILE *f) {
             "                           SIGTERM before they are cancelled (default 10)\n"
             "  --http-threads N         threads serving connections (default 4)\n"
             "  --max-body N             request bodies over N bytes get 413 (default 1 MiB)\n"
+            "  --log-requests           a line on stderr per request: time, method, path,\n"
+            "                           status, prompt+generated tokens, milliseconds\n"
             "  --embeddings             serve POST /v1/embeddings (a context of its own;\n"
             "                           always on for an embedding model such as BERT)\n"
             "  --pooling P              how embeddings pool the tokens: mean, cls, last, or\n"
@@ -122,6 +124,10 @@ static bool set_option(struct server_opts *o, struct serve_files *f, const char 
         return (o->model_path = v) != NULL;
     if (!strcmp(a, "--host"))
         return (o->host = v) != NULL;
+    if (!strcmp(a, "--log-requests")) { /* takes no value */
+        *takes = false, o->log_requests = true;
+        return true;
+    }
     if (!strcmp(a, "--embeddings")) { /* takes no value */
         *takes = false, o->embeddings = true;
         return true;

@@ -53,6 +53,18 @@ struct gen *gen_create(struct state *s, struct gen_opts *opts, struct ox_sampler
     return g;
 }
 
+void gen_retain(struct gen *g) {
+    pthread_mutex_lock(&g->lock);
+    g->refs++;
+    pthread_mutex_unlock(&g->lock);
+}
+
+void gen_tokens(struct gen *g, int32_t *prompt, int32_t *generated) {
+    pthread_mutex_lock(&g->lock);
+    *prompt = g->n_prompt, *generated = g->n_out;
+    pthread_mutex_unlock(&g->lock);
+}
+
 void gen_release(struct gen *g) {
     if (!g)
         return;

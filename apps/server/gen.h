@@ -44,6 +44,10 @@ struct gen *gen_create(struct state *s, struct gen_opts *opts, struct ox_sampler
                        int32_t n_prompt);
 /* Drop the HTTP side's reference. */
 void gen_release(struct gen *g);
+/* One more reference (the request log's, until the connection closes); gen_release drops it. */
+void gen_retain(struct gen *g);
+/* Its prompt's tokens and the tokens generated so far. */
+void gen_tokens(struct gen *g, int32_t *prompt, int32_t *generated);
 
 /* Submit it for the connection. A whole answer suspends the connection until it is done (the
  * request's handler then calls gen_reply); a stream's events are read through gen_response.

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gen.h"
@@ -24,9 +25,38 @@ struct upload {
     size_t len;
     bool too_big;
     struct gen *gen; /* a whole answer's: the handler is called again when it is done */
+    /* for --log-requests */
+    char method[16], path[256];
+    double t0;
+    int status;
+    struct gen *logged; /* a stream's generation (a reference until the connection closes) */
 };
 
-static enum MHD_Result send_reply(struct state *s, struct MHD_Connection *c, struct reply r) {
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --log-requests: "2026-11-25T15:20:01Z POST /v1/completions 200 12+35 tokens 84.2 ms". */
+static void log_request(const char *method, const char *path, int status, struct gen *g,
+                        double ms) {
+    char when[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int32_t prompt = 0, generated = 0;
+    if (g)
+        gen_tokens(g, &prompt, &generated);
+    fprintf(stderr, "%s %s %s %d %d+%d tokens %.1f ms\n", when, method, path, status, (int)prompt,
+            (int)generated, ms);
+}
+
+static enum MHD_Result send_reply(struct state *s, struct MHD_Connection *c, struct upload *u,
+                                  struct reply r) {
+    if (u)
+        u->status = r.status;
     const char *body = r.body ? r.body : "{}";
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -93,11 +123,14 @@ static enum MHD_Result start_generation(struct state *s, struct MHD_Connection *
             if (resp)
                 MHD_destroy_response(resp); /* drops its reference */
             gen_release(g);
-            return send_reply(s, c, refused(st));
+            return send_reply(s, c, u, refused(st));
         }
         state_count_reply(s, 200);
         enum MHD_Result ok = MHD_queue_response(c, 200, resp);
         MHD_destroy_response(resp);
+        u->status = 200;
+        if (state_options(s)->log_requests)
+            gen_retain(g), u->logged = g;
         gen_release(g);
         return ok;
     }
@@ -105,7 +138,7 @@ static enum MHD_Result start_generation(struct state *s, struct MHD_Connection *
     free(r.prompt);
     if (st != OX_OK) {
         gen_release(g);
-        return send_reply(s, c, refused(st));
+        return send_reply(s, c, u, refused(st));
     }
     u->gen = g; /* suspended: the handler is called again once the answer is whole */
     return MHD_YES;
@@ -139,11 +172,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct upload *u = *con_cls;
     if (!u) { /* the headers: a request without the key is answered before its body is kept
                * (a body past the cap is read and dropped, so the client sees its 413) */
-        if (!authorized(s, c, url))
-            return send_reply(s, c, bad_key());
+        if (!authorized(s, c, url)) {
+            if (state_options(s)->log_requests)
+                log_request(method, url, 401, NULL, 0.0);
+            return send_reply(s, c, NULL, bad_key());
+        }
         if (!(u = calloc(1, sizeof *u)))
             return MHD_NO;
         *con_cls = u;
+        snprintf(u->method, sizeof u->method, "%s", method);
+        snprintf(u->path, sizeof u->path, "%s", url);
+        u->t0 = monotonic_seconds();
         state_request_opened(s);
         return MHD_YES;
     }
@@ -161,13 +200,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (u->gen)
-        return send_reply(s, c, gen_reply(u->gen));
+        return send_reply(s, c, u, gen_reply(u->gen));
     if (u->too_big)
-        return send_reply(s, c, too_big());
+        return send_reply(s, c, u, too_big());
     if (!state_ready(s))
-        return send_reply(s, c, loading());
+        return send_reply(s, c, u, loading());
     struct reply r = route_request(s, method, url, u->data ? u->data : "", u->len);
-    return r.gen ? start_generation(s, c, u, r) : send_reply(s, c, r);
+    return r.gen ? start_generation(s, c, u, r) : send_reply(s, c, u, r);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -177,6 +216,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     struct upload *u = *con_cls;
     if (!u)
         return;
+    if (state_options(s)->log_requests)
+        log_request(u->method, u->path, u->status, u->logged ? u->logged : u->gen,
+                    (monotonic_seconds() - u->t0) * 1e3);
+    gen_release(u->logged);
     gen_release(u->gen);
     free(u->data);
     free(u);

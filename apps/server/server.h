@@ -25,6 +25,8 @@ struct server_opts {
     double shutdown_timeout; /* seconds in-flight requests get to finish at SIGINT/SIGTERM */
     int http_threads;
     bool embeddings;         /* a context for /v1/embeddings */
+    bool log_requests;       /* a line on stderr per request (time, method, path, status,
+                                tokens, ms) */
     enum ox_pooling pooling; /* how its hidden states are pooled */
 };
 

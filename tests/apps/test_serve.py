@@ -244,6 +244,41 @@ def test_api_key(model):
         p.wait(timeout=30)
 
 
+def test_log_requests(model):
+    """--log-requests: a line per request on stderr, with its method, path, status, tokens
+    and time; a stream's tokens too; a refused key's 401."""
+    p = subprocess.Popen([OXIDIZE, "serve", "-m", model, "--port", "0", "-t", "2", "-np", "1",
+                          "-c", "256", "--log-requests", "--api-key", "k"],
+                         stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        m = re.search(r"http://[0-9.]+:(\d+)", p.stderr.readline())
+        check(m is not None and "ready" in p.stderr.readline(), "log server started")
+        threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True).start()
+        base = "http://127.0.0.1:%s" % m.group(1)
+        body = {"prompt": "In the beginning", "max_tokens": 5, "temperature": 0}
+        check(call(base, "/v1/completions", body, key="k")[0] == 200, "log: a completion")
+        req = urllib.request.Request(base + "/v1/completions",
+                                     data=json.dumps(dict(body, stream=True)).encode())
+        req.add_header("Authorization", "Bearer k")
+        with urllib.request.urlopen(req, timeout=60) as r:
+            r.read()
+        check(call(base, "/no/such/route", key="k")[0] == 404, "log: a 404")
+        check(call(base, "/v1/models?secret=1", key="wrong")[0] == 401, "log: a 401")
+        time.sleep(0.5)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+    line = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ %s %s %d (\d+)\+(\d+) tokens [\d.]+ ms"
+    found = lambda method, path, status: [re.fullmatch(line % (method, re.escape(path), status),
+                                                       ln.strip()) for ln in lines]
+    whole = [m for m in found("POST", "/v1/completions", 200) if m]
+    check(len(whole) == 2 and all(int(m.group(1)) == 4 and int(m.group(2)) == 5
+                                  for m in whole), "log: both completions, 4+5 tokens: %s" % lines)
+    check(any(found("GET", "/no/such/route", 404)), "log: the 404: %s" % lines)
+    check(any(found("GET", "/v1/models", 401)), "log: the 401, without the query: %s" % lines)
+
+
 def main():
     with open(os.path.join(DATA, "reference", "kjv-15m-q4_k_m.json")) as f:
         ref = json.load(f)
@@ -267,6 +302,7 @@ def main():
     check(rc == 0, "SIGTERM: exit status %s" % rc)
     test_chat(os.path.join(DATA, "models", "kjv-15m-q4_k_m.gguf"))
     test_api_key(os.path.join(DATA, "models", "kjv-15m-q4_k_m.gguf"))
+    test_log_requests(os.path.join(DATA, "models", "kjv-15m-q4_k_m.gguf"))
     return finish("test_serve")
 
 
