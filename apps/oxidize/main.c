@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "git_commit.h" /* OX_GIT_COMMIT, written at build time */
 #include "oxidize.h"
 
 struct command {
@@ -47,9 +48,6 @@ static void usage(FILE *f) {
     fprintf(f, "\nRun 'oxidize <command> --help' for a command's options.\n");
 }
 
-#ifndef OX_GIT_COMMIT
-#define OX_GIT_COMMIT "unknown"
-#endif
 
 static int print_version(void) {
     char features[512], caches[128], backends[128];

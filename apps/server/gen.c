@@ -14,12 +14,6 @@
 #include "params.h"
 #include "state.h"
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The request's id for the answers ("cmpl-...", "chatcmpl-..."). */
 static void gen_new_id(char *out, size_t cap, const char *prefix) {
     static unsigned long counter;
@@ -172,10 +166,10 @@ static bool on_token(void *user, ox_token t) {
     pthread_mutex_lock(&g->lock);
     g->n_out++;
     if (g->n_out == 1)
-        g->t_first = now_seconds();
+        g->t_first = state_clock();
     add_text(g, piece, n);
     stream_new(g);
-    if (g->end == END_NONE && now_seconds() - g->t_start > g->o.timeout)
+    if (g->end == END_NONE && state_clock() - g->t_start > g->o.timeout)
         g->end = END_TIMEOUT;
     bool go_on = g->end == END_NONE && !g->gone;
     pthread_mutex_unlock(&g->lock);
@@ -204,7 +198,7 @@ static void on_done(void *user, enum ox_finish reason, int32_t n_generated) {
                  : reason == OX_FINISH_ERROR  ? END_ERROR
                                               : END_CANCELLED;
     g->stop_word = g->end == END_WORD ? g->stops.matched : NULL;
-    g->t_end = now_seconds();
+    g->t_end = state_clock();
     if (g->t_first == 0)
         g->t_first = g->t_end;
     if (g->o.stream && !g->gone) {
@@ -233,7 +227,7 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     pthread_mutex_lock(&g->lock);
-    g->conn = c, g->fd = info ? info->connect_fd : -1, g->t_start = now_seconds();
+    g->conn = c, g->fd = info ? info->connect_fd : -1, g->t_start = state_clock();
     g->refs++; /* the engine's, from here to on_done */
     if (g->o.stream)
         answer_stream_begin(g);

@@ -32,12 +32,6 @@ struct upload {
     struct gen *logged; /* a stream's generation (a reference until the connection closes) */
 };
 
-static double monotonic_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* --log-requests: "2026-11-25T15:20:01Z POST /v1/completions 200 12+35 tokens 84.2 ms". */
 static void log_request(const char *method, const char *path, int status, struct gen *g,
                         double ms) {
@@ -182,7 +176,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = u;
         snprintf(u->method, sizeof u->method, "%s", method);
         snprintf(u->path, sizeof u->path, "%s", url);
-        u->t0 = monotonic_seconds();
+        u->t0 = state_clock();
         state_request_opened(s);
         return MHD_YES;
     }
@@ -218,7 +212,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     if (state_options(s)->log_requests)
         log_request(u->method, u->path, u->status, u->logged ? u->logged : u->gen,
-                    (monotonic_seconds() - u->t0) * 1e3);
+                    (state_clock() - u->t0) * 1e3);
     gen_release(u->logged);
     gen_release(u->gen);
     free(u->data);

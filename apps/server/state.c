@@ -253,3 +253,9 @@ void state_request_closed(struct state *s) {
     pthread_cond_broadcast(&s->quiet);
     pthread_mutex_unlock(&s->lock);
 }
+
+double state_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

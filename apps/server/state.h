@@ -46,6 +46,8 @@ const char *state_model_id(const struct state *s);
 const struct server_opts *state_options(const struct state *s);
 int32_t state_slot_ctx(const struct state *s);
 double state_timeout(const struct state *s);
+/* Seconds on the monotonic clock (generations' deadlines, the request log's times). */
+double state_clock(void);
 /* The engine's counters and slots (n_parallel entries, or NULL), and the server's. */
 struct state_counters {
     uint64_t requests, errors, rejected; /* rejected: 429 and 503 */

@@ -109,6 +109,22 @@ __device__ __forceinline__ float cuda_glu_act(int kind, float g) {
     return 0.5f * g * (1.0f + tanhf(k * g * (1.0f + c * g * g)));
 }
 
+/* Sum of one value per thread across the block (whole warps, at most 1024 threads); every
+ * thread gets it. shared: 32 floats. */
+__device__ __forceinline__ float cuda_block_sum(float v, float *shared) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x / 32) ? shared[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 /* A GLU's output from its gate and up values (GLU_SWIGLU_OAI: ggml_swiglu_oai, alpha 1.702,
  * limit 7). */
 __device__ __forceinline__ float cuda_glu_value(int kind, float g, float u) {

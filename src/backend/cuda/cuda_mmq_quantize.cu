@@ -40,7 +40,7 @@ __global__ static void mqq_norm_kernel(const float *__restrict__ x, const float 
                                        float eps, int n_cols, uint8_t *__restrict__ lv,
                                        uint32_t *__restrict__ sc) {
     __shared__ float part[32];
-    const int chunks = n_cols / 8, lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+    const int chunks = n_cols / 8, lane = (int)threadIdx.x % 32;
     const size_t row = blockIdx.x;
     const float *xr = x + row * (size_t)n_cols;
     /* the weights' loads sent with the row's, not a round trip after the sum */
@@ -68,17 +68,7 @@ __global__ static void mqq_norm_kernel(const float *__restrict__ x, const float 
 #pragma unroll
         for (int e = 0; e < 8; e++)
             sum += v[j][e] * v[j][e];
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2)
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0)
-        part[warp] = sum;
-    __syncthreads();
-    sum = lane < (int)(blockDim.x / 32) ? part[lane] : 0.f;
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2)
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float scale = rsqrtf(sum / (float)n_cols + eps);
+    const float scale = rsqrtf(cuda_block_sum(sum, part) / (float)n_cols + eps);
 #pragma unroll
     for (int j = 0; j < MQQ_CHUNKS; j++) {
         const int c = j * (int)blockDim.x + (int)threadIdx.x;

@@ -6,21 +6,6 @@
  * (prompts) smaller blocks. */
 static const unsigned THREADS = 256, FEW_ROWS_THREADS = 1024;
 
-/* Sum of one value per thread across the block; every thread gets it. */
-__device__ static float block_sum(float v, float *shared) {
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0)
-        shared[warp] = v;
-    __syncthreads();
-    v = lane < (int)(blockDim.x / 32) ? shared[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* xq: NULL, or where the rows go as q8_1 too (dim a multiple of 32: each warp's lanes hold
  * 32 consecutive values at every step). */
 __global__ static void rms_norm_kernel(const float *x, const float *g, float *y, int dim, float eps,
@@ -40,7 +25,7 @@ __global__ static void rms_norm_kernel(const float *x, const float *g, float *y,
     float sum = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
         sum += xr[i] * xr[i];
-    float scale = rsqrtf(block_sum(sum, shared) / (float)dim + eps);
+    float scale = rsqrtf(cuda_block_sum(sum, shared) / (float)dim + eps);
     auto put = [&](int i, float gi) {
         const float v = xr[i] * scale * gi;
         yr[i] = v;
@@ -84,7 +69,7 @@ __global__ static void rms_norm_vec_kernel(const float *x, const float *g, float
 #pragma unroll
     for (int r = 0; r < RN_VEC; r++)
         sum += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
-    const float scale = rsqrtf(block_sum(sum, shared) / (float)dim + eps);
+    const float scale = rsqrtf(cuda_block_sum(sum, shared) / (float)dim + eps);
 #pragma unroll
     for (int r = 0; r < RN_VEC; r++) {
         const int i = threadIdx.x + r * blockDim.x;
@@ -133,10 +118,10 @@ __global__ static void layer_norm_kernel(const float *x, const float *g, const f
     float sum = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
         sum += xr[i];
-    float mean = block_sum(sum, shared) / (float)dim, var = 0.0f;
+    float mean = cuda_block_sum(sum, shared) / (float)dim, var = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
         var += (xr[i] - mean) * (xr[i] - mean);
-    float scale = rsqrtf(block_sum(var, shared) / (float)dim + eps);
+    float scale = rsqrtf(cuda_block_sum(var, shared) / (float)dim + eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = (xr[i] - mean) * scale;
         v = g ? v * g[i] : v;
