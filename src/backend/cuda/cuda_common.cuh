@@ -87,8 +87,10 @@ constexpr int CUDA_GEMV_MAX_N = 4;
  * 14336 q4_K 111 vs 158, 14336 x 4096 q6_K 154 vs 175, 4096 x 4096 q4_0 40 vs 55, 128256 x
  * 2048 q6_K 536 vs 605; at 256 cuBLAS wins most shapes (14336 x 4096 q4_K 242 vs 166), and
  * `oxidize bench` agrees: 128 sequences of the 8B Q4_K_M 5.9k against 5.2k tokens/s, 256 6.6k
- * against 8.2k. */
-constexpr int CUDA_MMQ_MAX_N = 128;
+ * against 8.2k. Up to 192 the int8 kernel's 64 x 192 tiles win: the 8B Q4_K_M decoded 6.37k /
+ * 7.18k t/s in steps of 160 / 192 sequences against 6.01k / 6.47k with cuBLAS for its FFN and
+ * output matrices, but with two such tiles 5.69k / 6.17k against 7.41k / 7.97k at 224 / 256. */
+constexpr int CUDA_MMQ_MAX_N = 192;
 /* Matrices of fewer weights than this keep the int8 kernel up to CUDA_MMQ_SMALL_MAX_N tokens:
  * there cuBLAS's GEMM, too small to fill the GPU, no longer makes up for dequantizing the
  * weights in chunks (H100, t/s, the 1B Q4_0 decoding 160 / 256 sequences: 15.9k / 21.5k against

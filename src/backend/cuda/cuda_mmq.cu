@@ -57,7 +57,10 @@ template <enum ox_dtype T> constexpr bool mq_min() {
  * (token) a scale word and a min; per row (d, -dmin) and per token d of the super-block; then,
  * twice, the tokens' scale words as quantized (mq_xsw each) and the rows' stored bytes (mq_raw's
  * ROOM each). The types of mq_q8k keep their scales as the integers they are (mqk's packed
- * word) and their tokens' level sums as integers; the others float scales and d sq. */
+ * word); those with mins keep, in the planes of the others' mins (WMB) and token scales (XSB),
+ * the operands of the mins' products (mq_fold): per row its 16 halves' mins as bytes, per token
+ * its 16 halves' level sums as two byte planes, the high bits then the low. The others keep
+ * float scales and d sq. */
 template <enum ox_dtype T, int BM, int BN> struct mq_at {
     /* the scales' planes by group, rows (tokens) padded by 4 words: the unpacking's stores of a
      * warp (8 groups of 4 rows) fall on distinct banks */
@@ -67,7 +70,9 @@ template <enum ox_dtype T, int BM, int BN> struct mq_at {
                          WSUP = XMN + MQ_KG * XST, XSUP = WSUP + 2 * BM, XSR = XSUP + BN,
                          XSR_SIZE = BN * MQ_KG * mq_xsw<T>(), RAW = XSR + 2 * XSR_SIZE,
                          RAW_SIZE = BM * mq_raw<T>::ROOM / 4, WORDS = RAW + 2 * RAW_SIZE;
+    static constexpr int WMB = WMN, XSB = XSC; /* 16 bytes a row; 16 a token, twice */
     static_assert(RAW % 4 == 0, "the stored bytes 16-byte aligned");
+    static_assert(4 * BM <= MQ_KG * WST && 8 * BN <= MQ_KG * XST, "the mins' operands fit");
 };
 
 template <enum ox_dtype T, int BM, int BN> constexpr size_t mq_smem() {
@@ -195,11 +200,14 @@ __device__ __forceinline__ void mq_unpack(int g0, int kg, uint32_t *sm, int buf)
          * each bank twice per 16-byte store; groups 1, 3, 4, 6 store their second half first */
         uint4 *d = (uint4 *)(sm + L::WQ + r * MQ_WORDS + 8 * k);
         const int swap = (k ^ (k >> 2)) & 1;
-        const uint4 lo = make_uint4(v[0], v[1], v[2], v[3]), hi = make_uint4(v[4], v[5], v[6], v[7]);
+        const uint4 lo = make_uint4(v[0], v[1], v[2], v[3]),
+                    hi = make_uint4(v[4], v[5], v[6], v[7]);
         d[swap] = swap ? hi : lo;
         d[swap ^ 1] = swap ? lo : hi;
         if constexpr (Q8K) {
             sm[L::WSC + k * L::WST + r] = ks;
+            if constexpr (mq_min<T>()) /* the halves' mins: bytes 2k and 2k + 1 of the row's 16 */
+                ((uint16_t *)(sm + L::WMB))[8 * r + k] = (uint16_t)(ks >> 16);
             if (k == 0)
                 ((float2 *)(sm + L::WSUP))[r] = sup;
         } else {
@@ -212,9 +220,13 @@ __device__ __forceinline__ void mq_unpack(int g0, int kg, uint32_t *sm, int buf)
     for (int i = threadIdx.x; i < BN * MQ_KG; i += TH) {
         const int c = i / MQ_KG, kk = i % MQ_KG;
         if constexpr (Q8K) {
-            const uint32_t h = xr[2 * i + 1]; /* the halves' sums */
-            sm[L::XSC + kk * L::XST + c] =
-                vd<T>::SPLIT_MIN ? h : (uint32_t)((int)(int16_t)(h & 0xffffu) + ((int)h >> 16));
+            if constexpr (mq_min<T>()) { /* the halves' level sums s = 64 hi + lo, |s| <= 2048: */
+                const uint32_t h = xr[2 * i + 1]; /* hi in [-32, 31], lo in [0, 63] */
+                const int s0 = (int)(int16_t)(h & 0xffffu), s1 = (int)h >> 16;
+                uint16_t *xb = (uint16_t *)(sm + L::XSB) + 8 * c + kk;
+                xb[0] = (uint16_t)((s0 >> 6 & 0xff) | (s1 >> 6 & 0xff) << 8);
+                xb[8 * BN] = (uint16_t)((s0 & 63) | (s1 & 63) << 8);
+            }
             if (kk == 0)
                 sm[L::XSUP + c] = xr[2 * i];
         } else {
@@ -361,34 +373,31 @@ __device__ __forceinline__ void mq_fold(const uint32_t *sm, int wrow, int wtok,
                 }
     };
     scale_in(std::false_type{});
-    if constexpr (mq_min<T>()) { /* sum over the groups of min times level sum, in ia */
+    if constexpr (mq_min<T>()) {
+        /* sum over the 16 halves of min times level sum, in ia: two int8 products of 16 x 16
+         * by 16 x 8 on the tensor cores, the rows' mins by the sums' high bytes, then by their
+         * low bytes; the same integers the sum of 16 products gave, which took two instructions
+         * per product and output (8B Q4_K_M, H100: 4.16k -> 4.42k t/s at 32 sequences, 7.10k
+         * -> 7.71k at 128) */
+        uint32_t am[MT][2];
 #pragma unroll
-        for (int k = 0; k < MQ_KG; k++) {
-            uint32_t rs[MT][2], cs[NT][2];
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
+            for (int h = 0; h < 2; h++)
+                am[mt][h] = sm[L::WMB + 4 * (wrow + 16 * mt + gi + 8 * h) + ti];
 #pragma unroll
-                for (int h = 0; h < 2; h++)
-                    rs[mt][h] = sm[L::WSC + k * L::WST + wrow + 16 * mt + gi + 8 * h];
+        for (int nt = 0; nt < NT; nt++) {
+            const int tok = wtok + 8 * nt + gi;
+            const uint32_t bh = sm[L::XSB + 4 * tok + ti], bl = sm[L::XSB + 4 * (BN + tok) + ti];
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const uint2 c =
-                    *(const uint2 *)(sm + L::XSC + k * L::XST + wtok + 8 * nt + 2 * ti);
-                cs[nt][0] = c.x, cs[nt][1] = c.y;
+            for (int mt = 0; mt < MT; mt++) {
+                int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
+                mq_mma_k16(ch, am[mt][0], am[mt][1], bh);
+                mq_mma_k16(cl, am[mt][0], am[mt][1], bl);
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ia[mt][nt][e] = 64 * ch[e] + cl[e];
             }
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const uint32_t r = rs[mt][e / 2], c = cs[nt][e % 2];
-                        if constexpr (vd<T>::SPLIT_MIN)
-                            ia[mt][nt][e] += (int)(r >> 16 & 0xff) * (int)(int16_t)(c & 0xffff) +
-                                             (int)(r >> 24) * ((int)c >> 16);
-                        else
-                            ia[mt][nt][e] += (int)(r >> 16 & 0xff) * (int)c;
-                    }
         }
         scale_in(std::true_type{});
     }
@@ -448,6 +457,9 @@ __global__ void __launch_bounds__(32 * WM * WN)
     if (g_begin < g_end)
         mq_issue<T, BM, BN, TH>(w, row_bytes, n_rows, xl, xsc, n, n_cols, r0, n0, g_begin,
                                 min(MQ_KG, g_end - g_begin), sm, 0);
+    /* a warp whose tokens all lie past n only copies and unpacks: its issue slots go to the
+     * warps that multiply, so a tile's cost follows the tokens it holds, not its width */
+    const bool busy = n0 + wtok < n;
     for (int g0 = g_begin, buf = 0; g0 < g_end; g0 += MQ_KG, buf ^= 1) {
         const int kg = min(MQ_KG, g_end - g0);
         mq_copies_wait();
@@ -457,9 +469,11 @@ __global__ void __launch_bounds__(32 * WM * WN)
                                     min(MQ_KG, g_end - g0 - MQ_KG), sm, buf ^ 1);
         mq_unpack<T, BM, BN, TH>(g0, kg, sm, buf);
         __syncthreads();
-        mq_multiply<T, MT, NT, BM, BN>(sm, buf, kg, wrow, wtok, acc, ia);
-        if constexpr (mq_q8k<T>())
-            mq_fold<T, MT, NT, BM, BN>(sm, wrow, wtok, acc, ia);
+        if (busy) {
+            mq_multiply<T, MT, NT, BM, BN>(sm, buf, kg, wrow, wtok, acc, ia);
+            if constexpr (mq_q8k<T>())
+                mq_fold<T, MT, NT, BM, BN>(sm, wrow, wtok, acc, ia);
+        }
     }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -521,10 +535,10 @@ static void mmq_launch(struct backend *b, const mq_job &job, const uint8_t *xl, 
         mats.y[m] = gathered ? s->scratch + at : job.dst[m];
         d.y[m] = job.dst[m], d.end[m] = at += (size_t)n * (size_t)w[m].n_rows;
     }
-    mmq_kernel<T, MT, NT, WM, WN><<<dim3(row_tiles, tok_tiles, (unsigned)splits), 32 * WM * WN,
-                                    mq_smem<T, BM, BN>(), s->stream>>>(
-        mats, w->row_bytes, (int)w->n_cols, xl, xsc, n, gathered ? 0 : (int)job.accumulate,
-        split_groups, outputs);
+    mmq_kernel<T, MT, NT, WM, WN>
+        <<<dim3(row_tiles, tok_tiles, (unsigned)splits), 32 * WM * WN, mq_smem<T, BM, BN>(),
+           s->stream>>>(mats, w->row_bytes, (int)w->n_cols, xl, xsc, n,
+                        gathered ? 0 : (int)job.accumulate, split_groups, outputs);
     CUDA_LAUNCHED(b, "cuda_mmq: kernel");
     if (job.glu >= 0 && job.quantize_out) {
         const size_t count = (size_t)n * (size_t)w[0].n_rows;
@@ -555,21 +569,32 @@ static void mmq_launch(struct backend *b, const mq_job &job, const uint8_t *xl, 
  * H100, us: 32 tokens, 14336 x 4096 q4_K 54 against 62 with 64 x 32 tiles, 4096 x 4096 23.5
  * against 31 (but 2048 x 2048 q4_0 12.9 with two 64 x 16 tiles of tokens against 15.8: too few
  * tiles to fill the GPU); 128 tokens, q4_0 / q4_K: 2048 x 8192 34 / - against 43 with 128 x 64,
- * 4096 x 14336 96 / 111 against 124 / 147, 4096 x 4096 40 / 45 against 44 / 47. */
-#define MQ_CONFIGS(X) X(1, 1, 4, 1) X(1, 2, 4, 1) X(1, 4, 8, 1) X(2, 4, 4, 2) X(2, 4, 4, 4)
+ * 4096 x 4096 40 / 45 against 44 / 47.
+ * From MQ_TALL_FROM to MQ_TALL_N tokens, 64 x 192 (16 warps): the weights unpacked once, where
+ * tiles of 64 or 128 tokens unpacked them two or three times and made a step of 160 sequences cost
+ * what one of 256 does; the warps past the batch's last token skip their products. H100, us,
+ * 4096 x 4096 q4_K / q4_0 at 160 and 192 tokens: 49.9 / 45.7 and 53.4 / 48.7 against 68.5 /
+ * 59.7 and 70.3 / 62.0 by tiles of 64; at 224 and 256, two of these tiles cost 82 / 73 against
+ * 63 / 58 for tiles of 128 (q4_K) and 64 (q4_0), which keep those. */
+#define MQ_CONFIGS(X)                                                                              \
+    X(1, 1, 4, 1) X(1, 2, 4, 1) X(1, 4, 8, 1) X(2, 4, 4, 2) X(2, 4, 4, 4) X(2, 3, 2, 8)
 constexpr int64_t MQ_WIDE_WEIGHTS = (int64_t)8 << 20;
+constexpr int MQ_TALL_FROM = 128, MQ_TALL_N = 192; /* 64 x 192: 8 tokens x NT 3 x WN 8 */
 
 template <enum ox_dtype T>
 static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, const uint32_t *xsc,
                       int n) {
+    /* a measuring knob: the batches past which the 64 x 192 tiles take over */
+    static const int tall_from = cuda_env_int("OX_CUDA_MMQ_TALL_FROM", MQ_TALL_FROM, 0, 65536);
     int64_t weights = 0;
     for (int m = 0; m < job.count; m++)
         weights += job.w[m].n_rows * job.w[m].n_cols;
     const bool wide = weights >= MQ_WIDE_WEIGHTS;
-    /* 128 tokens a tile only where that pads no more than 64 would: 160 tokens in two tiles
-     * of 128 multiply 96 padding tokens, in three of 64 only 32 */
+    /* 128 tokens a tile only where that pads no more than 64 would */
     const bool whole_128 = cuda_blocks(n, 128) * 128 <= cuda_blocks(n, 64) * 64;
-    if (n > 64 && wide && whole_128)
+    if (n > tall_from && n <= MQ_TALL_N)
+        mmq_launch<T, 2, 3, 2, 8>(b, job, xl, xsc, n);
+    else if (n > 64 && wide && whole_128)
         mmq_launch<T, 2, 4, 4, 4>(b, job, xl, xsc, n);
     else if (n > 32)
         mmq_launch<T, 2, 4, 4, 2>(b, job, xl, xsc, n);
