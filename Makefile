@@ -13,7 +13,7 @@ NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 
 CUDA      ?= 0
 # Debian packages the build and tests need (installed by `make deps` when missing and root).
 DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
-               libutf8proc-dev libmicrohttpd-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user \
+               libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user \
                python3-venv python3-setuptools python3-numpy python3-pytest python3-mypy \
                python3-jinja2
 # The model tests cross-built for AArch64 and run under qemu (tests/model/neon_models_qemu.sh)
@@ -102,8 +102,8 @@ test-asan:
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=Debug -DOX_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar \
-	  fuzz_json_schema -- --no-print-directory
-	for t in gguf tokenizer jinja grammar json_schema; do \
+	  fuzz_json_schema fuzz_hub -- --no-print-directory
+	for t in gguf tokenizer jinja grammar json_schema hub; do \
 	  OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_$$t $(FUZZ_SECONDS) || exit 1; \
 	done
 

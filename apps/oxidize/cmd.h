@@ -20,6 +20,14 @@ int cmd_bench(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+
+/* -hf REPO[:QUANT] (and --hf-token TOKEN) among a model command's arguments: the model fetched
+ * into the cache (or found there) and the arguments rewritten to -m PATH. Returns -1 to go on
+ * (argc/argv possibly replaced), else an exit status. */
+int cmd_hub_args(const char *cmd, int *argc, char ***argv);
 
 /* The whole file as a NUL-terminated string (length in *len), or NULL after printing
  * "oxidize CMD: ..." with the reason. */

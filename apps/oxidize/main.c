@@ -1,4 +1,5 @@
 /* main.c: the oxidize command-line binary: dispatches `oxidize <command> [args]`. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@ struct command {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
+    bool takes_hf; /* loads a model: -hf REPO[:QUANT] stands for -m */
 };
 
 #ifndef OX_HAVE_SERVER
@@ -23,19 +25,46 @@ static int cmd_serve_missing(int argc, char **argv) {
 #define cmd_serve cmd_serve_missing
 #endif
 
+#ifndef OX_HAVE_HUB
+/* The build had no libcurl (apps/hub/CMakeLists.txt). */
+static int cmd_hub_missing(int argc, char **argv) {
+    (void)argc;
+    fprintf(stderr,
+            "oxidize %s: this build cannot download models (libcurl was not installed "
+            "when it was configured)\n",
+            argv[0]);
+    return 1;
+}
+#define cmd_pull cmd_hub_missing
+#define cmd_list cmd_hub_missing
+#define cmd_rm   cmd_hub_missing
+int cmd_hub_args(const char *cmd, int *argc, char ***argv) {
+    for (int i = 1; i < *argc; i++)
+        if (!strcmp((*argv)[i], "-hf") || !strcmp((*argv)[i], "--hf-repo")) {
+            fprintf(stderr, "oxidize %s: -hf: this build cannot download models (no libcurl)\n",
+                    cmd);
+            return 1;
+        }
+    return -1;
+}
+#endif
+
 /* New subcommands (run, chat, serve, bench ...) are one line here plus their file. */
 static const struct command commands[] = {
-    {"run", cmd_run, "generate text from a prompt"},
-    {"chat", cmd_chat, "chat with a model in its chat template"},
-    {"serve", cmd_serve, "an HTTP server with OpenAI's and llama.cpp's APIs"},
-    {"bench", cmd_bench, "measure prompt and generation speed (llama-bench's method)"},
-    {"chat-template", cmd_chat_template, "render a conversation with a chat template"},
-    {"embed", cmd_embed, "print a text's embedding (pooled final hidden states) as JSON"},
-    {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors"},
-    {"logits", cmd_logits, "write a model's logits for given tokens (for checking)"},
-    {"perplexity", cmd_perplexity, "measure perplexity on a text (llama.cpp's method)"},
-    {"quantize", cmd_quantize, "quantize a model file (Q4_K_M, Q8_0, IQ4_XS, ...)"},
-    {"tokenize", cmd_tokenize, "print the tokens of a text for a model's tokenizer"},
+    {"run", cmd_run, "generate text from a prompt", true},
+    {"chat", cmd_chat, "chat with a model in its chat template", true},
+    {"serve", cmd_serve, "an HTTP server with OpenAI's and llama.cpp's APIs", true},
+    {"bench", cmd_bench, "measure prompt and generation speed (llama-bench's method)", true},
+    {"chat-template", cmd_chat_template, "render a conversation with a chat template", false},
+    {"embed", cmd_embed, "print a text's embedding (pooled final hidden states) as JSON", true},
+    {"info", cmd_info, "show a GGUF file's metadata, tokenizer and tensors", false},
+    {"logits", cmd_logits, "write a model's logits for given tokens (for checking)", false},
+    {"perplexity", cmd_perplexity, "measure perplexity on a text (llama.cpp's method)", true},
+    {"quantize", cmd_quantize, "quantize a model file (Q4_K_M, Q8_0, IQ4_XS, ...)", false},
+    {"pull", cmd_pull, "download a GGUF model from the Hugging Face Hub into the cache", false},
+    {"list", cmd_list, "list the models in the cache", false},
+    {"rm", cmd_rm, "delete models from the cache", false},
+    {"tokenize", cmd_tokenize, "print the tokens of a text for a model's tokenizer", false},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -47,7 +76,6 @@ static void usage(FILE *f) {
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nRun 'oxidize <command> --help' for a command's options.\n");
 }
-
 
 static int print_version(void) {
     char features[512], caches[128], backends[128];
@@ -109,9 +137,14 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(name, "--version") || !strcmp(name, "-V"))
         return print_version();
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(name, commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(name, commands[i].name) != 0)
+            continue;
+        int sub_argc = argc - 1;
+        char **sub_argv = argv + 1;
+        int rc = commands[i].takes_hf ? cmd_hub_args(name, &sub_argc, &sub_argv) : -1;
+        return rc >= 0 ? rc : commands[i].run(sub_argc, sub_argv);
+    }
     const char *guess = nearest_command(name);
     if (guess)
         fprintf(stderr, "oxidize: unknown command '%s'; did you mean '%s'?\n\n", name, guess);

@@ -150,8 +150,21 @@ def json_schema_seeds(dest):
             json.dump(s, f)
 
 
+def hub_seeds(dest):
+    """References, then header lines and a repository's file names (fuzz_hub.c's layout)."""
+    files = ("X-Linked-Etag: \"%s\"\r\nX-Linked-Size: 12345\r\nx-linked-etag: W/\"%s\"\n"
+             "model-Q4_K_M.gguf\nmodel-Q8_0.gguf\nbig-Q4_0-00001-of-00002.gguf\n"
+             "big-Q4_0-00002-of-00002.gguf\nmmproj-model-f16.gguf\nsub/dir/x.gguf\n../evil.gguf\n"
+             % ("ab" * 32, "0F" * 32))
+    refs = ["owner/repo", "owner/repo:Q4_K_M", "owner/repo:q8_0", "owner/repo/sub/dir/x.gguf",
+            "owner/repo:Q4_0", "owner/repo/../x", "a/b:", "x", "owner/repo/big-Q4_0-00002-of-00002.gguf"]
+    for i, r in enumerate(refs):
+        with open(os.path.join(dest, "h%02d" % i), "wb") as f:
+            f.write(r.encode() + b"\0" + files.encode())
+
+
 if __name__ == "__main__":
     kind, dest = sys.argv[1], sys.argv[2]
     os.makedirs(dest, exist_ok=True)
     {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "jinja": jinja_seeds,
-     "grammar": grammar_seeds, "json_schema": json_schema_seeds}[kind](dest)
+     "grammar": grammar_seeds, "json_schema": json_schema_seeds, "hub": hub_seeds}[kind](dest)
