@@ -138,8 +138,10 @@ int cmd_hub_args(const char *cmd, int *argc, char ***argv) {
         free(paths);
         return 1;
     }
-    /* the same arguments with -hf REF as -m PATH and without --hf-token */
-    char **out = calloc((size_t)*argc + 1, sizeof *out);
+    /* the same arguments with -hf REF as -m PATH and without --hf-token, kept (reachable from
+     * here) until the process ends */
+    static char **out;
+    out = calloc((size_t)*argc + 1, sizeof *out);
     if (!out)
         return 1;
     int m = 0;
@@ -156,7 +158,7 @@ int cmd_hub_args(const char *cmd, int *argc, char ***argv) {
         }
         out[m++] = in[i];
     }
-    free(paths);
-    *argc = m, *argv = out; /* kept until the process ends */
+    free(paths); /* paths[0] lives on in out */
+    *argc = m, *argv = out;
     return -1;
 }
