@@ -85,9 +85,7 @@ static json_t *envelope(const struct gen *g, const char *object, json_t *choice)
                      (json_int_t)g->created, "model", state_model_id(g->s), "choices", choice);
 }
 
-/* Append one Server-Sent Event carrying json (under the lock); read_events (gen.c) sends it. */
-static void push_event(struct gen *g, const char *json) {
-    size_t n = strlen(json) + 9; /* "data: " json "\n\n" and the NUL */
+void answer_append(struct gen *g, const char *bytes, size_t n) {
     if (g->ev_len + n > g->ev_cap) {
         size_t cap = 2 * (g->ev_len + n);
         char *grown = realloc(g->ev, cap);
@@ -95,7 +93,15 @@ static void push_event(struct gen *g, const char *json) {
             return; /* the event is lost; the stream still ends */
         g->ev = grown, g->ev_cap = cap;
     }
-    g->ev_len += (size_t)snprintf(g->ev + g->ev_len, n, "data: %s\n\n", json);
+    memcpy(g->ev + g->ev_len, bytes, n);
+    g->ev_len += n;
+}
+
+/* Append one Server-Sent Event carrying json (under the lock). */
+static void push_event(struct gen *g, const char *json) {
+    answer_append(g, "data: ", 6);
+    answer_append(g, json, strlen(json));
+    answer_append(g, "\n\n", 2);
 }
 
 static void push(struct gen *g, json_t *j) {
@@ -137,6 +143,10 @@ static json_t *native(const struct gen *g, const char *text, size_t from, size_t
 }
 
 void answer_chunk(struct gen *g, const char *text, size_t from, size_t to) {
+    if (GEN_OLLAMA(g->o.api)) {
+        answer_ollama_chunk(g, text);
+        return;
+    }
     json_t *lp = g->o.logprobs && from < to
                      ? (g->o.api == API_COMPLETION ? logprobs_legacy(g, from, to, 0)
                                                    : logprobs_list(g, from, to, false))
@@ -157,15 +167,20 @@ void answer_chunk(struct gen *g, const char *text, size_t from, size_t to) {
 
 /* The calls a chat's text makes, as OpenAI's tool_calls (indexed for a stream's delta), or
  * NULL when it makes none; *content gets the rest of the text. */
+bool answer_tool_calls(const struct gen *g, struct tool_calls *tc) {
+    *tc = (struct tool_calls){0};
+    if (g->o.tool_family >= 0 &&
+        tool_calls_parse((enum tool_family)g->o.tool_family, g->text, g->text_len, tc) && tc->n)
+        return true;
+    tool_calls_free(tc);
+    return false;
+}
+
 static json_t *tool_calls_json(const struct gen *g, bool indexed, char **content) {
-    struct tool_calls tc = {0};
+    struct tool_calls tc;
     *content = NULL;
-    if (g->o.tool_family < 0 ||
-        !tool_calls_parse((enum tool_family)g->o.tool_family, g->text, g->text_len, &tc) ||
-        tc.n == 0) {
-        tool_calls_free(&tc);
+    if (!answer_tool_calls(g, &tc))
         return NULL;
-    }
     json_t *calls = json_array();
     for (size_t i = 0; calls && i < tc.n; i++) {
         json_t *c =
@@ -186,6 +201,10 @@ static void push_error(struct gen *g, const char *type, const char *msg) {
 }
 
 void answer_stream_end(struct gen *g) {
+    if (GEN_OLLAMA(g->o.api)) {
+        answer_ollama_stream_end(g);
+        return;
+    }
     if (g->end == END_TIMEOUT || g->end == END_ERROR || g->end == END_CANCELLED) {
         push_error(g, "server_error",
                    g->end == END_TIMEOUT ? "the request took longer than the server's --timeout"
@@ -233,6 +252,8 @@ void answer_stream_end(struct gen *g) {
 
 /* The first events of a stream: a chat's role, a completion's echoed prompt. */
 void answer_stream_begin(struct gen *g) {
+    if (GEN_OLLAMA(g->o.api))
+        return;
     if (g->o.api == API_CHAT)
         push(g, envelope(g, "chat.completion.chunk",
                          json_pack("{s:i, s:{s:s, s:s}, s:n, s:n}", "index", 0, "delta", "role",
@@ -242,6 +263,8 @@ void answer_stream_begin(struct gen *g) {
 }
 
 struct reply answer_whole(struct gen *g) {
+    if (GEN_OLLAMA(g->o.api))
+        return answer_ollama_whole(g);
     if (g->end == END_TIMEOUT)
         return reply_error(408, "timeout_error", NULL,
                            "the request took longer than the server's --timeout");

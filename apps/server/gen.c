@@ -69,7 +69,7 @@ void gen_release(struct gen *g) {
         return;
     if (g->mem)
         fclose(g->mem);
-    free(g->text), free(g->lp), free(g->ev), free(g->stops.held);
+    free(g->text), free(g->lp), free(g->ev), free(g->stops.held), free(g->toks);
     ox_detok_stream_free(g->detok), ox_sampler_free(g->sampler);
     params_free(&g->o);
     pthread_mutex_destroy(&g->lock);
@@ -157,6 +157,18 @@ static void stream_new(struct gen *g) {
     wake(g);
 }
 
+/* A token of Ollama's context (under the lock; lost when out of memory). */
+static void keep_token(struct gen *g, ox_token t) {
+    if (g->n_toks == g->cap_toks) {
+        size_t cap = g->cap_toks ? 2 * g->cap_toks : 256;
+        ox_token *grown = realloc(g->toks, cap * sizeof *grown);
+        if (!grown)
+            return;
+        g->toks = grown, g->cap_toks = cap;
+    }
+    g->toks[g->n_toks++] = t;
+}
+
 static bool on_token(void *user, ox_token t) {
     struct gen *g = user;
     const char *piece = NULL;
@@ -165,6 +177,8 @@ static bool on_token(void *user, ox_token t) {
         n = 0;
     pthread_mutex_lock(&g->lock);
     g->n_out++;
+    if (g->o.api == API_OLLAMA_GENERATE)
+        keep_token(g, t);
     if (g->n_out == 1)
         g->t_first = state_clock();
     add_text(g, piece, n);
@@ -229,6 +243,8 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
     pthread_mutex_lock(&g->lock);
     g->conn = c, g->fd = info ? info->connect_fd : -1, g->t_start = state_clock();
     g->refs++; /* the engine's, from here to on_done */
+    for (int32_t i = 0; g->o.api == API_OLLAMA_GENERATE && i < g->n_prompt; i++)
+        keep_token(g, prompt[i]);
     if (g->o.stream)
         answer_stream_begin(g);
     enum ox_status st = state_submit(g->s, &r);
@@ -293,7 +309,8 @@ struct MHD_Response *gen_response(struct gen *g) {
     pthread_mutex_lock(&g->lock);
     g->refs++;
     pthread_mutex_unlock(&g->lock);
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Content-Type",
+                            GEN_OLLAMA(g->o.api) ? "application/x-ndjson" : "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     return r;
 }

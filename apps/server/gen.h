@@ -12,10 +12,15 @@
 #include "reply.h"
 
 enum gen_api {
-    API_COMPLETION, /* OpenAI's /v1/completions */
-    API_CHAT,       /* OpenAI's /v1/chat/completions */
-    API_NATIVE,     /* llama.cpp's /completion */
+    API_COMPLETION,      /* OpenAI's /v1/completions */
+    API_CHAT,            /* OpenAI's /v1/chat/completions */
+    API_NATIVE,          /* llama.cpp's /completion */
+    API_OLLAMA_GENERATE, /* Ollama's /api/generate: NDJSON lines, the tokens as its context */
+    API_OLLAMA_CHAT,     /* Ollama's /api/chat */
 };
+
+/* Whether answers go in Ollama's shapes (answer_ollama.c). */
+#define GEN_OLLAMA(api) ((api) == API_OLLAMA_GENERATE || (api) == API_OLLAMA_CHAT)
 
 #define GEN_TOP_MAX 20 /* alternatives per token that logprobs report at most */
 

@@ -55,12 +55,21 @@ struct gen {
     double t_start, t_first, t_end;
     char id[64];
     long long created;
+    /* Ollama's /api/generate: the prompt's tokens, then those generated (its "context") */
+    ox_token *toks;
+    size_t n_toks, cap_toks;
     /* events not yet read by the connection: [ev_sent, ev_len) */
     char *ev;
     size_t ev_len, ev_sent, ev_cap;
 };
 
 /* answer.c: the shapes of the answers. */
+struct tool_calls;
+/* The calls a chat's text makes (the request offered tools and the text has some), into *tc
+ * (tool_calls_free it); false with *tc empty otherwise. */
+bool answer_tool_calls(const struct gen *g, struct tool_calls *tc);
+/* Bytes for the connection to send (under the lock); read_events (gen.c) sends them. */
+void answer_append(struct gen *g, const char *bytes, size_t n);
 /* A streamed piece of text (valid UTF-8) with the logprobs of lp[from, to). */
 void answer_chunk(struct gen *g, const char *text, size_t from, size_t to);
 /* The first events of a stream (a chat's role, an echoed prompt). */
@@ -69,5 +78,11 @@ void answer_stream_begin(struct gen *g);
 void answer_stream_end(struct gen *g);
 /* The whole answer. */
 struct reply answer_whole(struct gen *g);
+
+/* answer_ollama.c: the same in Ollama's shapes (NDJSON lines when streamed), which answer.c's
+ * functions hand over to. */
+void answer_ollama_chunk(struct gen *g, const char *text);
+void answer_ollama_stream_end(struct gen *g);
+struct reply answer_ollama_whole(struct gen *g);
 
 #endif

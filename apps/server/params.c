@@ -226,24 +226,31 @@ bool params_parse(struct state *s, json_t *req, enum gen_api api, const char *to
     int32_t slot = state_slot_ctx(s);
     memset(o, 0, sizeof *o);
     o->api = api, o->tool_family = -1, o->timeout = state_timeout(s);
-    double max = api == API_NATIVE ? -1 : api == API_CHAT ? -1 : 16, n = 1;
-    const char *max_key = api == API_NATIVE                               ? "n_predict"
+    /* Ollama's options are llama.cpp's names and ranges (ollama.c renames num_predict) */
+    const bool native = api == API_NATIVE || GEN_OLLAMA(api);
+    double max = native ? -1 : api == API_CHAT ? -1 : 16, n = 1;
+    const char *max_key = native                                          ? "n_predict"
                           : json_object_get(req, "max_completion_tokens") ? "max_completion_tokens"
                                                                           : "max_tokens";
     bool cache_prompt = true;
     json_t *so_opts = json_object_get(req, "stream_options");
-    if (!param_number(req, max_key, api == API_NATIVE ? -1 : 0, 1 << 30, &max, err) ||
+    if (!param_number(req, max_key,
+                      GEN_OLLAMA(api) ? -2
+                      : native        ? -1
+                                      : 0,
+                      1 << 30, &max, err) ||
         !param_number(req, "n", 1, 1, &n, err) || !param_bool(req, "stream", &o->stream, err) ||
         !param_bool(req, "cache_prompt", &cache_prompt, err) ||
         !param_bool(so_opts, "include_usage", &o->include_usage, err) || !stops(req, o, err) ||
         !logprobs(req, o, err))
         return false;
-    o->max_tokens = max > slot ? slot : (int32_t)max; /* the slot's context caps it anyway */
+    /* the slot's context caps it anyway (Ollama's -2, fill the context, is that too) */
+    o->max_tokens = max > slot || max == -2 ? slot : (int32_t)max;
     o->fresh = !cache_prompt;
     struct sampling_opts so;
     sampling_opts_default(&so);
     struct ox_logit_bias *bias = NULL;
-    bool ok = sampling_numbers(req, api, &so, err) &&
+    bool ok = sampling_numbers(req, native ? API_NATIVE : api, &so, err) &&
               logit_bias(req, ox_model_n_vocab(state_model(s)), &bias, &so.n_bias, err) &&
               constraint(req, tool_grammar, &so.grammar, &so.grammar_len, err);
     so.bias = bias;

@@ -1,5 +1,8 @@
-/* reply.c: building replies: OpenAI's error shape, JSON bodies, and text made valid UTF-8. */
+/* reply.c: building replies: OpenAI's and Ollama's error shapes, JSON bodies, times, valid UTF-8.
+ */
+#define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +15,25 @@ struct reply reply_error(unsigned status, const char *type, const char *param, c
     char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e), free(text);
     return (struct reply){.status = status, .body = body};
+}
+
+struct reply reply_error_plain(unsigned status, const char *msg) {
+    char *text = reply_valid_utf8(msg, strlen(msg));
+    json_t *e = json_pack("{s:s}", "error", text ? text : "");
+    char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e), free(text);
+    return (struct reply){.status = status, .body = body};
+}
+
+void reply_time(const struct timespec *t, char *out, size_t cap) {
+    struct timespec now;
+    if (!t)
+        clock_gettime(CLOCK_REALTIME, &now), t = &now;
+    struct tm tm;
+    gmtime_r(&t->tv_sec, &tm);
+    char day[32];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, cap, "%s.%09ldZ", day, (long)t->tv_nsec);
 }
 
 struct reply reply_json(json_t *j) {

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <time.h>
 
 #include "oxidize.h"
 
@@ -22,6 +23,13 @@ struct reply {
 
 /* An error in OpenAI's shape; param may be NULL. */
 struct reply reply_error(unsigned status, const char *type, const char *param, const char *msg);
+
+/* An error in Ollama's shape, {"error": msg}. */
+struct reply reply_error_plain(unsigned status, const char *msg);
+
+/* A time as RFC 3339 in UTC with nanoseconds ("2026-11-25T17:20:01.123456789Z"), as Ollama
+ * writes created_at and modified_at; t NULL: now. */
+void reply_time(const struct timespec *t, char *out, size_t cap);
 
 /* A 200 with j as its body (takes j; NULL, or out of memory: a 500). */
 struct reply reply_json(json_t *j);

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 
-from apptest import DATA, OXIDIZE, REPO, check, finish
+from apptest import DATA, REPO, check, finish, npm_modules
 from test_serve import call, start
 
 MODEL = os.path.join(DATA, "models", "kjv-15m-q4_k_m.gguf")
@@ -20,16 +20,11 @@ PROMPT = "And the LORD said unto Moses,"
 def openai_modules():
     """The folder holding node_modules/openai (version 6), installed when missing: in the build
     folder, beside the binary under test."""
-    prefix = os.path.join(os.path.dirname(os.path.abspath(OXIDIZE)), "openai-npm")
-    if not os.path.isdir(os.path.join(prefix, "node_modules", "openai")):
-        r = subprocess.run(["npm", "install", "--prefix", prefix, "--no-audit", "--no-fund",
-                            "--no-save", "openai@6"], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SystemExit("npm install openai@6 failed: %s" % r.stderr[-2000:])
-    with open(os.path.join(prefix, "node_modules", "openai", "package.json")) as f:
+    modules = npm_modules("openai", "openai@6")
+    with open(os.path.join(modules, "openai", "package.json")) as f:
         version = json.load(f)["version"]
     check(version.startswith("6."), "openai package version %s" % version)
-    return os.path.join(prefix, "node_modules")
+    return modules
 
 
 def main():
