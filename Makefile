@@ -16,13 +16,16 @@ DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-de
                libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user \
                python3-venv python3-setuptools python3-numpy python3-pytest python3-mypy \
                python3-jinja2
+# Only the tests need these (the chat page in headless Chromium): `make test` installs them,
+# `make demo` does not.
+DEB_TEST_PACKAGES = chromium
 # The model tests cross-built for AArch64 and run under qemu (tests/model/neon_models_qemu.sh)
 # need the libraries for arm64 (Debian multiarch) and the C++ cross compiler CMake asks for.
 # Optional: where `make deps` cannot install them (not root, no arm64 archive) that test skips.
 DEB_ARM64_PACKAGES = g++-aarch64-linux-gnu libpcre2-dev:arm64 libutf8proc-dev:arm64 \
                      libjansson-dev:arm64
 
-.PHONY: all release test test-release test-python test-cuda test-asan fuzz fuzz-long demo bench compare deps deps-arm64 clean
+.PHONY: all release test test-release test-python test-cuda test-asan fuzz fuzz-long demo bench compare deps deps-test deps-arm64 clean
 
 all: release
 
@@ -43,6 +46,9 @@ deps:
 	  else echo "missing Debian packages:$$missing (run as root or install them)"; exit 1; fi; \
 	fi
 
+deps-test:
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_TEST_PACKAGES)"
+
 # The optional arm64 libraries: only `make test` asks for them, not `make demo`.
 deps-arm64:
 	@missing=""; for p in $(DEB_ARM64_PACKAGES); do \
@@ -59,7 +65,7 @@ deps-arm64:
 	fi
 
 # Everything CI runs: release build + tests, ASan/UBSan build + tests, a short fuzz run.
-test: deps deps-arm64
+test: deps deps-test deps-arm64
 	$(MAKE) test-release
 	$(MAKE) test-python
 	$(MAKE) test-asan

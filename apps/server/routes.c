@@ -12,6 +12,7 @@
 #include "gen.h"
 #include "generate.h"
 #include "ollama.h"
+#include "static_pages.h"
 #include "rerank.h"
 #include "routes.h"
 #include "state.h"
@@ -175,7 +176,9 @@ enum {
     R_MODELS,
     R_PROPS,
     R_SLOTS,
-    R_METRICS, /* GET */
+    R_METRICS,
+    R_PAGE,
+    R_OPENAPI, /* GET */
     R_COMPLETIONS,
     R_CHAT,
     R_NATIVE,
@@ -193,6 +196,9 @@ static const struct route routes[] = {
     {"/props", ANY_GET, R_PROPS},
     {"/slots", ANY_GET, R_SLOTS},
     {"/metrics", ANY_GET, R_METRICS},
+    {"/", ANY_GET, R_PAGE},
+    {"/index.html", ANY_GET, R_PAGE},
+    {"/openapi.json", ANY_GET, R_OPENAPI},
     {"/v1/completions", ANY_POST, R_COMPLETIONS},
     {"/completions", ANY_POST, R_COMPLETIONS},
     {"/v1/chat/completions", ANY_POST, R_CHAT},
@@ -300,6 +306,8 @@ struct reply route_request(struct state *s, const char *method, const char *path
     case R_PROPS: return props(s);
     case R_SLOTS: return slots(s);
     case R_METRICS: return metrics(s);
+    case R_PAGE: return static_chat_page();
+    case R_OPENAPI: return static_openapi();
     default: break;
     }
     bool generates = r->id == R_COMPLETIONS || r->id == R_NATIVE || r->id == R_CHAT;
