@@ -128,16 +128,8 @@ int cmd_hub_args(const char *cmd, int *argc, char ***argv) {
         fprintf(stderr, "oxidize %s: %s\n", cmd, err);
         return 1;
     }
-    if (n > 1) {
-        fprintf(stderr,
-                "oxidize %s: %s is split in %d files (%s, ...), which oxidize cannot load "
-                "as one model yet\n",
-                cmd, in[hf + 1], n, paths[0]);
-        for (int i = 0; i < n; i++)
-            free(paths[i]);
-        free(paths);
-        return 1;
-    }
+    for (int i = 1; i < n; i++) /* a split model loads from its first part */
+        free(paths[i]);
     /* the same arguments with -hf REF as -m PATH and without --hf-token, kept (reachable from
      * here) until the process ends */
     static char **out;

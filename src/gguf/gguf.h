@@ -66,6 +66,9 @@ struct ox_gguf {
     int64_t n_tensors;
     struct gguf_tensor *tensors;
     struct strmap key_index, tensor_index; /* name -> index */
+    /* a split model's other parts (gguf_split.c), whose tensors are listed above; owned */
+    struct ox_gguf **parts;
+    int n_parts;
 };
 
 /* Parse and validate buf (borrowed: it must outlive the result). */
@@ -73,6 +76,10 @@ enum ox_status gguf_parse(const uint8_t *buf, size_t size, struct ox_gguf **out)
 /* Open a file, mapped (use_mmap) or read into memory. */
 enum ox_status gguf_open(const char *path, bool use_mmap, struct ox_gguf **out);
 void gguf_free(struct ox_gguf *g);
+/* A model's file: as gguf_open, and when it is the first part of a split model
+ * (NAME-00001-of-0000N.gguf with split.count N, as llama.cpp's gguf-split writes them), the
+ * other parts opened beside it and their tensors listed after the first's (gguf_split.c). */
+enum ox_status gguf_open_model(const char *path, bool use_mmap, struct ox_gguf **out);
 
 /* Lookups: NULL / -1 when absent. */
 const struct gguf_value *gguf_find(const struct ox_gguf *g, const char *key);

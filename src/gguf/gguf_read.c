@@ -373,5 +373,8 @@ void gguf_free(struct ox_gguf *g) {
     strmap_free(&g->key_index);
     strmap_free(&g->tensor_index);
     file_map_close(&g->map);
+    for (int i = 0; i < g->n_parts; i++)
+        gguf_free(g->parts[i]);
+    free(g->parts);
     free(g);
 }

@@ -24,7 +24,7 @@ static void describe_backend(struct ox_model *m) {
 }
 
 static enum ox_status load(struct ox_model *m, const char *path, const struct ox_model_params *p) {
-    OX_TRY(gguf_open(path, p->use_mmap, &m->gguf));
+    OX_TRY(gguf_open_model(path, p->use_mmap, &m->gguf));
     OX_TRY(model_config_load(m->gguf, &m->cfg));
     if (p->progress && !p->progress(0.25f, p->progress_user))
         return ox_fail(OX_ERR_ABORTED, "model: loading cancelled");
