@@ -351,10 +351,10 @@ static int download_once(const struct hub_opts *o, const char *url, FILE *f, str
         rc = 0;
     }
     *have = x.offset + x.got;
-    if (x.bar && x.total > 0 && rc != 0)
-        fputc('\n', stderr);
-    else if (rc == 1)
-        progress(&x, true);
+    if (rc == 1)
+        progress(&x, true); /* the bar's last state and its newline, or the 100% line */
+    else if (x.bar && x.total > 0 && x.got > 0)
+        fputc('\n', stderr); /* a broken transfer's bar line ends before its message */
     free(x.buf);
     return rc;
 }
