@@ -16,6 +16,12 @@
 # the same files right after oxidize, model by model, and the tables' ratios are against
 # those runs; without it they are against the stored anchors (another machine and day:
 # context, not a comparison).
+#
+# LLAMACPP_SRC=TARBALL (bench/device_prep.sh's llama-src.tar.xz): llama.cpp's llama-bench,
+# llama-batched-bench and llama-server are built from it in the background (a session of their
+# own, about 7 minutes on 16 cores) while oxidize builds and its tests run, and LLAMACPP points
+# at them once they are done; with llama-server there, the serving benchmark runs last
+# (serve_bench.py, SERVE_CLIENTS streams, on the 8B Q4_K_M).
 set -e
 cd "$(dirname "$0")/.."
 MODE=all
@@ -26,6 +32,31 @@ LOG=${OUT:-bench/results/gpu-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$LOG"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 JOBS=$(nproc)
+if [ -n "${LLAMACPP_SRC:-}" ] && [ -z "${LLAMACPP:-}" ]; then
+  LLAMA_DIR=${TMPDIR:-/tmp}/ox-llama
+  if [ ! -f "$LLAMA_DIR/started" ]; then # a later call on the same machine finds it going
+    rm -rf "$LLAMA_DIR" && mkdir -p "$LLAMA_DIR" && tar xJf "$LLAMACPP_SRC" -C "$LLAMA_DIR"
+    touch "$LLAMA_DIR/started"
+    # its own session, so it outlives this call; a file says when it is done
+    setsid sh -c "cmake -S '$LLAMA_DIR/llama.cpp' -B '$LLAMA_DIR/build' -DCMAKE_BUILD_TYPE=Release \
+        -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF &&
+      cmake --build '$LLAMA_DIR/build' -j $((JOBS * 3 / 4)) --target llama-bench \
+        llama-batched-bench llama-server; echo \$? > '$LLAMA_DIR/done'" \
+      </dev/null >"$LLAMA_DIR/build.log" 2>&1 &
+  fi
+  # oxidize's build shares the cores while it runs
+  [ -f "$LLAMA_DIR/done" ] || JOBS=$((JOBS / 4 > 2 ? JOBS / 4 : 2))
+fi
+# LLAMACPP once the background build is done (up to 20 minutes), or unset if it failed
+wait_llamacpp() {
+  [ -n "${LLAMA_DIR:-}" ] && [ -z "${LLAMACPP:-}" ] || return 0
+  t=0
+  while [ ! -f "$LLAMA_DIR/done" ] && [ $t -lt 1200 ]; do sleep 5; t=$((t + 5)); done
+  if [ "$(cat "$LLAMA_DIR/done" 2>/dev/null)" = 0 ]; then LLAMACPP=$LLAMA_DIR/build/bin
+  else echo "llama.cpp's build failed or timed out:"; grep -iE "error" "$LLAMA_DIR/build.log" | head -5
+  fi
+}
 
 cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DOX_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" \
   >"$LOG/cmake.log"
@@ -46,6 +77,7 @@ if [ "$MODE" != bench ]; then
 fi
 
 if [ "$MODE" != tests ]; then
+  wait_llamacpp
   build-cuda/bench/bench_cuda_matmul >"$LOG/matmul.md" 2>&1 || echo "bench_cuda_matmul: failed"
   grep -E "copy|\| 1 \|" "$LOG/matmul.md"
   mkdir -p bench/models
@@ -89,6 +121,13 @@ if [ "$MODE" != tests ]; then
       -p 64 -n 128 -r 3 2>>"$LOG/bench.log" | tail -n +3
   done | tee "$LOG/moe.md"
   grep "GPU memory" "$LOG/bench.log"
+  # serving under load, both servers on the same file, taking turns round by round
+  f=bench/models/llama-3-8b-q4_k_m.gguf
+  if [ -n "${LLAMACPP:-}" ] && [ -x "$LLAMACPP/llama-server" ] && [ -f "$f" ]; then
+    PYTHONUNBUFFERED=1 python3 bench/serve_bench.py "$f" --oxidize build-cuda/apps/oxidize/oxidize \
+      --llama-server "$LLAMACPP/llama-server" --clients "${SERVE_CLIENTS:-1,8,32,128}" \
+      --rounds "${SERVE_ROUNDS:-1}" -ngl 99 --log "$LOG/serve-servers.log" | tee "$LOG/serve.md"
+  fi
   python3 - "$LOG" "${ANCHORS:-${OX_TESTDATA:-../shared/testdata}/anchors/llama-bench-cuda-h200.json}" <<'EOF'
 import glob, json, os, re, sys
 # llama-bench's names for the presets and types gen-model makes
