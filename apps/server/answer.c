@@ -143,10 +143,6 @@ static json_t *native(const struct gen *g, const char *text, size_t from, size_t
 }
 
 void answer_chunk(struct gen *g, const char *text, size_t from, size_t to) {
-    if (GEN_OLLAMA(g->o.api)) {
-        answer_ollama_chunk(g, text);
-        return;
-    }
     json_t *lp = g->o.logprobs && from < to
                      ? (g->o.api == API_COMPLETION ? logprobs_legacy(g, from, to, 0)
                                                    : logprobs_list(g, from, to, false))
@@ -201,10 +197,6 @@ static void push_error(struct gen *g, const char *type, const char *msg) {
 }
 
 void answer_stream_end(struct gen *g) {
-    if (GEN_OLLAMA(g->o.api)) {
-        answer_ollama_stream_end(g);
-        return;
-    }
     if (g->end == END_TIMEOUT || g->end == END_ERROR || g->end == END_CANCELLED) {
         push_error(g, "server_error",
                    g->end == END_TIMEOUT ? "the request took longer than the server's --timeout"
@@ -252,8 +244,6 @@ void answer_stream_end(struct gen *g) {
 
 /* The first events of a stream: a chat's role, a completion's echoed prompt. */
 void answer_stream_begin(struct gen *g) {
-    if (GEN_OLLAMA(g->o.api))
-        return;
     if (g->o.api == API_CHAT)
         push(g, envelope(g, "chat.completion.chunk",
                          json_pack("{s:i, s:{s:s, s:s}, s:n, s:n}", "index", 0, "delta", "role",
@@ -263,8 +253,6 @@ void answer_stream_begin(struct gen *g) {
 }
 
 struct reply answer_whole(struct gen *g) {
-    if (GEN_OLLAMA(g->o.api))
-        return answer_ollama_whole(g);
     if (g->end == END_TIMEOUT)
         return reply_error(408, "timeout_error", NULL,
                            "the request took longer than the server's --timeout");

@@ -84,6 +84,21 @@ static void wake(struct gen *g) {
     }
 }
 
+/* The answer's pieces in the shape of the request's API (answer.c, answer_ollama.c). */
+static void answer_piece(struct gen *g, const char *text, size_t from, size_t to) {
+    if (GEN_OLLAMA(g->o.api))
+        answer_ollama_chunk(g, text);
+    else
+        answer_chunk(g, text, from, to);
+}
+
+static void answer_end(struct gen *g) {
+    if (GEN_OLLAMA(g->o.api))
+        answer_ollama_stream_end(g);
+    else
+        answer_stream_end(g);
+}
+
 /* ---- the engine's callbacks (worker thread) ---- */
 
 /* The token's log-probability and its best alternatives, from the raw logits. */
@@ -151,7 +166,7 @@ static void stream_new(struct gen *g) {
     char *text = reply_valid_utf8(g->text + g->text_streamed, n);
     if (!text)
         return;
-    answer_chunk(g, text, g->lp_streamed, g->n_lp);
+    answer_piece(g, text, g->lp_streamed, g->n_lp);
     g->text_streamed = g->text_len, g->lp_streamed = g->n_lp;
     free(text);
     wake(g);
@@ -217,7 +232,7 @@ static void on_done(void *user, enum ox_finish reason, int32_t n_generated) {
         g->t_first = g->t_end;
     if (g->o.stream && !g->gone) {
         stream_new(g);
-        answer_stream_end(g);
+        answer_end(g);
     }
     g->done = true;
     wake(g);
@@ -245,7 +260,7 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
     g->refs++; /* the engine's, from here to on_done */
     for (int32_t i = 0; g->o.api == API_OLLAMA_GENERATE && i < g->n_prompt; i++)
         keep_token(g, prompt[i]);
-    if (g->o.stream)
+    if (g->o.stream && !GEN_OLLAMA(g->o.api))
         answer_stream_begin(g);
     enum ox_status st = state_submit(g->s, &r);
     if (st != OX_OK) {
@@ -266,7 +281,7 @@ bool gen_streams(const struct gen *g) {
 
 struct reply gen_reply(struct gen *g) {
     pthread_mutex_lock(&g->lock);
-    struct reply r = answer_whole(g);
+    struct reply r = GEN_OLLAMA(g->o.api) ? answer_ollama_whole(g) : answer_whole(g);
     pthread_mutex_unlock(&g->lock);
     return r;
 }

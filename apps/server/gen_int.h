@@ -79,8 +79,8 @@ void answer_stream_end(struct gen *g);
 /* The whole answer. */
 struct reply answer_whole(struct gen *g);
 
-/* answer_ollama.c: the same in Ollama's shapes (NDJSON lines when streamed), which answer.c's
- * functions hand over to. */
+/* answer_ollama.c: the same in Ollama's shapes (NDJSON lines when streamed; no first events),
+ * which gen.c calls instead for Ollama's APIs. */
 void answer_ollama_chunk(struct gen *g, const char *text);
 void answer_ollama_stream_end(struct gen *g);
 struct reply answer_ollama_whole(struct gen *g);
