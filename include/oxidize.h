@@ -500,6 +500,31 @@ OX_API void ox_kv_seq_add(struct ox_context *ctx, int32_t seq_id, int32_t p0, in
 /* The largest position cached for seq_id, or -1. */
 OX_API int32_t ox_kv_seq_pos_max(const struct ox_context *ctx, int32_t seq_id);
 
+/* ---- Saved state ------------------------------------------------------------------------- */
+
+/* A sequence's state: its cached keys and values and their positions, tied to the model (and
+ * KV cache type) of the context that saved it. Loaded into any sequence of a context of the
+ * same model, it replaces that sequence's cells and decoding continues exactly as if the state
+ * had never left (the logits of the next tokens are the same bits). Not for models with
+ * recurrent layers yet (OX_ERR_UNSUPPORTED). The bytes ox_state_seq_save writes (0 on a bad
+ * sequence, the message in ox_last_error()). */
+OX_API size_t ox_state_seq_size(struct ox_context *ctx, int32_t seq_id);
+OX_API enum ox_status ox_state_seq_save(struct ox_context *ctx, int32_t seq_id, uint8_t *buf,
+                                        size_t cap, size_t *written);
+/* A state from another model, cut short or corrupt is refused (OX_ERR_FORMAT) with the
+ * sequence left as it was; one that does not fit the free cells is OX_ERR_CONTEXT_FULL. */
+OX_API enum ox_status ox_state_seq_load(struct ox_context *ctx, int32_t seq_id,
+                                        const uint8_t *buf, size_t len);
+/* The same as files, with the tokens the state holds (a prompt cache): written to a temporary
+ * name and renamed when whole; loaded with the tokens into tokens[cap] (their count in
+ * *n_tokens). */
+OX_API enum ox_status ox_state_seq_save_file(struct ox_context *ctx, int32_t seq_id,
+                                             const char *path, const ox_token *tokens,
+                                             size_t n_tokens);
+OX_API enum ox_status ox_state_seq_load_file(struct ox_context *ctx, int32_t seq_id,
+                                             const char *path, ox_token *tokens, size_t cap,
+                                             size_t *n_tokens);
+
 /* ---- Sampling ---------------------------------------------------------------------------- */
 
 /* A sampler chain turns a row of logits into one token: each stage narrows or reshapes the

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat_session.h"
 #include "cmd.h"
@@ -12,7 +13,8 @@
 
 struct run_opts {
     const char *model, *prompt, *file, *system, *chat_template;
-    bool chat;
+    const char *prompt_cache; /* a saved prompt's state, reused and (unless ro) rewritten */
+    bool chat, prompt_cache_ro;
     int n_predict, n_ctx, n_threads, n_gpu_layers;
     struct sampling_opts sampling;
     const char *stop[STOP_MAX];
@@ -27,6 +29,9 @@ static void usage(FILE *f) {
         "  -c CTX                context size in tokens (default 2048, at most the model's)\n"
         "  -t THREADS            threads (default: the physical cores)\n"
         "  -ngl N                layers on the GPU (default -1: all when there is one; 0: CPU)\n"
+        "  --prompt-cache FILE   reuse the state of a prompt that began as this one, saved there\n"
+        "                        by an earlier run, and save this prompt's (made when missing)\n"
+        "  --prompt-cache-ro     read the prompt cache, do not rewrite it\n"
         "%s",
         sampling_opts_usage());
 }
@@ -56,6 +61,8 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
         return (o->system = v) != NULL;
     if (!strcmp(a, "--chat-template"))
         return (o->chat_template = v) != NULL;
+    if (!strcmp(a, "--prompt-cache"))
+        return (o->prompt_cache = v) != NULL;
     if (!strcmp(a, "--stop") && o->n_stop < STOP_MAX && *v)
         return (o->stop[o->n_stop++] = v) != NULL;
     if (!strcmp(a, "-n") && parse_number(v, 0, 1 << 24, &x))
@@ -78,8 +85,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--chat")) {
-            o->chat = true;
+        if (!strcmp(argv[i], "--chat") || !strcmp(argv[i], "--prompt-cache-ro")) {
+            *(argv[i][2] == 'c' ? &o->chat : &o->prompt_cache_ro) = true;
             i--;
             continue;
         }
@@ -151,19 +158,49 @@ static enum ox_status setup(struct session *s, const struct run_opts *o, const c
     return OX_OK;
 }
 
-/* Prompt in batches, then one token at a time until EOS or the budget; text streamed. */
+/* --prompt-cache: the tokens at the front of the prompt whose state the file holds, loaded
+ * into the context (the rest of the cached state dropped); at least the prompt's last token is
+ * decoded again, for its logits. 0 when there is no usable cache (a warning says why). */
+static size_t prompt_cache_load(struct session *s, const struct run_opts *o) {
+    if (!o->prompt_cache || access(o->prompt_cache, F_OK) != 0)
+        return 0;
+    size_t cap = ox_context_n_ctx(s->ctx), n = 0, same = 0;
+    ox_token *cached = malloc(cap * sizeof *cached);
+    if (!cached || ox_state_seq_load_file(s->ctx, 0, o->prompt_cache, cached, cap, &n) != OX_OK) {
+        fprintf(stderr, "oxidize run: prompt cache %s not used: %s\n", o->prompt_cache,
+                cached ? ox_last_error() : "out of memory");
+        ox_kv_seq_rm(s->ctx, 0, -1, -1);
+        free(cached);
+        return 0;
+    }
+    while (same < n && same < s->n_prompt && cached[same] == s->prompt[same])
+        same++;
+    if (same == s->n_prompt)
+        same--;
+    ox_kv_seq_rm(s->ctx, 0, (int32_t)same, -1);
+    free(cached);
+    return same;
+}
+
+/* Prompt in batches (after what the prompt cache holds), then one token at a time until EOS or
+ * the budget; text streamed. */
 static enum ox_status generate(struct session *s, const struct run_opts *o) {
     uint32_t n_batch = ox_context_n_ctx(s->ctx) < 512 ? ox_context_n_ctx(s->ctx) : 512;
     double t0 = cmd_now_s();
-    for (size_t i = 0; i < s->n_prompt; i += n_batch) {
+    size_t reused = prompt_cache_load(s, o), last = 0;
+    for (size_t i = reused; i < s->n_prompt; i += n_batch) {
         size_t n = s->n_prompt - i < n_batch ? s->n_prompt - i : n_batch;
         struct ox_batch b = {.n_tokens = (int32_t)n, .token = s->prompt + i};
         CMD_TRY(ox_decode(s->ctx, &b));
+        last = n - 1;
     }
+    if (o->prompt_cache && !o->prompt_cache_ro &&
+        ox_state_seq_save_file(s->ctx, 0, o->prompt_cache, s->prompt, s->n_prompt) != OX_OK)
+        fprintf(stderr, "oxidize run: prompt cache not saved: %s\n", ox_last_error());
     double t1 = cmd_now_s();
     const struct ox_vocab *v = ox_model_vocab(s->model);
     int n_gen = 0;
-    const float *logits = ox_get_logits(s->ctx, (int32_t)((s->n_prompt - 1) % n_batch));
+    const float *logits = ox_get_logits(s->ctx, (int32_t)last);
     struct stop_filter stops = {.n_stop = o->n_stop};
     memcpy(stops.stop, o->stop, sizeof o->stop);
     bool stopped = false;
@@ -197,8 +234,10 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
     double t2 = cmd_now_s();
     printf("\n");
     fflush(stdout); /* the text's last line out before the stats (stderr is not buffered) */
+    if (o->prompt_cache)
+        fprintf(stderr, "prompt cache: %zu of %zu tokens reused\n", reused, s->n_prompt);
     fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %d tokens, %.1f tokens/s\n",
-            s->n_prompt, (double)s->n_prompt / (t1 - t0), n_gen,
+            s->n_prompt - reused, (double)(s->n_prompt - reused) / (t1 - t0), n_gen,
             n_gen / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
     return OX_OK;
 }

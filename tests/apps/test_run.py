@@ -278,6 +278,35 @@ def test_isa():
     check(p.returncode == 1 and b"unknown instruction set" in p.stderr, "bad level: %s" % p.stderr)
 
 
+def test_prompt_cache(tmp):
+    """--prompt-cache: the second run reuses all but the last prompt token and writes the same
+    text; a prompt sharing a prefix reuses that prefix and writes what it writes without the
+    cache; --prompt-cache-ro leaves the file as it was; another model's cache is not used."""
+    cache = os.path.join(tmp, "prompt.cache")
+    base = [OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-n", "16", "--temp", "0", "-t", "2"]
+    prompt = "In the beginning God created the heaven and the earth. And the earth was"
+    runs = [subprocess.run(base + ["-p", prompt, "--prompt-cache", cache], capture_output=True,
+                           text=True) for _ in range(2)]
+    plain = subprocess.run(base + ["-p", prompt], capture_output=True, text=True)
+    n = re.search(r"of (\d+) tokens reused", runs[0].stderr)
+    n = int(n.group(1)) if n else 0
+    check(all(r.returncode == 0 for r in runs) and "0 of %d tokens reused" % n in runs[0].stderr
+          and "%d of %d tokens reused" % (n - 1, n) in runs[1].stderr, "prompt cache: %s" % runs[1].stderr)
+    check(runs[0].stdout == runs[1].stdout == plain.stdout and n > 10, "prompt cache text: %r" % runs[1].stdout)
+    before = open(cache, "rb").read()
+    other = "In the beginning God created the light"
+    r = subprocess.run(base + ["-p", other, "--prompt-cache", cache, "--prompt-cache-ro"],
+                       capture_output=True, text=True)
+    p = subprocess.run(base + ["-p", other], capture_output=True, text=True)
+    check(r.returncode == 0 and re.search(r"prompt cache: [1-9]\d* of \d+ tokens reused", r.stderr)
+          and r.stdout == p.stdout, "prompt cache prefix: %s %r %r" % (r.stderr, r.stdout, p.stdout))
+    check(open(cache, "rb").read() == before, "--prompt-cache-ro rewrote the file")
+    r = subprocess.run([OXIDIZE, "run", "-m", model("llama-q8_0"), "-p", "x y", "-n", "2",
+                        "--prompt-cache", cache, "--prompt-cache-ro"], capture_output=True, text=True)
+    check(r.returncode == 0 and "another model" in r.stderr and "0 of" in r.stderr,
+          "another model's cache: %s" % r.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_greedy_text()
@@ -289,6 +318,7 @@ def main():
         test_chat()
         test_errors()
         test_isa()
+        test_prompt_cache(tmp)
     print("test_run: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)
 

@@ -1,0 +1,269 @@
+/* state.c: a sequence's saved state: its cached keys and values, layer by layer, with their
+ * positions, behind a header that names the model they belong to; loaded into any sequence of a
+ * context of the same model (its cells placed anew), it continues exactly as if never saved.
+ * Files add the tokens the state holds (a prompt cache: `oxidize run --prompt-cache`).
+ *
+ * Layout, little-endian: "OXSTATE1", u64 the model's fingerprint, u32 n cells, i32 their
+ * positions (ascending), then for each layer that keeps rows its n key rows, and its n value
+ * rows where they are its own (kv_cache.h). A file then has u32 n tokens and the tokens. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/context.h"
+
+#define STATE_MAGIC  "OXSTATE1"
+#define STATE_HEADER (8 + 8 + 4)
+
+/* What a state must match: the model (its description, size, shape) and how the cache keeps
+ * rows (type, row sizes), as FNV-1a. */
+static uint64_t fingerprint(const struct ox_context *ctx) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    char desc[256];
+    ox_model_desc(ctx->model, desc, sizeof desc);
+    const struct kv_cache *kv = &ctx->kv;
+    int64_t facts[] = {ox_model_n_layer(ctx->model), ox_model_n_embd(ctx->model),
+                       ox_model_n_vocab(ctx->model), (int64_t)ox_model_n_params(ctx->model),
+                       kv->type};
+    const uint8_t *parts[] = {(const uint8_t *)desc, (const uint8_t *)facts,
+                              (const uint8_t *)kv->k_row, (const uint8_t *)kv->v_row};
+    size_t lens[] = {strlen(desc), sizeof facts, sizeof kv->k_row, sizeof kv->v_row};
+    for (int p = 0; p < 4; p++)
+        for (size_t i = 0; i < lens[p]; i++)
+            h = (h ^ parts[p][i]) * 0x100000001b3ull;
+    return h;
+}
+
+static struct stage *stage_of(struct ox_context *ctx, int32_t il) {
+    for (int32_t s = 0; s < ctx->n_stages; s++)
+        if (il >= ctx->stages[s].layer_begin && il < ctx->stages[s].layer_end)
+            return &ctx->stages[s];
+    return NULL;
+}
+
+/* The cells of seq in position order (malloc'd; *n of them). */
+static int32_t *seq_cells(const struct kv_cache *kv, int32_t seq, int32_t *n) {
+    int32_t *cells = malloc(((size_t)kv->used_end + 1) * sizeof *cells);
+    *n = 0;
+    for (int32_t c = 0; cells && c < kv->used_end; c++)
+        if (kv->pos[c] >= 0 && kv_cell_in(kv, c, seq))
+            cells[(*n)++] = c;
+    for (int32_t i = 1; cells && i < *n; i++) { /* insertion sort by position: runs mostly */
+        int32_t c = cells[i], j = i;
+        for (; j > 0 && kv->pos[cells[j - 1]] > kv->pos[c]; j--)
+            cells[j] = cells[j - 1];
+        cells[j] = c;
+    }
+    return cells;
+}
+
+static size_t rows_bytes(const struct kv_cache *kv, int32_t n_layer) {
+    size_t b = 0;
+    for (int32_t il = 0; il < n_layer; il++)
+        b += kv->k_row[il] + kv->v_row[il];
+    return b;
+}
+
+static enum ox_status check_seq(const struct ox_context *ctx, int32_t seq) {
+    if (!ctx || seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
+        return ox_fail(OX_ERR_INVALID_ARG, "state: no sequence %d in this context", seq);
+    if (ctx->dn)
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "state: this model has recurrent layers, whose state is not saved yet");
+    return OX_OK;
+}
+
+size_t ox_state_seq_size(struct ox_context *ctx, int32_t seq) {
+    if (check_seq(ctx, seq) != OX_OK)
+        return 0;
+    int32_t n = 0;
+    free(seq_cells(&ctx->kv, seq, &n));
+    return STATE_HEADER + (size_t)n * (4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer));
+}
+
+/* Rows of the given cells between the host (at, rows after one another) and a layer's rows in
+ * the stage's memory, by runs of adjacent cells: one copy for each run. */
+static enum ox_status move_rows(struct stage *s, uint8_t *base, size_t row, const int32_t *cells,
+                                int32_t n, uint8_t *at, bool save) {
+    for (int32_t i = 0; i < n;) {
+        int32_t j = i + 1;
+        while (j < n && cells[j] == cells[j - 1] + 1)
+            j++;
+        uint8_t *dev = base + (size_t)cells[i] * row;
+        size_t bytes = (size_t)(j - i) * row;
+        if (save)
+            OX_TRY(s->be.ops->download(&s->be, at, dev, bytes));
+        else
+            s->be.ops->upload(&s->be, dev, at, bytes);
+        at += bytes, i = j;
+    }
+    return OX_OK;
+}
+
+/* Every layer's rows of the cells, to or from p. */
+static enum ox_status move_layers(struct ox_context *ctx, const int32_t *cells, int32_t n,
+                                  uint8_t *p, bool save) {
+    const struct kv_cache *kv = &ctx->kv;
+    for (int32_t il = 0; il < ctx->model->cfg.n_layer; il++) {
+        struct stage *s = stage_of(ctx, il);
+        if (!kv->k_row[il])
+            continue;
+        if (!s)
+            return ox_fail(OX_ERR_INVALID_ARG, "state: layer %d runs nowhere", il);
+        OX_TRY(move_rows(s, s->k[il], kv->k_row[il], cells, n, p, save));
+        p += (size_t)n * kv->k_row[il];
+        if (kv->v_row[il]) {
+            OX_TRY(move_rows(s, s->v[il], kv->v_row[il], cells, n, p, save));
+            p += (size_t)n * kv->v_row[il];
+        }
+    }
+    if (!save) /* the uploads are done before anything reads the buffer again */
+        for (int32_t s = 0; s < ctx->n_stages; s++)
+            OX_TRY(ctx->stages[s].be.ops->download(&ctx->stages[s].be, NULL, NULL, 0));
+    return OX_OK;
+}
+
+enum ox_status ox_state_seq_save(struct ox_context *ctx, int32_t seq, uint8_t *buf, size_t cap,
+                                 size_t *written) {
+    OX_TRY(check_seq(ctx, seq));
+    int32_t n = 0;
+    int32_t *cells = seq_cells(&ctx->kv, seq, &n);
+    size_t need = STATE_HEADER + (size_t)n * (4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer));
+    if (!cells || !buf || cap < need) {
+        free(cells);
+        return ox_fail(cells ? OX_ERR_INVALID_ARG : OX_ERR_OOM,
+                       "state: %zu bytes needed (ox_state_seq_size), %zu given", need, cap);
+    }
+    uint64_t fp = fingerprint(ctx);
+    uint32_t count = (uint32_t)n;
+    memcpy(buf, STATE_MAGIC, 8), memcpy(buf + 8, &fp, 8), memcpy(buf + 16, &count, 4);
+    uint8_t *p = buf + STATE_HEADER;
+    for (int32_t i = 0; i < n; i++, p += 4)
+        memcpy(p, &ctx->kv.pos[cells[i]], 4);
+    enum ox_status st = move_layers(ctx, cells, n, p, true);
+    free(cells);
+    if (st == OX_OK && written)
+        *written = need;
+    return st;
+}
+
+enum ox_status ox_state_seq_load(struct ox_context *ctx, int32_t seq, const uint8_t *buf,
+                                 size_t len) {
+    OX_TRY(check_seq(ctx, seq));
+    if (!buf || len < STATE_HEADER || memcmp(buf, STATE_MAGIC, 8) != 0)
+        return ox_fail(OX_ERR_FORMAT, "state: not a saved state (of this version of oxidize)");
+    uint64_t fp;
+    uint32_t n;
+    memcpy(&fp, buf + 8, 8), memcpy(&n, buf + 16, 4);
+    if (fp != fingerprint(ctx))
+        return ox_fail(OX_ERR_FORMAT, "state: saved from another model (or another KV cache "
+                                      "type) than this context's");
+    size_t per = 4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer);
+    if (n > (uint32_t)ctx->kv.n_cells || len != STATE_HEADER + (size_t)n * per)
+        return ox_fail(OX_ERR_FORMAT, "state: %zu bytes for %u cells, which take %zu", len, n,
+                       STATE_HEADER + (size_t)n * per);
+    int32_t *pos = malloc(((size_t)n + 1) * sizeof *pos), *seqs = malloc(((size_t)n + 1) * 4),
+            *cells = malloc(((size_t)n + 1) * sizeof *cells);
+    enum ox_status st = pos && seqs && cells ? OX_OK : ox_fail(OX_ERR_OOM, "state: out of memory");
+    for (uint32_t i = 0; st == OX_OK && i < n; i++) {
+        memcpy(&pos[i], buf + STATE_HEADER + 4 * (size_t)i, 4);
+        seqs[i] = seq;
+        if (pos[i] < 0 || (i > 0 && pos[i] <= pos[i - 1]))
+            st = ox_fail(OX_ERR_FORMAT, "state: positions out of order");
+    }
+    if (st == OX_OK) {
+        kv_seq_rm(&ctx->kv, seq, -1, -1); /* the sequence is the state's alone */
+        st = kv_place(&ctx->kv, (int)n, pos, seqs, cells);
+    }
+    if (st == OX_OK) {
+        st = move_layers(ctx, cells, (int32_t)n, (uint8_t *)buf + STATE_HEADER + 4 * (size_t)n,
+                         false);
+        if (st != OX_OK)
+            kv_seq_rm(&ctx->kv, seq, -1, -1);
+    }
+    free(pos), free(seqs), free(cells);
+    return st;
+}
+
+enum ox_status ox_state_seq_save_file(struct ox_context *ctx, int32_t seq, const char *path,
+                                      const ox_token *tokens, size_t n_tokens) {
+    size_t size = ox_state_seq_size(ctx, seq), written = 0;
+    OX_TRY(check_seq(ctx, seq));
+    if (!path || (n_tokens && !tokens) || n_tokens > UINT32_MAX)
+        return ox_fail(OX_ERR_INVALID_ARG, "state: a path and the tokens are needed");
+    uint8_t *buf = malloc(size);
+    if (!buf)
+        return ox_fail(OX_ERR_OOM, "state: out of memory");
+    enum ox_status st = ox_state_seq_save(ctx, seq, buf, size, &written);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = st == OX_OK ? fopen(tmp, "wb") : NULL;
+    uint32_t n = (uint32_t)n_tokens;
+    if (st == OX_OK && (!f || fwrite(buf, 1, written, f) != written || fwrite(&n, 4, 1, f) != 1 ||
+                        fwrite(tokens, sizeof *tokens, n_tokens, f) != n_tokens))
+        st = ox_fail(OX_ERR_IO, "state: cannot write %s", path);
+    if (f && fclose(f) != 0 && st == OX_OK)
+        st = ox_fail(OX_ERR_IO, "state: cannot write %s", path);
+    if (st == OX_OK && rename(tmp, path) != 0) /* never a half-written file under its name */
+        st = ox_fail(OX_ERR_IO, "state: cannot write %s", path);
+    if (st != OX_OK && f)
+        remove(tmp);
+    free(buf);
+    return st;
+}
+
+enum ox_status ox_state_seq_load_file(struct ox_context *ctx, int32_t seq, const char *path,
+                                      ox_token *tokens, size_t cap, size_t *n_tokens) {
+    OX_TRY(check_seq(ctx, seq));
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f)
+        return ox_fail(OX_ERR_IO, "state: cannot open %s", path ? path : "(null)");
+    uint8_t *buf = NULL;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    enum ox_status st = size >= STATE_HEADER + 4 && fseek(f, 0, SEEK_SET) == 0
+                            ? OX_OK
+                            : ox_fail(OX_ERR_FORMAT, "state: %s is not a saved state", path);
+    if (st == OX_OK && !(buf = malloc((size_t)size)))
+        st = ox_fail(OX_ERR_OOM, "state: out of memory");
+    if (st == OX_OK && fread(buf, 1, (size_t)size, f) != (size_t)size)
+        st = ox_fail(OX_ERR_IO, "state: cannot read %s", path);
+    if (st == OX_OK && memcmp(buf, STATE_MAGIC, 8) != 0)
+        st = ox_fail(OX_ERR_FORMAT, "state: %s is not a saved state (of this version of oxidize)",
+                     path);
+    uint64_t fp = 0;
+    if (st == OX_OK && (memcpy(&fp, buf + 8, 8), fp != fingerprint(ctx)))
+        st = ox_fail(OX_ERR_FORMAT,
+                     "state: %s was saved from another model (or another KV cache type) than "
+                     "this context's",
+                     path);
+    fclose(f);
+    /* the tokens trail the state: its size says where they start */
+    uint32_t n_cells = 0, n = 0;
+    size_t state_len = 0;
+    if (st == OX_OK) {
+        memcpy(&n_cells, buf + 16, 4);
+        size_t per = 4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer);
+        state_len = n_cells <= (uint32_t)ctx->kv.n_cells ? STATE_HEADER + (size_t)n_cells * per
+                                                         : (size_t)size;
+        if (state_len + 4 > (size_t)size)
+            st = ox_fail(OX_ERR_FORMAT, "state: %s is cut short", path);
+    }
+    if (st == OX_OK) {
+        memcpy(&n, buf + state_len, 4);
+        if ((size_t)size != state_len + 4 + (size_t)n * sizeof *tokens)
+            st = ox_fail(OX_ERR_FORMAT, "state: %s is cut short or has bytes past its end", path);
+        else if (n > cap || (n && !tokens))
+            st = ox_fail(OX_ERR_INVALID_ARG, "state: %s holds %u tokens, room for %zu given", path,
+                         n, cap);
+    }
+    if (st == OX_OK)
+        st = ox_state_seq_load(ctx, seq, buf, state_len);
+    if (st == OX_OK) {
+        if (n)
+            memcpy(tokens, buf + state_len + 4, (size_t)n * sizeof *tokens);
+        if (n_tokens)
+            *n_tokens = n;
+    }
+    free(buf);
+    return st;
+}
