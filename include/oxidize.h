@@ -726,6 +726,17 @@ OX_API void ox_engine_stats(struct ox_engine *engine, struct ox_engine_stats *st
  * *n_busy to the requests still running or queued (0: nothing to do until the next submit).
  * A failing batch ends its requests with OX_FINISH_ERROR and returns the failure. */
 OX_API enum ox_status ox_engine_step(struct ox_engine *engine, int32_t *n_busy);
+/* A slot's saved state (llama-server's slot save / restore / erase): the state of its sequence
+ * with the tokens it holds (ox_state_seq_save_file), written to path; read back into a slot,
+ * whose next request reuses the prefix it shares; or dropped. *n_tokens: the tokens saved,
+ * restored or erased. A slot running a request is OX_ERR_ABORTED ("busy"). Not thread-safe with
+ * ox_engine_step: call them between steps (on the stepping thread, or with the steps locked). */
+OX_API enum ox_status ox_engine_slot_save(struct ox_engine *engine, int32_t slot,
+                                          const char *path, size_t *n_tokens);
+OX_API enum ox_status ox_engine_slot_restore(struct ox_engine *engine, int32_t slot,
+                                             const char *path, size_t *n_tokens);
+OX_API enum ox_status ox_engine_slot_erase(struct ox_engine *engine, int32_t slot,
+                                           size_t *n_tokens);
 
 /* ---- GGUF files (read-only inspection) --------------------------------------------------- */
 

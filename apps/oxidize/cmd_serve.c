@@ -35,6 +35,8 @@ static void usage(FILE *f) {
             "  --max-body N             request bodies over N bytes get 413 (default 1 MiB)\n"
             "  --log-requests           a line on stderr per request: time, method, path,\n"
             "                           status, prompt+generated tokens, milliseconds\n"
+            "  --slot-save-path DIR     POST /slots/N?action=save|restore keep slots' states\n"
+            "                           in DIR (file names only)\n"
             "  --embeddings             serve POST /v1/embeddings (a context of its own;\n"
             "                           always on for an embedding model such as BERT)\n"
             "  --pooling P              how embeddings pool the tokens: mean, cls, last, or\n"
@@ -124,6 +126,8 @@ static bool set_option(struct server_opts *o, struct serve_files *f, const char 
         return (o->model_path = v) != NULL;
     if (!strcmp(a, "--host"))
         return (o->host = v) != NULL;
+    if (!strcmp(a, "--slot-save-path"))
+        return (o->slot_save_path = v) != NULL && *v;
     if (!strcmp(a, "--log-requests")) { /* takes no value */
         *takes = false, o->log_requests = true;
         return true;

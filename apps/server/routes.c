@@ -12,6 +12,7 @@
 #include "gen.h"
 #include "generate.h"
 #include "ollama.h"
+#include "slots_save.h"
 #include "static_pages.h"
 #include "rerank.h"
 #include "routes.h"
@@ -287,10 +288,21 @@ static struct reply ollama_request(struct state *s, const char *method, const ch
     return out;
 }
 
-struct reply route_request(struct state *s, const char *method, const char *path, const char *body,
-                           size_t len) {
+struct reply route_request(struct state *s, const char *method, const char *path,
+                           const char *action, const char *body, size_t len) {
     if (ollama_path(path))
         return ollama_request(s, method, path, body, len);
+    if (!strncmp(path, "/slots/", 7)) { /* POST /slots/{id}?action=...: a body, or none */
+        if (strcmp(method, "POST"))
+            return reply_error(405, "invalid_request_error", NULL, "use POST");
+        struct reply err;
+        json_t *req = len ? parse_body(body, len, &err) : json_object();
+        if (!req)
+            return err;
+        struct reply out = slots_action(s, path, action, req);
+        json_decref(req);
+        return out;
+    }
     const struct route *r = NULL;
     for (size_t i = 0; !r && i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(path, routes[i].path))

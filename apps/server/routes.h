@@ -8,8 +8,9 @@
 
 struct state;
 
-/* The route's answer to a request (method, path, body of len bytes). */
-struct reply route_request(struct state *s, const char *method, const char *path, const char *body,
-                           size_t len);
+/* The route's answer to a request (method, path, body of len bytes; action: the query's
+ * ?action= value, or NULL). */
+struct reply route_request(struct state *s, const char *method, const char *path,
+                           const char *action, const char *body, size_t len);
 
 #endif

@@ -199,7 +199,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_reply(s, c, u, too_big());
     if (!state_ready(s))
         return send_reply(s, c, u, loading());
-    struct reply r = route_request(s, method, url, u->data ? u->data : "", u->len);
+    const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
+    struct reply r = route_request(s, method, url, action, u->data ? u->data : "", u->len);
     return r.gen ? start_generation(s, c, u, r) : send_reply(s, c, u, r);
 }
 

@@ -28,6 +28,7 @@ struct server_opts {
     bool log_requests;       /* a line on stderr per request (time, method, path, status,
                                 tokens, ms) */
     enum ox_pooling pooling; /* how its hidden states are pooled */
+    const char *slot_save_path; /* POST /slots/N?action=save|restore files live here, or NULL */
 };
 
 /* Serve until SIGINT or SIGTERM; returns the process exit status (messages on stderr). */

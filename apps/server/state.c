@@ -19,6 +19,8 @@ struct state {
     int32_t slot_ctx;
     struct ox_context *embed; /* serve --embeddings: used under embed_lock */
     pthread_mutex_t embed_lock;
+    pthread_mutex_t step_lock; /* held by the worker for each engine step, and by a slot's save,
+                                  restore or erase (state_slot) */
     pthread_t worker;
     pthread_mutex_t lock; /* everything below */
     pthread_cond_t wake;  /* the worker: a request arrived, or stop */
@@ -102,6 +104,18 @@ enum ox_status state_submit(struct state *s, const struct ox_request *r) {
     return st;
 }
 
+enum ox_status state_slot(struct state *s, char action, int32_t slot, const char *path,
+                          size_t *n_tokens) {
+    if (!s->engine) /* an embeddings model's server */
+        return OX_ERR_UNSUPPORTED;
+    pthread_mutex_lock(&s->step_lock); /* the worker steps no batch meanwhile */
+    enum ox_status st = action == 's'   ? ox_engine_slot_save(s->engine, slot, path, n_tokens)
+                        : action == 'r' ? ox_engine_slot_restore(s->engine, slot, path, n_tokens)
+                                        : ox_engine_slot_erase(s->engine, slot, n_tokens);
+    pthread_mutex_unlock(&s->step_lock);
+    return st;
+}
+
 void state_generation_done(struct state *s) {
     pthread_mutex_lock(&s->lock);
     s->in_flight--;
@@ -124,7 +138,10 @@ static void *worker(void *arg) {
         seen = s->submitted;
         pthread_mutex_unlock(&s->lock);
         int32_t busy = 0;
-        if (s->engine && ox_engine_step(s->engine, &busy) != OX_OK)
+        pthread_mutex_lock(&s->step_lock);
+        enum ox_status st = s->engine ? ox_engine_step(s->engine, &busy) : OX_OK;
+        pthread_mutex_unlock(&s->step_lock);
+        if (st != OX_OK)
             fprintf(stderr, "oxidize serve: %s\n", ox_last_error());
         idle = busy == 0;
         if (stop && idle)
@@ -166,6 +183,7 @@ struct state *state_create(const struct server_opts *o) {
     const char *base = strrchr(o->model_path, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : o->model_path);
     pthread_mutex_init(&s->lock, NULL), pthread_mutex_init(&s->embed_lock, NULL);
+    pthread_mutex_init(&s->step_lock, NULL);
     pthread_cond_init(&s->wake, NULL), pthread_cond_init(&s->quiet, NULL);
     return s;
 }
@@ -230,6 +248,7 @@ void state_free(struct state *s) {
     ox_context_free(s->embed), ox_engine_free(s->engine), ox_model_free(s->model);
     pthread_cond_destroy(&s->wake), pthread_cond_destroy(&s->quiet);
     pthread_mutex_destroy(&s->lock), pthread_mutex_destroy(&s->embed_lock);
+    pthread_mutex_destroy(&s->step_lock);
     free(s);
 }
 

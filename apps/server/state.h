@@ -62,6 +62,12 @@ struct ox_context *state_embed_begin(struct state *s, bool *busy);
 void state_embed_end(struct state *s);
 enum ox_pooling state_pooling(const struct state *s);
 
+/* A slot's saved state (action 's'ave, 'r'estore, 'e'rase; path: the file), between two of
+ * the engine's steps; *n_tokens as ox_engine_slot_*. OX_ERR_UNSUPPORTED: the server has no
+ * engine (an embeddings model). */
+enum ox_status state_slot(struct state *s, char action, int32_t slot, const char *path,
+                          size_t *n_tokens);
+
 /* Hand a request to the engine: OX_OK, OX_ERR_ABORTED (shutting down), OX_ERR_CONTEXT_FULL
  * (the queue is full), or the engine's refusal. */
 enum ox_status state_submit(struct state *s, const struct ox_request *r);

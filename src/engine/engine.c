@@ -448,3 +448,59 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
     pthread_mutex_unlock(&e->lock);
     return st;
 }
+
+/* ---- a slot's saved state ---- */
+
+static enum ox_status idle_slot(struct ox_engine *e, int32_t slot, struct slot **out) {
+    if (!e || slot < 0 || slot >= e->n_slots)
+        return ox_fail(OX_ERR_INVALID_ARG, "engine: no slot %d", slot);
+    pthread_mutex_lock(&e->lock);
+    bool busy = e->slots[slot].job != NULL;
+    pthread_mutex_unlock(&e->lock);
+    if (busy)
+        return ox_fail(OX_ERR_ABORTED, "engine: slot %d is busy with a request", slot);
+    *out = &e->slots[slot];
+    return OX_OK;
+}
+
+enum ox_status ox_engine_slot_save(struct ox_engine *e, int32_t slot, const char *path,
+                                   size_t *n_tokens) {
+    struct slot *s = NULL;
+    OX_TRY(idle_slot(e, slot, &s));
+    OX_TRY(ox_state_seq_save_file(e->ctx, slot, path, s->tokens, (size_t)s->n_past));
+    if (n_tokens)
+        *n_tokens = (size_t)s->n_past;
+    return OX_OK;
+}
+
+enum ox_status ox_engine_slot_restore(struct ox_engine *e, int32_t slot, const char *path,
+                                      size_t *n_tokens) {
+    struct slot *s = NULL;
+    OX_TRY(idle_slot(e, slot, &s));
+    size_t n = 0;
+    enum ox_status st =
+        ox_state_seq_load_file(e->ctx, slot, path, s->tokens, (size_t)e->slot_ctx, &n);
+    if (st == OX_OK)
+        s->n_past = s->n_tokens = (int32_t)n;
+    else if (ox_kv_seq_pos_max(e->ctx, slot) < 0) /* refused after the sequence went */
+        s->n_past = s->n_tokens = 0;
+    pthread_mutex_lock(&e->lock);
+    take_snapshot(e);
+    pthread_mutex_unlock(&e->lock);
+    if (st == OX_OK && n_tokens)
+        *n_tokens = n;
+    return st;
+}
+
+enum ox_status ox_engine_slot_erase(struct ox_engine *e, int32_t slot, size_t *n_tokens) {
+    struct slot *s = NULL;
+    OX_TRY(idle_slot(e, slot, &s));
+    if (n_tokens)
+        *n_tokens = (size_t)s->n_past;
+    ox_kv_seq_rm(e->ctx, slot, -1, -1);
+    s->n_past = s->n_tokens = 0;
+    pthread_mutex_lock(&e->lock);
+    take_snapshot(e);
+    pthread_mutex_unlock(&e->lock);
+    return OX_OK;
+}
