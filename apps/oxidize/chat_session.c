@@ -3,9 +3,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "chat_session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_file.h"
 #include "cmd.h"
 
 /* Grow *p (of *cap elements of size sz) to hold need elements. */
@@ -359,4 +361,64 @@ enum ox_status chat_session_answer(struct chat_session *s, FILE *out,
     enum ox_status added = chat_session_add(s, "assistant", a.buf ? a.buf : "");
     free(a.buf);
     return st != OX_OK ? st : added;
+}
+
+/* FILE.kv: the state of sequence 0 beside the conversation's JSON; FILE.kvtext: the text its
+ * tokens spell (kv_text), so the next answer finds the new part by text as in one session. */
+static void state_path(const char *path, const char *ext, char *out, size_t cap) {
+    snprintf(out, cap, "%s.%s", path, ext);
+}
+
+enum ox_status chat_session_save_state(struct chat_session *s, const char *path) {
+    char kv[4200], text[4200];
+    state_path(path, "kv", kv, sizeof kv), state_path(path, "kvtext", text, sizeof text);
+    if (!chat_file_save(path, s->msgs, s->n_msgs))
+        return OX_ERR_IO;
+    remove(text);
+    FILE *f = s->kv_text_valid ? fopen(text, "wb") : NULL;
+    if (f) {
+        bool ok = fwrite(s->kv_text, 1, s->n_kv_text, f) == s->n_kv_text;
+        if (fclose(f) != 0 || !ok)
+            remove(text); /* without it the next answer compares tokens: slower, as right */
+    }
+    return ox_state_seq_save_file(s->ctx, 0, kv, s->kv, s->n_kv);
+}
+
+/* kv_text from FILE.kvtext, when there is one. */
+static void load_kv_text(struct chat_session *s, const char *path) {
+    FILE *f = fopen(path, "rb");
+    long len = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    s->n_kv_text = 0;
+    s->kv_text_valid = len >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+                       reserve((void **)&s->kv_text, &s->cap_kv_text, (size_t)len + 1, 1) &&
+                       fread(s->kv_text, 1, (size_t)len, f) == (size_t)len;
+    if (s->kv_text_valid)
+        s->kv_text[s->n_kv_text = (size_t)len] = '\0';
+    if (f)
+        fclose(f);
+}
+
+enum ox_status chat_session_load_state(struct chat_session *s, const char *path, size_t *n_kv) {
+    char kv[4200], text[4200];
+    state_path(path, "kv", kv, sizeof kv), state_path(path, "kvtext", text, sizeof text);
+    size_t n = 0, cap = ox_context_n_ctx(s->ctx);
+    struct ox_chat_message *msgs = chat_file_load(path, &n);
+    if (!msgs)
+        return OX_ERR_IO;
+    enum ox_status st = chat_session_replace(s, msgs, n);
+    chat_file_free(msgs, n);
+    if (st == OX_OK && !reserve((void **)&s->kv, &s->cap_kv, cap, sizeof *s->kv))
+        st = OX_ERR_OOM;
+    if (st == OX_OK)
+        st = ox_state_seq_load_file(s->ctx, 0, kv, s->kv, cap, &n);
+    if (st != OX_OK) { /* the messages stay; the next answer reads them from scratch */
+        ox_kv_seq_rm(s->ctx, 0, -1, -1);
+        s->n_kv = 0;
+        return st;
+    }
+    s->n_kv = n;
+    load_kv_text(s, text);
+    if (n_kv)
+        *n_kv = n;
+    return OX_OK;
 }

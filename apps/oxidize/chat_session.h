@@ -46,6 +46,12 @@ void chat_session_free(struct chat_session *s);
 enum ox_status chat_session_add(struct chat_session *s, const char *role, const char *content);
 /* Forget every message but a leading system prompt, and the KV cache. */
 void chat_session_reset(struct chat_session *s);
+/* The conversation (FILE, JSON messages as /save writes them), the KV cache that holds it
+ * (FILE.kv, ox_state_seq_save_file) and the text its tokens spell (FILE.kvtext): a later session
+ * loads them and answers on from exactly where this one was, processing only what is new. A state that does not load (another model,
+ * a missing or damaged FILE.kv) leaves the messages loaded and the cache empty. */
+enum ox_status chat_session_save_state(struct chat_session *s, const char *path);
+enum ox_status chat_session_load_state(struct chat_session *s, const char *path, size_t *n_kv);
 /* Replace the messages; the KV cache keeps whatever prefix the new rendering shares. */
 enum ox_status chat_session_replace(struct chat_session *s, const struct ox_chat_message *msgs,
                                     size_t n);

@@ -196,6 +196,8 @@ static void print_help(void) {
     fputs("  /reset       forget the conversation (the system prompt stays)\n"
           "  /save FILE   write the conversation as JSON messages\n"
           "  /load FILE   continue a saved conversation\n"
+          "  /save-state FILE  the conversation and its KV cache (FILE, FILE.kv, FILE.kvtext)\n"
+          "  /load-state FILE  continue from them, processing only what is new\n"
           "  /exit        quit (or Ctrl-D); Ctrl-C stops an answer\n",
           stdout);
 }
@@ -212,7 +214,8 @@ static bool command(struct chat_session *s, const char *msg) {
     if (IS("/reset")) {
         chat_session_reset(s);
         fputs("(conversation reset)\n", stdout);
-    } else if ((IS("/save") || IS("/load")) && (!arg || !*arg)) {
+    } else if ((IS("/save") || IS("/load") || IS("/save-state") || IS("/load-state")) &&
+               (!arg || !*arg)) {
         fprintf(stdout, "(%.*s needs a file name)\n", (int)name_len, msg);
     } else if (IS("/save")) {
         if (chat_file_save(arg, s->msgs, s->n_msgs))
@@ -223,6 +226,19 @@ static bool command(struct chat_session *s, const char *msg) {
         if (msgs && chat_session_replace(s, msgs, n) == OX_OK)
             fprintf(stdout, "(loaded %zu messages from %s)\n", n, arg);
         chat_file_free(msgs, n);
+    } else if (IS("/save-state")) {
+        if (chat_session_save_state(s, arg) == OX_OK)
+            fprintf(stdout, "(saved %zu messages and %zu cached tokens to %s and %s.kv)\n",
+                    s->n_msgs, s->n_kv, arg, arg);
+        else
+            fprintf(stdout, "(could not save the state: %s)\n", ox_last_error());
+    } else if (IS("/load-state")) {
+        size_t n = 0;
+        if (chat_session_load_state(s, arg, &n) == OX_OK)
+            fprintf(stdout, "(loaded %zu messages and %zu cached tokens from %s)\n", s->n_msgs, n,
+                    arg);
+        else
+            fprintf(stdout, "(the state was not loaded: %s)\n", ox_last_error());
     } else if (IS("/help") || IS("/?")) {
         print_help();
     } else {

@@ -97,6 +97,32 @@ def test_fresh_equivalence(tmp, msgs):
     check(len(stats) == 1 and int(stats[0][2]) == 0, "a fresh process reuses nothing: %s" % stats)
 
 
+def test_state(tmp, msgs):
+    """/save-state after two exchanges, then /load-state in a new process: the third answer is
+    the one the first process gave (the cache is the same bits), and only the third message is
+    processed; another model's state is not loaded, and the messages still are."""
+    state = os.path.join(tmp, "state.json")
+    rc, out, err = chat(["And God said", "Who was Moses?\\", "Tell me.", "/save-state " + state],
+                        "-n", "24", "--temp", "0")
+    check(rc == 0 and "(saved 4 messages and" in out and os.path.exists(state + ".kv"),
+          "save-state: %d %s %s" % (rc, out, err))
+    conv = os.path.join(tmp, "conv-state.json")
+    rc, out, err = chat(["/load-state " + state, '"""', "line one", "line two", '"""',
+                         "/save " + conv], "-n", "24", "--temp", "0")
+    again = load(conv) if os.path.exists(conv) else []
+    check(rc == 0 and "(loaded 4 messages and" in out and len(again) == 6 and
+          again[5] == msgs[5], "load-state: %s vs %s (%s)" % (again[-1:], msgs[5], out))
+    stats = [tuple(map(int, m)) for m in STATS.findall(err)]
+    check(len(stats) == 1 and stats[0][2] > 20 and 0 < stats[0][1] < 60,
+          "load-state reuses the cache: %s" % stats)
+    other = os.path.join(DATA, "models", "llama-q8_0.gguf")
+    p = subprocess.run([OXIDIZE, "chat", "-m", other, "--chat-template", TEMPLATE, "-n", "4"],
+                       input=("/load-state %s\n" % state).encode(), capture_output=True, timeout=120)
+    out = p.stdout.decode("utf-8", "replace")
+    check(p.returncode == 0 and "(the state was not loaded:" in out and "another model" in out,
+          "another model's state: %s" % out)
+
+
 def test_reset_and_seed():
     """After /reset the same question gets the same sampled answer: the cache is cleared and
     the sampler restarts from its seed."""
@@ -255,6 +281,7 @@ def main():
         msgs = test_turns(tmp)
         if len(msgs) == 6:
             test_fresh_equivalence(tmp, msgs)
+            test_state(tmp, msgs)
         test_reset_and_seed()
         test_system_and_stop(tmp)
         test_full_context(tmp)
