@@ -502,12 +502,12 @@ OX_API int32_t ox_kv_seq_pos_max(const struct ox_context *ctx, int32_t seq_id);
 
 /* ---- Saved state ------------------------------------------------------------------------- */
 
-/* A sequence's state: its cached keys and values and their positions, tied to the model (and
- * KV cache type) of the context that saved it. Loaded into any sequence of a context of the
- * same model, it replaces that sequence's cells and decoding continues exactly as if the state
- * had never left (the logits of the next tokens are the same bits). Not for models with
- * recurrent layers yet (OX_ERR_UNSUPPORTED). The bytes ox_state_seq_save writes (0 on a bad
- * sequence, the message in ox_last_error()). */
+/* A sequence's state: its cached keys and values and their positions, and the state of the
+ * model's recurrent layers (delta-net, Mamba-2) for it, tied to the model (and KV cache type)
+ * of the context that saved it. Loaded into any sequence of a context of the same model, it
+ * replaces that sequence's cells and decoding continues exactly as if the state had never left
+ * (the logits of the next tokens are the same bits). The bytes ox_state_seq_save writes (0 on a
+ * bad sequence, the message in ox_last_error()). */
 OX_API size_t ox_state_seq_size(struct ox_context *ctx, int32_t seq_id);
 OX_API enum ox_status ox_state_seq_save(struct ox_context *ctx, int32_t seq_id, uint8_t *buf,
                                         size_t cap, size_t *written);

@@ -5,7 +5,9 @@
  *
  * Layout, little-endian: "OXSTATE1", u64 the model's fingerprint, u32 n cells, i32 their
  * positions (ascending), then for each layer that keeps rows its n key rows, and its n value
- * rows where they are its own (kv_cache.h). A file then has u32 n tokens and the tokens. */
+ * rows where they are its own (kv_cache.h), then for each recurrent layer (delta_net.h) the
+ * sequence's convolution rows and its state matrices. A file then has u32 n tokens and the
+ * tokens. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +24,15 @@ static uint64_t fingerprint(const struct ox_context *ctx) {
     char desc[256];
     ox_model_desc(ctx->model, desc, sizeof desc);
     const struct kv_cache *kv = &ctx->kv;
-    int64_t facts[] = {ox_model_n_layer(ctx->model), ox_model_n_embd(ctx->model),
-                       ox_model_n_vocab(ctx->model), (int64_t)ox_model_n_params(ctx->model),
-                       kv->type};
+    const struct delta_net_state *dn = ctx->dn;
+    int64_t facts[] = {ox_model_n_layer(ctx->model),
+                       ox_model_n_embd(ctx->model),
+                       ox_model_n_vocab(ctx->model),
+                       (int64_t)ox_model_n_params(ctx->model),
+                       kv->type,
+                       dn ? dn->n_layers : 0,
+                       dn ? (int64_t)dn->conv_floats : 0,
+                       dn ? (int64_t)dn->ssm_floats : 0};
     const uint8_t *parts[] = {(const uint8_t *)desc, (const uint8_t *)facts,
                               (const uint8_t *)kv->k_row, (const uint8_t *)kv->v_row};
     size_t lens[] = {strlen(desc), sizeof facts, sizeof kv->k_row, sizeof kv->v_row};
@@ -64,12 +72,34 @@ static size_t rows_bytes(const struct kv_cache *kv, int32_t n_layer) {
     return b;
 }
 
+/* The recurrent layers' state of one sequence, in bytes (0 without such layers). */
+static size_t recurrent_bytes(const struct ox_context *ctx) {
+    const struct delta_net_state *dn = ctx->dn;
+    return dn ? (size_t)dn->n_layers * (dn->conv_floats + dn->ssm_floats) * sizeof(float) : 0;
+}
+
+/* Sequence seq's recurrent state to or from p (each layer in its owner's memory). */
+static enum ox_status move_recurrent(struct ox_context *ctx, int32_t seq, uint8_t *p, bool save) {
+    const struct delta_net_state *dn = ctx->dn;
+    for (int32_t r = 0; dn && r < dn->n_layers; r++) {
+        struct backend *b = dn->owner[r];
+        float *parts[2] = {dn->conv[r] + (size_t)seq * dn->conv_floats,
+                           dn->ssm[r] + (size_t)seq * dn->ssm_floats};
+        size_t bytes[2] = {dn->conv_floats * sizeof(float), dn->ssm_floats * sizeof(float)};
+        for (int k = 0; k < 2; k++) {
+            if (save)
+                OX_TRY(b->ops->download(b, p, parts[k], bytes[k]));
+            else
+                b->ops->upload(b, parts[k], p, bytes[k]);
+            p += bytes[k];
+        }
+    }
+    return OX_OK;
+}
+
 static enum ox_status check_seq(const struct ox_context *ctx, int32_t seq) {
     if (!ctx || seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
         return ox_fail(OX_ERR_INVALID_ARG, "state: no sequence %d in this context", seq);
-    if (ctx->dn)
-        return ox_fail(OX_ERR_UNSUPPORTED,
-                       "state: this model has recurrent layers, whose state is not saved yet");
     return OX_OK;
 }
 
@@ -78,7 +108,8 @@ size_t ox_state_seq_size(struct ox_context *ctx, int32_t seq) {
         return 0;
     int32_t n = 0;
     free(seq_cells(&ctx->kv, seq, &n));
-    return STATE_HEADER + (size_t)n * (4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer));
+    return STATE_HEADER + (size_t)n * (4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer)) +
+           recurrent_bytes(ctx);
 }
 
 /* Rows of the given cells between the host (at, rows after one another) and a layer's rows in
@@ -128,7 +159,8 @@ enum ox_status ox_state_seq_save(struct ox_context *ctx, int32_t seq, uint8_t *b
     OX_TRY(check_seq(ctx, seq));
     int32_t n = 0;
     int32_t *cells = seq_cells(&ctx->kv, seq, &n);
-    size_t need = STATE_HEADER + (size_t)n * (4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer));
+    size_t need = STATE_HEADER + (size_t)n * (4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer)) +
+                  recurrent_bytes(ctx);
     if (!cells || !buf || cap < need) {
         free(cells);
         return ox_fail(cells ? OX_ERR_INVALID_ARG : OX_ERR_OOM,
@@ -141,6 +173,9 @@ enum ox_status ox_state_seq_save(struct ox_context *ctx, int32_t seq, uint8_t *b
     for (int32_t i = 0; i < n; i++, p += 4)
         memcpy(p, &ctx->kv.pos[cells[i]], 4);
     enum ox_status st = move_layers(ctx, cells, n, p, true);
+    if (st == OX_OK)
+        st = move_recurrent(ctx, seq, p + (size_t)n * rows_bytes(&ctx->kv, ctx->model->cfg.n_layer),
+                            true);
     free(cells);
     if (st == OX_OK && written)
         *written = need;
@@ -158,10 +193,10 @@ enum ox_status ox_state_seq_load(struct ox_context *ctx, int32_t seq, const uint
     if (fp != fingerprint(ctx))
         return ox_fail(OX_ERR_FORMAT, "state: saved from another model (or another KV cache "
                                       "type) than this context's");
-    size_t per = 4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer);
-    if (n > (uint32_t)ctx->kv.n_cells || len != STATE_HEADER + (size_t)n * per)
+    size_t per = 4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer), rec = recurrent_bytes(ctx);
+    if (n > (uint32_t)ctx->kv.n_cells || len != STATE_HEADER + (size_t)n * per + rec)
         return ox_fail(OX_ERR_FORMAT, "state: %zu bytes for %u cells, which take %zu", len, n,
-                       STATE_HEADER + (size_t)n * per);
+                       STATE_HEADER + (size_t)n * per + rec);
     int32_t *pos = malloc(((size_t)n + 1) * sizeof *pos), *seqs = malloc(((size_t)n + 1) * 4),
             *cells = malloc(((size_t)n + 1) * sizeof *cells);
     enum ox_status st = pos && seqs && cells ? OX_OK : ox_fail(OX_ERR_OOM, "state: out of memory");
@@ -176,8 +211,10 @@ enum ox_status ox_state_seq_load(struct ox_context *ctx, int32_t seq, const uint
         st = kv_place(&ctx->kv, (int)n, pos, seqs, cells);
     }
     if (st == OX_OK) {
-        st = move_layers(ctx, cells, (int32_t)n, (uint8_t *)buf + STATE_HEADER + 4 * (size_t)n,
-                         false);
+        uint8_t *rows = (uint8_t *)buf + STATE_HEADER + 4 * (size_t)n;
+        st = move_recurrent(ctx, seq, rows + (size_t)n * (per - 4), false);
+        if (st == OX_OK) /* after the recurrent uploads: its sync covers them too */
+            st = move_layers(ctx, cells, (int32_t)n, rows, false);
         if (st != OX_OK)
             kv_seq_rm(&ctx->kv, seq, -1, -1);
     }
@@ -243,8 +280,9 @@ enum ox_status ox_state_seq_load_file(struct ox_context *ctx, int32_t seq, const
     if (st == OX_OK) {
         memcpy(&n_cells, buf + 16, 4);
         size_t per = 4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer);
-        state_len = n_cells <= (uint32_t)ctx->kv.n_cells ? STATE_HEADER + (size_t)n_cells * per
-                                                         : (size_t)size;
+        state_len = n_cells <= (uint32_t)ctx->kv.n_cells
+                        ? STATE_HEADER + (size_t)n_cells * per + recurrent_bytes(ctx)
+                        : (size_t)size;
         if (state_len + 4 > (size_t)size)
             st = ox_fail(OX_ERR_FORMAT, "state: %s is cut short", path);
     }

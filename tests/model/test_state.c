@@ -53,6 +53,35 @@ static float *continue_from(struct ox_context *c, int32_t seq, int n_vocab) {
     return out;
 }
 
+/* A model with recurrent layers (the repository's qwen35, gated delta-net beside attention):
+ * its state goes with the KV rows, and continues as exactly. */
+static void check_recurrent(void) {
+    struct ox_model_params p = test_model_params();
+    struct ox_model *m = NULL;
+    CHECK_MSG(ox_model_load(OX_SOURCE_DIR "/tests/data/arch/models/qwen35-f16.gguf", &p, &m) ==
+                  OX_OK,
+              "qwen35: %s", ox_last_error());
+    if (!m)
+        return;
+    int nv = ox_model_n_vocab(m);
+    ox_token prompt[N];
+    for (int i = 0; i < N; i++)
+        prompt[i] = (ox_token)((3 + 37 * i) % nv);
+    struct ox_context *a = context(m, 128, 1), *b = context(m, 128, 2);
+    feed(a, prompt, N, 0, 0);
+    size_t size = ox_state_seq_size(a, 0);
+    uint8_t *state = malloc(size);
+    CHECK_EQ(ox_state_seq_save(a, 0, state, size, NULL), OX_OK);
+    float *want = continue_from(a, 0, nv);
+    CHECK_MSG(ox_state_seq_load(b, 1, state, size) == OX_OK, "%s", ox_last_error());
+    float *got = continue_from(b, 1, nv);
+    CHECK_MSG(!memcmp(want, got, (size_t)MORE * nv * sizeof *got),
+              "qwen35: logits after the load differ");
+    free(want), free(got), free(state);
+    ox_context_free(a), ox_context_free(b);
+    ox_model_free(m);
+}
+
 int main(void) {
     struct ox_model *m = load("llama-q8_0.gguf"), *other = load("llama-q4_0.gguf");
     if (!m || !other)
@@ -129,6 +158,7 @@ int main(void) {
     CHECK(ox_state_seq_load_file(d, 0, path, back, 64, &n_back) == OX_ERR_FORMAT);
     unlink(path);
 
+    check_recurrent();
     free(want), free(state);
     ox_context_free(a), ox_context_free(b), ox_context_free(c), ox_context_free(d);
     ox_context_free(e), ox_context_free(small);
