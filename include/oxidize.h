@@ -499,6 +499,12 @@ OX_API void ox_kv_seq_add(struct ox_context *ctx, int32_t seq_id, int32_t p0, in
                           int32_t delta);
 /* The largest position cached for seq_id, or -1. */
 OX_API int32_t ox_kv_seq_pos_max(const struct ox_context *ctx, int32_t seq_id);
+/* Context shift (llama.cpp's): of sequence seq_id's positions [0, n) (n = pos_max + 1), keep the
+ * first n_keep, drop half of the rest, and move the ones after down to follow (their keys
+ * rotated: ox_kv_seq_add). Returns how many were dropped: 0 when none can be, or when the model's
+ * recurrent state cannot give tokens back (the sequence is then empty: ox_kv_seq_rm). The
+ * caller's list of the sequence's tokens loses [n_keep, n_keep + dropped) likewise. */
+OX_API int32_t ox_kv_seq_shift(struct ox_context *ctx, int32_t seq_id, int32_t n_keep);
 
 /* ---- Saved state ------------------------------------------------------------------------- */
 
@@ -687,6 +693,11 @@ struct ox_request {
     /* optional: the logits row each generated token was sampled from (before on_token) */
     void (*on_logits)(void *user, const float *logits, int32_t n_vocab, ox_token token);
     bool fresh; /* decode the whole prompt, reusing no cached prefix */
+    /* context shift (llama.cpp's): when the slot's context is full, keep the first n_keep
+     * tokens (< 0: the whole prompt; a leading BOS always stays), drop half of the rest and
+     * go on, the kept keys moved to their new positions; off: OX_FINISH_LENGTH there */
+    bool context_shift;
+    int32_t n_keep;
 };
 
 /* What an engine is doing, for monitoring (a snapshot taken at the end of the last step). */

@@ -14,7 +14,8 @@
 struct run_opts {
     const char *model, *prompt, *file, *system, *chat_template;
     const char *prompt_cache; /* a saved prompt's state, reused and (unless ro) rewritten */
-    bool chat, prompt_cache_ro;
+    bool chat, prompt_cache_ro, context_shift;
+    int n_keep; /* tokens of the prompt a context shift keeps (-1: all) */
     int n_predict, n_ctx, n_threads, n_gpu_layers;
     struct sampling_opts sampling;
     const char *stop[STOP_MAX];
@@ -32,6 +33,8 @@ static void usage(FILE *f) {
         "  --prompt-cache FILE   reuse the state of a prompt that began as this one, saved there\n"
         "                        by an earlier run, and save this prompt's (made when missing)\n"
         "  --prompt-cache-ro     read the prompt cache, do not rewrite it\n"
+        "  --context-shift       when the context is full, drop half of what follows the\n"
+        "                        --keep N first prompt tokens (-1: all) and go on\n"
         "%s",
         sampling_opts_usage());
 }
@@ -69,6 +72,8 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
         return (o->n_predict = (int)x), true;
     if (!strcmp(a, "-c") && parse_number(v, 8, 1 << 24, &x))
         return (o->n_ctx = (int)x), true;
+    if (!strcmp(a, "--keep") && parse_number(v, -1, 1 << 24, &x))
+        return (o->n_keep = (int)x), true;
     if (!strcmp(a, "-t") && parse_number(v, 1, 1024, &x))
         return (o->n_threads = (int)x), true;
     if ((!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) && parse_number(v, -1, 1 << 20, &x))
@@ -85,8 +90,11 @@ static int parse_args(int argc, char **argv, struct run_opts *o) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--chat") || !strcmp(argv[i], "--prompt-cache-ro")) {
-            *(argv[i][2] == 'c' ? &o->chat : &o->prompt_cache_ro) = true;
+        if (!strcmp(argv[i], "--chat") || !strcmp(argv[i], "--prompt-cache-ro") ||
+            !strcmp(argv[i], "--context-shift")) {
+            *(!strcmp(argv[i], "--chat")            ? &o->chat
+              : !strcmp(argv[i], "--context-shift") ? &o->context_shift
+                                                    : &o->prompt_cache_ro) = true;
             i--;
             continue;
         }
@@ -182,6 +190,17 @@ static size_t prompt_cache_load(struct session *s, const struct run_opts *o) {
     return same;
 }
 
+/* --context-shift: the sequence keeps its first --keep prompt tokens (and a leading BOS), loses
+ * half of the rest, and what follows moves down (the keys rotated to their new positions), as
+ * llama-cli does. False when nothing can go (or the model's recurrent state went with it). */
+static bool context_shift(struct session *s, const struct run_opts *o) {
+    int32_t keep =
+        o->n_keep < 0 || (size_t)o->n_keep > s->n_prompt ? (int32_t)s->n_prompt : o->n_keep;
+    if (keep == 0 && s->prompt[0] == ox_vocab_bos(ox_model_vocab(s->model)))
+        keep = 1;
+    return ox_kv_seq_shift(s->ctx, 0, keep) > 0;
+}
+
 /* Prompt in batches (after what the prompt cache holds), then one token at a time until EOS or
  * the budget; text streamed. */
 static enum ox_status generate(struct session *s, const struct run_opts *o) {
@@ -218,6 +237,8 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
             break;
         struct ox_batch b = {.n_tokens = 1, .token = &t};
         enum ox_status st = ox_decode(s->ctx, &b);
+        if (st == OX_ERR_CONTEXT_FULL && o->context_shift && context_shift(s, o))
+            st = ox_decode(s->ctx, &b);
         if (st == OX_ERR_CONTEXT_FULL) {
             fprintf(stderr, "\noxidize run: the context is full (%u tokens)\n",
                     ox_context_n_ctx(s->ctx));

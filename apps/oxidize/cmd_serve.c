@@ -37,6 +37,9 @@ static void usage(FILE *f) {
             "                           status, prompt+generated tokens, milliseconds\n"
             "  --slot-save-path DIR     POST /slots/N?action=save|restore keep slots' states\n"
             "                           in DIR (file names only)\n"
+            "  --context-shift          a generation that fills its slot's context drops half\n"
+            "                           of what follows the request's n_keep tokens and goes\n"
+            "                           on (default: it ends there, finish_reason \"length\")\n"
             "  --embeddings             serve POST /v1/embeddings (a context of its own;\n"
             "                           always on for an embedding model such as BERT)\n"
             "  --pooling P              how embeddings pool the tokens: mean, cls, last, or\n"
@@ -130,6 +133,10 @@ static bool set_option(struct server_opts *o, struct serve_files *f, const char 
         return (o->slot_save_path = v) != NULL && *v;
     if (!strcmp(a, "--log-requests")) { /* takes no value */
         *takes = false, o->log_requests = true;
+        return true;
+    }
+    if (!strcmp(a, "--context-shift")) { /* takes no value */
+        *takes = false, o->context_shift = true;
         return true;
     }
     if (!strcmp(a, "--embeddings")) { /* takes no value */

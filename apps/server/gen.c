@@ -252,7 +252,9 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
                            .on_done = on_done,
                            .user = g,
                            .on_logits = on_logits,
-                           .fresh = g->o.fresh};
+                           .fresh = g->o.fresh,
+                           .context_shift = g->o.context_shift,
+                           .n_keep = g->o.n_keep};
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     pthread_mutex_lock(&g->lock);

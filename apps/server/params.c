@@ -244,8 +244,16 @@ bool params_parse(struct state *s, json_t *req, enum gen_api api, const char *to
         !param_bool(so_opts, "include_usage", &o->include_usage, err) || !stops(req, o, err) ||
         !logprobs(req, o, err))
         return false;
-    /* the slot's context caps it anyway (Ollama's -2, fill the context, is that too) */
-    o->max_tokens = max > slot || max == -2 ? slot : (int32_t)max;
+    /* the slot's context caps it (Ollama's -2, fill the context, is that too), unless the
+     * server shifts contexts; then a request without a budget still ends there, rather than
+     * never */
+    double keep = 0;
+    if (!param_number(req, "n_keep", -1, 1 << 30, &keep, err))
+        return false;
+    o->n_keep = (int32_t)keep, o->context_shift = state_options(s)->context_shift;
+    bool to_slot =
+        max == -2 || (max == -1 && o->context_shift) || (max > slot && !o->context_shift);
+    o->max_tokens = to_slot ? slot : (int32_t)max;
     o->fresh = !cache_prompt;
     struct sampling_opts so;
     sampling_opts_default(&so);

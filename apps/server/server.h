@@ -29,6 +29,8 @@ struct server_opts {
                                 tokens, ms) */
     enum ox_pooling pooling; /* how its hidden states are pooled */
     const char *slot_save_path; /* POST /slots/N?action=save|restore files live here, or NULL */
+    bool context_shift; /* a generation that fills its slot's context shifts it (drops half of
+                           what follows the request's n_keep tokens) rather than ending there */
 };
 
 /* Serve until SIGINT or SIGTERM; returns the process exit status (messages on stderr). */

@@ -318,6 +318,28 @@ static void sample_ready(struct ox_engine *e) {
 }
 
 /* Pass slot s's next token (sample_ready's) on, or end the request. */
+/* Context shift: the slot's sequence keeps its first tokens (the request's n_keep, and a
+ * leading BOS), loses half of the rest, and the tokens after move down to follow them (their
+ * keys rotated to the new positions: ox_kv_seq_add). False where nothing can go, or the model's
+ * recurrent state cannot give tokens back (the sequence went whole: it ends there). */
+static bool shift(struct ox_engine *e, struct slot *s) {
+    const struct ox_request *r = &s->job->req;
+    int32_t seq = (int32_t)(s - e->slots);
+    int32_t keep = r->n_keep < 0 || r->n_keep > r->n_prompt ? r->n_prompt : r->n_keep;
+    if (keep == 0 && s->n_past > 0 && s->tokens[0] == ox_vocab_bos(ox_model_vocab(e->model)))
+        keep = 1;
+    int32_t drop = ox_kv_seq_shift(e->ctx, seq, keep);
+    if (drop == 0) {
+        if (ox_kv_seq_pos_max(e->ctx, seq) < 0)
+            s->n_past = 0;
+        return false;
+    }
+    memmove(s->tokens + keep, s->tokens + keep + drop,
+            (size_t)(s->n_tokens - keep - drop) * sizeof *s->tokens);
+    s->n_past -= drop, s->n_tokens -= drop;
+    return true;
+}
+
 static void advance(struct ox_engine *e, struct slot *s) {
     const struct ox_request *r = &s->job->req;
     const float *logits = ox_get_logits(e->ctx, s->row);
@@ -345,6 +367,8 @@ static void advance(struct ox_engine *e, struct slot *s) {
         return;
     }
     bool room = s->n_tokens < e->slot_ctx; /* the token must be decoded next step */
+    if (!room && r->context_shift && !(r->max_tokens >= 0 && s->n_generated >= r->max_tokens))
+        room = shift(e, s);
     if ((r->max_tokens >= 0 && s->n_generated >= r->max_tokens) || !room) {
         finish(e, s, OX_FINISH_LENGTH);
         return;

@@ -105,6 +105,19 @@ void ox_kv_seq_rm(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1) {
     kv_seq_rm(&ctx->kv, seq, p0, p1);
 }
 
+int32_t ox_kv_seq_shift(struct ox_context *ctx, int32_t seq, int32_t n_keep) {
+    int32_t n = ox_kv_seq_pos_max(ctx, seq) + 1;
+    n_keep = n_keep < 0 ? 0 : n_keep;
+    int32_t drop = (n - n_keep) / 2;
+    if (drop <= 0)
+        return 0;
+    ox_kv_seq_rm(ctx, seq, n_keep, n_keep + drop);
+    if (ox_kv_seq_pos_max(ctx, seq) < 0) /* a recurrent state went whole */
+        return 0;
+    ox_kv_seq_add(ctx, seq, n_keep + drop, n, -drop);
+    return drop;
+}
+
 void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
     int32_t n_seq = (int32_t)ctx->params.n_seq_max;
     if (src < 0 || dst < 0 || src >= n_seq || dst >= n_seq)

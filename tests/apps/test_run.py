@@ -307,6 +307,21 @@ def test_prompt_cache(tmp):
           "another model's cache: %s" % r.stderr)
 
 
+def test_context_shift():
+    """--context-shift: past a full context of 64 the generation goes on to -n, and its text
+    until the first shift is the text of the run that stops there."""
+    base = [OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", "In the beginning", "-n", "200",
+            "-c", "64", "--temp", "0", "-t", "2"]
+    plain = subprocess.run(base, capture_output=True, text=True)
+    shifted = subprocess.run(base + ["--context-shift", "--keep", "2"], capture_output=True,
+                             text=True)
+    check(plain.returncode == 0 and "the context is full" in plain.stderr, "no shift: %s" % plain.stderr)
+    check(shifted.returncode == 0 and "generation: 200 tokens" in shifted.stderr and
+          "context is full" not in shifted.stderr, "shift: %s" % shifted.stderr)
+    check(shifted.stdout.startswith(plain.stdout.rstrip("\n")) and
+          len(shifted.stdout) > len(plain.stdout) + 100, "shifted text: %r vs %r" % (shifted.stdout, plain.stdout))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_greedy_text()
@@ -319,6 +334,7 @@ def main():
         test_errors()
         test_isa()
         test_prompt_cache(tmp)
+        test_context_shift()
     print("test_run: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)
 

@@ -3,7 +3,9 @@
 serve --slot-save-path DIR`: a slot's state saved, erased and restored (GET /slots follows it); a
 request after the restore decodes only the last prompt token and answers what the same request
 gives without it; file names with a path, missing files, unknown slots and actions, a server
-without the folder, and another model's file are refused."""
+without the folder, and another model's file are refused. And --context-shift: a generation
+past its slot's context goes on to n_predict, its text until the first shift that of a server
+that stops there."""
 import os
 import re
 import sys
@@ -77,12 +79,25 @@ def main():
     finally:
         p.terminate()
         p.wait(timeout=30)
-    p, base = start(KJV, "-np", "1", "-c", "256")
+    long = {"prompt": "In the beginning", "n_predict": 300, "temperature": 0, "n_keep": 2}
+    p, base = start(KJV, "-np", "1", "-c", "128")
     try:
         status, body = call(base, "/slots/0?action=save", {"filename": "x.slot"})
         check(status == 501, "no --slot-save-path: %s %s" % (status, body))
         status, body = call(base, "/slots/0?action=erase", method="POST", raw=b"")
         check(status == 200, "erase without a folder: %s %s" % (status, body))
+        status, plain = call(base, "/completion", long)
+        check(status == 200 and plain.get("tokens_predicted", 0) < 128, "no shift: %s" % plain)
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    p, base = start(KJV, "-np", "1", "-c", "128", "--context-shift")
+    try:
+        status, shifted = call(base, "/completion", long)
+        check(status == 200 and shifted.get("tokens_predicted") == 300 and
+              shifted.get("content", "").startswith(plain.get("content", "")[:-1]) and
+              len(shifted.get("content", "")) > len(plain.get("content", "")) + 200,
+              "shift: %s" % {k: shifted.get(k) for k in ("tokens_predicted", "stop_type")})
     finally:
         p.terminate()
         p.wait(timeout=30)
