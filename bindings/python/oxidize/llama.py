@@ -58,14 +58,17 @@ class MinTokensLogitsProcessor:
 
 
 class LlamaState:
-    """What save_state keeps: the evaluated tokens (the cache is rebuilt from them on load,
-    which gives the same logits: liboxidize's decode is deterministic), their last logits and
-    the seed."""
+    """What save_state keeps: the evaluated tokens, the cache's state (llama_state: the bytes of
+    ox_state_seq_save, loaded as they are, so decoding goes on with the same logits), the last
+    logits and the seed. Picklable, to keep on disk; a state without llama_state (made by hand)
+    is rebuilt on load by evaluating its tokens again."""
 
     def __init__(self, input_ids: npt.NDArray[np.intc], scores: npt.NDArray[np.single],
-                 n_tokens: int, llama_state: bytes, llama_state_size: int, seed: int) -> None:
+                 n_tokens: int, llama_state: bytes, llama_state_size: int, seed: int,
+                 last_logits: Optional[npt.NDArray[np.single]] = None) -> None:
         self.input_ids, self.scores, self.n_tokens = input_ids, scores, n_tokens
         self.llama_state, self.llama_state_size, self.seed = llama_state, llama_state_size, seed
+        self.last_logits = last_logits
 
 
 class LlamaTokenizer:
@@ -453,16 +456,31 @@ class Llama:
 
     # ---- state ----
     def save_state(self) -> LlamaState:
-        return LlamaState(self.input_ids.copy(), self.scores.copy(), self.n_tokens, b"", 0,
-                          self._seed)
+        L = _lib.lib
+        size = int(L.ox_state_seq_size(self._ctx, 0))
+        buf = (ctypes.c_uint8 * max(size, 1))()
+        written = ctypes.c_size_t(0)
+        check(L.ox_state_seq_save(self._ctx, 0, buf, size, ctypes.byref(written)), "save_state")
+        last = None if self._last_row is None else np.array(self._last_row, dtype=np.single)
+        return LlamaState(self.input_ids.copy(), self.scores.copy(), self.n_tokens,
+                          bytes(buf)[:written.value], written.value, self._seed, last)
 
     def load_state(self, state: LlamaState) -> None:
-        """Back to a saved state: its tokens evaluated again (same logits), its seed."""
-        tokens = state.input_ids[:state.n_tokens].tolist()
-        self.n_tokens = 0
-        self._last_row = None
-        if tokens:
-            self.eval(tokens)
+        """Back to a saved state: the cache's bytes loaded (a state from another model is
+        refused), or, without them, its tokens evaluated again; its logits and seed."""
+        if state.llama_state:
+            check(_lib.lib.ox_state_seq_load(self._ctx, 0, state.llama_state,
+                                              len(state.llama_state)), "load_state")
+            self.input_ids[:] = state.input_ids
+            self.n_tokens = state.n_tokens
+            last = getattr(state, "last_logits", None)
+            self._last_row = None if last is None else np.array(last, dtype=np.single)
+        else:
+            tokens = state.input_ids[:state.n_tokens].tolist()
+            self.n_tokens = 0
+            self._last_row = None
+            if tokens:
+                self.eval(tokens)
         self.scores[:] = state.scores
         self._seed = state.seed
 

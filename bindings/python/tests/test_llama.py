@@ -9,6 +9,7 @@ import pytest
 
 import oxidize
 import oxidize as llama_cpp  # the one-line switch the package promises
+from conftest import TESTDATA
 
 PROMPT = "In the beginning"
 
@@ -81,6 +82,27 @@ def test_save_and_load_state_reproduce(llm):
     assert first != second  # no seed given: each call draws from the last call's seed
     llm.load_state(state)
     assert llm(PROMPT, max_tokens=16)["choices"][0]["text"] == first
+
+
+def test_state_bytes_move_between_instances(llm, tmp_path):
+    """The state carries the cache itself: a second Llama on the same model loads it (through a
+    pickle on disk) and answers as the first does; another model's state is refused."""
+    import pickle
+    llm.reset()
+    llm.eval(llm.tokenize(PROMPT.encode()))
+    state = llm.save_state()
+    assert state.llama_state and state.llama_state_size == len(state.llama_state)
+    want = llm(PROMPT, max_tokens=12, temperature=0)["choices"][0]["text"]
+    path = tmp_path / "state.pkl"
+    path.write_bytes(pickle.dumps(state))
+    other = llama_cpp.Llama(model_path=llm.model_path, n_ctx=llm.n_ctx(), verbose=False)
+    other.load_state(pickle.loads(path.read_bytes()))
+    assert other.n_tokens == state.n_tokens
+    assert other(PROMPT, max_tokens=12, temperature=0)["choices"][0]["text"] == want
+    stranger = llama_cpp.Llama(model_path=str(TESTDATA / "models" / "llama-q8_0.gguf"),
+                               n_ctx=256, verbose=False)
+    with pytest.raises(Exception, match="another model"):
+        stranger.load_state(state)
 
 
 def test_generate_eval_sample(llm):
