@@ -163,8 +163,41 @@ def hub_seeds(dest):
             f.write(r.encode() + b"\0" + files.encode())
 
 
+def server_seeds(dest):
+    """A route byte (fuzz_server.c's table) and a body for it."""
+    chat = {"messages": [{"role": "system", "content": "Be brief."},
+                         {"role": "user", "content": "Who made the light?"}], "max_tokens": 8}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}}]
+    bodies = [
+        (0, {"prompt": "In the beginning", "max_tokens": 4, "stop": ["\n"], "logprobs": 2}),
+        (1, dict(chat, tools=tools, tool_choice="required")),
+        (1, dict(chat, response_format={"type": "json_schema", "json_schema": {"schema": {
+            "type": "object", "properties": {"x": {"type": "integer"}}}}})),
+        (2, {"prompt": [1, "and", 2], "n_predict": 4, "grammar": "root ::= [a-z]+", "n_probs": 3}),
+        (3, {"content": "In the beginning", "add_special": True}),
+        (4, {"tokens": [1, 2, 3]}),
+        (5, chat),
+        (6, {"input": ["a", "b"]}),
+        (7, {"model": "m", "prompt": "Hi", "system": "s", "context": [1, 2], "format": "json",
+             "options": {"num_predict": 4, "temperature": 0.5, "top_k": 3, "stop": ["x"]}}),
+        (7, {"model": "m", "prompt": "Hi", "raw": True, "stream": False}),
+        (8, {"model": "m", "messages": [{"role": "user", "content": "Hi",
+                                         "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}],
+             "tools": tools, "format": {"type": "object"}}),
+        (9, {"model": "m"}),
+        (10, {"model": "m", "input": "text"}),
+        (11, {"model": "m", "prompt": "text"}),
+        (12, {}),
+        (13, {"filename": "a.bin"}),
+    ]
+    for i, (route, body) in enumerate(bodies):
+        with open(os.path.join(dest, "r%02d" % i), "wb") as f:
+            f.write(bytes([route]) + json.dumps(body).encode())
+
+
 if __name__ == "__main__":
     kind, dest = sys.argv[1], sys.argv[2]
     os.makedirs(dest, exist_ok=True)
     {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "jinja": jinja_seeds,
-     "grammar": grammar_seeds, "json_schema": json_schema_seeds, "hub": hub_seeds}[kind](dest)
+     "grammar": grammar_seeds, "json_schema": json_schema_seeds, "hub": hub_seeds, "server": server_seeds}[kind](dest)
