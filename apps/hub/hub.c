@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "hub/hub_ref.h"
-#include "hub/sha256.h"
+#include "common/sha256.h"
 
 enum { MAX_PARTS = 256, MAX_FILES = 4096, ATTEMPTS = 5 };
 
@@ -364,16 +364,18 @@ static bool hash_prefix(const char *path, long long bytes, struct sha256 *sha) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return false;
-    static char buf[1 << 16];
-    long long left = bytes;
+    enum { CHUNK = 1 << 16 };
+    char *buf = malloc(CHUNK);
+    long long left = buf ? bytes : -1;
     while (left > 0) {
-        size_t want = left < (long long)sizeof buf ? (size_t)left : sizeof buf;
+        size_t want = left < CHUNK ? (size_t)left : CHUNK;
         size_t got = fread(buf, 1, want, f);
         if (got == 0)
             break;
         sha256_update(sha, buf, got);
         left -= (long long)got;
     }
+    free(buf);
     fclose(f);
     return left == 0;
 }
@@ -394,98 +396,124 @@ static bool resolve_url(const struct hub_opts *o, const char *repo, const char *
     return w > 0 && (size_t)w < len;
 }
 
+/* What a download of one file goes by: its URL, its files beside dest (the .part, the digest
+ * the .part was started for, the digest of dest), a label for messages, and what the Hub says
+ * of it (sha256 and size, from a HEAD). */
+struct fetch {
+    char url[3072], part[2100], part_sha[2100], dest_sha[2100], label[600];
+    const char *dest;
+    struct xfer head;
+};
+
+/* The bytes of an earlier try's .part to go on from (hashed into sha): 0 when there is none,
+ * or it was for another version of the file. */
+static long long resume_from(const struct fetch *x, struct sha256 *sha) {
+    long long have = 0;
+    char started[80] = "";
+    sha256_init(sha);
+    if (!file_size(x->part, &have) || !x->head.sha256[0] ||
+        !read_small(x->part_sha, started, sizeof started) ||
+        strncmp(started, x->head.sha256, 64) != 0)
+        return 0;
+    if (have > 0 && !hash_prefix(x->part, have, sha)) {
+        sha256_init(sha);
+        return 0;
+    }
+    return have;
+}
+
+/* The rest of the file into f, resumed after each broken transfer (up to ATTEMPTS tries, a
+ * moment apart): 1 done, 0 still broken, -1 failed (err). */
+static int download(const struct hub_opts *o, const struct fetch *x, FILE *f, struct sha256 *sha,
+                    long long *have, char *err, size_t err_len) {
+    int rc = 0;
+    for (int attempt = 1; attempt <= ATTEMPTS && rc == 0; attempt++) {
+        rc = download_once(o, x->url, f, sha, have, x->head.total, x->label, err, err_len);
+        if (rc == 0 && attempt < ATTEMPTS) {
+            fprintf(stderr, "%s; resuming at %.1f MiB (try %d of %d)\n", err,
+                    (double)*have / 1048576.0, attempt + 1, ATTEMPTS);
+            struct timespec ts = {attempt / 4, 250000000L * (attempt % 4)}; /* 0.25 s, ... */
+            nanosleep(&ts, NULL);
+        }
+    }
+    return rc;
+}
+
+/* The whole .part checked against the Hub's size and sha256, then renamed to dest with its
+ * digest beside it; a corrupt one is deleted. */
+static bool put_in_place(const struct fetch *x, struct sha256 *sha, char *err, size_t err_len) {
+    char digest[65];
+    sha256_hex(sha, digest);
+    long long got = -1;
+    file_size(x->part, &got);
+    if ((x->head.total >= 0 && got != x->head.total) ||
+        (x->head.sha256[0] && strcmp(digest, x->head.sha256) != 0)) {
+        snprintf(err, err_len,
+                 "%s: the download is corrupt (%lld bytes, sha256 %s; the Hub says "
+                 "%lld bytes, sha256 %s): deleted",
+                 x->label, got, digest, x->head.total,
+                 x->head.sha256[0] ? x->head.sha256 : "unknown");
+        remove(x->part);
+        remove(x->part_sha);
+        return false;
+    }
+    if (rename(x->part, x->dest) != 0 || !write_small(x->dest_sha, digest)) {
+        snprintf(err, err_len, "%s: cannot rename into place: %s", x->dest, strerror(errno));
+        return false;
+    }
+    remove(x->part_sha);
+    return true;
+}
+
 /* A file of repo into dest: skipped when dest is the Hub's current file (its recorded digest),
  * else downloaded to dest.part (resumed from what an earlier try left, if it was for the same
  * digest), checked against the Hub's sha256 and size, and renamed to dest only when whole. */
 static bool fetch_file(const struct hub_opts *o, const char *repo, const char *file,
                        const char *dest, char *err, size_t err_len) {
-    char url[3072], part[2100], part_sha[2100], dest_sha[2100], label[600];
-    if (!resolve_url(o, repo, file, url, sizeof url)) {
+    struct fetch x = {.dest = dest, .head = {.total = -1, .linked_size = -1}};
+    if (!resolve_url(o, repo, file, x.url, sizeof x.url) ||
+        !cat3(x.part, sizeof x.part, dest, ".part", "") ||
+        !cat3(x.part_sha, sizeof x.part_sha, dest, ".part.sha256", "") ||
+        !cat3(x.dest_sha, sizeof x.dest_sha, dest, ".sha256", "") ||
+        !cat3(x.label, sizeof x.label, repo, "/", file)) {
         snprintf(err, err_len, "%s/%s: name too long", repo, file);
         return false;
     }
-    if (!cat3(part, sizeof part, dest, ".part", "") ||
-        !cat3(part_sha, sizeof part_sha, dest, ".part.sha256", "") ||
-        !cat3(dest_sha, sizeof dest_sha, dest, ".sha256", "") ||
-        !cat3(label, sizeof label, repo, "/", file)) {
-        snprintf(err, err_len, "%s/%s: name too long", repo, file);
-        return false;
-    }
-    struct xfer head = {.total = -1, .linked_size = -1};
-    if (!http_head(o, url, &head, err, err_len))
+    if (!http_head(o, x.url, &x.head, err, err_len))
         return false;
     char known[80] = "";
     long long size = -1;
-    if (file_size(dest, &size) && read_small(dest_sha, known, sizeof known) &&
-        (head.sha256[0] ? !strncmp(known, head.sha256, 64) : size == head.total)) {
-        fprintf(stderr, "%s: up to date\n", label);
+    if (file_size(dest, &size) && read_small(x.dest_sha, known, sizeof known) &&
+        (x.head.sha256[0] ? !strncmp(known, x.head.sha256, 64) : size == x.head.total)) {
+        fprintf(stderr, "%s: up to date\n", x.label);
         return true;
     }
     if (!make_parents(dest)) {
         snprintf(err, err_len, "%s: cannot create its directory: %s", dest, strerror(errno));
         return false;
     }
-    long long have = 0;
-    char started[80] = "";
-    if (file_size(part, &have) &&
-        !(head.sha256[0] && read_small(part_sha, started, sizeof started) &&
-          !strncmp(started, head.sha256, 64)))
-        have = 0; /* an earlier try at another version of the file: start over */
     struct sha256 sha;
-    sha256_init(&sha);
-    if (have > 0 && !hash_prefix(part, have, &sha)) {
-        sha256_init(&sha);
-        have = 0;
-    }
-    if (head.sha256[0] && !write_small(part_sha, head.sha256)) {
-        snprintf(err, err_len, "%s: cannot write: %s", part_sha, strerror(errno));
+    long long have = resume_from(&x, &sha);
+    if (x.head.sha256[0] && !write_small(x.part_sha, x.head.sha256)) {
+        snprintf(err, err_len, "%s: cannot write: %s", x.part_sha, strerror(errno));
         return false;
     }
-    FILE *f = fopen(part, have > 0 ? "r+b" : "wb");
-    if (!f || fseek(f, (long)0, SEEK_END) != 0) {
-        snprintf(err, err_len, "%s: cannot open: %s", part, strerror(errno));
+    FILE *f = fopen(x.part, have > 0 ? "r+b" : "wb");
+    if (!f || fseek(f, 0, SEEK_END) != 0) {
+        snprintf(err, err_len, "%s: cannot open: %s", x.part, strerror(errno));
         if (f)
             fclose(f);
         return false;
     }
     if (have > 0)
-        fprintf(stderr, "%s: resuming at %.1f MiB\n", label, (double)have / 1048576.0);
-    int rc = 0;
-    for (int attempt = 1; attempt <= ATTEMPTS && rc == 0; attempt++) {
-        rc = download_once(o, url, f, &sha, &have, head.total, label, err, err_len);
-        if (rc == 0 && attempt < ATTEMPTS) {
-            fprintf(stderr, "%s; resuming at %.1f MiB (try %d of %d)\n", err,
-                    (double)have / 1048576.0, attempt + 1, ATTEMPTS);
-            struct timespec ts = {attempt / 4, 250000000L * (attempt % 4)}; /* 0.25 s, ... */
-            nanosleep(&ts, NULL);
-        }
-    }
+        fprintf(stderr, "%s: resuming at %.1f MiB\n", x.label, (double)have / 1048576.0);
+    int rc = download(o, &x, f, &sha, &have, err, err_len);
     if (fclose(f) != 0 && rc == 1) {
-        snprintf(err, err_len, "%s: cannot write: %s", part, strerror(errno));
+        snprintf(err, err_len, "%s: cannot write: %s", x.part, strerror(errno));
         rc = -1;
     }
-    if (rc != 1)
-        return false; /* the .part stays, for the next try to resume */
-    char digest[65];
-    sha256_hex(&sha, digest);
-    long long got = -1;
-    file_size(part, &got);
-    if ((head.total >= 0 && got != head.total) ||
-        (head.sha256[0] && strcmp(digest, head.sha256) != 0)) {
-        snprintf(err, err_len,
-                 "%s: the download is corrupt (%lld bytes, sha256 %s; the Hub says "
-                 "%lld bytes, sha256 %s): deleted",
-                 label, got, digest, head.total, head.sha256[0] ? head.sha256 : "unknown");
-        remove(part);
-        remove(part_sha);
-        return false;
-    }
-    if (rename(part, dest) != 0 || !write_small(dest_sha, digest)) {
-        snprintf(err, err_len, "%s: cannot rename into place: %s", dest, strerror(errno));
-        return false;
-    }
-    remove(part_sha);
-    return true;
+    /* otherwise the .part stays, for the next try to resume */
+    return rc == 1 && put_in_place(&x, &sha, err, err_len);
 }
 
 /* ---- the cache: <cache>/hub/OWNER/NAME/<file>, beside each file its .sha256, and in .refs/

@@ -118,14 +118,29 @@ static size_t stem_len(const char *file) {
     return hub_split_part(file, &idx, &cnt) ? strlen(file) - 20 : strlen(file);
 }
 
+/* A file that is a model, counted once: a .gguf, not a vision projector (mmproj), and of a
+ * split model its first part only. */
+static bool is_model(const char *name) {
+    int idx, cnt;
+    return ends_with_gguf(name) && !contains_ci(name, "mmproj") &&
+           !(hub_split_part(name, &idx, &cnt) && idx != 1);
+}
+
+/* How many models' names hold quant (NULL: any model); *first gets the first one's index. */
+static int count_models(const char *const *names, int n, const char *quant, int *first) {
+    int count = 0;
+    for (int i = 0; i < n; i++)
+        if (is_model(names[i]) && (!quant || contains_ci(names[i], quant)) && count++ == 0)
+            *first = i;
+    return count;
+}
+
 /* "the repository has: a.gguf, b.gguf" into err (its models only; first 20). */
 static void list_models(const char *const *names, int n, char *err, size_t err_len) {
     size_t used = strlen(err);
     int shown = 0;
     for (int i = 0; i < n && used + 1 < err_len; i++) {
-        int idx, cnt;
-        if (!ends_with_gguf(names[i]) || contains_ci(names[i], "mmproj") ||
-            (hub_split_part(names[i], &idx, &cnt) && idx != 1))
+        if (!is_model(names[i]))
             continue;
         if (shown == 20) {
             snprintf(err + used, err_len - used, ", ...");
@@ -140,57 +155,42 @@ static void list_models(const char *const *names, int n, char *err, size_t err_l
         snprintf(err + used, err_len - used, "; the repository has no .gguf files");
 }
 
-int hub_pick(const struct hub_ref *ref, const char *const *names, int n, int *picked, int max,
-             char *err, size_t err_len) {
-    int first = -1, count = 0;
-    err[0] = 0;
+/* The file ref names (by path, or the one model its quant picks), or -1 with err set. */
+static int pick_first(const struct hub_ref *ref, const char *const *names, int n, char *err,
+                      size_t err_len) {
+    int first = -1;
     if (ref->file[0]) {
         for (int i = 0; i < n && first < 0; i++)
             if (!strcmp(names[i], ref->file))
                 first = i;
-        if (first < 0) {
+        if (first < 0)
             snprintf(err, err_len, "%s has no file %s", ref->repo, ref->file);
-            list_models(names, n, err, err_len);
-            return -1;
-        }
     } else {
         const char *quant = ref->quant[0] ? ref->quant : "Q4_K_M";
-        /* the models whose names hold the quant; a split model counts once, by its part 1 */
-        for (int i = 0; i < n; i++) {
-            int idx, cnt;
-            if (!ends_with_gguf(names[i]) || contains_ci(names[i], "mmproj") ||
-                (hub_split_part(names[i], &idx, &cnt) && idx != 1) || !contains_ci(names[i], quant))
-                continue;
-            if (count++ == 0)
-                first = i;
-        }
-        if (count == 0 && !ref->quant[0]) { /* no Q4_K_M: the only model, if one */
-            for (int i = 0; i < n; i++) {
-                int idx, cnt;
-                if (!ends_with_gguf(names[i]) || contains_ci(names[i], "mmproj") ||
-                    (hub_split_part(names[i], &idx, &cnt) && idx != 1))
-                    continue;
-                if (count++ == 0)
-                    first = i;
-            }
-            if (count > 1) {
-                snprintf(err, err_len, "%s has several models: name one as %s:QUANT", ref->repo,
-                         ref->repo);
-                list_models(names, n, err, err_len);
-                return -1;
-            }
-        }
-        if (count != 1) {
+        int count = count_models(names, n, quant, &first);
+        if (count == 0 && !ref->quant[0] && (count = count_models(names, n, NULL, &first)) > 1) {
+            /* no Q4_K_M and no quant asked: the only model, if there is one */
+            snprintf(err, err_len, "%s has several models: name one as %s:QUANT", ref->repo,
+                     ref->repo);
+            first = -1;
+        } else if (count != 1) {
             snprintf(err, err_len, "%s: %s quantization '%s'", ref->repo,
                      count ? "more than one model matches" : "no model matches", quant);
-            list_models(names, n, err, err_len);
-            return -1;
+            first = -1;
         }
     }
-    int idx, cnt;
+    if (first < 0)
+        list_models(names, n, err, err_len);
+    return first;
+}
+
+int hub_pick(const struct hub_ref *ref, const char *const *names, int n, int *picked, int max,
+             char *err, size_t err_len) {
+    err[0] = 0;
+    int first = pick_first(ref, names, n, err, err_len), idx, cnt;
+    if (first < 0 || max < 1)
+        return -1;
     if (!hub_split_part(names[first], &idx, &cnt)) {
-        if (max < 1)
-            return -1;
         picked[0] = first;
         return 1;
     }

@@ -109,6 +109,16 @@ static const struct int_option int_options[] = {
 };
 #undef IO
 
+/* The options that take no value: each sets a flag. */
+static const struct {
+    const char *name;
+    size_t offset;
+} flag_options[] = {
+    {"--log-requests", offsetof(struct server_opts, log_requests)},
+    {"--context-shift", offsetof(struct server_opts, context_shift)},
+    {"--embeddings", offsetof(struct server_opts, embeddings)},
+};
+
 /* The files options name, read into memory the options point at. */
 struct serve_files {
     char *tmpl, *keys; /* --chat-template's and --api-key-file's text */
@@ -131,18 +141,12 @@ static bool set_option(struct server_opts *o, struct serve_files *f, const char 
         return (o->host = v) != NULL;
     if (!strcmp(a, "--slot-save-path"))
         return (o->slot_save_path = v) != NULL && *v;
-    if (!strcmp(a, "--log-requests")) { /* takes no value */
-        *takes = false, o->log_requests = true;
-        return true;
-    }
-    if (!strcmp(a, "--context-shift")) { /* takes no value */
-        *takes = false, o->context_shift = true;
-        return true;
-    }
-    if (!strcmp(a, "--embeddings")) { /* takes no value */
-        *takes = false, o->embeddings = true;
-        return true;
-    }
+    for (size_t k = 0; k < sizeof flag_options / sizeof flag_options[0]; k++)
+        if (!strcmp(a, flag_options[k].name)) {
+            *takes = false;
+            *(bool *)((char *)o + flag_options[k].offset) = true;
+            return true;
+        }
     if (!strcmp(a, "--api-key")) {
         if (!v || !*v || o->n_api_keys == SERVER_MAX_KEYS)
             return false;

@@ -253,7 +253,7 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
                            .user = g,
                            .on_logits = on_logits,
                            .fresh = g->o.fresh,
-                           .context_shift = g->o.context_shift,
+                           .context_shift = state_options(g->s)->context_shift,
                            .n_keep = g->o.n_keep};
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);

@@ -36,8 +36,8 @@ struct gen_opts {
     int tool_family; /* tool_calls.h's family when the request offers tools; -1: none */
     bool fresh;      /* reuse no cached prompt prefix (native cache_prompt: false) */
     double timeout;  /* seconds the generation may take */
-    bool context_shift;
-    int32_t n_keep; /* tokens of the prompt a context shift keeps (< 0: all) */
+    int32_t n_keep;  /* tokens of the prompt a context shift (serve --context-shift) keeps (< 0:
+                        all) */
 };
 
 struct gen;

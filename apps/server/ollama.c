@@ -12,7 +12,7 @@
 #include "embeddings.h"
 #include "gen.h"
 #include "generate.h"
-#include "hub/sha256.h"
+#include "common/sha256.h"
 #include "ollama.h"
 #include "state.h"
 
@@ -282,25 +282,46 @@ static struct reply embed(struct state *s, json_t *req, bool legacy) {
                                 "prompt_eval_count", tokens));
 }
 
-struct reply ollama_route(struct state *s, const char *path, json_t *req) {
+/* Ollama's routes: GET for the listings, POST with a JSON body for the rest. */
+enum { O_VERSION, O_TAGS, O_PS, O_SHOW, O_GENERATE, O_CHAT, O_EMBED, O_EMBEDDINGS };
+static const struct {
+    const char *path;
+    bool post;
+} ollama_routes[] = {
+    [O_VERSION] = {"/api/version", false},
+    [O_TAGS] = {"/api/tags", false},
+    [O_PS] = {"/api/ps", false},
+    [O_SHOW] = {"/api/show", true},
+    [O_GENERATE] = {"/api/generate", true},
+    [O_CHAT] = {"/api/chat", true},
+    [O_EMBED] = {"/api/embed", true},
+    [O_EMBEDDINGS] = {"/api/embeddings", true},
+};
+
+int ollama_find(const char *path, bool *post) {
+    for (int r = 0; r < (int)(sizeof ollama_routes / sizeof ollama_routes[0]); r++)
+        if (!strcmp(path, ollama_routes[r].path)) {
+            *post = ollama_routes[r].post;
+            return r;
+        }
+    return -1;
+}
+
+struct reply ollama_route(struct state *s, int route, json_t *req) {
+    bool generates = route == O_GENERATE || route == O_CHAT;
+    if (generates && !ox_model_has_logits(state_model(s)))
+        return reply_error_plain(501, "this model makes embeddings only: use /api/embed");
     struct reply r;
-    if (!strcmp(path, "/api/version"))
-        r = reply_json(json_pack("{s:s}", "version", OLLAMA_API_VERSION));
-    else if (!strcmp(path, "/api/tags"))
-        r = tags(s, false);
-    else if (!strcmp(path, "/api/ps"))
-        r = tags(s, true);
-    else if (!strcmp(path, "/api/show"))
-        r = show(s);
-    else if (!strcmp(path, "/api/generate"))
-        r = generate(s, req);
-    else if (!strcmp(path, "/api/chat"))
-        r = chat(s, req);
-    else if (!strcmp(path, "/api/embed"))
-        r = embed(s, req, false);
-    else if (!strcmp(path, "/api/embeddings"))
-        r = embed(s, req, true);
-    else
-        r = reply_error_plain(404, "no such endpoint");
+    switch (route) {
+    case O_VERSION: r = reply_json(json_pack("{s:s}", "version", OLLAMA_API_VERSION)); break;
+    case O_TAGS: r = tags(s, false); break;
+    case O_PS: r = tags(s, true); break;
+    case O_SHOW: r = show(s); break;
+    case O_GENERATE: r = generate(s, req); break;
+    case O_CHAT: r = chat(s, req); break;
+    case O_EMBED: r = embed(s, req, false); break;
+    case O_EMBEDDINGS: r = embed(s, req, true); break;
+    default: r = reply_error_plain(404, "no such endpoint"); break;
+    }
     return ollama_error_shape(r);
 }

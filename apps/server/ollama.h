@@ -11,9 +11,11 @@ struct state;
 
 /* Whether a path is one of Ollama's (/api/...). */
 bool ollama_path(const char *path);
-/* The answer to GET /api/version, /api/tags, /api/ps; NULL req. Or POST /api/show,
- * /api/generate, /api/chat, /api/embed, /api/embeddings with the body. A 404 for another path. */
-struct reply ollama_route(struct state *s, const char *path, json_t *req);
+/* Which of Ollama's routes path is (-1: none of them), and whether it wants POST (with a JSON
+ * body) or GET (the listings). */
+int ollama_find(const char *path, bool *post);
+/* The route's answer (req: the body, NULL for a GET). */
+struct reply ollama_route(struct state *s, int route, json_t *req);
 /* An error reply in OpenAI's shape (the server's own refusals) in Ollama's, {"error": "..."}. */
 struct reply ollama_error_shape(struct reply r);
 

@@ -250,9 +250,9 @@ bool params_parse(struct state *s, json_t *req, enum gen_api api, const char *to
     double keep = 0;
     if (!param_number(req, "n_keep", -1, 1 << 30, &keep, err))
         return false;
-    o->n_keep = (int32_t)keep, o->context_shift = state_options(s)->context_shift;
-    bool to_slot =
-        max == -2 || (max == -1 && o->context_shift) || (max > slot && !o->context_shift);
+    o->n_keep = (int32_t)keep;
+    const bool shift = state_options(s)->context_shift;
+    bool to_slot = max == -2 || (max == -1 && shift) || (max > slot && !shift);
     o->max_tokens = to_slot ? slot : (int32_t)max;
     o->fresh = !cache_prompt;
     struct sampling_opts so;

@@ -258,32 +258,22 @@ static json_t *parse_body(const char *body, size_t len, struct reply *err) {
     return req;
 }
 
-/* Ollama's routes (ollama.c): GET for the listings, POST with a JSON body for the rest; errors
- * in Ollama's shape. */
+/* Ollama's routes (ollama.c), their errors in Ollama's shape. */
 static struct reply ollama_request(struct state *s, const char *method, const char *path,
                                    const char *body, size_t len) {
-    static const char *const gets[] = {"/api/version", "/api/tags", "/api/ps"};
-    static const char *const posts[] = {"/api/show", "/api/generate", "/api/chat", "/api/embed",
-                                        "/api/embeddings"};
-    bool get = false, post = false;
-    for (size_t i = 0; i < sizeof gets / sizeof gets[0]; i++)
-        get |= !strcmp(path, gets[i]);
-    for (size_t i = 0; i < sizeof posts / sizeof posts[0]; i++)
-        post |= !strcmp(path, posts[i]);
-    if (!get && !post)
+    bool post = false;
+    int route = ollama_find(path, &post);
+    if (route < 0)
         return reply_error_plain(404, "no such endpoint");
-    if (strcmp(method, get ? "GET" : "POST") && !(get && !strcmp(method, "HEAD")))
-        return reply_error_plain(405, get ? "use GET" : "use POST");
-    if (get)
-        return ollama_route(s, path, NULL);
-    bool generates = !strcmp(path, "/api/generate") || !strcmp(path, "/api/chat");
-    if (generates && !ox_model_has_logits(state_model(s)))
-        return reply_error_plain(501, "this model makes embeddings only: use /api/embed");
+    if (strcmp(method, post ? "POST" : "GET") && (post || strcmp(method, "HEAD")))
+        return reply_error_plain(405, post ? "use POST" : "use GET");
+    if (!post)
+        return ollama_route(s, route, NULL);
     struct reply err;
     json_t *req = parse_body(body, len, &err);
     if (!req)
         return ollama_error_shape(err);
-    struct reply out = ollama_route(s, path, req);
+    struct reply out = ollama_route(s, route, req);
     json_decref(req);
     return out;
 }

@@ -65,10 +65,11 @@ static int32_t *seq_cells(const struct kv_cache *kv, int32_t seq, int32_t *n) {
     return cells;
 }
 
-static size_t rows_bytes(const struct kv_cache *kv, int32_t n_layer) {
+/* One cell's rows in every layer that keeps them, in bytes. */
+static size_t rows_bytes(const struct ox_context *ctx) {
     size_t b = 0;
-    for (int32_t il = 0; il < n_layer; il++)
-        b += kv->k_row[il] + kv->v_row[il];
+    for (int32_t il = 0; il < ctx->model->cfg.n_layer; il++)
+        b += ctx->kv.k_row[il] + ctx->kv.v_row[il];
     return b;
 }
 
@@ -76,6 +77,11 @@ static size_t rows_bytes(const struct kv_cache *kv, int32_t n_layer) {
 static size_t recurrent_bytes(const struct ox_context *ctx) {
     const struct delta_net_state *dn = ctx->dn;
     return dn ? (size_t)dn->n_layers * (dn->conv_floats + dn->ssm_floats) * sizeof(float) : 0;
+}
+
+/* A state of n cells, in bytes (the layout at the top of this file). */
+static size_t state_bytes(const struct ox_context *ctx, size_t n) {
+    return STATE_HEADER + n * (4 + rows_bytes(ctx)) + recurrent_bytes(ctx);
 }
 
 /* Sequence seq's recurrent state to or from p (each layer in its owner's memory). */
@@ -106,10 +112,10 @@ static enum ox_status check_seq(const struct ox_context *ctx, int32_t seq) {
 size_t ox_state_seq_size(struct ox_context *ctx, int32_t seq) {
     if (check_seq(ctx, seq) != OX_OK)
         return 0;
-    int32_t n = 0;
-    free(seq_cells(&ctx->kv, seq, &n));
-    return STATE_HEADER + (size_t)n * (4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer)) +
-           recurrent_bytes(ctx);
+    size_t n = 0;
+    for (int32_t c = 0; c < ctx->kv.used_end; c++)
+        n += ctx->kv.pos[c] >= 0 && kv_cell_in(&ctx->kv, c, seq);
+    return state_bytes(ctx, n);
 }
 
 /* Rows of the given cells between the host (at, rows after one another) and a layer's rows in
@@ -159,8 +165,7 @@ enum ox_status ox_state_seq_save(struct ox_context *ctx, int32_t seq, uint8_t *b
     OX_TRY(check_seq(ctx, seq));
     int32_t n = 0;
     int32_t *cells = seq_cells(&ctx->kv, seq, &n);
-    size_t need = STATE_HEADER + (size_t)n * (4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer)) +
-                  recurrent_bytes(ctx);
+    size_t need = state_bytes(ctx, (size_t)n);
     if (!cells || !buf || cap < need) {
         free(cells);
         return ox_fail(cells ? OX_ERR_INVALID_ARG : OX_ERR_OOM,
@@ -174,8 +179,7 @@ enum ox_status ox_state_seq_save(struct ox_context *ctx, int32_t seq, uint8_t *b
         memcpy(p, &ctx->kv.pos[cells[i]], 4);
     enum ox_status st = move_layers(ctx, cells, n, p, true);
     if (st == OX_OK)
-        st = move_recurrent(ctx, seq, p + (size_t)n * rows_bytes(&ctx->kv, ctx->model->cfg.n_layer),
-                            true);
+        st = move_recurrent(ctx, seq, p + (size_t)n * rows_bytes(ctx), true);
     free(cells);
     if (st == OX_OK && written)
         *written = need;
@@ -193,10 +197,9 @@ enum ox_status ox_state_seq_load(struct ox_context *ctx, int32_t seq, const uint
     if (fp != fingerprint(ctx))
         return ox_fail(OX_ERR_FORMAT, "state: saved from another model (or another KV cache "
                                       "type) than this context's");
-    size_t per = 4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer), rec = recurrent_bytes(ctx);
-    if (n > (uint32_t)ctx->kv.n_cells || len != STATE_HEADER + (size_t)n * per + rec)
+    if (n > (uint32_t)ctx->kv.n_cells || len != state_bytes(ctx, n))
         return ox_fail(OX_ERR_FORMAT, "state: %zu bytes for %u cells, which take %zu", len, n,
-                       STATE_HEADER + (size_t)n * per + rec);
+                       state_bytes(ctx, n));
     int32_t *pos = malloc(((size_t)n + 1) * sizeof *pos), *seqs = malloc(((size_t)n + 1) * 4),
             *cells = malloc(((size_t)n + 1) * sizeof *cells);
     enum ox_status st = pos && seqs && cells ? OX_OK : ox_fail(OX_ERR_OOM, "state: out of memory");
@@ -212,7 +215,7 @@ enum ox_status ox_state_seq_load(struct ox_context *ctx, int32_t seq, const uint
     }
     if (st == OX_OK) {
         uint8_t *rows = (uint8_t *)buf + STATE_HEADER + 4 * (size_t)n;
-        st = move_recurrent(ctx, seq, rows + (size_t)n * (per - 4), false);
+        st = move_recurrent(ctx, seq, rows + (size_t)n * rows_bytes(ctx), false);
         if (st == OX_OK) /* after the recurrent uploads: its sync covers them too */
             st = move_layers(ctx, cells, (int32_t)n, rows, false);
         if (st != OX_OK)
@@ -279,10 +282,7 @@ enum ox_status ox_state_seq_load_file(struct ox_context *ctx, int32_t seq, const
     size_t state_len = 0;
     if (st == OX_OK) {
         memcpy(&n_cells, buf + 16, 4);
-        size_t per = 4 + rows_bytes(&ctx->kv, ctx->model->cfg.n_layer);
-        state_len = n_cells <= (uint32_t)ctx->kv.n_cells
-                        ? STATE_HEADER + (size_t)n_cells * per + recurrent_bytes(ctx)
-                        : (size_t)size;
+        state_len = n_cells <= (uint32_t)ctx->kv.n_cells ? state_bytes(ctx, n_cells) : (size_t)size;
         if (state_len + 4 > (size_t)size)
             st = ox_fail(OX_ERR_FORMAT, "state: %s is cut short", path);
     }

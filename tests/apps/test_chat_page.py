@@ -22,13 +22,13 @@ QWEN3 = os.path.join(DATA, "chat", "templates", "Qwen-Qwen3-0.6B.jinja")
 
 
 def routes_in_source():
-    """(method, path) of every route routes.c's table and its Ollama lists name."""
+    """(method, path) of every route routes.c's table and ollama.c's name."""
     src = open(os.path.join(REPO, "apps", "server", "routes.c")).read()
     out = {(("get" if m == "ANY_GET" else "post"), p) for p, m in
            re.findall(r'\{"(/[^"]*)", (ANY_GET|ANY_POST), R_', src)}
-    for kind in ("gets", "posts"):
-        block = re.search(r"%s\[\] = \{([^}]*)\}" % kind, src).group(1)
-        out |= {(kind[:-1], p) for p in re.findall(r'"(/api/[^"]*)"', block)}
+    ollama = open(os.path.join(REPO, "apps", "server", "ollama.c")).read()
+    out |= {("post" if post == "true" else "get", p) for p, post in
+            re.findall(r'\{"(/api/[^"]*)", (true|false)\}', ollama)}
     return out
 
 

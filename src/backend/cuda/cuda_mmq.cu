@@ -159,6 +159,34 @@ mq_issue(const uint8_t *__restrict__ w, size_t row_bytes, int n_rows,
     mq_copies_sent();
 }
 
+/* Buffer buf's token scale words as mq_at keeps them: q8_K's d (and, for types with mins, the
+ * halves' level sums as the mins' mma operand), q8_1's d and d times the level sum. */
+template <enum ox_dtype T, int BM, int BN, int TH>
+__device__ __forceinline__ void mq_unpack_tokens(uint32_t *sm, int buf) {
+    using L = mq_at<T, BM, BN>;
+    constexpr bool Q8K = mq_q8k<T>();
+    const uint32_t *xr = sm + L::XSR + buf * L::XSR_SIZE;
+    for (int i = threadIdx.x; i < BN * MQ_KG; i += TH) {
+        const int c = i / MQ_KG, kk = i % MQ_KG;
+        if constexpr (Q8K) {
+            if constexpr (mq_min<T>()) { /* the halves' level sums s = 64 hi + lo, |s| <= 2048: */
+                const uint32_t h = xr[2 * i + 1]; /* hi in [-32, 31], lo in [0, 63] */
+                const int s0 = (int)(int16_t)(h & 0xffffu), s1 = (int)h >> 16;
+                uint16_t *xb = (uint16_t *)(sm + L::XSB) + 8 * c + kk;
+                xb[0] = (uint16_t)((s0 >> 6 & 0xff) | (s1 >> 6 & 0xff) << 8);
+                xb[8 * BN] = (uint16_t)((s0 & 63) | (s1 & 63) << 8);
+            }
+            if (kk == 0)
+                sm[L::XSUP + c] = xr[2 * i];
+        } else {
+            const float xd = cdq_f16((uint16_t)(xr[i] & 0xffffu));
+            ((float *)sm)[L::XSC + kk * L::XST + c] = xd;
+            if constexpr (mq_min<T>())
+                ((float *)sm)[L::XMN + kk * L::XST + c] = xd * (float)(int16_t)(xr[i] >> 16);
+        }
+    }
+}
+
 /* Buffer buf's stored bytes (mq_issue) to int8 levels and their scales (mq_at); groups past kg
  * are zeros; q4_0 and q5_0 levels made signed. Then the tokens' scale words as mq_at keeps
  * them. */
@@ -216,26 +244,7 @@ __device__ __forceinline__ void mq_unpack(int g0, int kg, uint32_t *sm, int buf)
                 ((float *)sm)[L::WMN + k * L::WST + r] = cw.m[0];
         }
     }
-    const uint32_t *xr = sm + L::XSR + buf * L::XSR_SIZE;
-    for (int i = threadIdx.x; i < BN * MQ_KG; i += TH) {
-        const int c = i / MQ_KG, kk = i % MQ_KG;
-        if constexpr (Q8K) {
-            if constexpr (mq_min<T>()) { /* the halves' level sums s = 64 hi + lo, |s| <= 2048: */
-                const uint32_t h = xr[2 * i + 1]; /* hi in [-32, 31], lo in [0, 63] */
-                const int s0 = (int)(int16_t)(h & 0xffffu), s1 = (int)h >> 16;
-                uint16_t *xb = (uint16_t *)(sm + L::XSB) + 8 * c + kk;
-                xb[0] = (uint16_t)((s0 >> 6 & 0xff) | (s1 >> 6 & 0xff) << 8);
-                xb[8 * BN] = (uint16_t)((s0 & 63) | (s1 & 63) << 8);
-            }
-            if (kk == 0)
-                sm[L::XSUP + c] = xr[2 * i];
-        } else {
-            const float xd = cdq_f16((uint16_t)(xr[i] & 0xffffu));
-            ((float *)sm)[L::XSC + kk * L::XST + c] = xd;
-            if constexpr (mq_min<T>())
-                ((float *)sm)[L::XMN + kk * L::XST + c] = xd * (float)(int16_t)(xr[i] >> 16);
-        }
-    }
+    mq_unpack_tokens<T, BM, BN, TH>(sm, buf);
 }
 
 /* A group's products (lo, and hi for the halves' types) scaled into the sums: for the types of

@@ -1,6 +1,6 @@
-/* sha256.h: SHA-256 (FIPS 180-4), to check downloaded files against the Hub's digests. */
-#ifndef OX_APP_SHA256_H
-#define OX_APP_SHA256_H
+/* sha256.h: SHA-256 (FIPS 180-4), for pull's download checks and the server's model digests. */
+#ifndef OX_APPS_COMMON_SHA256_H
+#define OX_APPS_COMMON_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>

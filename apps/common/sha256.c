@@ -1,5 +1,5 @@
 /* sha256.c: SHA-256 as FIPS 180-4 defines it, a 64-byte block at a time. */
-#include "hub/sha256.h"
+#include "sha256.h"
 
 #include <stdio.h>
 #include <string.h>
