@@ -363,82 +363,121 @@ static void test_attention(void) {
     free(q), free(k), free(v), free(cell_pos), free(cell_seq), free(sinks);
 }
 
-/* Prompts over the cache on the tensor cores (f16 operands, P rounded to f16): 70 queries of
- * two sequences against the reference over the cache's values, for head sizes 64 to 256, GQA,
- * windows and soft-capping; free cells hold NaN values that must not reach the output. */
-static void test_flash_attention(int hd, enum ox_dtype type, int window, float softcap, int nq,
-                                 int32_t ahead) {
-    enum { NQ = 70, CELLS = 300, HEADS = 8, KV_HEADS = 2 };
-    int32_t q_pos[NQ], q_seq[NQ], cell_pos[CELLS], cells[CELLS];
-    uint64_t *cell_seq = calloc(CELLS * SEQ_WORDS, 8);
-    /* nq < 0: a decode step of -nq sequences (one query each, one_per_seq), sequence s
-     * holding cells s, s - nq, ...; else the prompt's two sequences, one position per cell */
-    int n_seq = nq < 0 ? -nq : 2;
-    bool one_per_seq = nq < 0;
-    nq = nq < 0 ? -nq : nq;
-    for (int t = 0; t < NQ; t++)
-        q_seq[t] = one_per_seq ? t % n_seq : t % 2 ? 77 : 0, q_pos[t] = 80 + t / 2;
-    for (int c = 0; c < CELLS; c++) {
-        int s = one_per_seq ? c % n_seq : c % 2 ? 77 : 0;
+/* Attention over a cache the forward pass hands over, against the reference over the cache's
+ * values: a case's shape, its queries (nq > 0: a prompt of two sequences interleaved, one
+ * position per cell; nq < 0: a decode step of -nq sequences, one query each, one_per_seq, past
+ * all their cells) and mask. Free cells hold NaN values that must not reach the output. */
+struct cache_case {
+    int hd, heads, kv_heads, cells, nq;
+    enum ox_dtype type;
+    int window;
+    float softcap;
+    int32_t ahead;
+    bool sinks; /* a sink per head (gpt-oss) */
+    bool runs;  /* each sequence's cells one run, told through seq_span (as the engine keeps
+                   them), rather than interleaved */
+    double tol;
+};
+
+static void test_cache_attention(struct cache_case k) {
+    int n_seq = k.nq < 0 ? -k.nq : 2, nq = k.nq < 0 ? -k.nq : k.nq, per = k.cells / n_seq;
+    bool one_per_seq = k.nq < 0;
+    int32_t *q_pos = malloc(4 * (size_t)nq), *q_seq = malloc(4 * (size_t)nq);
+    int32_t *cell_pos = malloc(4 * (size_t)k.cells), *cells = malloc(4 * (size_t)k.cells);
+    int32_t *span = malloc(8 * (size_t)n_seq);
+    uint64_t *cell_seq = calloc((size_t)k.cells * SEQ_WORDS, 8);
+    for (int t = 0; t < nq; t++)
+        q_seq[t] = one_per_seq ? t
+                   : t % 2     ? 77
+                               : 0,
+        q_pos[t] = one_per_seq ? per + 1 + t : 80 + t / 2;
+    for (int s = 0; s < n_seq; s++)
+        span[2 * s] = k.runs ? s * per : s, span[2 * s + 1] = k.runs ? (s + 1) * per : k.cells;
+    for (int c = 0; c < k.cells; c++) {
+        int s = k.runs ? c / per : one_per_seq ? c % n_seq : c % 2 ? 77 : 0;
         cells[c] = c;
-        cell_pos[c] = c % 17 == 5 ? -1 : c / n_seq;
+        cell_pos[c] = c % 17 == 5 || (k.runs && s >= n_seq) ? -1 : k.runs ? c % per : c / n_seq;
         if (cell_pos[c] >= 0)
             cell_seq[c * SEQ_WORDS + s / 64] = 1ull << (s % 64);
     }
-    size_t kv = (size_t)CELLS * KV_HEADS * hd;
-    float *q = random_floats((size_t)NQ * HEADS * hd, 1.0f), *k = random_floats(kv, 1.0f);
-    float *v = random_floats(kv, 1.0f);
-    for (int c = 0; c < CELLS; c++)
+    size_t kv = (size_t)k.cells * k.kv_heads * k.hd, qn = (size_t)nq * k.heads * k.hd;
+    float *q = random_floats(qn, 1.0f), *kf = random_floats(kv, 1.0f);
+    float *vf = random_floats(kv, 1.0f), *sinks = random_floats((size_t)k.heads, 3.0f);
+    for (int c = 0; c < k.cells; c++)
         if (cell_pos[c] < 0)
-            for (int i = 0; i < KV_HEADS * hd; i++)
-                k[(size_t)c * KV_HEADS * hd + i] = v[(size_t)c * KV_HEADS * hd + i] = NAN;
-    size_t row = (size_t)KV_HEADS * hd / ox_dtype_block_size(type) * ox_dtype_type_size(type);
-    uint8_t *kc = malloc(CELLS * row), *vc = malloc(CELLS * row);
-    float *kf = malloc(4 * kv), *vf = malloc(4 * kv), *want = malloc(4 * (size_t)NQ * HEADS * hd);
-    cpu.ops->cache_store(&cpu, type, k, CELLS, KV_HEADS * hd, kc, row, cells);
-    cpu.ops->cache_store(&cpu, type, v, CELLS, KV_HEADS * hd, vc, row, cells);
-    cpu.ops->cache_load(&cpu, type, kc, row, kf, CELLS, KV_HEADS * hd, NULL);
-    cpu.ops->cache_load(&cpu, type, vc, row, vf, CELLS, KV_HEADS * hd, NULL);
+            for (int i = 0; i < k.kv_heads * k.hd; i++)
+                kf[(size_t)c * k.kv_heads * k.hd + i] = vf[(size_t)c * k.kv_heads * k.hd + i] = NAN;
+    size_t row =
+        (size_t)k.kv_heads * k.hd / ox_dtype_block_size(k.type) * ox_dtype_type_size(k.type);
+    uint8_t *kc = malloc(k.cells * row), *vc = malloc(k.cells * row);
+    float *want = malloc(4 * qn);
+    cpu.ops->cache_store(&cpu, k.type, kf, k.cells, k.kv_heads * k.hd, kc, row, cells);
+    cpu.ops->cache_store(&cpu, k.type, vf, k.cells, k.kv_heads * k.hd, vc, row, cells);
+    cpu.ops->cache_load(&cpu, k.type, kc, row, kf, k.cells, k.kv_heads * k.hd, NULL);
+    cpu.ops->cache_load(&cpu, k.type, vc, row, vf, k.cells, k.kv_heads * k.hd, NULL);
     struct attn_args a = {.q = q,
                           .k = kf,
                           .v = vf,
                           .y = want,
                           .n = nq,
-                          .n_cells = CELLS,
-                          .n_head = HEADS,
-                          .n_head_kv = KV_HEADS,
-                          .hd_k = hd,
-                          .hd_v = hd,
+                          .n_cells = k.cells,
+                          .n_head = k.heads,
+                          .n_head_kv = k.kv_heads,
+                          .hd_k = k.hd,
+                          .hd_v = k.hd,
                           .q_pos = q_pos,
                           .q_seq = q_seq,
                           .cell_pos = cell_pos,
                           .cell_seq = cell_seq,
-                          .scale = 1.0f / sqrtf((float)hd),
-                          .softcap = softcap,
-                          .window = window,
-                          .ahead = ahead,
+                          .scale = 1.0f / sqrtf((float)k.hd),
+                          .softcap = k.softcap,
+                          .sinks = k.sinks ? sinks : NULL,
+                          .window = k.window,
+                          .ahead = k.ahead,
                           .one_per_seq = one_per_seq};
     cpu_attention_ref(&cpu, &a);
     struct attn_args d = a;
-    d.q = up(q, 4 * (size_t)NQ * HEADS * hd), d.k = d.v = NULL;
-    d.y = gpu.ops->alloc(&gpu, 4 * (size_t)NQ * HEADS * hd);
-    d.q_pos = up(q_pos, sizeof q_pos), d.q_seq = up(q_seq, sizeof q_seq);
-    d.cell_pos = up(cell_pos, sizeof cell_pos), d.cell_seq = up(cell_seq, CELLS * SEQ_WORDS * 8);
-    d.k_cache = up(kc, CELLS * row), d.v_cache = up(vc, CELLS * row);
-    d.cache_type = type, d.k_row = d.v_row = row;
+    d.q = up(q, 4 * qn), d.k = d.v = NULL, d.y = gpu.ops->alloc(&gpu, 4 * qn);
+    d.q_pos = up(q_pos, 4 * (size_t)nq), d.q_seq = up(q_seq, 4 * (size_t)nq);
+    d.cell_pos = up(cell_pos, 4 * (size_t)k.cells);
+    d.cell_seq = up(cell_seq, (size_t)k.cells * SEQ_WORDS * 8);
+    d.sinks = k.sinks ? up(sinks, 4 * (size_t)k.heads) : NULL;
+    d.seq_span = k.runs ? up(span, 8 * (size_t)n_seq) : NULL;
+    d.k_cache = up(kc, k.cells * row), d.v_cache = up(vc, k.cells * row);
+    d.cache_type = k.type, d.k_row = d.v_row = row;
     gpu.ops->attention(&gpu, &d);
-    float *got = down(d.y, (size_t)nq * HEADS * hd);
-    CHECK_CLOSE(got, want, (size_t)nq * HEADS * hd, 3e-3,
-                "flash attention hd %d over %s, window %d softcap %g, %d queries, ahead %d", hd,
-                ox_dtype_name(type), window, softcap, nq, ahead);
+    float *got = down(d.y, qn);
+    CHECK_CLOSE(got, want, qn, k.tol,
+                "attention hd %d, %d/%d heads, %d cells of %s, window %d softcap %g, %d queries, "
+                "ahead %d, sinks %d, runs %d",
+                k.hd, k.heads, k.kv_heads, k.cells, ox_dtype_name(k.type), k.window, k.softcap,
+                k.nq, k.ahead, k.sinks, k.runs);
     void *bufs[] = {(void *)d.q,        d.y,
                     (void *)d.q_pos,    (void *)d.q_seq,
                     (void *)d.cell_pos, (void *)d.cell_seq,
-                    (void *)d.k_cache,  (void *)d.v_cache};
+                    (void *)d.k_cache,  (void *)d.v_cache,
+                    (void *)d.sinks,    (void *)d.seq_span};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        gpu.ops->free(&gpu, bufs[i]);
-    free(got), free(q), free(k), free(v), free(kc), free(vc), free(kf), free(vf), free(want);
-    free(cell_seq);
+        if (bufs[i])
+            gpu.ops->free(&gpu, bufs[i]);
+    free(got), free(q), free(kf), free(vf), free(kc), free(vc), free(want), free(sinks);
+    free(cell_seq), free(q_pos), free(q_seq), free(cell_pos), free(cells), free(span);
+}
+
+/* Prompts on the tensor cores (f16 operands, P rounded to f16), for head sizes 64 to 256, GQA,
+ * windows and soft-capping, 70 queries over 300 cells. */
+static void test_flash_attention(int hd, enum ox_dtype type, int window, float softcap, int nq,
+                                 int32_t ahead) {
+    test_cache_attention((struct cache_case){.hd = hd,
+                                             .heads = 8,
+                                             .kv_heads = 2,
+                                             .cells = 300,
+                                             .nq = nq,
+                                             .type = type,
+                                             .window = window,
+                                             .softcap = softcap,
+                                             .ahead = ahead,
+                                             .tol = 3e-3});
 }
 
 static void test_flash(void) {
@@ -459,6 +498,36 @@ static void test_flash(void) {
     test_flash_attention(64, OX_DTYPE_Q8_0, 0, 0.0f, 70, INT32_MAX);
 }
 
+/* Decode steps over long f16 caches (cuda_decode_attention.cu): the heads of a kv head in one
+ * block (1, 2, 4, and 7 as 4 + 3), a tile of 128, 64 or 32 cells by head size, the cells split
+ * among blocks and their partials combined, windows, soft-capping, sinks, each sequence's run
+ * of cells, and dims not a multiple of 64 (80, 96). */
+static void test_decode_attention(void) {
+    static const struct cache_case cases[] = {
+        {.hd = 64, .heads = 8, .kv_heads = 2, .cells = 3000, .nq = -1},
+        {.hd = 128, .heads = 32, .kv_heads = 8, .cells = 5000, .nq = -1, .sinks = true},
+        {.hd = 128,
+         .heads = 8,
+         .kv_heads = 2,
+         .cells = 2000,
+         .nq = -3,
+         .window = 500,
+         .softcap = 30.0f,
+         .runs = true},
+        {.hd = 256, .heads = 8, .kv_heads = 4, .cells = 1500, .nq = -2, .runs = true},
+        {.hd = 64, .heads = 4, .kv_heads = 4, .cells = 1200, .nq = -4, .runs = true, .sinks = true},
+        {.hd = 80, .heads = 14, .kv_heads = 2, .cells = 900, .nq = -1},
+        {.hd = 96, .heads = 14, .kv_heads = 2, .cells = 700, .nq = -5, .runs = true},
+        {.hd = 128, .heads = 32, .kv_heads = 8, .cells = 40, .nq = -1}, /* one tile, partly */
+        {.hd = 64, .heads = 32, .kv_heads = 8, .cells = 3300, .nq = -33, .runs = true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct cache_case k = cases[i];
+        k.type = OX_DTYPE_F16, k.tol = 1e-5;
+        test_cache_attention(k);
+    }
+}
+
 int main(void) {
     int st = ct_open(true);
     if (st)
@@ -467,6 +536,7 @@ int main(void) {
     test_cache();
     test_attention();
     test_flash();
+    test_decode_attention();
     ct_close();
     return test_finish("test_cuda_ops");
 }

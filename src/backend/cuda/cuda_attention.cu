@@ -1,6 +1,7 @@
-/* cuda_attention.cu: causal attention on the GPU over the cache read back as floats: one block
- * per (token, head), or for decode steps of few queries several, each over its share of the
- * cells (flash-decoding), the visible cells taken a tile at a time with an online softmax, so any
+/* cuda_attention.cu: causal attention on the GPU where flash attention (prompts) and the f16
+ * decode kernel (cuda_decode_attention.cu) do not take it: over q8_0 and f32 caches and float
+ * arrays, one block per (token, head), or for decode steps of few queries several, each over its
+ * share of the cells, the visible cells taken a tile at a time with an online softmax, so any
  * context length runs in fixed shared memory (GQA, sliding window, soft-capped scores, sinks). */
 #include <math.h>
 
@@ -31,7 +32,8 @@ struct attn_k {
 /* A split of the cells takes at least this many tiles, and a (token, head) at most this many
  * splits: beyond, the blocks' fixed costs (the query, the partials' combination) outweigh the
  * cells they share. */
-enum { SPLIT_MIN_TILES = 1, MAX_SPLITS = 32, PART_STRIDE = MAX_HD + 2 };
+enum { SPLIT_MIN_TILES = 1, MAX_SPLITS = 32, PART_STRIDE = CUDA_ATTN_PART };
+static_assert(PART_STRIDE >= MAX_HD + 2, "a split's max, sum and outputs");
 
 __device__ static float block_sum(float v, float *shared) {
     for (int o = 16; o > 0; o >>= 1)
@@ -113,18 +115,6 @@ __device__ __forceinline__ void add_v_f16(float *acc8, const float *p, int n_til
             }
         }
     }
-}
-
-/* A head's sink joins its softmax last, as ggml's (and the CPU's) does: the running maximum m
- * and sum move to take it; returns the factor the accumulated values take with them. */
-__device__ __forceinline__ float join_sink(const float *sinks, int h, float *m, float *sum) {
-    if (!sinks)
-        return 1.0f;
-    float s = sinks[h], m_new = fmaxf(*m, s);
-    float alpha = *m == -INFINITY ? 0.0f : expf(*m - m_new);
-    *sum = *sum * alpha + expf(s - m_new);
-    *m = m_new;
-    return alpha;
 }
 
 /* At least 4 blocks per multiprocessor, as 128 registers a thread: without a minimum, ptxas kept
@@ -289,7 +279,7 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
             a.count[qh] = 0;
     }
     float *y = a.y + ((size_t)t * a.n_head + h) * a.hd_v;
-    float keep = join_sink(a.sinks, h, &m, &sum);
+    float keep = cuda_join_sink(a.sinks, h, &m, &sum);
     float inv = sum > 0.0f ? keep / sum : 0.0f; /* nothing visible: zeros, as the CPU */
 #pragma unroll
     for (int r = 0; r < PER_THREAD; r++) {
@@ -394,7 +384,7 @@ __global__ static void __launch_bounds__(TILE) attention_tiled_kernel(attn_k a, 
     if (tid < a.hd_v) {
 #pragma unroll
         for (int q = 0; q < QT; q++) {
-            float m = m_row[q], l = l_row[q], keep = join_sink(a.sinks, h, &m, &l);
+            float m = m_row[q], l = l_row[q], keep = cuda_join_sink(a.sinks, h, &m, &l);
             if (q < nq) /* nothing visible: zeros, as the CPU */
                 a.y[((size_t)(t0 + q) * a.n_head + h) * a.hd_v + tid] =
                     l > 0.0f ? acc[q] * keep / l : 0.0f;
@@ -418,7 +408,7 @@ static int attention_splits(const cuda_state *cs, int qh) {
 }
 
 cudaError_t cuda_attention_alloc(cuda_state *s, size_t *bytes) {
-    s->attn_blocks = 8 * s->n_sm; /* room for two waves (a knob may ask for more splits) */
+    s->attn_blocks = 16 * s->n_sm; /* room for one query of 32 heads in 64 splits */
     const size_t part = (size_t)s->attn_blocks * PART_STRIDE * sizeof(float);
     const size_t count = (size_t)s->attn_blocks * sizeof(int);
     cudaError_t e = cudaMalloc(&s->attn_part, part);
@@ -447,6 +437,12 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
             k.xq = (cvd_xq *)cs->xq[cs->xq_cur];
             cs->xq_src = a->y, cs->xq_n = a->n, cs->xq_cols = width;
         }
+        /* an f16 cache's: the kernel taking a kv head's query heads together (H100, 1B Q4_0
+         * after 16384 tokens 555-611 -> 746-782 t/s, 8B Q4_K_M 179-183 -> 211-212);
+         * OX_CUDA_ATTN_KERNEL=0, a measuring knob, keeps this one */
+        static const int grouped = cuda_env_int("OX_CUDA_ATTN_KERNEL", 1, 0, 1);
+        if (grouped && cuda_decode_attention(b, a, k.xq))
+            return;
         const int qh = a->n * a->n_head;
         k.splits = attention_splits(cs, qh);
         k.part = cs->attn_part, k.count = cs->attn_count;

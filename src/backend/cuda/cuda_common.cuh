@@ -42,7 +42,8 @@ struct cuda_state {
     int xm_n;              /* how many, */
     int64_t xm_cols;       /* their width, */
     bool xm_q8k;           /* and its form (q8_K or q8_1) */
-    float *attn_part;      /* decode attention split along the cells (cuda_attention.cu): each */
+    float *attn_part;      /* decode attention split along the cells (cuda_attention.cu,
+                              cuda_decode_attention.cu): CUDA_ATTN_PART floats for each */
     int *attn_count;       /* block's running max, sum and outputs, and per query and head the */
     int attn_blocks;       /* blocks done (back to 0 after); room for this many blocks */
     cudaGraphExec_t graph; /* the recorded decode step, and its key */
@@ -56,6 +57,10 @@ struct cuda_state {
     enum ox_status err; /* the first failure since the last download, which reports it */
     char msg[256];
 };
+
+/* Floats a split of the decode attention leaves for the block combining them: its running
+ * maximum, its sum and up to 512 outputs. */
+constexpr int CUDA_ATTN_PART = 514;
 
 /* A measuring knob from the environment: name's integer, clamped to [lo, hi], or def when unset. */
 static inline int cuda_env_int(const char *name, int def, int lo, int hi) {
@@ -177,6 +182,18 @@ __device__ __forceinline__ void kv_put(int type, uint8_t *row, const float *xr, 
         for (int k = 0; k < 32; k++)
             blk->q[k] = (int8_t)roundf(xr[i * 32 + k] * id);
     }
+}
+
+/* A head's sink joins its softmax last, as ggml's (and the CPU's) does: the running maximum m
+ * and sum move to take it; returns the factor the accumulated values take with them. */
+__device__ __forceinline__ float cuda_join_sink(const float *sinks, int h, float *m, float *sum) {
+    if (!sinks)
+        return 1.0f;
+    float s = sinks[h], m_new = fmaxf(*m, s);
+    float alpha = *m == -INFINITY ? 0.0f : expf(*m - m_new);
+    *sum = *sum * alpha + expf(s - m_new);
+    *m = m_new;
+    return alpha;
 }
 
 static inline cuda_state *cuda_of(struct backend *b) {

@@ -136,6 +136,10 @@ void cuda_mamba2(struct backend *b, const struct mamba2_args *a);
 /* cuda_attention.cu; _alloc: the context's room for decode steps split along the cells */
 void cuda_attention(struct backend *b, const struct attn_args *a);
 cudaError_t cuda_attention_alloc(cuda_state *s, size_t *bytes);
+/* cuda_decode_attention.cu: a step whose queries each have their own sequence, over an f16
+ * cache (its output also as q8_1 into xq, or NULL); false, doing nothing, for shapes it does not
+ * take. */
+bool cuda_decode_attention(struct backend *b, const struct attn_args *a, struct cvd_xq *xq);
 /* cuda_flash_attention.cu: prompts (16 queries or more) over an f16 or q8_0 cache on the tensor
  * cores; false, doing nothing, for shapes it does not take. _init: once per device. */
 cudaError_t cuda_flash_attention_init(void);
