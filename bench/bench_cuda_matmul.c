@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
             size_t row_bytes = (size_t)cols / ox_dtype_block_size((enum ox_dtype)type) *
                                ox_dtype_type_size((enum ox_dtype)type);
             void *w = device_random(row_bytes * rows, 4 + si);
-            struct mat m = {(enum ox_dtype)type, w, rows, cols, row_bytes, NULL};
+            struct mat m = {(enum ox_dtype)type, w, rows, cols, row_bytes, NULL, NULL};
             for (int bi = 0; bi < n_batches; bi++) {
                 int n = batches[bi];
                 double s = time_matmul(&m, x, y, n, n >= 512 ? 5 : 50);

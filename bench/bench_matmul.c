@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
         size_t row = (size_t)(COLS / tr->block_size) * tr->type_size;
         uint8_t *wq = malloc(row * ROWS);
         tr->from_float(src, wq, ROWS, COLS, NULL);
-        struct mat w = {types[ti], wq, ROWS, COLS, row, NULL};
+        struct mat w = {types[ti], wq, ROWS, COLS, row, NULL, NULL};
         for (int ref = 0; ref < 2; ref++) {
             if (ref)
                 setenv("OX_REFERENCE_MATMUL", "1", 1);

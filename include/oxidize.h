@@ -531,6 +531,28 @@ OX_API enum ox_status ox_state_seq_load_file(struct ox_context *ctx, int32_t seq
                                              const char *path, ox_token *tokens, size_t cap,
                                              size_t *n_tokens);
 
+/* ---- LoRA adapters ----------------------------------------------------------------------- */
+
+/* A LoRA adapter in GGUF, as llama.cpp's convert_lora_to_gguf.py writes it (general.type
+ * "adapter", adapter.type "lora", adapter.lora.alpha, tensors NAME.lora_a and NAME.lora_b),
+ * checked against model: its architecture, that every weight it targets is in the model with
+ * the shape its A and B fit; any failure is a clear ox_last_error and nothing is loaded. An
+ * adapter belongs to its model (freed with it at the latest); apply it to contexts with
+ * ox_context_set_lora. Not while the model's contexts decode. */
+struct ox_lora;
+OX_API enum ox_status ox_lora_load(struct ox_model *model, const char *path,
+                                   struct ox_lora **out);
+OX_API void ox_lora_free(struct ox_lora *lora);
+OX_API float ox_lora_alpha(const struct ox_lora *lora);
+/* How many weights it targets. */
+OX_API int32_t ox_lora_n_tensors(const struct ox_lora *lora);
+/* ctx's later batches apply lora at scale (1: as trained, as llama.cpp's --lora; the delta is
+ * scale * alpha / rank * B A x); scale 0 takes it off; set again, a new scale. Up to 8 at once,
+ * applied in the order set. */
+OX_API enum ox_status ox_context_set_lora(struct ox_context *ctx, struct ox_lora *lora,
+                                          float scale);
+OX_API void ox_context_clear_lora(struct ox_context *ctx);
+
 /* ---- Sampling ---------------------------------------------------------------------------- */
 
 /* A sampler chain turns a row of logits into one token: each stage narrows or reshapes the

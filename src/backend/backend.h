@@ -12,6 +12,8 @@
 
 /* A matrix of weights in any dtype: n_rows rows of n_cols elements, row_bytes apart, in the
  * backend's memory (a device copy for a GPU backend). */
+struct mat_lora;
+
 struct mat {
     enum ox_dtype type;
     const void *data;
@@ -19,7 +21,20 @@ struct mat {
     size_t row_bytes;
     const void *packed; /* the same rows in a backend's load-time layout (backend_cpu_pack), or
                            NULL */
+    const struct mat_lora *lora; /* low-rank deltas its products take (compose_lora_add), or
+                                    NULL */
 };
+
+/* A LoRA adapter's delta on a matrix: W x becomes W x + scale * B (A x), A [rank][n_cols] and B
+ * [n_rows][rank] f32 in the backend's memory; t [n][rank] and d [n][n_rows] are room for A x
+ * and B (A x). The next adapter on the same matrix, or NULL. */
+struct mat_lora {
+    struct mat a, b;
+    float scale;
+    float *t, *d;
+    const struct mat_lora *next;
+};
+#define MAT_LORA_MAX 8 /* adapters a context applies at once */
 
 /* A backend's per-context state: its table, and its own fields (threads and scratch on the
  * CPU, a stream and device buffers on a GPU) in impl, which init makes and release frees. */
@@ -27,6 +42,8 @@ struct backend {
     const struct backend_ops *ops;
     void *impl;
     size_t own_bytes; /* backend memory the backend holds itself (a GPU's scratch) */
+    /* the context's LoRA deltas by a weight's lora_slot - 1 (model/lora.c), or NULL: none */
+    const struct mat_lora *const *lora;
 };
 
 /* What a context asks a backend's state to be sized for (init). */

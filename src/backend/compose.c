@@ -2,11 +2,50 @@
  * primitives otherwise (as SQLite's os.c wraps its VFS): the one place that asks. */
 #include "backend/compose.h"
 
+void compose_lora_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    for (const struct mat_lora *l = w->lora; l; l = l->next) {
+        b->ops->matmul(b, &l->a, x, l->t, n);
+        b->ops->matmul(b, &l->b, l->t, l->d, n);
+        b->ops->axpy(b, y, l->d, l->scale, (size_t)n * (size_t)w->n_rows);
+    }
+}
+
+const struct mat_lora *compose_lora_rows(const struct mat_lora *l, int64_t r0, int64_t rows,
+                                         struct mat_lora *out) {
+    struct mat_lora *head = NULL, **at = &head;
+    for (int i = 0; l && i < MAT_LORA_MAX; l = l->next, i++) {
+        out[i] = *l;
+        out[i].b.data = (const uint8_t *)l->b.data + (size_t)r0 * l->b.row_bytes;
+        out[i].b.n_rows = rows, out[i].next = NULL;
+        *at = &out[i], at = (struct mat_lora **)&out[i].next;
+    }
+    return head;
+}
+
+const struct mat_lora *compose_lora_cols(const struct mat_lora *l, int64_t c0, int64_t cols,
+                                         struct mat_lora *out) {
+    struct mat_lora *head = NULL, **at = &head;
+    for (int i = 0; l && i < MAT_LORA_MAX; l = l->next, i++) {
+        out[i] = *l;
+        out[i].a.data = (const float *)l->a.data + c0; /* A is f32: a row's columns */
+        out[i].a.n_cols = cols, out[i].next = NULL;
+        *at = &out[i], at = (struct mat_lora **)&out[i].next;
+    }
+    return head;
+}
+
+void compose_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    b->ops->matmul(b, w, x, y, n);
+    compose_lora_add(b, w, x, y, n);
+}
+
 void compose_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n,
                         float *tmp) {
-    if (b->ops->matmul_add && b->ops->matmul_add(b, w, x, y, n))
+    if (b->ops->matmul_add && b->ops->matmul_add(b, w, x, y, n)) {
+        compose_lora_add(b, w, x, y, n);
         return;
-    b->ops->matmul(b, w, x, tmp, n);
+    }
+    compose_matmul(b, w, x, tmp, n);
     b->ops->add(b, y, tmp, (size_t)n * (size_t)w->n_rows);
 }
 
@@ -20,6 +59,8 @@ static const float *normed_input(struct backend *b, const float *x, const struct
 void compose_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
                           const struct norm_in *norm, float *const *y, int n, float *normed) {
     bool fuses = b->ops->matmul_multi != NULL;
+    for (int m = 0; m < count; m++)
+        fuses = fuses && !w[m].lora; /* a delta joins each product as it comes */
     if (fuses && b->ops->matmul_multi(b, count, w, x, norm, y, n))
         return;
     if (norm) { /* the norm first, then perhaps the fusion without it */
@@ -28,13 +69,13 @@ void compose_matmul_multi(struct backend *b, int count, const struct mat *w, con
             return;
     }
     for (int m = 0; m < count; m++)
-        b->ops->matmul(b, &w[m], x, y[m], n);
+        compose_matmul(b, &w[m], x, y[m], n);
 }
 
 void compose_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
                         const struct mat *up, const float *x, const struct norm_in *norm, float *y,
                         int n, float *normed, float *gate_out, float *up_out) {
-    bool fuses = b->ops->matmul_glu != NULL;
+    bool fuses = b->ops->matmul_glu != NULL && !gate->lora && !up->lora;
     if (fuses && b->ops->matmul_glu(b, kind, gate, up, x, norm, y, n))
         return;
     if (norm) {
@@ -42,8 +83,8 @@ void compose_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat 
         if (fuses && b->ops->matmul_glu(b, kind, gate, up, x, NULL, y, n))
             return;
     }
-    b->ops->matmul(b, gate, x, gate_out, n);
-    b->ops->matmul(b, up, x, up_out, n);
+    compose_matmul(b, gate, x, gate_out, n);
+    compose_matmul(b, up, x, up_out, n);
     b->ops->glu(b, kind, gate_out, up_out, y, (size_t)n * (size_t)gate->n_rows);
 }
 

@@ -6,6 +6,7 @@
 #include "core/cpu_features.h"
 #include "model/context.h"
 #include "model/encoder.h"
+#include "model/lora.h"
 #include "quant/dtype.h"
 
 struct ox_context_params ox_context_params_default(void) {
@@ -436,6 +437,8 @@ void ox_context_free(struct ox_context *ctx) {
     if (host_copy)
         ox_aligned_free(ctx->logits);
     delta_net_free(ctx->dn); /* in the stages' memory */
+    if (ctx->n_stages > 0)
+        context_lora_release(ctx);
     for (int i = 0; i < 2; i++)
         free_stage(&ctx->stages[i]);
     free(ctx->pos), free(ctx->seq), free(ctx->cell), free(ctx->out_row);

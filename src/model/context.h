@@ -14,20 +14,20 @@ _Static_assert(KV_MAX_LAYERS >= MODEL_MAX_LAYERS, "the cache keeps rows for ever
  * the CPU the context's own arrays, but for b_tok). */
 struct activations {
     float *x, *xn, *qkv, *q, *k, *v, *attn, *proj, *branch, *gate, *up;
-    float *qg;          /* gated attention (arch attn_gate): [n_batch][2 q] queries and gates as
-                           projected, then [n_batch][q] the gates alone; else NULL */
-    float *hidden;      /* the GLU's output; qkv: room only with wqkv. Some of these share
-                           memory (context.c's alloc_activations says which, and why they may) */
-    int64_t ffn_slice;  /* 0, or the width the FFN of a batch too wide for gate goes by
-                           (transformer.c's ffn_sliced): gate and up then hold n_batch rows of
-                           it, or of n_embd if wider */
-    float *kf, *vf;     /* the cache of one layer as floats [n_cells][kv dim] */
-    float *k_t;         /* room for kf transposed, for the attention of large batches */
-    float *router;      /* [n_batch][n_expert] */
-    float *router_host; /* the router's probabilities copied back, to pick experts */
-    int32_t *expert_ids;           /* [n_batch][n_expert_used]: a backend's own choice of experts */
-    float *expert_w;               /* and their weights */
-    float *moe_out;                /* [n_batch][n_embd] for a backend's MoE (MoE models only) */
+    float *qg;           /* gated attention (arch attn_gate): [n_batch][2 q] queries and gates as
+                            projected, then [n_batch][q] the gates alone; else NULL */
+    float *hidden;       /* the GLU's output; qkv: room only with wqkv. Some of these share
+                            memory (context.c's alloc_activations says which, and why they may) */
+    int64_t ffn_slice;   /* 0, or the width the FFN of a batch too wide for gate goes by
+                            (transformer.c's ffn_sliced): gate and up then hold n_batch rows of
+                            it, or of n_embd if wider */
+    float *kf, *vf;      /* the cache of one layer as floats [n_cells][kv dim] */
+    float *k_t;          /* room for kf transposed, for the attention of large batches */
+    float *router;       /* [n_batch][n_expert] */
+    float *router_host;  /* the router's probabilities copied back, to pick experts */
+    int32_t *expert_ids; /* [n_batch][n_expert_used]: a backend's own choice of experts */
+    float *expert_w;     /* and their weights */
+    float *moe_out;      /* [n_batch][n_embd] for a backend's MoE (MoE models only) */
     float *mla, *mla_in, *mla_out; /* latent attention's (mla.c): each head's query or output
                                       [n_batch][n_head][its size], and per-head scratch */
     float *ple, *ple_tmp; /* per-layer embeddings: [n_layer][n_batch][n_embd_per_layer], and
@@ -51,8 +51,14 @@ struct stage {
     int32_t *kv_pos;  /* kv.pos, kv.seq and kv.used_end as the backend reads them (uploaded per */
     uint64_t *kv_seq; /* batch) */
     int32_t *kv_used;
-    int32_t *kv_span; /* kv.span (a device's copy; NULL on the CPU) */
+    int32_t *kv_span;                  /* kv.span (a device's copy; NULL on the CPU) */
     struct rope_params rope, rope_swa; /* the model's, frequency factors in the stage's memory */
+};
+
+/* An adapter a context applies, and its scale (ox_context_set_lora). */
+struct context_lora {
+    const struct ox_lora *lora;
+    float scale;
 };
 
 struct ox_context {
@@ -77,6 +83,11 @@ struct ox_context {
     bool moe_on_host;   /* this batch took a device stage's router probabilities to the host */
     bool moe_graphable; /* the last single-token batch did not: later ones may be graphs */
     struct delta_net_state *dn; /* recurrent layers' per-sequence state, or NULL (delta_net.h) */
+    struct context_lora lora[MAT_LORA_MAX]; /* LoRA adapters applied (lora.c), in order */
+    int n_lora;
+    struct mat_lora *lora_deltas;         /* their deltas, one per adapter and weight, */
+    const struct mat_lora **lora_by_slot; /* chained per weight slot (stages' be.lora), */
+    float *lora_room;                     /* and the room they compute in */
 };
 
 /* A batch as the forward pass reads it: decode.c fills it once the batch is checked and its

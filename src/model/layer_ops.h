@@ -4,6 +4,7 @@
 #define OX_MODEL_LAYER_OPS_H
 
 #include "backend/backend.h"
+#include "backend/compose.h"
 #include "model/model.h"
 
 /* A weight as backend b sees it: a device reads its own copy; the host the file's rows, and
@@ -11,8 +12,9 @@
 static inline struct mat as_mat(const struct backend *b, const struct weight *w) {
     const void *copy = w->copy_of == b->ops ? w->copy : NULL;
     bool dev = b->ops->device;
-    return (struct mat){w->type,  dev ? copy : w->data, w->ne[1],
-                        w->ne[0], w->row_bytes,         dev ? NULL : copy};
+    const struct mat_lora *lora = w->lora_slot && b->lora ? b->lora[w->lora_slot - 1] : NULL;
+    return (struct mat){w->type,      dev ? copy : w->data, w->ne[1], w->ne[0],
+                        w->row_bytes, dev ? NULL : copy,    lora};
 }
 
 /* Matrix i of a 3-D weight (an expert's, a head's), in the file's layout. */
@@ -20,6 +22,7 @@ static inline struct mat slice_mat(const struct backend *b, const struct weight 
     struct mat m = as_mat(b, w);
     m.data = (const uint8_t *)m.data + (size_t)i * (size_t)w->ne[1] * w->row_bytes;
     m.packed = NULL; /* only 2-D weights are packed */
+    m.lora = NULL;   /* and take adapters (lora.c refuses 3-D targets) */
     return m;
 }
 
@@ -33,7 +36,7 @@ static inline const float *vec(const struct backend *b, const struct weight *w) 
 static inline void linear(struct backend *b, const struct weight *w, const struct weight *bias,
                           const float *x, float *y, int n) {
     struct mat m = as_mat(b, w);
-    b->ops->matmul(b, &m, x, y, n);
+    compose_matmul(b, &m, x, y, n);
     if (bias)
         b->ops->add_row(b, y, vec(b, bias), n, (int)m.n_rows);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/cpu_features.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "tokenizer/vocab.h"
 
@@ -72,6 +73,7 @@ enum ox_status ox_model_load(const char *path, const struct ox_model_params *par
 void ox_model_free(struct ox_model *m) {
     if (!m)
         return;
+    model_free_loras(m);
     model_free_gpu_weights(m);
     for (int64_t i = 0; m->weights && m->gguf && i < m->gguf->n_tensors; i++)
         if (m->weights[i].copy) /* the host's */

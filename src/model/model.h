@@ -80,6 +80,8 @@ struct weight {
      * CPU kernels' layout), owned and freed through copy_of; NULL: the file's bytes serve. */
     const void *copy;
     const struct backend_ops *copy_of;
+    uint32_t lora_slot; /* 1 + its index among the weights LoRA adapters target (lora.c), 0:
+                           none does */
 };
 
 /* A layer's tensors; any may be NULL where the architecture or the file has none. */
@@ -146,6 +148,9 @@ struct ox_model {
     const struct backend_ops *gpu;      /* on_gpu: the device backend (backend_device()) */
     struct backend_weights gpu_weights; /* what its copies take, and what contexts size for */
     char backend_desc[32];              /* "CPU", "CUDA", "CPU+CUDA" (ox_model_backend) */
+    uint32_t n_lora_slots;              /* weights LoRA adapters target (struct weight's
+                                           lora_slot) */
+    struct ox_lora *loras;              /* the adapters loaded for it (lora.c), freed with it */
 };
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);

@@ -123,7 +123,7 @@ static inline struct mat random_mat(enum ox_dtype type, int rows, int cols, uint
     *host = malloc(row_bytes * rows);
     CHECK(ox_quantize(type, wf, *host, rows, cols, NULL) == OX_OK);
     free(wf);
-    return (struct mat){type, up(*host, row_bytes * rows), rows, cols, row_bytes, NULL};
+    return (struct mat){type, up(*host, row_bytes * rows), rows, cols, row_bytes, NULL, NULL};
 }
 
 enum { CT_COLS = 4096 }; /* the widest row the tests' backends take */

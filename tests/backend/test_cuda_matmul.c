@@ -12,7 +12,7 @@ static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int 
     uint8_t *w = malloc(row_bytes * rows);
     CHECK(ox_quantize(type, wf, w, rows, cols, NULL) == OX_OK);
     void *dw = up(w, row_bytes * rows);
-    struct mat m = {type, dw, rows, cols, row_bytes, NULL};
+    struct mat m = {type, dw, rows, cols, row_bytes, NULL, NULL};
     for (size_t k = 0; ns[k]; k++) {
         int n = ns[k];
         float *x = random_floats((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * 4);
@@ -63,7 +63,7 @@ static void test_matmul_q8k(enum ox_dtype type, int n) {
         ox_dequantize(OX_DTYPE_Q8_K, xq + (size_t)t * xq_row, xr + (size_t)t * cols, cols);
     matmul_ref(type, w, rows, cols, xr, n, want);
     void *dw = up(w, row_bytes * rows);
-    struct mat m = {type, dw, rows, cols, row_bytes, NULL};
+    struct mat m = {type, dw, rows, cols, row_bytes, NULL, NULL};
     float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
     gpu.ops->matmul(&gpu, &m, dx, dy, n);
     float *got = down(dy, (size_t)n * rows);
@@ -130,7 +130,7 @@ static void test_column_slice(enum ox_dtype type) {
         memcpy(ws + (size_t)r * w, row + c0, (size_t)w * 4);
     }
     uint8_t *dw = up(host, row_bytes * rows);
-    struct mat m = {type, dw + skip, rows, w, row_bytes, NULL};
+    struct mat m = {type, dw + skip, rows, w, row_bytes, NULL, NULL};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         int n = ns[k];
         float *x = random_floats((size_t)n * w, 1.0f), *want = malloc((size_t)n * rows * 4);
@@ -442,7 +442,7 @@ static void test_folded_norm(void) {
     void *dbig = up(big, sizeof big);
     float *dtwo = up(two, sizeof two);
     CHECK(gpu.ops->download(&gpu, NULL, NULL, 0) == OX_OK);
-    struct mat mbig = {OX_DTYPE_F16, dbig, 1, 8, sizeof big, NULL};
+    struct mat mbig = {OX_DTYPE_F16, dbig, 1, 8, sizeof big, NULL, NULL};
     CHECK(gpu.ops->fold_norm(&bw, dtwo, &mbig, 1, &folded) == OX_OK && !folded);
     uint16_t back[8];
     CHECK(gpu.ops->download(&gpu, back, dbig, sizeof back) == OX_OK &&
@@ -452,7 +452,7 @@ static void test_folded_norm(void) {
     CHECK(gpu.ops->download(&gpu, NULL, NULL, 0) == OX_OK);
     CHECK(gpu.ops->fold_norm(&bw, dtwo, &mbig, 1, &folded) == OX_OK && folded);
     /* not f16: declined, unchanged */
-    struct mat bf = {OX_DTYPE_BF16, m[0].data, rows, cols, m[0].row_bytes, NULL};
+    struct mat bf = {OX_DTYPE_BF16, m[0].data, rows, cols, m[0].row_bytes, NULL, NULL};
     CHECK(gpu.ops->fold_norm(&bw, dg, &bf, 1, &folded) == OX_OK && !folded);
     gpu.ops->free(&gpu, dbig), gpu.ops->free(&gpu, dtwo);
     free(x), free(g), free(xn);

@@ -228,7 +228,7 @@ static void check_float_exact(enum ox_dtype type, int cols, int n) {
     struct backend b = {.ops = &backend_cpu_ops};
     CHECK(b.ops->init(&b, &(struct backend_sizes){
                               .n_batch = 8, .n_threads = 2, .max_cols = cols}) == OX_OK);
-    struct mat m = {type, wq, R, cols, row, NULL};
+    struct mat m = {type, wq, R, cols, row, NULL, NULL};
     b.ops->matmul(&b, &m, x, y_fast, n);
     setenv("OX_REFERENCE_MATMUL", "1", 1);
     b.ops->matmul(&b, &m, x, y_ref, n);
@@ -258,7 +258,7 @@ static void check_fused(enum ox_dtype type) {
         for (int e = 0; e < rows[i] * C; e++)
             wf[e] = uniform() * 0.1f;
         tr->from_float(wf, wq[i], rows[i], C, NULL);
-        m[i] = (struct mat){type, wq[i], rows[i], C, row, NULL};
+        m[i] = (struct mat){type, wq[i], rows[i], C, row, NULL, NULL};
         m[i].packed = cpu_pack_rows(type, wq[i], rows[i], C, row);
     }
     for (int e = 0; e < N * C; e++)

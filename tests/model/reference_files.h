@@ -5,6 +5,7 @@
 #define OX_TEST_REFERENCE_FILES_H
 
 #include <dirent.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,6 +34,19 @@ static inline int argmax(const float *x, int n) {
         if (x[i] > x[best])
             best = i;
     return best;
+}
+
+/* KL(softmax(ref) || softmax(got)) in double: the measure of DESIGN.md section 4. */
+static inline double kl(const float *ref, const float *got, int n) {
+    double mr = ref[argmax(ref, n)], mg = got[argmax(got, n)], zr = 0, zg = 0, s = 0;
+    for (int i = 0; i < n; i++)
+        zr += exp(ref[i] - mr), zg += exp(got[i] - mg);
+    for (int i = 0; i < n; i++) {
+        double pr = exp(ref[i] - mr) / zr;
+        if (pr > 0)
+            s += pr * ((ref[i] - mr - log(zr)) - (got[i] - mg - log(zg)));
+    }
+    return s;
 }
 
 /* Whether $OX_TEST_MODELS lists the model (names separated by commas or white space; unset or

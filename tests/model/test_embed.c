@@ -15,19 +15,6 @@
 
 #define MAX_PROMPT 512
 
-/* KL(softmax(ref) || softmax(got)) in double: test_reference.c's measure. */
-static double kl(const float *ref, const float *got, int n) {
-    double mr = ref[argmax(ref, n)], mg = got[argmax(got, n)], zr = 0, zg = 0, s = 0;
-    for (int i = 0; i < n; i++)
-        zr += exp(ref[i] - mr), zg += exp(got[i] - mg);
-    for (int i = 0; i < n; i++) {
-        double pr = exp(ref[i] - mr) / zr;
-        if (pr > 0)
-            s += pr * ((ref[i] - mr - log(zr)) - (got[i] - mg - log(zg)));
-    }
-    return s;
-}
-
 static double max_diff(const float *a, const float *b, int n) {
     double m = 0;
     for (int i = 0; i < n; i++)

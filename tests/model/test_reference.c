@@ -9,19 +9,6 @@
 #include "reference_files.h"
 #include "test.h"
 
-/* KL(softmax(ref) || softmax(got)) in double. */
-static double kl(const float *ref, const float *got, int n) {
-    double mr = ref[argmax(ref, n)], mg = got[argmax(got, n)], zr = 0, zg = 0, s = 0;
-    for (int i = 0; i < n; i++)
-        zr += exp(ref[i] - mr), zg += exp(got[i] - mg);
-    for (int i = 0; i < n; i++) {
-        double pr = exp(ref[i] - mr) / zr;
-        if (pr > 0)
-            s += pr * ((ref[i] - mr - log(zr)) - (got[i] - mg - log(zg)));
-    }
-    return s;
-}
-
 /* Where the reference's top logit leads ours by less than this, the two tokens are a near tie:
  * a change of rounding inside the quantized bounds flips them (on the GPU, whether the k-quants'
  * logit rows round x per 32 or per 256 values moved the llama-q5_k prompt's misses from 3 to

@@ -120,7 +120,7 @@ static void moe_grouped(struct backend *b, const struct moe_args *a) {
         backend_cuda_ops.upload(b, a->ids, order, (size_t)pairs * sizeof *order);
         backend_cuda_ops.upload(b, a->weights, order_w, (size_t)pairs * sizeof *order_w);
         cuda_zero(b, a->y, (size_t)n * (size_t)d_out);
-        const struct mat xs = {OX_DTYPE_F32, a->x, n, d_in, (size_t)d_in * sizeof(float), nullptr};
+        const struct mat xs = {OX_DTYPE_F32, a->x, n, d_in, (size_t)d_in * sizeof(float), nullptr, nullptr};
         for (int e = 0; e < a->n_expert; e++) {
             const int c = start[e + 1] - start[e];
             if (c == 0)

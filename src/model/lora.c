@@ -1,0 +1,313 @@
+/* lora.c: LoRA adapters, GGUF files as llama.cpp writes them (general.type = adapter,
+ * adapter.type = lora, adapter.lora.alpha, tensors <name>.lora_a / <name>.lora_b), checked
+ * against their base model, then bound to contexts: every product of a weight they target takes
+ * scale * B (A x) on top (compose_lora_add), scale = the context's for the adapter times alpha /
+ * rank (alpha 0: the context's alone), as llama.cpp's get_scale. */
+#include "model/lora.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "model/context.h"
+#include "quant/dtype.h"
+
+/* One targeted weight: A [rank][n_in] and B [n_out][rank] as floats. */
+struct lora_pair {
+    struct weight *target;
+    int64_t rank;
+    float *a, *b;
+};
+
+struct ox_lora {
+    struct ox_model *model;
+    float alpha;
+    int n_pairs;
+    struct lora_pair *pairs;
+    struct ox_lora *next; /* the model's other adapters (freed with it) */
+};
+
+/* Weights an adapter may not target: rows looked up rather than multiplied (embeddings), the
+ * router (its scores pick experts on the host), the encoders' heads (run on the host), and
+ * 3-D weights (experts, heads). llama.cpp takes token_embd's; not yet here. */
+static bool lora_target_ok(const struct ox_model *m, const struct weight *w) {
+    const struct weight *no[] = {m->tok_embd, m->pos_embd, m->ple_tok_embd, m->type_embd,
+                                 m->cls,      m->cls_out,  m->dense_2,      m->dense_3};
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        if (w == no[i])
+            return false;
+    for (int32_t il = 0; il < m->cfg.n_layer; il++)
+        if (w == m->layers[il].ffn_gate_inp || w == m->layers[il].ffn_gate_inp_shexp)
+            return false;
+    return w->ne[2] == 1 && w->ne[3] == 1;
+}
+
+/* A tensor of the adapter as floats (malloc'd), any type the dequantizer knows. */
+static enum ox_status tensor_floats(const struct gguf_tensor *t, float **out) {
+    int64_t n = t->ne[0] * t->ne[1];
+    if (t->n_dims != 2 || !ox_dtype_valid(t->type) || n % ox_dtype_block_size(t->type))
+        return ox_fail(OX_ERR_FORMAT, "lora: tensor '%s' is not a matrix of a known type", t->name);
+    *out = malloc((size_t)n * sizeof **out);
+    if (!*out)
+        return ox_fail(OX_ERR_OOM, "lora: no memory for '%s'", t->name);
+    enum ox_status st = ox_dequantize(t->type, t->data, *out, n);
+    if (st != OX_OK) {
+        free(*out), *out = NULL;
+        return ox_fail(st, "lora: tensor '%s' (%s) cannot be read", t->name,
+                       ox_dtype_name(t->type));
+    }
+    return OX_OK;
+}
+
+static bool str_is(const struct ox_gguf *g, const char *key, const char *want, const char **got,
+                   uint64_t *len) {
+    *got = "", *len = 0;
+    if (gguf_get_str(g, key, got, len) != OX_OK)
+        return false;
+    return *len == strlen(want) && !memcmp(*got, want, *len);
+}
+
+/* The metadata: an adapter, of kind lora, for the model's architecture; alpha (0 if absent). */
+static enum ox_status check_header(const struct ox_model *m, const struct ox_gguf *g,
+                                   float *alpha) {
+    const char *s;
+    uint64_t len;
+    if (!str_is(g, "general.type", "adapter", &s, &len))
+        return ox_fail(OX_ERR_INVALID_ARG, "lora: not an adapter (general.type is '%.*s')",
+                       (int)len, s);
+    if (!str_is(g, "adapter.type", "lora", &s, &len))
+        return ox_fail(OX_ERR_UNSUPPORTED, "lora: adapter.type is '%.*s', not 'lora'", (int)len, s);
+    if (!str_is(g, "general.architecture", m->cfg.arch->name, &s, &len))
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "lora: the adapter is for architecture '%.*s', the model is '%s'", (int)len,
+                       s, m->cfg.arch->name);
+    *alpha = 0.0f;
+    if (gguf_find(g, "adapter.lora.alpha") && gguf_get_f32(g, "adapter.lora.alpha", alpha) != OX_OK)
+        return ox_fail(OX_ERR_FORMAT, "lora: adapter.lora.alpha is not a float");
+    return OX_OK;
+}
+
+/* The base tensor name of an adapter tensor and which half it is: 'a', 'b', or 0 for the norm
+ * vectors llama.cpp also skips; -1: anything else. */
+static int split_name(const char *name, char *base, size_t cap) {
+    size_t n = strlen(name);
+    if (n > 7 && n - 7 < cap &&
+        (!strcmp(name + n - 7, ".lora_a") || !strcmp(name + n - 7, ".lora_b"))) {
+        memcpy(base, name, n - 7), base[n - 7] = '\0';
+        return name[n - 1];
+    }
+    return n > 12 && !strcmp(name + n - 12, "_norm.weight") ? 0 : -1;
+}
+
+/* Pair p from the adapter's tensors for base name `base`: both halves, a base weight it may
+ * target, and shapes that fit (A [rank][n_in], B [n_out][rank] as ggml's ne). */
+static enum ox_status bind_pair(struct ox_model *m, const struct ox_gguf *g, const char *base,
+                                struct lora_pair *p) {
+    char name[GGUF_MAX_NAME + 8];
+    snprintf(name, sizeof name, "%s.lora_a", base);
+    const struct gguf_tensor *a = gguf_find_tensor(g, name);
+    snprintf(name, sizeof name, "%s.lora_b", base);
+    const struct gguf_tensor *b = gguf_find_tensor(g, name);
+    if (!a || !b)
+        return ox_fail(OX_ERR_FORMAT, "lora: '%s' has lora_%s without lora_%s", base, a ? "a" : "b",
+                       a ? "b" : "a");
+    const struct gguf_tensor *t = gguf_find_tensor(m->gguf, base);
+    struct weight *w = t ? &m->weights[t - m->gguf->tensors] : NULL;
+    if (!w)
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "lora: '%s' is not in the base model (another model's adapter?)", base);
+    if (!lora_target_ok(m, w))
+        return ox_fail(OX_ERR_UNSUPPORTED, "lora: adapters on '%s' are not supported", base);
+    if (a->ne[0] != w->ne[0] || b->ne[1] != w->ne[1] || a->ne[1] != b->ne[0])
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "lora: '%s' is %lld x %lld in the model, the adapter's A %lld x %lld and "
+                       "B %lld x %lld do not fit it (another model's adapter?)",
+                       base, (long long)w->ne[0], (long long)w->ne[1], (long long)a->ne[0],
+                       (long long)a->ne[1], (long long)b->ne[0], (long long)b->ne[1]);
+    p->target = w, p->rank = a->ne[1];
+    enum ox_status st = tensor_floats(a, &p->a);
+    return st == OX_OK ? tensor_floats(b, &p->b) : st;
+}
+
+static enum ox_status load_pairs(struct ox_lora *l, const struct ox_gguf *g) {
+    l->pairs = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *l->pairs);
+    if (!l->pairs)
+        return ox_fail(OX_ERR_OOM, "lora: no memory");
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        char base[GGUF_MAX_NAME];
+        int half = split_name(g->tensors[i].name, base, sizeof base);
+        if (half < 0)
+            return ox_fail(OX_ERR_FORMAT, "lora: tensor '%s' is neither a lora_a nor a lora_b",
+                           g->tensors[i].name);
+        if (half != 'a') /* each pair once, from its A */
+            continue;
+        enum ox_status st = bind_pair(l->model, g, base, &l->pairs[l->n_pairs]);
+        l->n_pairs++;
+        if (st != OX_OK)
+            return st;
+    }
+    for (int64_t i = 0; i < g->n_tensors; i++) { /* a B whose A is missing */
+        char base[GGUF_MAX_NAME], name[GGUF_MAX_NAME + 8];
+        snprintf(name, sizeof name, "%s", g->tensors[i].name);
+        if (split_name(name, base, sizeof base) == 'b') {
+            snprintf(name, sizeof name, "%s.lora_a", base);
+            if (!gguf_find_tensor(g, name))
+                return ox_fail(OX_ERR_FORMAT, "lora: '%s' has lora_b without lora_a", base);
+        }
+    }
+    return l->n_pairs ? OX_OK : ox_fail(OX_ERR_FORMAT, "lora: the adapter has no tensors");
+}
+
+static void lora_destroy(struct ox_lora *l) {
+    for (int i = 0; i < l->n_pairs; i++)
+        free(l->pairs[i].a), free(l->pairs[i].b);
+    free(l->pairs);
+    free(l);
+}
+
+enum ox_status ox_lora_load(struct ox_model *model, const char *path, struct ox_lora **out) {
+    if (!out || !model || !path)
+        return ox_fail(OX_ERR_INVALID_ARG, "lora: model, path and out are required");
+    *out = NULL;
+    struct ox_gguf *g = NULL;
+    enum ox_status st = gguf_open(path, true, &g);
+    if (st != OX_OK)
+        return st;
+    struct ox_lora *l = calloc(1, sizeof *l);
+    if (!l) {
+        gguf_free(g);
+        return ox_fail(OX_ERR_OOM, "lora: no memory");
+    }
+    l->model = model;
+    st = check_header(model, g, &l->alpha);
+    if (st == OX_OK)
+        st = load_pairs(l, g);
+    gguf_free(g); /* the pairs hold floats of their own */
+    if (st != OX_OK) {
+        lora_destroy(l);
+        return st;
+    }
+    for (int i = 0; i < l->n_pairs; i++) /* a slot for each weight some adapter targets */
+        if (!l->pairs[i].target->lora_slot)
+            l->pairs[i].target->lora_slot = ++model->n_lora_slots;
+    l->next = model->loras, model->loras = l;
+    *out = l;
+    return OX_OK;
+}
+
+void ox_lora_free(struct ox_lora *lora) {
+    if (!lora)
+        return;
+    for (struct ox_lora **at = &lora->model->loras; *at; at = &(*at)->next)
+        if (*at == lora) {
+            *at = lora->next;
+            break;
+        }
+    lora_destroy(lora);
+}
+
+float ox_lora_alpha(const struct ox_lora *lora) {
+    return lora ? lora->alpha : 0.0f;
+}
+
+int32_t ox_lora_n_tensors(const struct ox_lora *lora) {
+    return lora ? lora->n_pairs : 0;
+}
+
+void model_free_loras(struct ox_model *m) {
+    while (m->loras) {
+        struct ox_lora *l = m->loras;
+        m->loras = l->next;
+        lora_destroy(l);
+    }
+}
+
+/* The context's bindings: its deltas chained per weight slot, and the room they compute in. */
+void context_lora_release(struct ox_context *ctx) {
+    struct backend *b = &ctx->stages[0].be; /* where context_lora_bind made the room */
+    for (int s = 0; s < ctx->n_stages; s++)
+        ctx->stages[s].be.lora = NULL;
+    free(ctx->lora_deltas), ctx->lora_deltas = NULL;
+    free(ctx->lora_by_slot), ctx->lora_by_slot = NULL;
+    if (ctx->lora_room)
+        b->ops->free(b, ctx->lora_room), ctx->lora_room = NULL;
+}
+
+static enum ox_status context_lora_bind(struct ox_context *ctx) {
+    context_lora_release(ctx);
+    int n = 0;
+    int64_t rank = 0, rows = 0;
+    for (int i = 0; i < ctx->n_lora; i++)
+        for (int j = 0; j < ctx->lora[i].lora->n_pairs; j++, n++) {
+            const struct lora_pair *p = &ctx->lora[i].lora->pairs[j];
+            rank = p->rank > rank ? p->rank : rank;
+            rows = p->target->ne[1] > rows ? p->target->ne[1] : rows;
+        }
+    if (!n)
+        return OX_OK;
+    struct backend *b = &ctx->stages[0].be;
+    size_t nb = ctx->params.n_batch, floats = nb * (size_t)(rank + rows);
+    ctx->lora_deltas = calloc((size_t)n, sizeof *ctx->lora_deltas);
+    ctx->lora_by_slot = calloc(ctx->model->n_lora_slots, sizeof *ctx->lora_by_slot);
+    ctx->lora_room = b->ops->alloc(b, floats * sizeof(float));
+    if (!ctx->lora_deltas || !ctx->lora_by_slot || !ctx->lora_room) {
+        context_lora_release(ctx);
+        return ox_fail(OX_ERR_OOM, "lora: no memory for the context's adapters");
+    }
+    struct mat_lora *d = ctx->lora_deltas;
+    for (int i = 0; i < ctx->n_lora; i++)
+        for (int j = 0; j < ctx->lora[i].lora->n_pairs; j++, d++) {
+            const struct lora_pair *p = &ctx->lora[i].lora->pairs[j];
+            int64_t n_in = p->target->ne[0], n_out = p->target->ne[1];
+            float alpha = ctx->lora[i].lora->alpha;
+            d->a = (struct mat){OX_DTYPE_F32, p->a, p->rank, n_in, (size_t)n_in * 4, NULL, NULL};
+            d->b =
+                (struct mat){OX_DTYPE_F32, p->b, n_out, p->rank, (size_t)p->rank * 4, NULL, NULL};
+            d->scale =
+                alpha != 0.0f ? ctx->lora[i].scale * alpha / (float)p->rank : ctx->lora[i].scale;
+            d->t = ctx->lora_room, d->d = ctx->lora_room + nb * (size_t)rank;
+            const struct mat_lora **at = &ctx->lora_by_slot[p->target->lora_slot - 1];
+            while (*at) /* adapters in the order they were set */
+                at = (const struct mat_lora **)&(*at)->next;
+            *at = d;
+        }
+    for (int s = 0; s < ctx->n_stages; s++)
+        ctx->stages[s].be.lora = ctx->lora_by_slot;
+    return OX_OK;
+}
+
+enum ox_status ox_context_set_lora(struct ox_context *ctx, struct ox_lora *lora, float scale) {
+    if (!ctx || !lora || lora->model != ctx->model)
+        return ox_fail(OX_ERR_INVALID_ARG, "lora: the adapter was loaded for another model");
+    for (int s = 0; s < ctx->n_stages; s++)
+        if (ctx->stages[s].be.ops->device)
+            return ox_fail(OX_ERR_UNSUPPORTED,
+                           "lora: adapters run on the CPU so far (load the model with -ngl 0)");
+    int i = 0;
+    while (i < ctx->n_lora && ctx->lora[i].lora != lora)
+        i++;
+    if (i == ctx->n_lora && scale != 0.0f) {
+        if (ctx->n_lora == MAT_LORA_MAX)
+            return ox_fail(OX_ERR_INVALID_ARG, "lora: at most %d adapters at once", MAT_LORA_MAX);
+        ctx->n_lora++;
+    }
+    if (scale != 0.0f) {
+        ctx->lora[i] = (struct context_lora){lora, scale};
+    } else if (i < ctx->n_lora) { /* scale 0: removed */
+        memmove(&ctx->lora[i], &ctx->lora[i + 1],
+                (size_t)(ctx->n_lora - i - 1) * sizeof ctx->lora[0]);
+        ctx->n_lora--;
+    }
+    enum ox_status st = context_lora_bind(ctx);
+    if (st != OX_OK)
+        ctx->n_lora = 0;
+    return st;
+}
+
+void ox_context_clear_lora(struct ox_context *ctx) {
+    if (!ctx)
+        return;
+    ctx->n_lora = 0;
+    context_lora_release(ctx);
+}

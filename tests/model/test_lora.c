@@ -1,0 +1,204 @@
+/* test_lora.c: LoRA adapters against llama.cpp: the shared llama-f16 model with
+ * tests/data/lora's adapters (one, then two at other scales) gives llama.cpp's logits with them
+ * (mean KL < 1e-5, top-1 equal: a float model's bounds), and the base model's again once they
+ * are taken off; adapters that do not fit the model (another architecture or shape, a lone half,
+ * a stray tensor, an embedding, not an adapter at all) are refused with a message. */
+#include "gguf/gguf.h"
+#include "oxidize.h"
+#include "reference_files.h"
+
+#define LORA_DIR   OX_SOURCE_DIR "/tests/data/lora"
+#define MAX_PROMPT 64
+
+static ox_token prompt[MAX_PROMPT];
+static int n_prompt, n_vocab;
+
+/* The prompt of the shared reference. */
+static bool read_prompt(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/reference/llama-f16.json", test_data_dir());
+    json_t *ref = json_load_file(path, 0, NULL);
+    json_t *arr = json_object_get(ref, "prompt");
+    for (size_t i = 0; i < json_array_size(arr) && n_prompt < MAX_PROMPT; i++)
+        prompt[n_prompt++] = (ox_token)json_integer_value(json_array_get(arr, i));
+    json_decref(ref);
+    CHECK_MSG(n_prompt > 0, "%s: no prompt", path);
+    return n_prompt > 0;
+}
+
+/* The logits of every prompt position, decoded as one batch into a cleared cache. */
+static float *prompt_logits(struct ox_context *c) {
+    int32_t pos[MAX_PROMPT], seq[MAX_PROMPT];
+    bool want[MAX_PROMPT];
+    for (int i = 0; i < n_prompt; i++)
+        pos[i] = i, seq[i] = 0, want[i] = true;
+    struct ox_batch b = {
+        .n_tokens = n_prompt, .token = prompt, .pos = pos, .seq_id = seq, .logits = want};
+    ox_kv_clear(c);
+    CHECK_MSG(ox_decode(c, &b) == OX_OK, "%s", ox_last_error());
+    float *out = malloc((size_t)n_prompt * n_vocab * sizeof *out);
+    for (int i = 0; i < n_prompt; i++)
+        memcpy(out + (size_t)i * n_vocab, ox_get_logits(c, i), (size_t)n_vocab * sizeof *out);
+    return out;
+}
+
+/* Mean KL of got against the reference file, and whether every top token agrees. */
+static double mean_kl(const float *want, const float *got, bool *top1) {
+    double sum = 0;
+    *top1 = true;
+    for (int i = 0; i < n_prompt; i++) {
+        const float *w = want + (size_t)i * n_vocab, *g = got + (size_t)i * n_vocab;
+        sum += kl(w, g, n_vocab);
+        *top1 = *top1 && argmax(w, n_vocab) == argmax(g, n_vocab);
+    }
+    return sum / n_prompt;
+}
+
+static void check_against(const char *ref_path, const float *got, const char *what) {
+    float *want = read_f32(ref_path, (size_t)n_prompt * n_vocab);
+    CHECK_MSG(want != NULL, "%s: cannot read %s", what, ref_path);
+    if (!want)
+        return;
+    bool top1;
+    double m = mean_kl(want, got, &top1);
+    CHECK_MSG(m < 1e-5 && top1, "%s: mean KL %.3g against llama.cpp, top-1 %s", what, m,
+              top1 ? "equal" : "differs");
+    printf("  %s: mean KL %.3g against llama.cpp\n", what, m);
+    free(want);
+}
+
+static struct ox_lora *load_lora(struct ox_model *m, const char *name) {
+    struct ox_lora *l = NULL;
+    CHECK_MSG(ox_lora_load(m, name, &l) == OX_OK, "%s: %s", name, ox_last_error());
+    return l;
+}
+
+/* An adapter written here from the f32 one with a change: key set to value (NULL: kept), the
+ * tensors for which keep() is false left out, or one more tensor named extra. */
+static void write_variant(const char *out, const char *key, const char *value,
+                          bool (*keep)(const char *name), const char *extra) {
+    struct ox_gguf *g = NULL;
+    struct gguf_writer *w = NULL;
+    CHECK_EQ(gguf_open(LORA_DIR "/llama-lora-f32.gguf", true, &g), OX_OK);
+    CHECK_EQ(gguf_writer_create(&w), OX_OK);
+    for (int64_t i = 0; g && i < g->n_kv; i++)
+        gguf_writer_set(w, g->kv[i].key, &g->kv[i].value);
+    if (key)
+        gguf_writer_set_str(w, key, value);
+    for (int64_t i = 0; g && i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        if (!keep || keep(t->name))
+            gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
+    }
+    if (extra) {
+        static const float v[256 * 4];
+        int64_t ne[2] = {256, 4};
+        gguf_writer_add_tensor(w, extra, OX_DTYPE_F32, 2, ne, v);
+    }
+    CHECK_EQ(gguf_writer_write_file(w, out), OX_OK);
+    gguf_writer_free(w);
+    gguf_free(g);
+}
+
+static bool no_first_b(const char *name) {
+    return strcmp(name, "blk.0.attn_q.weight.lora_b") != 0;
+}
+
+/* Each broken adapter is refused, naming what is wrong, and nothing changes for the model. */
+static void check_refusals(struct ox_model *m) {
+    char path[1024];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/ox_lora_%d.gguf", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    struct {
+        const char *key, *value;
+        bool (*keep)(const char *);
+        const char *extra;
+        enum ox_status st;
+        const char *says;
+    } cases[] = {
+        {"general.architecture", "qwen2", NULL, NULL, OX_ERR_INVALID_ARG, "architecture 'qwen2'"},
+        {"general.type", "model", NULL, NULL, OX_ERR_INVALID_ARG, "not an adapter"},
+        {"adapter.type", "control_vector", NULL, NULL, OX_ERR_UNSUPPORTED, "not 'lora'"},
+        {NULL, NULL, no_first_b, NULL, OX_ERR_FORMAT, "lora_a without lora_b"},
+        {NULL, NULL, NULL, "blk.0.attn_q.weight.delta", OX_ERR_FORMAT, "neither"},
+        {NULL, NULL, NULL, "token_embd.weight.lora_a", OX_ERR_FORMAT, "without lora_b"},
+        {NULL, NULL, NULL, "blk.9.ffn_up.weight.lora_a", OX_ERR_FORMAT, "without lora_b"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_variant(path, cases[i].key, cases[i].value, cases[i].keep, cases[i].extra);
+        struct ox_lora *l = NULL;
+        enum ox_status st = ox_lora_load(m, path, &l);
+        CHECK_MSG(st == cases[i].st && !l && strstr(ox_last_error(), cases[i].says),
+                  "case %zu: %s, '%s'", i, ox_status_name(st), ox_last_error());
+    }
+    unlink(path);
+    /* a real adapter of the wrong model: the kjv model is a llama with other shapes */
+    char kjv[1024];
+    snprintf(kjv, sizeof kjv, "%s/models/kjv-15m-q4_k_m.gguf", test_data_dir());
+    struct ox_model_params p = test_model_params();
+    p.n_gpu_layers = 0;
+    struct ox_model *other = NULL;
+    CHECK_EQ(ox_model_load(kjv, &p, &other), OX_OK);
+    struct ox_lora *l = NULL;
+    enum ox_status st = other ? ox_lora_load(other, LORA_DIR "/llama-lora-f32.gguf", &l) : OX_OK;
+    CHECK_MSG(st == OX_ERR_INVALID_ARG && strstr(ox_last_error(), "do not fit"), "kjv: %s",
+              ox_last_error());
+    ox_model_free(other);
+    /* a model file is not an adapter; a missing file is an I/O error */
+    CHECK_EQ(ox_lora_load(m, kjv, &l), OX_ERR_INVALID_ARG);
+    CHECK_EQ(ox_lora_load(m, LORA_DIR "/missing.gguf", &l), OX_ERR_IO);
+}
+
+int main(void) {
+    char path[1024], ref[1024];
+    if (!read_prompt())
+        return test_finish("test_lora");
+    snprintf(path, sizeof path, "%s/models/llama-f16.gguf", test_data_dir());
+    struct ox_model_params mp = test_model_params();
+    mp.n_gpu_layers = 0; /* adapters run on the CPU so far */
+    struct ox_model *m = NULL;
+    CHECK_MSG(ox_model_load(path, &mp, &m) == OX_OK, "%s", ox_last_error());
+    if (!m)
+        return test_finish("test_lora");
+    n_vocab = ox_model_n_vocab(m);
+    struct ox_context_params cp = ox_context_params_default();
+    cp.n_ctx = 512, cp.n_threads = 2;
+    struct ox_context *c = NULL, *plain = NULL;
+    CHECK_EQ(ox_context_create(m, &cp, &c), OX_OK);
+    CHECK_EQ(ox_context_create(m, &cp, &plain), OX_OK);
+    struct ox_lora *f32 = load_lora(m, LORA_DIR "/llama-lora-f32.gguf");
+    struct ox_lora *f16 = load_lora(m, LORA_DIR "/llama-lora-f16.gguf");
+    CHECK_EQ(ox_lora_n_tensors(f32), 14);
+    CHECK(ox_lora_alpha(f32) == 16.0f && ox_lora_alpha(f16) == 0.0f);
+    snprintf(ref, sizeof ref, "%s/reference/llama-f16.logits.f32", test_data_dir());
+    float *base = read_f32(ref, (size_t)n_prompt * n_vocab);
+
+    CHECK_EQ(ox_context_set_lora(c, f32, 1.0f), OX_OK);
+    float *got = prompt_logits(c);
+    check_against(LORA_DIR "/llama-f16.lora-f32.logits.f32", got, "f32 adapter at 1.0");
+    bool top1;
+    CHECK_MSG(base && mean_kl(base, got, &top1) > 1e-2, "the adapter hardly changes the logits");
+    free(got);
+
+    CHECK_EQ(ox_context_set_lora(c, f32, 0.5f), OX_OK); /* a new scale for the same adapter */
+    CHECK_EQ(ox_context_set_lora(c, f16, 1.0f), OX_OK);
+    got = prompt_logits(c);
+    check_against(LORA_DIR "/llama-f16.lora-mix.logits.f32", got, "f32 at 0.5 and f16 at 1.0");
+    free(got);
+
+    got = prompt_logits(plain); /* a context of the same model without adapters */
+    check_against(ref, got, "a context without adapters");
+    free(got);
+    CHECK_EQ(ox_context_set_lora(c, f16, 0.0f), OX_OK); /* scale 0 takes one off */
+    CHECK_EQ(ox_context_set_lora(c, f32, 2.0f), OX_OK);
+    ox_context_clear_lora(c);
+    got = prompt_logits(c);
+    check_against(ref, got, "adapters cleared");
+    free(got), free(base);
+
+    check_refusals(m);
+    ox_lora_free(f16); /* f32 goes with the model */
+    ox_context_free(c), ox_context_free(plain);
+    ox_model_free(m);
+    return test_finish("test_lora");
+}
