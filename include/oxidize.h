@@ -770,6 +770,12 @@ OX_API enum ox_status ox_engine_slot_restore(struct ox_engine *engine, int32_t s
                                              const char *path, size_t *n_tokens);
 OX_API enum ox_status ox_engine_slot_erase(struct ox_engine *engine, int32_t slot,
                                            size_t *n_tokens);
+/* The engine's context applies lora at scale from the next step on (ox_context_set_lora; 0
+ * takes it off), for every slot: running requests go on with it; no slot's cached prompt is
+ * reused afterwards (its rows were made with other adapters). Between steps, as the slots'
+ * saves. */
+OX_API enum ox_status ox_engine_set_lora(struct ox_engine *engine, struct ox_lora *lora,
+                                         float scale);
 
 /* ---- GGUF files (read-only inspection) --------------------------------------------------- */
 

@@ -29,6 +29,18 @@ int cmd_rm(int argc, char **argv);
  * (argc/argv possibly replaced), else an exit status. */
 int cmd_hub_args(const char *cmd, int *argc, char ***argv);
 
+/* --lora FILE / --lora-scaled FILE SCALE (lora_args.c): taken out of a model command's
+ * arguments (at most CMD_LORA_MAX; -1 to go on, else an exit status after a message); loaded
+ * for the command's model once it has it, and set on each context it makes (a failure is the
+ * command's to print: ox_last_error() names the file). cmd_lora_named: the file and scale of
+ * adapter i as given (for serve, which loads its model itself). */
+#define CMD_LORA_MAX 8
+int cmd_lora_args(const char *cmd, int *argc, char **argv);
+int cmd_lora_count(void);
+enum ox_status cmd_lora_load(struct ox_model *m);
+enum ox_status cmd_lora_apply(struct ox_context *ctx);
+void cmd_lora_named(int i, const char **path, float *scale);
+
 /* The whole file as a NUL-terminated string (length in *len), or NULL after printing
  * "oxidize CMD: ..." with the reason. */
 char *cmd_read_file(const char *cmd, const char *path, size_t *len);

@@ -424,6 +424,10 @@ static bool load_model(const struct bench_opts *o, struct ox_model **m, struct b
         fprintf(stderr, "oxidize bench: %s\n", ox_last_error());
         return false;
     }
+    if (cmd_lora_load(*m) != OX_OK) {
+        fprintf(stderr, "oxidize bench: %s\n", ox_last_error());
+        return false;
+    }
     e->load_ms = (cmd_now_s() - t0) * 1e3;
     ox_model_desc(*m, e->desc, sizeof e->desc);
     e->backend = ox_model_backend(*m);
@@ -454,6 +458,10 @@ static bool setup_run(struct bench_run *r, const struct ox_model *m, const struc
     cp.n_batch = (uint32_t)o->n_batch;
     cp.n_threads = o->n_threads;
     if (ox_context_create(m, &cp, &r->ctx) != OX_OK) {
+        fprintf(stderr, "oxidize bench: %s\n", ox_last_error());
+        return false;
+    }
+    if (cmd_lora_apply(r->ctx) != OX_OK) {
         fprintf(stderr, "oxidize bench: %s\n", ox_last_error());
         return false;
     }

@@ -324,7 +324,11 @@ int cmd_chat(int argc, char **argv) {
         st = OX_ERR_UNSUPPORTED, said = true;
     }
     if (st == OX_OK)
+        st = cmd_lora_load(model);
+    if (st == OX_OK)
         st = cmd_context_create(model, o.n_ctx, o.n_threads, &ctx);
+    if (st == OX_OK)
+        st = cmd_lora_apply(ctx);
     if (st == OX_OK)
         st = sampling_opts_chain(&o.sampling, model, (int32_t)ox_context_n_ctx(ctx), &sampler);
     if (st == OX_OK) {

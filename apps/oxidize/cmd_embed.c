@@ -159,6 +159,7 @@ static enum ox_status run(const struct embed_opts *o, struct ox_model **m, struc
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = o->n_gpu_layers;
     CMD_TRY(ox_model_load(o->model, &mp, m));
+    CMD_TRY(cmd_lora_load(*m));
     size_t lens[MAX_DOCS], longest;
     CMD_TRY(tokenize_all(o, *m, ids, lens, &longest));
     struct ox_context_params cp = ox_context_params_default();
@@ -167,6 +168,7 @@ static enum ox_status run(const struct embed_opts *o, struct ox_model **m, struc
     cp.n_threads = o->n_threads;
     cp.embeddings = true;
     CMD_TRY(ox_context_create(*m, &cp, c));
+    CMD_TRY(cmd_lora_apply(*c));
     enum ox_pooling pooling = pooling_of(o, *m);
     int width = pooling == OX_POOLING_RANK ? ox_model_n_cls_out(*m) : ox_model_n_embd(*m);
     if (!(*out = malloc((size_t)(width > 0 ? width : 1) * sizeof **out)))

@@ -250,6 +250,10 @@ static bool setup_run(struct ppl_run *r, const struct ox_model *m, const struct 
         fprintf(stderr, "oxidize perplexity: %s\n", ox_last_error());
         return false;
     }
+    if (cmd_lora_apply(r->ctx) != OX_OK) {
+        fprintf(stderr, "oxidize perplexity: %s\n", ox_last_error());
+        return false;
+    }
     size_t nb = cp.n_batch;
     r->b_tok = malloc(nb * sizeof *r->b_tok);
     r->b_pos = malloc(nb * sizeof *r->b_pos);
@@ -279,6 +283,11 @@ static bool load_inputs(const struct ppl_opts *o, struct ox_model **m, ox_token 
         return false;
     struct ox_model_params mp = ox_model_params_default();
     if (ox_model_load(o->model, &mp, m) != OX_OK) {
+        fprintf(stderr, "oxidize perplexity: %s\n", ox_last_error());
+        free(text);
+        return false;
+    }
+    if (cmd_lora_load(*m) != OX_OK) {
         fprintf(stderr, "oxidize perplexity: %s\n", ox_last_error());
         free(text);
         return false;

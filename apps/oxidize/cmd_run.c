@@ -35,6 +35,8 @@ static void usage(FILE *f) {
         "  --prompt-cache-ro     read the prompt cache, do not rewrite it\n"
         "  --context-shift       when the context is full, drop half of what follows the\n"
         "                        --keep N first prompt tokens (-1: all) and go on\n"
+        "  --lora FILE           apply a LoRA adapter (GGUF); --lora-scaled FILE SCALE at a\n"
+        "                        scale of its own; several may be given\n"
         "%s",
         sampling_opts_usage());
 }
@@ -139,8 +141,10 @@ static enum ox_status setup(struct session *s, const struct run_opts *o, const c
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = o->n_gpu_layers;
     CMD_TRY(ox_model_load(o->model, &mp, &s->model));
+    CMD_TRY(cmd_lora_load(s->model));
     const struct ox_vocab *v = ox_model_vocab(s->model);
     CMD_TRY(cmd_context_create(s->model, o->n_ctx, o->n_threads, &s->ctx));
+    CMD_TRY(cmd_lora_apply(s->ctx));
     uint32_t n_ctx = ox_context_n_ctx(s->ctx);
     CMD_TRY(sampling_opts_chain(&o->sampling, s->model, (int32_t)n_ctx, &s->sampler));
     CMD_TRY(ox_detok_stream_create(v, false, &s->stream));

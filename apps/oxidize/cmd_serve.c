@@ -46,6 +46,8 @@ static void usage(FILE *f) {
             "                           rank (default: the model's pooling_type, else mean)\n"
             "  --reranking, --rerank    serve POST /v1/rerank with a reranker (--embeddings\n"
             "                           --pooling rank)\n"
+            "  --lora FILE              apply a LoRA adapter (--lora-scaled FILE SCALE: at\n"
+            "                           that scale); GET/POST /lora-adapters list and rescale\n"
             "Endpoints: OpenAI's POST /v1/completions, /v1/chat/completions, /v1/embeddings\n"
             "(with --embeddings), GET /v1/models; llama.cpp's POST /completion, /tokenize,\n"
             "/detokenize, /apply-template, /v1/rerank (with --reranking; Jina's, Cohere's and\n"
@@ -215,6 +217,8 @@ int cmd_serve(int argc, char **argv) {
         }
         ok = set_option(&o, &f, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &takes);
     }
+    for (int i = 0; i < cmd_lora_count() && i < 8; i++) /* --lora, taken out by main.c */
+        cmd_lora_named(i, &o.lora_path[i], &o.lora_scale[i]), o.n_lora = i + 1;
     if (ok && !o.model_path)
         ok = false;
     else if (ok && f.keys && o.n_api_keys == 0)

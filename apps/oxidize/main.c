@@ -143,6 +143,8 @@ int main(int argc, char **argv) {
         int sub_argc = argc - 1;
         char **sub_argv = argv + 1;
         int rc = commands[i].takes_hf ? cmd_hub_args(name, &sub_argc, &sub_argv) : -1;
+        if (rc < 0 && commands[i].takes_hf) /* the commands that load a model take adapters */
+            rc = cmd_lora_args(name, &sub_argc, sub_argv);
         return rc >= 0 ? rc : commands[i].run(sub_argc, sub_argv);
     }
     const char *guess = nearest_command(name);

@@ -234,6 +234,10 @@ bool params_parse(struct state *s, json_t *req, enum gen_api api, const char *to
                                                                           : "max_tokens";
     bool cache_prompt = true;
     json_t *so_opts = json_object_get(req, "stream_options");
+    if (json_object_get(req, "lora")) /* adapters are the server's, for every slot at once */
+        return bad(err, "lora", "%s",
+                   "adapters per request are not supported yet: set their scales with POST "
+                   "/lora-adapters");
     if (!param_number(req, max_key,
                       GEN_OLLAMA(api) ? -2
                       : native        ? -1

@@ -11,6 +11,7 @@
 #include "embeddings.h"
 #include "gen.h"
 #include "generate.h"
+#include "lora_adapters.h"
 #include "ollama.h"
 #include "slots_save.h"
 #include "static_pages.h"
@@ -238,8 +239,8 @@ static int nesting(const char *body, size_t len, int limit) {
     return max;
 }
 
-/* The body as a JSON object, or NULL with *err set. */
-static json_t *parse_body(const char *body, size_t len, struct reply *err) {
+/* The body as JSON (an object, or with array an array), or NULL with *err set. */
+static json_t *parse_json(const char *body, size_t len, bool array, struct reply *err) {
     enum { MAX_DEPTH = 64 };
     if (nesting(body, len, MAX_DEPTH) > MAX_DEPTH) {
         *err = reply_error(400, "invalid_request_error", NULL,
@@ -248,14 +249,35 @@ static json_t *parse_body(const char *body, size_t len, struct reply *err) {
     }
     json_error_t jerr;
     json_t *req = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!json_is_object(req)) {
+    if (array ? !json_is_array(req) : !json_is_object(req)) {
         char msg[256];
-        snprintf(msg, sizeof msg, "the body is not a JSON object: %s", req ? "" : jerr.text);
+        snprintf(msg, sizeof msg, "the body is not a JSON %s: %s", array ? "array" : "object",
+                 req ? "" : jerr.text);
         json_decref(req);
         *err = reply_error(400, "invalid_request_error", NULL, msg);
         return NULL;
     }
     return req;
+}
+
+static json_t *parse_body(const char *body, size_t len, struct reply *err) {
+    return parse_json(body, len, false, err);
+}
+
+/* GET and POST /lora-adapters (POST's body an array). */
+static struct reply lora_request(struct state *s, const char *method, const char *body,
+                                 size_t len) {
+    if (!strcmp(method, "GET"))
+        return lora_adapters_list(s);
+    if (strcmp(method, "POST"))
+        return reply_error(405, "invalid_request_error", NULL, "use GET or POST");
+    struct reply out;
+    json_t *req = parse_json(body, len, true, &out);
+    if (!req)
+        return out;
+    out = lora_adapters_set(s, req);
+    json_decref(req);
+    return out;
 }
 
 /* Ollama's routes (ollama.c), their errors in Ollama's shape. */
@@ -293,6 +315,8 @@ struct reply route_request(struct state *s, const char *method, const char *path
         json_decref(req);
         return out;
     }
+    if (!strcmp(path, "/lora-adapters"))
+        return lora_request(s, method, body, len);
     const struct route *r = NULL;
     for (size_t i = 0; !r && i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(path, routes[i].path))

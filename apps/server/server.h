@@ -24,13 +24,16 @@ struct server_opts {
     double timeout;          /* seconds a request may take (and a connection may idle) */
     double shutdown_timeout; /* seconds in-flight requests get to finish at SIGINT/SIGTERM */
     int http_threads;
-    bool embeddings;         /* a context for /v1/embeddings */
-    bool log_requests;       /* a line on stderr per request (time, method, path, status,
-                                tokens, ms) */
-    enum ox_pooling pooling; /* how its hidden states are pooled */
+    bool embeddings;            /* a context for /v1/embeddings */
+    bool log_requests;          /* a line on stderr per request (time, method, path, status,
+                                   tokens, ms) */
+    enum ox_pooling pooling;    /* how its hidden states are pooled */
     const char *slot_save_path; /* POST /slots/N?action=save|restore files live here, or NULL */
-    bool context_shift; /* a generation that fills its slot's context shifts it (drops half of
-                           what follows the request's n_keep tokens) rather than ending there */
+    bool context_shift;       /* a generation that fills its slot's context shifts it (drops half of
+                                 what follows the request's n_keep tokens) rather than ending there */
+    const char *lora_path[8]; /* LoRA adapters (--lora, --lora-scaled), applied at these */
+    float lora_scale[8];      /* scales until POST /lora-adapters sets others */
+    int n_lora;
 };
 
 /* Serve until SIGINT or SIGTERM; returns the process exit status (messages on stderr). */

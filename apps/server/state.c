@@ -30,6 +30,8 @@ struct state {
     int open_requests;    /* requests libmicrohttpd has not completed */
     bool ready, stopping;
     struct state_counters counters;
+    struct ox_lora *lora[8]; /* --lora's adapters, */
+    float lora_scale[8];     /* at these scales (set under step_lock, read under lock) */
 };
 
 const struct ox_model *state_model(const struct state *s) {
@@ -149,12 +151,9 @@ static void *worker(void *arg) {
     }
 }
 
-static bool load(struct state *s) {
+/* The engine (or an encoder's context) and the embeddings context. */
+static bool make_contexts(struct state *s) {
     const struct server_opts *o = s->o;
-    struct ox_model_params mp = ox_model_params_default();
-    mp.n_gpu_layers = o->n_gpu_layers;
-    if (ox_model_load(o->model_path, &mp, &s->model) != OX_OK)
-        return false;
     struct ox_context_params cp = ox_context_params_default();
     cp.n_batch = (uint32_t)o->n_batch;
     cp.n_threads = o->n_threads, cp.n_seq_max = 1, cp.embeddings = true;
@@ -173,6 +172,36 @@ static bool load(struct state *s) {
     s->slot_ctx = (int32_t)(ep.n_ctx / (uint32_t)ep.n_parallel);
     cp.n_ctx = (uint32_t)s->slot_ctx;
     return !o->embeddings || ox_context_create(s->model, &cp, &s->embed) == OX_OK;
+}
+
+/* Adapter i at scale on the engine's context and the embeddings', between steps. */
+static enum ox_status apply_lora(struct state *s, int i, float scale) {
+    enum ox_status st = s->engine ? ox_engine_set_lora(s->engine, s->lora[i], scale) : OX_OK;
+    if (st == OX_OK && s->embed) {
+        pthread_mutex_lock(&s->embed_lock);
+        st = ox_context_set_lora(s->embed, s->lora[i], scale);
+        pthread_mutex_unlock(&s->embed_lock);
+    }
+    return st;
+}
+
+static bool load(struct state *s) {
+    const struct server_opts *o = s->o;
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = o->n_gpu_layers;
+    if (ox_model_load(o->model_path, &mp, &s->model) != OX_OK)
+        return false;
+    for (int i = 0; i < o->n_lora; i++) {
+        if (ox_lora_load(s->model, o->lora_path[i], &s->lora[i]) != OX_OK)
+            return false;
+        s->lora_scale[i] = o->lora_scale[i];
+    }
+    if (!make_contexts(s))
+        return false;
+    for (int i = 0; i < o->n_lora; i++)
+        if (apply_lora(s, i, s->lora_scale[i]) != OX_OK)
+            return false;
+    return true;
 }
 
 struct state *state_create(const struct server_opts *o) {
@@ -277,4 +306,30 @@ double state_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int state_lora_count(const struct state *s) {
+    return s->o->n_lora;
+}
+
+const char *state_lora_info(struct state *s, int i, float *scale) {
+    pthread_mutex_lock(&s->lock);
+    *scale = s->lora_scale[i];
+    pthread_mutex_unlock(&s->lock);
+    return s->o->lora_path[i];
+}
+
+enum ox_status state_lora_set(struct state *s, const float *scales) {
+    enum ox_status st = OX_OK;
+    pthread_mutex_lock(&s->step_lock); /* the worker steps no batch meanwhile */
+    for (int i = 0; i < s->o->n_lora && st == OX_OK; i++) {
+        st = apply_lora(s, i, scales[i]);
+        if (st == OX_OK) {
+            pthread_mutex_lock(&s->lock);
+            s->lora_scale[i] = scales[i];
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+    pthread_mutex_unlock(&s->step_lock);
+    return st;
 }

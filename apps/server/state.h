@@ -68,6 +68,13 @@ enum ox_pooling state_pooling(const struct state *s);
 enum ox_status state_slot(struct state *s, char action, int32_t slot, const char *path,
                           size_t *n_tokens);
 
+/* --lora's adapters: how many; adapter i's file and scale now; new scales for all of them
+ * (count values; 0 takes one off), applied between two of the engine's steps (no cached prompt
+ * is reused after: ox_engine_set_lora). */
+int state_lora_count(const struct state *s);
+const char *state_lora_info(struct state *s, int i, float *scale);
+enum ox_status state_lora_set(struct state *s, const float *scales);
+
 /* Hand a request to the engine: OX_OK, OX_ERR_ABORTED (shutting down), OX_ERR_CONTEXT_FULL
  * (the queue is full), or the engine's refusal. */
 enum ox_status state_submit(struct state *s, const struct ox_request *r);

@@ -28,6 +28,7 @@ struct slot {
     int32_t n_generated; /* tokens passed to on_token */
     int32_t row;         /* this step's batch row whose logits it samples, or -1 */
     ox_token next;       /* the token sample_ready drew from that row (-1: none) */
+    bool stale;          /* its KV rows came from other LoRA adapters: no prefix is reused */
 };
 
 struct ox_engine {
@@ -226,7 +227,9 @@ static int32_t common_prefix(const struct slot *s, const struct job *j) {
 /* Start a request in a free slot: the KV keeps the prefix it shares with the slot's last
  * sequence (at least the last prompt token is decoded again, for its logits). */
 static void start(struct ox_engine *e, struct slot *s, struct job *j) {
-    int32_t seq = (int32_t)(s - e->slots), keep = j->req.fresh ? 0 : common_prefix(s, j);
+    int32_t seq = (int32_t)(s - e->slots);
+    int32_t keep = j->req.fresh || s->stale ? 0 : common_prefix(s, j);
+    s->stale = false;
     keep = keep < j->req.n_prompt ? keep : j->req.n_prompt - 1;
     ox_kv_seq_rm(e->ctx, seq, keep, -1);
     if (ox_kv_seq_pos_max(e->ctx, seq) < 0) /* a recurrent model's sequence goes whole */
@@ -524,6 +527,26 @@ enum ox_status ox_engine_slot_erase(struct ox_engine *e, int32_t slot, size_t *n
     ox_kv_seq_rm(e->ctx, slot, -1, -1);
     s->n_past = s->n_tokens = 0;
     pthread_mutex_lock(&e->lock);
+    take_snapshot(e);
+    pthread_mutex_unlock(&e->lock);
+    return OX_OK;
+}
+
+/* ---- LoRA adapters ---- */
+
+enum ox_status ox_engine_set_lora(struct ox_engine *e, struct ox_lora *lora, float scale) {
+    if (!e)
+        return ox_fail(OX_ERR_INVALID_ARG, "engine: NULL engine");
+    OX_TRY(ox_context_set_lora(e->ctx, lora, scale));
+    pthread_mutex_lock(&e->lock);
+    for (int32_t i = 0; i < e->n_slots; i++) { /* cached prompts were made without it */
+        struct slot *s = &e->slots[i];
+        s->stale = true;
+        if (!s->job) {
+            ox_kv_seq_rm(e->ctx, i, -1, -1);
+            s->n_past = s->n_tokens = 0;
+        }
+    }
     take_snapshot(e);
     pthread_mutex_unlock(&e->lock);
     return OX_OK;

@@ -171,22 +171,23 @@ enum ox_status ox_lora_load(struct ox_model *model, const char *path, struct ox_
         return ox_fail(OX_ERR_INVALID_ARG, "lora: model, path and out are required");
     *out = NULL;
     struct ox_gguf *g = NULL;
+    struct ox_lora *l = NULL;
     enum ox_status st = gguf_open(path, true, &g);
-    if (st != OX_OK)
-        return st;
-    struct ox_lora *l = calloc(1, sizeof *l);
-    if (!l) {
-        gguf_free(g);
-        return ox_fail(OX_ERR_OOM, "lora: no memory");
+    if (st == OX_OK && !(l = calloc(1, sizeof *l)))
+        st = ox_fail(OX_ERR_OOM, "lora: no memory");
+    if (st == OX_OK) {
+        l->model = model;
+        st = check_header(model, g, &l->alpha);
     }
-    l->model = model;
-    st = check_header(model, g, &l->alpha);
     if (st == OX_OK)
         st = load_pairs(l, g);
     gguf_free(g); /* the pairs hold floats of their own */
     if (st != OX_OK) {
-        lora_destroy(l);
-        return st;
+        if (l)
+            lora_destroy(l);
+        char why[512]; /* the message again, naming the file */
+        snprintf(why, sizeof why, "%s", ox_last_error());
+        return ox_fail(st, "%s: %s", path, why);
     }
     for (int i = 0; i < l->n_pairs; i++) /* a slot for each weight some adapter targets */
         if (!l->pairs[i].target->lora_slot)
