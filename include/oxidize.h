@@ -552,6 +552,12 @@ OX_API int32_t ox_lora_n_tensors(const struct ox_lora *lora);
 OX_API enum ox_status ox_context_set_lora(struct ox_context *ctx, struct ox_lora *lora,
                                           float scale);
 OX_API void ox_context_clear_lora(struct ox_context *ctx);
+/* A copy of model's file with n adapters merged in at their scales (llama.cpp's export-lora):
+ * each weight they target becomes W + sum scale * alpha / rank * B A, written as F16 (F32 where
+ * the base's is F32), the rest copied as it is; written to a temporary file renamed to out_path
+ * at the end. */
+OX_API enum ox_status ox_lora_export(struct ox_model *model, struct ox_lora *const *loras,
+                                     const float *scales, int32_t n, const char *out_path);
 
 /* ---- Sampling ---------------------------------------------------------------------------- */
 

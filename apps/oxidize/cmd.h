@@ -23,6 +23,7 @@ int cmd_embed(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
+int cmd_export_lora(int argc, char **argv);
 
 /* -hf REPO[:QUANT] (and --hf-token TOKEN) among a model command's arguments: the model fetched
  * into the cache (or found there) and the arguments rewritten to -m PATH. Returns -1 to go on
@@ -40,6 +41,8 @@ int cmd_lora_count(void);
 enum ox_status cmd_lora_load(struct ox_model *m);
 enum ox_status cmd_lora_apply(struct ox_context *ctx);
 void cmd_lora_named(int i, const char **path, float *scale);
+/* The adapters cmd_lora_load loaded and their scales (up to CMD_LORA_MAX); how many. */
+int cmd_lora_loaded(struct ox_lora **loras, float *scales);
 
 /* The whole file as a NUL-terminated string (length in *len), or NULL after printing
  * "oxidize CMD: ..." with the reason. */

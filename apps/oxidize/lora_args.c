@@ -75,3 +75,9 @@ void cmd_lora_named(int i, const char **path, float *scale) {
     *path = i >= 0 && i < named.n ? named.path[i] : NULL;
     *scale = i >= 0 && i < named.n ? named.scale[i] : 0.0f;
 }
+
+int cmd_lora_loaded(struct ox_lora **loras, float *scales) {
+    for (int i = 0; i < named.n && named.model; i++)
+        loras[i] = named.lora[i], scales[i] = named.scale[i];
+    return named.model ? named.n : 0;
+}

@@ -11,7 +11,7 @@ struct command {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
-    bool takes_hf; /* loads a model: -hf REPO[:QUANT] stands for -m */
+    bool takes_hf; /* loads a model: -hf REPO[:QUANT] stands for -m, and --lora applies */
 };
 
 #ifndef OX_HAVE_SERVER
@@ -61,6 +61,7 @@ static const struct command commands[] = {
     {"logits", cmd_logits, "write a model's logits for given tokens (for checking)", false},
     {"perplexity", cmd_perplexity, "measure perplexity on a text (llama.cpp's method)", true},
     {"quantize", cmd_quantize, "quantize a model file (Q4_K_M, Q8_0, IQ4_XS, ...)", false},
+    {"export-lora", cmd_export_lora, "merge LoRA adapters into a copy of a model", false},
     {"pull", cmd_pull, "download a GGUF model from the Hugging Face Hub into the cache", false},
     {"list", cmd_list, "list the models in the cache", false},
     {"rm", cmd_rm, "delete models from the cache", false},
@@ -143,8 +144,8 @@ int main(int argc, char **argv) {
         int sub_argc = argc - 1;
         char **sub_argv = argv + 1;
         int rc = commands[i].takes_hf ? cmd_hub_args(name, &sub_argc, &sub_argv) : -1;
-        if (rc < 0 && commands[i].takes_hf) /* the commands that load a model take adapters */
-            rc = cmd_lora_args(name, &sub_argc, sub_argv);
+        if (rc < 0 && (commands[i].takes_hf || commands[i].run == cmd_export_lora))
+            rc = cmd_lora_args(name, &sub_argc, sub_argv); /* --lora, --lora-scaled */
         return rc >= 0 ? rc : commands[i].run(sub_argc, sub_argv);
     }
     const char *guess = nearest_command(name);

@@ -13,24 +13,10 @@
 #include "model/context.h"
 #include "quant/dtype.h"
 
-/* One targeted weight: A [rank][n_in] and B [n_out][rank] as floats. */
-struct lora_pair {
-    struct weight *target;
-    int64_t rank;
-    float *a, *b;
-};
-
-struct ox_lora {
-    struct ox_model *model;
-    float alpha;
-    int n_pairs;
-    struct lora_pair *pairs;
-    struct ox_lora *next; /* the model's other adapters (freed with it) */
-};
-
 /* Weights an adapter may not target: rows looked up rather than multiplied (embeddings), the
  * router (its scores pick experts on the host), the encoders' heads (run on the host), and
- * 3-D weights (experts, heads). llama.cpp takes token_embd's; not yet here. */
+ * 3-D weights (experts, heads); nor may it a vector (bind_pair). llama.cpp takes token_embd's;
+ * not yet here. */
 static bool lora_target_ok(const struct ox_model *m, const struct weight *w) {
     const struct weight *no[] = {m->tok_embd, m->pos_embd, m->ple_tok_embd, m->type_embd,
                                  m->cls,      m->cls_out,  m->dense_2,      m->dense_3};
@@ -117,7 +103,7 @@ static enum ox_status bind_pair(struct ox_model *m, const struct ox_gguf *g, con
     if (!w)
         return ox_fail(OX_ERR_INVALID_ARG,
                        "lora: '%s' is not in the base model (another model's adapter?)", base);
-    if (!lora_target_ok(m, w))
+    if (!lora_target_ok(m, w) || t->n_dims != 2)
         return ox_fail(OX_ERR_UNSUPPORTED, "lora: adapters on '%s' are not supported", base);
     if (a->ne[0] != w->ne[0] || b->ne[1] != w->ne[1] || a->ne[1] != b->ne[0])
         return ox_fail(OX_ERR_INVALID_ARG,
@@ -166,34 +152,41 @@ static void lora_destroy(struct ox_lora *l) {
     free(l);
 }
 
-enum ox_status ox_lora_load(struct ox_model *model, const char *path, struct ox_lora **out) {
-    if (!out || !model || !path)
-        return ox_fail(OX_ERR_INVALID_ARG, "lora: model, path and out are required");
-    *out = NULL;
-    struct ox_gguf *g = NULL;
-    struct ox_lora *l = NULL;
-    enum ox_status st = gguf_open(path, true, &g);
-    if (st == OX_OK && !(l = calloc(1, sizeof *l)))
-        st = ox_fail(OX_ERR_OOM, "lora: no memory");
-    if (st == OX_OK) {
-        l->model = model;
-        st = check_header(model, g, &l->alpha);
-    }
+enum ox_status lora_from_gguf(struct ox_model *model, const struct ox_gguf *g,
+                              struct ox_lora **out) {
+    struct ox_lora *l = calloc(1, sizeof *l);
+    if (!l)
+        return ox_fail(OX_ERR_OOM, "lora: no memory");
+    l->model = model;
+    enum ox_status st = check_header(model, g, &l->alpha);
     if (st == OX_OK)
         st = load_pairs(l, g);
-    gguf_free(g); /* the pairs hold floats of their own */
     if (st != OX_OK) {
-        if (l)
-            lora_destroy(l);
-        char why[512]; /* the message again, naming the file */
-        snprintf(why, sizeof why, "%s", ox_last_error());
-        return ox_fail(st, "%s: %s", path, why);
+        lora_destroy(l);
+        return st;
     }
     for (int i = 0; i < l->n_pairs; i++) /* a slot for each weight some adapter targets */
         if (!l->pairs[i].target->lora_slot)
             l->pairs[i].target->lora_slot = ++model->n_lora_slots;
     l->next = model->loras, model->loras = l;
     *out = l;
+    return OX_OK;
+}
+
+enum ox_status ox_lora_load(struct ox_model *model, const char *path, struct ox_lora **out) {
+    if (!out || !model || !path)
+        return ox_fail(OX_ERR_INVALID_ARG, "lora: model, path and out are required");
+    *out = NULL;
+    struct ox_gguf *g = NULL;
+    enum ox_status st = gguf_open(path, true, &g);
+    if (st == OX_OK)
+        st = lora_from_gguf(model, g, out);
+    gguf_free(g); /* the pairs hold floats of their own */
+    if (st != OX_OK) {
+        char why[512]; /* the message again, naming the file */
+        snprintf(why, sizeof why, "%s", ox_last_error());
+        return ox_fail(st, "%s: %s", path, why);
+    }
     return OX_OK;
 }
 
@@ -206,6 +199,10 @@ void ox_lora_free(struct ox_lora *lora) {
             break;
         }
     lora_destroy(lora);
+}
+
+float lora_pair_scale(const struct ox_lora *l, const struct lora_pair *p, float scale) {
+    return l->alpha != 0.0f ? scale * l->alpha / (float)p->rank : scale;
 }
 
 float ox_lora_alpha(const struct ox_lora *lora) {
@@ -261,12 +258,10 @@ static enum ox_status context_lora_bind(struct ox_context *ctx) {
         for (int j = 0; j < ctx->lora[i].lora->n_pairs; j++, d++) {
             const struct lora_pair *p = &ctx->lora[i].lora->pairs[j];
             int64_t n_in = p->target->ne[0], n_out = p->target->ne[1];
-            float alpha = ctx->lora[i].lora->alpha;
             d->a = (struct mat){OX_DTYPE_F32, p->a, p->rank, n_in, (size_t)n_in * 4, NULL, NULL};
             d->b =
                 (struct mat){OX_DTYPE_F32, p->b, n_out, p->rank, (size_t)p->rank * 4, NULL, NULL};
-            d->scale =
-                alpha != 0.0f ? ctx->lora[i].scale * alpha / (float)p->rank : ctx->lora[i].scale;
+            d->scale = lora_pair_scale(ctx->lora[i].lora, p, ctx->lora[i].scale);
             d->t = ctx->lora_room, d->d = ctx->lora_room + nb * (size_t)rank;
             const struct mat_lora **at = &ctx->lora_by_slot[p->target->lora_slot - 1];
             while (*at) /* adapters in the order they were set */

@@ -2,11 +2,13 @@
 """test_lora.py: LoRA adapters from the command line and the server (tests/data/lora's, on the
 shared llama-f16 model; test_lora.c checks their logits against llama.cpp's): `run --lora` and
 `--lora-scaled` change the text as they should (scale 0 is the plain model, 1 the same as
---lora), bench and perplexity take them, bad ones are refused with a message; `serve --lora`
+--lora), bench and perplexity take them, `export-lora` merges them into a model that writes
+the same text, bad ones are refused with a message; `serve --lora`
 answers with them, GET /lora-adapters lists them, POST /lora-adapters rescales them (all off:
 the plain model's text again), bad bodies and per-request adapters get 400."""
 import os
 import subprocess
+import tempfile
 
 from apptest import DATA, OXIDIZE, REPO, check, finish
 from test_serve import call, start
@@ -48,6 +50,17 @@ def test_cli():
     p = subprocess.run([OXIDIZE, "bench", "-m", MODEL, "-p", "16", "-n", "4", "-r", "1", "-ngl", "0",
                         "--lora", F32], capture_output=True, text=True)
     check(p.returncode == 0 and "tg4" in p.stdout, "bench --lora: %s %s" % (p.stdout, p.stderr))
+    merged = os.path.join(tempfile.mkdtemp(prefix="ox-lora-"), "merged.gguf")
+    p = subprocess.run([OXIDIZE, "export-lora", "-m", MODEL, "--lora", F32, "-o", merged],
+                       capture_output=True, text=True)
+    check(p.returncode == 0 and os.path.exists(merged), "export-lora: %s %s" % (p.stdout, p.stderr))
+    q = subprocess.run([OXIDIZE, "run", "-m", merged, "-p", PROMPT, "-n", "12", "--temp", "0",
+                        "-t", "2"], capture_output=True)
+    got = q.stdout.decode("utf-8", "replace").removesuffix("\n")
+    check(q.returncode == 0 and got == one, "the merged model's text: %r vs %r" % (got, one))
+    p = subprocess.run([OXIDIZE, "export-lora", "-m", MODEL, "-o", merged], capture_output=True,
+                       text=True)
+    check(p.returncode == 2 and "--lora" in p.stderr, "export-lora without adapters: %s" % p.stderr)
     text = os.path.join(DATA, "text", os.listdir(os.path.join(DATA, "text"))[0])
     ppl = []
     for extra in ([], ["--lora", F32]):

@@ -29,6 +29,7 @@ static const struct {
     {"POST", "/api/embed", NULL},      {"POST", "/api/embeddings", NULL},
     {"POST", "/slots/0", "erase"},     {"POST", "/slots/0", "save"},
     {"GET", "/api/tags", NULL},        {"POST", "/v1/rerank", NULL},
+    {"POST", "/lora-adapters", NULL},
 };
 
 /* The template the chat routes render with (Qwen3's: tools, thinking), read once. */

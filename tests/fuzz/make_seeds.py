@@ -7,6 +7,7 @@ input formats.
   make_seeds.py jinja DIR       the shared chat templates, each + NUL + a conversation as JSON
   make_seeds.py grammar DIR     the shared GBNF grammars, each + NUL + a sample text
   make_seeds.py json_schema DIR JSON schemas using every supported keyword
+  make_seeds.py lora DIR        LoRA adapters for the shared llama-f16 model, good and bad
 """
 import glob
 import json
@@ -163,6 +164,34 @@ def hub_seeds(dest):
             f.write(r.encode() + b"\0" + files.encode())
 
 
+def lora_seeds(dest):
+    """Adapters for the shared llama-f16 model (n_embd 256, k/v 128, FFN 768): f32 and f16
+    pairs on attention and FFN weights, and ones it refuses (another architecture, an
+    embedding, a lone half)."""
+    rng = random.Random(7)
+    f32, f16 = TYPES[0], TYPES[1]
+    head = [("general.architecture", T_STR, "llama"), ("general.type", T_STR, "adapter"),
+            ("adapter.type", T_STR, "lora"), ("adapter.lora.alpha", T_F32, 8.0)]
+    seeds = [
+        (head, [("blk.0.attn_q.weight.lora_a", f32, [256, 4]),
+                ("blk.0.attn_q.weight.lora_b", f32, [4, 256])]),
+        (head, [("blk.1.ffn_down.weight.lora_a", f16, [768, 2]),
+                ("blk.1.ffn_down.weight.lora_b", f16, [2, 256]),
+                ("blk.0.attn_k.weight.lora_a", f16, [256, 2]),
+                ("blk.0.attn_k.weight.lora_b", f16, [2, 128]),
+                ("output.weight.lora_a", f32, [256, 2]), ("output.weight.lora_b", f32, [2, 2048])]),
+        (head[:3], [("blk.0.ffn_up.weight.lora_a", f32, [256, 2]),
+                    ("blk.0.ffn_up.weight.lora_b", f32, [2, 768])]),
+        ([("general.architecture", T_STR, "qwen2")] + head[1:],
+         [("blk.0.attn_q.weight.lora_a", f32, [256, 4]), ("blk.0.attn_q.weight.lora_b", f32, [4, 256])]),
+        (head, [("token_embd.weight.lora_a", f32, [256, 2]), ("token_embd.weight.lora_b", f32, [2, 2048])]),
+        (head, [("blk.0.attn_v.weight.lora_a", f32, [256, 4])]),
+    ]
+    for i, (kvs, tensors) in enumerate(seeds):
+        with open(os.path.join(dest, "l%02d.gguf" % i), "wb") as f:
+            f.write(gguf(kvs, tensors, rng))
+
+
 def server_seeds(dest):
     """A route byte (fuzz_server.c's table) and a body for it."""
     chat = {"messages": [{"role": "system", "content": "Be brief."},
@@ -190,6 +219,7 @@ def server_seeds(dest):
         (11, {"model": "m", "prompt": "text"}),
         (12, {}),
         (13, {"filename": "a.bin"}),
+        (16, [{"id": 0, "scale": 0.5}, {"id": 1, "scale": 1}]),
     ]
     for i, (route, body) in enumerate(bodies):
         with open(os.path.join(dest, "r%02d" % i), "wb") as f:
@@ -200,4 +230,5 @@ if __name__ == "__main__":
     kind, dest = sys.argv[1], sys.argv[2]
     os.makedirs(dest, exist_ok=True)
     {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "jinja": jinja_seeds,
-     "grammar": grammar_seeds, "json_schema": json_schema_seeds, "hub": hub_seeds, "server": server_seeds}[kind](dest)
+     "grammar": grammar_seeds, "json_schema": json_schema_seeds, "hub": hub_seeds, "server": server_seeds,
+     "lora": lora_seeds}[kind](dest)

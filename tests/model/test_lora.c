@@ -1,7 +1,8 @@
 /* test_lora.c: LoRA adapters against llama.cpp: the shared llama-f16 model with
  * tests/data/lora's adapters (one, then two at other scales) gives llama.cpp's logits with them
  * (mean KL < 1e-5, top-1 equal: a float model's bounds), and the base model's again once they
- * are taken off; adapters that do not fit the model (another architecture or shape, a lone half,
+ * are taken off, and a copy of the model with them merged in (ox_lora_export) does the same;
+ * adapters that do not fit the model (another architecture or shape, a lone half,
  * a stray tensor, an embedding, not an adapter at all) are refused with a message. */
 #include "gguf/gguf.h"
 #include "oxidize.h"
@@ -67,6 +68,31 @@ static void check_against(const char *ref_path, const float *got, const char *wh
     free(want);
 }
 
+/* The adapters merged into a copy of the model (ox_lora_export) give llama.cpp's logits with
+ * them applied at run time: within a float model's bounds (the merged weights round to f16). */
+static void check_export(struct ox_model *m, struct ox_lora *const *loras, const float *scales,
+                         int n, const char *ref_path, const char *what) {
+    char path[1024];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/ox_merged_%d.gguf", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    CHECK_MSG(ox_lora_export(m, loras, scales, n, path) == OX_OK, "%s: %s", what, ox_last_error());
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = 0;
+    struct ox_model *merged = NULL;
+    struct ox_context *c = NULL;
+    struct ox_context_params cp = ox_context_params_default();
+    cp.n_ctx = 512, cp.n_threads = 2;
+    CHECK_MSG(ox_model_load(path, &mp, &merged) == OX_OK, "%s", ox_last_error());
+    if (merged && ox_context_create(merged, &cp, &c) == OX_OK) {
+        float *got = prompt_logits(c);
+        check_against(ref_path, got, what);
+        free(got);
+    }
+    ox_context_free(c);
+    ox_model_free(merged);
+    unlink(path);
+}
+
 static struct ox_lora *load_lora(struct ox_model *m, const char *name) {
     struct ox_lora *l = NULL;
     CHECK_MSG(ox_lora_load(m, name, &l) == OX_OK, "%s: %s", name, ox_last_error());
@@ -74,9 +100,10 @@ static struct ox_lora *load_lora(struct ox_model *m, const char *name) {
 }
 
 /* An adapter written here from the f32 one with a change: key set to value (NULL: kept), the
- * tensors for which keep() is false left out, or one more tensor named extra. */
+ * tensors for which keep() is false left out, or one more tensor named extra (with pair, two:
+ * extra.lora_a and extra.lora_b, of rank 4). */
 static void write_variant(const char *out, const char *key, const char *value,
-                          bool (*keep)(const char *name), const char *extra) {
+                          bool (*keep)(const char *name), const char *extra, bool pair) {
     struct ox_gguf *g = NULL;
     struct gguf_writer *w = NULL;
     CHECK_EQ(gguf_open(LORA_DIR "/llama-lora-f32.gguf", true, &g), OX_OK);
@@ -90,10 +117,16 @@ static void write_variant(const char *out, const char *key, const char *value,
         if (!keep || keep(t->name))
             gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
     }
-    if (extra) {
-        static const float v[256 * 4];
-        int64_t ne[2] = {256, 4};
-        gguf_writer_add_tensor(w, extra, OX_DTYPE_F32, 2, ne, v);
+    static const float v[2048 * 4];
+    char name[128];
+    int64_t ne_a[2] = {256, 4}, ne_b[2] = {4, 2048};
+    if (extra && !pair)
+        gguf_writer_add_tensor(w, extra, OX_DTYPE_F32, 2, ne_a, v);
+    if (extra && pair) {
+        snprintf(name, sizeof name, "%s.lora_a", extra);
+        gguf_writer_add_tensor(w, name, OX_DTYPE_F32, 2, ne_a, v);
+        snprintf(name, sizeof name, "%s.lora_b", extra);
+        gguf_writer_add_tensor(w, name, OX_DTYPE_F32, 2, ne_b, v);
     }
     CHECK_EQ(gguf_writer_write_file(w, out), OX_OK);
     gguf_writer_free(w);
@@ -113,19 +146,24 @@ static void check_refusals(struct ox_model *m) {
         const char *key, *value;
         bool (*keep)(const char *);
         const char *extra;
+        bool pair;
         enum ox_status st;
         const char *says;
     } cases[] = {
-        {"general.architecture", "qwen2", NULL, NULL, OX_ERR_INVALID_ARG, "architecture 'qwen2'"},
-        {"general.type", "model", NULL, NULL, OX_ERR_INVALID_ARG, "not an adapter"},
-        {"adapter.type", "control_vector", NULL, NULL, OX_ERR_UNSUPPORTED, "not 'lora'"},
-        {NULL, NULL, no_first_b, NULL, OX_ERR_FORMAT, "lora_a without lora_b"},
-        {NULL, NULL, NULL, "blk.0.attn_q.weight.delta", OX_ERR_FORMAT, "neither"},
-        {NULL, NULL, NULL, "token_embd.weight.lora_a", OX_ERR_FORMAT, "without lora_b"},
-        {NULL, NULL, NULL, "blk.9.ffn_up.weight.lora_a", OX_ERR_FORMAT, "without lora_b"},
+        {"general.architecture", "qwen2", NULL, NULL, false, OX_ERR_INVALID_ARG,
+         "architecture 'qwen2'"},
+        {"general.type", "model", NULL, NULL, false, OX_ERR_INVALID_ARG, "not an adapter"},
+        {"adapter.type", "control_vector", NULL, NULL, false, OX_ERR_UNSUPPORTED, "not 'lora'"},
+        {NULL, NULL, no_first_b, NULL, false, OX_ERR_FORMAT, "lora_a without lora_b"},
+        {NULL, NULL, NULL, "blk.0.attn_q.weight.delta", false, OX_ERR_FORMAT, "neither"},
+        {NULL, NULL, NULL, "token_embd.weight.lora_a", false, OX_ERR_FORMAT, "without lora_b"},
+        {NULL, NULL, NULL, "token_embd.weight", true, OX_ERR_UNSUPPORTED, "not supported"},
+        {NULL, NULL, NULL, "output_norm.weight", true, OX_ERR_UNSUPPORTED, "not supported"},
+        {NULL, NULL, NULL, "blk.9.ffn_up.weight", true, OX_ERR_INVALID_ARG, "not in the base"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_variant(path, cases[i].key, cases[i].value, cases[i].keep, cases[i].extra);
+        write_variant(path, cases[i].key, cases[i].value, cases[i].keep, cases[i].extra,
+                      cases[i].pair);
         struct ox_lora *l = NULL;
         enum ox_status st = ox_lora_load(m, path, &l);
         CHECK_MSG(st == cases[i].st && !l && strstr(ox_last_error(), cases[i].says),
@@ -196,6 +234,10 @@ int main(void) {
     check_against(ref, got, "adapters cleared");
     free(got), free(base);
 
+    struct ox_lora *both[2] = {f32, f16};
+    float one = 1.0f, mix[2] = {0.5f, 1.0f};
+    check_export(m, both, &one, 1, LORA_DIR "/llama-f16.lora-f32.logits.f32", "merged f32 adapter");
+    check_export(m, both, mix, 2, LORA_DIR "/llama-f16.lora-mix.logits.f32", "merged pair");
     check_refusals(m);
     ox_lora_free(f16); /* f32 goes with the model */
     ox_context_free(c), ox_context_free(plain);
