@@ -61,6 +61,15 @@ struct context_lora {
     float scale;
 };
 
+/* The adapters as a stage runs them (lora_bind.c): a delta per adapter and weight, chained per
+ * weight slot (the stage's be.lora), in its memory with the room they compute in. */
+struct context_lora_stage {
+    struct mat_lora *deltas;
+    const struct mat_lora **by_slot;
+    float *room;   /* A x and B (A x) */
+    float *copies; /* a device stage's A and B, or NULL: the adapters' own floats serve */
+};
+
 struct ox_context {
     const struct ox_model *model;
     struct ox_context_params params;
@@ -83,11 +92,10 @@ struct ox_context {
     bool moe_on_host;   /* this batch took a device stage's router probabilities to the host */
     bool moe_graphable; /* the last single-token batch did not: later ones may be graphs */
     struct delta_net_state *dn; /* recurrent layers' per-sequence state, or NULL (delta_net.h) */
-    struct context_lora lora[MAT_LORA_MAX]; /* LoRA adapters applied (lora.c), in order */
+    struct context_lora lora[MAT_LORA_MAX]; /* LoRA adapters applied (lora_bind.c), in order, */
     int n_lora;
-    struct mat_lora *lora_deltas;         /* their deltas, one per adapter and weight, */
-    const struct mat_lora **lora_by_slot; /* chained per weight slot (stages' be.lora), */
-    float *lora_room;                     /* and the room they compute in */
+    struct context_lora_stage lora_stage[2]; /* as each stage runs them */
+    uint32_t lora_gen; /* changes with them: a recorded step holds the old ones */
 };
 
 /* A batch as the forward pass reads it: decode.c fills it once the batch is checked and its

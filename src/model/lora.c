@@ -1,8 +1,6 @@
 /* lora.c: LoRA adapters, GGUF files as llama.cpp writes them (general.type = adapter,
  * adapter.type = lora, adapter.lora.alpha, tensors <name>.lora_a / <name>.lora_b), checked
- * against their base model, then bound to contexts: every product of a weight they target takes
- * scale * B (A x) on top (compose_lora_add), scale = the context's for the adapter times alpha /
- * rank (alpha 0: the context's alone), as llama.cpp's get_scale. */
+ * against their base model, A and B kept as floats (lora_bind.c binds them to contexts). */
 #include "model/lora.h"
 
 #include <stdio.h>
@@ -10,7 +8,6 @@
 #include <string.h>
 
 #include "core/status.h"
-#include "model/context.h"
 #include "quant/dtype.h"
 
 /* Weights an adapter may not target: rows looked up rather than multiplied (embeddings), the
@@ -219,91 +216,4 @@ void model_free_loras(struct ox_model *m) {
         m->loras = l->next;
         lora_destroy(l);
     }
-}
-
-/* The context's bindings: its deltas chained per weight slot, and the room they compute in. */
-void context_lora_release(struct ox_context *ctx) {
-    struct backend *b = &ctx->stages[0].be; /* where context_lora_bind made the room */
-    for (int s = 0; s < ctx->n_stages; s++)
-        ctx->stages[s].be.lora = NULL;
-    free(ctx->lora_deltas), ctx->lora_deltas = NULL;
-    free(ctx->lora_by_slot), ctx->lora_by_slot = NULL;
-    if (ctx->lora_room)
-        b->ops->free(b, ctx->lora_room), ctx->lora_room = NULL;
-}
-
-static enum ox_status context_lora_bind(struct ox_context *ctx) {
-    context_lora_release(ctx);
-    int n = 0;
-    int64_t rank = 0, rows = 0;
-    for (int i = 0; i < ctx->n_lora; i++)
-        for (int j = 0; j < ctx->lora[i].lora->n_pairs; j++, n++) {
-            const struct lora_pair *p = &ctx->lora[i].lora->pairs[j];
-            rank = p->rank > rank ? p->rank : rank;
-            rows = p->target->ne[1] > rows ? p->target->ne[1] : rows;
-        }
-    if (!n)
-        return OX_OK;
-    struct backend *b = &ctx->stages[0].be;
-    size_t nb = ctx->params.n_batch, floats = nb * (size_t)(rank + rows);
-    ctx->lora_deltas = calloc((size_t)n, sizeof *ctx->lora_deltas);
-    ctx->lora_by_slot = calloc(ctx->model->n_lora_slots, sizeof *ctx->lora_by_slot);
-    ctx->lora_room = b->ops->alloc(b, floats * sizeof(float));
-    if (!ctx->lora_deltas || !ctx->lora_by_slot || !ctx->lora_room) {
-        context_lora_release(ctx);
-        return ox_fail(OX_ERR_OOM, "lora: no memory for the context's adapters");
-    }
-    struct mat_lora *d = ctx->lora_deltas;
-    for (int i = 0; i < ctx->n_lora; i++)
-        for (int j = 0; j < ctx->lora[i].lora->n_pairs; j++, d++) {
-            const struct lora_pair *p = &ctx->lora[i].lora->pairs[j];
-            int64_t n_in = p->target->ne[0], n_out = p->target->ne[1];
-            d->a = (struct mat){OX_DTYPE_F32, p->a, p->rank, n_in, (size_t)n_in * 4, NULL, NULL};
-            d->b =
-                (struct mat){OX_DTYPE_F32, p->b, n_out, p->rank, (size_t)p->rank * 4, NULL, NULL};
-            d->scale = lora_pair_scale(ctx->lora[i].lora, p, ctx->lora[i].scale);
-            d->t = ctx->lora_room, d->d = ctx->lora_room + nb * (size_t)rank;
-            const struct mat_lora **at = &ctx->lora_by_slot[p->target->lora_slot - 1];
-            while (*at) /* adapters in the order they were set */
-                at = (const struct mat_lora **)&(*at)->next;
-            *at = d;
-        }
-    for (int s = 0; s < ctx->n_stages; s++)
-        ctx->stages[s].be.lora = ctx->lora_by_slot;
-    return OX_OK;
-}
-
-enum ox_status ox_context_set_lora(struct ox_context *ctx, struct ox_lora *lora, float scale) {
-    if (!ctx || !lora || lora->model != ctx->model)
-        return ox_fail(OX_ERR_INVALID_ARG, "lora: the adapter was loaded for another model");
-    for (int s = 0; s < ctx->n_stages; s++)
-        if (ctx->stages[s].be.ops->device)
-            return ox_fail(OX_ERR_UNSUPPORTED,
-                           "lora: adapters run on the CPU so far (load the model with -ngl 0)");
-    int i = 0;
-    while (i < ctx->n_lora && ctx->lora[i].lora != lora)
-        i++;
-    if (i == ctx->n_lora && scale != 0.0f) {
-        if (ctx->n_lora == MAT_LORA_MAX)
-            return ox_fail(OX_ERR_INVALID_ARG, "lora: at most %d adapters at once", MAT_LORA_MAX);
-        ctx->n_lora++;
-    }
-    if (scale != 0.0f) {
-        ctx->lora[i] = (struct context_lora){lora, scale};
-    } else if (i < ctx->n_lora) { /* scale 0: removed */
-        memmove(&ctx->lora[i], &ctx->lora[i + 1],
-                (size_t)(ctx->n_lora - i - 1) * sizeof ctx->lora[0]);
-        ctx->n_lora--;
-    }
-    enum ox_status st = context_lora_bind(ctx);
-    if (st != OX_OK)
-        ctx->n_lora = 0;
-    return st;
-}
-
-void ox_context_clear_lora(struct ox_context *ctx) {
-    if (!ctx)
-        return;
-    ctx->n_lora = 0;
-    context_lora_release(ctx);
 }
