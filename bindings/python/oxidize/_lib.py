@@ -113,6 +113,8 @@ _SIGNATURES = {
     "ox_context_params_default": (ContextParams, []),
     "ox_context_create": (c_int, [_P, POINTER(ContextParams), POINTER(_P)]),
     "ox_context_free": (None, [_P]),
+    "ox_lora_load": (c_int, [_P, c_char_p, POINTER(_P)]),
+    "ox_context_set_lora": (c_int, [_P, _P, c_float]),
     "ox_context_n_ctx": (c_uint32, [_P]),
     "ox_decode": (c_int, [_P, POINTER(Batch)]),
     "ox_get_logits": (POINTER(c_float), [_P, c_int32]),

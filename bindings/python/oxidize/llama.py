@@ -132,13 +132,16 @@ class Llama:
                  logits_all: bool = False, embedding: bool = False, last_n_tokens_size: int = 64,
                  chat_format: Optional[str] = None, chat_handler: Any = None,
                  type_k: Optional[int] = None, type_v: Optional[int] = None,
-                 verbose: bool = True, **kwargs: Any) -> None:
+                 lora_base: Optional[str] = None, lora_scale: float = 1.0,
+                 lora_path: Optional[str] = None, verbose: bool = True,
+                 **kwargs: Any) -> None:
         self._init_args = dict(kwargs, n_gpu_layers=n_gpu_layers, vocab_only=vocab_only,
                                use_mmap=use_mmap, seed=seed, n_ctx=n_ctx, n_batch=n_batch,
                                n_ubatch=n_ubatch, n_threads=n_threads,
                                n_threads_batch=n_threads_batch, logits_all=logits_all,
                                embedding=embedding, last_n_tokens_size=last_n_tokens_size,
                                chat_format=chat_format, type_k=type_k, type_v=type_v,
+                               lora_base=lora_base, lora_scale=lora_scale, lora_path=lora_path,
                                verbose=verbose)
         self.verbose = verbose
         self.model_path = model_path
@@ -163,6 +166,16 @@ class Llama:
         self._kv_type = type_k if type_k in (_lib.OX_DTYPE_F32, _lib.OX_DTYPE_F16,
                                              _lib.OX_DTYPE_Q8_0) else None
         self._n_ctx = n_ctx
+        # a LoRA adapter (GGUF; lora_base, for the old ggml adapters, has no use with these)
+        self._lora: Optional[ctypes.c_void_p] = None
+        self._lora_scale = float(lora_scale)
+        if lora_path is not None and not vocab_only:
+            if not os.path.exists(lora_path):
+                raise ValueError(f"LoRA path does not exist: {lora_path}")
+            lora = ctypes.c_void_p()
+            check(_lib.lib.ox_lora_load(model, lora_path.encode(), ctypes.byref(lora)),
+                  f"loading the LoRA adapter {lora_path}")
+            self._lora = lora  # freed with the model
         if not vocab_only:
             self._make_context(n_ctx)
         self.n_tokens = 0
@@ -188,6 +201,9 @@ class Llama:
               "creating the context")
         self._ctx = ctx
         self._n_ctx = int(_lib.lib.ox_context_n_ctx(ctx))
+        if self._lora is not None:
+            check(_lib.lib.ox_context_set_lora(ctx, self._lora, self._lora_scale),
+                  "applying the LoRA adapter")
 
     def _sibling(self) -> "Llama":
         """Another Llama over the same loaded model, with a context of its own (the same

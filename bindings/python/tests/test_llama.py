@@ -403,3 +403,31 @@ def test_registered_format_and_chat_handler(kjv_path):
     assert again["choices"][0]["message"]["content"] == got["choices"][0]["message"]["content"]
     with pytest.raises(llama_chat_format.LlamaChatCompletionHandlerNotFoundException):
         llama_chat_format.get_chat_completion_handler("no-such-format")
+
+
+def test_lora_path_and_scale(cli):
+    """lora_path / lora_scale apply a GGUF LoRA adapter as `oxidize run --lora-scaled` does;
+    scale 0 is the plain model; a missing or unfitting adapter raises."""
+    import subprocess
+    from conftest import OX_BIN, REPO, TESTDATA
+    model = str(TESTDATA / "models" / "llama-f16.gguf")
+    lora = str(REPO / "tests" / "data" / "lora" / "llama-lora-f32.gguf")
+    prompt = "Once upon a time"
+
+    def greedy(**kw):
+        llm = llama_cpp.Llama(model, n_ctx=128, verbose=False, **kw)
+        return prompt + llm(prompt, max_tokens=8, temperature=0)["choices"][0]["text"]
+
+    def run(*extra):
+        out = subprocess.run([str(OX_BIN), "run", "-m", model, "-p", prompt, "-n", "8", "--temp",
+                              "0", "-ngl", "0", *extra], check=True, capture_output=True)
+        return out.stdout.decode("utf-8", errors="ignore").removesuffix("\n")
+
+    plain, half = greedy(), greedy(lora_path=lora, lora_scale=0.5)
+    assert half != plain and half == run("--lora-scaled", lora, "0.5")
+    assert greedy(lora_path=lora) == run("--lora", lora)
+    assert greedy(lora_path=lora, lora_scale=0.0) == plain
+    with pytest.raises(ValueError, match="LoRA path does not exist"):
+        llama_cpp.Llama(model, lora_path="/no/such.gguf", verbose=False)
+    with pytest.raises(oxidize.InvalidArgumentError, match="not an adapter"):
+        llama_cpp.Llama(model, lora_path=model, verbose=False)
