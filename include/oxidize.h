@@ -540,6 +540,11 @@ OX_API enum ox_status ox_state_seq_load_file(struct ox_context *ctx, int32_t seq
  * adapter belongs to its model (freed with it at the latest); apply it to contexts with
  * ox_context_set_lora. Not while the model's contexts decode. */
 struct ox_lora;
+/* An adapter at a scale (a request's own set, ox_request.lora). */
+struct ox_lora_use {
+    struct ox_lora *lora;
+    float scale;
+};
 OX_API enum ox_status ox_lora_load(struct ox_model *model, const char *path,
                                    struct ox_lora **out);
 OX_API void ox_lora_free(struct ox_lora *lora);
@@ -726,6 +731,11 @@ struct ox_request {
      * go on, the kept keys moved to their new positions; off: OX_FINISH_LENGTH there */
     bool context_shift;
     int32_t n_keep;
+    /* the LoRA adapters this request runs with (copied at submit; scale 0 leaves one out, at
+     * most 8), or NULL: the engine's own set (ox_engine_set_lora). Requests with other sets than
+     * the running ones wait until those end: a step runs one set. */
+    const struct ox_lora_use *lora;
+    int32_t n_lora;
 };
 
 /* What an engine is doing, for monitoring (a snapshot taken at the end of the last step). */
@@ -776,10 +786,10 @@ OX_API enum ox_status ox_engine_slot_restore(struct ox_engine *engine, int32_t s
                                              const char *path, size_t *n_tokens);
 OX_API enum ox_status ox_engine_slot_erase(struct ox_engine *engine, int32_t slot,
                                            size_t *n_tokens);
-/* The engine's context applies lora at scale from the next step on (ox_context_set_lora; 0
- * takes it off), for every slot: running requests go on with it; no slot's cached prompt is
- * reused afterwards (its rows were made with other adapters). Between steps, as the slots'
- * saves. */
+/* The engine's own set of LoRA adapters, which requests without one of their own (ox_request
+ * lora NULL) submitted from now on run with: lora at scale (0 takes it off; at most 8).
+ * Thread-safe. Running requests keep theirs; a slot's cached prompt is reused only by a request
+ * with the set it was made with. */
 OX_API enum ox_status ox_engine_set_lora(struct ox_engine *engine, struct ox_lora *lora,
                                          float scale);
 

@@ -254,7 +254,9 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
                            .on_logits = on_logits,
                            .fresh = g->o.fresh,
                            .context_shift = state_options(g->s)->context_shift,
-                           .n_keep = g->o.n_keep};
+                           .n_keep = g->o.n_keep,
+                           .lora = g->o.has_lora ? g->o.lora : NULL,
+                           .n_lora = g->o.n_lora};
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     pthread_mutex_lock(&g->lock);

@@ -38,6 +38,9 @@ struct gen_opts {
     double timeout;  /* seconds the generation may take */
     int32_t n_keep;  /* tokens of the prompt a context shift (serve --context-shift) keeps (< 0:
                         all) */
+    bool has_lora;   /* the request's own LoRA adapters (its "lora" field): */
+    struct ox_lora_use lora[8];
+    int32_t n_lora;
 };
 
 struct gen;

@@ -1,6 +1,7 @@
 /* lora_adapters.c: llama-server's GET /lora-adapters (the adapters given with --lora, each
  * with its id, file and scale) and POST /lora-adapters ([{"id": 0, "scale": 0.5}, ...]: new
- * scales, those left out at 0), applied between two of the engine's steps to every slot. */
+ * scales, those left out at 0, for the requests from then on that name no adapters of their
+ * own). */
 #include <math.h>
 
 #include "lora_adapters.h"

@@ -221,6 +221,36 @@ static bool logprobs(json_t *req, struct gen_opts *o, struct reply *err) {
     return true;
 }
 
+/* llama-server's "lora": [{"id", "scale"}, ...], the request's own adapters (those of the
+ * server's --lora list left out: scale 0); absent: the server's scales. */
+static bool lora_field(struct state *s, json_t *lora, struct gen_opts *o, struct reply *err) {
+    if (!lora || json_is_null(lora))
+        return true;
+    if (!json_is_array(lora))
+        return bad(err, "lora", "%s", "'lora' must be an array of {\"id\", \"scale\"}");
+    size_t i;
+    json_t *item;
+    o->has_lora = true;
+    json_array_foreach(lora, i, item) {
+        json_t *id = json_object_get(item, "id"), *scale = json_object_get(item, "scale");
+        double v = json_number_value(scale);
+        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) >= state_lora_count(s))
+            return bad(err, "lora", "%s",
+                       "each 'lora' item's 'id' must be an adapter's (GET /lora-adapters)");
+        if (!json_is_number(scale) || !isfinite(v) || fabs(v) > 100)
+            return bad(err, "lora", "%s",
+                       "each 'lora' item's 'scale' must be a number from -100 to 100");
+        int32_t k = 0; /* an id given twice: the last scale */
+        struct ox_lora *l = state_lora(s, (int)json_integer_value(id));
+        while (k < o->n_lora && o->lora[k].lora != l)
+            k++;
+        o->lora[k] = (struct ox_lora_use){l, (float)v};
+        o->n_lora += k == o->n_lora;
+    }
+    return true;
+}
+
 bool params_parse(struct state *s, json_t *req, enum gen_api api, const char *tool_grammar,
                   struct gen_opts *o, struct ox_sampler **smp, struct reply *err) {
     int32_t slot = state_slot_ctx(s);
@@ -234,10 +264,8 @@ bool params_parse(struct state *s, json_t *req, enum gen_api api, const char *to
                                                                           : "max_tokens";
     bool cache_prompt = true;
     json_t *so_opts = json_object_get(req, "stream_options");
-    if (json_object_get(req, "lora")) /* adapters are the server's, for every slot at once */
-        return bad(err, "lora", "%s",
-                   "adapters per request are not supported yet: set their scales with POST "
-                   "/lora-adapters");
+    if (!lora_field(s, json_object_get(req, "lora"), o, err))
+        return false;
     if (!param_number(req, max_key,
                       GEN_OLLAMA(api) ? -2
                       : native        ? -1

@@ -174,7 +174,7 @@ static bool make_contexts(struct state *s) {
     return !o->embeddings || ox_context_create(s->model, &cp, &s->embed) == OX_OK;
 }
 
-/* Adapter i at scale on the engine's context and the embeddings', between steps. */
+/* Adapter i at scale for the engine's requests from now on, and on the embeddings context. */
 static enum ox_status apply_lora(struct state *s, int i, float scale) {
     enum ox_status st = s->engine ? ox_engine_set_lora(s->engine, s->lora[i], scale) : OX_OK;
     if (st == OX_OK && s->embed) {
@@ -319,9 +319,12 @@ const char *state_lora_info(struct state *s, int i, float *scale) {
     return s->o->lora_path[i];
 }
 
+struct ox_lora *state_lora(struct state *s, int i) {
+    return s->lora[i];
+}
+
 enum ox_status state_lora_set(struct state *s, const float *scales) {
     enum ox_status st = OX_OK;
-    pthread_mutex_lock(&s->step_lock); /* the worker steps no batch meanwhile */
     for (int i = 0; i < s->o->n_lora && st == OX_OK; i++) {
         st = apply_lora(s, i, scales[i]);
         if (st == OX_OK) {
@@ -330,6 +333,5 @@ enum ox_status state_lora_set(struct state *s, const float *scales) {
             pthread_mutex_unlock(&s->lock);
         }
     }
-    pthread_mutex_unlock(&s->step_lock);
     return st;
 }

@@ -68,11 +68,12 @@ enum ox_pooling state_pooling(const struct state *s);
 enum ox_status state_slot(struct state *s, char action, int32_t slot, const char *path,
                           size_t *n_tokens);
 
-/* --lora's adapters: how many; adapter i's file and scale now; new scales for all of them
- * (count values; 0 takes one off), applied between two of the engine's steps (no cached prompt
- * is reused after: ox_engine_set_lora). */
+/* --lora's adapters: how many; adapter i's file and scale now; adapter i; new scales for all
+ * of them (count values; 0 takes one off) for the requests submitted from now on that do not
+ * name their own (ox_engine_set_lora). */
 int state_lora_count(const struct state *s);
 const char *state_lora_info(struct state *s, int i, float *scale);
+struct ox_lora *state_lora(struct state *s, int i);
 enum ox_status state_lora_set(struct state *s, const float *scales);
 
 /* Hand a request to the engine: OX_OK, OX_ERR_ABORTED (shutting down), OX_ERR_CONTEXT_FULL

@@ -11,12 +11,20 @@
 #include "oxidize.h"
 
 /* A submitted request: queued, then running in a slot. */
+/* A set of LoRA adapters at their scales (none at scale 0), in the order set. */
+struct lora_set {
+    struct ox_lora_use use[8];
+    int32_t n;
+};
+
 struct job {
     uint64_t id;
     struct ox_request req;
-    ox_token *prompt; /* the engine's copy */
-    bool cancel;      /* set by ox_engine_cancel, read at the next step */
-    struct job *next; /* the queue */
+    ox_token *prompt;     /* the engine's copy */
+    struct lora_set lora; /* the adapters it runs with */
+    bool cancel;          /* set by ox_engine_cancel, read at the next step */
+    bool failed;          /* its adapters could not be applied: it ends with an error */
+    struct job *next;     /* the queue */
 };
 
 /* A KV sequence (id = its index) and the request running in it, if any. */
@@ -28,7 +36,7 @@ struct slot {
     int32_t n_generated; /* tokens passed to on_token */
     int32_t row;         /* this step's batch row whose logits it samples, or -1 */
     ox_token next;       /* the token sample_ready drew from that row (-1: none) */
-    bool stale;          /* its KV rows came from other LoRA adapters: no prefix is reused */
+    uint32_t lora_gen;   /* the adapters its KV rows were made with (ox_engine's lora_gen) */
 };
 
 struct ox_engine {
@@ -49,7 +57,47 @@ struct ox_engine {
     struct threadpool *pool; /* samples the slots of a pass side by side (sample_ready) */
     struct slot **ready;     /* [n_slots]: the slots whose logits the last pass made */
     int32_t n_ready;
+    struct lora_set lora_default; /* what requests without a set of their own take, */
+    struct lora_set lora_active;  /* what the context applies now, */
+    uint32_t lora_gen;            /* and a count of its changes */
 };
+
+/* Set s with lora at scale: replaced in place, appended, or (scale 0) taken out. */
+static bool lora_put(struct lora_set *s, struct ox_lora *lora, float scale) {
+    int32_t i = 0;
+    while (i < s->n && s->use[i].lora != lora)
+        i++;
+    if (scale == 0.0f) {
+        if (i < s->n)
+            memmove(&s->use[i], &s->use[i + 1], (size_t)(s->n - i - 1) * sizeof s->use[0]), s->n--;
+        return true;
+    }
+    if (i == s->n && s->n == 8)
+        return false;
+    s->use[i] = (struct ox_lora_use){lora, scale};
+    s->n += i == s->n;
+    return true;
+}
+
+static bool lora_same(const struct lora_set *a, const struct lora_set *b) {
+    if (a->n != b->n)
+        return false;
+    for (int32_t i = 0; i < a->n; i++)
+        if (a->use[i].lora != b->use[i].lora || a->use[i].scale != b->use[i].scale)
+            return false;
+    return true;
+}
+
+/* The context takes set s (between steps, no slot running). */
+static enum ox_status lora_apply(struct ox_engine *e, const struct lora_set *s) {
+    ox_context_clear_lora(e->ctx);
+    e->lora_active = (struct lora_set){0};
+    e->lora_gen++;
+    for (int32_t i = 0; i < s->n; i++)
+        OX_TRY(ox_context_set_lora(e->ctx, s->use[i].lora, s->use[i].scale));
+    e->lora_active = *s;
+    return OX_OK;
+}
 
 struct ox_engine_params ox_engine_params_default(void) {
     return (struct ox_engine_params){
@@ -190,7 +238,16 @@ enum ox_status ox_engine_submit(struct ox_engine *e, const struct ox_request *re
     }
     memcpy(copy, req->prompt, (size_t)req->n_prompt * sizeof *copy);
     j->req = *req, j->prompt = copy, j->req.prompt = copy;
+    for (int32_t i = 0; req->lora && i < req->n_lora; i++)
+        if (!req->lora[i].lora || !lora_put(&j->lora, req->lora[i].lora, req->lora[i].scale)) {
+            free(j), free(copy);
+            return ox_fail(OX_ERR_INVALID_ARG, "engine: a request's adapters: at most 8, none "
+                                               "NULL");
+        }
+    j->req.lora = NULL, j->req.n_lora = 0; /* the request's array is not kept */
     pthread_mutex_lock(&e->lock);
+    if (!req->lora)
+        j->lora = e->lora_default;
     j->id = e->next_id++;
     if (e->tail)
         e->tail->next = j;
@@ -228,8 +285,8 @@ static int32_t common_prefix(const struct slot *s, const struct job *j) {
  * sequence (at least the last prompt token is decoded again, for its logits). */
 static void start(struct ox_engine *e, struct slot *s, struct job *j) {
     int32_t seq = (int32_t)(s - e->slots);
-    int32_t keep = j->req.fresh || s->stale ? 0 : common_prefix(s, j);
-    s->stale = false;
+    int32_t keep = j->req.fresh || s->lora_gen != e->lora_gen ? 0 : common_prefix(s, j);
+    s->lora_gen = e->lora_gen;
     keep = keep < j->req.n_prompt ? keep : j->req.n_prompt - 1;
     ox_kv_seq_rm(e->ctx, seq, keep, -1);
     if (ox_kv_seq_pos_max(e->ctx, seq) < 0) /* a recurrent model's sequence goes whole */
@@ -245,11 +302,23 @@ static void start(struct ox_engine *e, struct slot *s, struct job *j) {
  * prefix with it; cancelled ones leave the queue into *dropped. */
 static void admit(struct ox_engine *e, struct job **dropped) {
     struct job **link = &e->head;
+    bool blocked = false; /* a request waits for the running ones' adapters to end: so do the
+                             ones after it */
     while (*link) {
         struct job *j = *link;
         struct slot *best = NULL;
-        int32_t best_len = -1;
-        for (int32_t i = 0; !j->cancel && i < e->n_slots; i++) {
+        int32_t best_len = -1, running = 0;
+        for (int32_t i = 0; i < e->n_slots; i++)
+            running += e->slots[i].job != NULL;
+        if (!j->cancel && !blocked && !lora_same(&j->lora, &e->lora_active)) {
+            if (running) {
+                blocked = true;
+            } else if (lora_apply(e, &j->lora) != OX_OK) { /* no slot runs: switch */
+                j->cancel = j->failed = true;
+                lora_apply(e, &(struct lora_set){0});
+            }
+        }
+        for (int32_t i = 0; !j->cancel && !blocked && i < e->n_slots; i++) {
             int32_t len = e->slots[i].job ? -1 : common_prefix(&e->slots[i], j);
             if (len > best_len)
                 best = &e->slots[i], best_len = len;
@@ -459,7 +528,7 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
     for (struct job *j = dropped, *next; j; j = next) { /* callbacks outside the lock */
         next = j->next;
         if (j->req.on_done)
-            j->req.on_done(j->req.user, OX_FINISH_CANCELLED, 0);
+            j->req.on_done(j->req.user, j->failed ? OX_FINISH_ERROR : OX_FINISH_CANCELLED, 0);
         free_job(j);
     }
     for (int32_t i = 0; i < e->n_slots; i++)
@@ -535,19 +604,10 @@ enum ox_status ox_engine_slot_erase(struct ox_engine *e, int32_t slot, size_t *n
 /* ---- LoRA adapters ---- */
 
 enum ox_status ox_engine_set_lora(struct ox_engine *e, struct ox_lora *lora, float scale) {
-    if (!e)
-        return ox_fail(OX_ERR_INVALID_ARG, "engine: NULL engine");
-    OX_TRY(ox_context_set_lora(e->ctx, lora, scale));
+    if (!e || !lora)
+        return ox_fail(OX_ERR_INVALID_ARG, "engine: NULL engine or adapter");
     pthread_mutex_lock(&e->lock);
-    for (int32_t i = 0; i < e->n_slots; i++) { /* cached prompts were made without it */
-        struct slot *s = &e->slots[i];
-        s->stale = true;
-        if (!s->job) {
-            ox_kv_seq_rm(e->ctx, i, -1, -1);
-            s->n_past = s->n_tokens = 0;
-        }
-    }
-    take_snapshot(e);
+    bool put = lora_put(&e->lora_default, lora, scale);
     pthread_mutex_unlock(&e->lock);
-    return OX_OK;
+    return put ? OX_OK : ox_fail(OX_ERR_INVALID_ARG, "engine: at most 8 adapters at once");
 }

@@ -5,10 +5,12 @@ shared llama-f16 model; test_lora.c checks their logits against llama.cpp's): `r
 --lora), bench and perplexity take them, `export-lora` merges them into a model that writes
 the same text, bad ones are refused with a message; `serve --lora`
 answers with them, GET /lora-adapters lists them, POST /lora-adapters rescales them (all off:
-the plain model's text again), bad bodies and per-request adapters get 400."""
+the plain model's text again), a request's own "lora" field runs it with those (requests
+with different sets at once each get theirs), bad bodies get 400."""
 import os
 import subprocess
 import tempfile
+import threading
 
 from apptest import DATA, OXIDIZE, REPO, check, finish
 from test_serve import call, start
@@ -98,10 +100,31 @@ def test_server(plain, one):
                     [{"scale": 1}], [{"id": 0, "scale": 1e9}]):
             status, body = call(base, "/lora-adapters", bad)
             check(status == 400 and "error" in body, "bad body %s: %s %s" % (bad, status, body))
-        status, body = call(base, "/completion", {"prompt": PROMPT, "n_predict": 2,
-                                                  "lora": [{"id": 0, "scale": 1}]})
-        check(status == 400 and "lora-adapters" in body["error"]["message"],
-              "per-request lora: %s %s" % (status, body))
+        # a request's own adapters (the server's now all at 0): alone, and beside a request
+        # with others at once (a step runs one set: one waits for the other)
+        def complete_with(lora, out, k):
+            status, body = call(base, "/completion", {"prompt": PROMPT, "n_predict": 12,
+                                                      "temperature": 0, "lora": lora})
+            out[k] = PROMPT + body.get("content", "") if status == 200 else (status, body)
+
+        got = {}
+        complete_with([{"id": 0, "scale": 1}], got, "own")
+        check(got["own"] == one, "a request's own adapter: %r vs %r" % (got["own"], one))
+        rc, both, _ = run("--lora-scaled", F32, "0.5", "--lora-scaled", F16, "0.5")
+        threads = [threading.Thread(target=complete_with, args=(lora, got, k)) for k, lora in
+                   (("a", [{"id": 0, "scale": 1}]), ("b", []),
+                    ("c", [{"id": 0, "scale": 0.5}, {"id": 1, "scale": 0.5}]))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(got["a"] == one and got["b"] == plain and got["c"] == both,
+              "three requests with their own adapters at once: %r" % got)
+        for bad in ({"id": 0}, [{"id": 9, "scale": 1}], [{"id": 0, "scale": None}]):
+            status, body = call(base, "/completion", {"prompt": PROMPT, "n_predict": 2,
+                                                      "lora": bad})
+            check(status == 400 and "lora" in body["error"]["message"],
+                  "bad per-request lora %s: %s %s" % (bad, status, body))
         status, _ = call(base, "/lora-adapters", method="DELETE")
         check(status == 405, "DELETE: %s" % status)
     finally:
