@@ -6,10 +6,12 @@
  *   --rank R        (8)     --alpha A   (16; 0 writes none: the scale is the user's alone)
  *   --type f32|f16  (f32)   --seed S    (1)
  *   --targets LIST  weights whose names end in one of these comma-separated suffixes
- *                   (attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down)
+ *                   (attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down; token_embd
+ *                   gets llama.cpp's embedding layout, A [n_vocab][rank], B [n_embd][rank])
  *
- * A's values are uniform in +-1/sqrt(n_in), B's in +-1/sqrt(rank) (a trained B starts at zero;
- * these make the delta as large as the weights' own products, so a test sees it). */
+ * A's values are uniform in +-1/sqrt(its row's length), B's in +-1/sqrt(rank) (a trained B
+ * starts at zero; these make the delta as large as the weights' own products, so a test sees
+ * it). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,12 +127,14 @@ int main(int argc, char **argv) {
         const struct gguf_tensor *t = &g->tensors[i];
         if (t->n_dims != 2 || !targeted(t->name, o.targets))
             continue;
-        int64_t n_in = t->ne[0], n_out = t->ne[1];
-        int64_t ne_a[2] = {n_in, o.rank}, ne_b[2] = {o.rank, n_out};
-        float *a = malloc((size_t)(n_in * o.rank) * 4), *b = malloc((size_t)(n_out * o.rank) * 4);
+        int64_t ne_a[2] = {t->ne[0], o.rank}, ne_b[2] = {o.rank, t->ne[1]};
+        if (!strcmp(t->name, "token_embd.weight")) /* A [n_vocab][rank], B [n_embd][rank] */
+            ne_a[0] = o.rank, ne_a[1] = t->ne[1], ne_b[1] = t->ne[0];
+        int64_t n_a = ne_a[0] * ne_a[1], n_b = ne_b[0] * ne_b[1];
+        float *a = malloc((size_t)n_a * 4), *b = malloc((size_t)n_b * 4);
         char name[GGUF_MAX_NAME + 8];
-        fill(a, n_in * o.rank, 1.0f / sqrtf((float)n_in), o.seed, (uint64_t)i << 32);
-        fill(b, n_out * o.rank, 1.0f / sqrtf((float)o.rank), o.seed, (uint64_t)i << 32 | 1u << 31);
+        fill(a, n_a, 1.0f / sqrtf((float)ne_a[0]), o.seed, (uint64_t)i << 32); /* a row's length */
+        fill(b, n_b, 1.0f / sqrtf((float)o.rank), o.seed, (uint64_t)i << 32 | 1u << 31);
         snprintf(name, sizeof name, "%s.lora_a", t->name);
         st = add(w, name, o.type, ne_a, a, &keep[n_keep++]);
         snprintf(name, sizeof name, "%s.lora_b", t->name);

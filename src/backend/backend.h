@@ -33,6 +33,8 @@ struct mat_lora {
     float scale;
     float *t, *d;
     const struct mat_lora *next;
+    bool rows; /* a token embedding's: B times A's row of each token id joins the looked-up rows
+                  (compose_get_rows), A [n_vocab][rank], B [n_embd][rank]; no product takes it */
 };
 #define MAT_LORA_MAX 8 /* adapters a context applies at once */
 

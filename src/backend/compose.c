@@ -4,6 +4,8 @@
 
 void compose_lora_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
     for (const struct mat_lora *l = w->lora; l; l = l->next) {
+        if (l->rows) /* an embedding's (a tied output matrix takes none) */
+            continue;
         b->ops->matmul(b, &l->a, x, l->t, n);
         b->ops->matmul(b, &l->b, l->t, l->d, n);
         b->ops->axpy(b, y, l->d, l->scale, (size_t)n * (size_t)w->n_rows);
@@ -32,6 +34,17 @@ const struct mat_lora *compose_lora_cols(const struct mat_lora *l, int64_t c0, i
         *at = &out[i], at = (struct mat_lora **)&out[i].next;
     }
     return head;
+}
+
+void compose_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n) {
+    b->ops->get_rows(b, w, ids, y, n);
+    for (const struct mat_lora *l = w->lora; l; l = l->next) {
+        if (!l->rows)
+            continue;
+        b->ops->get_rows(b, &l->a, ids, l->t, n);
+        b->ops->matmul(b, &l->b, l->t, l->d, n);
+        b->ops->axpy(b, y, l->d, l->scale, (size_t)n * (size_t)w->n_cols);
+    }
 }
 
 void compose_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {

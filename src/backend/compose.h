@@ -8,6 +8,8 @@
 
 /* y = W x for n tokens, and W's LoRA deltas (struct mat_lora) added. */
 void compose_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+/* Rows ids[0..n) of W (an embedding), and its LoRA deltas' rows (struct mat_lora's rows). */
+void compose_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 /* y += scale * B (A x) for each LoRA delta W carries (none: nothing). */
 void compose_lora_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 

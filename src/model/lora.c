@@ -10,13 +10,13 @@
 #include "core/status.h"
 #include "quant/dtype.h"
 
-/* Weights an adapter may not target: rows looked up rather than multiplied (embeddings), the
- * router (its scores pick experts on the host), the encoders' heads (run on the host), and
- * 3-D weights (experts, heads); nor may it a vector (bind_pair). llama.cpp takes token_embd's;
- * not yet here. */
+/* Weights an adapter may not target: rows looked up rather than multiplied (embeddings but
+ * the token embedding, whose rows bind_pair takes its own way), the router (its scores pick
+ * experts on the host), the encoders' heads (run on the host), and 3-D weights (experts,
+ * heads); nor may it a vector (bind_pair). */
 static bool lora_target_ok(const struct ox_model *m, const struct weight *w) {
-    const struct weight *no[] = {m->tok_embd, m->pos_embd, m->ple_tok_embd, m->type_embd,
-                                 m->cls,      m->cls_out,  m->dense_2,      m->dense_3};
+    const struct weight *no[] = {m->pos_embd, m->ple_tok_embd, m->type_embd, m->cls,
+                                 m->cls_out,  m->dense_2,      m->dense_3};
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
         if (w == no[i])
             return false;
@@ -84,7 +84,8 @@ static int split_name(const char *name, char *base, size_t cap) {
 }
 
 /* Pair p from the adapter's tensors for base name `base`: both halves, a base weight it may
- * target, and shapes that fit (A [rank][n_in], B [n_out][rank] as ggml's ne). */
+ * target, and shapes that fit (A [rank][n_in], B [n_out][rank] as ggml's ne; the token
+ * embedding's A [n_vocab][rank] and B [n_embd][rank]). */
 static enum ox_status bind_pair(struct ox_model *m, const struct ox_gguf *g, const char *base,
                                 struct lora_pair *p) {
     char name[GGUF_MAX_NAME + 8];
@@ -102,13 +103,15 @@ static enum ox_status bind_pair(struct ox_model *m, const struct ox_gguf *g, con
                        "lora: '%s' is not in the base model (another model's adapter?)", base);
     if (!lora_target_ok(m, w) || t->n_dims != 2)
         return ox_fail(OX_ERR_UNSUPPORTED, "lora: adapters on '%s' are not supported", base);
-    if (a->ne[0] != w->ne[0] || b->ne[1] != w->ne[1] || a->ne[1] != b->ne[0])
+    p->rows = w == m->tok_embd; /* A and B as llama.cpp's embedding adapters have them */
+    if (p->rows ? b->ne[1] != w->ne[0] || a->ne[1] != w->ne[1] || a->ne[0] != b->ne[0]
+                : a->ne[0] != w->ne[0] || b->ne[1] != w->ne[1] || a->ne[1] != b->ne[0])
         return ox_fail(OX_ERR_INVALID_ARG,
                        "lora: '%s' is %lld x %lld in the model, the adapter's A %lld x %lld and "
                        "B %lld x %lld do not fit it (another model's adapter?)",
                        base, (long long)w->ne[0], (long long)w->ne[1], (long long)a->ne[0],
                        (long long)a->ne[1], (long long)b->ne[0], (long long)b->ne[1]);
-    p->target = w, p->rank = a->ne[1];
+    p->target = w, p->rank = p->rows ? a->ne[0] : a->ne[1];
     enum ox_status st = tensor_floats(a, &p->a);
     return st == OX_OK ? tensor_floats(b, &p->b) : st;
 }

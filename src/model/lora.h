@@ -6,12 +6,22 @@
 
 struct ox_context;
 
-/* One weight an adapter targets: A [rank][n_in] and B [n_out][rank] as floats. */
+/* One weight an adapter targets: A [rank][n_in] and B [n_out][rank] as floats; or, for the
+ * token embedding (rows), A [n_vocab][rank] and B [n_embd][rank] (llama.cpp's layout). */
 struct lora_pair {
     struct weight *target;
     int64_t rank;
     float *a, *b;
+    bool rows;
 };
+
+/* A's rows and B's rows of pair p. */
+static inline int64_t lora_a_rows(const struct lora_pair *p) {
+    return p->rows ? p->target->ne[1] : p->rank;
+}
+static inline int64_t lora_b_rows(const struct lora_pair *p) {
+    return p->rows ? p->target->ne[0] : p->target->ne[1];
+}
 
 struct ox_lora {
     struct ox_model *model;

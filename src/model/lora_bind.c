@@ -43,7 +43,8 @@ void context_lora_release(struct ox_context *ctx) {
  * returns the floats after them. */
 static float *upload_pair(struct backend *b, const struct ox_model *m, const struct lora_pair *p,
                           float *dst, float *tmp) {
-    int64_t n_in = p->target->ne[0], n_out = p->target->ne[1];
+    int64_t a_n = lora_a_rows(p) * (p->rows ? p->rank : p->target->ne[0]);
+    int64_t b_n = lora_b_rows(p) * p->rank, n_in = p->target->ne[0];
     const float *g = folded_norm(m, p->target), *a = p->a;
     if (g) { /* A diag(g): the device's W diag(g) reads the norm's unweighted output */
         for (int64_t k = 0; k < p->rank; k++)
@@ -51,9 +52,9 @@ static float *upload_pair(struct backend *b, const struct ox_model *m, const str
                 tmp[k * n_in + i] = p->a[k * n_in + i] * g[i];
         a = tmp;
     }
-    b->ops->upload(b, dst, a, (size_t)(p->rank * n_in) * sizeof *a);
-    b->ops->upload(b, dst + p->rank * n_in, p->b, (size_t)(n_out * p->rank) * sizeof *a);
-    return dst + p->rank * n_in + n_out * p->rank;
+    b->ops->upload(b, dst, a, (size_t)a_n * sizeof *a);
+    b->ops->upload(b, dst + a_n, p->b, (size_t)b_n * sizeof *a);
+    return dst + a_n + b_n;
 }
 
 static enum ox_status bind_stage(struct ox_context *ctx, struct stage *st,
@@ -67,7 +68,7 @@ static enum ox_status bind_stage(struct ox_context *ctx, struct stage *st,
         for (int j = 0; j < ctx->lora[i].lora->n_pairs; j++, n++) {
             const struct lora_pair *p = &ctx->lora[i].lora->pairs[j];
             rank = p->rank > rank ? p->rank : rank;
-            rows = p->target->ne[1] > rows ? p->target->ne[1] : rows;
+            rows = lora_b_rows(p) > rows ? lora_b_rows(p) : rows;
             cols = p->target->ne[0] > cols ? p->target->ne[0] : cols;
             copy_floats += (size_t)(p->rank * (p->target->ne[0] + p->target->ne[1]));
         }
@@ -86,14 +87,17 @@ static enum ox_status bind_stage(struct ox_context *ctx, struct stage *st,
     for (int i = 0; i < ctx->n_lora; i++)
         for (int j = 0; j < ctx->lora[i].lora->n_pairs; j++, d++) {
             const struct lora_pair *p = &ctx->lora[i].lora->pairs[j];
-            int64_t n_in = p->target->ne[0], n_out = p->target->ne[1];
+            int64_t a_cols = p->rows ? p->rank : p->target->ne[0];
             const float *a = p->a, *bm = p->b;
             if (dev) {
-                a = at_copy, bm = at_copy + p->rank * n_in;
+                a = at_copy, bm = at_copy + lora_a_rows(p) * a_cols;
                 at_copy = upload_pair(b, ctx->model, p, at_copy, tmp);
             }
-            d->a = (struct mat){OX_DTYPE_F32, a, p->rank, n_in, (size_t)n_in * 4, NULL, NULL};
-            d->b = (struct mat){OX_DTYPE_F32, bm, n_out, p->rank, (size_t)p->rank * 4, NULL, NULL};
+            d->a = (struct mat){OX_DTYPE_F32, a,   lora_a_rows(p), a_cols, (size_t)a_cols * 4,
+                                NULL,         NULL};
+            d->b = (struct mat){OX_DTYPE_F32, bm,  lora_b_rows(p), p->rank, (size_t)p->rank * 4,
+                                NULL,         NULL};
+            d->rows = p->rows;
             d->scale = lora_pair_scale(ctx->lora[i].lora, p, ctx->lora[i].scale);
             d->t = ls->room, d->d = ls->room + nb * (size_t)rank;
             const struct mat_lora **at = &ls->by_slot[p->target->lora_slot - 1];

@@ -12,9 +12,20 @@
 
 #define FTYPE_MOSTLY_F16 1 /* llama.cpp's LLAMA_FTYPE_MOSTLY_F16 */
 
-/* W (n_out rows of n_in floats) += scale * B A for pair p. */
+/* W (n_out rows of n_in floats) += scale * B A for pair p; for the token embedding, row v
+ * (n_embd floats) += scale * B times A's row v. */
 static void add_delta(float *w, const struct lora_pair *p, float scale) {
     int64_t n_in = p->target->ne[0], n_out = p->target->ne[1], r = p->rank;
+    if (p->rows) {
+        for (int64_t v = 0; v < n_out; v++)
+            for (int64_t e = 0; e < n_in; e++) {
+                float sum = 0.0f;
+                for (int64_t k = 0; k < r; k++)
+                    sum += p->b[e * r + k] * p->a[v * r + k];
+                w[v * n_in + e] += scale * sum;
+            }
+        return;
+    }
     for (int64_t o = 0; o < n_out; o++) {
         float *row = w + o * n_in;
         for (int64_t k = 0; k < r; k++) {

@@ -46,7 +46,7 @@ static void embed(struct ox_context *ctx, struct stage *s, int n) {
     struct activations *a = &s->act;
     size_t all = (size_t)n * c->n_embd;
     struct mat emb = as_mat(b, m->tok_embd);
-    b->ops->get_rows(b, &emb, a->b_tok, a->x, n);
+    compose_get_rows(b, &emb, a->b_tok, a->x, n);
     if (c->arch->embd_scale_sqrt)
         b->ops->scale(b, a->x, sqrtf((float)c->n_embd), all);
     if (c->embd_scale != 0.0f)

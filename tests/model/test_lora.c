@@ -216,7 +216,8 @@ static void check_refusals(struct ox_model *m) {
         {NULL, NULL, no_first_b, NULL, false, OX_ERR_FORMAT, "lora_a without lora_b"},
         {NULL, NULL, NULL, "blk.0.attn_q.weight.delta", false, OX_ERR_FORMAT, "neither"},
         {NULL, NULL, NULL, "token_embd.weight.lora_a", false, OX_ERR_FORMAT, "without lora_b"},
-        {NULL, NULL, NULL, "token_embd.weight", true, OX_ERR_UNSUPPORTED, "not supported"},
+        {NULL, NULL, NULL, "token_embd.weight", true, OX_ERR_INVALID_ARG, "do not fit"},
+        {NULL, NULL, NULL, "rope_freqs.weight", true, OX_ERR_INVALID_ARG, "not in the base"},
         {NULL, NULL, NULL, "output_norm.weight", true, OX_ERR_UNSUPPORTED, "not supported"},
         {NULL, NULL, NULL, "blk.9.ffn_up.weight", true, OX_ERR_INVALID_ARG, "not in the base"},
     };
@@ -281,6 +282,20 @@ int main(void) {
     got = prompt_logits(c);
     check_against(LORA_DIR "/llama-f16.lora-mix.logits.f32", got, "f32 at 0.5 and f16 at 1.0");
     free(got);
+
+    struct ox_lora *embd = load_lora(m, LORA_DIR "/llama-lora-embd.gguf");
+    struct ox_context *e = NULL; /* the token embedding's rows too */
+    CHECK_EQ(ox_context_create(m, &cp, &e), OX_OK);
+    CHECK_EQ(e ? ox_context_set_lora(e, embd, 1.0f) : OX_ERR_INVALID_ARG, OX_OK);
+    if (e) {
+        got = prompt_logits(e);
+        check_against(LORA_DIR "/llama-f16.lora-embd.logits.f32", got, "token_embd and wo");
+        free(got);
+        ox_context_free(e);
+    }
+    float one_scale = 1.0f;
+    check_export(m, &embd, &one_scale, 1, LORA_DIR "/llama-f16.lora-embd.logits.f32",
+                 "merged token_embd and wo");
 
     got = prompt_logits(plain); /* a context of the same model without adapters */
     check_against(ref, got, "a context without adapters");

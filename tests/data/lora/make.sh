@@ -10,6 +10,8 @@ M=$TD/models/llama-f16.gguf
 ../../../build/tools/gen-lora "$M" llama-lora-f32.gguf --rank 8 --alpha 16 --seed 1
 ../../../build/tools/gen-lora "$M" llama-lora-f16.gguf --rank 4 --alpha 0 --type f16 --seed 2 \
   --targets attn_q,attn_v,ffn_down,output
+../../../build/tools/gen-lora "$M" llama-lora-embd.gguf --rank 4 --alpha 8 --seed 3 \
+  --targets token_embd,attn_output
 cc -O2 -o /tmp/lora-reference reference.c -I"$SRC/include" -I"$SRC/ggml/include" \
   "$BUILD/src/libllama.a" "$BUILD/ggml/src/libggml.a" "$BUILD/ggml/src/libggml-cpu.a" \
   "$BUILD/ggml/src/libggml-base.a" -lstdc++ -lm -lpthread -fopenmp
@@ -18,3 +20,4 @@ P=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv
 /tmp/lora-reference "$M" llama-f16.lora-f32.logits.f32 "$P" llama-lora-f32.gguf 1.0
 /tmp/lora-reference "$M" llama-f16.lora-mix.logits.f32 "$P" llama-lora-f32.gguf 0.5 \
   llama-lora-f16.gguf 1.0
+/tmp/lora-reference "$M" llama-f16.lora-embd.logits.f32 "$P" llama-lora-embd.gguf 1.0
