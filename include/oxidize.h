@@ -653,6 +653,16 @@ OX_API enum ox_status ox_sampler_accept(struct ox_sampler *s, ox_token token);
 /* The same for a prompt token: the history stages see it, a grammar does not (the grammar
  * constrains what is generated, not what was given). */
 OX_API enum ox_status ox_sampler_accept_prompt(struct ox_sampler *s, ox_token token);
+/* The chain's state (random streams, token histories, mirostat's mu, a grammar's parse): its
+ * size, saved into buf (cap bytes; *written may be NULL), and loaded into a chain built the same
+ * way (the same stages in the same order, in this process or another): sampling then goes on
+ * exactly as it would have after the save. Bytes of another chain, cut or altered: OX_ERR_FORMAT,
+ * the chain left as it was. */
+OX_API size_t ox_sampler_state_size(const struct ox_sampler *s);
+OX_API enum ox_status ox_sampler_state_save(const struct ox_sampler *s, uint8_t *buf, size_t cap,
+                                            size_t *written);
+OX_API enum ox_status ox_sampler_state_load(struct ox_sampler *s, const uint8_t *buf,
+                                            size_t size);
 
 /* ---- Chat templates ---------------------------------------------------------------------- */
 

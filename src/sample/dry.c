@@ -240,6 +240,15 @@ static bool copy_breakers(struct dry *d, const int32_t *const *br, const size_t 
     return true;
 }
 
+/* Its state is the history: the repeat tables are worked out anew on every call. */
+static void dry_save(struct smp_ext *e, struct smp_bytes *b) {
+    smp_ring_save(&((struct dry *)e)->hist, b);
+}
+
+static bool dry_load(struct smp_ext *e, struct smp_bytes *b) {
+    return smp_ring_load(&((struct dry *)e)->hist, b);
+}
+
 enum ox_status smp_sampler_add_dry_tokens(struct ox_sampler *s, float multiplier, float base,
                                           int32_t allowed_length, int32_t penalty_last_n,
                                           const int32_t *const *breakers, const size_t *lens,
@@ -253,8 +262,13 @@ enum ox_status smp_sampler_add_dry_tokens(struct ox_sampler *s, float multiplier
     struct dry *d = calloc(1, sizeof *d);
     if (!d)
         return ox_fail(OX_ERR_OOM, "sampler: out of memory");
-    d->base = (struct smp_ext){
-        .apply = dry_apply, .accept = dry_accept, .reset = dry_reset, .free = dry_free};
+    d->base = (struct smp_ext){.apply = dry_apply,
+                               .accept = dry_accept,
+                               .reset = dry_reset,
+                               .free = dry_free,
+                               .save = dry_save,
+                               .load = dry_load,
+                               .name = "dry"};
     d->mult = multiplier;
     d->dbase = base;
     d->allowed = allowed_length;

@@ -22,6 +22,8 @@ struct grammar_stage {
     size_t *cand_len;
     bool *allowed;
     size_t *cand_index;
+    int32_t *hist; /* the tokens accepted since the reset: its state replays them */
+    size_t n_hist, cap_hist;
 };
 
 static void apply(struct smp_ext *e, struct smp_array *c, struct smp_scratch *s) {
@@ -63,13 +65,27 @@ static bool allows(struct smp_ext *e, int32_t token) {
     return gram_state_filter(gs->state, &text, &gs->len[token], 1, &ok) == OX_OK && ok;
 }
 
+/* Token t through state st; false when the grammar refuses it. */
+static bool advance(struct grammar_stage *gs, struct gram_state *st, int32_t token) {
+    bool ok = false;
+    size_t n_ok;
+    return gram_state_accept(st, gs->text[token], gs->len[token], &ok, &n_ok) == OX_OK && ok;
+}
+
 static void accept(struct smp_ext *e, int32_t token) {
     struct grammar_stage *gs = (struct grammar_stage *)e;
     if (token < 0 || token >= gs->n_vocab || gs->eog[token])
         return;
-    bool ok;
-    size_t n_ok;
-    gram_state_accept(gs->state, gs->text[token], gs->len[token], &ok, &n_ok);
+    if (!advance(gs, gs->state, token)) /* refused: the parse stays where it was */
+        return;
+    if (gs->n_hist == gs->cap_hist) {
+        size_t cap = gs->cap_hist ? 2 * gs->cap_hist : 64;
+        int32_t *h = realloc(gs->hist, cap * sizeof *h);
+        if (!h)
+            return; /* a later save then holds fewer tokens: its load is refused as short */
+        gs->hist = h, gs->cap_hist = cap;
+    }
+    gs->hist[gs->n_hist++] = token;
 }
 
 static void reset(struct smp_ext *e) {
@@ -78,7 +94,39 @@ static void reset(struct smp_ext *e) {
     if (gram_state_create(gs->g, &fresh) == OX_OK) {
         gram_state_free(gs->state);
         gs->state = fresh;
+        gs->n_hist = 0;
     }
+}
+
+static void save(struct smp_ext *e, struct smp_bytes *b) {
+    struct grammar_stage *gs = (struct grammar_stage *)e;
+    uint64_t n = gs->n_hist;
+    smp_put(b, &n, sizeof n);
+    smp_put(b, gs->hist, gs->n_hist * sizeof *gs->hist);
+}
+
+/* The parse of the saved tokens, made anew in a state of its own, then in place of this one. */
+static bool load(struct smp_ext *e, struct smp_bytes *b) {
+    struct grammar_stage *gs = (struct grammar_stage *)e;
+    uint64_t n;
+    if (!smp_get(b, &n, sizeof n) || n > (b->in_n - b->at) / sizeof(int32_t))
+        return false;
+    int32_t *hist = malloc((n ? n : 1) * sizeof *hist);
+    struct gram_state *fresh = NULL;
+    bool ok =
+        hist && smp_get(b, hist, n * sizeof *hist) && gram_state_create(gs->g, &fresh) == OX_OK;
+    for (uint64_t i = 0; ok && i < n; i++)
+        ok = hist[i] >= 0 && hist[i] < gs->n_vocab && !gs->eog[hist[i]] &&
+             advance(gs, fresh, hist[i]);
+    if (!ok) {
+        free(hist);
+        gram_state_free(fresh);
+        return false;
+    }
+    gram_state_free(gs->state);
+    free(gs->hist);
+    gs->state = fresh, gs->hist = hist, gs->n_hist = gs->cap_hist = n;
+    return true;
 }
 
 static void stage_free(struct smp_ext *e) {
@@ -87,6 +135,7 @@ static void stage_free(struct smp_ext *e) {
         free(gs->text[i]);
     free(gs->text), free(gs->len), free(gs->eog);
     free(gs->cand_text), free(gs->cand_len), free(gs->allowed), free(gs->cand_index);
+    free(gs->hist);
     gram_state_free(gs->state);
     gram_free(gs->g);
     free(gs);
@@ -126,7 +175,14 @@ enum ox_status ox_sampler_add_grammar(struct ox_sampler *s, const struct ox_voca
     struct grammar_stage *gs = calloc(1, sizeof *gs);
     if (!gs)
         return ox_fail(OX_ERR_OOM, "grammar: out of memory");
-    gs->ext = (struct smp_ext){apply, accept, reset, stage_free, false, allows};
+    gs->ext = (struct smp_ext){.apply = apply,
+                               .accept = accept,
+                               .reset = reset,
+                               .free = stage_free,
+                               .allows = allows,
+                               .save = save,
+                               .load = load,
+                               .name = "grammar"};
     gs->vocab = vocab;
     gs->n_vocab = ox_vocab_n_tokens(vocab);
     enum ox_status st = gram_parse(gbnf, len, &gs->g);

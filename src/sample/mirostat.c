@@ -71,6 +71,23 @@ static void mirostat_reset(struct smp_ext *e) {
     smp_mt_seed(&m->rng, m->seed);
 }
 
+/* Its running mu (learnt from the logits it saw) and its random stream. */
+static void mirostat_save(struct smp_ext *e, struct smp_bytes *b) {
+    struct mirostat *m = (struct mirostat *)e;
+    smp_put(b, &m->mu, sizeof m->mu);
+    smp_mt_save(&m->rng, b);
+}
+
+static bool mirostat_load(struct smp_ext *e, struct smp_bytes *b) {
+    struct mirostat *m = (struct mirostat *)e;
+    float mu;
+    struct smp_mt19937 rng = m->rng;
+    if (!smp_get(b, &mu, sizeof mu) || !isfinite(mu) || !smp_mt_load(&rng, b))
+        return false;
+    m->mu = mu, m->rng = rng;
+    return true;
+}
+
 static void mirostat_free(struct smp_ext *e) {
     free(e);
 }
@@ -88,8 +105,13 @@ static enum ox_status add_mirostat(struct ox_sampler *s, int version, int32_t n_
     struct mirostat *st = calloc(1, sizeof *st);
     if (!st)
         return ox_fail(OX_ERR_OOM, "sampler: out of memory");
-    st->base = (struct smp_ext){
-        .apply = mirostat_apply, .reset = mirostat_reset, .free = mirostat_free, .picks = true};
+    st->base = (struct smp_ext){.apply = mirostat_apply,
+                                .reset = mirostat_reset,
+                                .free = mirostat_free,
+                                .picks = true,
+                                .save = mirostat_save,
+                                .load = mirostat_load,
+                                .name = "mirostat"};
     *st = (struct mirostat){.base = st->base,
                             .version = version,
                             .n_vocab = n_vocab,

@@ -72,6 +72,14 @@ static void penalties_reset(struct smp_ext *e) {
     p->hist.first = 0;
 }
 
+static void penalties_save(struct smp_ext *e, struct smp_bytes *b) {
+    smp_ring_save(&((struct penalties *)e)->hist, b);
+}
+
+static bool penalties_load(struct smp_ext *e, struct smp_bytes *b) {
+    return smp_ring_load(&((struct penalties *)e)->hist, b);
+}
+
 static void penalties_free(struct smp_ext *e) {
     struct penalties *p = (struct penalties *)e;
     free(p->hist.tok);
@@ -97,7 +105,10 @@ enum ox_status ox_sampler_add_penalties(struct ox_sampler *s, int32_t last_n, fl
     p->base = (struct smp_ext){.apply = penalties_apply,
                                .accept = penalties_accept,
                                .reset = penalties_reset,
-                               .free = penalties_free};
+                               .free = penalties_free,
+                               .save = penalties_save,
+                               .load = penalties_load,
+                               .name = "penalties"};
     p->last_n = last_n;
     p->repeat = repeat;
     p->freq = freq;

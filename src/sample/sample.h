@@ -30,6 +30,17 @@ struct smp_mt19937;
 /* A stage with its own state (penalties, DRY, XTC, mirostat, ...), each in its own file: the
  * chain calls apply on every sample, accept on every accepted token, reset on reset. The
  * struct is the first member of the stage's own, so free gets the whole allocation. */
+/* A sampler's state as bytes (ox_sampler_state_*): smp_put appends (with buf NULL it only
+ * counts), smp_get reads back and returns false once the bytes run short. */
+struct smp_bytes {
+    uint8_t *buf;
+    size_t cap, n;     /* writing: room, and bytes put (or counted) */
+    const uint8_t *in; /* reading: */
+    size_t in_n, at;
+};
+void smp_put(struct smp_bytes *b, const void *p, size_t n);
+bool smp_get(struct smp_bytes *b, void *p, size_t n);
+
 struct smp_ext {
     void (*apply)(struct smp_ext *e, struct smp_array *c, struct smp_scratch *s);
     void (*accept)(struct smp_ext *e, int32_t token); /* may be NULL */
@@ -40,6 +51,11 @@ struct smp_ext {
      * its constraints and keeps the pick if they all allow it, re-running with them only when
      * one does not (llama.cpp's common sampler does the same). NULL: not a constraint. */
     bool (*allows)(struct smp_ext *e, int32_t token);
+    /* what it remembers between calls (a history, a random stream), out and back in; NULL:
+     * nothing. load returns false for bytes that are not such a state (e left as it was). */
+    void (*save)(struct smp_ext *e, struct smp_bytes *b);
+    bool (*load)(struct smp_ext *e, struct smp_bytes *b);
+    const char *name; /* with save: names its state, so a load finds the same kind of stage */
 };
 
 /* Append e to the chain; takes ownership (freed on failure). */
@@ -57,6 +73,12 @@ struct smp_ring {
 };
 bool smp_ring_init(struct smp_ring *r, size_t cap);
 void smp_ring_push(struct smp_ring *r, int32_t t);
+/* A ring's tokens, oldest first, out and back in (a ring of the same capacity). */
+void smp_ring_save(const struct smp_ring *r, struct smp_bytes *b);
+bool smp_ring_load(struct smp_ring *r, struct smp_bytes *b);
+/* A random stream's state out and back in. */
+void smp_mt_save(const struct smp_mt19937 *r, struct smp_bytes *b);
+bool smp_mt_load(struct smp_mt19937 *r, struct smp_bytes *b);
 static inline int32_t smp_ring_rat(const struct smp_ring *r, size_t i) {
     return r->tok[(r->first + r->n - i - 1) % r->cap];
 }

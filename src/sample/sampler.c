@@ -461,3 +461,99 @@ enum ox_status ox_sampler_accept_prompt(struct ox_sampler *s, ox_token token) {
 enum ox_status smp_sampler_push_ext(struct ox_sampler *s, struct smp_ext *e) {
     return push_stage(s, (struct stage){.kind = STAGE_EXT, .ext = e});
 }
+
+/* ---- state ------------------------------------------------------------------------------- */
+
+/* "OXSS", a version, the stage count, then per stage its kind, its name (a stage with state),
+ * and its state's bytes behind their count. */
+static const uint32_t STATE_MAGIC = 0x5353584fu, STATE_VERSION = 1;
+
+static void save_all(const struct ox_sampler *s, struct smp_bytes *b) {
+    uint32_t head[3] = {STATE_MAGIC, STATE_VERSION, (uint32_t)s->n_stages};
+    smp_put(b, head, sizeof head);
+    for (int i = 0; i < s->n_stages; i++) {
+        const struct stage *st = &s->stages[i];
+        const char *name = st->ext && st->ext->save ? st->ext->name : "";
+        uint8_t kind = (uint8_t)st->kind, len = (uint8_t)strlen(name);
+        smp_put(b, &kind, 1), smp_put(b, &len, 1), smp_put(b, name, len);
+        size_t at = b->n;
+        uint64_t n = 0;
+        smp_put(b, &n, sizeof n); /* filled in below */
+        if (st->kind == STAGE_DIST)
+            smp_mt_save(st->rng, b);
+        else if (st->ext && st->ext->save)
+            st->ext->save(st->ext, b);
+        n = b->n - at - sizeof n;
+        if (b->buf && b->n <= b->cap)
+            memcpy(b->buf + at, &n, sizeof n);
+    }
+}
+
+/* Each stage's state from b, which must be of this chain's shape; false at the first stage
+ * whose bytes are not (the stages before it are loaded already). */
+static bool load_all(struct ox_sampler *s, struct smp_bytes *b) {
+    uint32_t head[3];
+    if (!smp_get(b, head, sizeof head) || head[0] != STATE_MAGIC || head[1] != STATE_VERSION ||
+        head[2] != (uint32_t)s->n_stages)
+        return false;
+    for (int i = 0; i < s->n_stages; i++) {
+        struct stage *st = &s->stages[i];
+        const char *name = st->ext && st->ext->save ? st->ext->name : "";
+        uint8_t kind, len;
+        char got[256];
+        uint64_t n;
+        if (!smp_get(b, &kind, 1) || kind != (uint8_t)st->kind || !smp_get(b, &len, 1) ||
+            len != strlen(name) || !smp_get(b, got, len) || memcmp(got, name, len) ||
+            !smp_get(b, &n, sizeof n) || n > b->in_n - b->at)
+            return false;
+        struct smp_bytes one = {.in = b->in + b->at, .in_n = (size_t)n};
+        bool ok = st->kind == STAGE_DIST     ? smp_mt_load(st->rng, &one)
+                  : st->ext && st->ext->load ? st->ext->load(st->ext, &one)
+                                             : true;
+        if (!ok || one.at != one.in_n) /* every byte of its state, no more */
+            return false;
+        b->at += (size_t)n;
+    }
+    return b->at == b->in_n;
+}
+
+size_t ox_sampler_state_size(const struct ox_sampler *s) {
+    struct smp_bytes b = {0};
+    if (s)
+        save_all(s, &b);
+    return b.n;
+}
+
+enum ox_status ox_sampler_state_save(const struct ox_sampler *s, uint8_t *buf, size_t cap,
+                                     size_t *written) {
+    if (!s || !buf)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: state_save needs a sampler and a buffer");
+    struct smp_bytes b = {.buf = buf, .cap = cap};
+    save_all(s, &b);
+    if (b.n > cap)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: its state takes %zu bytes, the buffer %zu",
+                       b.n, cap);
+    if (written)
+        *written = b.n;
+    return OX_OK;
+}
+
+enum ox_status ox_sampler_state_load(struct ox_sampler *s, const uint8_t *buf, size_t size) {
+    if (!s || !buf)
+        return ox_fail(OX_ERR_INVALID_ARG, "sampler: state_load needs a sampler and bytes");
+    size_t keep_n = ox_sampler_state_size(s);
+    uint8_t *keep = malloc(keep_n); /* the chain as it is, put back if the load fails */
+    if (!keep)
+        return ox_fail(OX_ERR_OOM, "sampler: out of memory");
+    ox_sampler_state_save(s, keep, keep_n, NULL);
+    struct smp_bytes b = {.in = buf, .in_n = size};
+    bool ok = load_all(s, &b);
+    if (!ok) {
+        struct smp_bytes back = {.in = keep, .in_n = keep_n};
+        load_all(s, &back);
+    }
+    free(keep);
+    return ok ? OX_OK
+              : ox_fail(OX_ERR_FORMAT, "sampler: not a state of this sampler chain (its stages, "
+                                       "in order, or their bytes differ)");
+}

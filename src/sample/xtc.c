@@ -42,6 +42,14 @@ static void xtc_reset(struct smp_ext *e) {
     smp_mt_seed(&x->rng, x->seed);
 }
 
+static void xtc_save(struct smp_ext *e, struct smp_bytes *b) {
+    smp_mt_save(&((struct xtc *)e)->rng, b);
+}
+
+static bool xtc_load(struct smp_ext *e, struct smp_bytes *b) {
+    return smp_mt_load(&((struct xtc *)e)->rng, b);
+}
+
 static void xtc_free(struct smp_ext *e) {
     free(e);
 }
@@ -57,7 +65,12 @@ enum ox_status ox_sampler_add_xtc(struct ox_sampler *s, float p, float t, size_t
     struct xtc *x = calloc(1, sizeof *x);
     if (!x)
         return ox_fail(OX_ERR_OOM, "sampler: out of memory");
-    x->base = (struct smp_ext){.apply = xtc_apply, .reset = xtc_reset, .free = xtc_free};
+    x->base = (struct smp_ext){.apply = xtc_apply,
+                               .reset = xtc_reset,
+                               .free = xtc_free,
+                               .save = xtc_save,
+                               .load = xtc_load,
+                               .name = "xtc"};
     x->p = p;
     x->t = t;
     x->min_keep = min_keep;

@@ -8,6 +8,7 @@ input formats.
   make_seeds.py grammar DIR     the shared GBNF grammars, each + NUL + a sample text
   make_seeds.py json_schema DIR JSON schemas using every supported keyword
   make_seeds.py lora DIR        LoRA adapters for the shared llama-f16 model, good and bad
+  make_seeds.py sampler_state DIR  sampler chains' saved states
 """
 import glob
 import json
@@ -192,6 +193,27 @@ def lora_seeds(dest):
             f.write(gguf(kvs, tensors, rng))
 
 
+def sampler_state_seeds(dest):
+    """A chain byte (fuzz_sampler_state.c's: 0 penalties/DRY/XTC/dist, 1 mirostat, 2 grammar)
+    and a state of that chain, as ox_sampler_state_save writes it."""
+    def stage(kind, name=b"", state=b""):
+        return bytes([kind, len(name)]) + name + struct.pack("<Q", len(state)) + state
+    ring = lambda toks: struct.pack("<Q", len(toks)) + b"".join(struct.pack("<i", t) for t in toks)
+    mt = b"".join(struct.pack("<I", (i * 2654435761) & 0xffffffff) for i in range(624)) + \
+        struct.pack("<I", 624)
+    head = lambda n: struct.pack("<III", 0x5353584f, 1, n)
+    seeds = [
+        bytes([0]) + head(4) + stage(6, b"penalties", ring([1, 2, 3])) +
+        stage(6, b"dry", ring([5, 6])) + stage(6, b"xtc", mt) + stage(1, b"", mt),
+        bytes([1]) + head(1) + stage(6, b"mirostat", struct.pack("<f", 10.0) + mt),
+        bytes([2]) + head(2) + stage(6, b"grammar", struct.pack("<Q", 2) +
+                                    struct.pack("<ii", 64, 65)) + stage(1, b"", mt),
+    ]
+    for i, seed in enumerate(seeds):
+        with open(os.path.join(dest, "s%02d" % i), "wb") as f:
+            f.write(seed)
+
+
 def server_seeds(dest):
     """A route byte (fuzz_server.c's table) and a body for it."""
     chat = {"messages": [{"role": "system", "content": "Be brief."},
@@ -231,4 +253,4 @@ if __name__ == "__main__":
     os.makedirs(dest, exist_ok=True)
     {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "jinja": jinja_seeds,
      "grammar": grammar_seeds, "json_schema": json_schema_seeds, "hub": hub_seeds, "server": server_seeds,
-     "lora": lora_seeds}[kind](dest)
+     "lora": lora_seeds, "sampler_state": sampler_state_seeds}[kind](dest)
