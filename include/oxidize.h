@@ -547,6 +547,7 @@ struct ox_lora_use {
 };
 OX_API enum ox_status ox_lora_load(struct ox_model *model, const char *path,
                                    struct ox_lora **out);
+/* Only once no context applies it any more (ox_context_clear_lora, or the context freed). */
 OX_API void ox_lora_free(struct ox_lora *lora);
 OX_API float ox_lora_alpha(const struct ox_lora *lora);
 /* How many weights it targets. */

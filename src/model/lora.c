@@ -112,6 +112,8 @@ static enum ox_status bind_pair(struct ox_model *m, const struct ox_gguf *g, con
                        base, (long long)w->ne[0], (long long)w->ne[1], (long long)a->ne[0],
                        (long long)a->ne[1], (long long)b->ne[0], (long long)b->ne[1]);
     p->target = w, p->rank = p->rows ? a->ne[0] : a->ne[1];
+    if (p->rank < 1)
+        return ox_fail(OX_ERR_FORMAT, "lora: '%s' has rank 0", base);
     enum ox_status st = tensor_floats(a, &p->a);
     return st == OX_OK ? tensor_floats(b, &p->b) : st;
 }
