@@ -51,7 +51,8 @@ static void usage(FILE *f) {
             "Endpoints: OpenAI's POST /v1/completions, /v1/chat/completions, /v1/embeddings\n"
             "(with --embeddings), GET /v1/models; llama.cpp's POST /completion, /tokenize,\n"
             "/detokenize, /apply-template, /v1/rerank (with --reranking; Jina's, Cohere's and\n"
-            "TEI's forms), GET /health, /props, /slots, /metrics.\n");
+            "TEI's forms), GET /health, /props, /slots, /metrics, GET and POST\n"
+            "/lora-adapters.\n");
 }
 
 /* A number option in [lo, hi]; false after printing why. */
