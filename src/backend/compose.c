@@ -12,25 +12,19 @@ void compose_lora_add(struct backend *b, const struct mat *w, const float *x, fl
     }
 }
 
-const struct mat_lora *compose_lora_rows(const struct mat_lora *l, int64_t r0, int64_t rows,
-                                         struct mat_lora *out) {
+const struct mat_lora *compose_lora_slice(const struct mat_lora *l, bool rows, int64_t off,
+                                          int64_t len, struct mat_lora *out) {
     struct mat_lora *head = NULL, **at = &head;
     for (int i = 0; l && i < MAT_LORA_MAX; l = l->next, i++) {
         out[i] = *l;
-        out[i].b.data = (const uint8_t *)l->b.data + (size_t)r0 * l->b.row_bytes;
-        out[i].b.n_rows = rows, out[i].next = NULL;
-        *at = &out[i], at = (struct mat_lora **)&out[i].next;
-    }
-    return head;
-}
-
-const struct mat_lora *compose_lora_cols(const struct mat_lora *l, int64_t c0, int64_t cols,
-                                         struct mat_lora *out) {
-    struct mat_lora *head = NULL, **at = &head;
-    for (int i = 0; l && i < MAT_LORA_MAX; l = l->next, i++) {
-        out[i] = *l;
-        out[i].a.data = (const float *)l->a.data + c0; /* A is f32: a row's columns */
-        out[i].a.n_cols = cols, out[i].next = NULL;
+        if (rows) { /* B's rows */
+            out[i].b.data = (const uint8_t *)l->b.data + (size_t)off * l->b.row_bytes;
+            out[i].b.n_rows = len;
+        } else { /* A's columns (A is f32) */
+            out[i].a.data = (const float *)l->a.data + off;
+            out[i].a.n_cols = len;
+        }
+        out[i].next = NULL;
         *at = &out[i], at = (struct mat_lora **)&out[i].next;
     }
     return head;

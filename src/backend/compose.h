@@ -13,13 +13,11 @@ void compose_get_rows(struct backend *b, const struct mat *w, const int32_t *ids
 /* y += scale * B (A x) for each LoRA delta W carries (none: nothing). */
 void compose_lora_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 
-/* The deltas l (a chain of at most MAT_LORA_MAX) as rows [r0, r0 + rows) of their matrix take
- * them (B's rows), or as its columns [c0, c0 + cols) do (A's columns: the products over the
- * column slices add up to the whole), copied into out; the chain, NULL for none. */
-const struct mat_lora *compose_lora_rows(const struct mat_lora *l, int64_t r0, int64_t rows,
-                                         struct mat_lora *out);
-const struct mat_lora *compose_lora_cols(const struct mat_lora *l, int64_t c0, int64_t cols,
-                                         struct mat_lora *out);
+/* The deltas l (a chain of at most MAT_LORA_MAX) as rows [off, off + len) of their matrix take
+ * them (rows: B's rows), or as its columns [off, off + len) do (A's columns: the products over
+ * the column slices add up to the whole), copied into out; the chain, NULL for none. */
+const struct mat_lora *compose_lora_slice(const struct mat_lora *l, bool rows, int64_t off,
+                                          int64_t len, struct mat_lora *out);
 
 /* y += W x for n tokens; tmp [n][w->n_rows] holds W x when the backend does not fuse the add. */
 void compose_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n,

@@ -304,12 +304,13 @@ static void admit(struct ox_engine *e, struct job **dropped) {
     struct job **link = &e->head;
     bool blocked = false; /* a request waits for the running ones' adapters to end: so do the
                              ones after it */
+    int32_t running = 0;
+    for (int32_t i = 0; i < e->n_slots; i++)
+        running += e->slots[i].job != NULL;
     while (*link) {
         struct job *j = *link;
         struct slot *best = NULL;
-        int32_t best_len = -1, running = 0;
-        for (int32_t i = 0; i < e->n_slots; i++)
-            running += e->slots[i].job != NULL;
+        int32_t best_len = -1;
         if (!j->cancel && !blocked && !lora_same(&j->lora, &e->lora_active)) {
             if (running) {
                 blocked = true;
@@ -333,6 +334,7 @@ static void admit(struct ox_engine *e, struct job **dropped) {
         } else {
             j->next = NULL;
             start(e, best, j);
+            running++;
         }
     }
     e->tail = NULL;

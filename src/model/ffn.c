@@ -55,9 +55,9 @@ static void ffn_sliced(struct ox_context *ctx, struct stage *s, const struct lay
     const struct mat_lora *gate_lora = gate.lora, *up_lora = up.lora, *down_lora = down.lora;
     struct mat_lora gl[MAT_LORA_MAX], ul[MAT_LORA_MAX], dl[MAT_LORA_MAX];
     for (int64_t c0 = 0; c0 < ff; c0 += w) {
-        gate.lora = compose_lora_rows(gate_lora, c0, w, gl);
-        up.lora = compose_lora_rows(up_lora, c0, w, ul);
-        down.lora = compose_lora_cols(down_lora, c0, w, dl);
+        gate.lora = compose_lora_slice(gate_lora, true, c0, w, gl);
+        up.lora = compose_lora_slice(up_lora, true, c0, w, ul);
+        down.lora = compose_lora_slice(down_lora, false, c0, w, dl);
         compose_matmul_glu(b, kind, &gate, &up, in, NULL, a->hidden, n, a->xn, a->gate, a->up);
         compose_matmul_add(b, &down, a->hidden, a->x, n, a->branch);
         gate.data = (const uint8_t *)gate.data + (size_t)w * gate.row_bytes;

@@ -137,8 +137,7 @@ static enum ox_status load_pairs(struct ox_lora *l, const struct ox_gguf *g) {
     }
     for (int64_t i = 0; i < g->n_tensors; i++) { /* a B whose A is missing */
         char base[GGUF_MAX_NAME], name[GGUF_MAX_NAME + 8];
-        snprintf(name, sizeof name, "%s", g->tensors[i].name);
-        if (split_name(name, base, sizeof base) == 'b') {
+        if (split_name(g->tensors[i].name, base, sizeof base) == 'b') {
             snprintf(name, sizeof name, "%s.lora_a", base);
             if (!gguf_find_tensor(g, name))
                 return ox_fail(OX_ERR_FORMAT, "lora: '%s' has lora_b without lora_a", base);

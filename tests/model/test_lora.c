@@ -101,8 +101,30 @@ static void one_at_a_time(struct ox_context *c, struct ox_lora *f32, struct ox_l
     }
 }
 
+/* The logits of the last n_prompt of WIDE tokens decoded as one batch with adapter f32: wider
+ * than a small model's FFN buffers on a GPU, which then goes by slices of the FFN (ffn.c's
+ * ffn_sliced), the adapters' deltas sliced with it. */
+#define WIDE 400
+static void wide_batch(struct ox_context *c, struct ox_lora *f32, float *out) {
+    static ox_token tok[WIDE];
+    static int32_t pos[WIDE], seq[WIDE];
+    static bool want[WIDE];
+    for (int i = 0; i < WIDE; i++)
+        tok[i] = (ox_token)((7 * i + 3) % n_vocab), pos[i] = i, seq[i] = 0,
+        want[i] = i >= WIDE - n_prompt;
+    ox_kv_clear(c);
+    ox_context_clear_lora(c);
+    CHECK_EQ(ox_context_set_lora(c, f32, 1.0f), OX_OK);
+    struct ox_batch b = {.n_tokens = WIDE, .token = tok, .pos = pos, .seq_id = seq, .logits = want};
+    CHECK_MSG(ox_decode(c, &b) == OX_OK, "%s", ox_last_error());
+    for (int i = 0; i < n_prompt; i++)
+        memcpy(out + (size_t)i * n_vocab, ox_get_logits(c, WIDE - n_prompt + i),
+               (size_t)n_vocab * sizeof *out);
+}
+
 /* Decode steps of one token (on a GPU, recorded and replayed) with adapters that change on the
- * way give the logits the CPU gives: m as loaded against the same model on the CPU. */
+ * way, and a batch wide enough to slice the FFN, give the logits the CPU gives: m as loaded
+ * against the same model on the CPU. */
 static void check_steps(const char *path, struct ox_model *m, struct ox_lora *f32,
                         struct ox_lora *f16) {
     struct ox_model_params mp = ox_model_params_default();
@@ -127,6 +149,13 @@ static void check_steps(const char *path, struct ox_model *m, struct ox_lora *f3
         printf("  one token at a time, adapters changed halfway (%s): mean KL %.3g against the "
                "CPU\n",
                ox_model_backend(m), k);
+        wide_batch(c, f32, got);
+        wide_batch(h, cf32, want);
+        k = mean_kl(want, got, &top1);
+        CHECK_MSG(k < 1e-5 && top1, "a batch of %d (%s): mean KL %.3g against the CPU", WIDE,
+                  ox_model_backend(m), k);
+        printf("  a batch of %d (%s): mean KL %.3g against the CPU\n", WIDE, ox_model_backend(m),
+               k);
         free(got), free(want);
     }
     ox_context_free(c), ox_context_free(h);

@@ -77,6 +77,21 @@ template <int CT, int GQ> __device__ __forceinline__ da_place da_where(const da_
     return w;
 }
 
+/* The thread's sums (dims vd * 8 .. + 8 of group vg's cells, for each head) into the block's
+ * table, which group_sums adds up in group order. */
+template <int GQ>
+__device__ __forceinline__ void store_group(const float (*acc)[8], const float *l, float *v_part,
+                                            float *l_part, int vg, int vd, int hd_v) {
+#pragma unroll
+    for (int h = 0; h < GQ; h++) {
+        float *dst = v_part + ((size_t)vg * GQ + h) * hd_v + vd * 8;
+        *(float4 *)dst = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+        *(float4 *)(dst + 4) = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
+        if (vd == 0)
+            l_part[vg * GQ + h] = l[h];
+    }
+}
+
 /* Output i of head h (of the block's): the groups' sums of the values and probabilities, in
  * group order, and the head's running maximum (m[h], h known only at run time). */
 template <int GQ>
@@ -103,6 +118,150 @@ __device__ __forceinline__ void put_output(const da_args &d, size_t qh, int h, i
     d.a.y[at] = y;
     if (d.xq)
         cvd_quantize_warp(y, d.xq + at / 32, lane);
+}
+
+/* q . k for the GQ heads' queries (qsm) and this thread's nk 16-byte loads of a key row (kr),
+ * the TPC threads of a cell's parts added together (neighbouring lanes). */
+template <int GQ, int TPC>
+__device__ __forceinline__ void key_scores(const float (*qsm)[TPC][DA_QPAD], const uint4 *kr,
+                                           int nk, int part, float *s) {
+#pragma unroll
+    for (int h = 0; h < GQ; h++)
+        s[h] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < DA_LOADS; r++) {
+        if (r >= nk)
+            break;
+        float kf[8];
+        f16x8(kr[r], kf);
+#pragma unroll
+        for (int h = 0; h < GQ; h++) {
+            const float4 q0 = *(const float4 *)&qsm[h][part][8 * r];
+            const float4 q1 = *(const float4 *)&qsm[h][part][8 * r + 4];
+            s[h] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] +
+                    q1.y * kf[5] + q1.z * kf[6] + q1.w * kf[7];
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < GQ; h++)
+#pragma unroll
+        for (int o = TPC / 2; o > 0; o >>= 1)
+            s[h] += __shfl_xor_sync(0xffffffffu, s[h], o);
+}
+
+/* The online softmax's step for a tile: scores scaled (soft-capped) or masked, the block's
+ * maximum per head (one barrier for all heads), the factor the running sums take (alpha) and
+ * each cell's probability into ps (published by the barrier after). */
+template <int GQ, int CT>
+__device__ __forceinline__ void tile_softmax(const attn_args &a, bool seen, float *s, float *m,
+                                             float *alpha, float (*red)[DA_THREADS / 32],
+                                             float (*ps)[CT], int cell, int part, int lane,
+                                             int warp) {
+#pragma unroll
+    for (int h = 0; h < GQ; h++) {
+        s[h] = !seen            ? -INFINITY
+               : a.softcap == 0 ? s[h] * a.scale
+                                : a.softcap * tanhf(s[h] * (a.scale / a.softcap));
+        const float mx = warp_max(s[h]);
+        if (lane == 0)
+            red[h][warp] = mx;
+    }
+    __syncthreads(); /* the warps' maxima */
+#pragma unroll
+    for (int h = 0; h < GQ; h++) {
+        float m_new = m[h];
+#pragma unroll
+        for (int k = 0; k < DA_THREADS / 32; k++)
+            m_new = fmaxf(m_new, red[h][k]);
+        alpha[h] = m_new == -INFINITY ? 1.0f : expf(m[h] - m_new); /* 0 when m was -inf */
+        m[h] = m_new;
+        if (part == 0)
+            ps[h][cell] = s[h] == -INFINITY ? 0.0f : expf(s[h] - m_new);
+    }
+}
+
+/* The running sums rescaled by alpha, then the thread's value rows (vr: cells vg, vg + groups,
+ * ... below n_tile) weighted by their probabilities into them. */
+template <int GQ, int CT>
+__device__ __forceinline__ void add_values(const uint4 *vr, const float (*ps)[CT],
+                                           const float *alpha, int vg, int groups, int n_tile,
+                                           float *l, float (*acc)[8]) {
+#pragma unroll
+    for (int h = 0; h < GQ; h++) {
+        l[h] *= alpha[h];
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            acc[h][k] *= alpha[h];
+    }
+#pragma unroll
+    for (int r = 0; r < DA_V_CELLS; r++) {
+        const int j = vg + r * groups;
+        if (j >= n_tile)
+            break;
+        float vf[8];
+        f16x8(vr[r], vf);
+#pragma unroll
+        for (int h = 0; h < GQ; h++) {
+            const float p = ps[h][j];
+            if (p == 0.0f) /* masked cells: never 0 * whatever they hold */
+                continue;
+            l[h] += p;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                acc[h][k] += p * vf[k];
+        }
+    }
+}
+
+/* A warp per head of the block that finishes last: the splits' maxima and sums read side by
+ * side (not one after another: a chain of 40 partials cost more than the cells), each split's
+ * weight into w_split, the head's maximum and sum. */
+template <int GQ>
+__device__ __forceinline__ void split_weights(const da_args &d, const da_place &w, size_t qh0,
+                                              float (*w_split)[DA_MAX_SPLITS], float *m_head,
+                                              float *l_head, int warp, int lane) {
+    if (warp >= w.nh)
+        return;
+    const float *all = d.part + (qh0 + warp) * d.splits * CUDA_ATTN_PART;
+    float mj[DA_MAX_SPLITS / 32], lj[DA_MAX_SPLITS / 32], mx = -INFINITY, sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < DA_MAX_SPLITS / 32; k++) {
+        const int j = lane + 32 * k;
+        mj[k] = j < w.used ? __ldcg(all + (size_t)j * CUDA_ATTN_PART) : -INFINITY;
+        lj[k] = j < w.used ? __ldcg(all + (size_t)j * CUDA_ATTN_PART + 1) : 0.0f;
+        mx = fmaxf(mx, mj[k]);
+    }
+    mx = warp_max(mx);
+#pragma unroll
+    for (int k = 0; k < DA_MAX_SPLITS / 32; k++) {
+        const float wj = mj[k] == -INFINITY ? 0.0f : expf(mj[k] - mx); /* nothing seen */
+        w_split[warp][lane + 32 * k] = wj;
+        sum += lj[k] * wj;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0)
+        m_head[warp] = mx, l_head[warp] = sum;
+}
+
+/* Output i of query head qh over every split: their unscaled outputs by their weights, in
+ * split order, 8 loads on their way at once. */
+__device__ __forceinline__ float combined(const da_args &d, const da_place &w, size_t qh, int i,
+                                          const float *weights) {
+    const float *all = d.part + qh * d.splits * CUDA_ATTN_PART + 2 + i;
+    float o = 0.0f;
+    for (int j0 = 0; j0 < w.used; j0 += 8) {
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            v[k] = j0 + k < w.used ? __ldcg(all + (size_t)(j0 + k) * CUDA_ATTN_PART) : 0.f;
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (j0 + k < w.used)
+                o += weights[j0 + k] * v[k];
+    }
+    return o;
 }
 
 /* Blocks of GQ heads a multiprocessor holds at once (its launch bounds): 4 (128 registers a
@@ -177,28 +336,7 @@ __global__ static void __launch_bounds__(DA_THREADS, blocks_per_sm(GQ))
                 vr[r] = __ldg((const uint4 *)(vbase + (size_t)(c0 + j) * a.v_row));
         }
         float s[GQ];
-#pragma unroll
-        for (int h = 0; h < GQ; h++)
-            s[h] = 0.0f;
-#pragma unroll
-        for (int r = 0; r < DA_LOADS; r++) {
-            if (r >= nk)
-                break;
-            float kf[8];
-            f16x8(kr[r], kf);
-#pragma unroll
-            for (int h = 0; h < GQ; h++) {
-                const float4 q0 = *(const float4 *)&qsm[h][part][8 * r];
-                const float4 q1 = *(const float4 *)&qsm[h][part][8 * r + 4];
-                s[h] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] +
-                        q1.y * kf[5] + q1.z * kf[6] + q1.w * kf[7];
-            }
-        }
-#pragma unroll
-        for (int h = 0; h < GQ; h++)
-#pragma unroll
-            for (int o = TPC / 2; o > 0; o >>= 1) /* a cell's threads are neighbouring lanes */
-                s[h] += __shfl_xor_sync(0xffffffffu, s[h], o);
+        key_scores<GQ, TPC>(qsm, kr, nk, part, s);
         const bool seen = c < w.c_end && kp >= 0 && (sw >> (qs % 64) & 1) && kp - qp <= a.ahead &&
                           (a.window <= 0 || qp - kp < a.window);
         /* the next tile's cells and keys on their way through the softmax and the values */
@@ -209,66 +347,13 @@ __global__ static void __launch_bounds__(DA_THREADS, blocks_per_sm(GQ))
                 if (r < nk)
                     kr[r] = __ldg((const uint4 *)(kbase + (size_t)(c + CT) * a.k_row) + r);
         } /* else the last tile's keys stay: defined values, masked as cells past the end */
-#pragma unroll
-        for (int h = 0; h < GQ; h++) {
-            s[h] = !seen            ? -INFINITY
-                   : a.softcap == 0 ? s[h] * a.scale
-                                    : a.softcap * tanhf(s[h] * (a.scale / a.softcap));
-            const float mx = warp_max(s[h]);
-            if (lane == 0)
-                red[h][warp] = mx;
-        }
-        __syncthreads(); /* the warps' maxima */
         float alpha[GQ];
-#pragma unroll
-        for (int h = 0; h < GQ; h++) {
-            float m_new = m[h];
-#pragma unroll
-            for (int k = 0; k < DA_THREADS / 32; k++)
-                m_new = fmaxf(m_new, red[h][k]);
-            alpha[h] = m_new == -INFINITY ? 1.0f : expf(m[h] - m_new); /* 0 when m was -inf */
-            m[h] = m_new;
-            if (part == 0)
-                ps[h][cell] = s[h] == -INFINITY ? 0.0f : expf(s[h] - m_new);
-        }
+        tile_softmax<GQ, CT>(a, seen, s, m, alpha, red, ps, cell, part, lane, warp);
         __syncthreads(); /* the probabilities */
-#pragma unroll
-        for (int h = 0; h < GQ; h++) {
-            l[h] *= alpha[h];
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                acc[h][k] *= alpha[h];
-        }
-#pragma unroll
-        for (int r = 0; r < DA_V_CELLS; r++) {
-            const int j = vg + r * groups;
-            if (!v_on || j >= n_tile)
-                break;
-            float vf[8];
-            f16x8(vr[r], vf);
-#pragma unroll
-            for (int h = 0; h < GQ; h++) {
-                const float p = ps[h][j];
-                if (p == 0.0f) /* masked cells: never 0 * whatever they hold */
-                    continue;
-                l[h] += p;
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    acc[h][k] += p * vf[k];
-            }
-        }
+        add_values<GQ, CT>(vr, ps, alpha, vg, groups, v_on ? n_tile : 0, l, acc);
     }
-    /* the groups' sums, added in group order */
-    if (v_on) {
-#pragma unroll
-        for (int h = 0; h < GQ; h++) {
-            float *dst = v_part + ((size_t)vg * GQ + h) * a.hd_v + vd * 8;
-            *(float4 *)dst = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
-            *(float4 *)(dst + 4) = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
-            if (vd == 0)
-                l_part[vg * GQ + h] = l[h];
-        }
-    }
+    if (v_on)
+        store_group<GQ>(acc, l, v_part, l_part, vg, vd, a.hd_v);
     __syncthreads();
     /* output f = tid + r * 128 is dim f % hd_v of head f / hd_v (hd_v % 32 == 0 when xq is
      * wanted: a warp holds 32 outputs of one head, so the tests below are warp-uniform) */
@@ -280,9 +365,8 @@ __global__ static void __launch_bounds__(DA_THREADS, blocks_per_sm(GQ))
          * whichever finishes last), as one softmax over every cell */
         for (int f = tid; f < n_out; f += DA_THREADS) {
             const int h = f / a.hd_v, i = f % a.hd_v;
-            float o, lo, mo;
+            float o, lo, mo, *mine = d.part + ((qh0 + h) * d.splits + blockIdx.y) * CUDA_ATTN_PART;
             group_sums<GQ>(v_part, l_part, m, groups, a.hd_v, h, i, &o, &lo, &mo);
-            float *mine = d.part + ((qh0 + h) * d.splits + blockIdx.y) * CUDA_ATTN_PART;
             mine[2 + i] = o;
             if (i == 0)
                 mine[0] = mo, mine[1] = lo;
@@ -295,47 +379,12 @@ __global__ static void __launch_bounds__(DA_THREADS, blocks_per_sm(GQ))
         if (!last_split)
             return;
         __threadfence();
-        /* a warp per head: the splits' maxima and sums side by side (not one after another:
-         * a chain of 40 partials cost more than the cells), their weights, the head's sum */
-        if (warp < w.nh) {
-            const float *all = d.part + (qh0 + warp) * d.splits * CUDA_ATTN_PART;
-            float mj[DA_MAX_SPLITS / 32], lj[DA_MAX_SPLITS / 32], mx = -INFINITY, sum = 0.0f;
-#pragma unroll
-            for (int k = 0; k < DA_MAX_SPLITS / 32; k++) {
-                const int j = lane + 32 * k;
-                mj[k] = j < w.used ? __ldcg(all + (size_t)j * CUDA_ATTN_PART) : -INFINITY;
-                lj[k] = j < w.used ? __ldcg(all + (size_t)j * CUDA_ATTN_PART + 1) : 0.0f;
-                mx = fmaxf(mx, mj[k]);
-            }
-            mx = warp_max(mx);
-#pragma unroll
-            for (int k = 0; k < DA_MAX_SPLITS / 32; k++) {
-                const float wj = mj[k] == -INFINITY ? 0.0f : expf(mj[k] - mx); /* nothing seen */
-                w_split[warp][lane + 32 * k] = wj;
-                sum += lj[k] * wj;
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            if (lane == 0)
-                m_head[warp] = mx, l_head[warp] = sum;
-        }
+        split_weights<GQ>(d, w, qh0, w_split, m_head, l_head, warp, lane);
         __syncthreads();
         for (int f = tid; f < n_out; f += DA_THREADS) {
             const int h = f / a.hd_v, i = f % a.hd_v;
-            const float *all = d.part + (qh0 + h) * d.splits * CUDA_ATTN_PART + 2 + i;
-            float o = 0.0f;
-            for (int j0 = 0; j0 < w.used; j0 += 8) { /* 8 loads on their way at once */
-                float v[8];
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    v[k] = j0 + k < w.used ? __ldcg(all + (size_t)(j0 + k) * CUDA_ATTN_PART) : 0.f;
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    if (j0 + k < w.used)
-                        o += w_split[h][j0 + k] * v[k];
-            }
-            put_output(d, qh0 + h, w.h0 + h, i, o, l_head[h], m_head[h], lane);
+            put_output(d, qh0 + h, w.h0 + h, i, combined(d, w, qh0 + h, i, w_split[h]), l_head[h],
+                       m_head[h], lane);
         }
         if (tid == 0) /* ready for the next step */
             d.count[qh0] = 0;
