@@ -417,11 +417,19 @@ OX_API enum ox_status ox_context_create(const struct ox_model *model,
                                         struct ox_context **out);
 OX_API void ox_context_free(struct ox_context *ctx);
 OX_API uint32_t ox_context_n_ctx(const struct ox_context *ctx);
+/* The most tokens one ox_decode takes, and the model the context runs. */
+OX_API uint32_t ox_context_n_batch(const struct ox_context *ctx);
+OX_API const struct ox_model *ox_context_model(const struct ox_context *ctx);
 /* Memory the context holds where the model runs (the GPU's for a CUDA model, also for one split
  * between CPU and GPU, else the host's): the KV cache, and everything else (activations,
  * logits, scratch). */
 OX_API void ox_context_memory(const struct ox_context *ctx, uint64_t *kv_bytes,
                               uint64_t *buffer_bytes);
+/* on: a batch gives each token's logits bit for bit as decoding that token alone would (on
+ * the CPU: its one-token kernels for every batch size, slower for prompts), so that checking a
+ * speculative draft in one batch keeps plain decoding's output. The CUDA backend's batches
+ * round their own way whatever this says. Off by default. */
+OX_API void ox_context_set_one_token_order(struct ox_context *ctx, bool on);
 
 /* A batch of tokens: token i is at position pos[i] of sequence seq_id[i]; logits[i] asks for
  * its output row. pos, seq_id and logits may be NULL: positions then continue each sequence,
@@ -466,6 +474,9 @@ OX_API int32_t ox_model_n_cls_out(const struct ox_model *model);
 /* Whether the model has a language-model head. Encoders (bert, nomic-bert) have none: they make
  * embeddings only, in contexts created with ox_context_params.embeddings. */
 OX_API bool ox_model_has_logits(const struct ox_model *model);
+/* Whether some of the model's layers are recurrent (delta-net, Mamba-2): their state per
+ * sequence cannot give tokens back (ox_kv_seq_rm drops the whole sequence). */
+OX_API bool ox_model_is_recurrent(const struct ox_model *model);
 
 /* A reranker's tokens for one query and one document, as llama.cpp's server makes them: the
  * model's "rerank" chat template with {query} and {document} replaced (control tokens parsed)
@@ -664,6 +675,52 @@ OX_API enum ox_status ox_sampler_state_save(const struct ox_sampler *s, uint8_t 
                                             size_t *written);
 OX_API enum ox_status ox_sampler_state_load(struct ox_sampler *s, const uint8_t *buf,
                                             size_t size);
+
+/* ---- Speculative decoding ---------------------------------------------------------------- */
+
+/* A drafter guesses the tokens that follow a sequence, the target context checks the guess in
+ * one batch, and each position is sampled from the target's own logits by the caller's sampler
+ * while the samples agree with the draft: the output is plain decoding's (the same tokens for
+ * greedy and for a seeded sampler, on the CPU bit for bit: ox_context_set_one_token_order), in
+ * fewer, wider steps. The drafter is a small model with the target's vocabulary, or prompt
+ * lookup: the tokens that followed the sequence's last n tokens where they last appeared in
+ * it (no model at all; made for text that repeats its input: code edits, quotes, summaries). */
+struct ox_spec_params {
+    struct ox_model *draft_model; /* NULL: prompt lookup; the caller loads and frees it */
+    int32_t draft_max;            /* most tokens drafted a step (16) */
+    int32_t draft_min;            /* a shorter draft is not checked: one token a step (0) */
+    float draft_p_min;   /* a draft model stops at a token it gives less than this (0.75) */
+    int32_t ngram_min;   /* prompt lookup: the shortest suffix looked up (1) */
+    int32_t ngram_max;   /* and the longest, tried first (3) */
+    int32_t n_threads;   /* the draft model's context (<= 0: ox_default_threads()) */
+};
+OX_API struct ox_spec_params ox_spec_params_default(void);
+
+struct ox_spec;
+/* A drafter for sequence seq_id of target. A draft model must share the target's vocabulary
+ * (the same tokens and specials); a model with recurrent layers cannot be a target (its state
+ * cannot drop a rejected draft): OX_ERR_UNSUPPORTED. */
+OX_API enum ox_status ox_spec_create(struct ox_context *target, int32_t seq_id,
+                                     const struct ox_spec_params *params, struct ox_spec **out);
+OX_API void ox_spec_free(struct ox_spec *spec);
+/* The sequence's tokens so far, as the target holds them (the prompt, decoded): lookup searches
+ * them and a draft model decodes them into its own context. Starts the sequence afresh. */
+OX_API enum ox_status ox_spec_begin(struct ox_spec *spec, const ox_token *tokens, size_t n);
+/* One step. token: the last one sampled (and accepted by smp), not yet decoded. It is decoded
+ * with a draft after it in one batch of the target; then each position's logits go through
+ * ox_sampler_sample and ox_sampler_accept (end-of-generation tokens are not accepted) while the
+ * sampled token is the draft's. out[0 .. *n_out) gets the sampled tokens (at least one; the
+ * last one is the next step's token), at most max_out, none past an end-of-generation token.
+ * OX_ERR_CONTEXT_FULL when the target has no cell left for token (nothing changed: shift the
+ * context, ox_kv_seq_shift, and call again). */
+OX_API enum ox_status ox_spec_step(struct ox_spec *spec, struct ox_sampler *smp, ox_token token,
+                                   ox_token *out, int32_t max_out, int32_t *n_out);
+struct ox_spec_stats {
+    uint64_t steps;    /* target batches */
+    uint64_t drafted;  /* draft tokens checked */
+    uint64_t accepted; /* of which the target agreed */
+};
+OX_API void ox_spec_stats(const struct ox_spec *spec, struct ox_spec_stats *stats);
 
 /* ---- Chat templates ---------------------------------------------------------------------- */
 

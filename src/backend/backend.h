@@ -46,6 +46,11 @@ struct backend {
     size_t own_bytes; /* backend memory the backend holds itself (a GPU's scratch) */
     /* the context's LoRA deltas by a weight's lora_slot - 1 (model/lora.c), or NULL: none */
     const struct mat_lora *const *lora;
+    /* batches of several tokens computed so that each token's rows come out bit for bit as a
+     * step of that token alone would give them (speculative decoding's check of a draft): the
+     * CPU then keeps its one-token kernels' order of sums for every batch size; the CUDA
+     * backend does not honor it (its batch kernels round their own way) */
+    bool one_token_order;
 };
 
 /* What a context asks a backend's state to be sized for (init). */

@@ -454,6 +454,19 @@ void ox_context_memory(const struct ox_context *ctx, uint64_t *kv_bytes, uint64_
         *buffer_bytes += counted(ctx, &ctx->stages[i]) ? ctx->stages[i].be.own_bytes : 0;
 }
 
+void ox_context_set_one_token_order(struct ox_context *ctx, bool on) {
+    for (int i = 0; i < ctx->n_stages; i++)
+        ctx->stages[i].be.one_token_order = on;
+}
+
+uint32_t ox_context_n_batch(const struct ox_context *ctx) {
+    return ctx->params.n_batch;
+}
+
+const struct ox_model *ox_context_model(const struct ox_context *ctx) {
+    return ctx->model;
+}
+
 uint32_t ox_context_n_ctx(const struct ox_context *ctx) {
     return ctx->params.n_ctx;
 }

@@ -114,6 +114,9 @@ int32_t ox_model_n_cls_out(const struct ox_model *m) {
 bool ox_model_has_logits(const struct ox_model *m) {
     return m->output != NULL;
 }
+bool ox_model_is_recurrent(const struct ox_model *m) {
+    return m->cfg.n_recurrent > 0;
+}
 const char *ox_model_backend(const struct ox_model *m) {
     return m->backend_desc;
 }

@@ -53,7 +53,8 @@ static void matmul_rows(void *arg, int ith, int nth) {
     float *row = cpu_of(j->b)->scratch + (size_t)ith * cpu_of(j->b)->scratch_per_thread;
     int64_t chunk = (w->n_rows + nth - 1) / nth, r0 = chunk * ith;
     int64_t r1 = r0 + chunk < w->n_rows ? r0 + chunk : w->n_rows;
-    bool gemm = j->n >= 2; /* llama.cpp's GEMM takes batches, vec_dot single tokens */
+    /* llama.cpp's GEMM takes batches, vec_dot single tokens (and, in one-token order, all) */
+    bool gemm = j->n >= 2 && !j->b->one_token_order;
     const struct dtype_traits *wt = dtype_get((int)w->type);
     const bool q8_1 = wt->vec_dot_type == OX_DTYPE_Q8_1;
     const size_t xq_row = (size_t)(w->n_cols / 32) * sizeof(struct block_q8_1);

@@ -62,6 +62,7 @@ struct qjob {
     int n;
     uint8_t *scratch; /* per-thread bytes for repacked rows */
     size_t scratch_per_thread;
+    bool one_token_order; /* struct backend's */
     /* the 16-row group chunks of the packed paths, claimed in turn; a line of its own, so the
      * claims do not evict the fields above from the other core */
     _Alignas(64) atomic_int next_chunk;
@@ -165,12 +166,15 @@ static void multiply_rows_gemv16(struct qjob *j, int ith, int nth) {
 static void multiply_rows(void *arg, int ith, int nth) {
     struct qjob *j = arg;
     const struct qkernel *k = j->k;
-    if (j->w->packed && j->n < k->pack_nc) {
+    /* one_token_order: the kernels a single token takes (gemv16 and the row tile give each
+     * token the same sums in the same order at any count; the batch tiles do not, for every type) */
+    if (j->w->packed && (j->n < k->pack_nc || j->one_token_order)) {
         multiply_rows_gemv16(j, ith, nth);
         return;
     }
     int min_pack = k->min_pack_n ? k->min_pack_n : k->pack_nc;
-    if (k->repack16 && j->n >= min_pack && PACK16_BYTES(j->w->n_cols) <= j->scratch_per_thread) {
+    if (k->repack16 && j->n >= min_pack && !j->one_token_order &&
+        PACK16_BYTES(j->w->n_cols) <= j->scratch_per_thread) {
         multiply_rows_packed(j, ith, nth);
         return;
     }
@@ -211,7 +215,8 @@ bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, i
                      .y = y,
                      .n = n,
                      .scratch = (uint8_t *)cpu_of(b)->scratch,
-                     .scratch_per_thread = cpu_of(b)->scratch_per_thread * sizeof(float)};
+                     .scratch_per_thread = cpu_of(b)->scratch_per_thread * sizeof(float),
+                     .one_token_order = b->one_token_order};
     atomic_init(&j.next_chunk, 0);
     double cols = (double)w->n_cols;
     int q_parts = threadpool_parts(cpu_of(b)->pool, cols * n, MIN_QUANT_PER_PART);

@@ -1,0 +1,24 @@
+/* lookup.c: prompt lookup drafting: a sequence's last few tokens searched for earlier in it, and
+ * what followed them there proposed as what follows now. */
+#include <string.h>
+
+#include "spec/spec_int.h"
+
+int lookup_draft(const ox_token *h, size_t n_h, int ngram_min, int ngram_max, int max,
+                 ox_token *out) {
+    for (int n = ngram_max; n >= ngram_min && n >= 1; n--) {
+        if ((size_t)n >= n_h)
+            continue;
+        const ox_token *key = h + n_h - n;
+        /* the latest match first: recent text predicts what comes next best */
+        for (size_t i = n_h - n; i-- > 0;) {
+            if (h[i] != key[0] || memcmp(h + i, key, (size_t)n * sizeof *h) != 0)
+                continue;
+            size_t from = i + (size_t)n, count = n_h - from;
+            count = count < (size_t)max ? count : (size_t)max;
+            memcpy(out, h + from, count * sizeof *out);
+            return (int)count;
+        }
+    }
+    return 0;
+}
