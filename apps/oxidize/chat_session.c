@@ -9,6 +9,7 @@
 
 #include "chat_file.h"
 #include "cmd.h"
+#include "spec_opts.h"
 
 /* Grow *p (of *cap elements of size sz) to hold need elements. */
 static bool reserve(void **p, size_t *cap, size_t need, size_t sz) {
@@ -261,9 +262,22 @@ static void echo(struct answer_echo *a) {
     a->shown = a->len;
 }
 
+/* A generated token the answer goes on after: into the cache's list and its text. */
+static void keep_token(struct chat_session *s, const struct ox_vocab *v, ox_token t) {
+    s->kv[s->n_kv++] = t;
+    char text[256];
+    int32_t n_text = ox_token_to_piece(v, t, text, sizeof text, 0, false);
+    if (n_text < 0 || (size_t)n_text > sizeof text || !append_text(s, text, (size_t)n_text))
+        s->kv_text_valid = false;
+    /* a control token is in the cache but not in the text: the next turn matches tokens */
+    if (n_text == 0 && ox_token_to_piece(v, t, text, sizeof text, 0, true) > 0)
+        s->kv_text_valid = false;
+}
+
 /* Generate until end of turn, a stop string, the budget, a full context or an interrupt; the
  * visible answer (stop string excluded) goes to a. The cache gets every token but the last
- * (an end of turn, or one that completed a stop string, is never decoded). */
+ * (an end of turn, or one that completed a stop string, is never kept: a speculative step may
+ * have decoded tokens past it, which go again). */
 static enum ox_status generate(struct chat_session *s, const float *logits, struct answer_echo *a,
                                volatile sig_atomic_t *interrupt, struct chat_stats *stats) {
     const struct ox_vocab *v = ox_model_vocab(s->model);
@@ -271,44 +285,57 @@ static enum ox_status generate(struct chat_session *s, const float *logits, stru
     CMD_TRY(ox_detok_stream_create(v, false, &stream));
     struct stop_filter stops = {.n_stop = s->n_stop};
     memcpy(stops.stop, s->stop, sizeof s->stop);
+    uint32_t n_ctx = ox_context_n_ctx(s->ctx);
+    /* the tokens sampled and not yet shown (a step gives at most a draft of 256 and one more);
+     * all but the last are in the cache */
+    ox_token next[257];
+    int n_next = 1;
+    next[0] = ox_sampler_sample(s->sampler, logits, ox_model_n_vocab(s->model));
     enum ox_status st = OX_OK;
-    for (bool stopped = false; !stopped;) {
-        if (*interrupt) {
-            stats->interrupted = true;
-            break;
+    if (next[0] >= 0 && !ox_vocab_is_eog(v, next[0]))
+        st = ox_sampler_accept(s->sampler, next[0]);
+    for (bool done = st != OX_OK; !done;) {
+        for (int i = 0; i < n_next && !done; i++) {
+            ox_token t = next[i];
+            stats->interrupted = *interrupt != 0;
+            done = stats->interrupted || (s->n_predict >= 0 && stats->n_gen >= s->n_predict) ||
+                   t < 0 || ox_vocab_is_eog(v, t);
+            if (done)
+                break;
+            const char *piece;
+            size_t len;
+            if (ox_detok_stream_push(stream, t, &piece, &len) == OX_OK)
+                done = stop_filter_push(&stops, piece, len, a->mem);
+            stats->n_gen++;
+            echo(a);
+            if (!done && i + 1 < n_next) /* the step decoded it */
+                keep_token(s, v, t);
         }
-        if (s->n_predict >= 0 && stats->n_gen >= s->n_predict)
+        /* the last token: decoded by the next step, or alone when it was shown and the budget
+         * ends with it (every answered token is in the cache for the next turn) */
+        ox_token t = next[n_next - 1];
+        bool budget = !done && s->n_predict >= 0 && stats->n_gen >= s->n_predict;
+        if (done)
             break;
-        ox_token t = ox_sampler_sample(s->sampler, logits, ox_model_n_vocab(s->model));
-        if (t < 0 || ox_vocab_is_eog(v, t))
-            break;
-        if ((st = ox_sampler_accept(s->sampler, t)) != OX_OK)
-            break;
-        const char *piece;
-        size_t len;
-        if (ox_detok_stream_push(stream, t, &piece, &len) == OX_OK)
-            stopped = stop_filter_push(&stops, piece, len, a->mem);
-        stats->n_gen++;
-        echo(a);
-        if (stopped)
-            break;
-        if (s->n_kv + 1 >= ox_context_n_ctx(s->ctx)) {
+        if (s->n_kv + 1 >= n_ctx) {
             stats->context_full = true;
             break;
         }
-        struct ox_batch b = {.n_tokens = 1, .token = &t};
-        if ((st = ox_decode(s->ctx, &b)) != OX_OK)
+        if (budget) {
+            struct ox_batch b = {.n_tokens = 1, .token = &t};
+            if ((st = ox_decode(s->ctx, &b)) == OX_OK)
+                keep_token(s, v, t);
             break;
-        s->kv[s->n_kv++] = t;
-        char text[256];
-        int32_t n_text = ox_token_to_piece(v, t, text, sizeof text, 0, false);
-        if (n_text < 0 || (size_t)n_text > sizeof text || !append_text(s, text, (size_t)n_text))
-            s->kv_text_valid = false;
-        /* a control token is in the cache but not in the text: the next turn matches tokens */
-        if (n_text == 0 && ox_token_to_piece(v, t, text, sizeof text, 0, true) > 0)
-            s->kv_text_valid = false;
-        logits = ox_get_logits(s->ctx, 0);
+        }
+        /* a step decodes t and at most max - 1 drafted tokens: the cache keeps a cell free */
+        int max = (int)(n_ctx - 1 - s->n_kv);
+        if (s->n_predict >= 0 && s->n_predict - stats->n_gen < max)
+            max = s->n_predict - stats->n_gen;
+        if ((st = gen_step(s->ctx, s->sampler, s->spec, t, next, max, &n_next)) != OX_OK)
+            break;
+        keep_token(s, v, t);
     }
+    ox_kv_seq_rm(s->ctx, 0, (int32_t)s->n_kv, -1);
     const char *rest;
     size_t len;
     if (ox_detok_stream_flush(stream, &rest, &len) == OX_OK)
@@ -342,6 +369,8 @@ enum ox_status chat_session_answer(struct chat_session *s, FILE *out,
     }
     if (st == OX_OK)
         st = decode_prompt(s, toks, n, interrupt, &last);
+    if (st == OX_OK && s->spec) /* lookup searches the whole conversation */
+        st = ox_spec_begin(s->spec, s->kv, s->n_kv);
     free(toks);
     stats->n_prompt = s->n_kv - stats->n_reused;
     stats->t_prompt = cmd_now_s() - t0;

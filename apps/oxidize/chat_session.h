@@ -15,6 +15,7 @@ struct chat_session {
     struct ox_model *model;     /* borrowed */
     struct ox_context *ctx;     /* borrowed; sequence 0 holds the conversation */
     struct ox_sampler *sampler; /* borrowed; reset before each answer */
+    struct ox_spec *spec;       /* borrowed: speculative decoding's drafter, or NULL */
     const char *tmpl;           /* template text, or NULL for the model's own */
     const char *stop[STOP_MAX];
     int n_stop;
@@ -48,8 +49,9 @@ enum ox_status chat_session_add(struct chat_session *s, const char *role, const 
 void chat_session_reset(struct chat_session *s);
 /* The conversation (FILE, JSON messages as /save writes them), the KV cache that holds it
  * (FILE.kv, ox_state_seq_save_file) and the text its tokens spell (FILE.kvtext): a later session
- * loads them and answers on from exactly where this one was, processing only what is new. A state that does not load (another model,
- * a missing or damaged FILE.kv) leaves the messages loaded and the cache empty. */
+ * loads them and answers on from exactly where this one was, processing only what is new. A state
+ * that does not load (another model, a missing or damaged FILE.kv) leaves the messages loaded and
+ * the cache empty. */
 enum ox_status chat_session_save_state(struct chat_session *s, const char *path);
 enum ox_status chat_session_load_state(struct chat_session *s, const char *path, size_t *n_kv);
 /* Replace the messages; the KV cache keeps whatever prefix the new rendering shares. */

@@ -13,11 +13,13 @@
 #include "cmd.h"
 #include "oxidize.h"
 #include "sampling_opts.h"
+#include "spec_opts.h"
 
 struct chat_opts {
     const char *model, *system, *chat_template;
     int n_predict, n_ctx, n_threads, n_gpu_layers;
     struct sampling_opts sampling;
+    struct spec_opts spec;
     const char *stop[STOP_MAX];
     int n_stop;
 };
@@ -33,10 +35,10 @@ static void usage(FILE *f) {
         "  -c CTX                context size in tokens (default 4096, at most the model's)\n"
         "  -t THREADS            threads (default: the physical cores)\n"
         "  -ngl N                layers on the GPU (default -1: all when there is one; 0: CPU)\n"
-        "%s"
+        "%s%s"
         "In the chat: end a line with \\ to continue it, or wrap lines in \"\"\" for a\n"
         "multi-line message; /help lists the commands.\n",
-        sampling_opts_usage());
+        sampling_opts_usage(), spec_opts_usage());
 }
 
 static bool parse_int(const char *s, long lo, long hi, int *out) {
@@ -53,6 +55,9 @@ static bool set_option(struct chat_opts *o, const char *a, const char *v) {
     int sampling = sampling_opts_set(&o->sampling, a, v);
     if (sampling != 0)
         return sampling > 0;
+    int spec = spec_opts_set(&o->spec, a, v);
+    if (spec != 0)
+        return spec > 0;
     if (!strcmp(a, "-m"))
         return (o->model = v) != NULL;
     if (!strcmp(a, "-sys") || !strcmp(a, "--system"))
@@ -76,6 +81,7 @@ static bool set_option(struct chat_opts *o, const char *a, const char *v) {
 static int parse_args(int argc, char **argv, struct chat_opts *o) {
     *o = (struct chat_opts){.n_predict = -1, .n_ctx = 4096, .n_gpu_layers = -1};
     sampling_opts_default(&o->sampling);
+    spec_opts_default(&o->spec);
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
@@ -331,8 +337,11 @@ int cmd_chat(int argc, char **argv) {
         st = cmd_lora_apply(ctx);
     if (st == OX_OK)
         st = sampling_opts_chain(&o.sampling, model, (int32_t)ox_context_n_ctx(ctx), &sampler);
+    struct ox_spec *spec = NULL; /* each answer begins it with the conversation */
+    if (st == OX_OK)
+        st = spec_opts_start(&o.spec, ctx, NULL, 0, &spec);
     if (st == OX_OK) {
-        s.model = model, s.ctx = ctx, s.sampler = sampler, s.tmpl = tmpl;
+        s.model = model, s.ctx = ctx, s.sampler = sampler, s.tmpl = tmpl, s.spec = spec;
         s.n_predict = o.n_predict, s.n_stop = o.n_stop;
         memcpy(s.stop, o.stop, sizeof o.stop);
         if (o.system)
@@ -353,6 +362,9 @@ int cmd_chat(int argc, char **argv) {
     if (st != OX_OK && !said)
         fprintf(stderr, "oxidize chat: %s\n", ox_last_error());
     chat_session_free(&s);
+    spec_opts_report(spec);
+    ox_spec_free(spec);
+    spec_opts_free(&o.spec);
     ox_sampler_free(sampler);
     ox_context_free(ctx);
     ox_model_free(model);

@@ -9,6 +9,7 @@
 #include "cmd.h"
 #include "oxidize.h"
 #include "sampling_opts.h"
+#include "spec_opts.h"
 #include "common/stop_filter.h"
 
 struct run_opts {
@@ -18,6 +19,7 @@ struct run_opts {
     int n_keep; /* tokens of the prompt a context shift keeps (-1: all) */
     int n_predict, n_ctx, n_threads, n_gpu_layers;
     struct sampling_opts sampling;
+    struct spec_opts spec;
     const char *stop[STOP_MAX];
     int n_stop;
 };
@@ -37,8 +39,8 @@ static void usage(FILE *f) {
         "                        --keep N first prompt tokens (-1: all) and go on\n"
         "  --lora FILE           apply a LoRA adapter (GGUF); --lora-scaled FILE SCALE at a\n"
         "                        scale of its own; several may be given\n"
-        "%s",
-        sampling_opts_usage());
+        "%s%s",
+        sampling_opts_usage(), spec_opts_usage());
 }
 
 static bool parse_number(const char *s, double lo, double hi, double *out) {
@@ -56,6 +58,9 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
     int sampling = sampling_opts_set(&o->sampling, a, v);
     if (sampling != 0)
         return sampling > 0;
+    int spec = spec_opts_set(&o->spec, a, v);
+    if (spec != 0)
+        return spec > 0;
     if (!strcmp(a, "-m"))
         return (o->model = v) != NULL;
     if (!strcmp(a, "-p"))
@@ -87,6 +92,7 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
 static int parse_args(int argc, char **argv, struct run_opts *o) {
     *o = (struct run_opts){.n_predict = 128, .n_ctx = 2048, .n_gpu_layers = -1};
     sampling_opts_default(&o->sampling);
+    spec_opts_default(&o->spec);
     for (int i = 1; i < argc; i += 2) { /* every option but --chat takes a value */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
@@ -117,6 +123,7 @@ struct session {
     struct ox_model *model;
     struct ox_context *ctx;
     struct ox_sampler *sampler;
+    struct ox_spec *spec; /* a drafter (--spec ngram, -md), or NULL */
     struct ox_detok_stream *stream;
     ox_token *prompt;
     size_t n_prompt;
@@ -207,7 +214,7 @@ static bool context_shift(struct session *s, const struct run_opts *o) {
 
 /* Prompt in batches (after what the prompt cache holds), then one token at a time until EOS or
  * the budget; text streamed. */
-static enum ox_status generate(struct session *s, const struct run_opts *o) {
+static enum ox_status generate(struct session *s, struct run_opts *o) {
     uint32_t n_batch = ox_context_n_ctx(s->ctx) < 512 ? ox_context_n_ctx(s->ctx) : 512;
     double t0 = cmd_now_s();
     size_t reused = prompt_cache_load(s, o), last = 0;
@@ -220,36 +227,44 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
     if (o->prompt_cache && !o->prompt_cache_ro &&
         ox_state_seq_save_file(s->ctx, 0, o->prompt_cache, s->prompt, s->n_prompt) != OX_OK)
         fprintf(stderr, "oxidize run: prompt cache not saved: %s\n", ox_last_error());
+    CMD_TRY(spec_opts_start(&o->spec, s->ctx, s->prompt, s->n_prompt, &s->spec));
     double t1 = cmd_now_s();
     const struct ox_vocab *v = ox_model_vocab(s->model);
     int n_gen = 0;
-    const float *logits = ox_get_logits(s->ctx, (int32_t)last);
     struct stop_filter stops = {.n_stop = o->n_stop};
     memcpy(stops.stop, o->stop, sizeof o->stop);
-    bool stopped = false;
-    while (n_gen < o->n_predict && !stopped) {
-        ox_token t = ox_sampler_sample(s->sampler, logits, ox_model_n_vocab(s->model));
-        if (t < 0 || ox_vocab_is_eog(v, t))
+    /* the tokens sampled and not yet shown; the last of them is not yet decoded (a step gives
+     * at most a draft of 256 and one more) */
+    ox_token next[257];
+    int n_next = 1;
+    next[0] = ox_sampler_sample(s->sampler, ox_get_logits(s->ctx, (int32_t)last),
+                                ox_model_n_vocab(s->model));
+    if (next[0] >= 0 && !ox_vocab_is_eog(v, next[0]))
+        CMD_TRY(ox_sampler_accept(s->sampler, next[0]));
+    for (bool done = o->n_predict == 0; !done;) {
+        for (int i = 0; i < n_next && !done; i++) {
+            ox_token t = next[i];
+            if (t < 0 || ox_vocab_is_eog(v, t))
+                break;
+            const char *piece;
+            size_t len;
+            if (ox_detok_stream_push(s->stream, t, &piece, &len) == OX_OK)
+                done = stop_filter_push(&stops, piece, len, stdout), fflush(stdout);
+            done |= ++n_gen == o->n_predict;
+        }
+        ox_token t = next[n_next - 1];
+        if (done || t < 0 || ox_vocab_is_eog(v, t))
             break;
-        CMD_TRY(ox_sampler_accept(s->sampler, t));
-        const char *piece;
-        size_t len;
-        if (ox_detok_stream_push(s->stream, t, &piece, &len) == OX_OK)
-            stopped = stop_filter_push(&stops, piece, len, stdout), fflush(stdout);
-        n_gen++;
-        if (stopped)
-            break;
-        struct ox_batch b = {.n_tokens = 1, .token = &t};
-        enum ox_status st = ox_decode(s->ctx, &b);
+        enum ox_status st =
+            gen_step(s->ctx, s->sampler, s->spec, t, next, o->n_predict - n_gen, &n_next);
         if (st == OX_ERR_CONTEXT_FULL && o->context_shift && context_shift(s, o))
-            st = ox_decode(s->ctx, &b);
+            st = gen_step(s->ctx, s->sampler, s->spec, t, next, o->n_predict - n_gen, &n_next);
         if (st == OX_ERR_CONTEXT_FULL) {
             fprintf(stderr, "\noxidize run: the context is full (%u tokens)\n",
                     ox_context_n_ctx(s->ctx));
             break;
         }
         CMD_TRY(st);
-        logits = ox_get_logits(s->ctx, 0);
     }
     const char *rest;
     size_t len;
@@ -264,6 +279,7 @@ static enum ox_status generate(struct session *s, const struct run_opts *o) {
     fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %d tokens, %.1f tokens/s\n",
             s->n_prompt - reused, (double)(s->n_prompt - reused) / (t1 - t0), n_gen,
             n_gen / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
+    spec_opts_report(s->spec);
     return OX_OK;
 }
 
@@ -297,6 +313,8 @@ int cmd_run(int argc, char **argv) {
     free(s.prompt);
     free(s.chat_text);
     ox_detok_stream_free(s.stream);
+    ox_spec_free(s.spec);
+    spec_opts_free(&o.spec);
     ox_sampler_free(s.sampler);
     ox_context_free(s.ctx);
     ox_model_free(s.model);

@@ -14,10 +14,12 @@ int lookup_draft(const ox_token *h, size_t n_h, int ngram_min, int ngram_max, in
         for (size_t i = n_h - n; i-- > 0;) {
             if (h[i] != key[0] || memcmp(h + i, key, (size_t)n * sizeof *h) != 0)
                 continue;
-            size_t from = i + (size_t)n, count = n_h - from;
-            count = count < (size_t)max ? count : (size_t)max;
-            memcpy(out, h + from, count * sizeof *out);
-            return (int)count;
+            /* what followed, and past the end of h the same again: text that repeats with a
+             * period shorter than the draft goes on repeating */
+            size_t from = i + (size_t)n;
+            for (int j = 0; j < max; j++)
+                out[j] = from + j < n_h ? h[from + j] : out[from + j - n_h];
+            return max;
         }
     }
     return 0;

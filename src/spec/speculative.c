@@ -13,6 +13,8 @@ struct ox_spec_params ox_spec_params_default(void) {
 }
 
 enum ox_status token_list_push(struct token_list *l, const ox_token *t, size_t n) {
+    if (n == 0)
+        return OX_OK;
     if (l->n + n > l->cap) {
         size_t cap = l->cap ? l->cap : 256;
         while (cap < l->n + n)

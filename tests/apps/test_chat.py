@@ -276,6 +276,23 @@ def test_terminal():
     check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "exit on Ctrl-D: %r" % status)
 
 
+def test_speculative():
+    """--spec ngram and -md: three turns answer as plain decoding does, token for token, with the
+    same tokens kept in the cache for each next turn (the same reuse); a stop string and the
+    budget end answers as without."""
+    turns = ["And the waters were as the waters", "And God said", "Who was Moses?"]
+    base = ("-n", "40", "--temp", "0", "--stop", "Israel")
+    rc, plain, err = chat(turns, *base)
+    want = [tuple(map(int, m)) for m in STATS.findall(err)]
+    check(rc == 0 and len(want) == 3, "plain: %s" % err)
+    for spec in (("--spec", "ngram"), ("-md", MODEL, "--draft-max", "6")):
+        rc, out, err = chat(turns, *(base + spec))
+        got = [tuple(map(int, m)) for m in STATS.findall(err)]
+        check(rc == 0 and out == plain, "%s: %r vs %r" % (spec, out[-80:], plain[-80:]))
+        check(got == want, "%s: answers and reuse %s vs %s" % (spec, got, want))
+        check("speculative:" in err and "accepted" in err, "%s: report %s" % (spec, err[-200:]))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         msgs = test_turns(tmp)
@@ -285,6 +302,7 @@ def main():
         test_reset_and_seed()
         test_system_and_stop(tmp)
         test_full_context(tmp)
+        test_speculative()
         test_json_schema(tmp)
         test_errors(tmp)
         test_terminal()

@@ -322,6 +322,60 @@ def test_context_shift():
           len(shifted.stdout) > len(plain.stdout) + 100, "shifted text: %r vs %r" % (shifted.stdout, plain.stdout))
 
 
+def test_speculative():
+    """--spec ngram and -md: the text of plain decoding, greedy on every shared model with a
+    language-model head and seeded sampling on kjv, with the drafts' acceptance reported;
+    beside a context shift too; bad values, a draft of another vocabulary and a recurrent
+    model refused with a message."""
+    skip = {"bert-f16"}  # an encoder: no text to generate
+    names = sorted(f[:-5] for f in os.listdir(os.path.join(DATA, "models"))
+                   if f.endswith(".gguf") and f[:-5] not in skip)
+    prompt = "And the waters were as the waters, and the waters were as the waters, and the"
+    for name in names:
+        base = [OXIDIZE, "run", "-m", model(name), "-p", prompt, "-n", "40", "--temp", "0",
+                "-t", "2"]
+        plain = subprocess.run(base, capture_output=True)
+        spec = subprocess.run(base + ["--spec", "ngram"], capture_output=True)
+        check(plain.returncode == 0 and spec.returncode == 0 and plain.stdout == spec.stdout,
+              "%s: --spec ngram text %r != %r (%s)" % (name, spec.stdout[-60:], plain.stdout[-60:],
+                                                       spec.stderr[-200:]))
+        check(re.search(rb"speculative: \d+ steps, \d+ tokens drafted, \d+ accepted", spec.stderr),
+              "%s: acceptance reported: %s" % (name, spec.stderr[-200:]))
+    kjv = [OXIDIZE, "run", "-m", model("kjv-15m-q4_k_m"), "-p", prompt, "-n", "120", "-t", "2"]
+    for extra in (["--temp", "0.8", "--seed", "7"], ["-c", "64", "--context-shift", "--temp", "0"]):
+        plain = subprocess.run(kjv + extra, capture_output=True)
+        for spec in (["--spec", "ngram", "--draft-max", "8"],
+                     ["-md", model("kjv-15m-q4_k_m"), "--draft-p-min", "0.5"]):
+            r = subprocess.run(kjv + extra + spec, capture_output=True)
+            check(r.returncode == 0 and r.stdout == plain.stdout and len(plain.stdout) > 300,
+                  "kjv %s %s: %r != %r" % (extra, spec, r.stdout[-60:], plain.stdout[-60:]))
+    pair = [OXIDIZE, "run", "-m", model("llama-q8_0"), "-p", "Once upon a time", "-n", "40",
+            "--temp", "0", "-t", "2"]
+    plain = subprocess.run(pair, capture_output=True)
+    r = subprocess.run(pair + ["-md", model("llama-q4_0"), "--draft-max", "4", "--draft-p-min", "0"],
+                       capture_output=True)
+    m = re.search(rb"(\d+) tokens drafted, (\d+) accepted", r.stderr)
+    check(r.returncode == 0 and r.stdout == plain.stdout and m and int(m.group(2)) > 0,
+          "q4_0 draft for q8_0: %r %s" % (r.stdout[-60:], r.stderr[-200:]))
+    for bad in (["--spec", "lookahead"], ["--draft-max", "0"], ["--draft-min", "-1"],
+                ["--draft-p-min", "2"], ["--spec-ngram-min", "0"]):
+        r = subprocess.run(pair + bad, capture_output=True, text=True)
+        check(r.returncode == 2 and "bad option or value" in r.stderr, "%s: %s" % (bad, r.stderr))
+    r = subprocess.run(pair + ["--spec", "ngram", "--draft-max", "8", "--draft-min", "9"],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and "draft_min" in r.stderr, "draft-min over draft-max: %s" % r.stderr)
+    r = subprocess.run(pair + ["-md", model("kjv-15m-q4_k_m")], capture_output=True, text=True)
+    check(r.returncode == 1 and "vocabulary" in r.stderr, "another vocabulary: %s" % r.stderr)
+    r = subprocess.run(pair + ["-md", os.path.join(DATA, "models", "missing.gguf")],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and "missing.gguf" in r.stderr, "a missing draft: %s" % r.stderr)
+    recurrent = os.path.join(REPO, "tests", "data", "arch", "models", "qwen35-f16.gguf")
+    if os.path.exists(recurrent):
+        r = subprocess.run([OXIDIZE, "run", "-m", recurrent, "-p", "Hi", "-n", "4", "--spec",
+                            "ngram"], capture_output=True, text=True)
+        check(r.returncode == 1 and "recurrent" in r.stderr, "recurrent target: %s" % r.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_greedy_text()
@@ -335,6 +389,7 @@ def main():
         test_isa()
         test_prompt_cache(tmp)
         test_context_shift()
+        test_speculative()
     print("test_run: %d checks, %d passed, %d failed" % (checks, checks - failures, failures))
     sys.exit(1 if failures else 0)
 

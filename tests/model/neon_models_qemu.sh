@@ -1,6 +1,7 @@
 #!/bin/sh
 # neon_models_qemu.sh: the model tests on AArch64, checked on an x86 machine: cross-builds the
-# library with test_reference (llama.cpp's logits), test_decode and test_arch_synthetic as static
+# library with test_reference (llama.cpp's logits), test_decode, test_arch_synthetic and
+# test_speculative (batches in one-token order, bit for bit) as static
 # executables (tests/aarch64-toolchain.cmake) and runs each under qemu-aarch64 once per level
 # (OX_CPU_ISA=neon, neon-dotprod, neon-i8mm; qemu's "max" CPU has dotprod and i8mm).
 # Emulation is slow (a minute a level for every model), so test_reference checks every model only
@@ -33,7 +34,7 @@ fi
 
 # the build folder is kept between runs: CMake rebuilds what changed
 mkdir -p "$work"
-tests="test_reference test_decode test_arch_synthetic"
+tests="test_reference test_decode test_arch_synthetic test_speculative"
 if ! { cmake -S "$src" -B "$work" -DCMAKE_TOOLCHAIN_FILE="$src/tests/aarch64-toolchain.cmake" \
          -DCMAKE_BUILD_TYPE=Release &&
        cmake --build "$work" -j 2 --target $tests -- --no-print-directory; } \

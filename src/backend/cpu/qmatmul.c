@@ -166,14 +166,15 @@ static void multiply_rows_gemv16(struct qjob *j, int ith, int nth) {
 static void multiply_rows(void *arg, int ith, int nth) {
     struct qjob *j = arg;
     const struct qkernel *k = j->k;
-    /* one_token_order: the kernels a single token takes (gemv16 and the row tile give each
-     * token the same sums in the same order at any count; the batch tiles do not, for every type) */
-    if (j->w->packed && (j->n < k->pack_nc || j->one_token_order)) {
+    if (j->w->packed && j->n < k->pack_nc) {
         multiply_rows_gemv16(j, ith, nth);
         return;
     }
+    /* Over the load-time layout the batch tile sums each token as gemv16 does (the same
+     * integers, then the same float steps: test_speculative); from the file's rows it does
+     * not, so one_token_order keeps a single token's row tile there. */
     int min_pack = k->min_pack_n ? k->min_pack_n : k->pack_nc;
-    if (k->repack16 && j->n >= min_pack && !j->one_token_order &&
+    if (k->repack16 && j->n >= min_pack && (!j->one_token_order || j->w->packed) &&
         PACK16_BYTES(j->w->n_cols) <= j->scratch_per_thread) {
         multiply_rows_packed(j, ith, nth);
         return;
@@ -230,11 +231,10 @@ bool qmatmul(struct backend *b, const struct mat *w, const float *x, float *y, i
 void *cpu_pack_rows(enum ox_dtype type, const void *data, int64_t n_rows, int64_t n_cols,
                     size_t row_bytes) {
     const struct qkernel *k = qkernel_for(type);
-    /* Whole super-blocks of 256 only. Packing kjv-15m's 288-column q8_0 output too changed
-     * which kernel computes its logits at each batch size (gemv16 below pack_nc, the row tile
-     * up to min_pack_n, tile16 above), and apps_chat's check that a fresh process answers as
-     * the incremental chat did flipped on a near tie: the paths round differently. */
-    if (!k || !k->pack || n_rows % 16 != 0 || n_cols % 256 != 0)
+    /* Any width the type's blocks fill (kjv-15m's 288-column q8_0 output too): over the layout a
+     * batch sums each token as a single token does, so which kernel a batch size takes no longer
+     * moves a near tie (it did when only the file's rows had a batch tile of their own). */
+    if (!k || !k->pack || n_rows % 16 != 0)
         return NULL;
     size_t gb = k->packed_group_bytes(n_cols), bytes = gb * (size_t)(n_rows / 16);
     uint8_t *out = ox_aligned_alloc(64, bytes);
