@@ -29,16 +29,18 @@ static inline float score(const struct attn_args *a, float dot) {
 void attention_transpose_k(const struct attn_args *a);
 void attention_visibility(const struct attn_args *a, int t, uint8_t *vis, int *lo, int *hi);
 
-/* What a SIMD attention gives the shared driver: its decode kernel (one query head of token t,
- * the f16-cache reference's operations in order; scratch holds hd_k floats) and its tiled
- * kernel for prompts (heads h0 .. h0 + nh - 1 of token t, nh <= ATTN_HEADS_AT_ONCE, sharing one
- * kv head, over the visible cells [lo, hi); scratch holds nh rows of n_cells scores). */
+/* What a SIMD attention gives the shared driver: its decode kernel (n <= ATTN_ITEMS_AT_ONCE
+ * work items from w0, item w being head w % n_head of token w / n_head, each with the f16-cache
+ * reference's operations in order: attention_items.h; scratch holds n rows of hd_k floats) and
+ * its tiled kernel for prompts (heads h0 .. h0 + nh - 1 of token t, nh <= ATTN_HEADS_AT_ONCE,
+ * sharing one kv head, over the visible cells [lo, hi); scratch holds nh rows of n_cells
+ * scores). */
 struct attention_kernels {
-    void (*attend)(const struct attn_args *a, int t, int h, float *scratch);
+    void (*attend)(const struct attn_args *a, int w0, int n, float *scratch);
     void (*attend_tiled)(const struct attn_args *a, int t, int h0, int nh, const uint8_t *vis,
                          int lo, int hi, float *scratch);
 };
-enum { ATTN_HEADS_AT_ONCE = 4, ATTN_TILED_FROM = 64 };
+enum { ATTN_HEADS_AT_ONCE = 4, ATTN_TILED_FROM = 64, ATTN_ITEMS_AT_ONCE = 4 };
 
 /* Runs a SIMD attention over every token and head: batches of ATTN_TILED_FROM tokens or more
  * (no soft-cap, room for the scores) take the tiled kernel over a transposed k, the rest the

@@ -171,9 +171,12 @@ static void simd_rows(void *arg, int ith, int nth) {
     struct simd_job *j = arg;
     const struct attn_args *a = j->a;
     float *scratch = j->scratch + (size_t)ith * j->per_thread;
-    if (!j->tiled) {
-        for (int w = ith; w < a->n * a->n_head; w += nth)
-            j->k->attend(a, w / a->n_head, w % a->n_head, scratch);
+    if (!j->tiled) { /* a contiguous share of the items each, as many at a time as fit */
+        int items = a->n * a->n_head, w1 = (int)((int64_t)items * (ith + 1) / nth);
+        size_t fit = j->per_thread / (size_t)a->hd_k;
+        int most = fit < ATTN_ITEMS_AT_ONCE ? (int)fit : ATTN_ITEMS_AT_ONCE;
+        for (int w = (int)((int64_t)items * ith / nth); w < w1; w += most)
+            j->k->attend(a, w, w1 - w < most ? w1 - w : most, scratch);
         return;
     }
     for (int t = ith; t < a->n; t += nth)

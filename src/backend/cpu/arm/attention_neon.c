@@ -25,16 +25,15 @@ static inline float reduce16(const float32x4_t q[4]) {
     return vaddv_f32(vadd_f32(vget_low_f32(r), vget_high_f32(r)));
 }
 
-/* ggml_dot_f16 (n % 16 == 0): four 16-lane accumulators over 64-element steps, folded (0+2) +
- * (1+3), reduced; a tail of 16..48 elements summed in double as products of floats. */
-static inline float dot_f16(const float *x, const float *y, int n) {
+/* ggml_dot_f16's 64-element steps (np % 64 == 0): four 16-lane accumulators, folded (0+2) +
+ * (1+3), reduced; the tail of 16..48 elements, summed in double, is attention_items.h's. */
+static inline float dot_f16_steps(const float *x, const float *y, int np) {
     float32x4_t a[4][4]; /* [accumulator][quarter]; unrolled, so they stay in registers */
 #pragma GCC unroll 16
     for (int j = 0; j < 4; j++)
 #pragma GCC unroll 16
         for (int q = 0; q < 4; q++)
             a[j][q] = vdupq_n_f32(0.0f);
-    int np = n - n % 64;
     for (int i = 0; i < np; i += 64)
 #pragma GCC unroll 16
         for (int j = 0; j < 4; j++)
@@ -47,45 +46,18 @@ static inline float dot_f16(const float *x, const float *y, int n) {
 #pragma GCC unroll 16
     for (int q = 0; q < 4; q++)
         r[q] = vaddq_f32(vaddq_f32(a[0][q], a[2][q]), vaddq_f32(a[1][q], a[3][q]));
-    double sum = (double)reduce16(r);
-    for (int i = np; i < n; i++)
-        sum += (double)(x[i] * y[i]);
-    return (float)sum;
+    return reduce16(r);
 }
 
-static void attend(const struct attn_args *a, int t, int h, float *qh) {
-    int kvh = h / (a->n_head / a->n_head_kv), nv = a->hd_v / 4;
-    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
-    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
-    for (int i = 0; i < a->hd_k; i += 4)
-        vst1q_f32(qh + i, round_f16(vld1q_f32(q + i)));
-    float32x4_t acc[MAX_VEC];
-    for (int i = 0; i < nv; i++)
-        acc[i] = vdupq_n_f32(0.0f);
-    float m = -INFINITY, sum = 0.0f;
-    for (int c = 0; c < a->n_cells; c++) {
-        if (!visible(a, t, c))
-            continue;
-        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
-        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
-        float ms = 1.0f, vs = 1.0f, s = score(a, dot_f16(qh, k, a->hd_k));
-        if (s > m) {
-            ms = expf(m - s);
-            m = s;
-            for (int i = 0; i < nv; i++)
-                acc[i] = round_f16(vmulq_n_f32(acc[i], ms));
-        } else {
-            vs = expf(s - m);
-        }
-        float32x4_t w = vdupq_n_f32(vs);
-        for (int i = 0; i < nv; i++)
-            acc[i] = round_f16(vfmaq_f32(acc[i], vld1q_f32(v + 4 * i), w));
-        sum = fmaf(sum, ms, vs);
-    }
-    float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-    for (int i = 0; i < nv; i++)
-        vst1q_f32(y + 4 * i, vmulq_n_f32(acc[i], inv));
-}
+#define ATT_V            float32x4_t
+#define ATT_LANES        4
+#define att_zero()       vdupq_n_f32(0.0f)
+#define att_load(p)      vld1q_f32(p)
+#define att_store(p, v)  vst1q_f32(p, v)
+#define att_set1(x)      vdupq_n_f32(x)
+#define att_mul(a, b)    vmulq_f32(a, b)
+#define att_fma(a, b, c) vfmaq_f32(c, a, b)
+#include "backend/cpu/attention_items.h"
 
 /* ---- large batches ------------------------------------------------------------------------ */
 
@@ -227,7 +199,7 @@ bool attention_neon(struct backend *b, const struct attn_args *a) {
     if (!cpu_features_get()->neon || !a->f16_cache || a->hd_k % 16 || a->hd_v % 16 ||
         a->hd_v > 4 * MAX_VEC)
         return false;
-    static const struct attention_kernels kernels = {attend, attend_tiled};
+    static const struct attention_kernels kernels = {attend_items, attend_tiled};
     attention_run(b, a, &kernels);
     return true;
 }

@@ -28,13 +28,12 @@ static inline float reduce16(__m256 lo, __m256 hi) {
     return (r[0] + r[2]) + (r[1] + r[3]);
 }
 
-/* ggml_dot_f16 (n % 16 == 0): four 16-lane accumulators over 64-element steps, folded 0+2,
- * 1+3, then 0+1, reduced; a tail of 16..48 elements summed in double as products of floats. */
-static inline float dot_f16(const float *x, const float *y, int n) {
+/* ggml_dot_f16's 64-element steps (np % 64 == 0): four 16-lane accumulators, folded (0+2) +
+ * (1+3), reduced; the tail of 16..48 elements, summed in double, is attention_items.h's. */
+static inline float dot_f16_steps(const float *x, const float *y, int np) {
     __m256 a[8];
     for (int j = 0; j < 8; j++)
         a[j] = _mm256_setzero_ps();
-    int np = n - n % 64;
     for (int i = 0; i < np; i += 64)
         for (int j = 0; j < 8; j++)
             a[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j),
@@ -42,45 +41,18 @@ static inline float dot_f16(const float *x, const float *y, int n) {
     /* accumulator j of the 16-lane form is the halves a[2j], a[2j + 1] */
     __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
     __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
-    double sum = (double)reduce16(lo, hi);
-    for (int i = np; i < n; i++)
-        sum += (double)(x[i] * y[i]);
-    return (float)sum;
+    return reduce16(lo, hi);
 }
 
-static void attend(const struct attn_args *a, int t, int h, float *qh) {
-    int kvh = h / (a->n_head / a->n_head_kv), nv = a->hd_v / 8;
-    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
-    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
-    for (int i = 0; i < a->hd_k; i += 8)
-        _mm256_storeu_ps(qh + i, round_f16(_mm256_loadu_ps(q + i)));
-    __m256 acc[MAX_VEC];
-    for (int i = 0; i < nv; i++)
-        acc[i] = _mm256_setzero_ps();
-    float m = -INFINITY, sum = 0.0f;
-    for (int c = 0; c < a->n_cells; c++) {
-        if (!visible(a, t, c))
-            continue;
-        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
-        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
-        float ms = 1.0f, vs = 1.0f, s = score(a, dot_f16(qh, k, a->hd_k));
-        if (s > m) {
-            ms = expf(m - s);
-            m = s;
-            for (int i = 0; i < nv; i++)
-                acc[i] = round_f16(_mm256_mul_ps(acc[i], _mm256_set1_ps(ms)));
-        } else {
-            vs = expf(s - m);
-        }
-        __m256 w = _mm256_set1_ps(vs);
-        for (int i = 0; i < nv; i++)
-            acc[i] = round_f16(_mm256_fmadd_ps(_mm256_loadu_ps(v + 8 * i), w, acc[i]));
-        sum = fmaf(sum, ms, vs);
-    }
-    __m256 inv = _mm256_set1_ps(sum == 0.0f ? 0.0f : 1.0f / sum);
-    for (int i = 0; i < nv; i++)
-        _mm256_storeu_ps(y + 8 * i, _mm256_mul_ps(acc[i], inv));
-}
+#define ATT_V            __m256
+#define ATT_LANES        8
+#define att_zero()       _mm256_setzero_ps()
+#define att_load(p)      _mm256_loadu_ps(p)
+#define att_store(p, v)  _mm256_storeu_ps(p, v)
+#define att_set1(x)      _mm256_set1_ps(x)
+#define att_mul(a, b)    _mm256_mul_ps(a, b)
+#define att_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
+#include "backend/cpu/attention_items.h"
 
 /* ---- large batches ------------------------------------------------------------------------ */
 
@@ -231,7 +203,7 @@ bool attention_avx2(struct backend *b, const struct attn_args *a) {
     if (!f->avx2 || !f->f16c || !f->fma || !a->f16_cache || a->hd_k % 16 || a->hd_v % 16 ||
         a->hd_v > 8 * MAX_VEC)
         return false;
-    static const struct attention_kernels kernels = {attend, attend_tiled};
+    static const struct attention_kernels kernels = {attend_items, attend_tiled};
     attention_run(b, a, &kernels);
     return true;
 }

@@ -25,56 +25,28 @@ static inline float reduce(__m512 v) {
     return (r[0] + r[2]) + (r[1] + r[3]);
 }
 
-/* ggml_dot_f16 (n % 16 == 0): four accumulators over 64-element steps, folded 0+2, 1+3, then
- * 0+1, reduced; a tail of 16..48 elements summed in double as products of floats. */
-static inline float dot_f16(const float *x, const float *y, int n) {
+/* ggml_dot_f16's 64-element steps (np % 64 == 0): four 16-lane accumulators, folded (0+2) +
+ * (1+3), reduced; the tail of 16..48 elements, summed in double, is attention_items.h's. */
+static inline float dot_f16_steps(const float *x, const float *y, int np) {
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                    _mm512_setzero_ps()};
-    int np = n - n % 64;
     for (int i = 0; i < np; i += 64)
         for (int j = 0; j < 4; j++)
             a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * j), _mm512_loadu_ps(y + i + 16 * j),
                                    a[j]);
     __m512 r = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
-    double sum = (double)reduce(r);
-    for (int i = np; i < n; i++)
-        sum += (double)(x[i] * y[i]);
-    return (float)sum;
+    return reduce(r);
 }
 
-static void attend(const struct attn_args *a, int t, int h, float *qh) {
-    int kvh = h / (a->n_head / a->n_head_kv), nv = a->hd_v / 16;
-    const float *q = a->q + ((size_t)t * a->n_head + h) * a->hd_k;
-    float *y = a->y + ((size_t)t * a->n_head + h) * a->hd_v;
-    for (int i = 0; i < a->hd_k; i += 16)
-        _mm512_storeu_ps(qh + i, round_f16(_mm512_loadu_ps(q + i)));
-    __m512 acc[MAX_VEC];
-    for (int i = 0; i < nv; i++)
-        acc[i] = _mm512_setzero_ps();
-    float m = -INFINITY, sum = 0.0f;
-    for (int c = 0; c < a->n_cells; c++) {
-        if (!visible(a, t, c))
-            continue;
-        const float *k = a->k + ((size_t)c * a->n_head_kv + kvh) * a->hd_k;
-        const float *v = a->v + ((size_t)c * a->n_head_kv + kvh) * a->hd_v;
-        float ms = 1.0f, vs = 1.0f, s = score(a, dot_f16(qh, k, a->hd_k));
-        if (s > m) {
-            ms = expf(m - s);
-            m = s;
-            for (int i = 0; i < nv; i++)
-                acc[i] = round_f16(_mm512_mul_ps(acc[i], _mm512_set1_ps(ms)));
-        } else {
-            vs = expf(s - m);
-        }
-        __m512 w = _mm512_set1_ps(vs);
-        for (int i = 0; i < nv; i++)
-            acc[i] = round_f16(_mm512_fmadd_ps(_mm512_loadu_ps(v + 16 * i), w, acc[i]));
-        sum = fmaf(sum, ms, vs);
-    }
-    __m512 inv = _mm512_set1_ps(sum == 0.0f ? 0.0f : 1.0f / sum);
-    for (int i = 0; i < nv; i++)
-        _mm512_storeu_ps(y + 16 * i, _mm512_mul_ps(acc[i], inv));
-}
+#define ATT_V            __m512
+#define ATT_LANES        16
+#define att_zero()       _mm512_setzero_ps()
+#define att_load(p)      _mm512_loadu_ps(p)
+#define att_store(p, v)  _mm512_storeu_ps(p, v)
+#define att_set1(x)      _mm512_set1_ps(x)
+#define att_mul(a, b)    _mm512_mul_ps(a, b)
+#define att_fma(a, b, c) _mm512_fmadd_ps(a, b, c)
+#include "backend/cpu/attention_items.h"
 
 /* ---- large batches: llama.cpp switches to a tiled kernel there too, so this one is free to
  * reorder. Scores of 32 cells at a time from a transposed copy of k (no horizontal sums), an
@@ -204,7 +176,7 @@ bool attention_avx512(struct backend *b, const struct attn_args *a) {
     if (!f->avx512f || !f->avx512dq || !f->f16c || !f->fma || !a->f16_cache || a->hd_k % 16 ||
         a->hd_v % 16 || a->hd_v > 16 * MAX_VEC)
         return false;
-    static const struct attention_kernels kernels = {attend, attend_tiled};
+    static const struct attention_kernels kernels = {attend_items, attend_tiled};
     attention_run(b, a, &kernels);
     return true;
 }
