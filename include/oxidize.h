@@ -715,6 +715,12 @@ OX_API enum ox_status ox_spec_begin(struct ox_spec *spec, const ox_token *tokens
  * context, ox_kv_seq_shift, and call again). */
 OX_API enum ox_status ox_spec_step(struct ox_spec *spec, struct ox_sampler *smp, ox_token token,
                                    ox_token *out, int32_t max_out, int32_t *n_out);
+/* Prompt lookup by itself: the tokens that followed the latest earlier occurrence of the last n
+ * tokens of tokens[0, n_tokens) (n from ngram_max down to ngram_min, the first found wins),
+ * repeating past the end as text with that period would; at most max into out. Returns how
+ * many (0: no match). */
+OX_API int32_t ox_spec_lookup(const ox_token *tokens, size_t n_tokens, int32_t ngram_min,
+                              int32_t ngram_max, int32_t max, ox_token *out);
 struct ox_spec_stats {
     uint64_t steps;    /* target batches */
     uint64_t drafted;  /* draft tokens checked */
@@ -772,6 +778,11 @@ struct ox_engine_params {
                            * context's activations are sized for these */
     int32_t n_threads;    /* CPU threads (0: all cores) */
     enum ox_dtype kv_type; /* the KV cache: f16 (default), f32 or q8_0 */
+    /* speculative decoding in every slot (NULL: none): prompt lookup with its draft_max,
+     * draft_min, ngram_min and ngram_max (a draft model is not taken here: draft_model must be
+     * NULL); each generating slot's draft joins the step's batch, and a step that holds drafts
+     * runs in one-token order (ox_context_set_one_token_order) */
+    const struct ox_spec_params *spec;
 };
 
 enum ox_finish {
@@ -804,6 +815,9 @@ struct ox_request {
      * the running ones wait until those end: a step runs one set. */
     const struct ox_lora_use *lora;
     int32_t n_lora;
+    /* speculative decoding: 0 drafts up to the engine's draft_max, > 0 at most this many,
+     * < 0 none */
+    int32_t draft_max;
 };
 
 /* What an engine is doing, for monitoring (a snapshot taken at the end of the last step). */
@@ -812,6 +826,7 @@ struct ox_engine_stats {
     int32_t kv_cells, kv_used;          /* cells of all slots; cells holding a token */
     uint64_t n_prompt_tokens;           /* prompt tokens decoded (reused prefixes not counted) */
     uint64_t n_generated_tokens;        /* tokens passed to on_token */
+    uint64_t n_drafted, n_draft_accepted; /* speculative decoding: draft tokens checked, taken */
     double prompt_seconds, gen_seconds; /* time of the steps that decoded prompt / generated
                                          * tokens (a mixed step counts in both) */
 };

@@ -48,6 +48,12 @@ static void usage(FILE *f) {
             "                           --pooling rank)\n"
             "  --lora FILE              apply a LoRA adapter (--lora-scaled FILE SCALE: at\n"
             "                           that scale); GET/POST /lora-adapters list and rescale\n"
+            "  --spec ngram             speculative decoding by prompt lookup in every slot:\n"
+            "                           the text is plain decoding's, in fewer steps (a\n"
+            "                           request's \"speculative.n_max\": its own most, 0 none)\n"
+            "  --draft-max N, --draft-min N, --spec-ngram-min N, --spec-ngram-max N\n"
+            "                           drafts of at most / at least N tokens (default 16 / 0),\n"
+            "                           the suffix lengths looked up (default 1..3)\n"
             "Endpoints: OpenAI's POST /v1/completions, /v1/chat/completions, /v1/embeddings\n"
             "(with --embeddings), GET /v1/models; llama.cpp's POST /completion, /tokenize,\n"
             "/detokenize, /apply-template, /v1/rerank (with --reranking; Jina's, Cohere's and\n"
@@ -182,6 +188,29 @@ static bool set_option(struct server_opts *o, struct serve_files *f, const char 
                 return (o->pooling = (enum ox_pooling)i), true;
         return false;
     }
+    if (!strcmp(a, "--spec")) {
+        o->spec = v && !strcmp(v, "ngram");
+        if (!o->spec)
+            fprintf(stderr, "oxidize serve: --spec takes ngram\n");
+        return o->spec;
+    }
+    if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) {
+        fprintf(stderr, "oxidize serve: a draft model is not served yet (run and chat take "
+                        "-md); --spec ngram drafts by prompt lookup\n");
+        return false;
+    }
+    static const struct {
+        const char *name;
+        int lo, hi;
+        size_t offset;
+    } spec_ints[] = {{"--draft-max", 1, 256, offsetof(struct ox_spec_params, draft_max)},
+                     {"--draft-min", 0, 256, offsetof(struct ox_spec_params, draft_min)},
+                     {"--spec-ngram-min", 1, 64, offsetof(struct ox_spec_params, ngram_min)},
+                     {"--spec-ngram-max", 1, 64, offsetof(struct ox_spec_params, ngram_max)}};
+    for (size_t k = 0; k < sizeof spec_ints / sizeof spec_ints[0]; k++)
+        if (!strcmp(a, spec_ints[k].name))
+            return int_arg(a, v, spec_ints[k].lo, spec_ints[k].hi,
+                           (int32_t *)((char *)&o->spec_p + spec_ints[k].offset));
     if (!strcmp(a, "--timeout"))
         return num_arg(a, v, 0.001, 1e6, &o->timeout);
     if (!strcmp(a, "--shutdown-timeout"))
@@ -208,7 +237,8 @@ int cmd_serve(int argc, char **argv) {
                             .timeout = 600,
                             .shutdown_timeout = 10,
                             .http_threads = 4,
-                            .pooling = OX_POOLING_NONE}; /* the model's, else mean */
+                            .pooling = OX_POOLING_NONE, /* the model's, else mean */
+                            .spec_p = ox_spec_params_default()};
     struct serve_files f = {0};
     bool ok = true, takes = false;
     for (int i = 1; ok && i < argc; i += 1 + takes) {

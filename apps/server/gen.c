@@ -255,6 +255,7 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
                            .fresh = g->o.fresh,
                            .context_shift = state_options(g->s)->context_shift,
                            .n_keep = g->o.n_keep,
+                           .draft_max = g->o.draft_max,
                            .lora = g->o.has_lora ? g->o.lora : NULL,
                            .n_lora = g->o.n_lora};
     const union MHD_ConnectionInfo *info =

@@ -32,13 +32,14 @@ struct gen_opts {
     int32_t top_logprobs; /* 0..GEN_TOP_MAX */
     char *stop[STOP_MAX]; /* owned */
     int n_stop;
-    char *echo;      /* completions' echo: the prompt's text, which the answer starts with */
-    int tool_family; /* tool_calls.h's family when the request offers tools; -1: none */
-    bool fresh;      /* reuse no cached prompt prefix (native cache_prompt: false) */
-    double timeout;  /* seconds the generation may take */
-    int32_t n_keep;  /* tokens of the prompt a context shift (serve --context-shift) keeps (< 0:
-                        all) */
-    bool has_lora;   /* the request's own LoRA adapters (its "lora" field): */
+    char *echo;        /* completions' echo: the prompt's text, which the answer starts with */
+    int tool_family;   /* tool_calls.h's family when the request offers tools; -1: none */
+    bool fresh;        /* reuse no cached prompt prefix (native cache_prompt: false) */
+    double timeout;    /* seconds the generation may take */
+    int32_t n_keep;    /* tokens of the prompt a context shift (serve --context-shift) keeps (< 0:
+                          all) */
+    int32_t draft_max; /* speculative decoding ("speculative.n_max"): 0 the server's, < 0 none */
+    bool has_lora;     /* the request's own LoRA adapters (its "lora" field): */
     struct ox_lora_use lora[8];
     int32_t n_lora;
 };

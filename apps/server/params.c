@@ -279,10 +279,13 @@ bool params_parse(struct state *s, json_t *req, enum gen_api api, const char *to
     /* the slot's context caps it (Ollama's -2, fill the context, is that too), unless the
      * server shifts contexts; then a request without a budget still ends there, rather than
      * never */
-    double keep = 0;
-    if (!param_number(req, "n_keep", -1, 1 << 30, &keep, err))
+    double keep = 0, n_draft = -1;
+    if (!param_number(req, "n_keep", -1, 1 << 30, &keep, err) ||
+        !param_number(req, "speculative.n_max", 0, 256, &n_draft, err))
         return false;
     o->n_keep = (int32_t)keep;
+    /* llama-server's per-request draft length: 0 drafts nothing for this request */
+    o->draft_max = n_draft < 0 ? 0 : n_draft == 0 ? -1 : (int32_t)n_draft;
     const bool shift = state_options(s)->context_shift;
     bool to_slot = max == -2 || (max == -1 && shift) || (max > slot && !shift);
     o->max_tokens = to_slot ? slot : (int32_t)max;

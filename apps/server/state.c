@@ -167,6 +167,7 @@ static bool make_contexts(struct state *s) {
     ep.n_parallel = o->n_parallel, ep.n_ctx = (uint32_t)o->n_ctx, ep.n_batch = (uint32_t)o->n_batch;
     ep.n_ubatch = (uint32_t)o->n_ubatch;
     ep.n_threads = o->n_threads, ep.kv_type = o->kv_type;
+    ep.spec = o->spec ? &o->spec_p : NULL;
     if (ox_engine_create(s->model, &ep, &s->engine) != OX_OK)
         return false;
     s->slot_ctx = (int32_t)(ep.n_ctx / (uint32_t)ep.n_parallel);

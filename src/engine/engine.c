@@ -35,8 +35,14 @@ struct slot {
     int32_t n_tokens;    /* tokens known: the prompt, then each generated one */
     int32_t n_generated; /* tokens passed to on_token */
     int32_t row;         /* this step's batch row whose logits it samples, or -1 */
-    ox_token next;       /* the token sample_ready drew from that row (-1: none) */
     uint32_t lora_gen;   /* the adapters its KV rows were made with (ox_engine's lora_gen) */
+    /* speculative decoding: the draft that follows its token in this step's batch (rows row + 1
+     * on), and how long the next may be (shorter after one that failed early) */
+    ox_token *draft;
+    int32_t n_draft, draft_cap;
+    /* what sample_ready drew: from row on, while the draft agreed (-1: none) */
+    ox_token *next;
+    int32_t n_next;
 };
 
 struct ox_engine {
@@ -57,6 +63,9 @@ struct ox_engine {
     struct threadpool *pool; /* samples the slots of a pass side by side (sample_ready) */
     struct slot **ready;     /* [n_slots]: the slots whose logits the last pass made */
     int32_t n_ready;
+    bool spec;                    /* prompt lookup drafts in each slot: */
+    struct ox_spec_params spec_p; /* with these */
+    bool drafted;                 /* this step's batch holds a draft */
     struct lora_set lora_default; /* what requests without a set of their own take, */
     struct lora_set lora_active;  /* what the context applies now, */
     uint32_t lora_gen;            /* and a count of its changes */
@@ -155,9 +164,18 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
                        "engine: %d slots need 1 to %d slots, a batch of at least one token per "
                        "slot (n_batch %u) and two cells per slot (n_ctx %u)",
                        p.n_parallel, OX_SEQ_MAX, p.n_batch, p.n_ctx);
+    if (p.spec &&
+        (p.spec->draft_model || p.spec->draft_max < 1 || p.spec->draft_max > 256 ||
+         p.spec->draft_min < 0 || p.spec->draft_min > p.spec->draft_max || p.spec->ngram_min < 1 ||
+         p.spec->ngram_max < p.spec->ngram_min || p.spec->ngram_max > 64))
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "engine: speculative decoding takes prompt lookup (no draft model), "
+                       "draft_max 1..256, draft_min >= 0 and ngram 1..64");
     struct ox_engine *e = calloc(1, sizeof *e);
     if (!e)
         return ox_fail(OX_ERR_OOM, "engine: out of memory");
+    if (p.spec)
+        e->spec = true, e->spec_p = *p.spec;
     struct ox_context_params cp = ox_context_params_default();
     uint32_t ubatch = p.n_ubatch > 0 && p.n_ubatch < p.n_batch ? p.n_ubatch : p.n_batch;
     cp.n_ctx = p.n_ctx, cp.n_batch = ubatch, cp.n_threads = p.n_threads, cp.kv_type = p.kv_type;
@@ -181,8 +199,14 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
     e->live.n_slots = e->n_slots, e->live.kv_cells = e->n_slots * e->slot_ctx;
     bool ok =
         e->slots && e->b_tok && e->b_pos && e->b_seq && e->b_logits && e->slot_view && e->ready;
-    for (int32_t i = 0; ok && i < e->n_slots; i++)
-        ok = (e->slots[i].tokens = malloc((size_t)e->slot_ctx * sizeof(ox_token))) != NULL;
+    int32_t most = (e->spec ? e->spec_p.draft_max : 0) + 1; /* a step's tokens of one slot */
+    for (int32_t i = 0; ok && i < e->n_slots; i++) {
+        struct slot *sl = &e->slots[i];
+        sl->tokens = malloc((size_t)e->slot_ctx * sizeof(ox_token));
+        sl->next = malloc((size_t)most * sizeof(ox_token));
+        sl->draft = malloc((size_t)most * sizeof(ox_token));
+        ok = sl->tokens && sl->next && sl->draft;
+    }
     if (st == OX_OK && !ok)
         st = ox_fail(OX_ERR_OOM, "engine: out of memory");
     if (st == OX_OK)
@@ -201,7 +225,7 @@ void ox_engine_free(struct ox_engine *e) {
     for (int32_t i = 0; e->slots && i < e->n_slots; i++) {
         if (e->slots[i].job)
             finish(e, &e->slots[i], OX_FINISH_CANCELLED);
-        free(e->slots[i].tokens);
+        free(e->slots[i].tokens), free(e->slots[i].next), free(e->slots[i].draft);
     }
     for (struct job *j = e->head, *next; j; j = next) {
         next = j->next;
@@ -293,6 +317,7 @@ static void start(struct ox_engine *e, struct slot *s, struct job *j) {
         keep = 0;
     memcpy(s->tokens, j->prompt, (size_t)j->req.n_prompt * sizeof *s->tokens);
     s->job = j, s->n_past = keep, s->n_tokens = j->req.n_prompt, s->n_generated = 0, s->row = -1;
+    s->n_draft = 0, s->draft_cap = e->spec_p.draft_max;
     ox_sampler_reset(j->req.sampler);
     for (int32_t i = 0; i < j->req.n_prompt; i++)
         ox_sampler_accept_prompt(j->req.sampler, j->prompt[i]);
@@ -342,11 +367,32 @@ static void admit(struct ox_engine *e, struct job **dropped) {
         e->tail = j;
 }
 
-/* This step's batch: first the one token each generating slot has to decode, then chunks of the
- * prompts still being read while there is room (n_batch >= n_slots). Returns its length; a
+/* The draft that follows slot s's token in this step (prompt lookup over what the slot holds):
+ * as long as its request, its cells (no context shift may fall inside a checked draft) and
+ * room rows of the batch allow. */
+static int32_t draft_for(struct ox_engine *e, struct slot *s, int32_t room) {
+    const struct ox_request *r = &s->job->req;
+    if (!e->spec || r->draft_max < 0 || r->max_tokens == 0)
+        return 0;
+    int32_t max = r->draft_max > 0 && r->draft_max < s->draft_cap ? r->draft_max : s->draft_cap;
+    if (r->max_tokens > 0 && r->max_tokens - s->n_generated - 1 < max)
+        max = r->max_tokens - s->n_generated - 1;
+    max = e->slot_ctx - s->n_tokens - 1 < max ? e->slot_ctx - s->n_tokens - 1 : max;
+    max = room < max ? room : max;
+    int32_t k = ox_spec_lookup(s->tokens, (size_t)s->n_tokens, e->spec_p.ngram_min,
+                               e->spec_p.ngram_max, max, s->draft);
+    return k < e->spec_p.draft_min ? 0 : k;
+}
+
+/* This step's batch: first the one token each generating slot has to decode (and its draft,
+ * within the first forward pass, leaving a row for every other generating slot), then chunks of
+ * the prompts still being read while there is room (n_batch >= n_slots). Returns its length; a
  * slot's row is set where its logits are wanted, slot i's added[i] tokens start at start[i]. */
 static int32_t fill_batch(struct ox_engine *e, int32_t *added, int32_t *start) {
-    int32_t n = 0;
+    int32_t n = 0, generating = 0;
+    for (int32_t i = 0; i < e->n_slots; i++)
+        generating += e->slots[i].job && e->slots[i].n_tokens - e->slots[i].n_past == 1;
+    e->drafted = false;
     for (int pass = 0; pass < 2; pass++)
         for (int32_t i = 0; i < e->n_slots; i++) {
             struct slot *s = &e->slots[i];
@@ -361,24 +407,38 @@ static int32_t fill_batch(struct ox_engine *e, int32_t *added, int32_t *start) {
                 if (e->b_logits[n])
                     s->row = n;
             }
+            s->n_draft = pass == 0 ? draft_for(e, s, e->n_ubatch - n - --generating) : 0;
+            for (int32_t d = 0; d < s->n_draft; d++, n++) {
+                e->b_tok[n] = s->draft[d], e->b_pos[n] = s->n_past + 1 + d;
+                e->b_seq[n] = i, e->b_logits[n] = true;
+            }
+            added[i] += s->n_draft;
+            e->drafted |= s->n_draft > 0;
         }
     return n;
 }
 
 /* One part of sample_ready: every nth ready slot from the ith draws its next token from its
- * logits row with its own sampler (slots share nothing there, so parts run side by side). */
+ * logits row with its own sampler (slots share nothing there, so parts run side by side), and
+ * the tokens after it from its draft's rows while the draft agrees. */
 static void sample_part(void *arg, int ith, int nth) {
     struct ox_engine *e = arg;
+    const struct ox_vocab *v = ox_model_vocab(e->model);
     for (int32_t j = ith; j < e->n_ready; j += nth) {
         struct slot *s = e->ready[j];
         const struct ox_request *r = &s->job->req;
-        const float *logits = ox_get_logits(e->ctx, s->row);
-        s->next = -1;
-        if (r->max_tokens == 0 || !logits) /* the prompt only: nothing to draw */
+        s->n_next = 0;
+        if (r->max_tokens == 0) /* the prompt only: nothing to draw */
             continue;
-        s->next = ox_sampler_sample(r->sampler, logits, e->n_vocab);
-        if (s->next >= 0)
-            ox_sampler_accept(r->sampler, s->next);
+        for (int32_t i = 0; i <= s->n_draft; i++) {
+            const float *logits = ox_get_logits(e->ctx, s->row + i);
+            ox_token t = logits ? ox_sampler_sample(r->sampler, logits, e->n_vocab) : -1;
+            s->next[s->n_next++] = t;
+            if (t >= 0)
+                ox_sampler_accept(r->sampler, t);
+            if (t < 0 || i == s->n_draft || t != s->draft[i] || ox_vocab_is_eog(v, t))
+                break;
+        }
     }
 }
 
@@ -414,40 +474,68 @@ static bool shift(struct ox_engine *e, struct slot *s) {
     return true;
 }
 
-static void advance(struct ox_engine *e, struct slot *s) {
+/* One drawn token of slot s (sampled from its row + i): passed on, or the request's end.
+ * Returns whether the request goes on. */
+static bool take_token(struct ox_engine *e, struct slot *s, int32_t i) {
     const struct ox_request *r = &s->job->req;
-    const float *logits = ox_get_logits(e->ctx, s->row);
-    s->row = -1;
-    if (r->max_tokens == 0) { /* the prompt only (now in the slot's cache) */
-        finish(e, s, OX_FINISH_LENGTH);
-        return;
-    }
-    ox_token t = s->next;
+    ox_token t = s->next[i];
     if (t < 0) {
         ox_fail(OX_ERR_INVALID_ARG, "engine: the sampler picked no token");
         finish(e, s, OX_FINISH_ERROR);
-        return;
+        return false;
     }
     if (ox_vocab_is_eog(ox_model_vocab(e->model), t)) {
         finish(e, s, OX_FINISH_STOP);
-        return;
+        return false;
     }
     if (r->on_logits)
-        r->on_logits(r->user, logits, e->n_vocab, t);
+        r->on_logits(r->user, ox_get_logits(e->ctx, s->row + i), e->n_vocab, t);
     s->n_generated++;
     e->live.n_generated_tokens++;
     if (!r->on_token(r->user, t)) {
         finish(e, s, OX_FINISH_CANCELLED);
-        return;
+        return false;
     }
     bool room = s->n_tokens < e->slot_ctx; /* the token must be decoded next step */
     if (!room && r->context_shift && !(r->max_tokens >= 0 && s->n_generated >= r->max_tokens))
         room = shift(e, s);
     if ((r->max_tokens >= 0 && s->n_generated >= r->max_tokens) || !room) {
         finish(e, s, OX_FINISH_LENGTH);
-        return;
+        return false;
     }
     s->tokens[s->n_tokens++] = t;
+    return true;
+}
+
+/* Slot s's drawn tokens passed on in order. Its cache keeps its token and the draft's rows up
+ * to the first the samples did not take; what the slot holds never runs past its tokens. */
+static void advance(struct ox_engine *e, struct slot *s) {
+    int32_t seq = (int32_t)(s - e->slots), agreed = 0;
+    while (agreed < s->n_draft && agreed < s->n_next && s->next[agreed] == s->draft[agreed])
+        agreed++;
+    if (agreed < s->n_draft) {
+        s->n_past -= s->n_draft - agreed;
+        ox_kv_seq_rm(e->ctx, seq, s->n_past, -1);
+    }
+    if (s->n_draft > 0) { /* as ox_spec: the next draft is at most one longer than this held */
+        s->draft_cap = agreed == s->n_draft ? 2 * s->draft_cap : agreed + 1;
+        s->draft_cap = s->draft_cap < e->spec_p.draft_max ? s->draft_cap : e->spec_p.draft_max;
+        e->live.n_drafted += (uint64_t)s->n_draft, e->live.n_draft_accepted += (uint64_t)agreed;
+    }
+    s->n_draft = 0;
+    if (s->job->req.max_tokens == 0) { /* the prompt only (now in the slot's cache) */
+        s->row = -1;
+        finish(e, s, OX_FINISH_LENGTH);
+        return;
+    }
+    bool going = true;
+    for (int32_t i = 0; i < s->n_next && going; i++)
+        going = take_token(e, s, i);
+    s->row = -1;
+    if (s->n_past > s->n_tokens) { /* ended inside the draft: its rows past the end go */
+        ox_kv_seq_rm(e->ctx, seq, s->n_tokens, -1);
+        s->n_past = s->n_tokens;
+    }
 }
 
 static double seconds(void) {
@@ -474,10 +562,13 @@ static enum ox_status decode_batch(struct ox_engine *e, int32_t n, int32_t *adde
                                    const int32_t *start) {
     int32_t n_prompt = 0; /* a slot that has generated nothing yet reads its prompt */
     for (int32_t i = 0; i < e->n_slots; i++)
-        n_prompt += e->slots[i].job && e->slots[i].n_generated == 0 ? added[i] : 0;
+        n_prompt +=
+            e->slots[i].job && e->slots[i].n_generated == 0 ? added[i] - e->slots[i].n_draft : 0;
     enum ox_status st = OX_OK;
     int32_t done = 0; /* tokens decoded */
     double t0 = seconds();
+    /* a checked draft's rows as if each were decoded alone: greedy text stays plain decoding's */
+    ox_context_set_one_token_order(e->ctx, e->drafted);
     for (int32_t c0 = 0; c0 < n && st == OX_OK; c0 += e->n_ubatch) {
         int32_t c1 = n - c0 < e->n_ubatch ? n : c0 + e->n_ubatch;
         struct ox_batch b = {c1 - c0, e->b_tok + c0, e->b_pos + c0, e->b_seq + c0,
@@ -498,6 +589,7 @@ static enum ox_status decode_batch(struct ox_engine *e, int32_t n, int32_t *adde
         for (int32_t j = 0; j < e->n_ready; j++) /* in slot order, as before */
             advance(e, e->ready[j]);
     }
+    ox_context_set_one_token_order(e->ctx, false);
     double dt = seconds() - t0;
     e->live.n_prompt_tokens += st == OX_OK ? (uint64_t)n_prompt : 0;
     e->live.prompt_seconds += n_prompt > 0 ? dt : 0;

@@ -4,8 +4,10 @@
 
 #include "spec/spec_int.h"
 
-int lookup_draft(const ox_token *h, size_t n_h, int ngram_min, int ngram_max, int max,
-                 ox_token *out) {
+int32_t ox_spec_lookup(const ox_token *h, size_t n_h, int32_t ngram_min, int32_t ngram_max,
+                       int32_t max, ox_token *out) {
+    if (!h || !out || max <= 0)
+        return 0;
     for (int n = ngram_max; n >= ngram_min && n >= 1; n--) {
         if ((size_t)n >= n_h)
             continue;

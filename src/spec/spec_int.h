@@ -14,12 +14,6 @@ struct token_list {
 };
 enum ox_status token_list_push(struct token_list *l, const ox_token *t, size_t n);
 
-/* Prompt lookup: the tokens that followed the latest earlier occurrence of the last n tokens
- * of h[0, n_h), n from ngram_max down to ngram_min (the first n that has one wins); at most
- * max of them into out. Returns how many. */
-int lookup_draft(const ox_token *h, size_t n_h, int ngram_min, int ngram_max, int max,
-                 ox_token *out);
-
 /* A draft model's context, holding the sequence as far as it has decoded it. */
 struct draft_model {
     struct ox_context *ctx;
@@ -49,6 +43,7 @@ struct ox_spec {
     int32_t *pos, *seqs;       /* its positions and sequence */
     bool *want;
     struct ox_spec_stats stats;
+    int cap; /* the next draft's most tokens: draft_max, less after drafts that failed early */
 };
 
 #endif

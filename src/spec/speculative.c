@@ -90,7 +90,7 @@ void ox_spec_free(struct ox_spec *s) {
 }
 
 enum ox_status ox_spec_begin(struct ox_spec *s, const ox_token *tokens, size_t n) {
-    s->history.n = 0;
+    s->history.n = 0, s->cap = s->p.draft_max;
     if (s->draft.ctx) {
         ox_kv_clear(s->draft.ctx);
         s->draft.n_decoded = 0;
@@ -107,7 +107,7 @@ static enum ox_status make_draft(struct ox_spec *s, int max, ox_token *draft, in
         OX_TRY(draft_model_draft(&s->draft, s->history.t, s->history.n, max, s->p.draft_p_min,
                                  draft, n));
     else
-        *n = lookup_draft(s->history.t, s->history.n, s->p.ngram_min, s->p.ngram_max, max, draft);
+        *n = ox_spec_lookup(s->history.t, s->history.n, s->p.ngram_min, s->p.ngram_max, max, draft);
     if (*n < s->p.draft_min)
         *n = 0;
     return OX_OK;
@@ -135,7 +135,7 @@ enum ox_status ox_spec_step(struct ox_spec *s, struct ox_sampler *smp, ox_token 
         return ox_fail(OX_ERR_INVALID_ARG, "speculative: room for no token (max_out %d)", max_out);
     const struct ox_model *model = ox_context_model(s->target);
     int32_t n_vocab = ox_model_n_vocab(model), pos0 = ox_kv_seq_pos_max(s->target, s->seq) + 1;
-    int max = s->p.draft_max < max_out - 1 ? s->p.draft_max : max_out - 1;
+    int max = s->cap < max_out - 1 ? s->cap : max_out - 1;
     int32_t batch_room = (int32_t)ox_context_n_batch(s->target) - 1;
     max = max < batch_room ? max : batch_room;
     OX_TRY(token_list_push(&s->history, &token, 1));
@@ -167,6 +167,21 @@ enum ox_status ox_spec_step(struct ox_spec *s, struct ox_sampler *smp, ox_token 
         agreed++;
     }
     s->stats.accepted += (uint64_t)agreed;
+    if (k > 0) {
+        int rule = getenv("OX_CAP_RULE") ? atoi(getenv("OX_CAP_RULE")) : 0;
+        if (agreed == k)
+            s->cap = s->cap * 2 < s->p.draft_max ? s->cap * 2 : s->p.draft_max;
+        else if (rule == 1)
+            s->cap = agreed + 1;
+        else if (rule == 2)
+            s->cap = agreed + 2;
+        else if (rule == 3)
+            s->cap = s->cap / 2 > 1 ? s->cap / 2 : 1;
+        else if (rule == 4)
+            s->cap = (agreed + 1 + s->cap) / 2;
+        if (rule == 0)
+            s->cap = s->p.draft_max;
+    }
     if (agreed < k) /* the rows of the draft's rejected tail */
         ox_kv_seq_rm(s->target, s->seq, pos0 + 1 + agreed, -1);
     OX_TRY(token_list_push(&s->history, s->batch + 1, (size_t)agreed));

@@ -70,6 +70,7 @@ static void greedy_alone(const ox_token *prompt, int n_prompt, int max, struct r
 struct client {
     ox_token prompt[128];
     int n_prompt, max, stop_after; /* stop_after > 0: on_token says stop after that many */
+    int draft_max;                 /* the request's (0: the engine's) */
     struct ox_sampler *sampler;
     ox_token got[MAX_GEN];
     int n_got, n_done;
@@ -101,7 +102,8 @@ static enum ox_status submit(struct ox_engine *e, struct client *cl, uint64_t *i
                            .sampler = cl->sampler,
                            .on_token = on_token,
                            .on_done = on_done,
-                           .user = cl};
+                           .user = cl,
+                           .draft_max = cl->draft_max};
     return ox_engine_submit(e, &r, id);
 }
 
@@ -419,6 +421,56 @@ static void check_threaded(void) {
     ox_engine_free(e);
 }
 
+/* Prompt lookup in every slot: requests whose prompts repeat a pattern (so drafts are made and
+ * some hold), beside ones that opt out, one that stops itself inside a draft, and ones whose
+ * slots fill up: each gives its greedy tokens alone, the drafts are counted. */
+static void check_speculative(void) {
+    struct ox_spec_params sp = ox_spec_params_default();
+    sp.draft_max = 6;
+    struct ox_engine_params p = ox_engine_params_default();
+    p.n_parallel = 4, p.n_ctx = 4 * 96, p.n_batch = 32, p.n_threads = 2;
+    p.kv_type = OX_DTYPE_F32, p.spec = &sp;
+    struct ox_engine *e = NULL;
+    CHECK_MSG(ox_engine_create(model, &p, &e) == OX_OK, "%s", ox_last_error());
+    struct client cl[8] = {0};
+    static const int gens[] = {40, 30, 60, 12, 50, 25, 45, 64};
+    for (int i = 0; e && i < 8; i++) {
+        int period = 3 + i % 4;
+        random_prompt(cl[i].prompt, period);
+        for (int j = period; j < 24; j++)
+            cl[i].prompt[j] = cl[i].prompt[j - period];
+        cl[i].n_prompt = 24, cl[i].max = gens[i];
+        cl[i].draft_max = i == 3 ? -1 : i == 5 ? 2 : 0;
+        cl[i].stop_after = i == 6 ? 9 : 0;
+        CHECK_EQ(submit(e, &cl[i], NULL), OX_OK);
+    }
+    if (e)
+        run_until_idle(e);
+    for (int i = 0; i < 8; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "speculative: request %d", i);
+        if (cl[i].stop_after) {
+            struct reference ref;
+            greedy_alone(cl[i].prompt, cl[i].n_prompt, cl[i].stop_after, &ref);
+            CHECK_MSG(cl[i].n_got == cl[i].stop_after && cl[i].reason == OX_FINISH_CANCELLED &&
+                          !memcmp(cl[i].got, ref.tok, sizeof(ox_token) * (size_t)ref.n),
+                      "%s: stopped after %d", what, cl[i].n_got);
+        } else {
+            check_against_alone(&cl[i], what);
+        }
+        ox_sampler_free(cl[i].sampler);
+    }
+    struct ox_engine_stats st;
+    ox_engine_stats(e, &st, NULL);
+    printf("speculative engine: %llu drafted, %llu accepted\n", (unsigned long long)st.n_drafted, (unsigned long long)st.n_draft_accepted);
+    CHECK_MSG(st.n_drafted > 0 && st.n_draft_accepted > 0 && st.n_draft_accepted <= st.n_drafted,
+              "drafts: %llu checked, %llu taken", (unsigned long long)st.n_drafted,
+              (unsigned long long)st.n_draft_accepted);
+    ox_engine_free(e);
+    sp.draft_model = model; /* a draft model is not the engine's (yet) */
+    CHECK(ox_engine_create(model, &p, &e) == OX_ERR_INVALID_ARG && e == NULL);
+}
+
 int main(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/llama-q8_0.gguf", test_data_dir());
@@ -434,6 +486,7 @@ int main(void) {
     check_ubatch();
     check_many_slots();
     check_threaded();
+    check_speculative();
     ox_model_free(model);
     return test_finish("test_engine");
 }
