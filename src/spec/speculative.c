@@ -167,21 +167,12 @@ enum ox_status ox_spec_step(struct ox_spec *s, struct ox_sampler *smp, ox_token 
         agreed++;
     }
     s->stats.accepted += (uint64_t)agreed;
-    if (k > 0) {
-        int rule = getenv("OX_CAP_RULE") ? atoi(getenv("OX_CAP_RULE")) : 0;
-        if (agreed == k)
-            s->cap = s->cap * 2 < s->p.draft_max ? s->cap * 2 : s->p.draft_max;
-        else if (rule == 1)
-            s->cap = agreed + 1;
-        else if (rule == 2)
-            s->cap = agreed + 2;
-        else if (rule == 3)
-            s->cap = s->cap / 2 > 1 ? s->cap / 2 : 1;
-        else if (rule == 4)
-            s->cap = (agreed + 1 + s->cap) / 2;
-        if (rule == 0)
-            s->cap = s->p.draft_max;
-    }
+    /* the next draft: twice as long after one that held, one longer than what held of one
+     * that did not (drafts past a text's first miss are mostly wasted rows: kjv-15m, dmax 16,
+     * text that does not repeat itself 0.38x plain decoding without this, 0.97x with) */
+    if (k > 0)
+        s->cap = agreed == k ? 2 * s->cap : agreed + 1;
+    s->cap = s->cap < s->p.draft_max ? s->cap : s->p.draft_max;
     if (agreed < k) /* the rows of the draft's rejected tail */
         ox_kv_seq_rm(s->target, s->seq, pos0 + 1 + agreed, -1);
     OX_TRY(token_list_push(&s->history, s->batch + 1, (size_t)agreed));

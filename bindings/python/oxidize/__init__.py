@@ -8,6 +8,8 @@ from .llama import (LLAMA_DEFAULT_SEED, Llama, LlamaState, LlamaTokenizer, Logit
                     LogitsProcessorList, MinTokensLogitsProcessor, StoppingCriteria,
                     StoppingCriteriaList)
 from .llama_grammar import LlamaGrammar
+from . import llama_speculative
+from .llama_speculative import LlamaDraftModel, LlamaPromptLookupDecoding
 from .llama_types import (ChatCompletion, ChatCompletionChunk, ChatCompletionRequestMessage,
                           Completion, CompletionChoice, CompletionChunk, CompletionLogprobs,
                           CompletionUsage, CreateChatCompletionResponse,
@@ -20,7 +22,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AbortedError", "AsyncLlama", "ContextFullError", "DeviceError", "FormatError",
-    "InvalidArgumentError", "LLAMA_DEFAULT_SEED", "Llama", "LlamaGrammar", "LlamaState",
+    "InvalidArgumentError", "LLAMA_DEFAULT_SEED", "Llama", "LlamaDraftModel", "LlamaGrammar",
+    "LlamaPromptLookupDecoding", "LlamaState",
     "LlamaTokenizer",
     "LogitsProcessor", "LogitsProcessorList", "MinTokensLogitsProcessor", "OxidizeError",
     "StoppingCriteria", "StoppingCriteriaList", "UnsupportedError",

@@ -133,8 +133,8 @@ class Llama:
                  chat_format: Optional[str] = None, chat_handler: Any = None,
                  type_k: Optional[int] = None, type_v: Optional[int] = None,
                  lora_base: Optional[str] = None, lora_scale: float = 1.0,
-                 lora_path: Optional[str] = None, verbose: bool = True,
-                 **kwargs: Any) -> None:
+                 lora_path: Optional[str] = None, draft_model: Optional[Any] = None,
+                 verbose: bool = True, **kwargs: Any) -> None:
         self._init_args = dict(kwargs, n_gpu_layers=n_gpu_layers, vocab_only=vocab_only,
                                use_mmap=use_mmap, seed=seed, n_ctx=n_ctx, n_batch=n_batch,
                                n_ubatch=n_ubatch, n_threads=n_threads,
@@ -145,6 +145,8 @@ class Llama:
                                verbose=verbose)
         self.verbose = verbose
         self.model_path = model_path
+        # speculative decoding: a llama_speculative.LlamaDraftModel's guesses checked in one batch
+        self.draft_model = draft_model
         self._seed = seed or LLAMA_DEFAULT_SEED
         self.last_n_tokens_size = last_n_tokens_size
         self._logits_all = logits_all
@@ -317,9 +319,10 @@ class Llama:
         if not self._ctx:
             raise RuntimeError("this Llama was made with vocab_only=True (no context)")
 
-    def eval(self, tokens: Sequence[int]) -> None:
+    def eval(self, tokens: Sequence[int], rows: int = 1) -> None:
         """Decode tokens after the first n_tokens (the cache beyond them is dropped), n_batch at
-        a time; keeps their logits (all with logits_all, else the last)."""
+        a time; keeps their logits (all with logits_all, else the last `rows`, which must lie in
+        the last batch: _row_view)."""
         self._check_ctx()
         L = _lib.lib
         L.ox_kv_seq_rm(self._ctx, 0, self.n_tokens, -1)
@@ -333,7 +336,8 @@ class Llama:
             toks = (_lib.ox_token * n)(*batch)
             pos = (ctypes.c_int32 * n)(*range(self.n_tokens, self.n_tokens + n))
             want = (ctypes.c_bool * n)(*([self._logits_all] * n))
-            want[n - 1] = True
+            for j in range(max(n - rows, 0), n):
+                want[j] = True
             b = _lib.Batch(n, toks, pos, None, want)
             check(L.ox_decode(self._ctx, ctypes.byref(b)), "decode")
             self.input_ids[self.n_tokens:self.n_tokens + n] = batch
@@ -433,19 +437,50 @@ class Llama:
             self.reset()
         try:
             while True:
+                draft = self._draft(tokens)
                 if tokens:
-                    self.eval(tokens)
-                token = self._draw(sampler, logits_processor)
-                if stopping_criteria is not None and stopping_criteria(
-                        self._input_ids, self._current_logits()):
-                    return
-                sampler.accept(token)
-                tokens_or_none = yield token
-                tokens = [token]
-                if tokens_or_none is not None:
-                    tokens.extend(int(t) for t in tokens_or_none)
+                    # the draft's rows as if each were decoded alone (plain decoding's text)
+                    _lib.lib.ox_context_set_one_token_order(self._ctx, bool(draft))
+                    try:
+                        self.eval(tokens + draft, rows=len(draft) + 1)
+                    finally:
+                        _lib.lib.ox_context_set_one_token_order(self._ctx, False)
+                # the cache up to the token drawn next; its logits are row n_in - 1 + i of the
+                # batch (_draft keeps tokens and draft to one)
+                first, n_in = self.n_tokens - len(draft), len(tokens)
+                for i in range(len(draft) + 1):
+                    if draft:
+                        self._last_row = self._logits_view(n_in - 1 + i)
+                        self.n_tokens = first + i
+                    token = self._draw(sampler, logits_processor)
+                    if stopping_criteria is not None and stopping_criteria(
+                            self._input_ids, self._current_logits()):
+                        return
+                    sampler.accept(token)
+                    tokens_or_none = yield token
+                    tokens = [token]
+                    if tokens_or_none is not None:
+                        tokens.extend(int(t) for t in tokens_or_none)
+                    # the draft's next token is already in the cache when the sample is it
+                    if i == len(draft) or token != draft[i] or tokens_or_none is not None:
+                        break
+                    tokens = []
+                if draft:  # the cache keeps what was taken
+                    _lib.lib.ox_kv_seq_rm(self._ctx, 0, self.n_tokens, -1)
         finally:
             sampler.close()
+
+    def _draft(self, tokens: List[int]) -> List[int]:
+        """The draft model's guess after the cache and a sampled token, as long as the context
+        and one batch hold it. A prompt is decoded without one: its batch keeps the batch
+        kernels, as plain decoding's does."""
+        if self.draft_model is None or len(tokens) != 1:
+            return []
+        room = min(self._n_ctx - self.n_tokens - 2, self.n_batch - 1)
+        if room <= 0:
+            return []
+        ids = np.concatenate([self._input_ids, np.asarray(tokens, dtype=np.intc)])
+        return [int(t) for t in self.draft_model(ids)][:room]
 
     @staticmethod
     def longest_token_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -431,3 +431,43 @@ def test_lora_path_and_scale(cli):
         llama_cpp.Llama(model, lora_path="/no/such.gguf", verbose=False)
     with pytest.raises(oxidize.InvalidArgumentError, match="not an adapter"):
         llama_cpp.Llama(model, lora_path=model, verbose=False)
+
+
+def test_draft_model_prompt_lookup(kjv_path):
+    """draft_model=LlamaPromptLookupDecoding(...), as llama_cpp.llama_speculative's: completions
+    (greedy, seeded, streamed with a stop string) and a chat give the text without it; its
+    drafts do get taken; bad sizes raise."""
+    from oxidize.llama_speculative import LlamaDraftModel, LlamaPromptLookupDecoding
+    prompt = "And the waters were as the waters, and the waters were as the waters, and the"
+    plain = llama_cpp.Llama(kjv_path, n_ctx=1024, verbose=False)
+
+    class Counting(LlamaPromptLookupDecoding):
+        calls = drafted = 0
+
+        def __call__(self, input_ids, /, **kwargs):
+            out = super().__call__(input_ids, **kwargs)
+            Counting.calls += 1
+            Counting.drafted += len(out)
+            return out
+
+    spec = llama_cpp.Llama(kjv_path, n_ctx=1024, verbose=False,
+                           draft_model=Counting(max_ngram_size=3, num_pred_tokens=6))
+    for kw in ({"temperature": 0}, {"temperature": 0.8, "seed": 11}):
+        want = plain(prompt, max_tokens=200, **kw)["choices"][0]["text"]
+        assert spec(prompt, max_tokens=200, **kw)["choices"][0]["text"] == want
+    streamed = [plain(prompt, max_tokens=80, temperature=0, stream=True, stop=["tree"]),
+                spec(prompt, max_tokens=80, temperature=0, stream=True, stop=["tree"])]
+    texts = ["".join(c["choices"][0]["text"] for c in s) for s in streamed]
+    assert texts[0] == texts[1] and texts[0]
+    assert Counting.calls > 10 and Counting.drafted > 0
+    msgs = [{"role": "user", "content": prompt}]
+    tmpl = llama_cpp.Llama(kjv_path, n_ctx=1024, verbose=False, chat_format="chatml",
+                           draft_model=LlamaPromptLookupDecoding())
+    plain_chat = llama_cpp.Llama(kjv_path, n_ctx=1024, verbose=False, chat_format="chatml")
+    got = tmpl.create_chat_completion(msgs, max_tokens=40, temperature=0)
+    assert got["choices"][0]["message"] == plain_chat.create_chat_completion(
+        msgs, max_tokens=40, temperature=0)["choices"][0]["message"]
+    assert isinstance(LlamaPromptLookupDecoding(), LlamaDraftModel)
+    for bad in ({"max_ngram_size": 0}, {"num_pred_tokens": 0}, {"num_pred_tokens": 1000}):
+        with pytest.raises(ValueError):
+            LlamaPromptLookupDecoding(**bad)
