@@ -462,7 +462,6 @@ static void check_speculative(void) {
     }
     struct ox_engine_stats st;
     ox_engine_stats(e, &st, NULL);
-    printf("speculative engine: %llu drafted, %llu accepted\n", (unsigned long long)st.n_drafted, (unsigned long long)st.n_draft_accepted);
     CHECK_MSG(st.n_drafted > 0 && st.n_draft_accepted > 0 && st.n_draft_accepted <= st.n_drafted,
               "drafts: %llu checked, %llu taken", (unsigned long long)st.n_drafted,
               (unsigned long long)st.n_draft_accepted);
