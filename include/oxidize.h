@@ -703,6 +703,10 @@ struct ox_spec;
 OX_API enum ox_status ox_spec_create(struct ox_context *target, int32_t seq_id,
                                      const struct ox_spec_params *params, struct ox_spec **out);
 OX_API void ox_spec_free(struct ox_spec *spec);
+/* OX_OK when draft can draft for target: the same tokens and specials, sizes within 128 (as
+ * llama.cpp's check); else OX_ERR_INVALID_ARG naming the first difference. */
+OX_API enum ox_status ox_spec_draft_fits(const struct ox_model *target,
+                                         const struct ox_model *draft);
 /* The sequence's tokens so far, as the target holds them (the prompt, decoded): lookup searches
  * them and a draft model decodes them into its own context. Starts the sequence afresh. */
 OX_API enum ox_status ox_spec_begin(struct ox_spec *spec, const ox_token *tokens, size_t n);

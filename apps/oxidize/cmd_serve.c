@@ -51,6 +51,9 @@ static void usage(FILE *f) {
             "  --spec ngram             speculative decoding by prompt lookup in every slot:\n"
             "                           the text is plain decoding's, in fewer steps (a\n"
             "                           request's \"speculative.n_max\": its own most, 0 none)\n"
+            "  -md, --model-draft FILE  speculative decoding with a draft model of the same\n"
+            "                           vocabulary (-ngld N: its layers on the GPU, default all;\n"
+            "                           --draft-p-min P: it stops below P, default 0.75)\n"
             "  --draft-max N, --draft-min N, --spec-ngram-min N, --spec-ngram-max N\n"
             "                           drafts of at most / at least N tokens (default 16 / 0),\n"
             "                           the suffix lengths looked up (default 1..3)\n"
@@ -113,6 +116,7 @@ static const struct int_option int_options[] = {
     IO("-ub", "--ubatch-size", 1, 1 << 16, n_ubatch),
     IO("-t", "--threads", 0, 1024, n_threads),
     IO("-ngl", "--n-gpu-layers", -1, 1 << 20, n_gpu_layers),
+    IO("-ngld", "--gpu-layers-draft", -1, 1 << 20, draft_gpu_layers),
     IO("--queue-size", "--queue-size", 0, 1 << 20, queue_size),
     IO("--http-threads", "--http-threads", 1, 256, http_threads),
 };
@@ -194,10 +198,13 @@ static bool set_option(struct server_opts *o, struct serve_files *f, const char 
             fprintf(stderr, "oxidize serve: --spec takes ngram\n");
         return o->spec;
     }
-    if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) {
-        fprintf(stderr, "oxidize serve: a draft model is not served yet (run and chat take "
-                        "-md); --spec ngram drafts by prompt lookup\n");
-        return false;
+    if (!strcmp(a, "-md") || !strcmp(a, "--model-draft"))
+        return (o->draft_path = v) != NULL;
+    if (!strcmp(a, "--draft-p-min")) {
+        double p;
+        bool ok = num_arg(a, v, 0, 1, &p);
+        o->spec_p.draft_p_min = (float)p;
+        return ok;
     }
     static const struct {
         const char *name;
@@ -238,6 +245,7 @@ int cmd_serve(int argc, char **argv) {
                             .shutdown_timeout = 10,
                             .http_threads = 4,
                             .pooling = OX_POOLING_NONE, /* the model's, else mean */
+                            .draft_gpu_layers = -1,
                             .spec_p = ox_spec_params_default()};
     struct serve_files f = {0};
     bool ok = true, takes = false;

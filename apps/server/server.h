@@ -29,10 +29,13 @@ struct server_opts {
                                    tokens, ms) */
     enum ox_pooling pooling;    /* how its hidden states are pooled */
     const char *slot_save_path; /* POST /slots/N?action=save|restore files live here, or NULL */
-    bool context_shift; /* a generation that fills its slot's context shifts it (drops half of
-                           what follows the request's n_keep tokens) rather than ending there */
-    bool spec;          /* --spec ngram: prompt lookup drafts in every slot, */
-    struct ox_spec_params spec_p; /* with --draft-max, --draft-min, --spec-ngram-min/max */
+    bool context_shift;     /* a generation that fills its slot's context shifts it (drops half of
+                               what follows the request's n_keep tokens) rather than ending there */
+    bool spec;              /* --spec ngram: prompt lookup drafts in every slot, */
+    const char *draft_path; /* or -md: a draft model's (its layers on the GPU: */
+    int draft_gpu_layers;   /* -ngld), */
+    struct ox_spec_params spec_p; /* with --draft-max, --draft-min, --draft-p-min,
+                                     --spec-ngram-min/max */
     const char *lora_path[8];     /* LoRA adapters (--lora, --lora-scaled), applied at these */
     float lora_scale[8];          /* scales until POST /lora-adapters sets others */
     int n_lora;

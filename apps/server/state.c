@@ -30,6 +30,7 @@ struct state {
     int open_requests;    /* requests libmicrohttpd has not completed */
     bool ready, stopping;
     struct state_counters counters;
+    struct ox_model *draft;  /* -md's draft model, or NULL */
     struct ox_lora *lora[8]; /* --lora's adapters, */
     float lora_scale[8];     /* at these scales (set under step_lock, read under lock) */
 };
@@ -167,7 +168,9 @@ static bool make_contexts(struct state *s) {
     ep.n_parallel = o->n_parallel, ep.n_ctx = (uint32_t)o->n_ctx, ep.n_batch = (uint32_t)o->n_batch;
     ep.n_ubatch = (uint32_t)o->n_ubatch;
     ep.n_threads = o->n_threads, ep.kv_type = o->kv_type;
-    ep.spec = o->spec ? &o->spec_p : NULL;
+    struct ox_spec_params spec = o->spec_p;
+    spec.draft_model = s->draft;
+    ep.spec = o->spec || s->draft ? &spec : NULL;
     if (ox_engine_create(s->model, &ep, &s->engine) != OX_OK)
         return false;
     s->slot_ctx = (int32_t)(ep.n_ctx / (uint32_t)ep.n_parallel);
@@ -191,6 +194,9 @@ static bool load(struct state *s) {
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = o->n_gpu_layers;
     if (ox_model_load(o->model_path, &mp, &s->model) != OX_OK)
+        return false;
+    mp.n_gpu_layers = o->draft_gpu_layers;
+    if (o->draft_path && ox_model_load(o->draft_path, &mp, &s->draft) != OX_OK)
         return false;
     for (int i = 0; i < o->n_lora; i++) {
         if (ox_lora_load(s->model, o->lora_path[i], &s->lora[i]) != OX_OK)
@@ -276,6 +282,7 @@ void state_free(struct state *s) {
     if (!s)
         return;
     ox_context_free(s->embed), ox_engine_free(s->engine), ox_model_free(s->model);
+    ox_model_free(s->draft);
     pthread_cond_destroy(&s->wake), pthread_cond_destroy(&s->quiet);
     pthread_mutex_destroy(&s->lock), pthread_mutex_destroy(&s->embed_lock);
     pthread_mutex_destroy(&s->step_lock);

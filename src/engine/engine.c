@@ -8,68 +8,7 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "oxidize.h"
-
-/* A submitted request: queued, then running in a slot. */
-/* A set of LoRA adapters at their scales (none at scale 0), in the order set. */
-struct lora_set {
-    struct ox_lora_use use[8];
-    int32_t n;
-};
-
-struct job {
-    uint64_t id;
-    struct ox_request req;
-    ox_token *prompt;     /* the engine's copy */
-    struct lora_set lora; /* the adapters it runs with */
-    bool cancel;          /* set by ox_engine_cancel, read at the next step */
-    bool failed;          /* its adapters could not be applied: it ends with an error */
-    struct job *next;     /* the queue */
-};
-
-/* A KV sequence (id = its index) and the request running in it, if any. */
-struct slot {
-    struct job *job;
-    ox_token *tokens;    /* what the sequence holds: [0, n_past), then the prompt's rest */
-    int32_t n_past;      /* tokens in the KV */
-    int32_t n_tokens;    /* tokens known: the prompt, then each generated one */
-    int32_t n_generated; /* tokens passed to on_token */
-    int32_t row;         /* this step's batch row whose logits it samples, or -1 */
-    uint32_t lora_gen;   /* the adapters its KV rows were made with (ox_engine's lora_gen) */
-    /* speculative decoding: the draft that follows its token in this step's batch (rows row + 1
-     * on), and how long the next may be (shorter after one that failed early) */
-    ox_token *draft;
-    int32_t n_draft, draft_cap;
-    /* what sample_ready drew: from row on, while the draft agreed (-1: none) */
-    ox_token *next;
-    int32_t n_next;
-};
-
-struct ox_engine {
-    const struct ox_model *model;
-    struct ox_context *ctx;
-    int32_t n_slots, slot_ctx, n_batch, n_ubatch, n_vocab;
-    struct slot *slots;
-    pthread_mutex_t lock; /* the queue, the cancel flags, next_id and the snapshot */
-    struct job *head, *tail;
-    int32_t n_queued;
-    uint64_t next_id;
-    struct ox_engine_stats live;  /* the stepping thread's counters */
-    struct ox_engine_stats stats; /* their snapshot, and the slots', under the lock */
-    struct ox_engine_slot *slot_view;
-    ox_token *b_tok; /* this step's batch: [n_batch] */
-    int32_t *b_pos, *b_seq;
-    bool *b_logits;
-    struct threadpool *pool; /* samples the slots of a pass side by side (sample_ready) */
-    struct slot **ready;     /* [n_slots]: the slots whose logits the last pass made */
-    int32_t n_ready;
-    bool spec;                    /* prompt lookup drafts in each slot: */
-    struct ox_spec_params spec_p; /* with these */
-    bool drafted;                 /* this step's batch holds a draft */
-    struct lora_set lora_default; /* what requests without a set of their own take, */
-    struct lora_set lora_active;  /* what the context applies now, */
-    uint32_t lora_gen;            /* and a count of its changes */
-};
+#include "engine/engine_int.h"
 
 /* Set s with lora at scale: replaced in place, appended, or (scale 0) taken out. */
 static bool lora_put(struct lora_set *s, struct ox_lora *lora, float scale) {
@@ -164,13 +103,12 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
                        "engine: %d slots need 1 to %d slots, a batch of at least one token per "
                        "slot (n_batch %u) and two cells per slot (n_ctx %u)",
                        p.n_parallel, OX_SEQ_MAX, p.n_batch, p.n_ctx);
-    if (p.spec &&
-        (p.spec->draft_model || p.spec->draft_max < 1 || p.spec->draft_max > 256 ||
-         p.spec->draft_min < 0 || p.spec->draft_min > p.spec->draft_max || p.spec->ngram_min < 1 ||
-         p.spec->ngram_max < p.spec->ngram_min || p.spec->ngram_max > 64))
+    if (p.spec && (p.spec->draft_max < 1 || p.spec->draft_max > 256 || p.spec->draft_min < 0 ||
+                   p.spec->draft_min > p.spec->draft_max || p.spec->ngram_min < 1 ||
+                   p.spec->ngram_max < p.spec->ngram_min || p.spec->ngram_max > 64))
         return ox_fail(OX_ERR_INVALID_ARG,
-                       "engine: speculative decoding takes prompt lookup (no draft model), "
-                       "draft_max 1..256, draft_min >= 0 and ngram 1..64");
+                       "engine: speculative decoding takes draft_max 1..256, draft_min 0.."
+                       "draft_max, ngram 1..64");
     struct ox_engine *e = calloc(1, sizeof *e);
     if (!e)
         return ox_fail(OX_ERR_OOM, "engine: out of memory");
@@ -193,6 +131,8 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
     e->b_logits = malloc(p.n_batch * sizeof *e->b_logits);
     e->slot_view = calloc((size_t)e->n_slots, sizeof *e->slot_view);
     e->ready = calloc((size_t)e->n_slots, sizeof *e->ready);
+    if (st == OX_OK)
+        st = engine_draft_init(e, &p);
     if (st == OX_OK && e->n_slots > 1) /* the host's cores, idle while a step samples */
         st = threadpool_create(p.n_threads > 0 ? p.n_threads : threadpool_default_threads(),
                                &e->pool);
@@ -233,6 +173,7 @@ void ox_engine_free(struct ox_engine *e) {
             j->req.on_done(j->req.user, OX_FINISH_CANCELLED, 0);
         free_job(j);
     }
+    engine_draft_free(e);
     ox_context_free(e->ctx);
     pthread_mutex_destroy(&e->lock);
     free(e->slots), free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logits);
@@ -315,6 +256,7 @@ static void start(struct ox_engine *e, struct slot *s, struct job *j) {
     ox_kv_seq_rm(e->ctx, seq, keep, -1);
     if (ox_kv_seq_pos_max(e->ctx, seq) < 0) /* a recurrent model's sequence goes whole */
         keep = 0;
+    engine_draft_forget(e, seq, keep);
     memcpy(s->tokens, j->prompt, (size_t)j->req.n_prompt * sizeof *s->tokens);
     s->job = j, s->n_past = keep, s->n_tokens = j->req.n_prompt, s->n_generated = 0, s->row = -1;
     s->n_draft = 0, s->draft_cap = e->spec_p.draft_max;
@@ -367,20 +309,31 @@ static void admit(struct ox_engine *e, struct job **dropped) {
         e->tail = j;
 }
 
-/* The draft that follows slot s's token in this step (prompt lookup over what the slot holds):
- * as long as its request, its cells (no context shift may fall inside a checked draft) and
- * room rows of the batch allow. */
-static int32_t draft_for(struct ox_engine *e, struct slot *s, int32_t room) {
-    const struct ox_request *r = &s->job->req;
-    if (!e->spec || r->draft_max < 0 || r->max_tokens == 0)
+/* How long slot s's draft may be this step: as its request, its last drafts and its cells allow
+ * (no context shift may fall inside a checked draft); 0 for a slot not generating. */
+static int32_t draft_most(const struct ox_engine *e, const struct slot *s) {
+    const struct ox_request *r = s->job ? &s->job->req : NULL;
+    if (!e->spec || !r || s->n_tokens - s->n_past != 1 || r->draft_max < 0 || r->max_tokens == 0)
         return 0;
     int32_t max = r->draft_max > 0 && r->draft_max < s->draft_cap ? r->draft_max : s->draft_cap;
     if (r->max_tokens > 0 && r->max_tokens - s->n_generated - 1 < max)
         max = r->max_tokens - s->n_generated - 1;
     max = e->slot_ctx - s->n_tokens - 1 < max ? e->slot_ctx - s->n_tokens - 1 : max;
+    return max > 0 ? max : 0;
+}
+
+/* Slot s's draft in room rows of the batch: the draft model's (made before the step, cut to
+ * the room), or prompt lookup over what the slot holds; none shorter than draft_min. */
+static int32_t draft_for(struct ox_engine *e, struct slot *s, int32_t room) {
+    int32_t max = draft_most(e, s), k;
     max = room < max ? room : max;
-    int32_t k = ox_spec_lookup(s->tokens, (size_t)s->n_tokens, e->spec_p.ngram_min,
-                               e->spec_p.ngram_max, max, s->draft);
+    if (max <= 0)
+        return 0;
+    if (e->draft.ctx)
+        k = s->n_draft < max ? s->n_draft : max;
+    else
+        k = ox_spec_lookup(s->tokens, (size_t)s->n_tokens, e->spec_p.ngram_min, e->spec_p.ngram_max,
+                           max, s->draft);
     return k < e->spec_p.draft_min ? 0 : k;
 }
 
@@ -463,6 +416,7 @@ static bool shift(struct ox_engine *e, struct slot *s) {
     if (keep == 0 && s->n_past > 0 && s->tokens[0] == ox_vocab_bos(ox_model_vocab(e->model)))
         keep = 1;
     int32_t drop = ox_kv_seq_shift(e->ctx, seq, keep);
+    engine_draft_forget(e, seq, 0); /* the draft's sequence reads the shifted tokens anew */
     if (drop == 0) {
         if (ox_kv_seq_pos_max(e->ctx, seq) < 0)
             s->n_past = 0;
@@ -513,6 +467,7 @@ static void advance(struct ox_engine *e, struct slot *s) {
     int32_t seq = (int32_t)(s - e->slots), agreed = 0;
     while (agreed < s->n_draft && agreed < s->n_next && s->next[agreed] == s->draft[agreed])
         agreed++;
+    engine_draft_forget(e, seq, s->n_tokens + agreed); /* its guesses past the first miss */
     if (agreed < s->n_draft) {
         s->n_past -= s->n_draft - agreed;
         ox_kv_seq_rm(e->ctx, seq, s->n_past, -1);
@@ -603,6 +558,7 @@ static enum ox_status decode_batch(struct ox_engine *e, int32_t n, int32_t *adde
             continue;
         }
         ox_kv_seq_rm(e->ctx, i, -1, -1); /* unknown now: start it afresh next time */
+        engine_draft_forget(e, i, 0);
         s->n_past = 0;
         finish(e, s, OX_FINISH_ERROR);
     }
@@ -628,7 +584,13 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
     for (int32_t i = 0; i < e->n_slots; i++)
         if (cancel[i])
             finish(e, &e->slots[i], OX_FINISH_CANCELLED);
-    int32_t added[OX_SEQ_MAX] = {0}, start[OX_SEQ_MAX] = {0};
+    int32_t added[OX_SEQ_MAX] = {0}, start[OX_SEQ_MAX] = {0}, most[OX_SEQ_MAX] = {0};
+    bool drafting = false;
+    for (int32_t i = 0; e->draft.ctx && i < e->n_slots; i++)
+        drafting |= (most[i] = draft_most(e, &e->slots[i])) > 0;
+    if (drafting && engine_draft_make(e, most) != OX_OK) /* the step goes on without drafts */
+        for (int32_t i = 0; i < e->n_slots; i++)
+            e->slots[i].n_draft = 0;
     int32_t n = fill_batch(e, added, start);
     enum ox_status st = n > 0 ? decode_batch(e, n, added, start) : OX_OK;
     pthread_mutex_lock(&e->lock);
@@ -668,6 +630,7 @@ enum ox_status ox_engine_slot_restore(struct ox_engine *e, int32_t slot, const c
     struct slot *s = NULL;
     OX_TRY(idle_slot(e, slot, &s));
     size_t n = 0;
+    engine_draft_forget(e, slot, 0);
     enum ox_status st =
         ox_state_seq_load_file(e->ctx, slot, path, s->tokens, (size_t)e->slot_ctx, &n);
     if (st == OX_OK)
@@ -688,6 +651,7 @@ enum ox_status ox_engine_slot_erase(struct ox_engine *e, int32_t slot, size_t *n
     if (n_tokens)
         *n_tokens = (size_t)s->n_past;
     ox_kv_seq_rm(e->ctx, slot, -1, -1);
+    engine_draft_forget(e, slot, 0);
     s->n_past = s->n_tokens = 0;
     pthread_mutex_lock(&e->lock);
     take_snapshot(e);

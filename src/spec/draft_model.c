@@ -11,7 +11,10 @@
  * same text for every token both have. */
 #define VOCAB_SIZE_SLACK 128
 
-static enum ox_status same_vocab(const struct ox_vocab *d, const struct ox_vocab *t) {
+enum ox_status ox_spec_draft_fits(const struct ox_model *target, const struct ox_model *draft) {
+    if (!target || !draft)
+        return ox_fail(OX_ERR_INVALID_ARG, "speculative: no model");
+    const struct ox_vocab *d = ox_model_vocab(draft), *t = ox_model_vocab(target);
     int32_t nd = ox_vocab_n_tokens(d), nt = ox_vocab_n_tokens(t);
     if (abs(nd - nt) > VOCAB_SIZE_SLACK)
         return ox_fail(OX_ERR_INVALID_ARG,
@@ -40,7 +43,7 @@ enum ox_status draft_model_init(struct draft_model *d, struct ox_model *model,
     if (!ox_model_has_logits(model) || ox_model_is_recurrent(model))
         return ox_fail(OX_ERR_UNSUPPORTED,
                        "speculative: a draft model needs an output head and no recurrent layers");
-    OX_TRY(same_vocab(ox_model_vocab(model), ox_model_vocab(target)));
+    OX_TRY(ox_spec_draft_fits(target, model));
     struct ox_context_params cp = ox_context_params_default();
     cp.n_ctx = n_ctx, cp.n_threads = n_threads;
     OX_TRY(ox_context_create(model, &cp, &d->ctx));

@@ -280,16 +280,17 @@ def test_log_requests(model):
 
 
 def test_speculative(model):
-    """--spec ngram: completions (alone, side by side, streamed, with "speculative.n_max") give
-    the text of a server without it, drafts are checked and some taken (/metrics); a draft
-    model and bad values are refused at the start."""
+    """--spec ngram and -md: completions (alone, side by side, with "speculative.n_max") give
+    the text of a server without them, drafts are checked and some taken (/metrics); another
+    vocabulary's draft model, a missing one and bad values are refused at the start."""
     prompt = "And the waters were as the waters, and the waters were as the waters, and the"
     bodies = [{"prompt": prompt, "n_predict": 120, "temperature": 0},
               {"prompt": "In the beginning God created", "n_predict": 60, "temperature": 0},
               {"prompt": prompt, "n_predict": 50, "temperature": 0.8, "seed": 5},
               {"prompt": prompt, "n_predict": 40, "temperature": 0, "speculative.n_max": 2}]
     texts = {}
-    for args in ((), ("--spec", "ngram", "--draft-max", "8")):
+    for args in ((), ("--spec", "ngram", "--draft-max", "8"),
+                 ("-md", model, "--draft-max", "6", "--draft-p-min", "0.3")):
         p, base = start(model, "-np", "3", "-c", "768", *args)
         try:
             got = []
@@ -318,18 +319,24 @@ def test_speculative(model):
         finally:
             p.send_signal(signal.SIGTERM)
             p.wait(timeout=30)
-    plain, spec = texts[()], texts[("--spec", "ngram", "--draft-max", "8")]
-    check(plain[0] == spec[0] and all(isinstance(t, str) and t for t in plain[0]),
-          "--spec ngram one at a time: %r vs %r" % (spec[0], plain[0]))
+    plain = texts.pop(())
+    for args, spec in texts.items():
+        check(plain[0] == spec[0] and all(isinstance(t, str) and t for t in plain[0]),
+              "%s one at a time: %r vs %r" % (args, spec[0], plain[0]))
     # side by side, a slot's rows are computed with the others' (on the CPU the batch kernels of
     # a type without a load-time layout, this model's q5_0, round their own way), so a near tie
     # may part them from the texts alone; test_engine checks side by side exactly
-    check(all(isinstance(t, str) and t for t in plain[1] + spec[1]),
-          "side by side: %r vs %r" % (spec[1], plain[1]))
-    for bad in (["--spec", "tree"], ["--draft-max", "0"], ["-md", model]):
+        check(all(isinstance(t, str) and t for t in plain[1] + spec[1]),
+              "%s side by side: %r vs %r" % (args, spec[1], plain[1]))
+    for bad in (["--spec", "tree"], ["--draft-max", "0"], ["--draft-p-min", "2"]):
         r = subprocess.run([OXIDIZE, "serve", "-m", model, "--port", "0"] + bad,
                            capture_output=True, text=True, timeout=60)
         check(r.returncode == 2 and "oxidize serve:" in r.stderr, "%s: %s" % (bad, r.stderr[-200:]))
+    other = os.path.join(DATA, "models", "llama-q8_0.gguf")
+    for bad, why in ((["-md", other], "vocabulary"), (["-md", "/no/such.gguf"], "such.gguf")):
+        r = subprocess.run([OXIDIZE, "serve", "-m", model, "--port", "0"] + bad,
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and why in r.stderr, "%s: %s" % (bad, r.stderr[-200:]))
 
 
 def main():

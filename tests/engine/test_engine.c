@@ -421,12 +421,23 @@ static void check_threaded(void) {
     ox_engine_free(e);
 }
 
-/* Prompt lookup in every slot: requests whose prompts repeat a pattern (so drafts are made and
- * some hold), beside ones that opt out, one that stops itself inside a draft, and ones whose
- * slots fill up: each gives its greedy tokens alone, the drafts are counted. */
-static void check_speculative(void) {
+/* Speculative decoding in every slot (prompt lookup, or a draft model: draft is its file in the
+ * test data, or NULL): requests whose prompts repeat a pattern (so drafts are made and some
+ * hold), beside ones that opt out, one that stops itself inside a draft, and ones whose slots
+ * fill up: each gives its greedy tokens alone, the drafts are counted. */
+static void check_speculative(const char *draft) {
     struct ox_spec_params sp = ox_spec_params_default();
-    sp.draft_max = 6;
+    sp.draft_max = 6, sp.draft_p_min = 0.0f;
+    struct ox_model *dm = NULL;
+    if (draft) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/models/%s", test_data_dir(), draft);
+        struct ox_model_params mp = test_model_params();
+        CHECK_MSG(ox_model_load(path, &mp, &dm) == OX_OK, "%s", ox_last_error());
+        if (!dm)
+            return;
+        sp.draft_model = dm;
+    }
     struct ox_engine_params p = ox_engine_params_default();
     p.n_parallel = 4, p.n_ctx = 4 * 96, p.n_batch = 32, p.n_threads = 2;
     p.kv_type = OX_DTYPE_F32, p.spec = &sp;
@@ -447,8 +458,8 @@ static void check_speculative(void) {
     if (e)
         run_until_idle(e);
     for (int i = 0; i < 8; i++) {
-        char what[64];
-        snprintf(what, sizeof what, "speculative: request %d", i);
+        char what[96];
+        snprintf(what, sizeof what, "speculative (%s): request %d", draft ? draft : "lookup", i);
         if (cl[i].stop_after) {
             struct reference ref;
             greedy_alone(cl[i].prompt, cl[i].n_prompt, cl[i].stop_after, &ref);
@@ -463,11 +474,29 @@ static void check_speculative(void) {
     struct ox_engine_stats st;
     ox_engine_stats(e, &st, NULL);
     CHECK_MSG(st.n_drafted > 0 && st.n_draft_accepted > 0 && st.n_draft_accepted <= st.n_drafted,
-              "drafts: %llu checked, %llu taken", (unsigned long long)st.n_drafted,
-              (unsigned long long)st.n_draft_accepted);
+              "%s: %llu drafted, %llu taken", draft ? draft : "lookup",
+              (unsigned long long)st.n_drafted, (unsigned long long)st.n_draft_accepted);
     ox_engine_free(e);
-    sp.draft_model = model; /* a draft model is not the engine's (yet) */
-    CHECK(ox_engine_create(model, &p, &e) == OX_ERR_INVALID_ARG && e == NULL);
+    ox_model_free(dm);
+}
+
+/* A draft model of another vocabulary, or bad draft lengths: refused. */
+static void check_speculative_refusals(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/kjv-15m-q4_k_m.gguf", test_data_dir());
+    struct ox_model_params mp = test_model_params();
+    struct ox_model *kjv = NULL;
+    CHECK(ox_model_load(path, &mp, &kjv) == OX_OK);
+    struct ox_spec_params sp = ox_spec_params_default();
+    sp.draft_model = kjv;
+    struct ox_engine_params p = ox_engine_params_default();
+    p.spec = &sp, p.n_threads = 2;
+    struct ox_engine *e = (struct ox_engine *)1;
+    CHECK(kjv && ox_engine_create(model, &p, &e) == OX_ERR_INVALID_ARG && e == NULL);
+    CHECK_MSG(strstr(ox_last_error(), "vocabulary") != NULL, "%s", ox_last_error());
+    sp = ox_spec_params_default(), sp.draft_min = sp.draft_max + 1;
+    CHECK(ox_engine_create(model, &p, &e) == OX_ERR_INVALID_ARG);
+    ox_model_free(kjv);
 }
 
 int main(void) {
@@ -485,7 +514,9 @@ int main(void) {
     check_ubatch();
     check_many_slots();
     check_threaded();
-    check_speculative();
+    check_speculative(NULL);
+    check_speculative("llama-q4_0.gguf");
+    check_speculative_refusals();
     ox_model_free(model);
     return test_finish("test_engine");
 }
