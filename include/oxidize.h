@@ -725,6 +725,9 @@ OX_API enum ox_status ox_spec_step(struct ox_spec *spec, struct ox_sampler *smp,
  * many (0: no match). */
 OX_API int32_t ox_spec_lookup(const ox_token *tokens, size_t n_tokens, int32_t ngram_min,
                               int32_t ngram_max, int32_t max, ox_token *out);
+/* A draft model's pick: the most likely of n_vocab logits (the first of a tie) and its softmax
+ * probability (prob may be NULL). */
+OX_API ox_token ox_spec_top(const float *logits, int32_t n_vocab, float *prob);
 struct ox_spec_stats {
     uint64_t steps;    /* target batches */
     uint64_t drafted;  /* draft tokens checked */

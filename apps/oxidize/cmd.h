@@ -2,6 +2,7 @@
 #ifndef OX_APP_CMD_H
 #define OX_APP_CMD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "oxidize.h"
@@ -47,6 +48,9 @@ int cmd_lora_loaded(struct ox_lora **loras, float *scales);
 /* The whole file as a NUL-terminated string (length in *len), or NULL after printing
  * "oxidize CMD: ..." with the reason. */
 char *cmd_read_file(const char *cmd, const char *path, size_t *len);
+
+/* s as a number in [lo, hi] (the whole string: no trailing text); false otherwise. */
+bool cmd_parse_number(const char *s, double lo, double hi, double *out);
 
 /* Seconds on a monotonic clock. */
 double cmd_now_s(void);

@@ -43,15 +43,6 @@ static void usage(FILE *f) {
         sampling_opts_usage(), spec_opts_usage());
 }
 
-static bool parse_number(const char *s, double lo, double hi, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end != 0 || !(v >= lo && v <= hi))
-        return false;
-    *out = v;
-    return true;
-}
-
 /* One option with a value; returns false for an unknown option or a bad value. */
 static bool set_option(struct run_opts *o, const char *a, const char *v) {
     double x;
@@ -75,15 +66,16 @@ static bool set_option(struct run_opts *o, const char *a, const char *v) {
         return (o->prompt_cache = v) != NULL;
     if (!strcmp(a, "--stop") && o->n_stop < STOP_MAX && *v)
         return (o->stop[o->n_stop++] = v) != NULL;
-    if (!strcmp(a, "-n") && parse_number(v, 0, 1 << 24, &x))
+    if (!strcmp(a, "-n") && cmd_parse_number(v, 0, 1 << 24, &x))
         return (o->n_predict = (int)x), true;
-    if (!strcmp(a, "-c") && parse_number(v, 8, 1 << 24, &x))
+    if (!strcmp(a, "-c") && cmd_parse_number(v, 8, 1 << 24, &x))
         return (o->n_ctx = (int)x), true;
-    if (!strcmp(a, "--keep") && parse_number(v, -1, 1 << 24, &x))
+    if (!strcmp(a, "--keep") && cmd_parse_number(v, -1, 1 << 24, &x))
         return (o->n_keep = (int)x), true;
-    if (!strcmp(a, "-t") && parse_number(v, 1, 1024, &x))
+    if (!strcmp(a, "-t") && cmd_parse_number(v, 1, 1024, &x))
         return (o->n_threads = (int)x), true;
-    if ((!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) && parse_number(v, -1, 1 << 20, &x))
+    if ((!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) &&
+        cmd_parse_number(v, -1, 1 << 20, &x))
         return (o->n_gpu_layers = (int)x), true;
     return false;
 }

@@ -1,5 +1,5 @@
-/* cmd_util.c: small helpers the subcommands share: whole-file reads, a monotonic clock, and
- * a context sized for the model. */
+/* cmd_util.c: small helpers the subcommands share: whole-file reads, number options, a
+ * monotonic clock, and a context sized for the model. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -8,6 +8,15 @@
 #include <time.h>
 
 #include "cmd.h"
+
+bool cmd_parse_number(const char *s, double lo, double hi, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end != 0 || !(v >= lo && v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
 
 char *cmd_read_file(const char *cmd, const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");

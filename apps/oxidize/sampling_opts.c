@@ -9,15 +9,6 @@
 #include "cmd.h"
 #include "sampling_opts.h"
 
-static bool number(const char *s, double lo, double hi, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end != 0 || !(v >= lo && v <= hi))
-        return false;
-    *out = v;
-    return true;
-}
-
 /* The options that constrain the output; only one may be given. */
 static const char *const grammar_opts[] = {"--grammar-file", "--grammar", "--json-schema",
                                            "--json-schema-file"};
@@ -42,7 +33,7 @@ int sampling_opts_set(struct sampling_opts *o, const char *name, const char *val
         if (!strcmp(name, grammar_opts[i]))
             return set_grammar(o, grammar_opts[i], value);
     if (!strcmp(name, "--seed")) {
-        if (!number(value, 0, 4294967295.0, &x))
+        if (!cmd_parse_number(value, 0, 4294967295.0, &x))
             return -1;
         o->seed = (uint32_t)x;
         return 1;
@@ -51,7 +42,7 @@ int sampling_opts_set(struct sampling_opts *o, const char *name, const char *val
         const struct sampling_field *f = &sampling_fields[i];
         if (strcmp(name, f->option))
             continue;
-        if (!number(value, f->lo, f->hi, &x))
+        if (!cmd_parse_number(value, f->lo, f->hi, &x))
             return -1;
         sampling_field_set(o, f, x);
         return 1;

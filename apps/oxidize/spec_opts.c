@@ -5,19 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd.h"
 #include "spec_opts.h"
 
 void spec_opts_default(struct spec_opts *o) {
     *o = (struct spec_opts){.draft_gpu_layers = -1, .p = ox_spec_params_default()};
-}
-
-static bool number(const char *s, double lo, double hi, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end != 0 || !(v >= lo && v <= hi))
-        return false;
-    *out = v;
-    return true;
 }
 
 int spec_opts_set(struct spec_opts *o, const char *name, const char *value) {
@@ -34,9 +26,9 @@ int spec_opts_set(struct spec_opts *o, const char *name, const char *value) {
     for (int i = 0; i < 5; i++)
         if (!strcmp(name, int_names[i]) || (i == 0 && !strcmp(name, "--gpu-layers-draft")) ||
             (i == 1 && (!strcmp(name, "--draft") || !strcmp(name, "--draft-n"))))
-            return number(value, lo[i], hi[i], &x) ? (*ints[i] = (int)x, 1) : -1;
+            return cmd_parse_number(value, lo[i], hi[i], &x) ? (*ints[i] = (int)x, 1) : -1;
     if (!strcmp(name, "--draft-p-min"))
-        return number(value, 0, 1, &x) ? (o->p.draft_p_min = (float)x, 1) : -1;
+        return cmd_parse_number(value, 0, 1, &x) ? (o->p.draft_p_min = (float)x, 1) : -1;
     return 0;
 }
 

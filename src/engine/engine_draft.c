@@ -2,7 +2,6 @@
  * follows slot i. Before a step it catches up on each drafting slot's new tokens and guesses
  * greedily on from there, the slots side by side: every batch takes each one's next inputs (the
  * rest of its catch-up, or its last guess), so a prompt far behind and a guess cost one pass. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,20 +51,6 @@ void engine_draft_forget(struct ox_engine *e, int32_t i, int32_t keep) {
     keep = keep > 0 ? keep : 0;
     ox_kv_seq_rm(d->ctx, i, keep, -1);
     d->n_decoded[i] = keep;
-}
-
-/* The top token of row r of the last batch (among the tokens both models have) and its
- * probability. */
-static ox_token top_token(const struct engine_draft *d, int32_t r, float *p) {
-    const float *l = ox_get_logits(d->ctx, r);
-    int32_t best = 0;
-    for (int32_t i = 1; i < d->n_vocab; i++)
-        best = l[i] > l[best] ? i : best;
-    double sum = 0;
-    for (int32_t i = 0; i < d->n_vocab; i++)
-        sum += exp((double)(l[i] - l[best]));
-    *p = (float)(1.0 / sum);
-    return best;
 }
 
 /* Slot i's next input: its token at n_decoded (catch-up), or its last guess. */
@@ -119,7 +104,7 @@ enum ox_status engine_draft_make(struct ox_engine *e, const int32_t *most) {
             if (!going[i] || d->last_row[i] < 0)
                 continue;
             float p;
-            ox_token t = top_token(d, d->last_row[i], &p);
+            ox_token t = ox_spec_top(ox_get_logits(d->ctx, d->last_row[i]), d->n_vocab, &p);
             if (p >= e->spec_p.draft_p_min)
                 s->draft[s->n_draft++] = t;
             if (p < e->spec_p.draft_p_min || s->n_draft == most[i] || ox_vocab_is_eog(v, t))

@@ -74,16 +74,17 @@ static enum ox_status feed(struct draft_model *d, const ox_token *t, size_t n) {
     return OX_OK;
 }
 
-/* The top token of the last logits and its probability. */
-static ox_token top_token(const struct draft_model *d, float *p) {
-    const float *l = ox_get_logits(d->ctx, d->last_batch - 1);
+ox_token ox_spec_top(const float *l, int32_t n_vocab, float *prob) {
+    if (!l || n_vocab < 1)
+        return -1;
     int32_t best = 0;
-    for (int32_t i = 1; i < d->n_vocab; i++)
+    for (int32_t i = 1; i < n_vocab; i++)
         best = l[i] > l[best] ? i : best;
     double sum = 0;
-    for (int32_t i = 0; i < d->n_vocab; i++)
+    for (int32_t i = 0; prob && i < n_vocab; i++)
         sum += exp((double)(l[i] - l[best]));
-    *p = (float)(1.0 / sum);
+    if (prob)
+        *prob = (float)(1.0 / sum);
     return best;
 }
 
@@ -98,7 +99,7 @@ enum ox_status draft_model_draft(struct draft_model *d, const ox_token *h, size_
     d->n_decoded = n_h;
     for (int i = 0; i < max; i++) {
         float p;
-        ox_token t = top_token(d, &p);
+        ox_token t = ox_spec_top(ox_get_logits(d->ctx, d->last_batch - 1), d->n_vocab, &p);
         if (p < p_min)
             break;
         out[(*n_out)++] = t;

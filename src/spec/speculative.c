@@ -43,6 +43,8 @@ static enum ox_status check_params(const struct ox_spec_params *p) {
 
 enum ox_status ox_spec_create(struct ox_context *target, int32_t seq_id,
                               const struct ox_spec_params *params, struct ox_spec **out) {
+    if (!out || !target || !params)
+        return ox_fail(OX_ERR_INVALID_ARG, "speculative: NULL argument");
     *out = NULL;
     const struct ox_model *model = ox_context_model(target);
     OX_TRY(check_params(params));
@@ -90,6 +92,8 @@ void ox_spec_free(struct ox_spec *s) {
 }
 
 enum ox_status ox_spec_begin(struct ox_spec *s, const ox_token *tokens, size_t n) {
+    if (!s || (!tokens && n))
+        return ox_fail(OX_ERR_INVALID_ARG, "speculative: NULL argument");
     s->history.n = 0, s->cap = s->p.draft_max;
     if (s->draft.ctx) {
         ox_kv_clear(s->draft.ctx);
@@ -130,6 +134,8 @@ static enum ox_status decode_draft(struct ox_spec *s, int32_t pos0, int k) {
 
 enum ox_status ox_spec_step(struct ox_spec *s, struct ox_sampler *smp, ox_token token,
                             ox_token *out, int32_t max_out, int32_t *n_out) {
+    if (!s || !smp || !out || !n_out)
+        return ox_fail(OX_ERR_INVALID_ARG, "speculative: NULL argument");
     *n_out = 0;
     if (max_out < 1)
         return ox_fail(OX_ERR_INVALID_ARG, "speculative: room for no token (max_out %d)", max_out);
@@ -182,5 +188,6 @@ enum ox_status ox_spec_step(struct ox_spec *s, struct ox_sampler *smp, ox_token 
 }
 
 void ox_spec_stats(const struct ox_spec *s, struct ox_spec_stats *stats) {
-    *stats = s->stats;
+    if (stats)
+        *stats = s ? s->stats : (struct ox_spec_stats){0};
 }

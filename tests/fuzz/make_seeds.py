@@ -226,6 +226,7 @@ def server_seeds(dest):
         (1, dict(chat, response_format={"type": "json_schema", "json_schema": {"schema": {
             "type": "object", "properties": {"x": {"type": "integer"}}}}})),
         (2, {"prompt": [1, "and", 2], "n_predict": 4, "grammar": "root ::= [a-z]+", "n_probs": 3}),
+        (2, {"prompt": "and the waters", "n_predict": 8, "speculative.n_max": 4, "n_keep": 2}),
         (3, {"content": "In the beginning", "add_special": True}),
         (4, {"tokens": [1, 2, 3]}),
         (5, chat),

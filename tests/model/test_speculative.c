@@ -309,7 +309,14 @@ static void check_refusals(void) {
     CHECK(ox_spec_create(c, 0, &p, &sp) == OX_OK && sp);
     ox_token out[4];
     int32_t n_out = 5;
-    CHECK(ox_spec_step(sp, NULL, 1, out, 0, &n_out) == OX_ERR_INVALID_ARG && n_out == 0);
+    struct ox_sampler *smp = sampler(true);
+    CHECK(ox_spec_step(sp, smp, 1, out, 0, &n_out) == OX_ERR_INVALID_ARG && n_out == 0);
+    CHECK(ox_spec_step(sp, NULL, 1, out, 4, &n_out) == OX_ERR_INVALID_ARG);
+    CHECK(ox_spec_begin(NULL, out, 1) == OX_ERR_INVALID_ARG &&
+          ox_spec_begin(sp, NULL, 3) == OX_ERR_INVALID_ARG);
+    CHECK(ox_spec_create(NULL, 0, &p, &sp) == OX_ERR_INVALID_ARG);
+    CHECK(ox_spec_top(NULL, 4, NULL) == -1 && ox_spec_lookup(NULL, 3, 1, 2, 4, out) == 0);
+    ox_sampler_free(smp);
     ox_spec_free(sp);
     ox_context_free(c);
     ox_model_free(m);
