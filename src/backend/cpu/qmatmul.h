@@ -90,14 +90,24 @@ int64_t qmatmul_chunk_count(double macs_per_group, int64_t groups, int nth);
  * none is left. */
 bool qmatmul_claim(atomic_int *next, int64_t groups, int64_t chunks, int64_t *g0, int64_t *g1);
 
-/* The load-time layout of q4_0 and q8_0 shared by the x86 and NEON levels (qpack16.c): per block of
- * 32, 16 f16 scales, then the rows' quants in chunks of 4 bytes, chunk-major. */
-enum { QPACK16_Q4_0_BLOCK = 32 + 16 * 16, QPACK16_Q8_0_BLOCK = 32 + 16 * 32 };
+/* The load-time layout of q4_0, q5_0 and q8_0 shared by the x86 and NEON levels (qpack16.c): per
+ * block of 32, 16 f16 scales, then the rows' quants in chunks of 4 bytes, chunk-major; q5_0
+ * then the fifth bits of each level chunk k (0..7) as 64 bits at QPACK16_Q5_0_BITS + 8 k, bit
+ * 4 r + j for element j of row r's chunk (the byte of the chunk's 16 rows x 4 levels). */
+enum {
+    QPACK16_Q4_0_BLOCK = 32 + 16 * 16,
+    QPACK16_Q5_0_BITS = QPACK16_Q4_0_BLOCK,
+    QPACK16_Q5_0_BLOCK = QPACK16_Q5_0_BITS + 8 * 8,
+    QPACK16_Q8_0_BLOCK = 32 + 16 * 32
+};
 size_t qpack16_group_bytes_q4_0(int64_t n);
+size_t qpack16_group_bytes_q5_0(int64_t n);
 size_t qpack16_group_bytes_q8_0(int64_t n);
 void qpack16_pack_q4_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
+void qpack16_pack_q5_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
 void qpack16_pack_q8_0(int64_t n, const uint8_t *w, size_t w_stride, void *dst);
 void qpack16_file_row_q4_0(int64_t n, const void *group, int lane, void *dst);
+void qpack16_file_row_q5_0(int64_t n, const void *group, int lane, void *dst);
 void qpack16_file_row_q8_0(int64_t n, const void *group, int lane, void *dst);
 
 /* The batch tiles' scratch layout of the k-quants (repack16 / unpack16 output, shared by the

@@ -159,6 +159,21 @@ static inline void factors_g4(const uint8_t *blk, int q, float32x4_t *d, float32
     *bias = vmulq_n_f32(*d, -8.0f);
 }
 
+/* q5_0's: q4_0's nibbles with the chunk's fifth bits, 16 for these 4 rows (bit i for byte i)
+ * spread to 0x10 per byte. */
+static inline int8x16_t chunk_g5(const uint8_t *blk, int k, int q) {
+    uint16_t bits;
+    memcpy(&bits, blk + QPACK16_Q5_0_BITS + 8 * k + 2 * q, 2);
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    uint8x16_t spread = vcombine_u8(vdup_n_u8((uint8_t)bits), vdup_n_u8((uint8_t)(bits >> 8)));
+    uint8x16_t fifth = vandq_u8(vtstq_u8(spread, vld1q_u8(bit)), vdupq_n_u8(0x10));
+    return vorrq_s8(chunk_g4(blk, k, q), vreinterpretq_s8_u8(fifth));
+}
+static inline void factors_g5(const uint8_t *blk, int q, float32x4_t *d, float32x4_t *bias) {
+    *d = f16x4(blk + 8 * q);
+    *bias = vmulq_n_f32(*d, -16.0f);
+}
+
 static inline int8x16_t chunk_g8(const uint8_t *blk, int k, int q) {
     return vld1q_s8((const int8_t *)blk + 32 + 64 * k + 16 * q);
 }
@@ -168,6 +183,7 @@ static inline void factors_g8(const uint8_t *blk, int q, float32x4_t *d, float32
 }
 
 static const struct layout g4_layout = {chunk_g4, factors_g4, QPACK16_Q4_0_BLOCK};
+static const struct layout g5_layout = {chunk_g5, factors_g5, QPACK16_Q5_0_BLOCK};
 static const struct layout g8_layout = {chunk_g8, factors_g8, QPACK16_Q8_0_BLOCK};
 
 /* The 8 chunks of a block for 4 rows against one token's 32 activations (x0: chunks 0..3,
@@ -305,8 +321,8 @@ B32_DEFINE_ROWS(q5_1, )
 B32_DEFINE_ROWS(q8_0, )
 B32_DEFINE_ROWS(iq4_nl, )
 
-/* q4_0 and q8_0 in the load-time layout: single tokens straight from it (chunk-major at every
- * level), batches through the scratch layout it unpacks to. */
+/* q4_0, q5_0 and q8_0 in the load-time layout: single tokens straight from it (chunk-major at
+ * every level), batches through the scratch layout it unpacks to. */
 #define DEFINE_GROUP(type, layout)                                                                 \
     static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
                               int nc, float *y, size_t y_stride) {                                 \
@@ -334,6 +350,7 @@ B32_DEFINE_ROWS(iq4_nl, )
     }
 
 DEFINE_GROUP(q4_0, g4_layout)
+DEFINE_GROUP(q5_0, g5_layout)
 DEFINE_GROUP(q8_0, g8_layout)
 
 /* The kernels of this level's table (qkernels.c); q4_1 and q5_1 meet activations as ggml's q8_1
@@ -341,7 +358,8 @@ DEFINE_GROUP(q8_0, g8_layout)
 DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q4_0, xq8_32_quantize_neon, tile16_scratch,
                       QPACK16_LAYOUT(q4_0))
 DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q4_1, xq8_1_quantize_neon, tile16_scratch, )
-DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_0, xq8_32_quantize_neon, tile16_scratch, )
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_0, xq8_32_quantize_neon, tile16_scratch,
+                      QPACK16_LAYOUT(q5_0))
 DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_1, xq8_1_quantize_neon, tile16_scratch, )
 DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q8_0, xq8_32_quantize_neon, tile16_scratch,
                       QPACK16_LAYOUT(q8_0))

@@ -216,6 +216,23 @@ static inline void factors_g4(const uint8_t *blk, int half, __m256 *d, __m256 *b
     *bias = _mm256_mul_ps(*d, _mm256_set1_ps(-8.0f));
 }
 
+/* q5_0's: q4_0's nibbles with the chunk's fifth bits, 32 for these 8 rows (bit i for byte i)
+ * spread to 0x10 per byte: each byte takes its bit's byte, keeps that bit, compares. */
+static inline __m256i chunk_g5(const uint8_t *blk, int k, int half) {
+    uint32_t bits;
+    memcpy(&bits, blk + QPACK16_Q5_0_BITS + 8 * k + 4 * half, 4);
+    const __m256i byte_of = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                             2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), byte_of), bit);
+    __m256i fifth = _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(chunk_g4(blk, k, half), fifth);
+}
+static inline void factors_g5(const uint8_t *blk, int half, __m256 *d, __m256 *bias) {
+    *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * half)));
+    *bias = _mm256_mul_ps(*d, _mm256_set1_ps(-16.0f));
+}
+
 static inline __m256i chunk_g8(const uint8_t *blk, int k, int half) {
     return signed_levels(_mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * half)));
 }
@@ -325,6 +342,7 @@ rows16(const struct layout *l, const struct wtype *t, int64_t n, const void *pac
 static const struct layout scratch_layout = {chunk_scratch, factors_scratch, corrections_scratch,
                                              PACK_BLOCK};
 static const struct layout g4_layout = {chunk_g4, factors_g4, NULL, QPACK16_Q4_0_BLOCK};
+static const struct layout g5_layout = {chunk_g5, factors_g5, NULL, QPACK16_Q5_0_BLOCK};
 static const struct layout g8_layout = {chunk_g8, factors_g8, NULL, QPACK16_Q8_0_BLOCK};
 
 /* Each type's struct wtype, its row tile and repack (qkernels_block32_drivers.h), and its tiles of
@@ -343,8 +361,8 @@ DEFINE_PACKED(q5_1, WTYPE_Q5)
 DEFINE_PACKED(q8_0, WTYPE_SIGNED)
 DEFINE_PACKED(iq4_nl, WTYPE_SIGNED)
 
-/* q4_0 and q8_0 in the load-time layout: single tokens straight from it, batches through the
- * scratch layout it unpacks to. */
+/* q4_0, q5_0 and q8_0 in the load-time layout: single tokens straight from it, batches through
+ * the scratch layout it unpacks to. */
 #define DEFINE_GROUP(type, layout)                                                                 \
     static void gemv16_##type(int64_t n, const void *group, const uint8_t *x, size_t x_stride,     \
                               int nc, float *y, size_t y_stride) {                                 \
@@ -368,6 +386,7 @@ DEFINE_PACKED(iq4_nl, WTYPE_SIGNED)
     }
 
 DEFINE_GROUP(q4_0, g4_layout)
+DEFINE_GROUP(q5_0, g5_layout)
 DEFINE_GROUP(q8_0, g8_layout)
 
 /* The kernels of this level's table (qkernels.c); q4_1 and q5_1 meet activations as ggml's q8_1
@@ -375,7 +394,8 @@ DEFINE_GROUP(q8_0, g8_layout)
 DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q4_0, xq8_32_quantize_avx2, tile16_q4_0,
                       QPACK16_LAYOUT(q4_0))
 DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q4_1, xq8_1_quantize_avx2, tile16_q4_1, )
-DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_0, xq8_32_quantize_avx2, tile16_q5_0, )
+DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_0, xq8_32_quantize_avx2, tile16_q5_0,
+                      QPACK16_LAYOUT(q5_0))
 DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q5_1, xq8_1_quantize_avx2, tile16_q5_1, )
 DEFINE_BLOCK32_KERNEL(QK_LEVEL, LEVEL_NAME, q8_0, xq8_32_quantize_avx2, tile16_q8_0,
                       QPACK16_LAYOUT(q8_0))

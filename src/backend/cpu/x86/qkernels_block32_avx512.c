@@ -171,10 +171,14 @@ static void tile16_32(int64_t n, const void *packed, int nr, const uint8_t *x, s
         tile16_impl(n, packed, nr, x, x_stride, nc, y, y_stride);
 }
 
-/* ---- the load-time layout of q4_0 and q8_0 (qpack16.c): a single token costs one VPDPBUSD
- * per chunk for 16 rows and one multiply-add per block. ---- */
+/* ---- the load-time layout of q4_0, q5_0 and q8_0 (qpack16.c): a single token costs one
+ * VPDPBUSD per chunk for 16 rows and one multiply-add per block. ---- */
 
-enum { G4_BLOCK = QPACK16_Q4_0_BLOCK, G8_BLOCK = QPACK16_Q8_0_BLOCK };
+enum {
+    G4_BLOCK = QPACK16_Q4_0_BLOCK,
+    G5_BLOCK = QPACK16_Q5_0_BLOCK,
+    G8_BLOCK = QPACK16_Q8_0_BLOCK
+};
 
 /* Block b of a group as 8 chunk vectors of unsigned bytes, the scales, and the offset. */
 static inline void chunks_q4_0(const uint8_t *blk, __m512i q[8], __m512 *d, float *offset) {
@@ -186,6 +190,18 @@ static inline void chunks_q4_0(const uint8_t *blk, __m512i q[8], __m512 *d, floa
     }
     *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
     *offset = -8.0f;
+}
+
+/* q4_0's nibbles with each chunk's fifth bits: its 64 bits are a byte mask of the chunk. */
+static inline void chunks_q5_0(const uint8_t *blk, __m512i q[8], __m512 *d, float *offset) {
+    chunks_q4_0(blk, q, d, offset);
+    for (int k = 0; k < 8; k++) {
+        uint64_t bits;
+        memcpy(&bits, blk + QPACK16_Q5_0_BITS + 8 * k, 8);
+        q[k] =
+            _mm512_or_si512(q[k], _mm512_maskz_mov_epi8((__mmask64)bits, _mm512_set1_epi8(0x10)));
+    }
+    *offset = -16.0f;
 }
 
 static inline void chunks_q8_0(const uint8_t *blk, __m512i q[8], __m512 *d, float *offset) {
@@ -255,14 +271,16 @@ unpack16_impl(void (*chunks)(const uint8_t *, __m512i *, __m512 *, float *), siz
     }
 
 DEFINE_GROUP_32(q4_0, G4_BLOCK)
+DEFINE_GROUP_32(q5_0, G5_BLOCK)
 DEFINE_GROUP_32(q8_0, G8_BLOCK)
 
 /* The kernels of the AVX-512 table (qkernels.c); q4_1 and q5_1 meet activations as ggml's q8_1
- * (their min term reads its f16 sum), q4_0 and q8_0 also have the load-time layout. */
+ * (their min term reads its f16 sum), q4_0, q5_0 and q8_0 also have the load-time layout. */
 DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q4_0, xq8_32_quantize_avx512, tile16_32,
                       QPACK16_LAYOUT(q4_0))
 DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q4_1, xq8_1_quantize_avx512, tile16_32, )
-DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q5_0, xq8_32_quantize_avx512, tile16_32, )
+DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q5_0, xq8_32_quantize_avx512, tile16_32,
+                      QPACK16_LAYOUT(q5_0))
 DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q5_1, xq8_1_quantize_avx512, tile16_32, )
 DEFINE_BLOCK32_KERNEL(avx512, "avx512-vnni", q8_0, xq8_32_quantize_avx512, tile16_32,
                       QPACK16_LAYOUT(q8_0))
