@@ -323,11 +323,11 @@ def test_speculative(model):
     for args, spec in texts.items():
         check(plain[0] == spec[0] and all(isinstance(t, str) and t for t in plain[0]),
               "%s one at a time: %r vs %r" % (args, spec[0], plain[0]))
-    # side by side, a slot's rows are computed with the others' (on the CPU the batch kernels of
-    # a type without a load-time layout, this model's q5_0, round their own way), so a near tie
-    # may part them from the texts alone; test_engine checks side by side exactly
-        check(all(isinstance(t, str) and t for t in plain[1] + spec[1]),
-              "%s side by side: %r vs %r" % (args, spec[1], plain[1]))
+    # side by side, a slot's rows are computed with the others': on the CPU every matrix of this
+    # model has a load-time layout, whose batch tiles sum as one token does, so the greedy texts
+    # are the ones alone (the sampled one draws from the same logits too)
+    for args, spec in texts.items():
+        check(spec[1] == plain[1] == plain[0], "%s side by side: %r vs %r" % (args, spec[1], plain[1]))
     for bad in (["--spec", "tree"], ["--draft-max", "0"], ["--draft-p-min", "2"]):
         r = subprocess.run([OXIDIZE, "serve", "-m", model, "--port", "0"] + bad,
                            capture_output=True, text=True, timeout=60)
