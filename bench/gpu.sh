@@ -67,11 +67,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
   | tee "$LOG/gpu.txt"
 
 if [ "$MODE" != bench ]; then
-  (cd build-cuda && ctest -V -R "${TESTS:-cuda|reference|decode|arch|encoder|lora}") \
+  (cd build-cuda && ctest -V -R "${TESTS:-cuda|reference|decode|arch|encoder|lora|speculative}") \
     >"$LOG/tests.log" 2>&1 && echo "tests: passed" || echo "tests: FAILED"
   grep -E "checks|tests passed|Failed|FAIL|relative|prompt KL|weight types" "$LOG/tests.log" | tail -70
   # partial offload: the model tests again with only the last layer (and the output) on the GPU
-  (cd build-cuda && OX_TEST_GPU_LAYERS=1 ctest -V -R "${SPLIT_TESTS:-reference|decode|arch|encoder|lora}") \
+  (cd build-cuda && OX_TEST_GPU_LAYERS=1 ctest -V -R "${SPLIT_TESTS:-reference|decode|arch|encoder|lora|speculative}") \
     >"$LOG/tests-split.log" 2>&1 && echo "split tests: passed" || echo "split tests: FAILED"
   grep -E "checks|tests passed|Failed|FAIL|prompt KL" "$LOG/tests-split.log" | tail -40
 fi

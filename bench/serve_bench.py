@@ -6,7 +6,11 @@ generated tokens/s, time to first token and inter-token latency (p50, p99). The 
 turns, round by round, so both see the machine in the same state.
 
 usage: serve_bench.py MODEL --oxidize PATH [--llama-server PATH] [--clients 1,8,32,128]
-                      [--tokens 128] [--rounds 2] [-t THREADS] [-ngl N]
+                      [--tokens 128] [--rounds 2] [-t THREADS] [-ngl N] [--temperature T]
+                      [--oxidize-spec "ARGS"]
+
+--oxidize-spec "--spec ngram --draft-max 8" (or "-md DRAFT.gguf"): a second oxidize server with
+those options beside the plain one, its ratio against it (speculative decoding under load).
 """
 import argparse
 import http.client
@@ -48,12 +52,15 @@ def start(name, argv, port, log):
     return p
 
 
+TEMPERATURE = 0.8
+
+
 def one_stream(port, i, tokens, out):
     """Stream one completion; out[i] = (seconds to the first token, each later token's gap in
     seconds, tokens generated)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     body = {"prompt": "Request %d: And it came to pass" % i, "max_tokens": tokens,
-            "temperature": 0.8, "seed": i, "stream": True,
+            "temperature": TEMPERATURE, "seed": i, "stream": True,
             "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
     conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
@@ -106,7 +113,12 @@ def main():
     ap.add_argument("-ngl", "--n-gpu-layers", type=int, help="layers on the GPU (default: "
                     "each engine's own)")
     ap.add_argument("--log", default=os.devnull, help="the servers' output")
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--oxidize-spec", help="options of a second oxidize server (speculative "
+                    "decoding), measured against the plain one")
     a = ap.parse_args()
+    global TEMPERATURE
+    TEMPERATURE = a.temperature
     counts = [int(c) for c in a.clients.split(",")]
     slots, ctx = max(counts), max(counts) * (a.tokens + 64)
     log = open(a.log, "a")
@@ -117,6 +129,12 @@ def main():
         engines.append(("oxidize", port, start("oxidize", [
             a.oxidize, "serve", "-m", a.model, "--port", str(port), "-np", str(slots),
             "-c", str(ctx), "-t", str(a.threads), "--queue-size", str(slots)] + ngl, port, log)))
+        if a.oxidize_spec:
+            port = free_port()
+            engines.append(("oxidize spec", port, start("oxidize", [
+                a.oxidize, "serve", "-m", a.model, "--port", str(port), "-np", str(slots),
+                "-c", str(ctx), "-t", str(a.threads), "--queue-size", str(slots)] + ngl +
+                a.oxidize_spec.split(), port, log)))
         if a.llama_server:
             port = free_port()
             engines.append(("llama.cpp", port, start("llama-server", [
@@ -125,22 +143,24 @@ def main():
                 port, log)))
         for _, port, _ in engines:
             load(port, 1, 8)  # warm-up
-        print("model %s, %d threads, %d tokens per request, %d rounds" % (
-            os.path.basename(a.model), a.threads, a.tokens, a.rounds))
+        print("model %s, %d threads, %d tokens per request, temperature %g, %d rounds%s" % (
+            os.path.basename(a.model), a.threads, a.tokens, a.temperature, a.rounds,
+            ", spec: " + a.oxidize_spec if a.oxidize_spec else ""))
+        ref = "llama.cpp" if a.llama_server else "oxidize"
         head = "| streams | engine | generated t/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | " \
                "ITL p99 ms |"
-        print(head + (" x llama.cpp |" if len(engines) > 1 else ""))
+        print(head + (" x %s |" % ref if len(engines) > 1 else ""))
         print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |" +
               (" ---: |" if len(engines) > 1 else ""))
         for n in counts:
             res = {name: ([], [], []) for name, _, _ in engines}
-            for r in range(a.rounds):  # turns: A B, then B A
+            for r in range(a.rounds):  # turns: A B C, then C B A
                 for name, port, _ in (engines if r % 2 == 0 else engines[::-1]):
                     rate, ttft, gaps = load(port, n, a.tokens)
                     res[name][0].append(rate)
                     res[name][1].extend(ttft)
                     res[name][2].extend(gaps)
-            base = statistics.mean(res["llama.cpp"][0]) if "llama.cpp" in res else None
+            base = statistics.mean(res[ref][0]) if len(engines) > 1 else None
             for name, _, _ in engines:
                 rates, ttft, gaps = res[name]
                 rate = statistics.mean(rates)

@@ -57,6 +57,8 @@ static void usage(FILE *f) {
             "  --draft-max N, --draft-min N, --spec-ngram-min N, --spec-ngram-max N\n"
             "                           drafts of at most / at least N tokens (default 16 / 0),\n"
             "                           the suffix lengths looked up (default 1..3)\n"
+            "  --spec-max-slots N       draft only while at most N slots generate (default 4:\n"
+            "                           a full step gains nothing from drafts)\n"
             "Endpoints: OpenAI's POST /v1/completions, /v1/chat/completions, /v1/embeddings\n"
             "(with --embeddings), GET /v1/models; llama.cpp's POST /completion, /tokenize,\n"
             "/detokenize, /apply-template, /v1/rerank (with --reranking; Jina's, Cohere's and\n"
@@ -210,10 +212,12 @@ static bool set_option(struct server_opts *o, struct serve_files *f, const char 
         const char *name;
         int lo, hi;
         size_t offset;
-    } spec_ints[] = {{"--draft-max", 1, 256, offsetof(struct ox_spec_params, draft_max)},
-                     {"--draft-min", 0, 256, offsetof(struct ox_spec_params, draft_min)},
-                     {"--spec-ngram-min", 1, 64, offsetof(struct ox_spec_params, ngram_min)},
-                     {"--spec-ngram-max", 1, 64, offsetof(struct ox_spec_params, ngram_max)}};
+    } spec_ints[] = {
+        {"--draft-max", 1, 256, offsetof(struct ox_spec_params, draft_max)},
+        {"--draft-min", 0, 256, offsetof(struct ox_spec_params, draft_min)},
+        {"--spec-ngram-min", 1, 64, offsetof(struct ox_spec_params, ngram_min)},
+        {"--spec-ngram-max", 1, 64, offsetof(struct ox_spec_params, ngram_max)},
+        {"--spec-max-slots", 0, OX_SEQ_MAX, offsetof(struct ox_spec_params, max_slots)}};
     for (size_t k = 0; k < sizeof spec_ints / sizeof spec_ints[0]; k++)
         if (!strcmp(a, spec_ints[k].name))
             return int_arg(a, v, spec_ints[k].lo, spec_ints[k].hi,

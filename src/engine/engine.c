@@ -103,9 +103,10 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
                        "engine: %d slots need 1 to %d slots, a batch of at least one token per "
                        "slot (n_batch %u) and two cells per slot (n_ctx %u)",
                        p.n_parallel, OX_SEQ_MAX, p.n_batch, p.n_ctx);
-    if (p.spec && (p.spec->draft_max < 1 || p.spec->draft_max > 256 || p.spec->draft_min < 0 ||
-                   p.spec->draft_min > p.spec->draft_max || p.spec->ngram_min < 1 ||
-                   p.spec->ngram_max < p.spec->ngram_min || p.spec->ngram_max > 64))
+    if (p.spec &&
+        (p.spec->draft_max < 1 || p.spec->draft_max > 256 || p.spec->draft_min < 0 ||
+         p.spec->draft_min > p.spec->draft_max || p.spec->ngram_min < 1 ||
+         p.spec->ngram_max < p.spec->ngram_min || p.spec->ngram_max > 64 || p.spec->max_slots < 0))
         return ox_fail(OX_ERR_INVALID_ARG,
                        "engine: speculative decoding takes draft_max 1..256, draft_min 0.."
                        "draft_max, ngram 1..64");
@@ -309,11 +310,20 @@ static void admit(struct ox_engine *e, struct job **dropped) {
         e->tail = j;
 }
 
+/* Slots with a token to decode and nothing else: the ones that would draft. */
+static int32_t generating_slots(const struct ox_engine *e) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < e->n_slots; i++)
+        n += e->slots[i].job && e->slots[i].n_tokens - e->slots[i].n_past == 1;
+    return n;
+}
+
 /* How long slot s's draft may be this step: as its request, its last drafts and its cells allow
  * (no context shift may fall inside a checked draft); 0 for a slot not generating. */
 static int32_t draft_most(const struct ox_engine *e, const struct slot *s) {
     const struct ox_request *r = s->job ? &s->job->req : NULL;
-    if (!e->spec || !r || s->n_tokens - s->n_past != 1 || r->draft_max < 0 || r->max_tokens == 0)
+    if (!e->draft_now || !r || s->n_tokens - s->n_past != 1 || r->draft_max < 0 ||
+        r->max_tokens == 0)
         return 0;
     int32_t max = r->draft_max > 0 && r->draft_max < s->draft_cap ? r->draft_max : s->draft_cap;
     if (r->max_tokens > 0 && r->max_tokens - s->n_generated - 1 < max)
@@ -586,6 +596,7 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
             finish(e, &e->slots[i], OX_FINISH_CANCELLED);
     int32_t added[OX_SEQ_MAX] = {0}, start[OX_SEQ_MAX] = {0}, most[OX_SEQ_MAX] = {0};
     bool drafting = false;
+    e->draft_now = e->spec && generating_slots(e) <= e->spec_p.max_slots;
     for (int32_t i = 0; e->draft.ctx && i < e->n_slots; i++)
         drafting |= (most[i] = draft_most(e, &e->slots[i])) > 0;
     if (drafting && engine_draft_make(e, most) != OX_OK) /* the step goes on without drafts */

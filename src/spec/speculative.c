@@ -8,8 +8,12 @@
 #include "spec/spec_int.h"
 
 struct ox_spec_params ox_spec_params_default(void) {
-    return (struct ox_spec_params){
-        .draft_max = 16, .draft_min = 0, .draft_p_min = 0.75f, .ngram_min = 1, .ngram_max = 3};
+    return (struct ox_spec_params){.draft_max = 16,
+                                   .draft_min = 0,
+                                   .draft_p_min = 0.75f,
+                                   .ngram_min = 1,
+                                   .ngram_max = 3,
+                                   .max_slots = 4};
 }
 
 enum ox_status token_list_push(struct token_list *l, const ox_token *t, size_t n) {
