@@ -419,6 +419,10 @@ OX_API void ox_context_free(struct ox_context *ctx);
 OX_API uint32_t ox_context_n_ctx(const struct ox_context *ctx);
 /* The most tokens one ox_decode takes, and the model the context runs. */
 OX_API uint32_t ox_context_n_batch(const struct ox_context *ctx);
+/* The most tokens a batch may have and still run as a recorded step on the context's device
+ * (a CUDA graph, replayed for every batch of that size); 0 where steps are not recorded (the
+ * CPU). Speculative decoding keeps its checks within it. */
+OX_API uint32_t ox_context_recorded_tokens(const struct ox_context *ctx);
 OX_API const struct ox_model *ox_context_model(const struct ox_context *ctx);
 /* Memory the context holds where the model runs (the GPU's for a CUDA model, also for one split
  * between CPU and GPU, else the host's): the KV cache, and everything else (activations,

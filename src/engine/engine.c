@@ -132,6 +132,11 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
     e->b_logits = malloc(p.n_batch * sizeof *e->b_logits);
     e->slot_view = calloc((size_t)e->n_slots, sizeof *e->slot_view);
     e->ready = calloc((size_t)e->n_slots, sizeof *e->ready);
+    if (st == OX_OK) /* drafts within a step the device records, where it records steps */
+        e->draft_rows = ox_context_recorded_tokens(e->ctx) > 1
+                            ? (int32_t)ox_context_recorded_tokens(e->ctx)
+                            : e->n_ubatch;
+    e->draft_rows = e->draft_rows < e->n_ubatch ? e->draft_rows : e->n_ubatch;
     if (st == OX_OK)
         st = engine_draft_init(e, &p);
     if (st == OX_OK && e->n_slots > 1) /* the host's cores, idle while a step samples */
@@ -370,7 +375,7 @@ static int32_t fill_batch(struct ox_engine *e, int32_t *added, int32_t *start) {
                 if (e->b_logits[n])
                     s->row = n;
             }
-            s->n_draft = pass == 0 ? draft_for(e, s, e->n_ubatch - n - --generating) : 0;
+            s->n_draft = pass == 0 ? draft_for(e, s, e->draft_rows - n - --generating) : 0;
             for (int32_t d = 0; d < s->n_draft; d++, n++) {
                 e->b_tok[n] = s->draft[d], e->b_pos[n] = s->n_past + 1 + d;
                 e->b_seq[n] = i, e->b_logits[n] = true;

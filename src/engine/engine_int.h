@@ -77,6 +77,7 @@ struct ox_engine {
     bool spec;                    /* prompt lookup drafts in each slot: */
     struct ox_spec_params spec_p; /* with these */
     bool draft_now;               /* this step drafts: few enough slots generate */
+    int32_t draft_rows;           /* a step with drafts holds at most this many rows */
     bool drafted;                 /* this step's batch holds a draft */
     struct engine_draft draft;    /* a draft model's context, when spec_p names one */
     struct lora_set lora_default; /* what requests without a set of their own take, */

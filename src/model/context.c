@@ -417,7 +417,7 @@ static void free_stage(struct stage *s) {
                   a->ple_tmp, a->mla,        a->mla_in,   a->mla_out, a->type_row};
     free_distinct(b, bs, sizeof bs / sizeof bs[0]);
     if (b->ops->device) {
-        void *mirrors[] = {a->b_pos,  a->b_seq,  a->b_cell, s->kv_pos,
+        void *mirrors[] = {a->b_pos,  a->b_seq,   a->b_cell, s->kv_pos,
                            s->kv_seq, s->kv_used, s->kv_span};
         free_distinct(b, mirrors, sizeof mirrors / sizeof mirrors[0]);
         ox_aligned_free(a->router_host);
@@ -461,6 +461,12 @@ void ox_context_set_one_token_order(struct ox_context *ctx, bool on) {
 
 uint32_t ox_context_n_batch(const struct ox_context *ctx) {
     return ctx->params.n_batch;
+}
+
+uint32_t ox_context_recorded_tokens(const struct ox_context *ctx) {
+    const struct backend *b = &ctx->stages[ctx->n_stages - 1].be;
+    return b->ops->graph_begin && b->ops->graph_max_tokens > 0 ? (uint32_t)b->ops->graph_max_tokens
+                                                               : 0;
 }
 
 const struct ox_model *ox_context_model(const struct ox_context *ctx) {
