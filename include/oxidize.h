@@ -682,63 +682,51 @@ OX_API enum ox_status ox_sampler_state_load(struct ox_sampler *s, const uint8_t 
 
 /* ---- Speculative decoding ---------------------------------------------------------------- */
 
-/* A drafter guesses the tokens that follow a sequence, the target context checks the guess in
- * one batch, and each position is sampled from the target's own logits by the caller's sampler
- * while the samples agree with the draft: the output is plain decoding's (the same tokens for
- * greedy and for a seeded sampler, on the CPU bit for bit: ox_context_set_one_token_order), in
- * fewer, wider steps. The drafter is a small model with the target's vocabulary, or prompt
- * lookup: the tokens that followed the sequence's last n tokens where they last appeared in
- * it (no model at all; made for text that repeats its input: code edits, quotes, summaries). */
+/* A drafter guesses the tokens that follow a sequence; the target checks the guess in one
+ * batch and the caller's sampler samples each position from the target's logits while it
+ * agrees: plain decoding's output (greedy or seeded; bit for bit on the CPU) in fewer steps.
+ * The drafter is a small model of the target's vocabulary, or prompt lookup: what followed the
+ * sequence's last n tokens where they last appeared in it (for text that repeats its input). */
 struct ox_spec_params {
     struct ox_model *draft_model; /* NULL: prompt lookup; the caller loads and frees it */
     int32_t draft_max;            /* most tokens drafted a step (16) */
-    int32_t draft_min;            /* a shorter draft is not checked: one token a step (0) */
-    float draft_p_min;   /* a draft model stops at a token it gives less than this (0.75) */
-    int32_t ngram_min;   /* prompt lookup: the shortest suffix looked up (1) */
-    int32_t ngram_max;   /* and the longest, tried first (3) */
-    int32_t n_threads;   /* the draft model's context (<= 0: ox_default_threads()) */
-    int32_t max_slots;   /* an engine drafts only while at most this many slots generate (4):
-                          * under load a step is full anyway, and the wider checks of drafts
-                          * cost more than they save (H100, 8B, 32 streams: 0.21x) */
+    int32_t draft_min;            /* a shorter draft is not checked (0) */
+    float draft_p_min;            /* a draft model stops below this probability (0.75) */
+    int32_t ngram_min, ngram_max; /* prompt lookup: suffix lengths, longest first (1, 3) */
+    int32_t n_threads;            /* the draft model's context (<= 0: ox_default_threads()) */
+    int32_t max_slots; /* an engine drafts only while at most this many slots generate (4) */
 };
 OX_API struct ox_spec_params ox_spec_params_default(void);
 
 struct ox_spec;
-/* A drafter for sequence seq_id of target. A draft model must share the target's vocabulary
- * (the same tokens and specials); a model with recurrent layers cannot be a target (its state
- * cannot drop a rejected draft): OX_ERR_UNSUPPORTED. */
+/* A drafter for sequence seq_id of target; a target with recurrent layers (whose state cannot
+ * drop a rejected draft) is OX_ERR_UNSUPPORTED. */
 OX_API enum ox_status ox_spec_create(struct ox_context *target, int32_t seq_id,
                                      const struct ox_spec_params *params, struct ox_spec **out);
 OX_API void ox_spec_free(struct ox_spec *spec);
-/* OX_OK when draft can draft for target: the same tokens and specials, sizes within 128 (as
- * llama.cpp's check); else OX_ERR_INVALID_ARG naming the first difference. */
+/* OX_OK when draft shares target's tokens and specials (sizes within 128, as llama.cpp's
+ * check); else OX_ERR_INVALID_ARG naming the first difference. */
 OX_API enum ox_status ox_spec_draft_fits(const struct ox_model *target,
                                          const struct ox_model *draft);
-/* The sequence's tokens so far, as the target holds them (the prompt, decoded): lookup searches
- * them and a draft model decodes them into its own context. Starts the sequence afresh. */
+/* Starts the sequence afresh with the tokens the target holds for it (the decoded prompt). */
 OX_API enum ox_status ox_spec_begin(struct ox_spec *spec, const ox_token *tokens, size_t n);
-/* One step. token: the last one sampled (and accepted by smp), not yet decoded. It is decoded
- * with a draft after it in one batch of the target; then each position's logits go through
- * ox_sampler_sample and ox_sampler_accept (end-of-generation tokens are not accepted) while the
- * sampled token is the draft's. out[0 .. *n_out) gets the sampled tokens (at least one; the
- * last one is the next step's token), at most max_out, none past an end-of-generation token.
- * OX_ERR_CONTEXT_FULL when the target has no cell left for token (nothing changed: shift the
- * context, ox_kv_seq_shift, and call again). */
+/* One step. token: the last one sampled (and accepted by smp), not yet decoded; it and a draft
+ * are decoded in one batch, then each position goes through ox_sampler_sample and
+ * ox_sampler_accept (not for end-of-generation tokens) while the sample is the draft's token.
+ * out[0 .. *n_out) gets the samples (at least one, at most max_out, none past an end of
+ * generation; the last is the next step's token). OX_ERR_CONTEXT_FULL when no cell is left for
+ * token (nothing changed: ox_kv_seq_shift and call again). */
 OX_API enum ox_status ox_spec_step(struct ox_spec *spec, struct ox_sampler *smp, ox_token token,
                                    ox_token *out, int32_t max_out, int32_t *n_out);
-/* Prompt lookup by itself: the tokens that followed the latest earlier occurrence of the last n
- * tokens of tokens[0, n_tokens) (n from ngram_max down to ngram_min, the first found wins),
- * repeating past the end as text with that period would; at most max into out. Returns how
- * many (0: no match). */
+/* Prompt lookup by itself: at most max tokens that followed the latest earlier occurrence of
+ * the last n of tokens (n from ngram_max down to ngram_min), repeating past the end as text of
+ * that period would, into out. Returns how many (0: no match). */
 OX_API int32_t ox_spec_lookup(const ox_token *tokens, size_t n_tokens, int32_t ngram_min,
                               int32_t ngram_max, int32_t max, ox_token *out);
-/* A draft model's pick: the most likely of n_vocab logits (the first of a tie) and its softmax
- * probability (prob may be NULL). */
+/* A draft model's pick: the first most likely of n_vocab logits, and its probability. */
 OX_API ox_token ox_spec_top(const float *logits, int32_t n_vocab, float *prob);
 struct ox_spec_stats {
-    uint64_t steps;    /* target batches */
-    uint64_t drafted;  /* draft tokens checked */
-    uint64_t accepted; /* of which the target agreed */
+    uint64_t steps, drafted, accepted; /* target batches, draft tokens checked, taken */
 };
 OX_API void ox_spec_stats(const struct ox_spec *spec, struct ox_spec_stats *stats);
 

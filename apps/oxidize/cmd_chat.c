@@ -302,6 +302,20 @@ static enum ox_status repl(struct chat_session *s) {
     return OX_OK;
 }
 
+/* The greeting, Ctrl-C for stopping an answer, then the conversation. */
+static enum ox_status talk(struct chat_session *s) {
+    char desc[128];
+    ox_model_desc(s->model, desc, sizeof desc);
+    fprintf(stderr,
+            "oxidize chat: %s, context %u tokens. /help for commands, Ctrl-C stops "
+            "an answer, Ctrl-D exits.\n",
+            desc, ox_context_n_ctx(s->ctx));
+    struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: reads return EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    return repl(s);
+}
+
 int cmd_chat(int argc, char **argv) {
     struct chat_opts o;
     int rc = parse_args(argc, argv, &o);
@@ -347,18 +361,8 @@ int cmd_chat(int argc, char **argv) {
         if (o.system)
             st = chat_session_add(&s, "system", o.system);
     }
-    if (st == OX_OK) {
-        char desc[128];
-        ox_model_desc(model, desc, sizeof desc);
-        fprintf(stderr,
-                "oxidize chat: %s, context %u tokens. /help for commands, Ctrl-C stops "
-                "an answer, Ctrl-D exits.\n",
-                desc, ox_context_n_ctx(ctx));
-        struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: reads return EINTR */
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        st = repl(&s);
-    }
+    if (st == OX_OK)
+        st = talk(&s);
     if (st != OX_OK && !said)
         fprintf(stderr, "oxidize chat: %s\n", ox_last_error());
     chat_session_free(&s);

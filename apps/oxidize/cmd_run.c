@@ -204,21 +204,30 @@ static bool context_shift(struct session *s, const struct run_opts *o) {
     return ox_kv_seq_shift(s->ctx, 0, keep) > 0;
 }
 
-/* Prompt in batches (after what the prompt cache holds), then one token at a time until EOS or
- * the budget; text streamed. */
-static enum ox_status generate(struct session *s, struct run_opts *o) {
+/* The prompt, then a token (or a checked draft) at a time until EOS or the budget; text
+ * streamed. */
+/* The prompt in batches after what the prompt cache holds (*reused tokens), its state saved
+ * back to the cache; *last: the batch row of its last token. */
+static enum ox_status read_prompt(struct session *s, const struct run_opts *o, size_t *reused,
+                                  size_t *last) {
     uint32_t n_batch = ox_context_n_ctx(s->ctx) < 512 ? ox_context_n_ctx(s->ctx) : 512;
-    double t0 = cmd_now_s();
-    size_t reused = prompt_cache_load(s, o), last = 0;
-    for (size_t i = reused; i < s->n_prompt; i += n_batch) {
+    *reused = prompt_cache_load(s, o), *last = 0;
+    for (size_t i = *reused; i < s->n_prompt; i += n_batch) {
         size_t n = s->n_prompt - i < n_batch ? s->n_prompt - i : n_batch;
         struct ox_batch b = {.n_tokens = (int32_t)n, .token = s->prompt + i};
         CMD_TRY(ox_decode(s->ctx, &b));
-        last = n - 1;
+        *last = n - 1;
     }
     if (o->prompt_cache && !o->prompt_cache_ro &&
         ox_state_seq_save_file(s->ctx, 0, o->prompt_cache, s->prompt, s->n_prompt) != OX_OK)
         fprintf(stderr, "oxidize run: prompt cache not saved: %s\n", ox_last_error());
+    return OX_OK;
+}
+
+static enum ox_status generate(struct session *s, struct run_opts *o) {
+    double t0 = cmd_now_s();
+    size_t reused, last;
+    CMD_TRY(read_prompt(s, o, &reused, &last));
     CMD_TRY(spec_opts_start(&o->spec, s->ctx, s->prompt, s->n_prompt, &s->spec));
     double t1 = cmd_now_s();
     const struct ox_vocab *v = ox_model_vocab(s->model);

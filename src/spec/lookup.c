@@ -2,7 +2,7 @@
  * what followed them there proposed as what follows now. */
 #include <string.h>
 
-#include "spec/spec_int.h"
+#include "oxidize.h"
 
 int32_t ox_spec_lookup(const ox_token *h, size_t n_h, int32_t ngram_min, int32_t ngram_max,
                        int32_t max, ox_token *out) {

@@ -65,8 +65,12 @@ enum ox_status ox_spec_create(struct ox_context *target, int32_t seq_id,
         s->pos = malloc((size_t)cap * sizeof *s->pos);
         s->seqs = malloc((size_t)cap * sizeof *s->seqs);
         s->want = malloc((size_t)cap * sizeof *s->want);
+        /* a whole context of history up front: steps then allocate nothing (until a context
+         * shift lets the history outgrow it) */
+        s->history.cap = (size_t)ox_context_n_ctx(target) + (size_t)cap;
+        s->history.t = malloc(s->history.cap * sizeof *s->history.t);
     }
-    if (!s || !s->batch || !s->pos || !s->seqs || !s->want) {
+    if (!s || !s->batch || !s->pos || !s->seqs || !s->want || !s->history.t) {
         ox_spec_free(s);
         return ox_fail(OX_ERR_OOM, "speculative: out of memory");
     }
