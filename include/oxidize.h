@@ -430,9 +430,9 @@ OX_API const struct ox_model *ox_context_model(const struct ox_context *ctx);
 OX_API void ox_context_memory(const struct ox_context *ctx, uint64_t *kv_bytes,
                               uint64_t *buffer_bytes);
 /* on: a batch gives each token's logits bit for bit as decoding that token alone would (on
- * the CPU: its one-token kernels for every batch size, slower for prompts), so that checking a
- * speculative draft in one batch keeps plain decoding's output. The CUDA backend's batches
- * round their own way whatever this says. Off by default. */
+ * the CPU: its one-token kernels for every batch size, slower for prompts; on a GPU: batches
+ * up to ox_context_recorded_tokens), so that checking a speculative draft in one batch keeps
+ * plain decoding's output. Off by default. */
 OX_API void ox_context_set_one_token_order(struct ox_context *ctx, bool on);
 
 /* A batch of tokens: token i is at position pos[i] of sequence seq_id[i]; logits[i] asks for

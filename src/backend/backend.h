@@ -48,8 +48,8 @@ struct backend {
     const struct mat_lora *const *lora;
     /* batches of several tokens computed so that each token's rows come out bit for bit as a
      * step of that token alone would give them (speculative decoding's check of a draft): the
-     * CPU then keeps its one-token kernels' order of sums for every batch size; the CUDA
-     * backend does not honor it (its batch kernels round their own way) */
+     * CPU then keeps its one-token kernels' order of sums for every batch size, the CUDA
+     * backend for the steps it records (graph_max_tokens: cuda_one_token) */
     bool one_token_order;
 };
 

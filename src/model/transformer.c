@@ -213,9 +213,10 @@ static enum ox_status forward(struct ox_context *ctx, const struct batch_view *b
     if (ctx->n_stages > 1)
         run_host_stages(ctx, batch);
     upload_batch(ctx, last, batch);
-    /* a recording is exact for one batch size and set of LoRA adapters; the cells in use it
-     * reads from kv_used */
-    if (graph && compose_graph_begin(b, (uint64_t)n | (uint64_t)ctx->lora_gen << 32))
+    /* a recording is exact for one batch size, order of sums and set of LoRA adapters; the
+     * cells in use it reads from kv_used */
+    uint64_t key = (uint64_t)n | (uint64_t)b->one_token_order << 16 | (uint64_t)ctx->lora_gen << 32;
+    if (graph && compose_graph_begin(b, key))
         return output_rows(ctx, last, 0, n);
     if (ctx->n_stages == 1)
         embed(ctx, last, n);

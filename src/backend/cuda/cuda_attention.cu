@@ -27,6 +27,7 @@ struct attn_k {
     int splits;              /* blocks per (token, head), each over its share of the cells; */
     float *part;             /* with more than 1, their running max, sum and outputs, */
     int *count;              /* and per (token, head) how many are done (cuda_state's attn_) */
+    bool one_token; /* each query's cells end as a step of it alone found them (cuda_one_token) */
 };
 
 /* A split of the cells takes at least this many tiles, and a (token, head) at most this many
@@ -143,6 +144,8 @@ template <int KT> __global__ static void __launch_bounds__(TILE, 4) attention_ke
         c_begin = a.seq_span[2 * qs] / TILE * TILE;
         n_cells = min(n_cells, a.seq_span[2 * qs + 1]);
     }
+    if (a.one_token)
+        n_cells = cuda_one_token_end(a.cell_pos, a.cell_seq, n_cells, qp, qs);
     /* this block's share of the tiles, from the cells in use now (so a recorded step's splits
      * follow the cache as it grows); splits past the last share have nothing to do */
     const int tiles = n_cells > c_begin ? (n_cells - c_begin + TILE - 1) / TILE : 0;
@@ -409,7 +412,8 @@ static int attention_splits(const cuda_state *cs, int qh) {
 
 cudaError_t cuda_attention_alloc(cuda_state *s, size_t *bytes) {
     s->attn_blocks = 16 * s->n_sm; /* room for one query of 32 heads in 64 splits */
-    const size_t part = (size_t)s->attn_blocks * PART_STRIDE * sizeof(float);
+    s->attn_floats = (size_t)s->attn_blocks * PART_STRIDE * 2;
+    const size_t part = s->attn_floats * sizeof(float);
     const size_t count = (size_t)s->attn_blocks * sizeof(int);
     cudaError_t e = cudaMalloc(&s->attn_part, part);
     if (e == cudaSuccess)
@@ -443,8 +447,13 @@ template <int KT> static void launch(struct backend *b, const struct attn_args *
         static const int grouped = cuda_env_int("OX_CUDA_ATTN_KERNEL", 1, 0, 1);
         if (grouped && cuda_decode_attention(b, a, k.xq))
             return;
+        /* in one-token order each query keeps the splits of a step of it alone, room allowing */
         const int qh = a->n * a->n_head;
-        k.splits = attention_splits(cs, qh);
+        k.one_token = cuda_one_token(b, a->n) && a->ahead == 0;
+        k.splits = attention_splits(cs, k.one_token ? a->n_head : qh);
+        if (k.one_token &&
+            (qh > cs->attn_blocks || (size_t)qh * k.splits * PART_STRIDE > cs->attn_floats))
+            k.one_token = false, k.splits = attention_splits(cs, qh);
         k.part = cs->attn_part, k.count = cs->attn_count;
         cuda_note(b,
                   cuda_launch_early(cuda_of(b)->pdl, attention_kernel<KT>,
@@ -489,7 +498,8 @@ void cuda_attention(struct backend *b, const struct attn_args *a) {
                 a->seq_span,
                 1,
                 nullptr,
-                nullptr};
+                nullptr,
+                false};
     if (cached && a->cache_type == OX_DTYPE_F16)
         launch<OX_DTYPE_F16>(b, a, k);
     else if (cached && a->cache_type == OX_DTYPE_Q8_0)

@@ -45,7 +45,9 @@ struct cuda_state {
     float *attn_part;      /* decode attention split along the cells (cuda_attention.cu,
                               cuda_decode_attention.cu): CUDA_ATTN_PART floats for each */
     int *attn_count;       /* block's running max, sum and outputs, and per query and head the */
-    int attn_blocks;       /* blocks done (back to 0 after); room for this many blocks */
+    int attn_blocks;       /* blocks done (back to 0 after); room for this many blocks, */
+    size_t attn_floats;    /* and the floats attn_part holds (twice their partials: a batch in
+                              one-token order keeps a single query's splits for each query) */
     cudaGraphExec_t graph; /* the recorded decode step, and its key */
     uint64_t graph_key;
     uint64_t probe_key; /* a step of more than CUDA_Q8_MAX_N tokens is first run as it comes */
@@ -80,6 +82,15 @@ static inline void cuda_forget_xq(cuda_state *s) {
 /* Batches up to this many tokens are decode steps: recorded as graphs, their RoPE and cache
  * stores fused, MoE experts by (token, expert) pair in the integer GEMV (cuda_gemv_q8.cu). */
 constexpr int CUDA_Q8_MAX_N = 8;
+
+/* A step of n tokens in one-token order (struct backend's one_token_order): every row comes out
+ * as a step of that token alone computes it, which the kernels keep for the steps a graph
+ * records (up to CUDA_Q8_MAX_N tokens): the GEMV's lanes sum a token's products in the order
+ * they do for one, the types and shapes it does not take go a token at a time, the norm stays
+ * fused, and each query's attention splits its cells as a step of it alone would. */
+static inline bool cuda_one_token(const struct backend *b, int n) {
+    return b->one_token_order && n > 1 && n <= CUDA_Q8_MAX_N;
+}
 /* Dense matmuls of up to this many tokens take the GEMV, more the int8 tensor-core matmul, which
  * costs about the same from 2 tokens to 16 (it is bound by unpacking the weights) while the
  * GEMV's costs grow with the tokens: H100, us, 14336 x 4096 q4_K, GEMV / tensor cores: 4 tokens
@@ -104,6 +115,22 @@ constexpr int CUDA_MMQ_MAX_N = 192;
  * and output matrices keep cuBLAS (on the int8 kernel too: 7.2k). */
 constexpr int64_t CUDA_MMQ_SMALL_WEIGHTS = (int64_t)24 << 20;
 constexpr int CUDA_MMQ_SMALL_MAX_N = 256;
+
+/* Where a query's cells end in one-token order (cuda_one_token): after its sequence's last cell
+ * at or before its own position, which is where a step of it alone found its sequence ending
+ * (the batch's later tokens not stored yet). Any cell past that one is another sequence's or
+ * later in this one, which a causal query never sees, so the cut is exact whatever the cells
+ * hold. The search looks back four recorded steps' worth of cells; past that, end stands (the
+ * same result, the cells split another way). */
+__device__ __forceinline__ int cuda_one_token_end(const int32_t *cell_pos, const uint64_t *cell_seq,
+                                                  int end, int32_t qp, int32_t qs) {
+    for (int c = end - 1; c >= 0 && c >= end - 4 * CUDA_Q8_MAX_N; c--) {
+        const int32_t p = cell_pos[c];
+        if (p >= 0 && p <= qp && (cell_seq[(size_t)c * SEQ_WORDS + qs / 64] >> (qs % 64) & 1))
+            return c + 1;
+    }
+    return end;
+}
 
 /* The GLU activation of the gate (enum glu_kind): SiLU, sigmoid, or ggml's tanh GELU computed in
  * float (the CPU reads it from an f16 table). */

@@ -24,10 +24,12 @@ enum {
 
 struct da_args {
     attn_args a;
-    cvd_xq *xq;  /* the outputs as q8_1 too, for the wo matmul next (or NULL) */
-    int splits;  /* blocks per (token, head group), each over its share of the cells */
-    float *part; /* with more than 1: their running max, sum and outputs per head */
-    int *count;  /* and per (token, head group) how many are done */
+    cvd_xq *xq;     /* the outputs as q8_1 too, for the wo matmul next (or NULL) */
+    int splits;     /* blocks per (token, head group), each over its share of the cells */
+    float *part;    /* with more than 1: their running max, sum and outputs per head, */
+    int stride;     /* stride floats apart (hd_v + 2) */
+    int *count;     /* and per (token, head group) how many are done */
+    bool one_token; /* each query's cells end as a step of it alone found them (cuda_one_token) */
 };
 
 /* 8 f16 values as floats. */
@@ -69,6 +71,8 @@ template <int CT, int GQ> __device__ __forceinline__ da_place da_where(const da_
         c0 = a.seq_span[2 * qs] / CT * CT;
         n_cells = min(n_cells, a.seq_span[2 * qs + 1]);
     }
+    if (d.one_token)
+        n_cells = cuda_one_token_end(a.cell_pos, a.cell_seq, n_cells, a.q_pos[w.t], a.q_seq[w.t]);
     const int tiles = n_cells > c0 ? (n_cells - c0 + CT - 1) / CT : 0;
     const int per = max((DA_MIN_CELLS + CT - 1) / CT, (tiles + d.splits - 1) / d.splits);
     w.used = max(1, (tiles + per - 1) / per);
@@ -222,13 +226,13 @@ __device__ __forceinline__ void split_weights(const da_args &d, const da_place &
                                               float *l_head, int warp, int lane) {
     if (warp >= w.nh)
         return;
-    const float *all = d.part + (qh0 + warp) * d.splits * CUDA_ATTN_PART;
+    const float *all = d.part + (qh0 + warp) * d.splits * d.stride;
     float mj[DA_MAX_SPLITS / 32], lj[DA_MAX_SPLITS / 32], mx = -INFINITY, sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < DA_MAX_SPLITS / 32; k++) {
         const int j = lane + 32 * k;
-        mj[k] = j < w.used ? __ldcg(all + (size_t)j * CUDA_ATTN_PART) : -INFINITY;
-        lj[k] = j < w.used ? __ldcg(all + (size_t)j * CUDA_ATTN_PART + 1) : 0.0f;
+        mj[k] = j < w.used ? __ldcg(all + (size_t)j * d.stride) : -INFINITY;
+        lj[k] = j < w.used ? __ldcg(all + (size_t)j * d.stride + 1) : 0.0f;
         mx = fmaxf(mx, mj[k]);
     }
     mx = warp_max(mx);
@@ -249,13 +253,13 @@ __device__ __forceinline__ void split_weights(const da_args &d, const da_place &
  * split order, 8 loads on their way at once. */
 __device__ __forceinline__ float combined(const da_args &d, const da_place &w, size_t qh, int i,
                                           const float *weights) {
-    const float *all = d.part + qh * d.splits * CUDA_ATTN_PART + 2 + i;
+    const float *all = d.part + qh * d.splits * d.stride + 2 + i;
     float o = 0.0f;
     for (int j0 = 0; j0 < w.used; j0 += 8) {
         float v[8];
 #pragma unroll
         for (int k = 0; k < 8; k++)
-            v[k] = j0 + k < w.used ? __ldcg(all + (size_t)(j0 + k) * CUDA_ATTN_PART) : 0.f;
+            v[k] = j0 + k < w.used ? __ldcg(all + (size_t)(j0 + k) * d.stride) : 0.f;
 #pragma unroll
         for (int k = 0; k < 8; k++)
             if (j0 + k < w.used)
@@ -365,7 +369,7 @@ __global__ static void __launch_bounds__(DA_THREADS, blocks_per_sm(GQ))
          * whichever finishes last), as one softmax over every cell */
         for (int f = tid; f < n_out; f += DA_THREADS) {
             const int h = f / a.hd_v, i = f % a.hd_v;
-            float o, lo, mo, *mine = d.part + ((qh0 + h) * d.splits + blockIdx.y) * CUDA_ATTN_PART;
+            float o, lo, mo, *mine = d.part + ((qh0 + h) * d.splits + blockIdx.y) * d.stride;
             group_sums<GQ>(v_part, l_part, m, groups, a.hd_v, h, i, &o, &lo, &mo);
             mine[2 + i] = o;
             if (i == 0)
@@ -410,6 +414,15 @@ int heads_per_block(int g) {
     return want >= 3 ? 4 : want == 2 ? 2 : 1;
 }
 
+/* Blocks per (token, head group): one wave of the kernel over the cells for n tokens, so one
+ * query over a long cache still fills the GPU (OX_CUDA_ATTN_SPLITS sets them instead), within
+ * the room for their partials. */
+int da_splits(const cuda_state *cs, int n, int per_token, int n_head, int gq) {
+    static const int knob = cuda_env_int("OX_CUDA_ATTN_SPLITS", 0, 0, DA_MAX_SPLITS);
+    const int splits = knob ? knob : blocks_per_sm(gq) * cs->n_sm / (n * per_token);
+    return max(1, min(splits, min(DA_MAX_SPLITS, cs->attn_blocks / (n * n_head))));
+}
+
 using da_kernel = void (*)(da_args);
 template <int GQ> da_kernel kernel_for(int tpc) {
     return tpc == 1   ? decode_attention_kernel<GQ, 1>
@@ -429,14 +442,15 @@ bool cuda_decode_attention(struct backend *b, const struct attn_args *a, cvd_xq 
         (ct + DA_THREADS / dv8 - 1) / (DA_THREADS / dv8) > DA_V_CELLS)
         return false;
     const int g = a->n_head / a->n_head_kv, gq = heads_per_block(g);
-    const int blocks = a->n * a->n_head_kv * ((g + gq - 1) / gq);
-    /* one wave of the kernel over the cells, so one query over a long cache still fills the
-     * GPU; OX_CUDA_ATTN_SPLITS sets the splits instead */
-    static const int knob = cuda_env_int("OX_CUDA_ATTN_SPLITS", 0, 0, DA_MAX_SPLITS);
-    int splits = knob ? knob : blocks_per_sm(gq) * cs->n_sm / blocks;
-    splits = min(splits, min(DA_MAX_SPLITS, cs->attn_blocks / (a->n * a->n_head)));
-    da_args d = {*a, xq, max(1, splits), cs->attn_part, cs->attn_count};
-    const dim3 grid((unsigned)blocks, (unsigned)d.splits);
+    const int per_token = a->n_head_kv * ((g + gq - 1) / gq);
+    /* in one-token order each query keeps the splits a step of it alone takes, room allowing */
+    bool one = cuda_one_token(b, a->n) && a->ahead == 0;
+    int splits = da_splits(cs, one ? 1 : a->n, per_token, a->n_head, gq);
+    if (one && (a->n * a->n_head > cs->attn_blocks ||
+                (size_t)a->n * a->n_head * splits * (a->hd_v + 2) > cs->attn_floats))
+        one = false, splits = da_splits(cs, a->n, per_token, a->n_head, gq);
+    da_args d = {*a, xq, splits, cs->attn_part, a->hd_v + 2, cs->attn_count, one};
+    const dim3 grid((unsigned)(a->n * per_token), (unsigned)d.splits);
     const da_kernel k = gq == 4   ? kernel_for<4>(tpc)
                         : gq == 2 ? kernel_for<2>(tpc)
                                   : kernel_for<1>(tpc);

@@ -41,7 +41,8 @@ bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols) {
 }
 
 bool cuda_gemv_fits(struct backend *b, int n, int64_t n_cols) {
-    return n <= cuda_q8_max_n() && cuda_q8_room(b, n, n_cols);
+    return n <= (cuda_one_token(b, n) ? CUDA_Q8_MAX_N : cuda_q8_max_n()) &&
+           cuda_q8_room(b, n, n_cols);
 }
 
 const cvd_xq *cuda_q8_input(struct backend *b, const float *x, int n, int64_t n_cols) {
@@ -505,6 +506,37 @@ static bool q8_run(struct backend *b, q8_job &job, const struct mat *w, const fl
     }
 }
 
+/* Whether a matmul of n tokens through w gives each token's row the bits it gives that token
+ * alone: the integer GEMV taking w for n tokens and for one (CVD_TYPES), or a quantized type
+ * it takes for neither, which both batch sizes then take through cuda_matmul.cu's float GEMV.
+ * Either way a lane sums its groups in the same order whatever the tokens. The plain types'
+ * single tokens have kernels of their own. */
+template <enum ox_dtype T>
+static bool q8_rows_alike_t(struct backend *b, const struct mat *w, int n) {
+    const int nt = n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8;
+    if constexpr (q8_float_x<T>()) {
+        return false;
+    } else {
+        const bool one = cuda_q8_fits(b, 1, w->n_cols) && q8_shape_ok<T>(w, 1);
+        const bool many = cuda_q8_fits(b, n, w->n_cols) && q8_shape_ok<T>(w, nt);
+        return one == many;
+    }
+}
+
+static bool q8_rows_alike(struct backend *b, const struct mat *w, int n) {
+    switch (w->type) {
+#define CQ_CASE_(name)                                                                             \
+    case OX_DTYPE_##name: return q8_rows_alike_t<OX_DTYPE_##name>(b, w, n);
+        Q8_TYPES(CQ_CASE_)
+#undef CQ_CASE_
+    default: return ox_dtype_block_size(w->type) > 1; /* the float GEMV's at any size */
+    }
+}
+
+bool cuda_rows_apart(struct backend *b, const struct mat *w, int n) {
+    return cuda_one_token(b, n) && !q8_rows_alike(b, w, n);
+}
+
 static bool same_kind(const struct mat *a, const struct mat *c) {
     return a->type == c->type && a->n_cols == c->n_cols && a->row_bytes == c->row_bytes;
 }
@@ -540,25 +572,44 @@ bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float 
 }
 
 bool cuda_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    if (cuda_rows_apart(b, w, n)) { /* a token at a time: declined for all if for the first */
+        for (int t = 0; t < n; t++)
+            if (!cuda_matmul_add(b, w, x + (size_t)t * w->n_cols, y + (size_t)t * w->n_rows, 1))
+                return false;
+        return true;
+    }
     return cuda_gemv_q8(b, w, x, y, n, true) || cuda_mmq(b, w, x, y, n, true) ||
            cuda_gemm_add(b, w, x, y, n);
 }
 
 /* The job takes x through the norm itself (NULL: x is as it is). Every block norms its own
  * copy, which costs less than a norm kernel for one token only: 8 tokens made the 8B model's
- * batched decode 18% slower (x8: 462 -> 377 t/s). False: declined. */
-static bool q8_norm(q8_job &job, const float *x, const struct norm_in *norm, int n) {
+ * batched decode 18% slower (x8: 462 -> 377 t/s); in one-token order batches keep it too (a
+ * token's bits). False: declined. */
+static bool q8_norm(struct backend *b, q8_job &job, const float *x, const struct norm_in *norm,
+                    int n) {
     if (!norm)
         return true;
     job.x = x, job.norm_w = norm->w, job.norm_eps = norm->eps;
     /* a folded norm's matrices take the half kernel; q8_quantize_pairs reads 16 bytes at once */
-    return n == 1 && norm->w && !(((uintptr_t)x | (uintptr_t)norm->w) & 15);
+    return (n == 1 || cuda_one_token(b, n)) && norm->w &&
+           !(((uintptr_t)x | (uintptr_t)norm->w) & 15);
 }
 
 bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
                        const struct norm_in *norm, float *const *y, int n) {
     if (count < 1 || count > 3)
         return false;
+    if (cuda_rows_apart(b, &w[0], n)) { /* a token at a time, as cuda_matmul_add */
+        for (int t = 0; t < n; t++) {
+            float *yt[3];
+            for (int m = 0; m < count; m++)
+                yt[m] = y[m] + (size_t)t * w[m].n_rows;
+            if (!cuda_matmul_multi(b, count, w, x + (size_t)t * w[0].n_cols, norm, yt, 1))
+                return false;
+        }
+        return true;
+    }
     /* the tensor cores' batches: matrices of one width, of any types that read x alike */
     if (n > cuda_q8_max_n() && cuda_mmq_multi(b, count, w, x, norm, y, n))
         return true;
@@ -573,7 +624,7 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
         return false;
     q8_job job = {};
     job.n_mats = count, job.glu = -1;
-    if (!q8_norm(job, x, norm, n))
+    if (!q8_norm(b, job, x, norm, n))
         return false;
     int64_t rows = 0;
     for (int m = 0; m < count; m++) {
@@ -591,12 +642,19 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
                      int n) {
     if (!same_kind(gate, up) || gate->n_rows != up->n_rows || gate->n_rows <= 0)
         return false;
+    if (cuda_rows_apart(b, gate, n)) { /* a token at a time, as cuda_matmul_add */
+        for (int t = 0; t < n; t++)
+            if (!cuda_matmul_glu(b, kind, gate, up, x + (size_t)t * gate->n_cols, norm,
+                                 y + (size_t)t * gate->n_rows, 1))
+                return false;
+        return true;
+    }
     if (n == 1 && cuda_half_takes(gate)) /* as cuda_matmul_multi */
         return cuda_half_glu(b, kind, gate, up, x, norm, y);
     if (q8_leaves_to_mmq(b, gate, x, n))
         return cuda_mmq_glu(b, kind, gate, up, x, norm, y, n);
     q8_job job = {};
-    if (!q8_norm(job, x, norm, n))
+    if (!q8_norm(b, job, x, norm, n))
         return false;
     job.w[0] = (const uint8_t *)gate->data, job.w[1] = (const uint8_t *)up->data, job.y[0] = y;
     job.row_end[0] = job.items = gate->n_rows;

@@ -483,6 +483,11 @@ static void matmul_t(struct backend *b, const struct mat *w, const float *x, flo
 }
 
 void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    if (cuda_rows_apart(b, w, n)) {
+        for (int t = 0; t < n; t++)
+            cuda_matmul(b, w, x + (size_t)t * w->n_cols, y + (size_t)t * w->n_rows, 1);
+        return;
+    }
     if (n <= 0 || w->n_rows <= 0 || cuda_gemv_q8(b, w, x, y, n, false) ||
         cuda_mmq(b, w, x, y, n, false))
         return;

@@ -670,8 +670,9 @@ bool cuda_mmq_takes(struct backend *b, const struct mat *w, const float *x, int 
         break;
     default: return false;
     }
-    return mmq_int8_mma && n > cuda_q8_max_n() && n <= mmq_limit(w->n_rows * w->n_cols) &&
-           cuda_q8_room(b, n, w->n_cols) && !((uintptr_t)x & 15) && /* quantizers read float4s */
+    return mmq_int8_mma && n > cuda_q8_max_n() && !cuda_one_token(b, n) &&
+           n <= mmq_limit(w->n_rows * w->n_cols) && cuda_q8_room(b, n, w->n_cols) &&
+           !((uintptr_t)x & 15) && /* quantizers read float4s */
            w->n_rows <= INT32_MAX && !(((uintptr_t)w->data | w->row_bytes) & 15);
 }
 

@@ -53,6 +53,9 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
 bool cuda_q8_room(struct backend *b, int n, int64_t n_cols);
 bool cuda_q8_fits(struct backend *b, int n, int64_t n_cols);
 bool cuda_gemv_fits(struct backend *b, int n, int64_t n_cols);
+/* Whether a matmul of n tokens through w goes a token at a time: in one-token order
+ * (cuda_one_token) where the GEMV would not give each row a single token's bits. */
+bool cuda_rows_apart(struct backend *b, const struct mat *w, int n);
 /* The most tokens the GEMV takes in a dense matmul: CUDA_GEMV_MAX_N, or OX_CUDA_Q8_MAX_N from the
  * environment (1 to CUDA_Q8_MAX_N); the int8 tensor-core matmul takes the batches above it. */
 int cuda_q8_max_n(void);
