@@ -298,13 +298,18 @@ static void check_refusals(void) {
 }
 
 int main(void) {
-    /* every weight type the kernels treat apart, and the kjv model's mix (q5_0 at 288 columns) */
-    const char *types[] = {"llama-f32.gguf",    "llama-f16.gguf",    "llama-bf16.gguf",
-                           "llama-q4_0.gguf",   "llama-q4_1.gguf",   "llama-q5_0.gguf",
-                           "llama-q5_1.gguf",   "llama-q8_0.gguf",   "llama-q2_k.gguf",
-                           "llama-q3_k.gguf",   "llama-q3_k_m.gguf", "llama-q4_k.gguf",
-                           "llama-q5_k.gguf",   "llama-q6_k.gguf",   "llama-iq4_nl.gguf",
-                           "llama-iq4_xs.gguf", "llama-iq3_s.gguf",  "kjv-15m-q4_k_m.gguf"};
+    /* every shared model: each weight type the kernels treat apart, the kjv model's mix (q5_0
+     * at 288 columns), MoE routing, q/k norms, soft-capping, parallel blocks, learned positions */
+    const char *types[] = {
+        "llama-f32.gguf",     "llama-f16.gguf",       "llama-bf16.gguf",   "llama-q1_0.gguf",
+        "llama-q2_0.gguf",    "llama-tq1_0.gguf",     "llama-tq2_0.gguf",  "llama-q4_0.gguf",
+        "llama-q4_1.gguf",    "llama-q5_0.gguf",      "llama-q5_1.gguf",   "llama-q8_0.gguf",
+        "llama-q2_k.gguf",    "llama-q3_k.gguf",      "llama-q3_k_m.gguf", "llama-q4_k.gguf",
+        "llama-q4_k_m.gguf",  "llama-q5_k.gguf",      "llama-q5_k_m.gguf", "llama-q6_k.gguf",
+        "llama-iq4_nl.gguf",  "llama-iq4_xs.gguf",    "llama-iq3_s.gguf",  "kjv-15m-q4_k_m.gguf",
+        "llama-moe-f16.gguf", "llama-mxfp4_moe.gguf", "qwen3moe-f16.gguf", "qwen2-f16.gguf",
+        "qwen3-f16.gguf",     "gemma2-f16.gguf",      "gemma3-f16.gguf",   "phi2-f16.gguf",
+        "phi3-f16.gguf",      "falcon-f16.gguf",      "gpt2-f16.gguf",     "starcoder2-f16.gguf"};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         check_one_token_order(types[i]);
     check_kjv();

@@ -120,7 +120,8 @@ static void moe_grouped(struct backend *b, const struct moe_args *a) {
         backend_cuda_ops.upload(b, a->ids, order, (size_t)pairs * sizeof *order);
         backend_cuda_ops.upload(b, a->weights, order_w, (size_t)pairs * sizeof *order_w);
         cuda_zero(b, a->y, (size_t)n * (size_t)d_out);
-        const struct mat xs = {OX_DTYPE_F32, a->x, n, d_in, (size_t)d_in * sizeof(float), nullptr, nullptr};
+        const size_t x_row = (size_t)d_in * sizeof(float);
+        const struct mat xs = {OX_DTYPE_F32, a->x, n, d_in, x_row, nullptr, nullptr};
         for (int e = 0; e < a->n_expert; e++) {
             const int c = start[e + 1] - start[e];
             if (c == 0)
@@ -142,8 +143,29 @@ static void moe_grouped(struct backend *b, const struct moe_args *a) {
     free(ids), free(w), free(order), free(order_w), free(start);
 }
 
+/* Whether moe_pairs takes n of the tokens: both expert matmuls take their pairs' shapes, which
+ * must hold before anything runs. */
+static bool pairs_take(struct backend *b, const struct moe_args *a, int n) {
+    const int pairs = n * a->k;
+    return pairs <= a->n_batch && cuda_q8_takes_experts(b, a->gate, pairs) &&
+           cuda_q8_takes_experts(b, a->down, pairs) && cuda_q8_fits(b, n, a->gate->n_cols);
+}
+
+/* moe_pairs a token at a time, the pairs' buffers reused: in one-token order (cuda_one_token) a
+ * batch the pairs path does not take keeps a lone token's sums. */
+static void moe_pairs_apart(struct backend *b, const struct moe_args *a) {
+    for (int t = 0; t < a->n; t++) {
+        struct moe_args one = *a;
+        one.n = 1;
+        one.x += (size_t)t * (size_t)a->gate->n_cols;
+        one.y += (size_t)t * (size_t)a->down->n_rows;
+        one.ids += (size_t)t * (size_t)a->k;
+        one.weights += (size_t)t * (size_t)a->k;
+        moe_pairs(b, &one);
+    }
+}
+
 bool cuda_moe_ffn(struct backend *b, struct moe_args *a) {
-    const int pairs = a->n * a->k;
     const struct mat *g = a->gate, *u = a->up;
     if (a->k < 1 || a->k > a->n_expert || a->n < 1 || a->n > a->n_batch || g->type != u->type ||
         g->n_rows != u->n_rows || g->n_cols != u->n_cols || g->row_bytes != u->row_bytes ||
@@ -152,10 +174,10 @@ bool cuda_moe_ffn(struct backend *b, struct moe_args *a) {
     moe_route_kernel<<<cuda_blocks((size_t)a->n, 64), 64, 0, cuda_of(b)->stream>>>(
         a->probs, a->n, a->n_expert, a->k, a->raw_weights, a->ids, a->weights);
     CUDA_LAUNCHED(b, "moe routing");
-    /* the pairs path needs both expert matmuls to take these shapes before anything runs */
-    if (pairs <= a->n_batch && cuda_q8_takes_experts(b, g, pairs) &&
-        cuda_q8_takes_experts(b, a->down, pairs) && cuda_q8_fits(b, a->n, g->n_cols)) {
+    if (pairs_take(b, a, a->n)) {
         moe_pairs(b, a);
+    } else if (cuda_one_token(b, a->n) && pairs_take(b, a, 1)) {
+        moe_pairs_apart(b, a);
     } else {
         moe_grouped(b, a);
         a->waited = true;
