@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/gpu.sh: the CUDA backend in one go on a GPU machine: build, GPU tests, benchmarks.
 #
-#   bench/gpu.sh [--tests-only | --bench-only] [PRESET:TYPE ...]
+#   bench/gpu.sh [--tests-only | --bench-only | --serve-only] [PRESET:TYPE ...]
 #
 # Builds build-cuda (-DOX_CUDA=ON, sm_90), prints the GPU, runs the CUDA op test and the model
 # tests on the GPU (test_reference compares every reference model in $OX_TESTDATA with
@@ -25,7 +25,9 @@
 set -e
 cd "$(dirname "$0")/.."
 MODE=all
-case "$1" in --tests-only) MODE=tests; shift ;; --bench-only) MODE=bench; shift ;; esac
+case "$1" in
+  --tests-only) MODE=tests; shift ;; --bench-only) MODE=bench; shift ;; --serve-only) MODE=serve; shift ;;
+esac
 MODELS=${*:-"llama-3.2-1b:q4_0 llama-3.2-1b:q4_k_m llama-3.2-1b:q8_0 llama-3.2-1b:f16
              llama-3-8b:q4_0 llama-3-8b:q4_k_m llama-3-8b:f16"}
 LOG=${OUT:-bench/results/gpu-$(date +%Y%m%d-%H%M%S)}
@@ -61,12 +63,12 @@ wait_llamacpp() {
 cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DOX_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" \
   >"$LOG/cmake.log"
 # --bench-only builds what the benchmarks run, not the tests
-TARGETS=; [ "$MODE" = bench ] && TARGETS="--target oxidize_cli gen-model bench_cuda_matmul"
+TARGETS=; [ "$MODE" = bench ] || [ "$MODE" = serve ] && TARGETS="--target oxidize_cli gen-model bench_cuda_matmul"
 cmake --build build-cuda -j "$JOBS" $TARGETS >"$LOG/build.log" 2>&1 || { tail -30 "$LOG/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \
   | tee "$LOG/gpu.txt"
 
-if [ "$MODE" != bench ]; then
+if [ "$MODE" = all ] || [ "$MODE" = tests ]; then
   (cd build-cuda && ctest -V -R "${TESTS:-cuda|reference|decode|arch|encoder|lora|speculative}") \
     >"$LOG/tests.log" 2>&1 && echo "tests: passed" || echo "tests: FAILED"
   grep -E "checks|tests passed|Failed|FAIL|relative|prompt KL|weight types" "$LOG/tests.log" | tail -70
@@ -76,7 +78,7 @@ if [ "$MODE" != bench ]; then
   grep -E "checks|tests passed|Failed|FAIL|prompt KL" "$LOG/tests-split.log" | tail -40
 fi
 
-if [ "$MODE" != tests ]; then
+if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   wait_llamacpp
   build-cuda/bench/bench_cuda_matmul >"$LOG/matmul.md" 2>&1 || echo "bench_cuda_matmul: failed"
   grep -E "copy|\| 1 \|" "$LOG/matmul.md"
@@ -121,13 +123,6 @@ if [ "$MODE" != tests ]; then
       -p 64 -n 128 -r 3 2>>"$LOG/bench.log" | tail -n +3
   done | tee "$LOG/moe.md"
   grep "GPU memory" "$LOG/bench.log"
-  # serving under load, both servers on the same file, taking turns round by round
-  f=bench/models/llama-3-8b-q4_k_m.gguf
-  if [ -n "${LLAMACPP:-}" ] && [ -x "$LLAMACPP/llama-server" ] && [ -f "$f" ]; then
-    PYTHONUNBUFFERED=1 python3 bench/serve_bench.py "$f" --oxidize build-cuda/apps/oxidize/oxidize \
-      --llama-server "$LLAMACPP/llama-server" --clients "${SERVE_CLIENTS:-1,8,32,128}" \
-      --rounds "${SERVE_ROUNDS:-1}" -ngl 99 --log "$LOG/serve-servers.log" | tee "$LOG/serve.md"
-  fi
   python3 - "$LOG" "${ANCHORS:-${OX_TESTDATA:-../shared/testdata}/anchors/llama-bench-cuda-h200.json}" <<'EOF'
 import glob, json, os, re, sys
 # llama-bench's names for the presets and types gen-model makes
@@ -160,4 +155,17 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "bench-*.json"))):
             preset, typ, r["test"], r["avg_ts"], "%.1f" % ref if ref else "-",
             "%.2f" % (r["avg_ts"] / ref) if ref else "-"))
 EOF
+fi
+
+# serving under load (SERVE_CLIENTS=none: not here), both servers on the same file, taking turns
+# round by round; --serve-only runs this alone, after a --bench-only call made the file
+if [ "$MODE" != tests ] && [ "${SERVE_CLIENTS:-}" != none ]; then
+  wait_llamacpp
+  f=bench/models/llama-3-8b-q4_k_m.gguf
+  [ -f "$f" ] || build-cuda/tools/gen-model --preset llama-3-8b --type q4_k_m "$f" >>"$LOG/gen.log" 2>&1
+  if [ -n "${LLAMACPP:-}" ] && [ -x "$LLAMACPP/llama-server" ] && [ -f "$f" ]; then
+    PYTHONUNBUFFERED=1 python3 bench/serve_bench.py "$f" --oxidize build-cuda/apps/oxidize/oxidize \
+      --llama-server "$LLAMACPP/llama-server" --clients "${SERVE_CLIENTS:-1,8,32,128}" \
+      --rounds "${SERVE_ROUNDS:-1}" -ngl 99 --log "$LOG/serve-servers.log" | tee "$LOG/serve.md"
+  fi
 fi
