@@ -10,9 +10,10 @@
 static const char *const globals[] = {"range",        "namespace", "raise_exception",
                                       "strftime_now", "dict",      NULL};
 static const char *const str_methods[] = {
-    "strip", "lstrip",     "rstrip",     "split",   "rsplit",  "startswith", "endswith", "upper",
-    "lower", "title",      "capitalize", "replace", "find",    "rfind",      "count",    "format",
-    "join",  "splitlines", "isdigit",    "isalpha", "isspace", "isalnum",    "index",    NULL};
+    "strip",   "lstrip",     "rstrip",     "split",   "rsplit",  "startswith", "endswith", "upper",
+    "lower",   "title",      "capitalize", "replace", "find",    "rfind",      "count",    "format",
+    "join",    "splitlines", "isdigit",    "isalpha", "isspace", "isalnum",    "index",    "center",
+    "islower", "isupper",    "swapcase",   "zfill",   NULL};
 static const char *const dict_methods[] = {"items",  "keys", "values",     "get", "pop",
                                            "update", "copy", "setdefault", NULL};
 static const char *const list_methods[] = {"append", "pop",    "index", "count",
@@ -28,7 +29,7 @@ static int in_set(const char *const *set, const char *name) {
 static struct jv make_func(struct jctx *c, const char *name, int kind, struct jv bound) {
     struct jfunc *f = jarena_alloc(c->arena, sizeof *f);
     f->name = name;
-    f->builtin = kind; /* 1 global function, 2 method of bound, 3 loop.cycle */
+    f->builtin = kind; /* 1 global function, 2 method of bound, 3 loop.cycle, 4 loop.changed */
     f->bound = bound;
     return (struct jv){.kind = JV_FUNC, .u.fn = f};
 }
@@ -44,6 +45,12 @@ struct jv jloop_cycle(struct jctx *c, int64_t index0) {
     return make_func(c, "cycle", 3, jv_int(index0));
 }
 
+/* loop.changed(*values): true when the values differ from its last call's in this loop (state:
+ * a list the loop keeps, holding that call's values). */
+struct jv jloop_changed(struct jctx *c, struct jv state) {
+    return make_func(c, "changed", 4, state);
+}
+
 struct jv jattr(struct jctx *c, struct jv obj, const char *name) {
     switch (obj.kind) {
     case JV_DICT:
@@ -55,6 +62,10 @@ struct jv jattr(struct jctx *c, struct jv obj, const char *name) {
         }
     case JV_STR: return in_set(str_methods, name) ? make_func(c, name, 2, obj) : jv_undef();
     case JV_LIST: return in_set(list_methods, name) ? make_func(c, name, 2, obj) : jv_undef();
+    case JV_FUNC: /* a macro's name, as Jinja2's Macro.name */
+        return obj.u.fn && obj.u.fn->macro && !strcmp(name, "name")
+                   ? jv_cstr(c->arena, obj.u.fn->macro->name)
+                   : jv_undef();
     default: return jv_undef();
     }
 }
@@ -156,6 +167,19 @@ struct jv jcall_builtin(struct jctx *c, struct jfunc *f, struct jv *args, int na
         if (nargs < 1)
             jfail(c, "loop.cycle needs at least one argument");
         return args[f->bound.u.i % nargs];
+    }
+    if (f->builtin == 4) {
+        struct jv now = jv_list(c->arena);
+        for (int i = 0; i < nargs; i++)
+            jv_list_push(c->arena, now.u.l, args[i]);
+        struct jlist *state = f->bound.u.l;
+        if (state->n && jv_equal(state->items[0], now))
+            return jv_bool(0);
+        if (state->n)
+            state->items[0] = now;
+        else
+            jv_list_push(c->arena, state, now);
+        return jv_bool(1);
     }
     switch (f->bound.kind) {
     case JV_STR: return jstr_method(c, f->bound, &a);

@@ -23,7 +23,12 @@ struct jv jdict_items(struct jctx *c, struct jv d);
 struct jv jstrip(struct jctx *c, struct jv s, const char *chars, int which);
 struct jv jreplace(struct jctx *c, struct jv s, const char *old, const char *rep, int64_t count);
 struct jv jsplit(struct jctx *c, struct jv s, const char *sep, int64_t maxsplit);
-struct jv jcase(struct jctx *c, struct jv s,
-                int mode); /* 0 lower, 1 upper, 2 capitalize, 3 title */
+struct jv jcase(struct jctx *c, struct jv s, int mode); /* 0 lower, 1 upper, 2 capitalize, 3 Jinja's
+                                                           title, 4 Python's title, 5 swapcase */
+/* str.center(width, fill) (filters_shape.c) */
+struct jv jcenter(struct jctx *c, struct jv s, int64_t width, const char *fill);
+/* filters_shape.c: center, truncate, batch, slice, format, pprint, attr; *found false (and
+ * nothing done) for any other name. */
+struct jv jfilter_shape(struct jctx *c, const char *n, struct jv v, struct jcall *a, bool *found);
 
 #endif

@@ -169,7 +169,7 @@ static int contains(struct jctx *c, struct jv hay, struct jv needle) {
 }
 
 /* Python's printf-style 'fmt' % args, for %s %d %i %r %f and %%, without flags or widths. */
-static struct jv percent_format(struct jctx *c, struct jv fmt, struct jv args) {
+struct jv jpercent_format(struct jctx *c, struct jv fmt, struct jv args) {
     struct jbuf b = {.limit = c->opts->max_output};
     size_t k = 0, nargs = args.kind == JV_LIST && args.u.l->is_tuple ? args.u.l->n : 1;
     for (const char *p = fmt.u.s->p, *e = p + fmt.u.s->len; p < e; p++) {
@@ -205,9 +205,23 @@ static struct jv percent_format(struct jctx *c, struct jv fmt, struct jv args) {
     return r;
 }
 
-static struct jv arith(struct jctx *c, const char *op, struct jv a, struct jv b) {
+struct jv jarith(struct jctx *c, const char *op, struct jv a, struct jv b) {
+    if (op[0] == '+' && a.kind == JV_STR && b.kind == JV_STR &&
+        (jv_is_markup(a) || jv_is_markup(b)))
+        return jmarkup_add(c, a, b);
     if (op[0] == '+' && a.kind == b.kind && (a.kind == JV_STR || a.kind == JV_LIST))
         return concat_seq(c, a, b);
+    if (op[0] == '*' && !op[1] &&
+        ((a.kind == JV_LIST && b.kind == JV_INT) || (a.kind == JV_INT && b.kind == JV_LIST))) {
+        struct jv l = a.kind == JV_LIST ? a : b, out = jv_list(c->arena);
+        int64_t k = a.kind == JV_INT ? a.u.i : b.u.i;
+        if (k > 0 && (uint64_t)k * l.u.l->n > (uint64_t)c->opts->max_iterations)
+            jfail(c, "list too long");
+        for (int64_t r = 0; r < k; r++)
+            for (size_t i = 0; i < l.u.l->n; i++)
+                jv_list_push(c->arena, out.u.l, l.u.l->items[i]);
+        return out;
+    }
     if (op[0] == '*' && !op[1] &&
         ((a.kind == JV_STR && b.kind == JV_INT) || (a.kind == JV_INT && b.kind == JV_STR))) {
         struct jv s = a.kind == JV_STR ? a : b;
@@ -220,7 +234,7 @@ static struct jv arith(struct jctx *c, const char *op, struct jv a, struct jv b)
         return out;
     }
     if (op[0] == '%' && a.kind == JV_STR)
-        return percent_format(c, a, b);
+        return jpercent_format(c, a, b);
     if (!is_number(a) || !is_number(b))
         jfail(c, "unsupported operand types for %s: %s and %s", op, jv_kind_name(a.kind),
               jv_kind_name(b.kind));
@@ -311,7 +325,7 @@ static struct jv binop(struct jctx *c, struct jnode *n) {
             return jv_bool(r <= 0);
         return jv_bool(r >= 0);
     }
-    return arith(c, op, a, b);
+    return jarith(c, op, a, b);
 }
 
 static int64_t norm_index(int64_t i, int64_t n) {
@@ -570,6 +584,7 @@ static void exec_for(struct jctx *c, struct jnode *n) {
         items = kept;
     }
     size_t len = items.u.l->n;
+    struct jv changed = jv_list(c->arena); /* loop.changed's last values */
     for (size_t i = 0; i < len; i++) {
         if (++c->iterations > c->opts->max_iterations)
             jfail(c, "more than %lld loop iterations", (long long)c->opts->max_iterations);
@@ -587,6 +602,9 @@ static void exec_for(struct jctx *c, struct jnode *n) {
         set_loop_var(c, loop, "previtem", i ? items.u.l->items[i - 1] : jv_undef());
         set_loop_var(c, loop, "nextitem", i + 1 < len ? items.u.l->items[i + 1] : jv_undef());
         set_loop_var(c, loop, "cycle", jloop_cycle(c, (int64_t)i));
+        set_loop_var(c, loop, "changed", jloop_changed(c, changed));
+        set_loop_var(c, loop, "depth", jv_int(1)); /* recursive loops are refused */
+        set_loop_var(c, loop, "depth0", jv_int(0));
         set_var(c, "loop", (struct jv){.kind = JV_DICT, .u.d = loop});
         bind_targets(c, n, items.u.l->items[i]);
         exec_list(c, n->b);
@@ -626,23 +644,47 @@ static struct jv capture(struct jctx *c, struct jnode *body) {
     return s;
 }
 
+/* A block's rendered body through its filters (chain reads it as BODY_VAR; NULL: as it is). */
+static struct jv through_filters(struct jctx *c, struct jnode *chain, struct jv body) {
+    if (!chain)
+        return body;
+    struct jscope *saved = c->scope;
+    c->scope = scope_push(c, saved);
+    set_var(c, BODY_VAR, body);
+    struct jv v = jeval(c, chain);
+    c->scope = saved;
+    return v;
+}
+
 /* A macro call: fresh scope over the template's top level, parameters bound by position,
- * then by keyword, then defaults. Returns the rendered body. */
+ * then by keyword, then defaults; extra positional arguments as the tuple varargs and extra
+ * keywords as the dict kwargs where the body reads them. Returns the rendered body. */
 struct jv jcall_macro(struct jctx *c, struct jnode *m, struct jv *args, int nargs, const char **kwn,
                       struct jv *kwv, int nkw) {
     if (++c->depth > c->opts->max_depth)
         jfail(c, "macro recursion too deep");
-    if (nargs > m->nnames)
+    int64_t takes = m->lit.u.i;
+    if (nargs > m->nnames && !(takes & MACRO_VARARGS))
         jfail(c, "macro '%s' takes not more than %d argument(s)", m->name, m->nnames);
+    struct jv varargs = jv_list(c->arena), kwargs = jv_dict(c->arena);
+    varargs.u.l->is_tuple = 1;
+    for (int i = m->nnames; i < nargs; i++)
+        jv_list_push(c->arena, varargs.u.l, args[i]);
     for (int k = 0; k < nkw; k++) {
         int known = 0;
         for (int i = 0; i < m->nnames && !known; i++)
             known = !strcmp(kwn[k], m->names[i]);
-        if (!known)
+        if (!known && !(takes & MACRO_KWARGS))
             jfail(c, "macro '%s' takes no keyword argument '%s'", m->name, kwn[k]);
+        if (!known)
+            jv_dict_set(c->arena, kwargs.u.d, jv_cstr(c->arena, kwn[k]), kwv[k]);
     }
     struct jscope *saved = c->scope;
     c->scope = scope_push(c, c->globals);
+    if (takes & MACRO_VARARGS)
+        set_var(c, "varargs", varargs);
+    if (takes & MACRO_KWARGS)
+        set_var(c, "kwargs", kwargs);
     for (int i = 0; i < m->nnames; i++) {
         struct jv v = jv_undef();
         int have = 0;
@@ -692,7 +734,24 @@ void jexec(struct jctx *c, struct jnode *n) {
     case N_BLOCKLIST: exec_list(c, n); break;
     case N_FOR: exec_for(c, n); break;
     case N_SET: exec_set(c, n); break;
-    case N_SETBLOCK: set_var(c, n->names[0], capture(c, n->b)); break;
+    case N_SETBLOCK: set_var(c, n->names[0], through_filters(c, n->c, capture(c, n->b))); break;
+    case N_FILTERBLOCK: {
+        struct jv v = jstr_of(c, through_filters(c, n->a, capture(c, n->b)));
+        emit(c, v.u.s->p, v.u.s->len);
+        break;
+    }
+    case N_WITH: {
+        struct jscope *saved = c->scope;
+        struct jv *vals = jarena_alloc(c->arena, (size_t)(n->nnames + 1) * sizeof *vals);
+        for (int i = 0; i < n->nnames; i++) /* evaluated outside, as Jinja2's */
+            vals[i] = jeval(c, n->kids[i]);
+        c->scope = scope_push(c, saved);
+        for (int i = 0; i < n->nnames; i++)
+            set_var(c, n->names[i], vals[i]);
+        exec_list(c, n->b);
+        c->scope = saved;
+        break;
+    }
     case N_MACRO: {
         struct jfunc *f = jarena_alloc(c->arena, sizeof *f);
         f->name = n->name;

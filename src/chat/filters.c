@@ -1,4 +1,5 @@
 /* filters.c: Jinja's filters (|trim, |tojson, |selectattr, ...) and tests (is defined, ...). */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,13 @@ static struct jv gen(struct jv l) {
     return l;
 }
 
+/* Whether tojson's separators argument is the pair (item, key). */
+static bool separators_are(struct jv sep, const char *item, const char *key) {
+    return sep.kind == JV_LIST && sep.u.l->n == 2 && sep.u.l->items[0].kind == JV_STR &&
+           sep.u.l->items[1].kind == JV_STR && !strcmp(sep.u.l->items[0].u.s->p, item) &&
+           !strcmp(sep.u.l->items[1].u.s->p, key);
+}
+
 static struct jv tojson(struct jctx *c, struct jv v, struct jcall *a) {
     struct jv ind = jarg(a, 0, "indent");
     struct jbuf b = {.limit = c->opts->max_output};
@@ -61,6 +69,13 @@ static struct jv tojson(struct jctx *c, struct jv v, struct jcall *a) {
     int indent = ind.kind == JV_INT ? (int)(ind.u.i < 0 ? 0 : ind.u.i > 64 ? 64 : ind.u.i) : -1;
     int flags = (jv_truthy(jarg(a, -1, "sort_keys")) ? JSON_SORT_KEYS : 0) |
                 (jv_truthy(jarg(a, -1, "ensure_ascii")) ? JSON_ASCII : 0);
+    /* separators: Python's default (', ', ': '; ',' after items with an indent) or compact */
+    struct jv sep = jarg(a, -1, "separators");
+    if (separators_are(sep, ",", ":"))
+        flags |= JSON_COMPACT;
+    else if (sep.kind != JV_UNDEF && sep.kind != JV_NONE &&
+             !separators_are(sep, indent >= 0 ? "," : ", ", ": "))
+        jfail(c, "tojson: separators other than (', ', ': ') and (',', ':') are not supported");
     if (jv_to_json(&b, v, indent, 0, flags)) {
         free(b.p);
         jfail(c, "tojson: cannot serialize (an undefined value, a generator, or too deep or "
@@ -86,9 +101,15 @@ static struct jv do_join(struct jctx *c, struct jv v, struct jcall *a) {
     return r;
 }
 
+/* The sequence select, reject, selectattr, rejectattr and map walk: as Jinja2's, a falsy value
+ * (none, undefined, 0, '') is an empty one, where iterating it would fail. */
+static struct jv seq_of(struct jctx *c, struct jv v, const char *who) {
+    return jv_truthy(v) ? as_list(c, v, who) : jv_list(c->arena);
+}
+
 /* selectattr / rejectattr / select / reject. */
 static struct jv do_select(struct jctx *c, struct jv v, struct jcall *a, int by_attr, int keep) {
-    struct jv l = as_list(c, v, a->name), out = jv_list(c->arena);
+    struct jv l = seq_of(c, v, a->name), out = jv_list(c->arena);
     int first_test_arg = by_attr ? 1 : 0;
     const char *attr = by_attr ? jarg_str(c, a, 0, NULL, "") : NULL;
     const char *test = jarg_str(c, a, first_test_arg, NULL, NULL);
@@ -104,7 +125,7 @@ static struct jv do_select(struct jctx *c, struct jv v, struct jcall *a, int by_
 }
 
 static struct jv do_map(struct jctx *c, struct jv v, struct jcall *a) {
-    struct jv l = as_list(c, v, "map"), out = jv_list(c->arena);
+    struct jv l = seq_of(c, v, "map"), out = jv_list(c->arena);
     const char *attr = jarg_str(c, a, -1, "attribute", NULL);
     struct jv dflt = jarg(a, -1, "default");
     const char *filter = attr ? NULL : jarg_str(c, a, 0, NULL, NULL);
@@ -181,6 +202,8 @@ static struct jv do_unique(struct jctx *c, struct jv v, struct jcall *a) {
     for (size_t i = 0; i < l.u.l->n; i++) {
         int seen = 0;
         struct jv k = attr ? get_path(c, l.u.l->items[i], attr) : l.u.l->items[i];
+        if (k.kind == JV_LIST || k.kind == JV_DICT) /* Python hashes them: a set refuses */
+            jfail(c, "unique: unhashable type: '%s'", jv_kind_name(k.kind));
         if (!cs && k.kind == JV_STR)
             k = jcase(c, k, 0);
         for (size_t j = 0; j < keys.u.l->n && !seen; j++)
@@ -198,6 +221,7 @@ static struct jv to_number(struct jctx *c, struct jv v, struct jcall *a, int wan
     if (dflt.kind == JV_UNDEF)
         dflt = want_float ? jv_float(0) : jv_int(0);
     switch (v.kind) {
+    case JV_UNDEF: jfail(c, "%s: the value is undefined", want_float ? "float" : "int");
     case JV_INT: return want_float ? jv_float((double)v.u.i) : v;
     case JV_BOOL: return want_float ? jv_float(v.u.b) : jv_int(v.u.b);
     case JV_FLOAT: return want_float ? v : jv_int((int64_t)v.u.f);
@@ -251,6 +275,30 @@ static struct jv length_of(struct jctx *c, struct jv v) {
     }
 }
 
+/* Jinja2's round: Python's round(v, precision) ("common": an int stays an int, halves of the
+ * exact binary value go to even, as printf rounds), else floor / ceil of v * 10^p over 10^p. */
+static struct jv do_round(struct jctx *c, struct jv v, struct jcall *a) {
+    struct jv p = jarg(a, 0, "precision");
+    const char *method = jarg_str(c, a, 1, "method", "common");
+    int64_t digits = p.kind == JV_INT ? p.u.i : 0;
+    if (v.kind != JV_INT && v.kind != JV_FLOAT && v.kind != JV_BOOL)
+        jfail(c, "round: type %s doesn't define __round__ method", jv_kind_name(v.kind));
+    double x = v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.u.b;
+    if (strcmp(method, "common")) {
+        double m = pow(10, (double)digits);
+        return jv_float((method[0] == 'f' ? floor(x * m) : ceil(x * m)) / m);
+    }
+    if (v.kind != JV_FLOAT)
+        return v.kind == JV_INT ? v : jv_int(v.u.b);
+    if (digits <= 0 || digits > 300 || !isfinite(x)) {
+        double m = pow(10, (double)(digits < -300 ? -300 : digits));
+        return jv_float(nearbyint(x * m) / m);
+    }
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%.*f", (int)digits, x);
+    return jv_float(strtod(tmp, NULL));
+}
+
 #define NOT_FOUND ((struct jv){.kind = JV_FUNC, .u.fn = NULL})
 static int is_not_found(struct jv v) {
     return v.kind == JV_FUNC && !v.u.fn;
@@ -269,23 +317,16 @@ static struct jv filter_seq(struct jctx *c, const char *n, struct jv v, struct j
     if (!strcmp(n, "unique"))
         return gen(do_unique(c, v, a));
     if (!strcmp(n, "abs")) {
+        if (v.kind == JV_BOOL)
+            return jv_int(v.u.b);
         if (v.kind == JV_INT)
             return jv_int(v.u.i < 0 && v.u.i != INT64_MIN ? -v.u.i : v.u.i);
         if (v.kind == JV_FLOAT)
             return jv_float(fabs(v.u.f));
         jfail(c, "abs: expected a number");
     }
-    if (!strcmp(n, "round")) {
-        struct jv p = jarg(a, 0, "precision");
-        const char *method = jarg_str(c, a, 1, "method", "common");
-        double x = v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : 0;
-        double m = pow(10, p.kind == JV_INT ? (double)p.u.i : 0);
-        /* "common" is Python's round(): halves go to even. */
-        double r = !strcmp(method, "floor")  ? floor(x * m)
-                   : !strcmp(method, "ceil") ? ceil(x * m)
-                                             : nearbyint(x * m);
-        return jv_float(r / m);
-    }
+    if (!strcmp(n, "round"))
+        return do_round(c, v, a);
     if (!strcmp(n, "reverse")) {
         if (v.kind == JV_STR) {
             size_t *o, k = jv_char_offsets(c->arena, v.u.s, &o), at = 0;
@@ -309,28 +350,23 @@ static struct jv filter_seq(struct jctx *c, const char *n, struct jv v, struct j
     if (!strcmp(n, "min") || !strcmp(n, "max"))
         return minmax(c, v, n[1] == 'a');
     if (!strcmp(n, "sum")) {
-        struct jv l = as_list(c, v, "sum"), acc = jv_int(0);
-        for (size_t i = 0; i < l.u.l->n; i++) {
-            struct jv x = l.u.l->items[i];
-            if (x.kind == JV_FLOAT || acc.kind == JV_FLOAT)
-                acc = jv_float((acc.kind == JV_FLOAT ? acc.u.f : (double)acc.u.i) +
-                               (x.kind == JV_FLOAT ? x.u.f : (double)x.u.i));
-            else if (x.kind == JV_INT)
-                acc = jv_int(acc.u.i + x.u.i);
-        }
+        const char *attr = jarg_str(c, a, 0, "attribute", NULL);
+        struct jv l = as_list(c, v, "sum"), start = jarg(a, 1, "start");
+        struct jv acc = start.kind == JV_UNDEF ? jv_int(0) : start;
+        for (size_t i = 0; i < l.u.l->n; i++)
+            acc = jarith(c, "+", acc, attr ? get_path(c, l.u.l->items[i], attr) : l.u.l->items[i]);
         return acc;
     }
-    if (!strcmp(n, "wordcount")) {
-        struct jv w = jsplit(c, need_str(c, v), NULL, -1);
-        return jv_int((int64_t)w.u.l->n);
-    }
-    if (!strcmp(n, "indent")) {
-        struct jv w = jarg(a, 0, "width");
-        int width = w.kind == JV_INT && w.u.i >= 0 && w.u.i < 256 ? (int)w.u.i : 4;
-        char pad[258] = "\n";
-        memset(pad + 1, ' ', (size_t)width);
-        pad[width + 1] = 0;
-        return jreplace(c, need_str(c, v), "\n", pad, -1);
+    if (!strcmp(n, "wordcount")) { /* Python's \w+ runs of str(v) */
+        struct jv s = need_str(c, v);
+        int64_t words = 0;
+        for (size_t i = 0, in = 0; i < s.u.s->len; i++) {
+            unsigned char ch = (unsigned char)s.u.s->p[i];
+            size_t word = ch >= 0x80 || ch == '_' || (ch < 0x80 && isalnum(ch));
+            words += word && !in;
+            in = word;
+        }
+        return jv_int(words);
     }
     return NOT_FOUND;
 }
@@ -342,21 +378,26 @@ struct jv jfilter(struct jctx *c, const char *name, struct jv v, struct jv *args
     if (!strcmp(n, "tojson"))
         return tojson(c, v, &a);
     if (!strcmp(n, "trim"))
-        return jstrip(c, need_str(c, v), jarg_str(c, &a, 0, "chars", NULL), 3);
+        return jmarkup_keep(v, jstrip(c, need_str(c, v), jarg_str(c, &a, 0, "chars", NULL), 3));
     if (!strcmp(n, "length") || !strcmp(n, "count"))
         return length_of(c, v);
-    if (!strcmp(n, "string") || !strcmp(n, "safe") || !strcmp(n, "e") || !strcmp(n, "escape"))
+    if (!strcmp(n, "string"))
         return need_str(c, v);
+    if (!strcmp(n, "e") || !strcmp(n, "escape") || !strcmp(n, "forceescape"))
+        return jmarkup_escape(c, v, n[0] == 'f');
+    if (!strcmp(n, "safe"))
+        return jmarkup_safe(c, v);
     if (!strcmp(n, "upper") || !strcmp(n, "lower"))
-        return jcase(c, need_str(c, v), n[0] == 'u');
+        return jmarkup_keep(v, jcase(c, need_str(c, v), n[0] == 'u'));
     if (!strcmp(n, "capitalize"))
-        return jcase(c, need_str(c, v), 2);
+        return jmarkup_keep(v, jcase(c, need_str(c, v), 2));
     if (!strcmp(n, "title"))
-        return jcase(c, need_str(c, v), 3);
+        return jmarkup_keep(v, jcase(c, need_str(c, v), 3));
     if (!strcmp(n, "replace"))
-        return jreplace(c, need_str(c, v), need_str(c, jarg(&a, 0, "old")).u.s->p,
+        return jmarkup_keep(
+            v, jreplace(c, need_str(c, v), need_str(c, jarg(&a, 0, "old")).u.s->p,
                         need_str(c, jarg(&a, 1, "new")).u.s->p,
-                        jarg(&a, 2, "count").kind == JV_INT ? jarg(&a, 2, "count").u.i : -1);
+                        jarg(&a, 2, "count").kind == JV_INT ? jarg(&a, 2, "count").u.i : -1));
     if (!strcmp(n, "join"))
         return do_join(c, v, &a);
     if (!strcmp(n, "first") || !strcmp(n, "last")) {
@@ -388,6 +429,10 @@ struct jv jfilter(struct jctx *c, const char *name, struct jv v, struct jv *args
     struct jv r = filter_seq(c, n, v, &a);
     if (!is_not_found(r))
         return r;
+    bool found;
+    r = jfilter_shape(c, n, v, &a, &found);
+    if (found)
+        return r;
     jfail(c, "no filter named '%s'", n);
 }
 
@@ -417,21 +462,31 @@ static int test_compare(struct jctx *c, const char *n, struct jv v, struct jv x)
         return n[0] == 'l' ? (n[1] == 't' ? r < 0 : r <= 0) : (n[1] == 't' ? r > 0 : r >= 0);
     }
     if (!strcmp(n, "divisibleby") || !strcmp(n, "even") || !strcmp(n, "odd")) {
-        if (v.kind != JV_INT)
-            jfail(c, "test '%s' needs an integer", n);
+        /* Python's value % k (floats and booleans too): odd is % 2 == 1 */
+        if (v.kind == JV_FLOAT || (v.kind == JV_BOOL && n[0] != 'd')) {
+            double f = v.kind == JV_FLOAT ? v.u.f : (double)v.u.b;
+            double k = n[0] != 'd' ? 2.0 : x.kind == JV_INT ? (double)x.u.i : 0.0;
+            if (k == 0.0)
+                jfail(c, "divisibleby needs a non-zero integer");
+            double m = f - k * floor(f / k);
+            return n[0] == 'o' ? m == 1.0 : m == 0.0;
+        }
+        if (v.kind != JV_INT && v.kind != JV_BOOL)
+            jfail(c, "test '%s' needs a number", n);
+        int64_t i = v.kind == JV_INT ? v.u.i : v.u.b;
         if (n[0] == 'e')
-            return v.u.i % 2 == 0;
+            return i % 2 == 0;
         if (n[0] == 'o')
-            return v.u.i % 2 != 0;
+            return i % 2 != 0;
         if (x.kind != JV_INT || x.u.i == 0)
             jfail(c, "divisibleby needs a non-zero integer");
-        return x.u.i == -1 || v.u.i % x.u.i == 0;
+        return x.u.i == -1 || i % x.u.i == 0;
     }
-    if (!strcmp(n, "lower") || !strcmp(n, "upper")) {
-        if (v.kind != JV_STR)
-            return 0;
-        struct jv t = jcase(c, v, n[0] == 'u');
-        return !strcmp(t.u.s->p, v.u.s->p);
+    if (!strcmp(n, "lower") || !strcmp(n, "upper")) { /* of str(v), as Jinja2's tests */
+        v = v.kind == JV_STR ? v : jstr_of(c, v);
+        /* Python's islower / isupper: no character of the other case, and one cased at all */
+        struct jv t = jcase(c, v, n[0] == 'u'), other = jcase(c, v, n[0] != 'u');
+        return !strcmp(t.u.s->p, v.u.s->p) && strcmp(other.u.s->p, v.u.s->p) != 0;
     }
     return -1;
 }
@@ -442,7 +497,7 @@ int jtest(struct jctx *c, const char *name, struct jv v, struct jv *args, int na
     static const char *const unary[] = {"defined",  "undefined", "none",   "string",   "mapping",
                                         "iterable", "sequence",  "number", "integer",  "float",
                                         "boolean",  "true",      "false",  "callable", "even",
-                                        "odd",      "lower",     "upper",  NULL};
+                                        "odd",      "lower",     "upper",  "escaped",  NULL};
     for (int i = 0; unary[i]; i++)
         if (!strcmp(n, unary[i]) && nargs > 0)
             jfail(c, "test '%s' takes no arguments", n);
@@ -458,8 +513,10 @@ int jtest(struct jctx *c, const char *name, struct jv v, struct jv *args, int na
         return v.kind == JV_DICT;
     if (!strcmp(n, "iterable"))
         return v.kind == JV_STR || v.kind == JV_LIST || v.kind == JV_DICT || v.kind == JV_UNDEF;
+    /* Jinja2's Undefined has a length and items, and a call (each raising): a sequence and
+     * callable, as its tests say */
     if (!strcmp(n, "sequence"))
-        return v.kind == JV_STR || v.kind == JV_LIST || v.kind == JV_DICT;
+        return v.kind == JV_STR || v.kind == JV_LIST || v.kind == JV_DICT || v.kind == JV_UNDEF;
     if (!strcmp(n, "number"))
         return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
     if (!strcmp(n, "integer"))
@@ -471,7 +528,9 @@ int jtest(struct jctx *c, const char *name, struct jv v, struct jv *args, int na
     if (!strcmp(n, "true") || !strcmp(n, "false"))
         return v.kind == JV_BOOL && v.u.b == (n[0] == 't');
     if (!strcmp(n, "callable"))
-        return v.kind == JV_FUNC;
+        return v.kind == JV_FUNC || v.kind == JV_UNDEF;
+    if (!strcmp(n, "escaped"))
+        return jv_is_markup(v);
     int r = test_compare(c, n, v, x);
     if (r >= 0)
         return r;

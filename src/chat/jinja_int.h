@@ -15,6 +15,8 @@ enum jnode_type {
     N_FOR,
     N_SET,
     N_SETBLOCK,
+    N_FILTERBLOCK,
+    N_WITH,
     N_MACRO,
     N_BREAK,
     N_CONTINUE,
@@ -38,6 +40,12 @@ enum jnode_type {
     N_KWARG,
     N_NONE_NODE
 };
+
+/* The name a block's filters read its rendered body from ({% filter %}, {% set x | f %}): no
+ * template can spell it (a space). */
+#define BODY_VAR " body"
+/* N_MACRO's lit.u.i: the body reads varargs / kwargs, so the macro takes extra arguments */
+enum { MACRO_VARARGS = 1, MACRO_KWARGS = 2 };
 
 /* One AST node; which fields mean what depends on type (see parse.c). */
 struct jnode {
@@ -113,10 +121,27 @@ struct jv jattr(struct jctx *c, struct jv obj, const char *name);
 struct jv jglobal_builtin(struct jctx *c, const char *name);
 /* loop.cycle(a, b, ...) for iteration index0. */
 struct jv jloop_cycle(struct jctx *c, int64_t index0);
+struct jv jloop_changed(struct jctx *c, struct jv state);
 struct jv jcall_builtin(struct jctx *c, struct jfunc *f, struct jv *args, int nargs,
                         const char **kwnames, struct jv *kwvals, int nkw);
 struct jv jcall_macro(struct jctx *c, struct jnode *m, struct jv *args, int nargs, const char **kwn,
                       struct jv *kwv, int nkw);
 struct jv jstr_of(struct jctx *c, struct jv v);
+/* a op b for the arithmetic operators (+ - * / // % **), as Python does them */
+struct jv jarith(struct jctx *c, const char *op, struct jv a, struct jv b);
+/* fmt % args, Python's printf-style formatting (args: one value or a tuple) */
+struct jv jpercent_format(struct jctx *c, struct jv fmt, struct jv args);
+
+/* markup.c: Jinja2's Markup. |e, |escape (force: |forceescape, which escapes Markup again):
+ * str(v) HTML-escaped as Markup; |safe: str(v) as Markup; a + b where either is Markup: the
+ * other escaped, the sum Markup; markup_keep: result as Markup where from was (the string
+ * filters and methods that keep it: upper, replace, strip, ...). */
+struct jv jmarkup_escape(struct jctx *c, struct jv v, bool force);
+struct jv jmarkup_safe(struct jctx *c, struct jv v);
+struct jv jmarkup_add(struct jctx *c, struct jv a, struct jv b);
+struct jv jmarkup_keep(struct jv from, struct jv result);
+static inline bool jv_is_markup(struct jv v) {
+    return v.kind == JV_STR && v.u.s->markup;
+}
 
 #endif

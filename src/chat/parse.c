@@ -513,6 +513,8 @@ static struct jnode *stmt_for(struct parser *P) {
     return n;
 }
 
+static struct jnode *filter_chain(struct parser *P);
+
 static struct jnode *stmt_set(struct parser *P) {
     struct jnode *n = node(P, N_SET);
     const char *name = expect_ident(P);
@@ -526,9 +528,11 @@ static struct jnode *stmt_set(struct parser *P) {
         while (accept_op(P, ","))
             push_name(P, n, expect_ident(P));
     }
-    if (cur(P)->type == T_BLOCK_END && !n->a && n->nnames == 1) {
+    if ((cur(P)->type == T_BLOCK_END || is_op(P, "|")) && !n->a && n->nnames == 1) {
         static const char *const ends[] = {"endset", NULL};
         const char *found;
+        if (accept_op(P, "|")) /* {% set x | filter %}: the body through the filters */
+            n->c = filter_chain(P);
         end_block(P);
         n->type = N_SETBLOCK;
         n->b = body(P, ends, &found);
@@ -539,6 +543,62 @@ static struct jnode *stmt_set(struct parser *P) {
     n->b = tuple_expr(P, 1);
     end_block(P);
     return n;
+}
+
+/* A block's filters, as {% filter %} and {% set x | %} take them: the first one's name (its
+ * '|' already read), more after '|', applied to the name BODY_VAR (the rendered body). */
+static struct jnode *filter_chain(struct parser *P) {
+    struct jnode *body_ref = node(P, N_NAME), *f = node(P, N_FILTER);
+    body_ref->name = BODY_VAR;
+    f->name = dotted_name(P);
+    f->a = body_ref;
+    if (accept_op(P, "("))
+        call_args(P, f);
+    return filters_and_tests(P, f);
+}
+
+static struct jnode *stmt_filter(struct parser *P) {
+    static const char *const ends[] = {"endfilter", NULL};
+    struct jnode *n = node(P, N_FILTERBLOCK);
+    const char *found;
+    n->a = filter_chain(P);
+    end_block(P);
+    n->b = body(P, ends, &found);
+    end_block(P);
+    return n;
+}
+
+/* {% with a = x, b = y %}: names, their values in kids, the body in b. */
+static struct jnode *stmt_with(struct parser *P) {
+    static const char *const ends[] = {"endwith", NULL};
+    struct jnode *n = node(P, N_WITH);
+    const char *found;
+    while (cur(P)->type != T_BLOCK_END) {
+        if (n->nnames && !accept_op(P, ","))
+            perr(P, "expected ',' in with");
+        push_name(P, n, expect_ident(P));
+        expect_op(P, "=");
+        push_kid(P, n, expr(P));
+    }
+    end_block(P);
+    n->b = body(P, ends, &found);
+    end_block(P);
+    return n;
+}
+
+/* Whether the subtree reads the name (a macro's varargs or kwargs). */
+static bool reads_name(const struct jnode *n, const char *name) {
+    if (!n)
+        return false;
+    if (n->type == N_NAME && !strcmp(n->name, name))
+        return true;
+    if (reads_name(n->a, name) || reads_name(n->b, name) || reads_name(n->c, name) ||
+        reads_name(n->d, name))
+        return true;
+    for (int i = 0; i < n->nkids; i++)
+        if (reads_name(n->kids[i], name))
+            return true;
+    return false;
 }
 
 static struct jnode *stmt_macro(struct parser *P) {
@@ -560,6 +620,9 @@ static struct jnode *stmt_macro(struct parser *P) {
     if (cur(P)->type == T_NAME) /* {% endmacro name %} */
         P->i++;
     end_block(P);
+    /* as Jinja2's: extra positional and keyword arguments only where the body reads them */
+    n->lit = jv_int((reads_name(n->b, "varargs") ? MACRO_VARARGS : 0) |
+                    (reads_name(n->b, "kwargs") ? MACRO_KWARGS : 0));
     return n;
 }
 
@@ -574,6 +637,10 @@ static struct jnode *statement(struct parser *P) {
         return stmt_set(P);
     if (!strcmp(kw, "macro"))
         return stmt_macro(P);
+    if (!strcmp(kw, "filter"))
+        return stmt_filter(P);
+    if (!strcmp(kw, "with"))
+        return stmt_with(P);
     if (!strcmp(kw, "break") || !strcmp(kw, "continue")) {
         n = node(P, kw[0] == 'b' ? N_BREAK : N_CONTINUE);
         end_block(P);

@@ -281,7 +281,7 @@ int jv_to_json(struct jbuf *b, struct jv v, int indent, int level, int flags) {
         r |= jbuf_puts(b, "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i)
-                r |= jbuf_puts(b, indent >= 0 ? "," : ", ");
+                r |= jbuf_puts(b, indent >= 0 || (flags & JSON_COMPACT) ? "," : ", ");
             if (indent >= 0)
                 r |= newline(b, indent, level + 1);
             r |= jv_to_json(b, v.u.l->items[i], indent, level + 1, flags);
@@ -307,7 +307,7 @@ int jv_to_json(struct jbuf *b, struct jv v, int indent, int level, int flags) {
         for (size_t j = 0; j < n; j++) {
             size_t i = (size_t)(order[j] - v.u.d->keys);
             if (j)
-                r |= jbuf_puts(b, indent >= 0 ? "," : ", ");
+                r |= jbuf_puts(b, indent >= 0 || (flags & JSON_COMPACT) ? "," : ", ");
             if (indent >= 0)
                 r |= newline(b, indent, level + 1);
             struct jv k = v.u.d->keys[i];
@@ -318,7 +318,7 @@ int jv_to_json(struct jbuf *b, struct jv v, int indent, int level, int flags) {
                 r |= jv_to_json(b, k, -1, level + 1, 0);
                 r |= jbuf_puts(b, "\"");
             }
-            r |= jbuf_puts(b, ": ");
+            r |= jbuf_puts(b, flags & JSON_COMPACT ? ":" : ": ");
             r |= jv_to_json(b, v.u.d->vals[i], indent, level + 1, flags);
             if (r)
                 break;

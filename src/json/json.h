@@ -5,6 +5,7 @@
 #define OX_JSON_JSON_H
 
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -37,7 +38,8 @@ struct jv {
 
 struct jstr {
     size_t len;
-    char *p; /* NUL-terminated for convenience */
+    char *p;     /* NUL-terminated for convenience */
+    bool markup; /* Jinja's Markup (|e, |safe): HTML-safe text, which escapes what + adds to it */
 };
 /* is_tuple only changes how it prints: (a, b). is_gen marks the results of map/select/unique:
  * Python generators, which tojson, length and indexing refuse (templates must apply |list first, as
@@ -100,7 +102,8 @@ int jv_fmt_float(struct jbuf *b, double f);
 enum ox_status jjson_parse(struct jarena *a, const char *text, size_t len, struct jv *out);
 /* JSON text as Python's json.dumps writes it; indent < 0 means compact-with-spaces (its default).
  * Fails (non-zero) on values json.dumps refuses (undefined, generators) or nested too deep. */
-enum { JSON_SORT_KEYS = 1, JSON_ASCII = 2 };
+/* JSON_COMPACT: Python's separators (',', ':') (no spaces after either) */
+enum { JSON_SORT_KEYS = 1, JSON_ASCII = 2, JSON_COMPACT = 4 };
 int jv_to_json(struct jbuf *b, struct jv v, int indent, int level, int flags);
 
 #endif

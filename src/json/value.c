@@ -105,6 +105,7 @@ struct jv jv_str(struct jarena *a, const char *s, size_t n) {
         memcpy(js->p, s, n);
     js->p[n] = 0;
     js->len = n;
+    js->markup = false;
     return (struct jv){.kind = JV_STR, .u.s = js};
 }
 

@@ -108,6 +108,21 @@ def jinja_seeds(dest):
     for i, path in enumerate(sorted(glob.glob(os.path.join(testdata(), "chat", "templates", "*")))):
         with open(path, "rb") as f, open(os.path.join(dest, "t%02d" % i), "wb") as g:
             g.write(f.read() + b"\0" + ctx.encode())
+    # the constructs past the shared templates': blocks through filters, with, varargs, Markup
+    extra = [
+        "{% filter upper | replace('A', '<') %}{% for m in messages %}{{ m.content|e }}"
+        "{{ loop.changed(m.role) }}{% endfor %}{% endfilter %}",
+        "{% set t | trim | indent(2, true) %}\n x\n\n y {% endset %}{% with a = t|length, "
+        "b = t|truncate(5) %}{{ a }}{{ b }}{{ t|center(9) }}{% endwith %}",
+        "{% macro m(x, y=2) %}{{ varargs }}{{ kwargs }}{{ x ~ y }}{% endmacro %}{{ m(1, 2, 3, k=4) }}"
+        "{{ m.name }}{{ (messages|first).content|e + '<&>' }}",
+        "{{ messages|batch(2)|list }}{{ messages|slice(2)|list }}{{ {'a b': '<c>'}|urlencode }}"
+        "{{ '<p>x &amp; y</p>'|striptags }}{{ messages|tojson(separators=(',', ':')) }}"
+        "{{ none|select|list }}{{ 2.675|round(2) }}{{ 'ab'|safe|e is escaped }}",
+    ]
+    for i, t in enumerate(extra):
+        with open(os.path.join(dest, "x%02d" % i), "wb") as g:
+            g.write(t.encode() + b"\0" + ctx.encode())
 
 
 def grammar_seeds(dest):
