@@ -61,7 +61,10 @@ struct jv jattr(struct jctx *c, struct jv obj, const char *name) {
             return v ? *v : jv_undef();
         }
     case JV_STR: return in_set(str_methods, name) ? make_func(c, name, 2, obj) : jv_undef();
-    case JV_LIST: return in_set(list_methods, name) ? make_func(c, name, 2, obj) : jv_undef();
+    case JV_LIST:
+        if (obj.u.l->is_group && (!strcmp(name, "grouper") || !strcmp(name, "list")))
+            return obj.u.l->items[name[0] == 'l'];
+        return in_set(list_methods, name) ? make_func(c, name, 2, obj) : jv_undef();
     case JV_FUNC: /* a macro's name, as Jinja2's Macro.name */
         return obj.u.fn && obj.u.fn->macro && !strcmp(name, "name")
                    ? jv_cstr(c->arena, obj.u.fn->macro->name)

@@ -168,43 +168,6 @@ static int contains(struct jctx *c, struct jv hay, struct jv needle) {
     jfail(c, "argument of type %s is not iterable", jv_kind_name(hay.kind));
 }
 
-/* Python's printf-style 'fmt' % args, for %s %d %i %r %f and %%, without flags or widths. */
-struct jv jpercent_format(struct jctx *c, struct jv fmt, struct jv args) {
-    struct jbuf b = {.limit = c->opts->max_output};
-    size_t k = 0, nargs = args.kind == JV_LIST && args.u.l->is_tuple ? args.u.l->n : 1;
-    for (const char *p = fmt.u.s->p, *e = p + fmt.u.s->len; p < e; p++) {
-        if (*p != '%') {
-            jbuf_put(&b, p, 1);
-            continue;
-        }
-        char f = ++p < e ? *p : 0;
-        if (f == '%') {
-            jbuf_put(&b, "%", 1);
-            continue;
-        }
-        if (!strchr("sdirf", f) || !f || k >= nargs) {
-            free(b.p);
-            jfail(c, "unsupported or mismatched %% format");
-        }
-        struct jv v =
-            nargs == 1 && !(args.kind == JV_LIST && args.u.l->is_tuple) ? args : args.u.l->items[k];
-        k++;
-        if (f == 'r')
-            jv_repr(&b, v);
-        else if (f == 'd' || f == 'i')
-            jv_to_str(&b, v.kind == JV_FLOAT ? jv_int((int64_t)v.u.f) : v);
-        else if (f == 'f') {
-            char tmp[64];
-            snprintf(tmp, sizeof tmp, "%f", is_number(v) ? as_double(v) : 0.0);
-            jbuf_puts(&b, tmp);
-        } else
-            jv_to_str(&b, v);
-    }
-    struct jv r = jv_str(c->arena, b.p ? b.p : "", b.len);
-    free(b.p);
-    return r;
-}
-
 struct jv jarith(struct jctx *c, const char *op, struct jv a, struct jv b) {
     if (op[0] == '+' && a.kind == JV_STR && b.kind == JV_STR &&
         (jv_is_markup(a) || jv_is_markup(b)))

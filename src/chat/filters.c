@@ -195,6 +195,40 @@ static struct jv do_sort(struct jctx *c, struct jv v, struct jcall *a, int dicts
 }
 
 /* Jinja compares strings case-insensitively unless case_sensitive=true. */
+/* Jinja2's groupby: sorted by the attribute (default where missing; strings compared without
+ * case unless case_sensitive), runs of equal keys as (grouper, list) pairs, the grouper the
+ * run's first item's own value. */
+static struct jv do_groupby(struct jctx *c, struct jv v, struct jcall *a) {
+    const char *attr = jarg_str(c, a, 0, "attribute", NULL);
+    struct jv dflt = jarg(a, 1, "default"), out = jv_list(c->arena);
+    int ci = !jv_truthy(jarg(a, 2, "case_sensitive"));
+    if (!attr)
+        jfail(c, "groupby: needs an attribute");
+    struct jv l = as_list(c, v, "groupby"), keyed = jv_list(c->arena);
+    for (size_t i = 0; i < l.u.l->n; i++) { /* [key, item] pairs, sorted by key */
+        struct jv k = get_path(c, l.u.l->items[i], attr), pair = jv_list(c->arena);
+        jv_list_push(c->arena, pair.u.l, k.kind == JV_UNDEF ? dflt : k);
+        jv_list_push(c->arena, pair.u.l, l.u.l->items[i]);
+        jv_list_push(c->arena, keyed.u.l, pair);
+    }
+    struct sort_ctx s = {c, "0", ci, 0};
+    struct jv *tmp = jarena_alloc(c->arena, (keyed.u.l->n + 1) * sizeof *tmp);
+    merge_sort(&s, keyed.u.l->items, tmp, keyed.u.l->n);
+    struct jv group = jv_undef();
+    for (size_t i = 0; i < keyed.u.l->n; i++) {
+        struct jv *pair = keyed.u.l->items[i].u.l->items;
+        if (group.kind == JV_UNDEF || sort_cmp(&s, keyed.u.l->items[i - 1], keyed.u.l->items[i])) {
+            group = jv_list(c->arena);
+            group.u.l->is_tuple = group.u.l->is_group = 1;
+            jv_list_push(c->arena, group.u.l, pair[0]);
+            jv_list_push(c->arena, group.u.l, jv_list(c->arena));
+            jv_list_push(c->arena, out.u.l, group);
+        }
+        jv_list_push(c->arena, group.u.l->items[1].u.l, pair[1]);
+    }
+    return out;
+}
+
 static struct jv do_unique(struct jctx *c, struct jv v, struct jcall *a) {
     struct jv l = as_list(c, v, "unique"), out = jv_list(c->arena), keys = jv_list(c->arena);
     int cs = jv_truthy(jarg(a, 0, "case_sensitive"));
@@ -316,6 +350,8 @@ static struct jv filter_seq(struct jctx *c, const char *n, struct jv v, struct j
         return gen(do_map(c, v, a));
     if (!strcmp(n, "unique"))
         return gen(do_unique(c, v, a));
+    if (!strcmp(n, "groupby"))
+        return do_groupby(c, v, a);
     if (!strcmp(n, "abs")) {
         if (v.kind == JV_BOOL)
             return jv_int(v.u.b);

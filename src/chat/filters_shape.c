@@ -1,7 +1,8 @@
 /* filters_shape.c: Jinja2's filters that shape text and sequences: center, truncate, indent,
- * batch, slice, format, pprint, attr, striptags, urlencode. Lengths count characters, as
- * Python's do. */
+ * batch, slice, format, pprint, attr, striptags, urlencode, filesizeformat, random. Lengths count
+ * characters, as Python's do. */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "chat/builtins_int.h"
@@ -244,6 +245,26 @@ static struct jv urlencode(struct jctx *c, struct jv v) {
     return r;
 }
 
+/* Jinja2's filesizeformat: bytes in kB, MB, ... (KiB, MiB, ... with binary), one decimal. */
+static struct jv filesize(struct jctx *c, struct jv v, bool binary) {
+    static const char *const si[] = {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
+    static const char *const iec[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+    struct jv f = jfilter(c, "float", v, NULL, 0, NULL, NULL, 0);
+    double bytes = f.u.f, base = binary ? 1024 : 1000, unit = base;
+    char tmp[64];
+    if (bytes == 1)
+        return jv_cstr(c->arena, "1 Byte");
+    if (bytes < base) {
+        snprintf(tmp, sizeof tmp, "%lld Bytes", (long long)bytes);
+        return jv_cstr(c->arena, tmp);
+    }
+    int i = 0;
+    for (unit = base * base; i < 7 && bytes >= unit; i++)
+        unit *= base;
+    snprintf(tmp, sizeof tmp, "%.1f %s", base * bytes / unit, (binary ? iec : si)[i]);
+    return jv_cstr(c->arena, tmp);
+}
+
 struct jv jfilter_shape(struct jctx *c, const char *n, struct jv v, struct jcall *a, bool *found) {
     *found = true;
     if (!strcmp(n, "center"))
@@ -280,6 +301,15 @@ struct jv jfilter_shape(struct jctx *c, const char *n, struct jv v, struct jcall
         return striptags(c, text_of(c, v));
     if (!strcmp(n, "urlencode"))
         return urlencode(c, v);
+    if (!strcmp(n, "filesizeformat"))
+        return filesize(c, v, jv_truthy(jarg(a, 0, "binary")));
+    if (!strcmp(n, "random")) { /* an item: the same for the same clock and place in the output */
+        struct jv seq = jfilter(c, "list", v, NULL, 0, NULL, NULL, 0);
+        if (!seq.u.l->n)
+            jfail(c, "random: cannot choose from an empty sequence");
+        uint64_t x = ((uint64_t)c->opts->now + c->out->len) * 0x9E3779B97F4A7C15ull;
+        return seq.u.l->items[(x >> 33) % seq.u.l->n];
+    }
     if (!strcmp(n, "pprint"))
         return pprint(c, v);
     if (!strcmp(n, "attr")) { /* an attribute, never an item: template values have none here */

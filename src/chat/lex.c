@@ -175,7 +175,8 @@ static size_t ident_char(const char *p, const char *end, int first) {
 
 static const char *const ops2[] = {"**", "//", "==", "!=", "<=", ">=", NULL};
 
-/* Expression tokens up to the tag's end; returns 1 if the end had a '-' (strip after). */
+/* Expression tokens up to the tag's end; returns 1 if the end had a '-' (strip after), 2 if a
+ * '+' (keep the newline trim_blocks would take). */
 static int lex_tag(struct lexer *L, int is_var) {
     const char *close = is_var ? "}}" : "%}";
     for (;;) {
@@ -186,12 +187,13 @@ static int lex_tag(struct lexer *L, int is_var) {
         if (L->p >= L->end)
             return lex_fail(L, is_var ? "unclosed '{{'" : "unclosed '{%'");
         size_t left = (size_t)(L->end - L->p);
-        int dash = *L->p == '-' && left >= 3 && !memcmp(L->p + 1, close, 2);
-        if (dash || (left >= 2 && !memcmp(L->p, close, 2))) {
-            L->p += dash ? 3 : 2;
+        int mark = (*L->p == '-' || *L->p == '+') && left >= 3 && !memcmp(L->p + 1, close, 2);
+        if (mark || (left >= 2 && !memcmp(L->p, close, 2))) {
+            int plus = mark && *L->p == '+';
+            L->p += mark ? 3 : 2;
             if (push(L, (struct jtok){is_var ? T_VAR_END : T_BLOCK_END, L->line, 0, 0, 0, 0}))
                 return -1;
-            return dash;
+            return plus ? 2 : mark;
         }
         char c = *L->p;
         if (c == '\'' || c == '"') {
@@ -343,14 +345,15 @@ int jlex(struct jarena *a, const char *src, size_t len, struct jtok **toks, size
                 return -1;
         }
         line_starting = 0;
-        if (strip_after) {
+        if (strip_after == 1) {
             while (L.p < L.end && is_ws(*L.p)) {
                 line_starting = *L.p == '\n';
                 L.line += *L.p == '\n';
                 L.p++;
             }
-        } else if (kind != '{' && L.p < L.end && *L.p == '\n') {
-            /* trim_blocks: the first newline after a block or comment tag goes. */
+        } else if (strip_after == 0 && kind != '{' && L.p < L.end && *L.p == '\n') {
+            /* trim_blocks: the first newline after a block or comment tag goes ('+%}' keeps
+             * it). */
             L.p++;
             L.line++;
             line_starting = 1;

@@ -48,6 +48,7 @@ struct jlist {
     size_t n, cap;
     struct jv *items;
     int is_gen, is_tuple;
+    int is_group; /* a (grouper, list) pair of |groupby: those two names read its items */
 };
 /* Insertion-ordered; linear lookup is fine for chat-sized dicts. */
 struct jdict {

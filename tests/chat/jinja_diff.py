@@ -153,6 +153,15 @@ CASES = [
     "{{ 'ABC'.islower() }}{{ 'ABC'.isupper() }}{{ 'a1'.isalnum() }}",
     "{{ '{:>5}|{:<5}|{:^5}'.format('a', 'b', 'c') }}",
     "{{ '%d-%s-%.2f'|format(3, 'x', 2.5) }}|{{ '%05.1f'|format(3.14159) }}",
+    "{{ '%5s|%-5s|%.2s|%r|%x|%#x|%#o|%e|%g|%+d|% d|%c|%c'|format('ab', 'cd', 'xyz', 'q', 255, 255, 8, "
+    "12345.678, 0.0001, 5, 5, 'z', 233) }}",
+    "{{ '%d' % 2.7 }}|{{ '%i%%' % 50 }}|{{ '%5.1f|%-8.3e|%G' % (3.14159, 1234.5, 1e-10) }}|{{ '%s' % none }}",
+    "{{ '%s %s' % ('a',) }}",
+    "{{ '%s' % (1, 2) }}",
+    "{{ '%x' % 2.5 }}",
+    "{{ '%d' % 'x' }}",
+    "{{ '%.3s|%5.2s|%-4r|' % ('héllo', 'é€x', 1) }}",
+    "{{ '%05d|%-05d|%+.3d|%#X|%o' % (-42, 7, 3, 255, 64) }}",
     "{{ 'héllo'|length }}|{{ 'héllo'[1] }}|{{ 'héllo'|upper }}|{{ 'ǅ'|lower }}",
     "{{ 'a\\nb\\nc'.splitlines() }}|{{ 'Hello'.swapcase() }}|{{ 'ab'.zfill(5) }}",
     "{{ 'abc'|reverse }}|{{ [1, 2]|reverse|list }}",
@@ -187,6 +196,11 @@ CASES = [
     "{% for g in [{'k': 'a', 'v': 1}, {'k': 'b', 'v': 2}, {'k': 'a', 'v': 3}]|groupby('k') %}{{ g.grouper }}:{{ g.list|map(attribute='v')|list }};{% endfor %}",
     "{{ {'a': 1}|length }}|{{ {'a': 1} == {'a': 1} }}|{{ [1] == [1.0] }}|{{ 'a' ~ 1 ~ 1.5 ~ true ~ [1] }}",
     "{{ dict(a=1, b='x') }}|{{ dict(a=1)|tojson }}",
+    "{{ [{'k': 'B', 'v': 1}, {'k': 'a', 'v': 2}, {'k': 'b', 'v': 3}, {'v': 4}]|groupby('k', default='z') }}",
+    "{{ [{'k': 'B'}, {'k': 'b'}]|groupby('k', case_sensitive=true)|map(attribute='grouper')|list }}",
+    "{% for key, items in [{'k': 2}, {'k': 1}, {'k': 2}]|groupby('k') %}{{ key }}={{ items|length }};{% endfor %}",
+    "{{ 0|filesizeformat }}|{{ 1|filesizeformat }}|{{ 999|filesizeformat }}|{{ 1000000|filesizeformat }}"
+    "|{{ 1048576|filesizeformat(true) }}|{{ 1e30|filesizeformat }}|{{ '2048'|filesizeformat(binary=true) }}",
     # tests
     "{{ 1 is odd }}{{ 2 is even }}{{ 6 is divisibleby(3) }}{{ 'a' is string }}{{ 1 is number }}{{ 1.0 is float }}{{ 1 is integer }}",
     "{{ [] is sequence }}{{ {} is mapping }}{{ 'x' is iterable }}{{ none is none }}{{ true is boolean }}{{ false is false }}{{ true is true }}",
@@ -200,6 +214,7 @@ CASES = [
     "{{- '  a  ' -}}  {{ 'b' }}\n\n{# comment #}\n   {#- c -#}   z",
     "line\n{% for i in [1, 2] %}\n  item {{ i }}\n{% endfor %}\nend",
     "{% raw %}{{ not rendered }}{% endraw %}",
+    "{% if true +%}\n  a\n{%- if true +%}\nb{% endif %}{% endif +%}\nc",
     # tojson options (transformers' tojson)
     "{{ {'b': 1, 'a': [1, 'é', none, true]}|tojson }}",
     "{{ {'b': 1, 'a': 2}|tojson(indent=2) }}",
@@ -285,16 +300,6 @@ KNOWN = {
     "{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}{% call(x) "
     "each([1, 2]) %}[{{ x }}]{% endcall %}": "{% call %} and caller(): not yet",
     "{{ '{:>5}|{:<5}|{:^5}'.format('a', 'b', 'c') }}": "str.format specs: not yet",
-    "{{ '%d-%s-%.2f'|format(3, 'x', 2.5) }}|{{ '%05.1f'|format(3.14159) }}":
-        "printf-style precision and padding: not yet",
-    "{{ 12345|filesizeformat }}|{{ 1000|filesizeformat(true) }}": "filesizeformat: not yet",
-    "{{ range(3)|list }}|{{ range(3)|length }}|{{ [1, 2, 3]|random is number }}": "random: not yet",
-    "{{ [{'name': 'x', 'v': 1}, {'name': 'y', 'v': 2}]|groupby('v')|list|length }}":
-        "groupby: not yet",
-    "{% for g in [{'k': 'a', 'v': 1}, {'k': 'b', 'v': 2}, {'k': 'a', 'v': 3}]|groupby('k') %}"
-    "{{ g.grouper }}:{{ g.list|map(attribute='v')|list }};{% endfor %}": "groupby: not yet",
-    "{%+ if true %}x{% endif %}\n   {%+ if true %}y{%- endif +%}\n":
-        "{%+ (no lstrip_blocks for this tag): not yet",
 }
 
 
