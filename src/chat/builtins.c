@@ -76,7 +76,8 @@ struct jv jattr(struct jctx *c, struct jv obj, const char *name) {
 struct jv jcall_value(struct jctx *c, struct jv fn, struct jv *args, int nargs,
                       const char **kwnames, struct jv *kwvals, int nkw) {
     if (fn.u.fn->macro)
-        return jcall_macro(c, fn.u.fn->macro, args, nargs, kwnames, kwvals, nkw);
+        return jcall_macro(c, fn.u.fn->macro, fn.u.fn->closure, jv_undef(), args, nargs, kwnames,
+                           kwvals, nkw);
     return jcall_builtin(c, fn.u.fn, args, nargs, kwnames, kwvals, nkw);
 }
 

@@ -622,8 +622,8 @@ static struct jv through_filters(struct jctx *c, struct jnode *chain, struct jv 
 /* A macro call: fresh scope over the template's top level, parameters bound by position,
  * then by keyword, then defaults; extra positional arguments as the tuple varargs and extra
  * keywords as the dict kwargs where the body reads them. Returns the rendered body. */
-struct jv jcall_macro(struct jctx *c, struct jnode *m, struct jv *args, int nargs, const char **kwn,
-                      struct jv *kwv, int nkw) {
+struct jv jcall_macro(struct jctx *c, struct jnode *m, struct jscope *outer, struct jv caller,
+                      struct jv *args, int nargs, const char **kwn, struct jv *kwv, int nkw) {
     if (++c->depth > c->opts->max_depth)
         jfail(c, "macro recursion too deep");
     int64_t takes = m->lit.u.i;
@@ -643,7 +643,9 @@ struct jv jcall_macro(struct jctx *c, struct jnode *m, struct jv *args, int narg
             jv_dict_set(c->arena, kwargs.u.d, jv_cstr(c->arena, kwn[k]), kwv[k]);
     }
     struct jscope *saved = c->scope;
-    c->scope = scope_push(c, c->globals);
+    c->scope = scope_push(c, outer ? outer : c->globals);
+    if (caller.kind != JV_UNDEF)
+        set_var(c, "caller", caller);
     if (takes & MACRO_VARARGS)
         set_var(c, "varargs", varargs);
     if (takes & MACRO_KWARGS)
@@ -665,6 +667,24 @@ struct jv jcall_macro(struct jctx *c, struct jnode *m, struct jv *args, int narg
     c->scope = saved;
     c->depth--;
     return out;
+}
+
+/* {% call(params) m(args) %}body{% endcall %}: m called with the body as its caller(), a
+ * macro of the params that sees the scope of the block. */
+static void exec_call_block(struct jctx *c, struct jnode *n) {
+    struct jv fn = jeval(c, n->a->a), *args, *kwv;
+    const char **kwn;
+    int nargs, nkw;
+    eval_args(c, n->a, 0, &args, &nargs, &kwn, &kwv, &nkw);
+    c->line = n->line;
+    if (fn.kind != JV_FUNC || !fn.u.fn || !fn.u.fn->macro)
+        jfail(c, "call block: '%s' is not a macro", n->a->a->name ? n->a->a->name : "value");
+    struct jfunc *f = jarena_alloc(c->arena, sizeof *f);
+    f->name = "caller", f->macro = n->c, f->closure = c->scope;
+    struct jv out =
+        jcall_macro(c, fn.u.fn->macro, fn.u.fn->closure, (struct jv){.kind = JV_FUNC, .u.fn = f},
+                    args, nargs, kwn, kwv, nkw);
+    emit(c, out.u.s->p, out.u.s->len);
 }
 
 void jexec(struct jctx *c, struct jnode *n) {
@@ -703,6 +723,7 @@ void jexec(struct jctx *c, struct jnode *n) {
         emit(c, v.u.s->p, v.u.s->len);
         break;
     }
+    case N_CALLBLOCK: exec_call_block(c, n); break;
     case N_WITH: {
         struct jscope *saved = c->scope;
         struct jv *vals = jarena_alloc(c->arena, (size_t)(n->nnames + 1) * sizeof *vals);

@@ -17,6 +17,7 @@ enum jnode_type {
     N_SETBLOCK,
     N_FILTERBLOCK,
     N_WITH,
+    N_CALLBLOCK,
     N_MACRO,
     N_BREAK,
     N_CONTINUE,
@@ -67,9 +68,10 @@ struct jtemplate {
 
 struct jfunc {
     const char *name;
-    struct jnode *macro; /* a macro, or NULL for a builtin */
-    struct jv bound;     /* builtin method: the receiver */
-    int builtin;         /* index into the builtin table */
+    struct jnode *macro;    /* a macro, or NULL for a builtin */
+    struct jscope *closure; /* a call block's caller: the scope it sees (NULL: the globals) */
+    struct jv bound;        /* builtin method: the receiver */
+    int builtin;            /* index into the builtin table */
 };
 
 /* Scope: a chain of small dicts. */
@@ -124,8 +126,10 @@ struct jv jloop_cycle(struct jctx *c, int64_t index0);
 struct jv jloop_changed(struct jctx *c, struct jv state);
 struct jv jcall_builtin(struct jctx *c, struct jfunc *f, struct jv *args, int nargs,
                         const char **kwnames, struct jv *kwvals, int nkw);
-struct jv jcall_macro(struct jctx *c, struct jnode *m, struct jv *args, int nargs, const char **kwn,
-                      struct jv *kwv, int nkw);
+/* A macro's body with its arguments, over outer (NULL: the template's globals); caller, unless
+ * undefined, is the call block's body as the macro's caller(). */
+struct jv jcall_macro(struct jctx *c, struct jnode *m, struct jscope *outer, struct jv caller,
+                      struct jv *args, int nargs, const char **kwn, struct jv *kwv, int nkw);
 struct jv jstr_of(struct jctx *c, struct jv v);
 /* a op b for the arithmetic operators (+ - * / // % **), as Python does them */
 struct jv jarith(struct jctx *c, const char *op, struct jv a, struct jv b);

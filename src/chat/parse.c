@@ -586,6 +586,46 @@ static struct jnode *stmt_with(struct parser *P) {
     return n;
 }
 
+static bool reads_name(const struct jnode *n, const char *name);
+
+/* A macro's parameters, "(a, b=1)" (the '(' read), into n's names and kids (defaults or NULL). */
+static void macro_params(struct parser *P, struct jnode *n) {
+    while (!accept_op(P, ")")) {
+        if (n->nnames && !accept_op(P, ","))
+            perr(P, "expected ',' or ')' in macro parameters");
+        if (accept_op(P, ")"))
+            break;
+        push_name(P, n, expect_ident(P));
+        push_kid(P, n, accept_op(P, "=") ? expr(P) : NULL);
+    }
+}
+
+/* As Jinja2's: a macro takes extra positional and keyword arguments only where its body reads
+ * varargs / kwargs. */
+static struct jv macro_takes(const struct jnode *body) {
+    return jv_int((reads_name(body, "varargs") ? MACRO_VARARGS : 0) |
+                  (reads_name(body, "kwargs") ? MACRO_KWARGS : 0));
+}
+
+/* {% call(params) m(args) %}body{% endcall %}: a the call, c the caller (a macro of body). */
+static struct jnode *stmt_call(struct parser *P) {
+    static const char *const ends[] = {"endcall", NULL};
+    struct jnode *n = node(P, N_CALLBLOCK), *caller = node(P, N_MACRO);
+    const char *found;
+    caller->name = "caller";
+    if (accept_op(P, "("))
+        macro_params(P, caller);
+    n->a = expr(P);
+    if (n->a->type != N_CALL)
+        perr(P, "expected a macro call in call block");
+    end_block(P);
+    caller->b = body(P, ends, &found);
+    caller->lit = macro_takes(caller->b);
+    n->c = caller;
+    end_block(P);
+    return n;
+}
+
 /* Whether the subtree reads the name (a macro's varargs or kwargs). */
 static bool reads_name(const struct jnode *n, const char *name) {
     if (!n)
@@ -607,22 +647,13 @@ static struct jnode *stmt_macro(struct parser *P) {
     const char *found;
     n->name = expect_ident(P);
     expect_op(P, "(");
-    while (!accept_op(P, ")")) {
-        if (n->nnames && !accept_op(P, ","))
-            perr(P, "expected ',' or ')' in macro parameters");
-        if (accept_op(P, ")"))
-            break;
-        push_name(P, n, expect_ident(P));
-        push_kid(P, n, accept_op(P, "=") ? expr(P) : NULL);
-    }
+    macro_params(P, n);
     end_block(P);
     n->b = body(P, ends, &found);
     if (cur(P)->type == T_NAME) /* {% endmacro name %} */
         P->i++;
     end_block(P);
-    /* as Jinja2's: extra positional and keyword arguments only where the body reads them */
-    n->lit = jv_int((reads_name(n->b, "varargs") ? MACRO_VARARGS : 0) |
-                    (reads_name(n->b, "kwargs") ? MACRO_KWARGS : 0));
+    n->lit = macro_takes(n->b);
     return n;
 }
 
@@ -641,6 +672,8 @@ static struct jnode *statement(struct parser *P) {
         return stmt_filter(P);
     if (!strcmp(kw, "with"))
         return stmt_with(P);
+    if (!strcmp(kw, "call"))
+        return stmt_call(P);
     if (!strcmp(kw, "break") || !strcmp(kw, "continue")) {
         n = node(P, kw[0] == 'b' ? N_BREAK : N_CONTINUE);
         end_block(P);

@@ -184,7 +184,104 @@ static int prefix_match(struct jv s, struct jv pre, int end) {
     return !memcmp(s.u.s->p + (end ? s.u.s->len - n : 0), pre.u.s->p, n);
 }
 
-/* str.format with {} / {0} / {name} fields and {{ }} escapes (no format specs). */
+/* A format spec's common part: [[fill]align][sign][#][0][width][.precision][type]. */
+struct fspec {
+    char fill, align, sign, type;
+    int alt, width, prec; /* prec -1: none */
+};
+
+static bool parse_fspec(const char *spec, struct fspec *f) {
+    *f = (struct fspec){.fill = ' ', .prec = -1};
+    if (spec[0] && spec[1] && strchr("<>=^", spec[1]))
+        f->fill = spec[0], f->align = spec[1], spec += 2;
+    else if (spec[0] && strchr("<>=^", spec[0]))
+        f->align = *spec++;
+    if (*spec && strchr("+- ", *spec))
+        f->sign = *spec++;
+    if (*spec == '#')
+        f->alt = 1, spec++;
+    if (*spec == '0' && !f->align)
+        f->fill = '0', f->align = '=', spec++;
+    for (; isdigit((unsigned char)*spec) && f->width < 10000; spec++)
+        f->width = f->width * 10 + (*spec - '0');
+    if (*spec == '.')
+        for (f->prec = 0, spec++; isdigit((unsigned char)*spec) && f->prec < 10000; spec++)
+            f->prec = f->prec * 10 + (*spec - '0');
+    if (*spec)
+        f->type = *spec++;
+    return !*spec && (!f->type || strchr("sdxXoceEfFgG%", f->type));
+}
+
+/* v's text for the spec into out (no padding yet); its default alignment into f->align. */
+static int field_text(struct jctx *c, struct jv v, struct fspec *f, char *out, size_t cap) {
+    bool number = v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
+    char cfmt[32], flags[4] = {0};
+    size_t nf = 0;
+    if (f->sign && f->sign != '-')
+        flags[nf++] = f->sign;
+    if (f->alt)
+        flags[nf++] = '#';
+    double x = v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.u.b;
+    long long i = v.kind == JV_INT ? (long long)v.u.i : v.kind == JV_BOOL ? v.u.b : 0;
+    f->align = f->align ? f->align : number ? '>' : '<';
+    if (!f->type || f->type == 's') { /* str(v), a string cut to prec characters */
+        struct jbuf t = {.limit = c->opts->max_output};
+        jv_to_str(&t, v);
+        size_t len = t.len;
+        for (size_t at = 0, ch = 0; f->prec >= 0 && v.kind == JV_STR && at < t.len; at++)
+            if (((unsigned char)t.p[at] & 0xC0) != 0x80 && ch++ == (size_t)f->prec) {
+                len = at;
+                break;
+            }
+        int n = snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), t.p ? t.p : "");
+        free(t.p);
+        return n;
+    }
+    if (strchr("dxXoc", f->type)) {
+        snprintf(cfmt, sizeof cfmt, "%%%sll%c", flags, f->type == 'c' ? 'd' : f->type);
+        return f->type == 'c' ? snprintf(out, cap, "%c", (int)(i & 0x7f))
+                              : snprintf(out, cap, cfmt, i);
+    }
+    snprintf(cfmt, sizeof cfmt, "%%%s.%d%c", flags, f->prec < 0 ? 6 : f->prec,
+             f->type == '%' ? 'f' : f->type);
+    int n = snprintf(out, cap, cfmt, f->type == '%' ? x * 100 : x);
+    if (f->type == '%' && n > 0 && (size_t)n + 1 < cap)
+        out[n++] = '%', out[n] = 0;
+    return n;
+}
+
+/* Python's format(v, spec) for parse_fspec's part of the mini-language; false for a spec or
+ * value it does not take (Python raises for those too, or the spec is beyond this part). */
+static bool format_field(struct jctx *c, struct jbuf *b, struct jv v, const char *spec) {
+    struct fspec f;
+    bool number = v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
+    if (!parse_fspec(spec, &f) || (f.type == 's' && v.kind != JV_STR) ||
+        (f.type && f.type != 's' && !number) ||
+        (f.type && strchr("dxXoc", f.type) && v.kind == JV_FLOAT))
+        return false;
+    char tmp[10100];
+    int n = field_text(c, v, &f, tmp, sizeof tmp);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return false;
+    size_t chars = 0, signs = 0;
+    for (int k = 0; k < n; k++)
+        chars += ((unsigned char)tmp[k] & 0xC0) != 0x80;
+    size_t pad = (size_t)f.width > chars ? (size_t)f.width - chars : 0;
+    size_t left = f.align == '<' ? 0 : f.align == '^' ? pad / 2 : pad;
+    if (f.align == '=') /* the padding goes between the sign and the digits */
+        while ((int)signs < n && strchr("+- ", tmp[signs]))
+            signs++;
+    jbuf_put(b, tmp, signs);
+    for (size_t k = 0; k < left; k++)
+        jbuf_put(b, &f.fill, 1);
+    jbuf_put(b, tmp + signs, (size_t)n - signs);
+    for (size_t k = left; k < pad; k++)
+        jbuf_put(b, &f.fill, 1);
+    return true;
+}
+
+/* str.format with {} / {0} / {name} fields, format specs after ':' (format_field) and {{ }}
+ * escapes. */
 static struct jv str_format(struct jctx *c, struct jv s, struct jcall *a) {
     struct jbuf b = {.limit = c->opts->max_output};
     const char *p = s.u.s->p, *e = p + s.u.s->len;
@@ -212,6 +309,9 @@ static struct jv str_format(struct jctx *c, struct jv s, struct jcall *a) {
         size_t kn = (size_t)(q - p - 1) < sizeof key - 1 ? (size_t)(q - p - 1) : sizeof key - 1;
         memcpy(key, p + 1, kn);
         key[kn] = 0;
+        char *spec = strchr(key, ':');
+        if (spec)
+            *spec++ = 0, kn = strlen(key);
         struct jv v;
         if (!kn)
             v = jarg(a, auto_idx++, NULL);
@@ -223,7 +323,12 @@ static struct jv str_format(struct jctx *c, struct jv s, struct jcall *a) {
             free(b.p);
             jfail(c, "format: no argument for field '%s'", key);
         }
-        jv_to_str(&b, v);
+        if (!spec)
+            jv_to_str(&b, v);
+        else if (!format_field(c, &b, v, spec)) {
+            free(b.p);
+            jfail(c, "format: cannot format a %s with '%s'", jv_kind_name(v.kind), spec);
+        }
         p = q + 1;
     }
     struct jv r = jv_str(c->arena, b.p ? b.p : "", b.len);

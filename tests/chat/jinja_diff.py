@@ -140,6 +140,12 @@ CASES = [
     "{% macro m() %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, k=3) }}",
     "{% macro wrap(t) %}<{{ t }}>{{ caller() }}</{{ t }}>{% endmacro %}{% call wrap('p') %}body{% endcall %}",
     "{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}{% call(x) each([1, 2]) %}[{{ x }}]{% endcall %}",
+    "{% macro row(x) %}<{{ caller(x, sep='=') }}>{% endmacro %}{% for k in ['a', 'b'] %}"
+    "{% call(v, sep='-') row(loop.index) %}{{ k }}{{ sep }}{{ v }}{% endcall %}{% endfor %}",
+    "{% macro outer() %}[{{ caller() }}]{% endmacro %}{% macro inner() %}({{ caller() }}){% endmacro %}"
+    "{% call outer() %}{% call inner() %}x{% endcall %}{% endcall %}",
+    "{% call nosuch() %}x{% endcall %}",
+    "{% macro m() %}{{ caller() }}{% endmacro %}{{ m() }}",
     "{% filter upper %}hello {{ 'world' }}{% endfilter %}",
     "{% filter replace('a', 'b') | upper %}banana{% endfilter %}",
     "{% macro m(x) %}{{ x * 2 }}{% endmacro %}{{ m(3) }}{{ m.name }}",
@@ -155,6 +161,12 @@ CASES = [
     "{{ '%d-%s-%.2f'|format(3, 'x', 2.5) }}|{{ '%05.1f'|format(3.14159) }}",
     "{{ '%5s|%-5s|%.2s|%r|%x|%#x|%#o|%e|%g|%+d|% d|%c|%c'|format('ab', 'cd', 'xyz', 'q', 255, 255, 8, "
     "12345.678, 0.0001, 5, 5, 'z', 233) }}",
+    "{{ '{:*^9}|{:05d}|{:+.2f}|{:x}|{:#X}|{:.3}|{:8.3e}|{:%}|{:.1%}|{:=+6d}'.format("
+    "'mid', 42, 3.14159, 255, 255, 'abcdef', 1234.5, 0.25, 0.125, 7) }}",
+    "{{ '{0:>4}{1:<3}|{name:^7}|{0:d}'.format(12, 'x', name='nm') }}",
+    "{{ '{:d}'.format(2.5) }}",
+    "{{ '{:s}'.format(3) }}",
+    "{{ '{:>{}}'.format('a', 3) }}",
     "{{ '%d' % 2.7 }}|{{ '%i%%' % 50 }}|{{ '%5.1f|%-8.3e|%G' % (3.14159, 1234.5, 1e-10) }}|{{ '%s' % none }}",
     "{{ '%s %s' % ('a',) }}",
     "{{ '%s' % (1, 2) }}",
@@ -292,14 +304,10 @@ KNOWN = {
     "{{ ''.join }}": "python: a bound method prints with its memory address",
     "{{ 7 / 2 }}|{{ 8 / 2 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7 % -3 }}|{{ 2 ** -1 }}|{{ 10 ** 20 }}":
         "python: integers past 64 bits (oxidize fails with integer overflow)",
+    "{{ '{:>{}}'.format('a', 3) }}": "str.format: a field nested in a spec: not yet",
     "{% for i in [1, 2] recursive %}{{ i }}{% endfor %}": "recursive loops: not yet",
     "{% for n in [{'v': 1, 'c': [{'v': 2, 'c': []}]}] recursive %}{{ n.v }}({{ loop(n.c) }})"
     "{% endfor %}": "recursive loops: not yet",
-    "{% macro wrap(t) %}<{{ t }}>{{ caller() }}</{{ t }}>{% endmacro %}{% call wrap('p') %}body"
-    "{% endcall %}": "{% call %} and caller(): not yet",
-    "{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}{% call(x) "
-    "each([1, 2]) %}[{{ x }}]{% endcall %}": "{% call %} and caller(): not yet",
-    "{{ '{:>5}|{:<5}|{:^5}'.format('a', 'b', 'c') }}": "str.format specs: not yet",
 }
 
 
