@@ -29,7 +29,8 @@ static int in_set(const char *const *set, const char *name) {
 static struct jv make_func(struct jctx *c, const char *name, int kind, struct jv bound) {
     struct jfunc *f = jarena_alloc(c->arena, sizeof *f);
     f->name = name;
-    f->builtin = kind; /* 1 global function, 2 method of bound, 3 loop.cycle, 4 loop.changed */
+    f->builtin = kind; /* 1 global function, 2 method of bound, 3 loop.cycle, 4 loop.changed,
+                          5 a recursive loop's loop() */
     f->bound = bound;
     return (struct jv){.kind = JV_FUNC, .u.fn = f};
 }
@@ -171,6 +172,11 @@ struct jv jcall_builtin(struct jctx *c, struct jfunc *f, struct jv *args, int na
         if (nargs < 1)
             jfail(c, "loop.cycle needs at least one argument");
         return args[f->bound.u.i % nargs];
+    }
+    if (f->builtin == 5) {
+        if (nargs != 1)
+            jfail(c, "loop() takes one iterable");
+        return jloop_again(c, f->loop, f->closure, args[0], f->bound.u.i + 1);
     }
     if (f->builtin == 4) {
         struct jv now = jv_list(c->arena);

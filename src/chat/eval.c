@@ -382,6 +382,8 @@ static struct jv call(struct jctx *c, struct jnode *n) {
     fn = jeval(c, n->a);
     eval_args(c, n, 0, &args, &nargs, &kwn, &kwv, &nkw);
     c->line = n->line;
+    if (fn.kind == JV_DICT && fn.u.d->is_call) /* a recursive loop's loop(items) */
+        fn = (struct jv){.kind = JV_FUNC, .u.fn = fn.u.d->is_call};
     if (fn.kind != JV_FUNC)
         jfail(c, "'%s' is not callable",
               n->a->type == N_NAME || n->a->type == N_ATTR ? n->a->name : jv_kind_name(fn.kind));
@@ -533,8 +535,8 @@ static void set_loop_var(struct jctx *c, struct jdict *loop, const char *k, stru
     jv_dict_set(c->arena, loop, jv_cstr(c->arena, k), v);
 }
 
-static void exec_for(struct jctx *c, struct jnode *n) {
-    struct jv items = loop_items(c, jeval(c, n->a));
+/* The loop over items at depth (1 but in a recursive loop's loop() calls). */
+static void run_for(struct jctx *c, struct jnode *n, struct jv items, int64_t depth) {
     struct jscope *saved = c->scope;
     c->scope = scope_push(c, saved);
     if (n->d) { /* for x in y if cond: filter first so loop.length is right */
@@ -566,9 +568,16 @@ static void exec_for(struct jctx *c, struct jnode *n) {
         set_loop_var(c, loop, "nextitem", i + 1 < len ? items.u.l->items[i + 1] : jv_undef());
         set_loop_var(c, loop, "cycle", jloop_cycle(c, (int64_t)i));
         set_loop_var(c, loop, "changed", jloop_changed(c, changed));
-        set_loop_var(c, loop, "depth", jv_int(1)); /* recursive loops are refused */
-        set_loop_var(c, loop, "depth0", jv_int(0));
-        set_var(c, "loop", (struct jv){.kind = JV_DICT, .u.d = loop});
+        set_loop_var(c, loop, "depth", jv_int(depth));
+        set_loop_var(c, loop, "depth0", jv_int(depth - 1));
+        struct jv lv = {.kind = JV_DICT, .u.d = loop};
+        if (n->lit.u.b) { /* recursive: loop(items) is callable, a dict with a function */
+            struct jfunc *f = jarena_alloc(c->arena, sizeof *f);
+            f->name = "loop", f->builtin = 5, f->bound = jv_int(depth), f->loop = n;
+            f->closure = saved;
+            loop->is_call = f;
+        }
+        set_var(c, "loop", lv);
         bind_targets(c, n, items.u.l->items[i]);
         exec_list(c, n->b);
         if (c->loop_ctl == 1) {
@@ -580,6 +589,26 @@ static void exec_for(struct jctx *c, struct jnode *n) {
     c->scope = saved;
     if (!len && n->c)
         exec_list(c, n->c);
+}
+
+static void exec_for(struct jctx *c, struct jnode *n) {
+    run_for(c, n, loop_items(c, jeval(c, n->a)), 1);
+}
+
+struct jv jloop_again(struct jctx *c, struct jnode *loop, struct jscope *outer, struct jv items,
+                      int64_t depth) {
+    if (depth > c->opts->max_depth)
+        jfail(c, "recursive loop too deep");
+    struct jscope *saved = c->scope;
+    size_t start = c->out->len;
+    c->scope = outer;
+    run_for(c, loop, loop_items(c, items), depth);
+    c->scope = saved;
+    struct jv s = jv_str(c->arena, c->out->p ? c->out->p + start : "", c->out->len - start);
+    c->out->len = start;
+    if (c->out->p)
+        c->out->p[start] = 0;
+    return s;
 }
 
 static void exec_set(struct jctx *c, struct jnode *n) {

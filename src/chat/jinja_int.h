@@ -69,7 +69,9 @@ struct jtemplate {
 struct jfunc {
     const char *name;
     struct jnode *macro;    /* a macro, or NULL for a builtin */
-    struct jscope *closure; /* a call block's caller: the scope it sees (NULL: the globals) */
+    struct jscope *closure; /* a call block's caller, a recursive loop's loop(): the scope it
+                               sees (NULL: the globals) */
+    struct jnode *loop;     /* a recursive loop's loop(): the for statement */
     struct jv bound;        /* builtin method: the receiver */
     int builtin;            /* index into the builtin table */
 };
@@ -124,6 +126,9 @@ struct jv jglobal_builtin(struct jctx *c, const char *name);
 /* loop.cycle(a, b, ...) for iteration index0. */
 struct jv jloop_cycle(struct jctx *c, int64_t index0);
 struct jv jloop_changed(struct jctx *c, struct jv state);
+/* A recursive loop's body over items at depth (1 at the top), rendered to a string. */
+struct jv jloop_again(struct jctx *c, struct jnode *loop, struct jscope *outer, struct jv items,
+                      int64_t depth);
 struct jv jcall_builtin(struct jctx *c, struct jfunc *f, struct jv *args, int nargs,
                         const char **kwnames, struct jv *kwvals, int nkw);
 /* A macro's body with its arguments, over outer (NULL: the template's globals); caller, unless

@@ -500,8 +500,7 @@ static struct jnode *stmt_for(struct parser *P) {
     n->a = tuple_expr(P, 0);
     if (accept_name(P, "if"))
         n->d = expr(P);
-    if (accept_name(P, "recursive"))
-        perr(P, "recursive loops are not supported");
+    n->lit = jv_bool(accept_name(P, "recursive")); /* loop(items) renders the body again */
     end_block(P);
     n->b = body(P, ends, &found);
     if (!strcmp(found, "else")) {

@@ -54,6 +54,7 @@ struct jlist {
 struct jdict {
     size_t n, cap;
     struct jv *keys, *vals;
+    struct jfunc *is_call; /* Jinja's recursive loop object: loop(items) calls this */
     int is_namespace;
 };
 

@@ -126,6 +126,10 @@ CASES = [
     "{% for i in [1, 2] recursive %}{{ i }}{% endfor %}",
     "{% for n in [{'v': 1, 'c': [{'v': 2, 'c': []}]}] recursive %}{{ n.v }}({{ loop(n.c) }}){% endfor %}",
     "{% for i in range(3) %}{{ loop.changed(i // 2) }}{% endfor %}",
+    "{% for n in tree recursive %}<{{ n.v }}:{{ loop.depth }}{{ loop.index }}{% if n.c %}[{{ loop(n.c) }}]"
+    "{% endif %}>{% endfor %}",
+    "{% for n in tree recursive if n.v != 3 %}{{ n.v }}{{ loop(n.c or []) }}{% else %}-{% endfor %}",
+    "{% for n in [1] %}{{ loop([2]) }}{% endfor %}",
     "{% for i in range(2, 10, 3) %}{{ i }}{% endfor %}|{% for i in range(5, 0, -2) %}{{ i }}{% endfor %}",
     # set, namespace, scoping
     "{% set x = 1 %}{% for i in range(3) %}{% set x = x + i %}{% endfor %}{{ x }}",
@@ -261,6 +265,8 @@ CASES = [
     "{{ (messages|first).content|e }}|{{ messages[1].content|e }}",
 ]
 
+TREE = {"tree": [{"v": 1, "c": [{"v": 2, "c": [{"v": 3, "c": []}]}, {"v": 4, "c": []}]},
+                 {"v": 5, "c": []}]}
 CTX = {"{{ m.role }}{{ m['content'] }}{{ m.nope is defined }}{{ m.get('role') }}":
        {"m": {"role": "user", "content": "c"}}}
 
@@ -292,7 +298,8 @@ def generated():
 
 def cases():
     for t in CASES:
-        yield t, CTX.get(t, MESSAGES if "messages" in t or "bos_token" in t else {})
+        yield t, CTX.get(t, MESSAGES if "messages" in t or "bos_token" in t else
+                     TREE if "tree" in t else {})
     for t in generated():
         yield t, {}
 
@@ -305,9 +312,6 @@ KNOWN = {
     "{{ 7 / 2 }}|{{ 8 / 2 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7 % -3 }}|{{ 2 ** -1 }}|{{ 10 ** 20 }}":
         "python: integers past 64 bits (oxidize fails with integer overflow)",
     "{{ '{:>{}}'.format('a', 3) }}": "str.format: a field nested in a spec: not yet",
-    "{% for i in [1, 2] recursive %}{{ i }}{% endfor %}": "recursive loops: not yet",
-    "{% for n in [{'v': 1, 'c': [{'v': 2, 'c': []}]}] recursive %}{{ n.v }}({{ loop(n.c) }})"
-    "{% endfor %}": "recursive loops: not yet",
 }
 
 

@@ -119,6 +119,9 @@ def jinja_seeds(dest):
         "{{ messages|batch(2)|list }}{{ messages|slice(2)|list }}{{ {'a b': '<c>'}|urlencode }}"
         "{{ '<p>x &amp; y</p>'|striptags }}{{ messages|tojson(separators=(',', ':')) }}"
         "{{ none|select|list }}{{ 2.675|round(2) }}{{ 'ab'|safe|e is escaped }}",
+        "{% macro w(t) %}<{{ caller(t) }}>{% endmacro %}{% for m in messages recursive %}"
+        "{% call(x) w(loop.depth) %}{{ x }}{{ '%-4s|%+.2e' % (m.role, 3.5) }}{% endcall %}"
+        "{{ loop([]) }}{% endfor %}{{ '{:*^9}|{:05d}'.format('a', 4) }}{{ messages|groupby('role') }}",
     ]
     for i, t in enumerate(extra):
         with open(os.path.join(dest, "x%02d" % i), "wb") as g:
