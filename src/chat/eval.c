@@ -168,34 +168,39 @@ static int contains(struct jctx *c, struct jv hay, struct jv needle) {
     jfail(c, "argument of type %s is not iterable", jv_kind_name(hay.kind));
 }
 
+/* seq * k or k * seq: the string or list k times over, in one pass (within the output cap for
+ * strings, the iteration cap for lists). */
+static struct jv repeat_seq(struct jctx *c, struct jv a, struct jv b) {
+    struct jv s = a.kind == JV_INT ? b : a;
+    int64_t k = a.kind == JV_INT ? a.u.i : b.u.i;
+    bool str = s.kind == JV_STR;
+    uint64_t n = str ? s.u.s->len : s.u.l->n;
+    if (k > 0 && (uint64_t)k * n > (str ? c->opts->max_output : (uint64_t)c->opts->max_iterations))
+        jfail(c, str ? "string too long" : "list too long");
+    if (!str) {
+        struct jv out = jv_list(c->arena);
+        for (int64_t r = 0; r < k; r++)
+            for (size_t i = 0; i < s.u.l->n; i++)
+                jv_list_push(c->arena, out.u.l, s.u.l->items[i]);
+        return out;
+    }
+    struct jbuf buf = {.limit = c->opts->max_output};
+    for (int64_t r = 0; r < k; r++)
+        jbuf_put(&buf, s.u.s->p, s.u.s->len);
+    struct jv out = jv_str(c->arena, buf.p ? buf.p : "", buf.len);
+    free(buf.p);
+    return out;
+}
+
 struct jv jarith(struct jctx *c, const char *op, struct jv a, struct jv b) {
     if (op[0] == '+' && a.kind == JV_STR && b.kind == JV_STR &&
         (jv_is_markup(a) || jv_is_markup(b)))
         return jmarkup_add(c, a, b);
     if (op[0] == '+' && a.kind == b.kind && (a.kind == JV_STR || a.kind == JV_LIST))
         return concat_seq(c, a, b);
-    if (op[0] == '*' && !op[1] &&
-        ((a.kind == JV_LIST && b.kind == JV_INT) || (a.kind == JV_INT && b.kind == JV_LIST))) {
-        struct jv l = a.kind == JV_LIST ? a : b, out = jv_list(c->arena);
-        int64_t k = a.kind == JV_INT ? a.u.i : b.u.i;
-        if (k > 0 && (uint64_t)k * l.u.l->n > (uint64_t)c->opts->max_iterations)
-            jfail(c, "list too long");
-        for (int64_t r = 0; r < k; r++)
-            for (size_t i = 0; i < l.u.l->n; i++)
-                jv_list_push(c->arena, out.u.l, l.u.l->items[i]);
-        return out;
-    }
-    if (op[0] == '*' && !op[1] &&
-        ((a.kind == JV_STR && b.kind == JV_INT) || (a.kind == JV_INT && b.kind == JV_STR))) {
-        struct jv s = a.kind == JV_STR ? a : b;
-        int64_t k = a.kind == JV_INT ? a.u.i : b.u.i;
-        if (k > 0 && (uint64_t)k * s.u.s->len > c->opts->max_output)
-            jfail(c, "string too long");
-        struct jv out = jv_str(c->arena, "", 0);
-        for (int64_t i = 0; i < k; i++)
-            out = concat_seq(c, out, s);
-        return out;
-    }
+    if (op[0] == '*' && !op[1] && ((a.kind == JV_INT) != (b.kind == JV_INT)) &&
+        (a.kind == JV_STR || a.kind == JV_LIST || b.kind == JV_STR || b.kind == JV_LIST))
+        return repeat_seq(c, a, b);
     if (op[0] == '%' && a.kind == JV_STR)
         return jpercent_format(c, a, b);
     if (!is_number(a) || !is_number(b))

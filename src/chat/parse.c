@@ -659,20 +659,15 @@ static struct jnode *stmt_macro(struct parser *P) {
 static struct jnode *statement(struct parser *P) {
     const char *kw = expect_ident(P);
     struct jnode *n;
-    if (!strcmp(kw, "if"))
-        return stmt_if(P);
-    if (!strcmp(kw, "for"))
-        return stmt_for(P);
-    if (!strcmp(kw, "set"))
-        return stmt_set(P);
-    if (!strcmp(kw, "macro"))
-        return stmt_macro(P);
-    if (!strcmp(kw, "filter"))
-        return stmt_filter(P);
-    if (!strcmp(kw, "with"))
-        return stmt_with(P);
-    if (!strcmp(kw, "call"))
-        return stmt_call(P);
+    static const struct {
+        const char *kw;
+        struct jnode *(*parse)(struct parser *P);
+    } tags[] = {{"if", stmt_if},       {"for", stmt_for},       {"set", stmt_set},
+                {"macro", stmt_macro}, {"filter", stmt_filter}, {"with", stmt_with},
+                {"call", stmt_call}};
+    for (size_t i = 0; i < sizeof tags / sizeof *tags; i++)
+        if (!strcmp(kw, tags[i].kw))
+            return tags[i].parse(P);
     if (!strcmp(kw, "break") || !strcmp(kw, "continue")) {
         n = node(P, kw[0] == 'b' ? N_BREAK : N_CONTINUE);
         end_block(P);

@@ -364,8 +364,8 @@ static int64_t int_arg(struct jcall *a, int i, const char *kw, int64_t dflt) {
     return v.kind == JV_INT ? v.u.i : dflt;
 }
 
-/* The methods that make a new value from s and their arguments (a string they make from
- * Markup stays Markup); JV_UNDEF for the others. */
+/* The methods that make a new string from s (Markup's stays Markup: jstr_method); JV_UNDEF for
+ * the others. */
 static struct jv str_transform(struct jctx *c, struct jv s, struct jcall *a) {
     const char *n = a->name;
     if (!strcmp(n, "strip") || !strcmp(n, "lstrip") || !strcmp(n, "rstrip"))
@@ -373,6 +373,44 @@ static struct jv str_transform(struct jctx *c, struct jv s, struct jcall *a) {
                       n[0] == 'l'   ? 1
                       : n[0] == 'r' ? 2
                                     : 3);
+    if (!strcmp(n, "upper") || !strcmp(n, "lower"))
+        return jcase(c, s, n[0] == 'u');
+    if (!strcmp(n, "capitalize"))
+        return jcase(c, s, 2);
+    if (!strcmp(n, "title"))
+        return jcase(c, s, 4);
+    if (!strcmp(n, "swapcase"))
+        return jcase(c, s, 5);
+    if (!strcmp(n, "replace"))
+        return jreplace(c, s, jarg_str(c, a, 0, "old", ""), jarg_str(c, a, 1, "new", ""),
+                        int_arg(a, 2, "count", -1));
+    if (!strcmp(n, "center")) {
+        const char *fill = jarg_str(c, a, 1, "fillchar", " ");
+        return jcenter(c, s, int_arg(a, 0, "width", 0), fill);
+    }
+    if (!strcmp(n, "zfill")) { /* zeros after any sign, up to width characters */
+        int64_t width = int_arg(a, 0, "width", 0);
+        size_t *o, k = jv_char_offsets(c->arena, s.u.s, &o);
+        if (width <= (int64_t)k || width > 1 << 20)
+            return s;
+        struct jbuf b = {.limit = c->opts->max_output};
+        size_t sign = s.u.s->len && (s.u.s->p[0] == '+' || s.u.s->p[0] == '-');
+        jbuf_put(&b, s.u.s->p, sign);
+        for (int64_t i = 0; i < width - (int64_t)k; i++)
+            jbuf_put(&b, "0", 1);
+        jbuf_put(&b, s.u.s->p + sign, s.u.s->len - sign);
+        struct jv r = jv_str(c->arena, b.p ? b.p : "", b.len);
+        free(b.p);
+        return r;
+    }
+    return (struct jv){.kind = JV_UNDEF};
+}
+
+struct jv jstr_method(struct jctx *c, struct jv s, struct jcall *a) {
+    const char *n = a->name;
+    struct jv t = str_transform(c, s, a);
+    if (t.kind != JV_UNDEF)
+        return jmarkup_keep(s, t);
     if (!strcmp(n, "split"))
         return jsplit(c, s, jarg_str(c, a, 0, "sep", NULL), int_arg(a, 1, "maxsplit", -1));
     if (!strcmp(n, "rsplit"))
@@ -390,25 +428,6 @@ static struct jv str_transform(struct jctx *c, struct jv s, struct jcall *a) {
             jfail(c, "%s: expected a string", n);
         return jv_bool(prefix_match(s, pre, end));
     }
-    if (!strcmp(n, "upper") || !strcmp(n, "lower"))
-        return jcase(c, s, n[0] == 'u');
-    if (!strcmp(n, "capitalize"))
-        return jcase(c, s, 2);
-    if (!strcmp(n, "title"))
-        return jcase(c, s, 4);
-    if (!strcmp(n, "swapcase"))
-        return jcase(c, s, 5);
-    if (!strcmp(n, "replace"))
-        return jreplace(c, s, jarg_str(c, a, 0, "old", ""), jarg_str(c, a, 1, "new", ""),
-                        int_arg(a, 2, "count", -1));
-    return (struct jv){.kind = JV_UNDEF};
-}
-
-struct jv jstr_method(struct jctx *c, struct jv s, struct jcall *a) {
-    const char *n = a->name;
-    struct jv t = str_transform(c, s, a);
-    if (t.kind != JV_UNDEF)
-        return jmarkup_keep(s, t);
     if (!strcmp(n, "find") || !strcmp(n, "rfind") || !strcmp(n, "index") || !strcmp(n, "count")) {
         const char *sub = jarg_str(c, a, 0, "sub", "");
         size_t sn = strlen(sub);
@@ -442,25 +461,6 @@ struct jv jstr_method(struct jctx *c, struct jv s, struct jcall *a) {
     if (!strcmp(n, "islower") || !strcmp(n, "isupper")) { /* cased, none of the other case */
         struct jv t = jcase(c, s, n[2] == 'u'), other = jcase(c, s, n[2] != 'u');
         return jv_bool(!strcmp(t.u.s->p, s.u.s->p) && strcmp(other.u.s->p, s.u.s->p) != 0);
-    }
-    if (!strcmp(n, "center")) {
-        const char *fill = jarg_str(c, a, 1, "fillchar", " ");
-        return jcenter(c, s, int_arg(a, 0, "width", 0), fill);
-    }
-    if (!strcmp(n, "zfill")) { /* zeros after any sign, up to width characters */
-        int64_t width = int_arg(a, 0, "width", 0);
-        size_t *o, k = jv_char_offsets(c->arena, s.u.s, &o);
-        if (width <= (int64_t)k || width > 1 << 20)
-            return s;
-        struct jbuf b = {.limit = c->opts->max_output};
-        size_t sign = s.u.s->len && (s.u.s->p[0] == '+' || s.u.s->p[0] == '-');
-        jbuf_put(&b, s.u.s->p, sign);
-        for (int64_t i = 0; i < width - (int64_t)k; i++)
-            jbuf_put(&b, "0", 1);
-        jbuf_put(&b, s.u.s->p + sign, s.u.s->len - sign);
-        struct jv r = jv_str(c->arena, b.p ? b.p : "", b.len);
-        free(b.p);
-        return r;
     }
     if (!strcmp(n, "isalpha"))
         return str_pred(s, isalpha);
