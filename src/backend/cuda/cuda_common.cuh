@@ -25,6 +25,10 @@ struct cuda_state {
     size_t scratch_floats;
     void *xh; /* a batch of activations in f16 or bf16 for the GEMMs */
     size_t xh_halves;
+    const float *xh_src; /* the rows xh holds (cleared as xq_src is: q, k and v, and every
+                            slice's gate and up of a sliced FFN, read one x), */
+    size_t xh_count;     /* how many floats, */
+    bool xh_bf16;        /* and in which form */
     uint8_t *staging; /* pinned host memory: uploads copy through it, so they are async */
     uint8_t *pinned;  /* a host range downloads may fill directly (the table's pin) */
     size_t pinned_size;
@@ -73,10 +77,12 @@ static inline int cuda_env_int(const char *name, int def, int lo, int hi) {
     return v < lo ? lo : v > hi ? hi : (int)v;
 }
 
-/* Rows whose quantized copies (xq_src's, xm_src's) may no longer hold: forget both. */
+/* Rows whose quantized or halved copies (xq_src's, xm_src's, xh_src's) may no longer hold:
+ * forget them. */
 static inline void cuda_forget_xq(cuda_state *s) {
     s->xq_src = nullptr;
     s->xm_src = nullptr;
+    s->xh_src = nullptr;
 }
 
 /* Batches up to this many tokens are decode steps: recorded as graphs, their RoPE and cache

@@ -19,7 +19,7 @@ constexpr int S_LD = FA_C + 4, P_LD = FA_C + 8; /* padded rows: fewer bank confl
  * part and row block starts 32-byte aligned, as WMMA's loads need. */
 struct fa_layout {
     int ld, o_ld;
-    size_t k, v, s, p, o, q_last, total;
+    size_t k, v, s, p, o, q_last, cpos, cseq, total;
 };
 
 __host__ __device__ inline fa_layout fa_smem(int hd) {
@@ -30,34 +30,53 @@ __host__ __device__ inline fa_layout fa_smem(int hd) {
     l.p = l.s + (size_t)FA_Q * S_LD * sizeof(float);
     l.o = l.p + (size_t)FA_Q * P_LD * sizeof(__half);
     l.q_last = l.o + (size_t)FA_Q * l.o_ld * sizeof(float);
-    l.total = l.q_last + 16; /* all of it dynamic: the limit the GPU allows covers it all */
+    /* twice (by the tile's parity) its cells' positions and one word of their sequence sets:
+     * 1.5 KB, which leaves two blocks of head size 128 room on a multiprocessor (the whole sets,
+     * 4.6 KB, left one) */
+    l.cpos = l.q_last + 16, l.cseq = l.cpos + 2 * FA_C * sizeof(int32_t);
+    l.total = l.cseq + 2 * FA_C * sizeof(uint64_t); /* all of it dynamic: the limit covers it */
     return l;
 }
 
-/* Cells [c0, c0 + FA_C) of one kv head into a tile of f16 rows. Cells past n_cells and free ones
- * (position < 0) become zeros: a zero probability times a stale NaN would still be NaN. */
+/* Cells [c0, c0 + FA_C) of one kv head, keys to ks and values to vs, as tiles of f16 rows.
+ * Free cells and those past n_cells (cpos < 0, staged in shared memory) become zeros: a zero
+ * probability times a stale NaN would still be NaN. Keys and values in one loop, whose loads
+ * depend on nothing but shared memory, so a thread has all of its on the way at once. */
 template <int KT>
-__device__ void fa_load_tile(__half *dst, int ld, const uint8_t *base, size_t row_bytes, int kvh,
-                             int hd, int c0, const attn_args &a) {
+__device__ void fa_load_tiles(__half *ks, __half *vs, int ld, int kvh, int hd, int c0,
+                              const int32_t *cpos, const attn_args &a) {
     if constexpr (KT == OX_DTYPE_F16) { /* 16 bytes at a time (rows checked 16-byte aligned) */
         const int chunks = hd / 8;
+        const size_t off = (size_t)kvh * hd * sizeof(__half);
+#pragma unroll 4
         for (int i = threadIdx.x; i < FA_C * chunks; i += FA_THREADS) {
-            const int c = i / chunks, j = i % chunks, cell = c0 + c;
-            uint4 v = make_uint4(0, 0, 0, 0);
-            if (cell < a.n_cells && a.cell_pos[cell] >= 0)
-                v = __ldg((const uint4 *)(base + (size_t)cell * row_bytes +
-                                          (size_t)kvh * hd * sizeof(__half)) +
-                          j);
-            *((uint4 *)(dst + (size_t)c * ld) + j) = v;
+            const int c = i / chunks, j = i % chunks;
+            const size_t cell = (size_t)(c0 + c);
+            uint4 k = make_uint4(0, 0, 0, 0), v = k;
+            if (cpos[c] >= 0) {
+                k = __ldg((const uint4 *)(a.k_cache + cell * a.k_row + off) + j);
+                v = __ldg((const uint4 *)(a.v_cache + cell * a.v_row + off) + j);
+            }
+            *((uint4 *)(ks + (size_t)c * ld) + j) = k;
+            *((uint4 *)(vs + (size_t)c * ld) + j) = v;
         }
     } else {
         for (int i = threadIdx.x; i < FA_C * hd; i += FA_THREADS) {
-            const int c = i / hd, d = i % hd, cell = c0 + c;
-            const bool live = cell < a.n_cells && a.cell_pos[cell] >= 0;
-            dst[(size_t)c * ld + d] =
-                __float2half(live ? kv_elem<KT>(base, row_bytes, (size_t)cell, kvh * hd + d) : 0.f);
+            const int c = i / hd, d = i % hd;
+            const bool live = cpos[c] >= 0;
+            const size_t cell = (size_t)(c0 + c);
+            ks[(size_t)c * ld + d] =
+                __float2half(live ? kv_elem<KT>(a.k_cache, a.k_row, cell, kvh * hd + d) : 0.f);
+            vs[(size_t)c * ld + d] =
+                __float2half(live ? kv_elem<KT>(a.v_cache, a.v_row, cell, kvh * hd + d) : 0.f);
         }
     }
+}
+
+/* Word q_word of the sequence set of the tile's cell c: staged, when it is the block's word. */
+__device__ __forceinline__ uint64_t cell_set(const attn_args &a, const uint64_t *cseq, int c0,
+                                             int c, int q_word, int blk_word) {
+    return q_word == blk_word ? cseq[c] : a.cell_seq[(size_t)(c0 + c) * SEQ_WORDS + q_word];
 }
 
 /* Two blocks per multiprocessor, so 255 registers a thread: without a minimum, ptxas held it to
@@ -74,6 +93,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2) flash_attention_kernel(const at
     __half *ps = (__half *)(smem + L.p) + warp * 16 * P_LD;
     float *os = (float *)(smem + L.o) + (size_t)warp * 16 * L.o_ld;
     int32_t &q_last = *(int32_t *)(smem + L.q_last); /* the block's latest query position */
+    int32_t *cpos_all = (int32_t *)(smem + L.cpos);
+    uint64_t *cseq_all = (uint64_t *)(smem + L.cseq);
 
     if (threadIdx.x == 0)
         q_last = -1;
@@ -91,17 +112,29 @@ __global__ void __launch_bounds__(FA_THREADS, 2) flash_attention_kernel(const at
     const int r = lane / 2, half = lane % 2, tq = t0 + warp * 16 + r;
     const bool live = tq < a.n;
     const int32_t qp = live ? a.q_pos[tq] : -1, qseq = live ? a.q_seq[tq] : 0;
+    /* the word of the sequence sets staged for the block: its first query's (a prompt's
+     * queries are of one sequence, or of few); a query of another word reads its own */
+    const int blk_word = a.q_seq[t0] / 64, q_word = qseq / 64, q_bit = qseq % 64;
     float m = -INFINITY, l = 0.f;
 
     for (int c0 = 0; c0 < a.n_cells; c0 += FA_C) {
-        /* a tile none of the block's queries can see is skipped (the causal half of a prompt) */
+        /* the tile's cells, read once: their positions (-1: free or past the end) and sequence
+         * sets, in the half of the buffers the previous tile did not use (a warp may still be
+         * reading that one) */
+        int32_t *cpos = cpos_all + (c0 / FA_C % 2) * FA_C;
+        uint64_t *cseq = cseq_all + (c0 / FA_C % 2) * FA_C;
         const int cell = c0 + (int)threadIdx.x;
-        const int32_t kp = threadIdx.x < FA_C && cell < a.n_cells ? a.cell_pos[cell] : -1;
+        int32_t kp = -1;
+        if (threadIdx.x < FA_C) {
+            kp = cell < a.n_cells ? a.cell_pos[cell] : -1;
+            cpos[threadIdx.x] = kp;
+            cseq[threadIdx.x] = kp >= 0 ? a.cell_seq[(size_t)cell * SEQ_WORDS + blk_word] : 0;
+        }
+        /* a tile none of the block's queries can see is skipped (the causal half of a prompt) */
         if (!__syncthreads_or(kp >= 0 &&
                               kp - a.ahead <= q_last)) /* also: the last tile is consumed */
             continue;
-        fa_load_tile<KT>(ks, L.ld, a.k_cache, a.k_row, kvh, hd, c0, a);
-        fa_load_tile<KT>(vs, L.ld, a.v_cache, a.v_row, kvh, hd, c0, a);
+        fa_load_tiles<KT>(ks, vs, L.ld, kvh, hd, c0, cpos, a);
         __syncthreads();
         for (int j = 0; j < FA_C / 16; j++) { /* S = Q K^T, 16 cells at a time */
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
@@ -120,13 +153,12 @@ __global__ void __launch_bounds__(FA_THREADS, 2) flash_attention_kernel(const at
         float sv[32], mx = -INFINITY;
 #pragma unroll
         for (int j = 0; j < 32; j++) {
-            const int c = c0 + half * 32 + j;
+            const int c = half * 32 + j;
             float s = -INFINITY;
-            if (live && c < a.n_cells) {
-                const int32_t p = a.cell_pos[c];
-                if (p >= 0 && p - qp <= a.ahead &&
-                    seq_set_has(a.cell_seq + (size_t)c * SEQ_WORDS, qseq) &&
-                    (a.window <= 0 || qp - p < a.window)) {
+            if (live) {
+                const int32_t p = cpos[c]; /* then, of a live cell, the set */
+                if (p >= 0 && p - qp <= a.ahead && (a.window <= 0 || qp - p < a.window) &&
+                    (cell_set(a, cseq, c0, c, q_word, blk_word) >> q_bit & 1)) {
                     const float raw = ss[r * S_LD + half * 32 + j];
                     s = a.softcap == 0.f ? raw * a.scale
                                          : a.softcap * tanhf(raw * (a.scale / a.softcap));

@@ -549,6 +549,8 @@ void cuda_q8_written(struct backend *b, const float *y, int n, int64_t rows) {
     const float *xm_end = s->xm_src + (size_t)s->xm_n * (size_t)s->xm_cols;
     if (s->xm_src && y < xm_end && s->xm_src < y + (size_t)n * (size_t)rows)
         s->xm_src = nullptr;
+    if (s->xh_src && y < s->xh_src + s->xh_count && s->xh_src < y + (size_t)n * (size_t)rows)
+        s->xh_src = nullptr;
 }
 
 /* Dense matmuls of more than cuda_q8_max_n tokens go to the tensor cores where they are taken. */

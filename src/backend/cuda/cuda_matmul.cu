@@ -430,15 +430,20 @@ static void gemm(struct backend *b, const struct mat *w, const float *x, float *
         cuda_note(b, cudaErrorInvalidValue, "cuda_matmul: batch wider than the f16 scratch");
         return;
     }
-    if (T == OX_DTYPE_BF16 && direct) { /* bf16 weights as they are; x rounded to bf16 */
-        to_bf16_kernel<<<grid, 256, 0, cs->stream>>>(x, (__nv_bfloat16 *)cs->xh, nx);
-        CUDA_LAUNCHED(b, "cuda_matmul: x to bf16");
+    const bool bf16 = T == OX_DTYPE_BF16 && direct; /* bf16 weights as they are */
+    if (cs->xh_src != x || cs->xh_count != nx || cs->xh_bf16 != bf16) {
+        if (bf16)
+            to_bf16_kernel<<<grid, 256, 0, cs->stream>>>(x, (__nv_bfloat16 *)cs->xh, nx);
+        else
+            to_half_kernel<<<grid, 256, 0, cs->stream>>>(x, (__half *)cs->xh, nx);
+        CUDA_LAUNCHED(b, "cuda_matmul: x to f16 / bf16");
+        cs->xh_src = x, cs->xh_count = nx, cs->xh_bf16 = bf16;
+    }
+    if (bf16) {
         gemm_chunk(b, w->data, CUDA_R_16BF, (int64_t)(w->row_bytes / 2), w->n_rows, w->n_cols,
                    cs->xh, CUDA_R_16BF, y, w->n_rows, n, accumulate);
         return;
     }
-    to_half_kernel<<<grid, 256, 0, cs->stream>>>(x, (__half *)cs->xh, nx);
-    CUDA_LAUNCHED(b, "cuda_matmul: x to f16");
     if (T == OX_DTYPE_F16 && direct) {
         gemm_chunk(b, w->data, CUDA_R_16F, (int64_t)(w->row_bytes / 2), w->n_rows, w->n_cols,
                    cs->xh, CUDA_R_16F, y, w->n_rows, n, accumulate);

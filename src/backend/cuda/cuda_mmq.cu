@@ -584,9 +584,16 @@ static void mmq_launch(struct backend *b, const mq_job &job, const uint8_t *xl, 
  * what one of 256 does; the warps past the batch's last token skip their products. H100, us,
  * 4096 x 4096 q4_K / q4_0 at 160 and 192 tokens: 49.9 / 45.7 and 53.4 / 48.7 against 68.5 /
  * 59.7 and 70.3 / 62.0 by tiles of 64; at 224 and 256, two of these tiles cost 82 / 73 against
- * 63 / 58 for tiles of 128 (q4_K) and 64 (q4_0), which keep those. */
+ * 63 / 58 for tiles of 128 (q4_K) and 64 (q4_0), which keep those.
+ * Wide matrices of 129 to 160 tokens take 128 x 160 tiles (16 warps of 32 x 40), one per 128
+ * rows: the 8B's 14336-row matrices then fill the GPU once (112 blocks), where the tall tiles
+ * took two rounds of 224 (H200, us, q4_K / q6_K 14336 x 4096 at 160 tokens: 101.7 / 144.9
+ * against 137.8 / 180.6; the 8B Q4_K_M decoding 160 sequences 8.76k t/s against 7.42k, 128
+ * 8.37k). The 1B's matrices gain nothing (28.5k / 28.4k t/s with them all on these). Where a
+ * type's tile is over the shared memory a block may have, the tall ones stay. */
 #define MQ_CONFIGS(X)                                                                              \
-    X(1, 1, 4, 1) X(1, 2, 4, 1) X(1, 4, 8, 1) X(2, 4, 4, 2) X(2, 4, 4, 4) X(2, 3, 2, 8)
+    X(1, 1, 4, 1) X(1, 2, 4, 1) X(1, 4, 8, 1) X(2, 4, 4, 2) X(2, 4, 4, 4) X(2, 3, 2, 8)            \
+    X(2, 5, 4, 4)
 constexpr int64_t MQ_WIDE_WEIGHTS = (int64_t)8 << 20;
 constexpr int MQ_TALL_FROM = 128, MQ_TALL_N = 192; /* 64 x 192: 8 tokens x NT 3 x WN 8 */
 
@@ -601,7 +608,9 @@ static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, c
     const bool wide = weights >= MQ_WIDE_WEIGHTS;
     /* 128 tokens a tile only where that pads no more than 64 would */
     const bool whole_128 = cuda_blocks(n, 128) * 128 <= cuda_blocks(n, 64) * 64;
-    if (n > tall_from && n <= MQ_TALL_N)
+    if (wide && n > 128 && n <= 160 && (mq_per_sm<T, 2, 5, 4, 4>) > 0)
+        mmq_launch<T, 2, 5, 4, 4>(b, job, xl, xsc, n);
+    else if (n > tall_from && n <= MQ_TALL_N)
         mmq_launch<T, 2, 3, 2, 8>(b, job, xl, xsc, n);
     else if (n > 64 && wide && whole_128)
         mmq_launch<T, 2, 4, 4, 4>(b, job, xl, xsc, n);
@@ -616,15 +625,17 @@ static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, c
 }
 
 /* Over 48 KB of dynamic shared memory must be allowed per kernel, before any launch; then how
- * many blocks of it fit a multiprocessor. */
-template <enum ox_dtype T> static cudaError_t mmq_allow_smem() {
+ * many blocks of it fit a multiprocessor (none for a tile whose memory is over the device's
+ * limit: mmq_run_t passes it by). */
+template <enum ox_dtype T> static cudaError_t mmq_allow_smem(int limit) {
     cudaError_t e = cudaSuccess;
 #define MQ_ATTR_(mt, nt, wm, wn)                                                                   \
-    if (e == cudaSuccess)                                                                          \
-        e = cudaFuncSetAttribute(mmq_kernel<T, mt, nt, wm, wn>,                                    \
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,                      \
-                                 (int)mq_smem<T, 16 * mt * wm, 8 * nt * wn>());                    \
-    if (e == cudaSuccess)                                                                          \
+    if (mq_smem<T, 16 * mt * wm, 8 * nt * wn>() > (size_t)limit)                                   \
+        mq_per_sm<T, mt, nt, wm, wn> = 0;                                                          \
+    else if (e == cudaSuccess &&                                                                   \
+             (e = cudaFuncSetAttribute(                                                            \
+                  mmq_kernel<T, mt, nt, wm, wn>, cudaFuncAttributeMaxDynamicSharedMemorySize,      \
+                  (int)mq_smem<T, 16 * mt * wm, 8 * nt * wn>())) == cudaSuccess)                   \
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                         \
             &mq_per_sm<T, mt, nt, wm, wn>, mmq_kernel<T, mt, nt, wm, wn>, 32 * wm * wn,            \
             mq_smem<T, 16 * mt * wm, 8 * nt * wn>());
@@ -773,11 +784,14 @@ cudaError_t cuda_mmq_init(void) {
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
     mmq_int8_mma = major >= 8;
+    int limit = 0;
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e == cudaSuccess) /* this file's copy of the iq4_nl levels (cuda_dequant.cuh) */
         e = cudaMemcpyToSymbol(cdq_iq4nl, iq4nl_values, sizeof iq4nl_values);
 #define MQ_INIT_(name)                                                                             \
     if (e == cudaSuccess)                                                                          \
-        e = mmq_allow_smem<OX_DTYPE_##name>();
+        e = mmq_allow_smem<OX_DTYPE_##name>(limit);
     CVD_TYPES(MQ_INIT_)
 #undef MQ_INIT_
     return e;
