@@ -36,6 +36,9 @@ static size_t partial_tail(const struct stop_filter *f) {
 bool stop_filter_push(struct stop_filter *f, const char *text, size_t len, FILE *out) {
     if (f->stopped)
         return true;
+    if (len == 0) /* nothing new to match (a token that ends no character, a request cancelled
+                   * before its first token); and text may be NULL, held too */
+        return false;
     if (f->n_stop == 0) {
         fwrite(text, 1, len, out);
         return false;

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "gen.h"
 #include "routes.h"
@@ -222,11 +221,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     state_request_closed(s);
 }
 
+/* A new connection: taken until the shutdown begins, closed at once after. This, not
+ * MHD_quiesce_daemon, is how the server stops accepting: with a pool of threads on epoll (what
+ * MHD_USE_AUTO_INTERNAL_THREAD picks on Linux) quiescing removes the listening socket from each
+ * thread's epoll set while that thread, if awake, may be removing it too, and the loser's
+ * ENOENT is an MHD_PANIC: abort() (libmicrohttpd 0.9.75, and upstream since). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
+    (void)addr, (void)len;
+    return state_stopping(cls) ? MHD_NO : MHD_YES;
+}
+
 static struct MHD_Daemon *listen_on(struct state *s, const struct sockaddr_in *addr) {
     const struct server_opts *o = state_options(s);
     unsigned idle = (unsigned)ceil(o->timeout);
     return MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME,
-                            (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                            (uint16_t)o->port, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR,
                             (const struct sockaddr *)addr, MHD_OPTION_NOTIFY_COMPLETED,
                             on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, idle,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->http_threads, MHD_OPTION_END);
@@ -258,24 +267,23 @@ int server_run(const struct server_opts *o) {
     fprintf(stderr, "oxidize serve: listening on http://%s:%u, loading %s\n", o->host,
             info ? info->port : (unsigned)o->port, state_model_id(s));
     int rc = 1;
-    MHD_socket listen = MHD_INVALID_SOCKET;
     if (state_start(s)) {
         fprintf(stderr, "oxidize serve: %s ready (%d slots of %d tokens)\n", state_model_id(s),
                 o->n_parallel, state_slot_ctx(s));
         int sig = 0;
         sigwait(&sigs, &sig);
         fprintf(stderr, "oxidize serve: shutting down\n");
-        /* SIGINT/SIGTERM: accept no more connections (the socket is closed after
-         * MHD_stop_daemon, as it asks), then let the state drain its generations */
-        listen = MHD_quiesce_daemon(d);
+        /* SIGINT/SIGTERM: from here on_accept turns new connections away while the state
+         * drains its generations */
         state_stop(s);
         rc = 0;
     } else {
         fprintf(stderr, "oxidize serve: %s\n", ox_last_error());
     }
+    /* no connection is suspended now, as libmicrohttpd requires (it panics otherwise): each
+     * one waits on a generation, and state_stop returns after the worker that ends them (each
+     * on_done resumes its connection) has exited */
     MHD_stop_daemon(d);
-    if (listen != MHD_INVALID_SOCKET)
-        close(listen);
     state_free(s);
     return rc;
 }

@@ -263,7 +263,9 @@ static bool no_open_requests(const struct state *s) {
     return s->open_requests == 0;
 }
 
-/* The shutdown's part after libmicrohttpd stops accepting (server.c quiesces it first). */
+/* The shutdown's part (server.c turns new connections away from here, state_stopping). The
+ * worker exits only once the engine has nothing running or queued, so after the join every
+ * generation's on_done has run, which resumes its connection: server.c may stop the daemon. */
 void state_stop(struct state *s) {
     pthread_mutex_lock(&s->lock);
     s->stopping = true; /* new generations are refused (503) from here */
@@ -276,6 +278,13 @@ void state_stop(struct state *s) {
     wait_until(s, no_open_requests, 2);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->worker, NULL);
+}
+
+bool state_stopping(struct state *s) {
+    pthread_mutex_lock(&s->lock);
+    bool stopping = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    return stopping;
 }
 
 void state_free(struct state *s) {

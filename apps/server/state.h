@@ -31,6 +31,8 @@ bool state_ready(struct state *s);
  * finish for --shutdown-timeout seconds, cancel the rest, give open requests a moment to
  * complete, and join the worker. */
 void state_stop(struct state *s);
+/* Whether state_stop has begun (the server turns new connections away from then). */
+bool state_stopping(struct state *s);
 void state_free(struct state *s);
 
 /* The HTTP side's counts: a reply sent with this status; a request libmicrohttpd began and

@@ -20,10 +20,12 @@ import urllib.request
 from apptest import DATA, OXIDIZE, check, finish
 
 
-def start(model, *args):
-    """The server on a free port; returns (process, base URL)."""
+def start(model, *args, env=None):
+    """The server on a free port (env: variables to add to its environment); returns (process,
+    base URL)."""
     p = subprocess.Popen([OXIDIZE, "serve", "-m", model, "--port", "0", "-t", "2"] + list(args),
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **env) if env else None)
     line = p.stderr.readline()  # "... listening on http://127.0.0.1:PORT, loading ..."
     m = re.search(r"http://[0-9.]+:(\d+)", line)
     ready = p.stderr.readline()  # "... ready (...)"
