@@ -758,6 +758,13 @@ void jexec(struct jctx *c, struct jnode *n) {
         break;
     }
     case N_CALLBLOCK: exec_call_block(c, n); break;
+    case N_GENERATION: { /* transformers renders the body through a call block: its sets stay in */
+        struct jscope *saved = c->scope;
+        c->scope = scope_push(c, saved);
+        exec_list(c, n->b);
+        c->scope = saved;
+        break;
+    }
     case N_WITH: {
         struct jscope *saved = c->scope;
         struct jv *vals = jarena_alloc(c->arena, (size_t)(n->nnames + 1) * sizeof *vals);
@@ -813,6 +820,9 @@ enum ox_status jinja_render_json(const struct jtemplate *t, const char *ctx_json
         jjson_parse(c->arena, ctx_json ? ctx_json : "{}", ctx_json ? ctx_len : 2, &ctx);
     if (st == OX_OK && ctx.kind != JV_DICT)
         st = ox_fail(OX_ERR_INVALID_ARG, "jinja: the render context must be a JSON object");
+    if (st == OX_OK && c->opts->jinja2_only && t->generation_line) /* Jinja2 fails to parse it */
+        st = ox_fail(OX_ERR_FORMAT, "jinja: line %d: unknown tag 'generation' (transformers' own)",
+                     t->generation_line);
     if (st == OX_OK) {
         jarena_on_oom(c->arena, &c->fail);
         int r = setjmp(c->fail);

@@ -2,6 +2,7 @@
 #ifndef OX_CHAT_JINJA_H
 #define OX_CHAT_JINJA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,8 @@ struct jinja_opts {
     int max_depth;          /* nested macro calls / expression recursion */
     int64_t max_iterations; /* loop iterations over the whole render */
     int64_t now;            /* unix seconds for strftime_now(); 0 = the real clock */
+    bool jinja2_only;       /* what plain Jinja2 knows: transformers' {% generation %} is an
+                               unknown tag (as in renders made without transformers) */
 };
 struct jinja_opts jinja_opts_default(void);
 

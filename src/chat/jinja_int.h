@@ -17,6 +17,7 @@ enum jnode_type {
     N_SETBLOCK,
     N_FILTERBLOCK,
     N_WITH,
+    N_GENERATION,
     N_CALLBLOCK,
     N_MACRO,
     N_BREAK,
@@ -64,6 +65,7 @@ struct jnode {
 struct jtemplate {
     struct jarena *arena; /* AST and literal storage */
     struct jnode *root;
+    int generation_line; /* where it first uses transformers' {% generation %} (0: nowhere) */
 };
 
 struct jfunc {

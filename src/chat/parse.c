@@ -10,6 +10,7 @@ struct parser {
     struct jtok *t;
     size_t n, i;
     int depth;
+    int generation_line; /* the first {% generation %}'s, or 0 */
     jmp_buf fail;
     char err[256];
 };
@@ -567,6 +568,20 @@ static struct jnode *stmt_filter(struct parser *P) {
     return n;
 }
 
+/* {% generation %}body{% endgeneration %}: the tag transformers adds to Jinja2 (its assistant
+ * mask marks what the body renders); the body, in b, renders as a caller's would. */
+static struct jnode *stmt_generation(struct parser *P) {
+    static const char *const ends[] = {"endgeneration", NULL};
+    struct jnode *n = node(P, N_GENERATION);
+    const char *found;
+    if (!P->generation_line)
+        P->generation_line = n->line;
+    end_block(P);
+    n->b = body(P, ends, &found);
+    end_block(P);
+    return n;
+}
+
 /* {% with a = x, b = y %}: names, their values in kids, the body in b. */
 static struct jnode *stmt_with(struct parser *P) {
     static const char *const ends[] = {"endwith", NULL};
@@ -662,9 +677,10 @@ static struct jnode *statement(struct parser *P) {
     static const struct {
         const char *kw;
         struct jnode *(*parse)(struct parser *P);
-    } tags[] = {{"if", stmt_if},       {"for", stmt_for},       {"set", stmt_set},
-                {"macro", stmt_macro}, {"filter", stmt_filter}, {"with", stmt_with},
-                {"call", stmt_call}};
+    } tags[] = {{"if", stmt_if},         {"for", stmt_for},
+                {"set", stmt_set},       {"macro", stmt_macro},
+                {"filter", stmt_filter}, {"with", stmt_with},
+                {"call", stmt_call},     {"generation", stmt_generation}};
     for (size_t i = 0; i < sizeof tags / sizeof *tags; i++)
         if (!strcmp(kw, tags[i].kw))
             return tags[i].parse(P);
@@ -673,8 +689,6 @@ static struct jnode *statement(struct parser *P) {
         end_block(P);
         return n;
     }
-    /* {% generation %} (newer transformers' assistant mask) is deliberately unknown: the
-     * reference renders, like plain Jinja2, reject it as a syntax error. */
     P->i--;
     perr(P, "unknown tag '%s'", kw);
 }
@@ -750,6 +764,7 @@ enum ox_status jinja_parse(const char *src, size_t len, struct jtemplate **out) 
     if (jlex(t->arena, norm, nn, &P.t, &P.n, P.err, sizeof P.err))
         longjmp(P.fail, 1);
     t->root = body(&P, NULL, NULL);
+    t->generation_line = P.generation_line;
     jarena_on_oom(t->arena, NULL);
     *out = t;
     return OX_OK;

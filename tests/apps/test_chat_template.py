@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """test_chat_template.py: `oxidize chat-template`, the interface reviewers use, renders every
 shared chat case exactly as Jinja2 configured like Hugging Face transformers did, and exits 1
-with the template's message where Jinja2 raised.
+with the template's message where Jinja2 raised. The stored renders are plain Jinja2's: where
+a template uses transformers' {% generation %} tag (which they reject), the expected text is
+Jinja2's with that tag defined as transformers defines it (tests/chat/jinja_diff.py).
 
 usage: test_chat_template.py PATH/TO/oxidize
 """
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -16,6 +19,18 @@ OXIDIZE = sys.argv[1]
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.environ.get("OX_TESTDATA") or os.path.join(HERE, "..", "..", "..", "shared", "testdata")
 CHAT = os.path.join(DATA, "chat")
+sys.path.insert(0, os.path.join(HERE, "..", "chat"))
+from jinja_diff import environment, jinja2_render  # noqa: E402 -- after the path is set
+
+
+def transformers_case(template, ref, case):
+    """The case as transformers renders it, for a template with {% generation %}, else None."""
+    with open(template, encoding="utf-8") as f:
+        source = f.read()
+    if "error" not in case or not re.search(r"{%-?\s*generation\s*-?%}", source):
+        return None
+    got = jinja2_render(environment(), source, dict(ref["context"], **case["input"]))
+    return {"output": got[3:]} if got.startswith("OK:") else {"error": got}
 
 
 def main():
@@ -44,6 +59,7 @@ def main():
                 if not inp.get("add_generation_prompt", False):
                     args.append("--no-generation-prompt")
                 p = subprocess.run(args, capture_output=True)
+                case = transformers_case(template, ref, case) or case
                 if "output" in case:
                     ok = p.returncode == 0 and p.stdout.decode("utf-8", "replace") == case["output"]
                 else:  # Jinja2 raised: so must we, with a message

@@ -6,21 +6,41 @@ up for chat templates (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks
 its tojson, raise_exception and strftime_now), and by oxidize through tests/chat/jinja_render.c;
 the outputs must be equal, and where Jinja2 raises oxidize must fail too. The cases cover the
 constructs Hugging Face chat templates use and more, written out (CASES) and generated
-(filters and tests over values of every type, none and undefined included).
+(filters and tests over values of every type, none and undefined included), and the shared
+chat templates that use transformers' {% generation %} tag on the shared conversations (their
+stored renders are plain Jinja2's, which rejects the tag).
 
     jinja_diff.py JINJA_RENDER [--show]
 """
 import datetime
+import glob
 import itertools
 import json
+import os
+import re
 import subprocess
 import sys
 
 import jinja2
 import jinja2.ext
+from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 NOW = datetime.datetime(2026, 1, 15, 10, 30, 0)  # jinja_render.c's clock
+
+
+class GenerationTag(jinja2.ext.Extension):
+    """{% generation %}...{% endgeneration %} as transformers defines it for its assistant mask:
+    the body, rendered through a call block, comes out as it is (the mask is not needed here)."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        line = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_through", []), [], [], body).set_lineno(line)
+
+    def _through(self, caller):
+        return caller()
 
 
 def environment():
@@ -33,7 +53,7 @@ def environment():
                           sort_keys=sort_keys)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
+                                        extensions=[jinja2.ext.loopcontrols, GenerationTag])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = NOW.strftime
@@ -263,6 +283,16 @@ CASES = [
     "{{ bos_token }}{% for m in messages %}{{ '<|' + m.role + '|>' + m.content|trim + eos_token }}{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}",
     "{{ (messages|first).content|e }}|{{ messages[1].content|e }}",
+    # transformers' generation tag: the body as it is, its sets kept inside, whitespace control
+    "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{{ m.content }}"
+    "{% endgeneration %}{% else %}[{{ m.content }}]{% endif %}{% endfor %}",
+    "{% set a = 1 %}{% for i in [1, 2] %}{% generation %}{% set a = i %}{{ a }}{{ loop.index }}"
+    "{% endgeneration %}{{ a }}{% endfor %}",
+    "{% set ns = namespace(x=0) %}{% generation %}{% set ns.x = 5 %}{% endgeneration %}{{ ns.x }}",
+    "a\n  {%- generation -%}\n  b  \n  {%- endgeneration -%}\n  c",
+    "a\n  {% generation %}\n  b\n  {% endgeneration %}\n  c",
+    "{% generation %}x",
+    "{% generation %}{% generation %}x{% endgeneration %}{% endgeneration %}",
 ]
 
 TREE = {"tree": [{"v": 1, "c": [{"v": 2, "c": [{"v": 3, "c": []}]}, {"v": 4, "c": []}]},
@@ -296,12 +326,29 @@ def generated():
         yield "{{ %s == %s }}|{{ %s != none }}|{{ [%s]|length }}" % (v, v, v, v)
 
 
+def shared_generation_cases():
+    """The shared chat templates that use {% generation %}, on the shared conversations."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    data = os.environ.get("OX_TESTDATA") or os.path.join(here, "..", "..", "..", "shared",
+                                                          "testdata")
+    for path in sorted(glob.glob(os.path.join(data, "chat", "expected", "*.json"))):
+        with open(path, encoding="utf-8") as f:
+            ref = json.load(f)
+        with open(os.path.join(data, "chat", "templates", ref["template"]), encoding="utf-8") as f:
+            source = f.read()
+        if not re.search(r"{%-?\s*generation\s*-?%}", source):
+            continue
+        for case in ref["cases"].values():
+            yield source, dict(ref["context"], **case["input"])
+
+
 def cases():
     for t in CASES:
         yield t, CTX.get(t, MESSAGES if "messages" in t or "bos_token" in t else
                      TREE if "tree" in t else {})
     for t in generated():
         yield t, {}
+    yield from shared_generation_cases()
 
 
 # Where oxidize still renders otherwise, each with why; a case here that comes out equal fails

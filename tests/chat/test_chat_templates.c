@@ -47,6 +47,7 @@ static void run_case(struct jtemplate *t, const char *parse_err, struct jv ctx, 
     size_t out_len = 0;
     struct jinja_opts opts = jinja_opts_default();
     opts.now = FIXED_NOW;
+    opts.jinja2_only = true; /* the references are plain Jinja2's ({% generation %}: jinja_diff) */
     enum ox_status st =
         t ? jinja_render_json(t, js.p, js.len, &opts, &out, &out_len) : OX_ERR_FORMAT;
     const char *err = t ? ox_last_error() : parse_err;

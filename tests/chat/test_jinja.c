@@ -135,7 +135,23 @@ static void test_python_semantics(void) {
     RERR("{{ [1] | map('string') | tojson }}"); /* a generator, as in Jinja2 */
     RERR("{{ missing | tojson }}");
     RERR("{{ x is defined is defined }}");
-    RERR("{% generation %}x{% endgeneration %}"); /* unknown to plain Jinja2 too */
+    /* transformers' {% generation %}: the body as it is, its sets kept inside (a call block) */
+    R("{% set a = 1 %}{% for m in [1, 2] %}{% generation %}{% set a = m %}<{{ a }}>"
+      "{% endgeneration %}{{ a }}{% endfor %}",
+      "<1>1<2>1");
+    RERR("{% generation %}x");
+    struct jtemplate *t;
+    char *out = NULL;
+    struct jinja_opts plain = jinja_opts_default();
+    plain.jinja2_only = true; /* plain Jinja2 does not know the tag, even where it never runs */
+    const char *unused = "{% if 0 %}{% generation %}{% endgeneration %}{% endif %}";
+    const bool parsed = jinja_parse(unused, strlen(unused), &t) == OX_OK;
+    CHECK(parsed);
+    if (parsed) {
+        CHECK(jinja_render_json(t, "{}", 2, &plain, &out, NULL) != OX_OK && !out);
+        CHECK(strstr(ox_last_error(), "line 1: unknown tag 'generation'") != NULL);
+        jinja_free(t);
+    }
 }
 
 int main(void) {

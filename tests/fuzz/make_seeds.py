@@ -122,6 +122,8 @@ def jinja_seeds(dest):
         "{% macro w(t) %}<{{ caller(t) }}>{% endmacro %}{% for m in messages recursive %}"
         "{% call(x) w(loop.depth) %}{{ x }}{{ '%-4s|%+.2e' % (m.role, 3.5) }}{% endcall %}"
         "{{ loop([]) }}{% endfor %}{{ '{:*^9}|{:05d}'.format('a', 4) }}{{ messages|groupby('role') }}",
+        "{% for m in messages %}{%- if m.role == 'assistant' -%}{% generation %}{% set x = m %}"
+        "{{ x.content }}{% endgeneration %}{%- endif %}{% endfor %}",
     ]
     for i, t in enumerate(extra):
         with open(os.path.join(dest, "x%02d" % i), "wb") as g:
