@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/pretok.h"
@@ -55,6 +56,7 @@ static enum ox_status load_merges(struct bpe_state *st, const struct ox_gguf *g)
 static void apply_preset(struct vocab *v, const struct pretok_config *cfg) {
     v->clean_spaces = cfg->clean_spaces;
     v->escape_whitespaces = cfg->escape_whitespaces;
+    v->normalizer_nfc = cfg->nfc;
     v->add_space_prefix = false;
     if (cfg->add_bos || cfg->force_add_bos)
         v->add_bos = true;
@@ -352,12 +354,34 @@ static enum ox_status encode_all(struct bpe_call *c, const char *text, size_t le
     return OX_OK;
 }
 
+/* NFC of text where the vocabulary asks for it and it can change anything (malloc'd, or NULL:
+ * the text as it is: ASCII, or not UTF-8, which Hugging Face never sees). */
+static char *nfc_copy(const struct vocab *v, const char *text, size_t len, size_t *out_len) {
+    size_t i = 0;
+    while (v->normalizer_nfc && i < len && (uint8_t)text[i] < 0x80)
+        i++;
+    if (!v->normalizer_nfc || i == len || len > (size_t)INT32_MAX)
+        return NULL;
+    utf8proc_uint8_t *dst = NULL;
+    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &dst,
+                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (n < 0) {
+        free(dst);
+        return NULL;
+    }
+    *out_len = (size_t)n;
+    return (char *)dst;
+}
+
 static enum ox_status bpe_encode(const struct vocab *v, const char *text, size_t len,
                                  struct tok_list *out) {
     struct bpe_call c = {.v = v, .st = v->model_state, .out = out};
     if (!c.st)
         return ox_fail(OX_ERR_INVALID_ARG, "tokenizer: BPE vocabulary not initialized");
-    enum ox_status s = encode_all(&c, text, len);
+    size_t nfc_len = 0;
+    char *nfc = nfc_copy(v, text, len, &nfc_len);
+    enum ox_status s = nfc ? encode_all(&c, nfc, nfc_len) : encode_all(&c, text, len);
+    free(nfc);
     pretok_split_result_free(&c.split);
     free(c.word);
     free(c.syms);
@@ -368,8 +392,27 @@ static enum ox_status bpe_encode(const struct vocab *v, const char *text, size_t
     return s;
 }
 
+/* Whether a merge makes the text: some split of it is a merge's pair. */
+static bool bpe_makes(const struct vocab *v, const char *text, size_t len) {
+    const struct bpe_state *st = v->model_state;
+    if (!st || len < 2 || len + 1 > st->max_merge_len)
+        return false;
+    char key[512];
+    if (len + 1 >= sizeof key)
+        return false;
+    for (size_t k = 1; k < len; k++) {
+        memcpy(key, text, k);
+        key[k] = ' ';
+        memcpy(key + k + 1, text + k, len - k);
+        if (strmap_find(&st->ranks, key, len + 1) >= 0)
+            return true;
+    }
+    return false;
+}
+
 const struct vocab_model_ops vocab_bpe_ops = {
     .init = bpe_init,
     .free = bpe_free,
     .encode = bpe_encode,
+    .makes = bpe_makes,
 };

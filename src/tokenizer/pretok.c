@@ -163,6 +163,7 @@ enum {
     F_FORCE_BOS = 1 << 6,
     F_NO_BOS_ID = 1 << 7,
     F_NEWLINE_RUNS = 1 << 8,
+    F_NFC = 1 << 9, /* tokenizer.json's normalizer is NFC (llama.cpp skips it) */
 };
 
 struct pre_entry {
@@ -214,11 +215,11 @@ static const struct pre_entry pre_table[] = {
     {"whitespace", "whitespace", re_whitespace, F_RAW_BYTES},
     {"refact", "starcoder", re_starcoder, 0},
     {"command-r", "starcoder", re_starcoder, NOC},
-    {"qwen2", "qwen2", re_qwen2, NOC},
-    {"deepseek-r1-qwen", "qwen2", re_qwen2, NOC},
+    {"qwen2", "qwen2", re_qwen2, NOC | F_NFC},
+    {"deepseek-r1-qwen", "qwen2", re_qwen2, NOC | F_NFC},
     {"kormo", "qwen2", re_qwen2, NOC},
     {"f2llmv2", "qwen2", re_qwen2, NOC},
-    {"qwen35", "qwen35", re_qwen35, NOC},
+    {"qwen35", "qwen35", re_qwen35, NOC | F_NFC},
     {"stablelm2", "qwen2", re_qwen2, 0},
     {"olmo", "gpt2", re_gpt2, 0},
     {"dbrx", "llama3", re_llama3, 0},
@@ -295,6 +296,7 @@ enum ox_status pretok_config_for(const char *pre, struct pretok_config *out) {
         .byte_encode = !(e->flags & F_RAW_BYTES),
         .ignore_merges = (e->flags & F_IGNORE_MERGES) != 0,
         .clean_spaces = !(e->flags & F_NOCLEAN),
+        .nfc = (e->flags & F_NFC) != 0,
         .escape_whitespaces = (e->flags & F_ESCAPE_WS) != 0,
         .add_bos = (e->flags & F_ADD_BOS) != 0,
         .add_sep = (e->flags & F_ADD_SEP) != 0,

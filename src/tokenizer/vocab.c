@@ -208,17 +208,31 @@ static enum ox_status read_flags(struct vocab *v, const struct ox_gguf *g) {
     v->normalizer_lowercase = true; /* BertNormalizer's defaults, as llama.cpp's */
     OX_TRY(read_flag(g, "tokenizer.ggml.normalizer.lowercase", &v->normalizer_lowercase));
     v->normalizer_strip_accents = v->normalizer_lowercase;
-    return read_flag(g, "tokenizer.ggml.normalizer.strip_accents", &v->normalizer_strip_accents);
+    OX_TRY(read_flag(g, "tokenizer.ggml.normalizer.strip_accents", &v->normalizer_strip_accents));
+    /* ours, for a converter to record tokenizer.json's NFC normalizer; without it the
+     * pre-tokenizer type's default (pretok_config.nfc) */
+    return read_flag(g, "tokenizer.ggml.normalizer.nfc", &v->normalizer_nfc);
+}
+
+/* A token llama.cpp would force to be a control token for its text, made one unless it is a
+ * plain entry of the model: typed normal and made by a merge from text. Hugging Face matches
+ * only its added tokens in the text; Qwen2's "</s>" (a merge of "</" and "s>") is text there,
+ * where llama.cpp matches it as a control token. An old conversion's mistyped "<|im_end|>" (an
+ * added token: no merge makes it) still becomes one. */
+static void force_control(struct vocab *v, int32_t id) {
+    const struct vocab_token *t = &v->tokens[id];
+    if (!(t->attr & OX_TOKEN_ATTR_NORMAL) || !v->ops->makes || !v->ops->makes(v, t->text, t->len))
+        v->tokens[id].attr |= OX_TOKEN_ATTR_CONTROL;
 }
 
 /* Older conversions do not store every special id; llama.cpp recognises these by their text
- * (first listed text present wins) and forces them to be control tokens. */
+ * (first listed text present wins) and forces them to be control tokens (force_control). */
 static void detect_by_text(struct vocab *v, int32_t *id, const char *const *texts) {
     for (; *texts && *id < 0; texts++) {
         int32_t t = vocab_find(v, *texts, strlen(*texts));
         if (t >= 0) {
             *id = t;
-            v->tokens[t].attr |= OX_TOKEN_ATTR_CONTROL;
+            force_control(v, t);
         }
     }
 }
@@ -326,8 +340,8 @@ static enum ox_status detect_specials(struct vocab *v) {
     for (const char *const *t = eog_texts; *t; t++) {
         int32_t id = vocab_find(v, *t, strlen(*t));
         if (id >= 0)
-            v->tokens[id].attr |= OX_TOKEN_ATTR_CONTROL;
-        OX_TRY(add_eog(v, id));
+            force_control(v, id);
+        OX_TRY(add_eog(v, id)); /* generation still ends on it, as in llama.cpp */
     }
     const int32_t always[] = {v->fim_pad, v->fim_rep, v->fim_sep, v->eos, v->eot, v->eom};
     for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)

@@ -43,6 +43,9 @@ struct vocab_model_ops {
     void (*free)(struct vocab *v);
     enum ox_status (*encode)(const struct vocab *v, const char *text, size_t len,
                              struct tok_list *out);
+    /* Whether the model itself makes this token text from plain text (a BPE merge's result);
+     * NULL: it cannot tell. */
+    bool (*makes)(const struct vocab *v, const char *text, size_t len);
 };
 
 struct vocab {
@@ -57,15 +60,16 @@ struct vocab {
     /* special tokens, -1 when absent */
     int32_t bos, eos, eot, eom, unk, sep, pad, mask, nl;
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
-    int32_t *eog;   /* end-of-generation ids (eos, eot, eom and known text matches) */
+    int32_t *eog; /* end-of-generation ids (eos, eot, eom and known text matches) */
     size_t n_eog;
 
     bool add_bos, add_eos, add_sep;
-    bool add_space_prefix;         /* SPM: a leading space before the first word */
+    bool add_space_prefix; /* SPM: a leading space before the first word */
     bool remove_extra_whitespaces;
-    bool escape_whitespaces;       /* SPM: spaces become U+2581 */
-    bool clean_spaces;             /* detokenize: undo spaces before punctuation */
+    bool escape_whitespaces; /* SPM: spaces become U+2581 */
+    bool clean_spaces;       /* detokenize: undo spaces before punctuation */
     bool normalizer_lowercase, normalizer_strip_accents; /* WPM */
+    bool normalizer_nfc;                                 /* BPE: NFC before pre-tokenizing */
 
     /* ids of CONTROL / USER_DEFINED / UNKNOWN tokens, longest text first: what the special
      * token partitioning looks for */

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""make_gold.py: the ids Hugging Face `tokenizers` gives for corpus.json, for the vocabularies
+dump_vocab.py wrote out, with each model's tokenizer.json as published: its normalizer, its
+pre-tokenizer (a Split on the model's regex, isolated, then ByteLevel without its own regex), a
+BPE over the GGUF's tokens and merges (Llama 3's with ignore_merges), and its added tokens (the
+GGUF's control tokens special, its user-defined ones not). Runs where `tokenizers` is
+installed (the lent GPU machines); writes gold-<name>.json beside corpus.json.
+
+    make_gold.py DUMP_DIR NAME...
+"""
+import json
+import os
+import sys
+
+from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# per vocabulary: the split regex, the normalizer, ignore_merges (tokenizer.json's)
+CONFIG = {
+    "qwen2": (QWEN2_SPLIT, "NFC", False),
+    "llama-bpe": (LLAMA3_SPLIT, None, True),
+}
+NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
+
+
+def build(dump, name):
+    split, norm, ignore_merges = CONFIG[name]
+    vocab = {t: i for i, (t, k) in enumerate(zip(dump["tokens"], dump["token_type"]))
+             if k == NORMAL}
+    merges = [tuple(m.split(" ", 1)) for m in dump["merges"]]
+    tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=ignore_merges))
+    if norm == "NFC":
+        tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    added = [(i, t, k) for i, (t, k) in enumerate(zip(dump["tokens"], dump["token_type"]))
+             if k in (CONTROL, USER_DEFINED)]
+    for i, t, k in added:  # ids as in the GGUF: added in order, after the model's vocabulary
+        tok.add_tokens([AddedToken(t, special=k == CONTROL, normalized=False)])
+        if tok.token_to_id(t) != i:
+            sys.exit("%s: added token %r got id %s, not %d" % (name, t, tok.token_to_id(t), i))
+    return tok
+
+
+def main():
+    import tokenizers
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "corpus.json"), encoding="utf-8") as f:
+        corpus = json.load(f)
+    for name in sys.argv[2:]:
+        with open(os.path.join(sys.argv[1], name + ".json"), encoding="utf-8") as f:
+            tok = build(json.load(f), name)
+        cases = [{"text": t, "ids": tok.encode(t, add_special_tokens=False).ids} for t in corpus]
+        split, norm, ignore_merges = CONFIG[name]
+        gold = {"vocab": "ggml-vocab-%s.gguf" % name, "tokenizers": tokenizers.__version__,
+                "normalizer": norm, "split": split, "ignore_merges": ignore_merges,
+                "cases": cases}
+        with open(os.path.join(here, "gold-%s.json" % name), "w", encoding="utf-8") as f:
+            json.dump(gold, f, ensure_ascii=True, indent=0)
+            f.write("\n")
+        print(name, len(cases), "cases")
+
+
+if __name__ == "__main__":
+    main()
