@@ -17,6 +17,9 @@
 
 #define WPM_REPLACEMENT 0xFFFDu
 #define WPM_MAX_DECOMP  16 /* canonical decompositions are at most 4 code points long */
+/* A longer word is the unknown token whole: WordPiece's max_input_chars_per_word, 100 in
+ * BERT's tokenizer.json (llama.cpp has no such limit) */
+#define WPM_MAX_WORD_CHARS 100
 
 /* What the splitter does with one (normalized) code point. */
 enum wpm_class {
@@ -108,9 +111,7 @@ static enum wpm_class wpm_classify(uint32_t cp, bool strip_accents) {
     case UTF8PROC_CATEGORY_CF:
     case UTF8PROC_CATEGORY_CO:
     case UTF8PROC_CATEGORY_CS: return WPM_DROP;
-    case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_MC:
-    case UTF8PROC_CATEGORY_ME: return strip_accents ? WPM_DROP : WPM_PART;
+    case UTF8PROC_CATEGORY_MN: return strip_accents ? WPM_DROP : WPM_PART;
     case UTF8PROC_CATEGORY_PC:
     case UTF8PROC_CATEGORY_PD:
     case UTF8PROC_CATEGORY_PS:
@@ -122,18 +123,26 @@ static enum wpm_class wpm_classify(uint32_t cp, bool strip_accents) {
     }
 }
 
-/* llama.cpp's "NFD" keeps only the first code point of the canonical decomposition (its
- * table maps each character to one code point). With accent stripping that is the same as
- * decomposing and dropping the marks for Latin, Greek, Cyrillic, kana etc.; it differs for
- * Hangul syllables, which become only their leading consonant jamo. We follow llama.cpp. */
-static uint32_t wpm_nfd_first(uint32_t cp) {
-    utf8proc_int32_t dec[WPM_MAX_DECOMP];
+/* Accent stripping as BertNormalizer's: the canonical decomposition (NFD), whose nonspacing
+ * marks (Mn) wpm_classify then drops; spacing marks stay (Devanagari's vowel signs). Hangul
+ * syllables decompose into their jamo. llama.cpp keeps only the first code point of each
+ * decomposition, and drops every mark: a syllable became its leading consonant alone. The
+ * decomposition goes to dec (n code points); reordering marks by combining class is left out,
+ * since the nonspacing ones go and the others keep their order. */
+static int wpm_nfd(uint32_t cp, uint32_t dec[WPM_MAX_DECOMP]) {
+    utf8proc_int32_t d[WPM_MAX_DECOMP];
     int boundclass = 0;
-    if (cp < 0xC0) /* nothing below U+00C0 decomposes canonically */
-        return cp;
-    utf8proc_ssize_t n = utf8proc_decompose_char((utf8proc_int32_t)cp, dec, WPM_MAX_DECOMP,
-                                                 UTF8PROC_DECOMPOSE, &boundclass);
-    return n >= 1 && n <= WPM_MAX_DECOMP ? (uint32_t)dec[0] : cp;
+    utf8proc_ssize_t n = 0;
+    if (cp >= 0xC0) /* nothing below U+00C0 decomposes canonically */
+        n = utf8proc_decompose_char((utf8proc_int32_t)cp, d, WPM_MAX_DECOMP, UTF8PROC_DECOMPOSE,
+                                    &boundclass);
+    if (n < 1 || n > WPM_MAX_DECOMP) {
+        dec[0] = cp;
+        return 1;
+    }
+    for (utf8proc_ssize_t i = 0; i < n; i++)
+        dec[i] = (uint32_t)d[i];
+    return (int)n;
 }
 
 static uint32_t wpm_lower(uint32_t cp) {
@@ -158,13 +167,17 @@ static enum ox_status wpm_word_add(struct wpm_word *w, uint32_t cp) {
 
 /* Greedy longest match over "\u2581word" (n bytes), trying every byte length from the
  * longest token down, as llama.cpp does. If some position matches nothing, the pieces
- * already found for this word are taken back and the whole word becomes the unknown token.
+ * already found for this word are taken back and the whole word becomes the unknown token, as
+ * does a word of more than WPM_MAX_WORD_CHARS characters.
  * Cost: O(n * max_token_len) lookups, so linear in the word. */
 static enum ox_status wpm_match_word(const struct vocab *v, const char *w, size_t n,
                                      struct tok_list *out) {
     const size_t start = out->n;
     const size_t max_len = v->max_token_len;
-    for (size_t i = 0; i < n;) {
+    size_t chars = 0; /* the word's, after the marker */
+    for (size_t i = WPM_MARK_LEN; i < n; i++)
+        chars += ((uint8_t)w[i] & 0xC0) != 0x80;
+    for (size_t i = 0; i < n && chars <= WPM_MAX_WORD_CHARS;) {
         size_t j = n - i > max_len ? i + max_len : n;
         int32_t id = -1;
         for (; j > i; j--) {
@@ -197,13 +210,10 @@ static enum ox_status wpm_word_flush(const struct vocab *v, struct wpm_word *w,
     return st;
 }
 
-/* Route one decoded code point: normalize, then end, extend or isolate a word. */
-static enum ox_status wpm_feed(const struct vocab *v, struct wpm_word *w, uint32_t cp,
-                               struct tok_list *out) {
-    const bool strip = v->normalizer_strip_accents;
-    if (strip)
-        cp = wpm_nfd_first(cp);
-    enum wpm_class cls = wpm_classify(cp, strip);
+/* Route one normalized code point: end, extend or isolate a word. */
+static enum ox_status wpm_route(const struct vocab *v, struct wpm_word *w, uint32_t cp,
+                                struct tok_list *out) {
+    enum wpm_class cls = wpm_classify(cp, v->normalizer_strip_accents);
     if (cls == WPM_DROP)
         return OX_OK;
     if (cls == WPM_SPACE)
@@ -215,6 +225,18 @@ static enum ox_status wpm_feed(const struct vocab *v, struct wpm_word *w, uint32
     OX_TRY(wpm_word_flush(v, w, out));
     OX_TRY(wpm_word_add(w, text_cp));
     return wpm_word_flush(v, w, out);
+}
+
+/* One decoded code point: decomposed first where accents are stripped. */
+static enum ox_status wpm_feed(const struct vocab *v, struct wpm_word *w, uint32_t cp,
+                               struct tok_list *out) {
+    if (!v->normalizer_strip_accents)
+        return wpm_route(v, w, cp, out);
+    uint32_t dec[WPM_MAX_DECOMP];
+    const int n = wpm_nfd(cp, dec);
+    for (int i = 0; i < n; i++)
+        OX_TRY(wpm_route(v, w, dec[i], out));
+    return OX_OK;
 }
 
 /* Encode one fragment of plain text. Streams word by word: memory is one word buffer, and

@@ -65,5 +65,7 @@ static void check_gold(const char *name) {
 int main(void) {
     check_gold("qwen2");
     check_gold("llama-bpe");
+    check_gold("gpt-2");
+    check_gold("bert-bge");
     return test_finish("test_hf_gold");
 }

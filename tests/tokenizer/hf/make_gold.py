@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """make_gold.py: the ids Hugging Face `tokenizers` gives for corpus.json, for the vocabularies
-dump_vocab.py wrote out, with each model's tokenizer.json as published: its normalizer, its
-pre-tokenizer (a Split on the model's regex, isolated, then ByteLevel without its own regex), a
-BPE over the GGUF's tokens and merges (Llama 3's with ignore_merges), and its added tokens (the
-GGUF's control tokens special, its user-defined ones not). Runs where `tokenizers` is
-installed (the lent GPU machines); writes gold-<name>.json beside corpus.json.
+dump_vocab.py wrote out, with each model's tokenizer.json settings as published, rebuilt around
+the GGUF's tokens: Qwen2 and Llama 3 a Split on the model's regex (isolated) then ByteLevel
+without its own regex, Qwen2's NFC normalizer, Llama 3's ignore_merges; GPT-2 ByteLevel with
+its regex; these a BPE over the GGUF's merges, with its added tokens (the GGUF's control tokens
+special, its user-defined ones not). BGE (BERT) a WordPiece with BertNormalizer (lowercase,
+accents stripped) and BertPreTokenizer, its tokens back from llama.cpp's phantom-space form
+("\u2581word" a word's start, "piece" a continuation, "##piece" in the original). Runs where
+`tokenizers` is installed (the lent GPU machines); writes gold-<name>.json beside corpus.json.
 
     make_gold.py DUMP_DIR NAME...
 """
@@ -18,25 +21,47 @@ LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-# per vocabulary: the split regex, the normalizer, ignore_merges (tokenizer.json's)
+# per vocabulary: the split regex (None: ByteLevel's own), the normalizer, ignore_merges
 CONFIG = {
     "qwen2": (QWEN2_SPLIT, "NFC", False),
     "llama-bpe": (LLAMA3_SPLIT, None, True),
+    "gpt-2": (None, None, False),
+    "bert-bge": ("WordPiece", "BertNormalizer", False),
 }
-NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4
+
+
+def wordpiece(dump):
+    def original(t):  # llama.cpp's convert_hf_to_gguf phantom space, undone
+        if t.startswith("[") and t.endswith("]"):
+            return t
+        return t[1:] if t.startswith("\u2581") else "##" + t
+    vocab = {original(t): i for i, t in enumerate(dump["tokens"])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                strip_accents=None, lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = [t for t, k in zip(dump["tokens"], dump["token_type"]) if k in (UNKNOWN, CONTROL)]
+    tok.add_special_tokens(specials)
+    return tok
 
 
 def build(dump, name):
     split, norm, ignore_merges = CONFIG[name]
+    if split == "WordPiece":
+        return wordpiece(dump)
     vocab = {t: i for i, (t, k) in enumerate(zip(dump["tokens"], dump["token_type"]))
              if k == NORMAL}
     merges = [tuple(m.split(" ", 1)) for m in dump["merges"]]
     tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=ignore_merges))
     if norm == "NFC":
         tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    if split:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     added = [(i, t, k) for i, (t, k) in enumerate(zip(dump["tokens"], dump["token_type"]))
              if k in (CONTROL, USER_DEFINED)]
     for i, t, k in added:  # ids as in the GGUF: added in order, after the model's vocabulary
