@@ -280,12 +280,70 @@ static bool format_field(struct jctx *c, struct jbuf *b, struct jv v, const char
     return true;
 }
 
-/* str.format with {} / {0} / {name} fields, format specs after ':' (format_field) and {{ }}
- * escapes. */
+/* Where str.format's fields are: the next automatic index, and whether fields were numbered
+ * automatically or by hand (Python refuses to mix the two). */
+struct format_order {
+    int next;
+    bool automatic, manual;
+};
+
+/* The argument a str.format field names ("": the next in order, "0", "name"), or JV_UNDEF
+ * (also for a field that mixes automatic and manual numbering). */
+static struct jv format_arg(struct jcall *a, const char *key, struct format_order *o) {
+    if (!*key) {
+        o->automatic = true;
+        return o->manual ? (struct jv){0} : jarg(a, o->next++, NULL);
+    }
+    if (isdigit((unsigned char)key[0])) {
+        o->manual = true;
+        return o->automatic ? (struct jv){0} : jarg(a, atoi(key), NULL);
+    }
+    return jarg(a, -1, key);
+}
+
+/* A field's format spec with its nested fields ("{:>{}}", "{:{w}.{p}f}") replaced by their
+ * arguments' text, into out (n bytes at most); false if one has no argument. */
+static bool format_spec(struct jcall *a, const char *spec, struct format_order *order, char *out,
+                        size_t n) {
+    size_t o = 0;
+    for (const char *p = spec; *p; p++) {
+        char piece[64] = "";
+        const char *text = piece;
+        if (*p == '{') {
+            const char *q = strchr(p, '}');
+            char key[64];
+            size_t kn = q ? (size_t)(q - p - 1) : 0;
+            if (!q || kn >= sizeof key)
+                return false;
+            memcpy(key, p + 1, kn);
+            key[kn] = 0;
+            struct jv v = format_arg(a, key, order);
+            if (v.kind == JV_UNDEF)
+                return false;
+            struct jbuf b = {.limit = sizeof piece - 1};
+            jv_to_str(&b, v);
+            snprintf(piece, sizeof piece, "%.*s", (int)b.len, b.p ? b.p : "");
+            free(b.p);
+            p = q;
+        } else {
+            piece[0] = *p;
+        }
+        size_t tn = strlen(text);
+        if (o + tn >= n)
+            return false;
+        memcpy(out + o, text, tn);
+        o += tn;
+    }
+    out[o] = 0;
+    return true;
+}
+
+/* str.format with {} / {0} / {name} fields, format specs after ':' (format_field) with fields
+ * nested one deep in them, and {{ }} escapes. */
 static struct jv str_format(struct jctx *c, struct jv s, struct jcall *a) {
     struct jbuf b = {.limit = c->opts->max_output};
     const char *p = s.u.s->p, *e = p + s.u.s->len;
-    int auto_idx = 0;
+    struct format_order order = {0};
     while (p < e) {
         if ((*p == '{' || *p == '}') && p + 1 < e && p[1] == *p) {
             jbuf_put(&b, p, 1);
@@ -300,8 +358,15 @@ static struct jv str_format(struct jctx *c, struct jv s, struct jcall *a) {
             jbuf_put(&b, p++, 1);
             continue;
         }
-        const char *q = memchr(p, '}', (size_t)(e - p));
-        if (!q) {
+        const char *q = p + 1; /* the field's closing brace, past those of its nested fields */
+        for (int depth = 1; q < e && (depth > 1 || *q != '}'); q++) {
+            depth += *q == '{' ? 1 : *q == '}' ? -1 : 0;
+            if (depth > 2) {
+                free(b.p);
+                jfail(c, "format: Max string recursion exceeded");
+            }
+        }
+        if (q >= e) {
             free(b.p);
             jfail(c, "format: single '{' in format string");
         }
@@ -312,22 +377,17 @@ static struct jv str_format(struct jctx *c, struct jv s, struct jcall *a) {
         char *spec = strchr(key, ':');
         if (spec)
             *spec++ = 0, kn = strlen(key);
-        struct jv v;
-        if (!kn)
-            v = jarg(a, auto_idx++, NULL);
-        else if (isdigit((unsigned char)key[0]))
-            v = jarg(a, atoi(key), NULL);
-        else
-            v = jarg(a, -1, key);
-        if (v.kind == JV_UNDEF || memchr(p + 1, '{', (size_t)(q - p - 1))) {
+        struct jv v = memchr(key, '{', kn) ? (struct jv){0} : format_arg(a, key, &order);
+        char full[128];
+        if (v.kind == JV_UNDEF || (spec && !format_spec(a, spec, &order, full, sizeof full))) {
             free(b.p);
             jfail(c, "format: no argument for field '%s'", key);
         }
         if (!spec)
             jv_to_str(&b, v);
-        else if (!format_field(c, &b, v, spec)) {
+        else if (!format_field(c, &b, v, full)) {
             free(b.p);
-            jfail(c, "format: cannot format a %s with '%s'", jv_kind_name(v.kind), spec);
+            jfail(c, "format: cannot format a %s with '%s'", jv_kind_name(v.kind), full);
         }
         p = q + 1;
     }

@@ -283,6 +283,12 @@ CASES = [
     "{{ bos_token }}{% for m in messages %}{{ '<|' + m.role + '|>' + m.content|trim + eos_token }}{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}",
     "{{ (messages|first).content|e }}|{{ messages[1].content|e }}",
+    # fields nested in str.format specs
+    "{{ '{:>{}}'.format('a', 3) }}",
+    "{{ '{:{}.{}f}|{:^{w}}|{0:{1}}'.format(3.14159, 8, 2, 'x', w=5) }}",
+    "{{ '{:{:{}}}'.format(1, 2, 3) }}",
+    "{{ '{0:{1}}|{2:^{w}.{3}}|{0:*>{w}}'.format('a', 5, 'xyz', 2, w=6) }}",
+    "{{ '{:{}'.format(1, 2) }}",
     # transformers' generation tag: the body as it is, its sets kept inside, whitespace control
     "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{{ m.content }}"
     "{% endgeneration %}{% else %}[{{ m.content }}]{% endif %}{% endfor %}",
@@ -358,7 +364,6 @@ KNOWN = {
     "{{ ''.join }}": "python: a bound method prints with its memory address",
     "{{ 7 / 2 }}|{{ 8 / 2 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7 % -3 }}|{{ 2 ** -1 }}|{{ 10 ** 20 }}":
         "python: integers past 64 bits (oxidize fails with integer overflow)",
-    "{{ '{:>{}}'.format('a', 3) }}": "str.format: a field nested in a spec: not yet",
 }
 
 

@@ -121,7 +121,7 @@ def jinja_seeds(dest):
         "{{ none|select|list }}{{ 2.675|round(2) }}{{ 'ab'|safe|e is escaped }}",
         "{% macro w(t) %}<{{ caller(t) }}>{% endmacro %}{% for m in messages recursive %}"
         "{% call(x) w(loop.depth) %}{{ x }}{{ '%-4s|%+.2e' % (m.role, 3.5) }}{% endcall %}"
-        "{{ loop([]) }}{% endfor %}{{ '{:*^9}|{:05d}'.format('a', 4) }}{{ messages|groupby('role') }}",
+        "{{ loop([]) }}{% endfor %}{{ '{:*^9}|{:05d}|{:>{}}'.format('a', 4, 'b', 3) }}{{ messages|groupby('role') }}",
         "{% for m in messages %}{%- if m.role == 'assistant' -%}{% generation %}{% set x = m %}"
         "{{ x.content }}{% endgeneration %}{%- endif %}{% endfor %}",
     ]
