@@ -65,6 +65,9 @@ CORPUS = [
     "ＡＢＣ１２３ ａｂｃ",
     "a\u0000b\u0007c\u001bd",
     "\u202eright-to-left override\u202c \u200f\u200e",
+    "a\u0378b c\U000e0041d e\U0010fffdf g\ufff0h",
+    "\u039f\u0394\u039f\u03a3 \u03a3\u039f\u03a6\u039f\u03a3, \u03a3 \u0391\u03a3.",
+    "\u0130stanbul \u1e9e STRASSE \u01c5 \u2126 \u212a",
     "x" * 300,
     "🙂" * 20,
 ]
