@@ -67,5 +67,7 @@ int main(void) {
     check_gold("llama-bpe");
     check_gold("gpt-2");
     check_gold("bert-bge");
+    check_gold("llama-spm");
+    check_gold("phi-3");
     return test_finish("test_hf_gold");
 }

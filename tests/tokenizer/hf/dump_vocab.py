@@ -51,7 +51,9 @@ def main():
         kv[key] = r.value(r.take("<I"))
     out = {k[len("tokenizer.ggml."):]: v for k, v in kv.items()
            if k in ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
-                    "tokenizer.ggml.token_type", "tokenizer.ggml.merges")}
+                    "tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.ggml.scores",
+                    "tokenizer.ggml.add_space_prefix", "tokenizer.ggml.unknown_token_id",
+                    "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")}
     with open(sys.argv[2], "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False)
 

@@ -27,7 +27,12 @@ CONFIG = {
     "llama-bpe": (LLAMA3_SPLIT, None, True),
     "gpt-2": (None, None, False),
     "bert-bge": ("WordPiece", "BertNormalizer", False),
+    "llama-spm": ("SentencePiece", "Prepend+Replace", False),
+    "phi-3": ("SentencePiece", "Prepend+Replace", False),
 }
+# Phi-3's tokenizer.json: its added tokens (past the SentencePiece model's 32000 pieces, and
+# </s>) take the spaces after them (rstrip), but for these
+NO_RSTRIP = {"<unk>", "<s>", "<|endoftext|>"}
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4
 
 
@@ -46,10 +51,45 @@ def wordpiece(dump):
     return tok
 
 
+def sentencepiece(dump, name):
+    """Llama 2's tokenizer.json: the normalizer prepends U+2581 and makes spaces U+2581, no
+    pre-tokenizer, a BPE with byte fallback whose merges are those transformers' converter
+    derives from the SentencePiece scores (every split of a piece into two pieces, ranked by
+    the piece's score, best first). Phi-3's: the same over the model's 32000 pieces, then its
+    added tokens."""
+    kinds = dump["token_type"]
+    model_n = 32000 if name == "phi-3" else len(dump["tokens"])
+    pieces = dump["tokens"][:model_n]
+    vocab = {t: i for i, t in enumerate(pieces)}
+    scored = []
+    for t, score in zip(pieces, dump["scores"]):
+        local = [(t[:i], t[i:]) for i in range(1, len(t)) if t[:i] in vocab and t[i:] in vocab]
+        local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
+        scored += [(m, score) for m in local]
+    scored.sort(key=lambda x: x[1], reverse=True)
+    tok = Tokenizer(models.BPE(vocab, [m for m, _ in scored], unk_token="<unk>",
+                               byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
+                                           normalizers.Replace(" ", "\u2581")])
+    rstrip = name == "phi-3"
+    tok.add_tokens([AddedToken(t, special=k != USER_DEFINED, normalized=False,
+                               rstrip=rstrip and t not in NO_RSTRIP)
+                    for t, k in zip(pieces, kinds) if k in (UNKNOWN, CONTROL, USER_DEFINED)])
+    for i in range(model_n, len(dump["tokens"])):  # added in order: their ids as in the GGUF
+        t = dump["tokens"][i]
+        tok.add_tokens([AddedToken(t, special=kinds[i] != USER_DEFINED, normalized=False,
+                                   rstrip=t not in NO_RSTRIP)])
+        if tok.token_to_id(t) != i:
+            sys.exit("%s: added token %r got id %s, not %d" % (name, t, tok.token_to_id(t), i))
+    return tok
+
+
 def build(dump, name):
     split, norm, ignore_merges = CONFIG[name]
     if split == "WordPiece":
         return wordpiece(dump)
+    if split == "SentencePiece":
+        return sentencepiece(dump, name)
     vocab = {t: i for i, (t, k) in enumerate(zip(dump["tokens"], dump["token_type"]))
              if k == NORMAL}
     merges = [tuple(m.split(" ", 1)) for m in dump["merges"]]
