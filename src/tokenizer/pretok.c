@@ -192,7 +192,7 @@ static const struct pre_entry pre_table[] = {
     {"deepseek-v3", "deepseek-v3", re_deepseek3, NOC},
     {"youtu", "youtu", re_youtu, NOC | IGN},
     {"falcon", "falcon", re_falcon, 0},
-    {"mpt", "gpt2", re_gpt2, 0},
+    {"mpt", "gpt2", re_gpt2, F_NFC}, /* GPT-NeoX's tokenizer.json normalizes to NFC */
     {"starcoder", "starcoder", re_starcoder, 0},
     {"gpt-2", "gpt2", re_gpt2, 0},
     {"phi-2", "gpt2", re_gpt2, 0},

@@ -24,7 +24,7 @@ struct pretok_config {
     bool no_default_bos;     /* no BOS id unless the GGUF names one (glm4) */
     bool newline_runs_whole; /* a piece of only '\n' that is a token is emitted whole (gemma4) */
     bool nfc;                /* text is NFC-normalized first, as the model's tokenizer.json says
-                                (Qwen2's, Qwen3.5's; llama.cpp skips it): the default of
+                                (Qwen2's, Qwen3.5's, GPT-NeoX's; llama.cpp skips it): the default of
                                 tokenizer.ggml.normalizer.nfc */
     bool regex_only;         /* tests: run every pattern as a regex, even those pretok.c
                                 replaces by one-pass code for speed */

@@ -1,4 +1,4 @@
-/* test_hf_gold.c: the shared Qwen2 and Llama 3 vocabularies tokenize a corpus of hard strings
+/* test_hf_gold.c: every shared vocabulary tokenizes a corpus of hard strings
  * (scripts, emoji, combining marks, whitespace runs, code, special-token look-alikes) to the
  * ids Hugging Face `tokenizers` gives (tests/tokenizer/hf: corpus.json, and gold-<name>.json
  * made by make_gold.py with each model's published tokenizer.json settings). No BOS; special
@@ -69,5 +69,11 @@ int main(void) {
     check_gold("bert-bge");
     check_gold("llama-spm");
     check_gold("phi-3");
+    check_gold("starcoder");
+    check_gold("refact");
+    check_gold("mpt");
+    check_gold("falcon");
+    check_gold("deepseek-llm");
+    check_gold("deepseek-coder");
     return test_finish("test_hf_gold");
 }

@@ -29,6 +29,15 @@ CONFIG = {
     "bert-bge": ("WordPiece", "BertNormalizer", False),
     "llama-spm": ("SentencePiece", "Prepend+Replace", False),
     "phi-3": ("SentencePiece", "Prepend+Replace", False),
+    # special tokens first in the vocabulary; pre-tokenizers of tokenizers' own kinds
+    "starcoder": ("Digits+ByteLevel", None, False),
+    "refact": ("Digits+ByteLevel", None, False),
+    "mpt": ("ByteLevel", "NFC", False),
+    "falcon": ("Punctuation+ByteLevel+Digits+Split", None, False),
+    # a Split for each of deepseek_splits.json's regexes (src/tokenizer/pretok.c's, which are
+    # llama.cpp's transcription of the tokenizer.json ones), then ByteLevel without its regex
+    "deepseek-llm": ("deepseek", None, False),
+    "deepseek-coder": ("deepseek", None, False),
 }
 # Phi-3's tokenizer.json: its added tokens (past the SentencePiece model's 32000 pieces, and
 # </s>) take the spaces after them (rstrip), but for these
@@ -84,8 +93,39 @@ def sentencepiece(dump, name):
     return tok
 
 
+def in_vocab(dump, name):
+    """StarCoder's, Refact's, GPT-NeoX's (MPT) and Falcon's tokenizer.json: every token in
+    the BPE's vocabulary, the added ones (GGUF control and user-defined tokens) marked there
+    at their ids, and pre-tokenizers of tokenizers' own kinds: StarCoder's single digits then
+    ByteLevel with its regex; GPT-NeoX's ByteLevel after an NFC normalizer; Falcon's runs of
+    punctuation, ByteLevel, digit runs, then threes of digits."""
+    kind, norm, _ = CONFIG[name]
+    vocab = {t: i for i, t in enumerate(dump["tokens"])}
+    merges = [tuple(m.split(" ", 1)) for m in dump["merges"]]
+    tok = Tokenizer(models.BPE(vocab, merges))
+    if norm == "NFC":
+        tok.normalizer = normalizers.NFC()
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    steps = {"Digits+ByteLevel": [pre_tokenizers.Digits(individual_digits=True), byte_level],
+             "ByteLevel": [byte_level],
+             "Punctuation+ByteLevel+Digits+Split": [
+                 pre_tokenizers.Punctuation(behavior="contiguous"), byte_level,
+                 pre_tokenizers.Digits(individual_digits=False),
+                 pre_tokenizers.Split(Regex("[0-9][0-9][0-9]"), behavior="isolated",
+                                      invert=False)]}[kind]
+    tok.pre_tokenizer = pre_tokenizers.Sequence(steps)
+    for i, (t, k) in enumerate(zip(dump["tokens"], dump["token_type"])):
+        if k in (CONTROL, USER_DEFINED):
+            tok.add_tokens([AddedToken(t, special=k == CONTROL, normalized=k == USER_DEFINED)])
+            if tok.token_to_id(t) != i:
+                sys.exit("%s: added token %r has id %s, not %d" % (name, t, tok.token_to_id(t), i))
+    return tok
+
+
 def build(dump, name):
     split, norm, ignore_merges = CONFIG[name]
+    if split in ("Digits+ByteLevel", "ByteLevel", "Punctuation+ByteLevel+Digits+Split"):
+        return in_vocab(dump, name)
     if split == "WordPiece":
         return wordpiece(dump)
     if split == "SentencePiece":
@@ -96,7 +136,14 @@ def build(dump, name):
     tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=ignore_merges))
     if norm == "NFC":
         tok.normalizer = normalizers.NFC()
-    if split:
+    if split == "deepseek":
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "deepseek_splits.json"), encoding="utf-8") as f:
+            splits = json.load(f)[name]
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False) for r in splits] +
+            [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    elif split:
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
