@@ -4,7 +4,8 @@ shared test conversations by oxidize and by Jinja2 set up as transformers sets i
 (jinja_diff.py's environment, {% generation %} included), compared byte for byte (a template
 Jinja2 fails on must fail in oxidize too). The templates are other projects' files, so they
 stay out of this repository: point it at folders of them (fetched mirrors' *.jinja files, or
-tokenizer_config.json files with a chat_template).
+tokenizer_config.json files with a chat_template). real_templates.tsv lists the corpus measured
+on 2026-11-26 (sha256, repository, commit, path): a run says how many of those it found.
 
     real_templates.py JINJA_RENDER DIR... [--show]
 """
@@ -36,7 +37,7 @@ def templates(dirs):
         for path in sorted(glob.glob(os.path.join(d, "**", "*"), recursive=True)):
             sources = []
             if path.endswith((".jinja", ".jinja2")):
-                with open(path, encoding="utf-8") as f:
+                with open(path, encoding="utf-8", newline="") as f:  # \r\n kept, as Jinja2 gets it
                     sources.append(f.read())
             elif os.path.basename(path) == "tokenizer_config.json":
                 with open(path, encoding="utf-8") as f:
@@ -69,8 +70,11 @@ def main():
             print("%s %s" % ("DIFF" if diffs else "same", label))
         for name, want, got in diffs:
             print("  %s\n    jinja2:  %r\n    oxidize: %r" % (name, want[:300], got[:300]))
-    print("real_templates: %d templates x %d conversations, %d differ from Jinja2" %
-          (len(found), len(convs), bad))
+    with open(os.path.join(HERE, "real_templates.tsv"), encoding="utf-8") as f:
+        listed = {line.split("\t")[0] for line in f if not line.startswith("#")}
+    known = sum(hashlib.sha256(src.encode()).hexdigest() in listed for _, src in found)
+    print("real_templates: %d templates (%d of the %d in real_templates.tsv) x %d conversations, "
+          "%d differ from Jinja2" % (len(found), known, len(listed), len(convs), bad))
     return 1 if bad else 0
 
 
