@@ -758,13 +758,6 @@ void jexec(struct jctx *c, struct jnode *n) {
         break;
     }
     case N_CALLBLOCK: exec_call_block(c, n); break;
-    case N_GENERATION: { /* transformers renders the body through a call block: its sets stay in */
-        struct jscope *saved = c->scope;
-        c->scope = scope_push(c, saved);
-        exec_list(c, n->b);
-        c->scope = saved;
-        break;
-    }
     case N_WITH: {
         struct jscope *saved = c->scope;
         struct jv *vals = jarena_alloc(c->arena, (size_t)(n->nnames + 1) * sizeof *vals);

@@ -17,7 +17,6 @@ enum jnode_type {
     N_SETBLOCK,
     N_FILTERBLOCK,
     N_WITH,
-    N_GENERATION,
     N_CALLBLOCK,
     N_MACRO,
     N_BREAK,

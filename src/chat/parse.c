@@ -569,10 +569,11 @@ static struct jnode *stmt_filter(struct parser *P) {
 }
 
 /* {% generation %}body{% endgeneration %}: the tag transformers adds to Jinja2 (its assistant
- * mask marks what the body renders); the body, in b, renders as a caller's would. */
+ * mask marks what the body renders). The body renders as a call block's caller would, in a
+ * scope of its own: a {% with %} that names nothing. */
 static struct jnode *stmt_generation(struct parser *P) {
     static const char *const ends[] = {"endgeneration", NULL};
-    struct jnode *n = node(P, N_GENERATION);
+    struct jnode *n = node(P, N_WITH);
     const char *found;
     if (!P->generation_line)
         P->generation_line = n->line;

@@ -73,6 +73,20 @@ __device__ void fa_load_tiles(__half *ks, __half *vs, int ld, int kvh, int hd, i
     }
 }
 
+/* The tile's cells, read once into shared memory: their positions (-1: free or past the end)
+ * and word `word` of their sequence sets. Returns this thread's cell's position (-1 past the
+ * tile). */
+__device__ __forceinline__ int32_t fa_stage_cells(const attn_args &a, int c0, int word,
+                                                  int32_t *cpos, uint64_t *cseq) {
+    const int cell = c0 + (int)threadIdx.x;
+    if (threadIdx.x >= FA_C)
+        return -1;
+    const int32_t kp = cell < a.n_cells ? a.cell_pos[cell] : -1;
+    cpos[threadIdx.x] = kp;
+    cseq[threadIdx.x] = kp >= 0 ? a.cell_seq[(size_t)cell * SEQ_WORDS + word] : 0;
+    return kp;
+}
+
 /* Word q_word of the sequence set of the tile's cell c: staged, when it is the block's word. */
 __device__ __forceinline__ uint64_t cell_set(const attn_args &a, const uint64_t *cseq, int c0,
                                              int c, int q_word, int blk_word) {
@@ -118,18 +132,10 @@ __global__ void __launch_bounds__(FA_THREADS, 2) flash_attention_kernel(const at
     float m = -INFINITY, l = 0.f;
 
     for (int c0 = 0; c0 < a.n_cells; c0 += FA_C) {
-        /* the tile's cells, read once: their positions (-1: free or past the end) and sequence
-         * sets, in the half of the buffers the previous tile did not use (a warp may still be
-         * reading that one) */
+        /* the half of the buffers the previous tile did not use (a warp may still read that) */
         int32_t *cpos = cpos_all + (c0 / FA_C % 2) * FA_C;
         uint64_t *cseq = cseq_all + (c0 / FA_C % 2) * FA_C;
-        const int cell = c0 + (int)threadIdx.x;
-        int32_t kp = -1;
-        if (threadIdx.x < FA_C) {
-            kp = cell < a.n_cells ? a.cell_pos[cell] : -1;
-            cpos[threadIdx.x] = kp;
-            cseq[threadIdx.x] = kp >= 0 ? a.cell_seq[(size_t)cell * SEQ_WORDS + blk_word] : 0;
-        }
+        const int32_t kp = fa_stage_cells(a, c0, blk_word, cpos, cseq);
         /* a tile none of the block's queries can see is skipped (the causal half of a prompt) */
         if (!__syncthreads_or(kp >= 0 &&
                               kp - a.ahead <= q_last)) /* also: the last tile is consumed */
