@@ -87,21 +87,11 @@ static void test_matmul_type(enum ox_dtype type) {
      * (16 warps) past 64, rows and tokens both ending inside a tile; past 128 tokens (under 24M
      * weights) 128 x 64 tiles where 128 tokens a tile would pad more (160), 128 x 128 where not
      * (256); a few types of each way of scaling */
-    static const int big[] = {24, 72, 160, 184, 256, 0};
+    static const int big[] = {24, 72, 160, 256, 0};
     if (type == OX_DTYPE_Q4_0 || type == OX_DTYPE_Q4_1 || type == OX_DTYPE_Q8_0 ||
         type == OX_DTYPE_Q2_K || type == OX_DTYPE_Q4_K || type == OX_DTYPE_Q6_K ||
         type == OX_DTYPE_IQ4_XS)
         test_matmul_shape(type, 4100, 2048, big);
-    /* more tiles of 128 rows than a GPU of up to 148 multiprocessors holds at once, 4 or 8
-     * stages each: the tiles' stages streamed over the multiprocessors, a tile's partial sums
-     * from two blocks added (cuda_mmq_tile.cuh's mq_plan_for); 128 x 160 tiles (q6_K's of 8
-     * warps: its rows a multiple of 16 bytes from 2048 columns on) */
-    static const int streamed[] = {150, 0};
-    if (type == OX_DTYPE_Q4_0 || type == OX_DTYPE_Q6_K) {
-        const unsigned long before = cuda_mmq_streamed();
-        test_matmul_shape(type, 128 * 150 + 37, type == OX_DTYPE_Q6_K ? 2048 : 1024, streamed);
-        CHECK_MSG(cuda_mmq_streamed() == before + 1, "%s: not streamed", ox_dtype_name(type));
-    }
 }
 
 static void test_matmul(void) {
@@ -303,9 +293,8 @@ static void test_q8_reuse(void) {
 /* The GLU's output read by the down projection: its q8_1 copy from the GEMV, or (the tensor
  * cores' batches) the copy the GLU's sums were quantized into, in the form of gate's type;
  * a down matrix of the other form quantizes them again. */
-static void test_glu_then_down_on(struct backend *be, enum ox_dtype gate_type,
-                                  enum ox_dtype down_type, int n, int ff) {
-    const int cols = 1024, rows = 32;
+static void test_glu_then_down(enum ox_dtype gate_type, enum ox_dtype down_type, int n) {
+    const int cols = 1024, ff = 256, rows = 32;
     uint8_t *hg, *hu, *hd;
     struct mat g = random_mat(gate_type, ff, cols, &hg), u = random_mat(gate_type, ff, cols, &hu);
     struct mat d = random_mat(down_type, rows, ff, &hd);
@@ -319,43 +308,15 @@ static void test_glu_then_down_on(struct backend *be, enum ox_dtype gate_type,
     matmul_ref(down_type, hd, rows, ff, yg, n, want);
     float *dh = gpu.ops->alloc(&gpu, (size_t)n * ff * 4),
           *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
-    gpu.ops->download(&gpu, NULL, NULL, 0); /* the uploads in, before be's stream reads them */
-    CHECK(be->ops->matmul_glu(be, GLU_SILU, &g, &u, dx, NULL, dh, n));
-    be->ops->matmul(be, &d, dh, dy, n);
-    float *got = malloc((size_t)n * rows * 4);
-    CHECK(be->ops->download(be, got, dy, (size_t)n * rows * 4) == OX_OK);
-    CHECK_CLOSE(got, want, (size_t)n * rows, 3e-2,
-                "glu %s, then down %s from its output, n=%d, ff %d", ox_dtype_name(gate_type),
-                ox_dtype_name(down_type), n, ff);
+    CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &g, &u, dx, NULL, dh, n));
+    gpu.ops->matmul(&gpu, &d, dh, dy, n);
+    float *got = down(dy, (size_t)n * rows);
+    CHECK_CLOSE(got, want, (size_t)n * rows, 3e-2, "glu %s, then down %s from its output, n=%d",
+                ox_dtype_name(gate_type), ox_dtype_name(down_type), n);
     free(got), free(x), free(yg), free(yu), free(want), free(hg), free(hu), free(hd);
     gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dh), gpu.ops->free(&gpu, dy);
     gpu.ops->free(&gpu, (void *)g.data), gpu.ops->free(&gpu, (void *)u.data);
     gpu.ops->free(&gpu, (void *)d.data);
-}
-
-static void test_glu_then_down(enum ox_dtype gate_type, enum ox_dtype down_type, int n) {
-    test_glu_then_down_on(&gpu, gate_type, down_type, n, 256);
-}
-
-/* Gate and up of 75 or 76 tiles of 128 rows each, 184 tokens (128 x 192 tiles of 16 warps),
- * streamed (test_matmul_type): the GLU's sums of two blocks' parts, quantized for the down
- * projection or (9600 rows of q4_K: not whole blocks of q8_K) not. On a backend of its own,
- * for rows of up to 16384. */
-static void test_glu_streamed(void) {
-    struct backend wide = {.ops = &backend_cuda_ops};
-    struct backend_weights bw = {.bytes = 0, .converts = true};
-    struct backend_sizes z = {
-        .n_batch = 256, .max_cols = 16384, .batch_cols = 16384, .weights = &bw};
-    if (wide.ops->init(&wide, &z) != OX_OK) {
-        CHECK_MSG(false, "a backend for rows of 16384: %s", ox_last_error());
-        return;
-    }
-    const unsigned long before = cuda_mmq_streamed();
-    test_glu_then_down_on(&wide, OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, 184, 9728);
-    test_glu_then_down_on(&wide, OX_DTYPE_Q4_K, OX_DTYPE_Q4_0, 184, 9600);
-    CHECK_MSG(cuda_mmq_streamed() >= before + 2, "%lu of 2 GLUs streamed",
-              cuda_mmq_streamed() - before);
-    wide.ops->release(&wide);
 }
 
 /* matmul_multi over matrices of one width but different types (Q4_K_M's q and k are q4_K, its
@@ -658,7 +619,6 @@ static void test_fused(void) {
     test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 24);
     test_glu_then_down(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 40);
     test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_K, 24);
-    test_glu_streamed();
     test_multi_mixed(24);
     test_multi_long(OX_DTYPE_Q4_0);
     test_multi_long(OX_DTYPE_Q6_K);

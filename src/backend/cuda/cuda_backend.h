@@ -7,14 +7,4 @@
 
 extern const struct backend_ops backend_cuda_ops;
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* How many int8 matmuls have run as streams (cuda_mmq_tile.cuh's mq_stream), process-wide: the
- * tests check the shapes meant to take that path took it. */
-unsigned long cuda_mmq_streamed(void);
-#ifdef __cplusplus
-}
-#endif
-
 #endif

@@ -55,35 +55,24 @@ template <enum ox_dtype T> constexpr bool mq_min() {
 /* A block's shared memory, in words: the int8 levels of its BM rows (MQ_WORDS a row) and, twice
  * (the stage being multiplied and the next, on its way), of its BN tokens; per group and row
  * (token) a scale word and a min; per row (d, -dmin) and per token d of the super-block; then,
- * BUFS times, the tokens' scale words as quantized (mq_xsw each) and the rows' stored bytes
- * (mq_raw's ROOM each). The types of mq_q8k keep their scales as the integers they are (mqk's
- * packed word); those with mins keep, in the planes of the others' mins (WMB) and token scales
- * (XSB), the operands of the mins' products (mq_fold): per row its 16 halves' mins as bytes, per
- * token its 16 halves' level sums as two byte planes, the high bits then the low. The others
- * keep float scales and d sq (the types of mq_q8k no token mins: XMN is empty).
- * BUFS: 2 where the next stage's stored bytes and scale words are copied while this stage's
- * are unpacked; 1 for the tiles that would not fit twice (128 x 192: the copies are sent after
- * the unpacking, while the warps multiply). */
+ * twice, the tokens' scale words as quantized (mq_xsw each) and the rows' stored bytes (mq_raw's
+ * ROOM each). The types of mq_q8k keep their scales as the integers they are (mqk's packed
+ * word); those with mins keep, in the planes of the others' mins (WMB) and token scales (XSB),
+ * the operands of the mins' products (mq_fold): per row its 16 halves' mins as bytes, per token
+ * its 16 halves' level sums as two byte planes, the high bits then the low. The others keep
+ * float scales and d sq. */
 template <enum ox_dtype T, int BM, int BN> struct mq_at {
     /* the scales' planes by group, rows (tokens) padded by 4 words: the unpacking's stores of a
      * warp (8 groups of 4 rows) fall on distinct banks */
-    static constexpr int WST = BM + 4, XST = BN + 4, BUFS = BM * BN >= 128 * 192 ? 1 : 2;
+    static constexpr int WST = BM + 4, XST = BN + 4;
     static constexpr int WQ = 0, XS = WQ + BM * MQ_WORDS, WSC = XS + 2 * BN * MQ_WORDS,
                          WMN = WSC + MQ_KG * WST, XSC = WMN + MQ_KG * WST, XMN = XSC + MQ_KG * XST,
-                         WSUP = XMN + (mq_q8k<T>() ? 0 : MQ_KG * XST), XSUP = WSUP + 2 * BM,
-                         XSR = XSUP + BN, XSR_SIZE = BN * MQ_KG * mq_xsw<T>(),
-                         RAW = XSR + BUFS * XSR_SIZE, RAW_SIZE = BM * mq_raw<T>::ROOM / 4,
-                         WORDS = RAW + BUFS * RAW_SIZE;
+                         WSUP = XMN + MQ_KG * XST, XSUP = WSUP + 2 * BM, XSR = XSUP + BN,
+                         XSR_SIZE = BN * MQ_KG * mq_xsw<T>(), RAW = XSR + 2 * XSR_SIZE,
+                         RAW_SIZE = BM * mq_raw<T>::ROOM / 4, WORDS = RAW + 2 * RAW_SIZE;
     static constexpr int WMB = WMN, XSB = XSC; /* 16 bytes a row; 16 a token, twice */
     static_assert(RAW % 4 == 0, "the stored bytes 16-byte aligned");
     static_assert(4 * BM <= MQ_KG * WST && 8 * BN <= MQ_KG * XST, "the mins' operands fit");
-    /* where buffer buf's stored bytes and token scale words are */
-    static __device__ uint32_t *raw(uint32_t *sm, int buf) {
-        return sm + RAW + buf % BUFS * RAW_SIZE;
-    }
-    static __device__ const uint32_t *xsr(const uint32_t *sm, int buf) {
-        return sm + XSR + buf % BUFS * XSR_SIZE;
-    }
 };
 
 template <enum ox_dtype T, int BM, int BN> constexpr size_t mq_smem() {
@@ -147,7 +136,7 @@ mq_issue(const uint8_t *__restrict__ w, size_t row_bytes, int n_rows,
     using R = mq_raw<T>;
     constexpr int NCH = R::ROOM / 16, XSW = mq_xsw<T>();
     const int off0 = g0 / R::GPB * R::BS, c0 = off0 / 16 * 16, end = off0 + kg / R::GPB * R::BS;
-    uint8_t *raw = (uint8_t *)L::raw(sm, buf);
+    uint8_t *raw = (uint8_t *)(sm + L::RAW + buf * L::RAW_SIZE);
     for (int i = threadIdx.x; i < BM * NCH; i += TH) {
         const int r = i / NCH, c = i % NCH;
         const bool ok = r0 + r < n_rows && c0 + 16 * c < end;
@@ -160,7 +149,7 @@ mq_issue(const uint8_t *__restrict__ w, size_t row_bytes, int n_rows,
         mq_copy<16>(xs + c * MQ_WORDS + 4 * q,
                     ok ? xl + (int64_t)(n0 + c) * n_cols + 32 * g0 + 16 * q : xl, ok);
     }
-    uint32_t *xr = (uint32_t *)L::xsr(sm, buf);
+    uint32_t *xr = sm + L::XSR + buf * L::XSR_SIZE;
     for (int i = threadIdx.x; i < BN * MQ_KG; i += TH) {
         const int c = i / MQ_KG, k = i % MQ_KG;
         const bool ok = n0 + c < n && k < kg;
@@ -176,7 +165,7 @@ template <enum ox_dtype T, int BM, int BN, int TH>
 __device__ __forceinline__ void mq_unpack_tokens(uint32_t *sm, int buf) {
     using L = mq_at<T, BM, BN>;
     constexpr bool Q8K = mq_q8k<T>();
-    const uint32_t *xr = (uint32_t *)L::xsr(sm, buf);
+    const uint32_t *xr = sm + L::XSR + buf * L::XSR_SIZE;
     for (int i = threadIdx.x; i < BN * MQ_KG; i += TH) {
         const int c = i / MQ_KG, kk = i % MQ_KG;
         if constexpr (Q8K) {
@@ -213,7 +202,8 @@ __device__ __forceinline__ void mq_unpack(int g0, int kg, uint32_t *sm, int buf)
 #pragma unroll
     for (int it = 0; it < ITEMS; it++) {
         const int r = (threadIdx.x + it * TH) / MQ_KG;
-        const uint8_t *base = (const uint8_t *)L::raw(sm, buf) + r * R::ROOM + lead;
+        const uint8_t *base =
+            (const uint8_t *)(sm + L::RAW + buf * L::RAW_SIZE) + r * R::ROOM + lead;
         cvd_w cw;
         uint32_t ks = 0;
         float2 sup = make_float2(0.f, 0.f);
@@ -432,28 +422,33 @@ struct mq_mats {
     int count;
 };
 
-/* One segment of a block's work: row tile rt (of all the launch's matrices) by the BN tokens
- * from n0, the columns' groups [g_begin, g_end), into slab seg of the outputs (slab floats
- * apart). BM = 16 MT WM weight rows times BN = 8 NT WN tokens, WM x WN warps each taking MT row
- * tiles of 16 and NT token tiles of 8. Per stage of MQ_KG groups the block's copies of the
+/* One block: BM = 16 MT WM weight rows times BN = 8 NT WN tokens, WM x WN warps each taking
+ * MT row tiles of 16 and NT token tiles of 8, the columns [z split_groups, (z + 1)
+ * split_groups) of split z = blockIdx.z (partial sums in the z-th slab of the scratch, slab
+ * floats apart, when there are several). Per stage of MQ_KG groups the block's copies of the
  * weights' bytes and the activations land in shared memory (sent a stage ahead), the weights
- * are unpacked, then each warp multiplies. y[t][row] = (y +) the sum. */
+ * are unpacked, then each warp multiplies.
+ * y[t][row] = (y +) the sum. Rows 16-byte aligned. */
 template <enum ox_dtype T, int MT, int NT, int WM, int WN>
-__device__ __forceinline__ void
-mq_segment(const mq_mats &mats, size_t row_bytes, int n_cols, const uint8_t *__restrict__ xl,
-           const uint32_t *__restrict__ xsc, int n, int accumulate, int rt, int n0, int g_begin,
-           int g_end, int seg, size_t slab, uint32_t *sm) {
+__global__ void __launch_bounds__(32 * WM * WN)
+    mmq_kernel(const mq_mats mats, size_t row_bytes, int n_cols, const uint8_t *__restrict__ xl,
+               const uint32_t *__restrict__ xsc, int n, int accumulate, int split_groups,
+               size_t slab) {
     constexpr int BM = 16 * MT * WM, BN = 8 * NT * WN, TH = 32 * WM * WN;
-    using L = mq_at<T, BM, BN>;
+    extern __shared__ uint4 mq_smem_base[];
+    uint32_t *sm = (uint32_t *)mq_smem_base;
+
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gi = lane / 4, ti = lane % 4;
     const int wrow = warp % WM * 16 * MT, wtok = warp / WM * 8 * NT;
-    const int m = mats.count > 1 && rt >= mats.tile_end[0]
-                      ? (mats.count > 2 && rt >= mats.tile_end[1] ? 2 : 1)
+    const int m = mats.count > 1 && (int)blockIdx.x >= mats.tile_end[0]
+                      ? (mats.count > 2 && (int)blockIdx.x >= mats.tile_end[1] ? 2 : 1)
                       : 0;
     const uint8_t *__restrict__ w = m == 0 ? mats.w[0] : m == 1 ? mats.w[1] : mats.w[2];
     const int n_rows = m == 0 ? mats.rows[0] : m == 1 ? mats.rows[1] : mats.rows[2];
-    float *__restrict__ y = (m == 0 ? mats.y[0] : m == 1 ? mats.y[1] : mats.y[2]) + seg * slab;
-    const int64_t r0 = (int64_t)(rt - (m == 0 ? 0 : mats.tile_end[m - 1])) * BM;
+    float *__restrict__ y = m == 0 ? mats.y[0] : m == 1 ? mats.y[1] : mats.y[2];
+    const int tile0 = m == 0 ? 0 : m == 1 ? mats.tile_end[0] : mats.tile_end[1];
+    const int64_t r0 = (int64_t)((int)blockIdx.x - tile0) * BM;
+    const int n0 = (int)blockIdx.y * BN;
 
     float acc[MT][NT][4];
     int ia[MT][NT][4];
@@ -465,6 +460,9 @@ mq_segment(const mq_mats &mats, size_t row_bytes, int n_cols, const uint8_t *__r
             for (int e = 0; e < 4; e++)
                 acc[mt][nt][e] = 0.f, ia[mt][nt][e] = 0;
 
+    const int g_begin = (int)blockIdx.z * split_groups;
+    const int g_end = min(n_cols / 32, g_begin + split_groups);
+    y += (size_t)blockIdx.z * slab; /* a split's partial sums (gridDim.z > 1) */
     if (g_begin < g_end)
         mq_issue<T, BM, BN, TH>(w, row_bytes, n_rows, xl, xsc, n, n_cols, r0, n0, g_begin,
                                 min(MQ_KG, g_end - g_begin), sm, 0);
@@ -473,17 +471,13 @@ mq_segment(const mq_mats &mats, size_t row_bytes, int n_cols, const uint8_t *__r
     const bool busy = n0 + wtok < n;
     for (int g0 = g_begin, buf = 0; g0 < g_end; g0 += MQ_KG, buf ^= 1) {
         const int kg = min(MQ_KG, g_end - g0);
-        const bool next = g0 + MQ_KG < g_end;
         mq_copies_wait();
-        __syncthreads();          /* this stage's copies are in; the previous one is consumed */
-        if (L::BUFS == 2 && next) /* the next stage's copies, on their way while this one runs */
+        __syncthreads();        /* this stage's copies are in; the previous one is consumed */
+        if (g0 + MQ_KG < g_end) /* the next stage's copies, on their way while this one runs */
             mq_issue<T, BM, BN, TH>(w, row_bytes, n_rows, xl, xsc, n, n_cols, r0, n0, g0 + MQ_KG,
                                     min(MQ_KG, g_end - g0 - MQ_KG), sm, buf ^ 1);
         mq_unpack<T, BM, BN, TH>(g0, kg, sm, buf);
         __syncthreads();
-        if (L::BUFS == 1 && next) /* one buffer of stored bytes: unpacked by now */
-            mq_issue<T, BM, BN, TH>(w, row_bytes, n_rows, xl, xsc, n, n_cols, r0, n0, g0 + MQ_KG,
-                                    min(MQ_KG, g_end - g0 - MQ_KG), sm, buf ^ 1);
         if (busy) {
             mq_multiply<T, MT, NT, BM, BN>(sm, buf, kg, wrow, wtok, acc, ia);
             if constexpr (mq_q8k<T>())
@@ -505,52 +499,7 @@ mq_segment(const mq_mats &mats, size_t row_bytes, int n_cols, const uint8_t *__r
             }
 }
 
-/* One block: without a stream (STREAM false) the segment of row tile blockIdx.x, token tile
- * blockIdx.y and split z = blockIdx.z (the columns [z split_groups, (z + 1) split_groups),
- * partial sums in the z-th slab when there are several); with one, the segments of the block's
- * share of the stream (mq_stream), each of a tile's in its own slab. Two kernels, as the
- * stream's loop costs registers (q4_K's 128 x 128 tiles spill 32 bytes with it, 12 without;
- * 128 x 192 360 and 228). Rows 16-byte aligned. */
-template <enum ox_dtype T, int MT, int NT, int WM, int WN, bool STREAM>
-__global__ void __launch_bounds__(32 * WM * WN)
-    mmq_kernel(const mq_mats mats, size_t row_bytes, int n_cols, const uint8_t *__restrict__ xl,
-               const uint32_t *__restrict__ xsc, int n, int accumulate, int split_groups,
-               size_t slab, const mq_stream st) {
-    constexpr int BN = 8 * NT * WN;
-    extern __shared__ uint4 mq_smem_base[];
-    uint32_t *sm = (uint32_t *)mq_smem_base;
-    const int groups = n_cols / 32;
-    if constexpr (!STREAM) {
-        const int g_begin = (int)blockIdx.z * split_groups;
-        mq_segment<T, MT, NT, WM, WN>(
-            mats, row_bytes, n_cols, xl, xsc, n, accumulate, (int)blockIdx.x, (int)blockIdx.y * BN,
-            g_begin, min(groups, g_begin + split_groups), (int)blockIdx.z, slab, sm);
-    } else { /* units fit an int (tiles times stages) */
-        for (int u = (int)mqs_start(st, blockIdx.x), end = (int)mqs_start(st, blockIdx.x + 1);
-             u < end;) {
-            const int t = u / st.stages, s0 = u % st.stages, s1 = min(st.stages, s0 + end - u);
-            const int seg = (int)blockIdx.x - (int)mqs_block_of(st, (int64_t)t * st.stages);
-            __syncthreads(); /* the previous segment's buffers are consumed */
-            mq_segment<T, MT, NT, WM, WN>(mats, row_bytes, n_cols, xl, xsc, n, 0, t % st.row_tiles,
-                                          t / st.row_tiles * BN, s0 * MQ_KG,
-                                          min(groups, s1 * MQ_KG), seg, slab, sm);
-            u += s1 - s0;
-        }
-    }
-}
-
-/* Whether a tile may stream: 128 rows by 128 tokens or more (one block a multiprocessor). */
-template <int MT, int NT, int WM, int WN> constexpr bool mq_streams() {
-    return 16 * MT * WM >= 128 && 8 * NT * WN >= 128;
-}
-
-static unsigned long mmq_streamed; /* cuda_mmq_streamed */
-
-unsigned long cuda_mmq_streamed(void) {
-    return __atomic_load_n(&mmq_streamed, __ATOMIC_RELAXED);
-}
-
-/* Blocks of each kernel a multiprocessor holds at once (cuda_mmq_init; mq_plan_for plans by it). */
+/* Blocks of each kernel a multiprocessor holds at once (cuda_mmq_init; mq_splits plans by it). */
 template <enum ox_dtype T, int MT, int NT, int WM, int WN> static int mq_per_sm = 1;
 
 /* A launch's count matrices (of one type, width and row size) and where their products go:
@@ -584,36 +533,21 @@ static void mmq_launch(struct backend *b, const mq_job &job, const uint8_t *xl, 
     }
     const unsigned tok_tiles = cuda_blocks(n, BN);
     const size_t outputs = (size_t)n * rows;
-    /* a measuring knob turns streams off */
-    static const bool streams = cuda_env_int("OX_CUDA_MMQ_STREAM", 1, 0, 1);
-    const mq_plan plan =
-        mq_plan_for(b, (int64_t)row_tiles * tok_tiles, (int)row_tiles, n_groups, outputs,
-                    mq_per_sm<T, MT, NT, WM, WN>, streams && mq_streams<MT, NT, WM, WN>());
-    const int splits = plan.splits;
+    const int splits = mq_splits(b, (int64_t)row_tiles * tok_tiles, n_groups, outputs,
+                                 mq_per_sm<T, MT, NT, WM, WN>);
     /* each split a whole number of stages */
     const int split_groups = (n_groups + splits * MQ_KG - 1) / (splits * MQ_KG) * MQ_KG;
-    const bool gathered = plan.slabs > 1 || job.glu >= 0; /* the sums through the scratch */
+    const bool gathered = splits > 1 || job.glu >= 0; /* the sums through the scratch */
     mq_dests d = {};
-    mq_parts parts = {plan.st.units ? 0 : splits, plan.st, BM, BN, {}, {}};
     size_t at = 0;
     for (int m = 0; m < job.count; m++) {
         mats.y[m] = gathered ? s->scratch + at : job.dst[m];
         d.y[m] = job.dst[m], d.end[m] = at += (size_t)n * (size_t)w[m].n_rows;
-        parts.rows[m] = mats.rows[m], parts.tile0[m] = m ? mats.tile_end[m - 1] : 0;
     }
-    const int accumulate = gathered ? 0 : (int)job.accumulate;
-    if constexpr (mq_streams<MT, NT, WM, WN>())
-        if (plan.st.units) {
-            __atomic_fetch_add(&mmq_streamed, 1ul, __ATOMIC_RELAXED);
-            mmq_kernel<T, MT, NT, WM, WN, true>
-                <<<plan.st.blocks, 32 * WM * WN, mq_smem<T, BM, BN>(), s->stream>>>(
-                    mats, w->row_bytes, (int)w->n_cols, xl, xsc, n, 0, 0, outputs, plan.st);
-        }
-    if (!plan.st.units)
-        mmq_kernel<T, MT, NT, WM, WN, false>
-            <<<dim3(row_tiles, tok_tiles, (unsigned)splits), 32 * WM * WN, mq_smem<T, BM, BN>(),
-               s->stream>>>(mats, w->row_bytes, (int)w->n_cols, xl, xsc, n, accumulate,
-                            split_groups, outputs, plan.st);
+    mmq_kernel<T, MT, NT, WM, WN>
+        <<<dim3(row_tiles, tok_tiles, (unsigned)splits), 32 * WM * WN, mq_smem<T, BM, BN>(),
+           s->stream>>>(mats, w->row_bytes, (int)w->n_cols, xl, xsc, n,
+                        gathered ? 0 : (int)job.accumulate, split_groups, outputs);
     CUDA_LAUNCHED(b, "cuda_mmq: kernel");
     if (job.glu >= 0 && job.quantize_out) {
         const size_t count = (size_t)n * (size_t)w[0].n_rows;
@@ -621,18 +555,18 @@ static void mmq_launch(struct backend *b, const mq_job &job, const uint8_t *xl, 
         uint8_t *lv = s->xm;
         uint32_t *sc = (uint32_t *)(lv + count);
         mq_reduce_glu_q_kernel<mq_q8k<T>()><<<grid, 256, 0, s->stream>>>(
-            s->scratch, job.dst[0], count, outputs, parts, job.glu, lv, sc);
+            s->scratch, job.dst[0], count, outputs, splits, job.glu, lv, sc);
         CUDA_LAUNCHED(b, "cuda_mmq: reduce");
         s->xm_src = job.dst[0], s->xm_n = n, s->xm_cols = w[0].n_rows, s->xm_q8k = mq_q8k<T>();
     } else if (job.glu >= 0) {
         const size_t count = (size_t)n * (size_t)w[0].n_rows;
         const unsigned blocks = cuda_blocks(count, 256), grid = blocks < 1024 ? blocks : 1024;
         mq_reduce_glu_kernel<<<grid, 256, 0, s->stream>>>(s->scratch, job.dst[0], count, outputs,
-                                                          parts, job.glu);
+                                                          splits, job.glu);
         CUDA_LAUNCHED(b, "cuda_mmq: reduce");
-    } else if (gathered) {
+    } else if (splits > 1) {
         const unsigned blocks = cuda_blocks(outputs, 256), grid = blocks < 1024 ? blocks : 1024;
-        mq_reduce_kernel<<<grid, 256, 0, s->stream>>>(s->scratch, d, outputs, parts,
+        mq_reduce_kernel<<<grid, 256, 0, s->stream>>>(s->scratch, d, outputs, splits,
                                                       (int)job.accumulate);
         CUDA_LAUNCHED(b, "cuda_mmq: reduce");
     }
@@ -656,42 +590,12 @@ static void mmq_launch(struct backend *b, const mq_job &job, const uint8_t *xl, 
  * took two rounds of 224 (H200, us, q4_K / q6_K 14336 x 4096 at 160 tokens: 101.7 / 144.9
  * against 137.8 / 180.6; the 8B Q4_K_M decoding 160 sequences 8.76k t/s against 7.42k, 128
  * 8.37k). The 1B's matrices gain nothing (28.5k / 28.4k t/s with them all on these). Where a
- * type's tile is over the shared memory a block may have, the tall ones stay.
- * 161 to 192 tokens take 128 x 192 tiles the same way (one buffer of stored bytes: mq_at), the
- * 8B's decode of 192 sequences no longer below 160's (H100, us, 14336 x 4096 q4_K / q4_0 / q6_K:
- * 121 / 116 / 150 against the tall tiles' 145 / 145 / 178; 8.89k t/s against 8.27k, 160 8.59k).
- * The types whose products go by halves take these tiles as 8 warps of 64 rows (q6_K 150 against
- * 166 by 16 warps at 192 tokens, 137 against 145 at 160), the others as 16 of 32 (q4_K 121
- * against 152 at 192, 103 against 108 at 160). 128 x 224 tiles of 16 warps (spilling 432 bytes
- * for q4_K) gained nothing at 224 tokens (8.04k / 8.08k t/s against 8.08k). */
-/* clang-format off */
+ * type's tile is over the shared memory a block may have, the tall ones stay. */
 #define MQ_CONFIGS(X)                                                                              \
     X(1, 1, 4, 1) X(1, 2, 4, 1) X(1, 4, 8, 1) X(2, 4, 4, 2) X(2, 4, 4, 4) X(2, 3, 2, 8)            \
-    X(2, 5, 4, 4) X(2, 6, 4, 4) X(4, 5, 2, 4) X(4, 6, 2, 4)
-/* clang-format on */
+    X(2, 5, 4, 4)
 constexpr int64_t MQ_WIDE_WEIGHTS = (int64_t)8 << 20;
 constexpr int MQ_TALL_FROM = 128, MQ_TALL_N = 192; /* 64 x 192: 8 tokens x NT 3 x WN 8 */
-
-/* Whether mmq_run_t launches this tile for type T (mmq_run_128 takes one of two shapes). */
-template <enum ox_dtype T, int MT, int NT, int WM, int WN> constexpr bool mq_used() {
-    return !(16 * MT * WM == 128 && 8 * NT * WN >= 160) || (MT == 4) == mq_halves<T>();
-}
-
-/* 129 to 192 tokens on wide matrices: one tile of 128 x 160 or 128 x 192 a 128 rows, of 16 warps
- * taking 32 rows each, or for the types whose products go by halves (two sets of products in
- * registers) 8 warps taking 64. false where the tile is over the device's shared memory. */
-template <enum ox_dtype T>
-static bool mmq_run_128(struct backend *b, const mq_job &job, const uint8_t *xl,
-                        const uint32_t *xsc, int n) {
-    constexpr int MT = mq_halves<T>() ? 4 : 2, WM = 8 / MT;
-    if (n <= 160 && (mq_per_sm<T, MT, 5, WM, 4>) > 0)
-        mmq_launch<T, MT, 5, WM, 4>(b, job, xl, xsc, n);
-    else if (n > 160 && (mq_per_sm<T, MT, 6, WM, 4>) > 0)
-        mmq_launch<T, MT, 6, WM, 4>(b, job, xl, xsc, n);
-    else
-        return false;
-    return true;
-}
 
 template <enum ox_dtype T>
 static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, const uint32_t *xsc,
@@ -704,9 +608,9 @@ static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, c
     const bool wide = weights >= MQ_WIDE_WEIGHTS;
     /* 128 tokens a tile only where that pads no more than 64 would */
     const bool whole_128 = cuda_blocks(n, 128) * 128 <= cuda_blocks(n, 64) * 64;
-    if (wide && n > 128 && n <= 192 && mmq_run_128<T>(b, job, xl, xsc, n))
-        return;
-    if (n > tall_from && n <= MQ_TALL_N)
+    if (wide && n > 128 && n <= 160 && (mq_per_sm<T, 2, 5, 4, 4>) > 0)
+        mmq_launch<T, 2, 5, 4, 4>(b, job, xl, xsc, n);
+    else if (n > tall_from && n <= MQ_TALL_N)
         mmq_launch<T, 2, 3, 2, 8>(b, job, xl, xsc, n);
     else if (n > 64 && wide && whole_128)
         mmq_launch<T, 2, 4, 4, 4>(b, job, xl, xsc, n);
@@ -720,36 +624,21 @@ static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, c
         mmq_launch<T, 1, 1, 4, 1>(b, job, xl, xsc, n);
 }
 
-/* Over 48 KB of dynamic shared memory allowed the tile's kernels (with a stream too, where it
- * may have one), and how many blocks of it fit a multiprocessor. */
-template <enum ox_dtype T, int MT, int NT, int WM, int WN>
-static cudaError_t mmq_allow(size_t bytes) {
-    cudaError_t e = cudaFuncSetAttribute(mmq_kernel<T, MT, NT, WM, WN, false>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if constexpr (mq_streams<MT, NT, WM, WN>())
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(mmq_kernel<T, MT, NT, WM, WN, true>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&mq_per_sm<T, MT, NT, WM, WN>,
-                                                          mmq_kernel<T, MT, NT, WM, WN, false>,
-                                                          32 * WM * WN, bytes);
-    return e;
-}
-
 /* Over 48 KB of dynamic shared memory must be allowed per kernel, before any launch; then how
  * many blocks of it fit a multiprocessor (none for a tile whose memory is over the device's
  * limit: mmq_run_t passes it by). */
 template <enum ox_dtype T> static cudaError_t mmq_allow_smem(int limit) {
     cudaError_t e = cudaSuccess;
 #define MQ_ATTR_(mt, nt, wm, wn)                                                                   \
-    if constexpr (mq_used<T, mt, nt, wm, wn>()) {                                                  \
-        constexpr size_t bytes = mq_smem<T, 16 * mt * wm, 8 * nt * wn>();                          \
-        if (bytes > (size_t)limit)                                                                 \
-            mq_per_sm<T, mt, nt, wm, wn> = 0;                                                      \
-        else if (e == cudaSuccess)                                                                 \
-            e = mmq_allow<T, mt, nt, wm, wn>(bytes);                                               \
-    }
+    if (mq_smem<T, 16 * mt * wm, 8 * nt * wn>() > (size_t)limit)                                   \
+        mq_per_sm<T, mt, nt, wm, wn> = 0;                                                          \
+    else if (e == cudaSuccess &&                                                                   \
+             (e = cudaFuncSetAttribute(                                                            \
+                  mmq_kernel<T, mt, nt, wm, wn>, cudaFuncAttributeMaxDynamicSharedMemorySize,      \
+                  (int)mq_smem<T, 16 * mt * wm, 8 * nt * wn>())) == cudaSuccess)                   \
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                         \
+            &mq_per_sm<T, mt, nt, wm, wn>, mmq_kernel<T, mt, nt, wm, wn>, 32 * wm * wn,            \
+            mq_smem<T, 16 * mt * wm, 8 * nt * wn>());
     MQ_CONFIGS(MQ_ATTR_)
 #undef MQ_ATTR_
     return e;
