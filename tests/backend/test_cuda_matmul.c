@@ -84,10 +84,10 @@ static void test_matmul_type(enum ox_dtype type) {
     if (ox_dtype_block_size(type) == 32)
         test_matmul_shape(type, 45, 224, tail);
     /* 8M weights or more: the int8 matmul's 128 x 32 tiles (8 warps) from 17 tokens, 128 x 128
-     * (16 warps) past 64, rows and tokens both ending inside a tile; past 128 tokens (under 24M
-     * weights) 128 x 64 tiles where 128 tokens a tile would pad more (160), 128 x 128 where not
+     * (16 warps) past 64, rows and tokens both ending inside a tile; 128 x 160 (160), 128 x 192
+     * (184: 16 warps, or 8 for q2_K and q6_K, one buffer of stored bytes) and 128 x 128 again
      * (256); a few types of each way of scaling */
-    static const int big[] = {24, 72, 160, 256, 0};
+    static const int big[] = {24, 72, 160, 184, 256, 0};
     if (type == OX_DTYPE_Q4_0 || type == OX_DTYPE_Q4_1 || type == OX_DTYPE_Q8_0 ||
         type == OX_DTYPE_Q2_K || type == OX_DTYPE_Q4_K || type == OX_DTYPE_Q6_K ||
         type == OX_DTYPE_IQ4_XS)
@@ -289,12 +289,12 @@ static void test_q8_reuse(void) {
     gpu.ops->free(&gpu, dy);
 }
 
-/* The gate/up GEMV quantizes its output for the down projection that reads it next. */
 /* The GLU's output read by the down projection: its q8_1 copy from the GEMV, or (the tensor
  * cores' batches) the copy the GLU's sums were quantized into, in the form of gate's type;
  * a down matrix of the other form quantizes them again. */
-static void test_glu_then_down(enum ox_dtype gate_type, enum ox_dtype down_type, int n) {
-    const int cols = 1024, ff = 256, rows = 32;
+static void test_glu_then_down(enum ox_dtype gate_type, enum ox_dtype down_type, int n, int ff,
+                               int cols) {
+    const int rows = 32;
     uint8_t *hg, *hu, *hd;
     struct mat g = random_mat(gate_type, ff, cols, &hg), u = random_mat(gate_type, ff, cols, &hu);
     struct mat d = random_mat(down_type, rows, ff, &hd);
@@ -615,10 +615,14 @@ static void test_fused(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         test_fused_type(types[i]);
     test_q8_reuse();
-    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 2);
-    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 24);
-    test_glu_then_down(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 40);
-    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_K, 24);
+    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 2, 256, 1024);
+    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 24, 256, 1024);
+    test_glu_then_down(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 40, 256, 1024);
+    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_K, 24, 256, 1024);
+    /* gate and up of 8M weights together at 161-192 tokens: their 128 x 192 tiles */
+    test_glu_then_down(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 184, 2048, 2048);
+    test_glu_then_down(OX_DTYPE_Q6_K, OX_DTYPE_Q4_K, 170, 2048, 2048);
+    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 192, 2048, 2048);
     test_multi_mixed(24);
     test_multi_long(OX_DTYPE_Q4_0);
     test_multi_long(OX_DTYPE_Q6_K);

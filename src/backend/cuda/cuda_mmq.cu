@@ -60,7 +60,9 @@ template <enum ox_dtype T> constexpr bool mq_min() {
  * word); those with mins keep, in the planes of the others' mins (WMB) and token scales (XSB),
  * the operands of the mins' products (mq_fold): per row its 16 halves' mins as bytes, per token
  * its 16 halves' level sums as two byte planes, the high bits then the low. The others keep
- * float scales and d sq. */
+ * float scales and d sq. Tiles of 128 x 192 and up keep one buffer of stored bytes (RAW_BUFS):
+ * two would be over a block's shared memory for q6_K, so the next stage's copies wait for the
+ * unpacking and go out while the warps multiply. */
 template <enum ox_dtype T, int BM, int BN> struct mq_at {
     /* the scales' planes by group, rows (tokens) padded by 4 words: the unpacking's stores of a
      * warp (8 groups of 4 rows) fall on distinct banks */
@@ -69,7 +71,8 @@ template <enum ox_dtype T, int BM, int BN> struct mq_at {
                          WMN = WSC + MQ_KG * WST, XSC = WMN + MQ_KG * WST, XMN = XSC + MQ_KG * XST,
                          WSUP = XMN + MQ_KG * XST, XSUP = WSUP + 2 * BM, XSR = XSUP + BN,
                          XSR_SIZE = BN * MQ_KG * mq_xsw<T>(), RAW = XSR + 2 * XSR_SIZE,
-                         RAW_SIZE = BM * mq_raw<T>::ROOM / 4, WORDS = RAW + 2 * RAW_SIZE;
+                         RAW_SIZE = BM * mq_raw<T>::ROOM / 4,
+                         RAW_BUFS = BM * BN >= 128 * 192 ? 1 : 2, WORDS = RAW + RAW_BUFS * RAW_SIZE;
     static constexpr int WMB = WMN, XSB = XSC; /* 16 bytes a row; 16 a token, twice */
     static_assert(RAW % 4 == 0, "the stored bytes 16-byte aligned");
     static_assert(4 * BM <= MQ_KG * WST && 8 * BN <= MQ_KG * XST, "the mins' operands fit");
@@ -136,7 +139,7 @@ mq_issue(const uint8_t *__restrict__ w, size_t row_bytes, int n_rows,
     using R = mq_raw<T>;
     constexpr int NCH = R::ROOM / 16, XSW = mq_xsw<T>();
     const int off0 = g0 / R::GPB * R::BS, c0 = off0 / 16 * 16, end = off0 + kg / R::GPB * R::BS;
-    uint8_t *raw = (uint8_t *)(sm + L::RAW + buf * L::RAW_SIZE);
+    uint8_t *raw = (uint8_t *)(sm + L::RAW + (L::RAW_BUFS > 1 ? buf : 0) * L::RAW_SIZE);
     for (int i = threadIdx.x; i < BM * NCH; i += TH) {
         const int r = i / NCH, c = i % NCH;
         const bool ok = r0 + r < n_rows && c0 + 16 * c < end;
@@ -203,7 +206,8 @@ __device__ __forceinline__ void mq_unpack(int g0, int kg, uint32_t *sm, int buf)
     for (int it = 0; it < ITEMS; it++) {
         const int r = (threadIdx.x + it * TH) / MQ_KG;
         const uint8_t *base =
-            (const uint8_t *)(sm + L::RAW + buf * L::RAW_SIZE) + r * R::ROOM + lead;
+            (const uint8_t *)(sm + L::RAW + (L::RAW_BUFS > 1 ? buf : 0) * L::RAW_SIZE) +
+            r * R::ROOM + lead;
         cvd_w cw;
         uint32_t ks = 0;
         float2 sup = make_float2(0.f, 0.f);
@@ -472,12 +476,16 @@ __global__ void __launch_bounds__(32 * WM * WN)
     for (int g0 = g_begin, buf = 0; g0 < g_end; g0 += MQ_KG, buf ^= 1) {
         const int kg = min(MQ_KG, g_end - g0);
         mq_copies_wait();
-        __syncthreads();        /* this stage's copies are in; the previous one is consumed */
-        if (g0 + MQ_KG < g_end) /* the next stage's copies, on their way while this one runs */
+        __syncthreads(); /* this stage's copies are in; the previous one is consumed */
+        const bool next = g0 + MQ_KG < g_end;
+        if (mq_at<T, BM, BN>::RAW_BUFS > 1 && next) /* on their way while this stage runs */
             mq_issue<T, BM, BN, TH>(w, row_bytes, n_rows, xl, xsc, n, n_cols, r0, n0, g0 + MQ_KG,
                                     min(MQ_KG, g_end - g0 - MQ_KG), sm, buf ^ 1);
         mq_unpack<T, BM, BN, TH>(g0, kg, sm, buf);
         __syncthreads();
+        if (mq_at<T, BM, BN>::RAW_BUFS == 1 && next) /* the one buffer of bytes unpacked */
+            mq_issue<T, BM, BN, TH>(w, row_bytes, n_rows, xl, xsc, n, n_cols, r0, n0, g0 + MQ_KG,
+                                    min(MQ_KG, g_end - g0 - MQ_KG), sm, buf ^ 1);
         if (busy) {
             mq_multiply<T, MT, NT, BM, BN>(sm, buf, kg, wrow, wtok, acc, ia);
             if constexpr (mq_q8k<T>())
@@ -590,26 +598,54 @@ static void mmq_launch(struct backend *b, const mq_job &job, const uint8_t *xl, 
  * took two rounds of 224 (H200, us, q4_K / q6_K 14336 x 4096 at 160 tokens: 101.7 / 144.9
  * against 137.8 / 180.6; the 8B Q4_K_M decoding 160 sequences 8.76k t/s against 7.42k, 128
  * 8.37k). The 1B's matrices gain nothing (28.5k / 28.4k t/s with them all on these). Where a
- * type's tile is over the shared memory a block may have, the tall ones stay. */
+ * type's tile is over the shared memory a block may have, the tall ones stay.
+ * 161 to 192 tokens on wide matrices: 128 x 192 tiles, again one round of blocks where the tall
+ * ones took two (H100, us, 14336 x 4096 at 192 tokens, q4_K / q6_K / q4_0: 121.2 / 165.8 / 117.5
+ * by 16 warps of 32 x 48, 151.7 / 149.3 / 160.0 by 8 warps of 64 x 48, against 144.9 / 178.3 /
+ * 144.9 by the tall tiles; H200, the 8B Q4_K_M decoding 192 sequences 8.75k t/s against
+ * 8.20k, the 1B Q4_0 29.4k against 28.3k). The types whose products go by halves (two sets of
+ * products in registers) take the 8 warps, the others the 16 (mq_used). */
+/* clang-format off */
 #define MQ_CONFIGS(X)                                                                              \
     X(1, 1, 4, 1) X(1, 2, 4, 1) X(1, 4, 8, 1) X(2, 4, 4, 2) X(2, 4, 4, 4) X(2, 3, 2, 8)            \
-    X(2, 5, 4, 4)
+    X(2, 5, 4, 4) X(2, 6, 4, 4) X(4, 6, 2, 4)
+/* clang-format on */
 constexpr int64_t MQ_WIDE_WEIGHTS = (int64_t)8 << 20;
 constexpr int MQ_TALL_FROM = 128, MQ_TALL_N = 192; /* 64 x 192: 8 tokens x NT 3 x WN 8 */
+
+/* Whether type T has this tile: of the two 128 x 192 ones, one per type. */
+template <enum ox_dtype T, int MT, int NT, int WM, int WN> constexpr bool mq_used() {
+    return NT != 6 || WN != 4 || (MT == 4) == mq_halves<T>();
+}
+
+/* 161 to 192 tokens in 128 x 192 tiles where the type's fits the shared memory. */
+template <enum ox_dtype T>
+static bool mmq_run_192(struct backend *b, const mq_job &job, const uint8_t *xl,
+                        const uint32_t *xsc, int n) {
+    constexpr int MT = mq_halves<T>() ? 4 : 2, WM = 8 / MT;
+    if ((mq_per_sm<T, MT, 6, WM, 4>) == 0)
+        return false;
+    mmq_launch<T, MT, 6, WM, 4>(b, job, xl, xsc, n);
+    return true;
+}
 
 template <enum ox_dtype T>
 static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, const uint32_t *xsc,
                       int n) {
     /* a measuring knob: the batches past which the 64 x 192 tiles take over */
     static const int tall_from = cuda_env_int("OX_CUDA_MMQ_TALL_FROM", MQ_TALL_FROM, 0, 65536);
+    /* and the most tokens of wide matrices the 128-row tiles of 160 and 192 tokens take */
+    static const int wide_n = cuda_env_int("OX_CUDA_MMQ_WIDE_N", MQ_TALL_N, 0, MQ_TALL_N);
     int64_t weights = 0;
     for (int m = 0; m < job.count; m++)
         weights += job.w[m].n_rows * job.w[m].n_cols;
     const bool wide = weights >= MQ_WIDE_WEIGHTS;
     /* 128 tokens a tile only where that pads no more than 64 would */
     const bool whole_128 = cuda_blocks(n, 128) * 128 <= cuda_blocks(n, 64) * 64;
-    if (wide && n > 128 && n <= 160 && (mq_per_sm<T, 2, 5, 4, 4>) > 0)
+    if (wide && n > 128 && n <= 160 && n <= wide_n && (mq_per_sm<T, 2, 5, 4, 4>) > 0)
         mmq_launch<T, 2, 5, 4, 4>(b, job, xl, xsc, n);
+    else if (wide && n > 160 && n <= wide_n && mmq_run_192<T>(b, job, xl, xsc, n))
+        return;
     else if (n > tall_from && n <= MQ_TALL_N)
         mmq_launch<T, 2, 3, 2, 8>(b, job, xl, xsc, n);
     else if (n > 64 && wide && whole_128)
@@ -630,7 +666,9 @@ static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, c
 template <enum ox_dtype T> static cudaError_t mmq_allow_smem(int limit) {
     cudaError_t e = cudaSuccess;
 #define MQ_ATTR_(mt, nt, wm, wn)                                                                   \
-    if (mq_smem<T, 16 * mt * wm, 8 * nt * wn>() > (size_t)limit)                                   \
+    if constexpr (!mq_used<T, mt, nt, wm, wn>())                                                   \
+        mq_per_sm<T, mt, nt, wm, wn> = 0;                                                          \
+    else if (mq_smem<T, 16 * mt * wm, 8 * nt * wn>() > (size_t)limit)                              \
         mq_per_sm<T, mt, nt, wm, wn> = 0;                                                          \
     else if (e == cudaSuccess &&                                                                   \
              (e = cudaFuncSetAttribute(                                                            \
