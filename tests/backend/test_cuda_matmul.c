@@ -85,9 +85,10 @@ static void test_matmul_type(enum ox_dtype type) {
         test_matmul_shape(type, 45, 224, tail);
     /* 8M weights or more: the int8 matmul's 128 x 32 tiles (8 warps) from 17 tokens, 128 x 128
      * (16 warps) past 64, rows and tokens both ending inside a tile; 128 x 160 (160), 128 x 192
-     * (184: 16 warps, or 8 for q2_K and q6_K, one buffer of stored bytes) and 128 x 128 again
-     * (256); a few types of each way of scaling */
-    static const int big[] = {24, 72, 160, 184, 256, 0};
+     * (184: 16 warps, or 8 for q2_K and q6_K, one buffer of stored bytes), 128 x 224 for the
+     * types scaled in float (200) and 128 x 128 for the others, and 128 x 128 again (256); a few
+     * types of each way of scaling */
+    static const int big[] = {24, 72, 160, 184, 200, 256, 0};
     if (type == OX_DTYPE_Q4_0 || type == OX_DTYPE_Q4_1 || type == OX_DTYPE_Q8_0 ||
         type == OX_DTYPE_Q2_K || type == OX_DTYPE_Q4_K || type == OX_DTYPE_Q6_K ||
         type == OX_DTYPE_IQ4_XS)
@@ -619,10 +620,12 @@ static void test_fused(void) {
     test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 24, 256, 1024);
     test_glu_then_down(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 40, 256, 1024);
     test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_K, 24, 256, 1024);
-    /* gate and up of 8M weights together at 161-192 tokens: their 128 x 192 tiles */
+    /* gate and up of 8M weights together at 161-224 tokens: their 128 x 192 and 128 x 224
+     * tiles */
     test_glu_then_down(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 184, 2048, 2048);
     test_glu_then_down(OX_DTYPE_Q6_K, OX_DTYPE_Q4_K, 170, 2048, 2048);
     test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 192, 2048, 2048);
+    test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 216, 2048, 2048);
     test_multi_mixed(24);
     test_multi_long(OX_DTYPE_Q4_0);
     test_multi_long(OX_DTYPE_Q6_K);

@@ -604,29 +604,42 @@ static void mmq_launch(struct backend *b, const mq_job &job, const uint8_t *xl, 
  * by 16 warps of 32 x 48, 151.7 / 149.3 / 160.0 by 8 warps of 64 x 48, against 144.9 / 178.3 /
  * 144.9 by the tall tiles; H200, the 8B Q4_K_M decoding 192 sequences 8.75k t/s against
  * 8.20k, the 1B Q4_0 29.4k against 28.3k). The types whose products go by halves (two sets of
- * products in registers) take the 8 warps, the others the 16 (mq_used). */
+ * products in registers) take the 8 warps, the others the 16 (mq_used). The types scaled in
+ * float take 128 x 224 tiles for 193 to 224 tokens (H200, 224 sequences: 1B Q4_0 29.26k t/s
+ * against 28.56k with tiles of 128, 8B Q4_0 8.91k against 8.87k). */
 /* clang-format off */
 #define MQ_CONFIGS(X)                                                                              \
     X(1, 1, 4, 1) X(1, 2, 4, 1) X(1, 4, 8, 1) X(2, 4, 4, 2) X(2, 4, 4, 4) X(2, 3, 2, 8)            \
-    X(2, 5, 4, 4) X(2, 6, 4, 4) X(4, 6, 2, 4)
+    X(2, 5, 4, 4) X(2, 6, 4, 4) X(4, 6, 2, 4) X(2, 7, 4, 4)
 /* clang-format on */
 constexpr int64_t MQ_WIDE_WEIGHTS = (int64_t)8 << 20;
 constexpr int MQ_TALL_FROM = 128, MQ_TALL_N = 192; /* 64 x 192: 8 tokens x NT 3 x WN 8 */
+constexpr int MQ_WIDE_N = 224; /* the widest 128-row tile: 8 tokens x NT 7 x WN 4 */
 
-/* Whether type T has this tile: of the two 128 x 192 ones, one per type. */
+/* Whether type T has this tile: of the two 128 x 192 ones, one per type; 128 x 224 only for
+ * the types that scale each group in float (the others' sums spill 420-530 bytes). */
 template <enum ox_dtype T, int MT, int NT, int WM, int WN> constexpr bool mq_used() {
+    if (NT == 7)
+        return !mq_q8k<T>();
     return NT != 6 || WN != 4 || (MT == 4) == mq_halves<T>();
 }
 
-/* 161 to 192 tokens in 128 x 192 tiles where the type's fits the shared memory. */
+/* 161 to 224 tokens in one tile of 128 rows by 192 or 224 tokens, where the type has one that
+ * fits the shared memory; false where not. */
 template <enum ox_dtype T>
-static bool mmq_run_192(struct backend *b, const mq_job &job, const uint8_t *xl,
-                        const uint32_t *xsc, int n) {
+static bool mmq_run_wide(struct backend *b, const mq_job &job, const uint8_t *xl,
+                         const uint32_t *xsc, int n) {
     constexpr int MT = mq_halves<T>() ? 4 : 2, WM = 8 / MT;
-    if ((mq_per_sm<T, MT, 6, WM, 4>) == 0)
-        return false;
-    mmq_launch<T, MT, 6, WM, 4>(b, job, xl, xsc, n);
-    return true;
+    if (n <= 192 && (mq_per_sm<T, MT, 6, WM, 4>) > 0) {
+        mmq_launch<T, MT, 6, WM, 4>(b, job, xl, xsc, n);
+        return true;
+    }
+    if constexpr (mq_used<T, 2, 7, 4, 4>())
+        if (n > 192 && (mq_per_sm<T, 2, 7, 4, 4>) > 0) {
+            mmq_launch<T, 2, 7, 4, 4>(b, job, xl, xsc, n);
+            return true;
+        }
+    return false;
 }
 
 template <enum ox_dtype T>
@@ -634,8 +647,8 @@ static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, c
                       int n) {
     /* a measuring knob: the batches past which the 64 x 192 tiles take over */
     static const int tall_from = cuda_env_int("OX_CUDA_MMQ_TALL_FROM", MQ_TALL_FROM, 0, 65536);
-    /* and the most tokens of wide matrices the 128-row tiles of 160 and 192 tokens take */
-    static const int wide_n = cuda_env_int("OX_CUDA_MMQ_WIDE_N", MQ_TALL_N, 0, MQ_TALL_N);
+    /* and the most tokens of wide matrices the 128-row tiles of 160 to 224 tokens take */
+    static const int wide_n = cuda_env_int("OX_CUDA_MMQ_WIDE_N", MQ_WIDE_N, 0, MQ_WIDE_N);
     int64_t weights = 0;
     for (int m = 0; m < job.count; m++)
         weights += job.w[m].n_rows * job.w[m].n_cols;
@@ -644,7 +657,7 @@ static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, c
     const bool whole_128 = cuda_blocks(n, 128) * 128 <= cuda_blocks(n, 64) * 64;
     if (wide && n > 128 && n <= 160 && n <= wide_n && (mq_per_sm<T, 2, 5, 4, 4>) > 0)
         mmq_launch<T, 2, 5, 4, 4>(b, job, xl, xsc, n);
-    else if (wide && n > 160 && n <= wide_n && mmq_run_192<T>(b, job, xl, xsc, n))
+    else if (wide && n > 160 && n <= wide_n && mmq_run_wide<T>(b, job, xl, xsc, n))
         return;
     else if (n > tall_from && n <= MQ_TALL_N)
         mmq_launch<T, 2, 3, 2, 8>(b, job, xl, xsc, n);
