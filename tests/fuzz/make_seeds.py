@@ -9,6 +9,7 @@ input formats.
   make_seeds.py json_schema DIR JSON schemas using every supported keyword
   make_seeds.py lora DIR        LoRA adapters for the shared llama-f16 model, good and bad
   make_seeds.py sampler_state DIR  sampler chains' saved states
+  make_seeds.py dist DIR        a rank's hello, a frame header from rank 0, rank 0's address
 """
 import glob
 import json
@@ -269,9 +270,22 @@ def server_seeds(dest):
             f.write(bytes([route]) + json.dumps(body).encode())
 
 
+def dist_seeds(dest):
+    """fuzz_dist.c's input: a hello (32 bytes), a frame header (16), an address; as
+    src/backend/dist/dist_wire.c writes them: "OXDG", version 1, kind, then little-endian."""
+    hello = b"OXDG" + struct.pack("<HHIIQII", 1, 1, 3, 8, 0x0123456789ABCDEF, 128, 0)
+    frames = [struct.pack("<HHII", 1, kind, length, 0) for kind, length in
+              [(2, 128), (3, 40), (4, 70000), (5, 0)]]
+    addrs = [b"10.0.0.2:29500", b"[fe80::1]:1", b"node-7.cluster:65535", b"node:0", b"::1:80"]
+    for i, frame in enumerate(frames):
+        for j, addr in enumerate(addrs):
+            with open(os.path.join(dest, "d%d%d" % (i, j)), "wb") as f:
+                f.write(hello + b"OXDG" + frame + addr)
+
+
 if __name__ == "__main__":
     kind, dest = sys.argv[1], sys.argv[2]
     os.makedirs(dest, exist_ok=True)
     {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "jinja": jinja_seeds,
      "grammar": grammar_seeds, "json_schema": json_schema_seeds, "hub": hub_seeds, "server": server_seeds,
-     "lora": lora_seeds, "sampler_state": sampler_state_seeds}[kind](dest)
+     "lora": lora_seeds, "sampler_state": sampler_state_seeds, "dist": dist_seeds}[kind](dest)
