@@ -13,6 +13,7 @@
 /* A matrix of weights in any dtype: n_rows rows of n_cols elements, row_bytes apart, in the
  * backend's memory (a device copy for a GPU backend). */
 struct mat_lora;
+struct backend_group; /* the ranks of a split model, as a backend joins them (all_reduce) */
 
 struct mat {
     enum ox_dtype type;
@@ -342,9 +343,18 @@ struct backend_ops {
     int graph_max_tokens;       /* steps of up to this many tokens may be recorded, */
     int graph_max_seqs;         /* and steps of one token for each of up to this many sequences */
     bool attention_reads_cache; /* attention takes the cache's rows (no cache_load first) */
+    /* Optional (NULL: the backend cannot run a rank of a split model): the ranks of group g
+     * each call it with their n partial sums x; every rank's x becomes their sum, added in rank
+     * order (the same floats on every rank). */
+    void (*all_reduce)(struct backend *b, struct backend_group *g, int rank, float *x, size_t n);
 };
 
 extern const struct backend_ops backend_cpu_ops;
+
+/* A group of world ranks in this process, each on its own thread running the CPU backend,
+ * whose all_reduce calls meet (cpu_group.c); NULL with the error set when out of memory. */
+struct backend_group *backend_cpu_group_create(int world);
+void backend_cpu_group_free(struct backend_group *g);
 
 /* The backends this build has (registry.c): the host's, and the device backend the build
  * includes (NULL when it has none) that models offload their layers to. */

@@ -309,6 +309,7 @@ bool attention_block(struct ox_context *ctx, struct stage *s, const struct batch
     if (block_add_projection(ctx, s, l->wo, l->bo, l->attn_post_norm, heads, n, a->proj))
         return true;
     linear(b, l->wo, l->bo, heads, a->proj, n);
+    block_reduce(ctx, s, a->proj, n); /* a split model's heads' shares */
     if (l->attn_post_norm)
         op->rms_norm(b, a->proj, vec(b, l->attn_post_norm), a->proj, n, c->n_embd, c->norm_eps);
     if (c->residual_scale != 0.0f)

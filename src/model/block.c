@@ -28,9 +28,15 @@ bool block_add_projection(struct ox_context *ctx, struct stage *s, const struct 
                           int n, float *tmp) {
     const struct model_config *c = &ctx->model->cfg;
     struct backend *b = &s->be;
-    if (bias || post_norm || c->residual_scale != 0.0f || c->arch->parallel)
+    if (bias || post_norm || c->residual_scale != 0.0f || c->arch->parallel || ctx->group)
         return false;
     struct mat m = as_mat(b, w);
     compose_matmul_add(b, &m, h, s->act.x, n, tmp);
     return true;
+}
+
+void block_reduce(struct ox_context *ctx, struct stage *s, float *x, int n) {
+    if (ctx->group)
+        s->be.ops->all_reduce(&s->be, ctx->group, ctx->rank, x,
+                              (size_t)n * (size_t)ctx->model->cfg.n_embd);
 }

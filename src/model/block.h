@@ -21,9 +21,13 @@ static inline const struct weight *block_norm_weight(const struct weight *w, boo
     return folded ? NULL : w;
 }
 
+/* A rank's partial output rows (n of n_embd) summed over the ranks of a split model (shard.c),
+ * in place; nothing for a whole model. */
+void block_reduce(struct ox_context *ctx, struct stage *s, float *x, int n);
+
 /* x += W h when nothing comes between the projection and the residual (no bias, post-norm or
- * scale, nor a parallel block's sum): true when it added (tmp [n][n_embd] is the room a
- * backend without the fused add needs); false, with nothing done, otherwise. */
+ * scale, nor a parallel block's sum, nor the ranks' sum): true when it added (tmp [n][n_embd] is
+ * the room a backend without the fused add needs); false, with nothing done, otherwise. */
 bool block_add_projection(struct ox_context *ctx, struct stage *s, const struct weight *w,
                           const struct weight *bias, const struct weight *post_norm, const float *h,
                           int n, float *tmp);

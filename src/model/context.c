@@ -476,3 +476,16 @@ const struct ox_model *ox_context_model(const struct ox_context *ctx) {
 uint32_t ox_context_n_ctx(const struct ox_context *ctx) {
     return ctx->params.n_ctx;
 }
+
+enum ox_status context_join_group(struct ox_context *ctx, struct backend_group *g, int rank) {
+    for (int32_t i = 0; i < ctx->n_stages; i++)
+        if (!ctx->stages[i].be.ops->all_reduce || ctx->stages[i].act.ffn_slice)
+            return ox_fail(OX_ERR_UNSUPPORTED,
+                           "context: the %s backend cannot run a rank of a split model yet "
+                           "(its FFN sliced, or no sums across ranks)",
+                           ctx->stages[i].be.ops->name);
+    if (!ctx->model->whole)
+        return ox_fail(OX_ERR_INVALID_ARG, "context: only a shard's context joins a group");
+    ctx->group = g, ctx->rank = rank;
+    return OX_OK;
+}

@@ -96,6 +96,10 @@ struct ox_context {
     int n_lora;
     struct context_lora_stage lora_stage[2]; /* as each stage runs them */
     uint32_t lora_gen; /* changes with them: a recorded step holds the old ones */
+    /* a rank of a split model (shard.c): the group whose sums join the ranks' partial rows
+     * (block_reduce), and this rank's number in it; NULL for a whole model */
+    struct backend_group *group;
+    int rank;
 };
 
 /* A batch as the forward pass reads it: decode.c fills it once the batch is checked and its
@@ -112,5 +116,10 @@ struct batch_view {
 /* Run the model on the batch; write the logits (and with params.embeddings the hidden states)
  * of the tokens whose out_row >= 0. */
 enum ox_status transformer_forward(struct ox_context *ctx, const struct batch_view *batch);
+
+/* The context of a rank's shard (model_shard) joins group g as rank: its batches then meet the
+ * other ranks' at every attention and FFN output, so every rank must decode the same batches.
+ * OX_ERR_UNSUPPORTED where a stage's backend cannot take part. */
+enum ox_status context_join_group(struct ox_context *ctx, struct backend_group *g, int rank);
 
 #endif

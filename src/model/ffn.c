@@ -144,6 +144,7 @@ void ffn_block(struct ox_context *ctx, struct stage *s, const struct layer_weigh
                                  a->branch))
             return;
         linear(b, l->ffn_down, l->ffn_down_b, a->hidden, a->branch, n);
+        block_reduce(ctx, s, a->branch, n); /* a split model's rows' shares */
     }
     if (l->ffn_post_norm)
         b->ops->rms_norm(b, a->branch, vec(b, l->ffn_post_norm), a->branch, n, c->n_embd,

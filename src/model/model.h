@@ -151,6 +151,8 @@ struct ox_model {
     uint32_t n_lora_slots;              /* weights LoRA adapters target (struct weight's
                                            lora_slot) */
     struct ox_lora *loras;              /* the adapters loaded for it (lora.c), freed with it */
+    const struct ox_model *whole; /* a rank's shard (shard.c): the model whose bytes it views and
+                                     whose file, vocabulary and copies it borrows; else NULL */
 };
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);

@@ -120,4 +120,5 @@ const struct backend_ops backend_cpu_ops = {
     .cache_load = cpu_cache_load,
     .matmul_multi = qmatmul_multi,
     .matmul_glu = qmatmul_glu,
+    .all_reduce = cpu_all_reduce,
 };

@@ -1,0 +1,58 @@
+/* cpu_group.c: the ranks of a split model as threads of one process, each running the CPU
+ * backend: their all_reduce calls meet at a barrier, each rank adds every rank's rows in rank
+ * order into its own buffer (so all get the same floats), and a second barrier keeps the rows
+ * until everyone has read them. */
+#define _POSIX_C_SOURCE 200809L /* pthread barriers */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+
+enum { GROUP_CHUNK = 1 << 16 }; /* floats summed per meeting: a rank's buffer */
+
+struct backend_group {
+    int world;
+    pthread_barrier_t met;
+    float **rows; /* [world]: each rank's x of the current meeting */
+    float *sums;  /* [world][GROUP_CHUNK] */
+};
+
+struct backend_group *backend_cpu_group_create(int world) {
+    struct backend_group *g = calloc(1, sizeof *g);
+    if (!g || world < 1 || !(g->rows = calloc((size_t)world, sizeof *g->rows)) ||
+        !(g->sums = malloc((size_t)world * GROUP_CHUNK * sizeof *g->sums)) ||
+        pthread_barrier_init(&g->met, NULL, (unsigned)world)) {
+        if (g)
+            free(g->rows), free(g->sums);
+        free(g);
+        ox_fail(OX_ERR_OOM, "cpu: out of memory for a group of %d ranks", world);
+        return NULL;
+    }
+    g->world = world;
+    return g;
+}
+
+void backend_cpu_group_free(struct backend_group *g) {
+    if (!g)
+        return;
+    pthread_barrier_destroy(&g->met);
+    free(g->rows), free(g->sums), free(g);
+}
+
+void cpu_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x, size_t n) {
+    (void)b;
+    float *sum = g->sums + (size_t)rank * GROUP_CHUNK;
+    for (size_t at = 0; at < n; at += GROUP_CHUNK) {
+        size_t len = n - at < GROUP_CHUNK ? n - at : GROUP_CHUNK;
+        g->rows[rank] = x + at;
+        pthread_barrier_wait(&g->met);
+        memcpy(sum, g->rows[0], len * sizeof *sum);
+        for (int r = 1; r < g->world; r++)
+            for (size_t i = 0; i < len; i++)
+                sum[i] += g->rows[r][i];
+        pthread_barrier_wait(&g->met); /* every rank has read every rank's rows */
+        memcpy(x + at, sum, len * sizeof *sum);
+    }
+}

@@ -1,0 +1,14 @@
+/* shard.h: a rank's share of a model split over ranks by heads and FFN rows (shard.c), and the
+ * group whose sums join the ranks' partial outputs. */
+#ifndef OX_MODEL_SHARD_H
+#define OX_MODEL_SHARD_H
+
+#include "model/model.h"
+
+/* Rank's shard of m over world ranks: a model whose layers hold the rank's heads and FFN rows
+ * (views of m's bytes; m must outlive it; ox_model_free frees it alone). OX_ERR_UNSUPPORTED
+ * naming why for a model that does not split so (on a GPU, heads or FFN rows that do not
+ * divide, columns that would cut a quantization block, layers of other kinds). */
+enum ox_status model_shard(const struct ox_model *m, int rank, int world, struct ox_model **out);
+
+#endif
