@@ -386,6 +386,7 @@ const struct backend_ops backend_cuda_ops = {
                                              * a step that calls cuBLAS is not recorded
                                              * (cu_graph_begin's probe) */
     .attention_reads_cache = true,
+    .all_reduce = nullptr, /* ranks of a split model: through NCCL, not yet (issue 27) */
 };
 
 } /* extern "C" */
