@@ -1,7 +1,8 @@
 /* test_shard.c: a model split over ranks by heads and FFN rows (tensor parallelism), the ranks
  * as threads on the CPU whose partial outputs meet in sums: every rank's logits equal the whole
  * model's up to the order of the sums (a prompt, then single steps), on the shared reference
- * models of every kind the split takes; the models it cannot split are refused saying why. */
+ * models of every kind the split takes (biases, q and k norms, post-norms and softcaps, layer
+ * norms and GELU FFNs); the models it cannot split are refused saying why. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -177,8 +178,9 @@ static void test_refused(const char *name, int world, const char *why) {
 }
 
 int main(void) {
-    static const char *const split[] = {"llama-f32",  "llama-f16", "llama-bf16", "llama-q8_0",
-                                        "llama-q4_0", "qwen2-f16", "qwen3-f16"};
+    static const char *const split[] = {"llama-f32",  "llama-f16",     "llama-bf16", "llama-q8_0",
+                                        "llama-q4_0", "qwen2-f16",     "qwen3-f16",  "gemma2-f16",
+                                        "gemma3-f16", "starcoder2-f16"};
     /* float-order differences only: the ranks' sums go in another order than one matmul's */
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
         test_model(split[i], 2, 1e-6);
