@@ -7,14 +7,17 @@
 #include "backend/compose.h"
 #include "model/model.h"
 
-/* A weight as backend b sees it: a device reads its own copy; the host the file's rows, and
- * its packed copy beside them where it made one. */
+/* A weight as backend b sees it: a device reads its own copy, whose rows follow each other
+ * (a shard's column slice is strided in the file: shard.c); the host the file's rows, and its
+ * packed copy beside them where it made one. */
 static inline struct mat as_mat(const struct backend *b, const struct weight *w) {
     const void *copy = w->copy_of == b->ops ? w->copy : NULL;
     bool dev = b->ops->device;
     const struct mat_lora *lora = w->lora_slot && b->lora ? b->lora[w->lora_slot - 1] : NULL;
-    return (struct mat){w->type,      dev ? copy : w->data, w->ne[1], w->ne[0],
-                        w->row_bytes, dev ? NULL : copy,    lora};
+    size_t dense = (size_t)(w->ne[0] / ox_dtype_block_size(w->type)) * ox_dtype_type_size(w->type);
+    return (struct mat){w->type,  dev ? copy : w->data,       w->ne[1],
+                        w->ne[0], dev ? dense : w->row_bytes, dev ? NULL : copy,
+                        lora};
 }
 
 /* Matrix i of a 3-D weight (an expert's, a head's), in the file's layout. */

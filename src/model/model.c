@@ -73,7 +73,8 @@ enum ox_status ox_model_load(const char *path, const struct ox_model_params *par
 void ox_model_free(struct ox_model *m) {
     if (!m)
         return;
-    if (m->whole) { /* a shard owns its tables and its slices' layouts alone */
+    if (m->whole) { /* a shard owns its tables, device copies and slices' layouts alone */
+        model_free_gpu_weights(m);
         for (int64_t i = 0; m->weights && i < m->gguf->n_tensors; i++)
             if (m->weights[i].copy && m->weights[i].copy != m->whole->weights[i].copy)
                 m->weights[i].copy_of->release_weight(m->weights[i].copy);

@@ -35,7 +35,8 @@ static const char *unsplittable(const struct ox_model *m, int world) {
     const struct model_config *c = &m->cfg;
     const struct arch_desc *d = c->arch;
     if (m->on_gpu)
-        return "a model split over ranks runs on the CPU so far (load it with n_gpu_layers = 0)";
+        return "the model to split must be loaded for the CPU (n_gpu_layers = 0); its shards "
+               "go to the GPUs";
     if (d->mla || c->n_recurrent || c->n_expert || d->parallel || d->attn_gate ||
         c->n_embd_per_layer || m->n_lora_slots)
         return "its architecture has layers that do not split by heads yet (latent attention, "
@@ -113,7 +114,8 @@ static enum ox_status own_layout(struct ox_model *sh, struct weight *w) {
     return st;
 }
 
-enum ox_status model_shard(const struct ox_model *m, int rank, int world, struct ox_model **out) {
+enum ox_status model_shard(const struct ox_model *m, int rank, int world, bool gpu,
+                           struct ox_model **out) {
     *out = NULL;
     if (world < 1 || rank < 0 || rank >= world)
         return ox_fail(OX_ERR_INVALID_ARG, "model: rank %d of %d ranks", rank, world);
@@ -135,7 +137,16 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, struct
         sh->weights[i].copy = m->weights[i].copy, sh->weights[i].copy_of = m->weights[i].copy_of;
     for (int32_t il = 0; il < m->cfg.n_layer; il++)
         split_layer(sh, il, rank, world);
-    for (int64_t i = 0; i < m->gguf->n_tensors && st == OX_OK; i++)
+    struct model_config *c = &sh->cfg;
+    c->n_head /= world, c->n_head_kv /= world, c->n_ff /= world;
+    for (int32_t il = 0; il < c->n_layer; il++)
+        c->layer[il].n_head_kv /= world, c->layer[il].n_ff /= world;
+    if (gpu) { /* every weight to this thread's GPU; the host's layouts stay the whole's */
+        for (int64_t i = 0; i < m->gguf->n_tensors; i++)
+            sh->weights[i].copy = NULL, sh->weights[i].copy_of = NULL;
+        st = model_upload_weights(sh, sh->cfg.n_layer);
+    }
+    for (int64_t i = 0; i < m->gguf->n_tensors && !gpu && st == OX_OK; i++)
         if (sh->weights[i].data != m->weights[i].data ||
             memcmp(sh->weights[i].ne, m->weights[i].ne, sizeof m->weights[i].ne))
             st = own_layout(sh, &sh->weights[i]);
@@ -143,10 +154,6 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, struct
         ox_model_free(sh);
         return st;
     }
-    struct model_config *c = &sh->cfg;
-    c->n_head /= world, c->n_head_kv /= world, c->n_ff /= world;
-    for (int32_t il = 0; il < c->n_layer; il++)
-        c->layer[il].n_head_kv /= world, c->layer[il].n_ff /= world;
     *out = sh;
     return OX_OK;
 }

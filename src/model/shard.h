@@ -5,10 +5,12 @@
 
 #include "model/model.h"
 
-/* Rank's shard of m over world ranks: a model whose layers hold the rank's heads and FFN rows
- * (views of m's bytes; m must outlive it; ox_model_free frees it alone). OX_ERR_UNSUPPORTED
- * naming why for a model that does not split so (on a GPU, heads or FFN rows that do not
+/* Rank's shard of m (loaded for the CPU) over world ranks: a model whose layers hold the
+ * rank's heads and FFN rows (views of m's bytes; m must outlive it; ox_model_free frees it
+ * alone); with gpu, its weights copied to the calling thread's current GPU. OX_ERR_UNSUPPORTED
+ * naming why for a model that does not split so (m on a GPU, heads or FFN rows that do not
  * divide, columns that would cut a quantization block, layers of other kinds). */
-enum ox_status model_shard(const struct ox_model *m, int rank, int world, struct ox_model **out);
+enum ox_status model_shard(const struct ox_model *m, int rank, int world, bool gpu,
+                           struct ox_model **out);
 
 #endif

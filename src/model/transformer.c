@@ -138,6 +138,7 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b,
         moe |= ctx->model->layers[il].ffn_gate_inp != NULL;
     bool many_seqs = batch->one_per_seq && n <= b->ops->graph_max_seqs && n <= ctx->logit_rows;
     if (n < 1 || (n > b->ops->graph_max_tokens && !many_seqs) || ctx->embd_only || !ctx->logits ||
+        ctx->group || /* a rank's sums (NCCL's) are not recorded */
         (moe && (n > 1 || !ctx->moe_graphable)) || c->attn_temp_scale != 0.0f)
         return false;
     for (int t = 0; t < n; t++)

@@ -356,7 +356,10 @@ struct backend_tensor model_file_tensor(const struct ox_model *m, const struct w
                                    .n_mats = w->ne[2] * w->ne[3],
                                    .n_dims = (int)t->n_dims,
                                    .row_bytes = w->row_bytes,
-                                   .n_bytes = (size_t)t->n_bytes};
+                                   /* a shard's slice (shard.c): its rows' span, not the file's */
+                                   .n_bytes = m->whole ? (size_t)(w->ne[1] * w->ne[2] * w->ne[3]) *
+                                                             w->row_bytes
+                                                       : (size_t)t->n_bytes};
 }
 
 /* Once copied, a matrix's file pages are released: matmul reads the copy, and an embedding

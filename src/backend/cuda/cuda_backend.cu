@@ -173,10 +173,18 @@ static bool needs_dequant(const struct backend_tensor *t) {
 static enum ox_status cu_prepare_weight(struct backend_weights *bw, const struct backend_tensor *t,
                                         const void **copy) {
     void *dev = NULL;
-    size_t bytes = t->n_bytes;
+    /* a shard's column slice (model/shard.c) has rows apart in the file; its copy's follow
+     * each other, as the forward pass reads device copies (as_mat) */
+    const size_t dense =
+        (size_t)(t->n_cols / ox_dtype_block_size(t->type)) * (size_t)ox_dtype_type_size(t->type);
+    const bool strided = t->n_mats == 1 && t->row_bytes != dense;
+    size_t bytes = strided ? dense * (size_t)t->n_rows : t->n_bytes;
     *copy = NULL;
     cudaError_t e = cudaMalloc(&dev, bytes ? bytes : 1);
-    if (e == cudaSuccess)
+    if (e == cudaSuccess && strided)
+        e = cudaMemcpy2D(dev, dense, t->data, t->row_bytes, dense, (size_t)t->n_rows,
+                         cudaMemcpyHostToDevice);
+    else if (e == cudaSuccess)
         e = cudaMemcpy(dev, t->data, bytes, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) {
         *copy = dev;
@@ -380,13 +388,13 @@ const struct backend_ops backend_cuda_ops = {
     .moe_ffn = cuda_moe_ffn,
     .graph_begin = cu_graph_begin,
     .graph_end = cu_graph_end,
-    .graph_max_tokens = CUDA_Q8_MAX_N, /* the attention that reads the cells in use from device
-                                        * memory takes them (cuda_attention.cu) */
+    .graph_max_tokens = CUDA_Q8_MAX_N,      /* the attention that reads the cells in use from device
+                                             * memory takes them (cuda_attention.cu) */
     .graph_max_seqs = CUDA_MMQ_SMALL_MAX_N, /* as many as the int8 matmul takes of any matrix:
                                              * a step that calls cuBLAS is not recorded
                                              * (cu_graph_begin's probe) */
     .attention_reads_cache = true,
-    .all_reduce = nullptr, /* ranks of a split model: through NCCL, not yet (issue 27) */
+    .all_reduce = cuda_all_reduce,
 };
 
 } /* extern "C" */

@@ -5,6 +5,23 @@
 
 #include "backend/backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 extern const struct backend_ops backend_cuda_ops;
+
+/* A group of world ranks in this process, rank r on GPU r with a thread of its own, whose
+ * all_reduce calls NCCL sums (cuda_group.cu); NULL with the error set where there are fewer
+ * GPUs, the build has no NCCL or NCCL fails. */
+struct backend_group *backend_cuda_group_create(int world);
+/* The calling thread runs rank's GPU from now on (before it makes the rank's shard and
+ * context). */
+enum ox_status backend_cuda_group_enter(struct backend_group *g, int rank);
+void backend_cuda_group_free(struct backend_group *g);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
