@@ -624,21 +624,29 @@ template <enum ox_dtype T, int MT, int NT, int WM, int WN> constexpr bool mq_use
     return NT != 6 || WN != 4 || (MT == 4) == mq_halves<T>();
 }
 
-/* 161 to 224 tokens in one tile of 128 rows by 192 or 224 tokens, where the type has one that
- * fits the shared memory; false where not. */
+/* The tile's launch where it fits the shared memory; false where it does not. */
+template <enum ox_dtype T, int MT, int NT, int WM, int WN>
+static bool mmq_launch_fits(struct backend *b, const mq_job &job, const uint8_t *xl,
+                            const uint32_t *xsc, int n) {
+    if ((mq_per_sm<T, MT, NT, WM, WN>) == 0)
+        return false;
+    mmq_launch<T, MT, NT, WM, WN>(b, job, xl, xsc, n);
+    return true;
+}
+
+/* 129 to 224 tokens in one tile of 128 rows by 160, 192 or 224 tokens, where the type has it
+ * and it fits the shared memory; false where not (the tall tiles or those of 128 tokens then
+ * take the batch). */
 template <enum ox_dtype T>
 static bool mmq_run_wide(struct backend *b, const mq_job &job, const uint8_t *xl,
                          const uint32_t *xsc, int n) {
     constexpr int MT = mq_halves<T>() ? 4 : 2, WM = 8 / MT;
-    if (n <= 192 && (mq_per_sm<T, MT, 6, WM, 4>) > 0) {
-        mmq_launch<T, MT, 6, WM, 4>(b, job, xl, xsc, n);
-        return true;
-    }
+    if (n <= 160)
+        return mmq_launch_fits<T, 2, 5, 4, 4>(b, job, xl, xsc, n);
+    if (n <= 192)
+        return mmq_launch_fits<T, MT, 6, WM, 4>(b, job, xl, xsc, n);
     if constexpr (mq_used<T, 2, 7, 4, 4>())
-        if (n > 192 && (mq_per_sm<T, 2, 7, 4, 4>) > 0) {
-            mmq_launch<T, 2, 7, 4, 4>(b, job, xl, xsc, n);
-            return true;
-        }
+        return mmq_launch_fits<T, 2, 7, 4, 4>(b, job, xl, xsc, n);
     return false;
 }
 
@@ -655,11 +663,9 @@ static void mmq_run_t(struct backend *b, const mq_job &job, const uint8_t *xl, c
     const bool wide = weights >= MQ_WIDE_WEIGHTS;
     /* 128 tokens a tile only where that pads no more than 64 would */
     const bool whole_128 = cuda_blocks(n, 128) * 128 <= cuda_blocks(n, 64) * 64;
-    if (wide && n > 128 && n <= 160 && n <= wide_n && (mq_per_sm<T, 2, 5, 4, 4>) > 0)
-        mmq_launch<T, 2, 5, 4, 4>(b, job, xl, xsc, n);
-    else if (wide && n > 160 && n <= wide_n && mmq_run_wide<T>(b, job, xl, xsc, n))
+    if (wide && n > 128 && n <= wide_n && mmq_run_wide<T>(b, job, xl, xsc, n))
         return;
-    else if (n > tall_from && n <= MQ_TALL_N)
+    if (n > tall_from && n <= MQ_TALL_N)
         mmq_launch<T, 2, 3, 2, 8>(b, job, xl, xsc, n);
     else if (n > 64 && wide && whole_128)
         mmq_launch<T, 2, 4, 4, 4>(b, job, xl, xsc, n);
