@@ -13,6 +13,11 @@ struct spec {
     char conv;
 };
 
+/* n*10 + the digit d, held at 99999 once past it. */
+static int saturating_digit(int n, char d) {
+    return n >= 9999 ? 99999 : n * 10 + (d - '0');
+}
+
 /* The spec after a '%' at *p (moved past it); false for one this does not know. */
 static bool parse_spec(const char **p, const char *e, struct spec *s) {
     size_t nf = 0;
@@ -20,12 +25,13 @@ static bool parse_spec(const char **p, const char *e, struct spec *s) {
     while (*p < e && strchr("-+ 0#", **p) && nf + 1 < sizeof s->flags)
         s->flags[nf++] = *(*p)++;
     s->flags[nf] = 0;
+    /* Digits saturate at 99999: a longer width is refused below, never overflowed. */
     for (; *p < e && **p >= '0' && **p <= '9'; (*p)++)
-        s->width = (s->width < 0 ? 0 : s->width) * 10 + (**p - '0');
+        s->width = saturating_digit(s->width < 0 ? 0 : s->width, **p);
     if (*p < e && **p == '.') {
         s->prec = 0;
         for ((*p)++; *p < e && **p >= '0' && **p <= '9'; (*p)++)
-            s->prec = s->prec * 10 + (**p - '0');
+            s->prec = saturating_digit(s->prec, **p);
     }
     s->conv = *p < e ? **p : 0;
     return s->conv && strchr("sradiufFeEgGxXoc", s->conv) && s->width < 10000 && s->prec < 10000;

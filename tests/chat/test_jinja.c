@@ -129,6 +129,8 @@ static void test_python_semantics(void) {
     R("{{ ['B', 'a', 'b'] | unique | list }} {{ [{'k': 2}, {'k': 1}] | sort(attribute='k') }}",
       "['B', 'a'] [{'k': 1}, {'k': 2}]");
     R("{{ '\\u00e9\\x41' }} {{ '%s-%d' % ('a', 3) }}", "éA a-3");
+    RERR("{{ '%99999999999999999999d' % 1 }}"); /* a width past int: refused, not overflowed */
+    RERR("{{ '%.99999999999999999999f' % 1.5 }}");
     R("{% macro m(a, b) %}{{ a }}{{ b }}{% endmacro %}{{ m(*[1, 2]) }}{{ m(**{'b': 3, 'a': 4}) }}",
       "1243");
     RERR("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}");
