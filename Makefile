@@ -108,9 +108,9 @@ test-asan:
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=Debug -DOX_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar \
-	  fuzz_json_schema fuzz_hub fuzz_server fuzz_lora fuzz_sampler_state fuzz_dist \
+	  fuzz_json_schema fuzz_hub fuzz_server fuzz_lora fuzz_sampler_state fuzz_dist fuzz_split_wire \
 	  -- --no-print-directory
-	for t in gguf tokenizer jinja grammar json_schema hub server lora sampler_state dist; do \
+	for t in gguf tokenizer jinja grammar json_schema hub server lora sampler_state dist split_wire; do \
 	  OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_$$t $(FUZZ_SECONDS) || exit 1; \
 	done
 

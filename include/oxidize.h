@@ -353,6 +353,9 @@ struct ox_context;
 /* Called during loading with the fraction done; return false to cancel (OX_ERR_ABORTED). */
 typedef bool (*ox_load_progress_fn)(float progress, void *user);
 
+enum ox_split_mode { OX_SPLIT_NONE = 0, OX_SPLIT_LAYER = 1, OX_SPLIT_ROW = 2 };
+#define OX_MAX_DEVICES 16 /* GPUs one model may span (tensor_split's entries) */
+
 struct ox_model_params {
     bool use_mmap;                /* map the file (default); false reads it into memory */
     ox_load_progress_fn progress; /* NULL: none */
@@ -362,6 +365,24 @@ struct ox_model_params {
                              CPU, with a warning), 0 none, n_layer or more all or fail;
                              between, the last n_gpu_layers layers and the output (the
                              CPU runs the embeddings and the first layers) */
+    /* How a model whose layers all go to GPUs uses several (llama.cpp's split modes; numbered
+     * as its llama_split_mode): OX_SPLIT_NONE one GPU (default); OX_SPLIT_ROW every GPU that
+     * tensor_split gives a share (all when it gives none), each rank holding its share of every
+     * layer's attention heads and FFN rows (tensor parallelism: their outputs summed through
+     * NCCL twice a layer), main_gpu rank 0, the one the logits come from. The shares must be
+     * equal (heads divide evenly). OX_SPLIT_LAYER is not built: one GPU runs the model, with a
+     * warning. */
+    int32_t split_mode;
+    int32_t main_gpu;
+    float tensor_split[OX_MAX_DEVICES];
+    /* Processes that run the model together, split by rows as OX_SPLIT_ROW splits it over GPUs,
+     * one rank each (its GPU: main_gpu), on this host or others, their sums through NCCL: rank
+     * 0 listens at dist_addr ("HOST:PORT") until all dist_world ranks have joined, then makes
+     * the contexts and decodes; every other rank's ox_model_load returns a model to hand to
+     * ox_model_follow. dist_world 0 (default): this process alone. */
+    const char *dist_addr;
+    int32_t dist_rank, dist_world;
+    int32_t dist_timeout_ms; /* the wait for the others to join, and for any message (0: 60 s) */
 };
 
 OX_API struct ox_model_params ox_model_params_default(void);
@@ -371,6 +392,10 @@ OX_API struct ox_model_params ox_model_params_default(void);
 OX_API enum ox_status ox_model_load(const char *path, const struct ox_model_params *params,
                                     struct ox_model **out);
 OX_API void ox_model_free(struct ox_model *model);
+/* A rank other than 0 of a model split across processes (ox_model_params.dist_rank > 0): runs
+ * rank 0's calls on its share until rank 0 frees its model (OX_OK) or is lost (OX_ERR_IO, and
+ * so on); the model is then the caller's to free. */
+OX_API enum ox_status ox_model_follow(struct ox_model *model);
 /* The model's tokenizer, owned by the model. */
 OX_API const struct ox_vocab *ox_model_vocab(const struct ox_model *model);
 OX_API int32_t ox_model_n_vocab(const struct ox_model *model);

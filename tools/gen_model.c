@@ -114,6 +114,23 @@ static const struct preset presets[] = {
      false,
      0,
      {0, 0, 0, 0}},
+    /* the shape of Llama 3 70B: 140 GB in f16, more than one GPU holds (issue 27's split) */
+    {"llama-3-70b",
+     "llama",
+     "Llama 3 70B (random weights)",
+     "ggml-vocab-llama-bpe.gguf",
+     8192,
+     28672,
+     64,
+     8,
+     80,
+     8192,
+     500000.0f,
+     1e-5f,
+     false,
+     false,
+     0,
+     {0, 0, 0, 0}},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 

@@ -45,6 +45,24 @@ void cmd_lora_named(int i, const char **path, float *scale);
 /* The adapters cmd_lora_load loaded and their scales (up to CMD_LORA_MAX); how many. */
 int cmd_lora_loaded(struct ox_lora **loras, float *scales);
 
+/* -sm / --split-mode, -ts / --tensor-split, -mg / --main-gpu (split_args.c): taken out of a
+ * model command's arguments (-1 to go on, else an exit status after a message), then set in the
+ * parameters its model loads with. */
+int cmd_split_args(const char *cmd, int *argc, char **argv);
+void cmd_split_apply(struct ox_model_params *mp);
+/* A rank other than 0 of a group of processes (--dist-rank): loads the command's model (-m) and
+ * follows rank 0 until it ends; the exit status. -1 for any other process: run the command. */
+int cmd_split_follow(const char *cmd, int argc, char **argv);
+#define CMD_SPLIT_USAGE                                                                            \
+    "  -sm, --split-mode M   none (default: one GPU) or row (every layer's heads and FFN rows\n"   \
+    "                        split over the GPUs, summed through NCCL); layer is not built\n"      \
+    "  -ts, --tensor-split A,B  the GPUs a row split uses (equal shares; 0 leaves one out)\n"      \
+    "  -mg, --main-gpu N     rank 0's GPU, where the logits come from (default 0)\n"               \
+    "  --dist-addr HOST:PORT, --dist-rank R, --dist-world N  split by rows across N\n"             \
+    "                        processes (one GPU each, -mg): rank 0 listens at HOST:PORT and\n"     \
+    "                        runs the command, the others follow it (default: torchrun's\n"        \
+    "                        MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)\n"
+
 /* The whole file as a NUL-terminated string (length in *len), or NULL after printing
  * "oxidize CMD: ..." with the reason. */
 char *cmd_read_file(const char *cmd, const char *path, size_t *len);

@@ -63,7 +63,7 @@ static void usage(FILE *f) {
             "  --batch LIST            tg also with this many sequences decoded together\n"
             "                          (aggregate tokens/s; 1..256, comma separated)\n"
             "  -ngl, --n-gpu-layers N  layers on the GPU (default -1: all, when there is one;\n"
-            "                          0: the CPU)\n"
+            "                          0: the CPU)\n" CMD_SPLIT_USAGE
             "  -r, --repetitions N     timed runs per test (default 5)\n"
             "  -o, --output md|json    a markdown table (default) or a JSON array\n");
 }
@@ -418,6 +418,7 @@ static void print_json(const struct bench_env *e, const struct bench_test *t, in
 /* The model, timed, and what the table says about it; false with a message. */
 static bool load_model(const struct bench_opts *o, struct ox_model **m, struct bench_env *e) {
     struct ox_model_params mp = ox_model_params_default();
+    cmd_split_apply(&mp);
     mp.n_gpu_layers = o->n_gpu_layers;
     double t0 = cmd_now_s();
     if (ox_model_load(o->model, &mp, m) != OX_OK) {

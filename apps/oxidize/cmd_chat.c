@@ -35,6 +35,7 @@ static void usage(FILE *f) {
         "  -c CTX                context size in tokens (default 4096, at most the model's)\n"
         "  -t THREADS            threads (default: the physical cores)\n"
         "  -ngl N                layers on the GPU (default -1: all when there is one; 0: CPU)\n"
+        CMD_SPLIT_USAGE
         "%s%s"
         "In the chat: end a line with \\ to continue it, or wrap lines in \"\"\" for a\n"
         "multi-line message; /help lists the commands.\n",
@@ -336,6 +337,7 @@ int cmd_chat(int argc, char **argv) {
     chat_session_init(&s);
     bool said = false; /* the error was already printed */
     struct ox_model_params mp = ox_model_params_default();
+    cmd_split_apply(&mp);
     mp.n_gpu_layers = o.n_gpu_layers;
     enum ox_status st = ox_model_load(o.model, &mp, &model);
     if (st == OX_OK && !tmpl && !ox_model_chat_template(model, NULL)) {

@@ -33,7 +33,8 @@ static void usage(FILE *f) {
             "  --no-normalize           leave the vector as pooled (default: unit L2 norm)\n"
             "  -c CTX                   context size in tokens (default: the text's length)\n"
             "  -t THREADS               threads (default: the physical cores)\n"
-            "  -ngl N                   layers on the GPU (default -1: all when there is one)\n");
+            "  -ngl N                   layers on the GPU (default -1: all when there is one)\n"
+            CMD_SPLIT_USAGE);
 }
 
 static bool parse_int(const char *s, long lo, long hi, int *out) {
@@ -157,6 +158,7 @@ static enum ox_status tokenize_all(const struct embed_opts *o, const struct ox_m
 static enum ox_status run(const struct embed_opts *o, struct ox_model **m, struct ox_context **c,
                           ox_token **ids, float **out) {
     struct ox_model_params mp = ox_model_params_default();
+    cmd_split_apply(&mp);
     mp.n_gpu_layers = o->n_gpu_layers;
     CMD_TRY(ox_model_load(o->model, &mp, m));
     CMD_TRY(cmd_lora_load(*m));

@@ -40,7 +40,7 @@ static void usage(FILE *f) {
             "  -c, --ctx-size N    tokens per chunk (default 512; the text needs 2*N tokens)\n"
             "  -b, --batch-size N  tokens per decode call (default CTX); below CTX any value,\n"
             "                      above it a multiple of CTX (that many chunks at once)\n"
-            "  -t, --threads N     worker threads (default: all CPUs)\n");
+            "  -t, --threads N     worker threads (default: all CPUs)\n" CMD_SPLIT_USAGE);
 }
 
 /* A decimal integer in [lo, hi], or false with a message. */
@@ -282,6 +282,7 @@ static bool load_inputs(const struct ppl_opts *o, struct ox_model **m, ox_token 
     if (!text)
         return false;
     struct ox_model_params mp = ox_model_params_default();
+    cmd_split_apply(&mp);
     if (ox_model_load(o->model, &mp, m) != OX_OK) {
         fprintf(stderr, "oxidize perplexity: %s\n", ox_last_error());
         free(text);

@@ -32,6 +32,7 @@ static void usage(FILE *f) {
         "  -c CTX                context size in tokens (default 2048, at most the model's)\n"
         "  -t THREADS            threads (default: the physical cores)\n"
         "  -ngl N                layers on the GPU (default -1: all when there is one; 0: CPU)\n"
+        CMD_SPLIT_USAGE
         "  --prompt-cache FILE   reuse the state of a prompt that began as this one, saved there\n"
         "                        by an earlier run, and save this prompt's (made when missing)\n"
         "  --prompt-cache-ro     read the prompt cache, do not rewrite it\n"
@@ -138,6 +139,7 @@ static enum ox_status chat_prompt(struct session *s, const struct run_opts *o, c
 
 static enum ox_status setup(struct session *s, const struct run_opts *o, const char *text) {
     struct ox_model_params mp = ox_model_params_default();
+    cmd_split_apply(&mp);
     mp.n_gpu_layers = o->n_gpu_layers;
     CMD_TRY(ox_model_load(o->model, &mp, &s->model));
     CMD_TRY(cmd_lora_load(s->model));

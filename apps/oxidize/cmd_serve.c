@@ -20,6 +20,7 @@ static void usage(FILE *f) {
             "  -t, --threads N          CPU threads (default: all cores)\n"
             "  -ctk, --cache-type T     the KV cache: f16 (default), f32 or q8_0\n"
             "  -ngl, --n-gpu-layers N   layers on the GPU (default -1: all, when there is one)\n"
+            CMD_SPLIT_USAGE
             "  --api-key KEY            every route but /health wants Authorization: Bearer KEY\n"
             "                           (may be given several times)\n"
             "  --api-key-file FILE      the keys, one per line\n"
@@ -260,6 +261,8 @@ int cmd_serve(int argc, char **argv) {
         }
         ok = set_option(&o, &f, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &takes);
     }
+    o.placement = ox_model_params_default();
+    cmd_split_apply(&o.placement); /* -sm, -ts, -mg, taken out by main.c */
     for (int i = 0; i < cmd_lora_count() && i < 8; i++) /* --lora, taken out by main.c */
         cmd_lora_named(i, &o.lora_path[i], &o.lora_scale[i]), o.n_lora = i + 1;
     if (ok && !o.model_path)

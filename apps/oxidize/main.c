@@ -146,6 +146,10 @@ int main(int argc, char **argv) {
         int rc = commands[i].takes_hf ? cmd_hub_args(name, &sub_argc, &sub_argv) : -1;
         if (rc < 0 && (commands[i].takes_hf || commands[i].run == cmd_export_lora))
             rc = cmd_lora_args(name, &sub_argc, sub_argv); /* --lora, --lora-scaled */
+        if (rc < 0 && commands[i].takes_hf)
+            rc = cmd_split_args(name, &sub_argc, sub_argv); /* -sm, -ts, -mg, --dist-* */
+        if (rc < 0 && commands[i].takes_hf)
+            rc = cmd_split_follow(name, sub_argc, sub_argv); /* ranks 1 and up */
         return rc >= 0 ? rc : commands[i].run(sub_argc, sub_argv);
     }
     const char *guess = nearest_command(name);

@@ -15,6 +15,7 @@ struct server_opts {
     const char *host; /* "127.0.0.1" unless asked */
     int port;
     int n_parallel, n_ctx, n_batch, n_ubatch, n_threads, n_gpu_layers;
+    struct ox_model_params placement; /* the model's split over GPUs (-sm, -ts, -mg) */
     enum ox_dtype kv_type;     /* the KV cache's: f16 (default), f32 or q8_0 */
     const char *chat_template; /* template text for chat completions, or NULL: the model's */
     const char *api_keys[SERVER_MAX_KEYS]; /* every route but /health wants one of these */

@@ -191,10 +191,11 @@ static enum ox_status apply_lora(struct state *s, int i, float scale) {
 
 static bool load(struct state *s) {
     const struct server_opts *o = s->o;
-    struct ox_model_params mp = ox_model_params_default();
+    struct ox_model_params mp = o->placement;
     mp.n_gpu_layers = o->n_gpu_layers;
     if (ox_model_load(o->model_path, &mp, &s->model) != OX_OK)
         return false;
+    mp = ox_model_params_default(); /* the draft on one GPU */
     mp.n_gpu_layers = o->draft_gpu_layers;
     if (o->draft_path && ox_model_load(o->draft_path, &mp, &s->draft) != OX_OK)
         return false;

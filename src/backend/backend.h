@@ -347,7 +347,21 @@ struct backend_ops {
      * each call it with their n partial sums x; every rank's x becomes their sum, added in rank
      * order (the same floats on every rank). */
     void (*all_reduce)(struct backend *b, struct backend_group *g, int rank, float *x, size_t n);
+    /* With all_reduce: a group of world ranks of this process, rank r on device devices[r]
+     * (the CPU has none: NULL), each on a thread of its own that group_enter makes rank's (its
+     * device current) before it makes the rank's shard and context; NULL with the error set
+     * where it cannot be made. devices counts the devices present (the CPU: 0). */
+    struct backend_group *(*group_create)(int world, const int *devices);
+    enum ox_status (*group_enter)(struct backend_group *g, int rank);
+    void (*group_free)(struct backend_group *g);
+    int (*devices)(void);
+    /* Optional (NULL: no groups across processes): the bytes (*len, at most GROUP_ID_MAX) every
+     * process's group_join takes, made by rank 0's (make) and handed to the others; a group of
+     * world ranks of which this process holds rank, on device (group_enter takes that rank). */
+    enum ox_status (*group_id)(bool make, void *id, size_t *len);
+    struct backend_group *(*group_join)(int world, int rank, int device, const void *id);
 };
+#define GROUP_ID_MAX 256
 
 extern const struct backend_ops backend_cpu_ops;
 

@@ -7,6 +7,7 @@
 #include "model/context.h"
 #include "model/encoder.h"
 #include "model/lora.h"
+#include "model/split.h"
 #include "quant/dtype.h"
 
 struct ox_context_params ox_context_params_default(void) {
@@ -367,6 +368,8 @@ enum ox_status ox_context_create(const struct ox_model *m, const struct ox_conte
         return ox_fail(OX_ERR_INVALID_ARG, "ox_context_create: NULL argument");
     *out = NULL;
     OX_TRY(cpu_isa_check());
+    if (m->split)
+        return split_context_create(m, p, out);
     struct ox_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return ox_fail(OX_ERR_OOM, "context: out of memory");
@@ -428,6 +431,10 @@ static void free_stage(struct stage *s) {
 void ox_context_free(struct ox_context *ctx) {
     if (!ctx)
         return;
+    if (ctx->split) {
+        split_context_free(ctx);
+        return;
+    }
     struct stage *last = &ctx->stages[ctx->n_stages > 0 ? ctx->n_stages - 1 : 0];
     bool host_copy = ctx->logits && ctx->logits != ctx->b_logits; /* a device's logits */
     if (host_copy && last->be.impl)
@@ -447,14 +454,23 @@ void ox_context_free(struct ox_context *ctx) {
     free(ctx);
 }
 
+/* A split model's context: what all its ranks of this process take. */
 void ox_context_memory(const struct ox_context *ctx, uint64_t *kv_bytes, uint64_t *buffer_bytes) {
-    *kv_bytes = ctx->kv_bytes;
-    *buffer_bytes = ctx->buffer_bytes;
-    for (int32_t i = 0; i < ctx->n_stages; i++)
-        *buffer_bytes += counted(ctx, &ctx->stages[i]) ? ctx->stages[i].be.own_bytes : 0;
+    *kv_bytes = *buffer_bytes = 0;
+    for (int r = 0; r < (ctx->split ? ctx->split->sp->n_local : 1); r++) {
+        const struct ox_context *c = ctx->split ? ctx->split->rank[r] : ctx;
+        *kv_bytes += c->kv_bytes;
+        *buffer_bytes += c->buffer_bytes;
+        for (int32_t i = 0; i < c->n_stages; i++)
+            *buffer_bytes += counted(c, &c->stages[i]) ? c->stages[i].be.own_bytes : 0;
+    }
 }
 
 void ox_context_set_one_token_order(struct ox_context *ctx, bool on) {
+    if (ctx->split) {
+        split_kv(ctx, SPLIT_ONE_TOKEN, on, 0, 0, 0);
+        return;
+    }
     for (int i = 0; i < ctx->n_stages; i++)
         ctx->stages[i].be.one_token_order = on;
 }
@@ -470,7 +486,7 @@ uint32_t ox_context_recorded_tokens(const struct ox_context *ctx) {
 }
 
 const struct ox_model *ox_context_model(const struct ox_context *ctx) {
-    return ctx->model;
+    return ctx->split ? ctx->split->model : ctx->model;
 }
 
 uint32_t ox_context_n_ctx(const struct ox_context *ctx) {
@@ -479,10 +495,10 @@ uint32_t ox_context_n_ctx(const struct ox_context *ctx) {
 
 enum ox_status context_join_group(struct ox_context *ctx, struct backend_group *g, int rank) {
     for (int32_t i = 0; i < ctx->n_stages; i++)
-        if (!ctx->stages[i].be.ops->all_reduce || ctx->stages[i].act.ffn_slice)
+        if (!ctx->stages[i].be.ops->all_reduce)
             return ox_fail(OX_ERR_UNSUPPORTED,
-                           "context: the %s backend cannot run a rank of a split model yet "
-                           "(its FFN sliced, or no sums across ranks)",
+                           "context: the %s backend cannot run a rank of a split model (no "
+                           "sums across ranks)",
                            ctx->stages[i].be.ops->name);
     if (!ctx->model->whole)
         return ox_fail(OX_ERR_INVALID_ARG, "context: only a shard's context joins a group");

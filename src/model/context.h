@@ -100,6 +100,9 @@ struct ox_context {
      * (block_reduce), and this rank's number in it; NULL for a whole model */
     struct backend_group *group;
     int rank;
+    /* rank 0's context of a split model (split.c): the other ranks' contexts, which every call
+     * that changes this one changes too (split_ops.c); NULL for any other */
+    struct split_context *split;
 };
 
 /* A batch as the forward pass reads it: decode.c fills it once the batch is checked and its

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "model/context.h"
+#include "model/split.h"
 #include "quant/dtype.h"
 
 int32_t ox_kv_seq_pos_max(const struct ox_context *ctx, int32_t seq) {
@@ -57,6 +58,8 @@ static bool one_token_per_seq(const int32_t *seq, int n) {
 enum ox_status ox_decode(struct ox_context *ctx, const struct ox_batch *b) {
     if (!ctx || !b || !b->token || b->n_tokens < 1)
         return ox_fail(OX_ERR_INVALID_ARG, "decode: empty or NULL batch");
+    if (ctx->split)
+        return split_decode(ctx, b);
     if (b->n_tokens > (int32_t)ctx->params.n_batch)
         return ox_fail(OX_ERR_INVALID_ARG, "decode: %d tokens exceed n_batch %u", b->n_tokens,
                        ctx->params.n_batch);
@@ -85,6 +88,10 @@ const float *ox_get_logits(const struct ox_context *ctx, int32_t i) {
 /* ---- KV cache operations -------------------------------------------------------------- */
 
 void ox_kv_clear(struct ox_context *ctx) {
+    if (ctx->split) {
+        split_kv(ctx, SPLIT_KV_CLEAR, 0, 0, 0, 0);
+        return;
+    }
     kv_clear(&ctx->kv);
     delta_net_reset(ctx->dn, -1);
 }
@@ -101,6 +108,10 @@ static void seq_rm_recurrent(struct ox_context *ctx, int32_t seq, int32_t *p0, i
 }
 
 void ox_kv_seq_rm(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1) {
+    if (ctx->split) {
+        split_kv(ctx, SPLIT_SEQ_RM, seq, p0, p1, 0);
+        return;
+    }
     seq_rm_recurrent(ctx, seq, &p0, &p1);
     kv_seq_rm(&ctx->kv, seq, p0, p1);
 }
@@ -119,6 +130,10 @@ int32_t ox_kv_seq_shift(struct ox_context *ctx, int32_t seq, int32_t n_keep) {
 }
 
 void ox_kv_seq_cp(struct ox_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+    if (ctx->split) {
+        split_kv(ctx, SPLIT_SEQ_CP, src, dst, p0, p1);
+        return;
+    }
     int32_t n_seq = (int32_t)ctx->params.n_seq_max;
     if (src < 0 || dst < 0 || src >= n_seq || dst >= n_seq)
         return;
@@ -165,6 +180,10 @@ static void rerope_cell(void *user, int32_t c) {
 }
 
 void ox_kv_seq_add(struct ox_context *ctx, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
+    if (ctx->split) {
+        split_kv(ctx, SPLIT_SEQ_ADD, seq, p0, p1, delta);
+        return;
+    }
     if (delta == 0 || seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
         return;
     struct shift sh = {ctx, delta};

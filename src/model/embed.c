@@ -7,6 +7,7 @@
 
 #include "backend/cpu/ggml_numerics.h"
 #include "model/context.h"
+#include "model/split.h"
 #include "quant/dtype.h"
 
 const float *ox_get_embeddings(const struct ox_context *ctx, int32_t i) {
@@ -157,6 +158,8 @@ static enum ox_status dense_out(const struct ox_model *m, float *x) {
 enum ox_status ox_embed(struct ox_context *ctx, const ox_token *tokens, int32_t n,
                         enum ox_pooling pooling, bool normalize, float *out) {
     OX_TRY(check_embed(ctx, tokens, n, pooling, out));
+    if (ctx->split)
+        return split_embed(ctx, tokens, n, pooling, normalize, out);
     size_t e = (size_t)ctx->model->cfg.n_embd;
     int32_t nb = (int32_t)ctx->params.n_batch;
     ox_kv_clear(ctx);

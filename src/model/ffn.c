@@ -40,7 +40,8 @@ static int64_t slice_width(const struct ox_context *ctx, const struct stage *s, 
 /* The dense FFN of a batch too_wide for act.gate (its width over n_embd-sized slices), from in
  * straight into the residual: per slice, gate and up of its rows, the GLU, and x += the down
  * projection's matching columns times that. The sums over the width then add up slice by
- * slice, in float, as a GEMM's would by chunks of k. */
+ * slice, in float, as a GEMM's would by chunks of k. A rank of a split model adds its slices
+ * into proj (free once the attention's output is in x) and x takes the ranks' sum of those. */
 static void ffn_sliced(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
                        const float *in, int n) {
     const struct model_config *c = &ctx->model->cfg;
@@ -54,15 +55,22 @@ static void ffn_sliced(struct ox_context *ctx, struct stage *s, const struct lay
     gate.n_rows = up.n_rows = w, down.n_cols = w;
     const struct mat_lora *gate_lora = gate.lora, *up_lora = up.lora, *down_lora = down.lora;
     struct mat_lora gl[MAT_LORA_MAX], ul[MAT_LORA_MAX], dl[MAT_LORA_MAX];
+    float *sum = ctx->group ? a->proj : a->x;
+    if (ctx->group)
+        b->ops->zero(b, sum, (size_t)n * c->n_embd);
     for (int64_t c0 = 0; c0 < ff; c0 += w) {
         gate.lora = compose_lora_slice(gate_lora, true, c0, w, gl);
         up.lora = compose_lora_slice(up_lora, true, c0, w, ul);
         down.lora = compose_lora_slice(down_lora, false, c0, w, dl);
         compose_matmul_glu(b, kind, &gate, &up, in, NULL, a->hidden, n, a->xn, a->gate, a->up);
-        compose_matmul_add(b, &down, a->hidden, a->x, n, a->branch);
+        compose_matmul_add(b, &down, a->hidden, sum, n, a->branch);
         gate.data = (const uint8_t *)gate.data + (size_t)w * gate.row_bytes;
         up.data = (const uint8_t *)up.data + (size_t)w * up.row_bytes;
         down.data = (const uint8_t *)down.data + col_bytes;
+    }
+    if (ctx->group) {
+        block_reduce(ctx, s, sum, n);
+        b->ops->add(b, a->x, sum, (size_t)n * c->n_embd);
     }
 }
 

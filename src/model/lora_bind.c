@@ -121,6 +121,9 @@ static enum ox_status context_lora_bind(struct ox_context *ctx) {
 }
 
 enum ox_status ox_context_set_lora(struct ox_context *ctx, struct ox_lora *lora, float scale) {
+    if (ctx && ctx->split)
+        return ox_fail(OX_ERR_UNSUPPORTED, "lora: adapters on a model split over GPUs are not "
+                                           "supported (load it on one GPU)");
     if (!ctx || !lora || lora->model != ctx->model)
         return ox_fail(OX_ERR_INVALID_ARG, "lora: the adapter was loaded for another model");
     int i = 0;

@@ -7,21 +7,52 @@
 #include "core/cpu_features.h"
 #include "model/lora.h"
 #include "model/model.h"
+#include "model/split.h"
 #include "tokenizer/vocab.h"
 
 struct ox_model_params ox_model_params_default(void) {
     return (struct ox_model_params){.use_mmap = true, .n_gpu_layers = -1};
 }
 
-/* "CPU", or the device backend's name in capitals, after "CPU+" when the CPU runs some layers. */
+/* "CPU", or the device backend's name in capitals, after "CPU+" when the CPU runs some layers,
+ * or followed by " x N" when split over N GPUs. */
 static void describe_backend(struct ox_model *m) {
     char *d = m->backend_desc;
     size_t cap = sizeof m->backend_desc, at = 0;
-    if (!m->on_gpu || m->gpu_layer_begin > 0)
-        at = (size_t)snprintf(d, cap, "CPU%s", m->on_gpu ? "+" : "");
-    for (const char *c = m->on_gpu ? m->gpu->name : ""; *c && at + 1 < cap; c++)
+    bool gpu = m->on_gpu || m->split;
+    if (!gpu || (m->on_gpu && m->gpu_layer_begin > 0))
+        at = (size_t)snprintf(d, cap, "CPU%s", gpu ? "+" : "");
+    for (const char *c = gpu ? backend_device()->name : ""; *c && at + 1 < cap; c++)
         d[at++] = (char)toupper((unsigned char)*c);
     d[at] = '\0';
+    if (m->split)
+        snprintf(d + at, cap - at, " x %d", m->split->world);
+}
+
+/* The weights where the parameters put them: on GPUs split by rows, on one GPU (all layers or
+ * the last ones), or on the CPU (its layouts made for the layers it runs). */
+static enum ox_status place_weights(struct ox_model *m, const struct ox_model_params *p) {
+    if (p->dist_world > 1) {
+        const struct backend_ops *gpu = backend_device();
+        struct dist_params dp = {.addr = p->dist_addr,
+                                 .rank = p->dist_rank,
+                                 .world = p->dist_world,
+                                 .timeout_ms = p->dist_timeout_ms > 0 ? p->dist_timeout_ms : 60000};
+        if (!gpu || !gpu->available() || !p->dist_addr)
+            return ox_fail(OX_ERR_UNSUPPORTED,
+                           "model: a split across processes takes a GPU in each (and rank 0's "
+                           "address, dist_addr)%s",
+                           gpu ? "" : ": this build has no GPU backend");
+        return model_split_join(m, gpu, NULL, &dp, p->main_gpu);
+    }
+    int world = 0, devices[SPLIT_MAX];
+    OX_TRY(split_devices(p, backend_device(), m->cfg.n_layer, &world, devices));
+    if (world > 1)
+        return model_split(m, backend_device(), world, devices);
+    OX_TRY(model_upload_weights(m, p->n_gpu_layers));
+    if (!m->on_gpu || m->gpu_layer_begin > 0)
+        model_pack_weights(m);
+    return OX_OK;
 }
 
 static enum ox_status load(struct ox_model *m, const char *path, const struct ox_model_params *p) {
@@ -31,10 +62,8 @@ static enum ox_status load(struct ox_model *m, const char *path, const struct ox
         return ox_fail(OX_ERR_ABORTED, "model: loading cancelled");
     OX_TRY(vocab_from_gguf(m->gguf, &m->vocab)); /* the file is open already: not a second time */
     OX_TRY(model_bind_weights(m));
-    OX_TRY(model_upload_weights(m, p->n_gpu_layers));
+    OX_TRY(place_weights(m, p));
     describe_backend(m);
-    if (!m->on_gpu || m->gpu_layer_begin > 0)
-        model_pack_weights(m);
     const char *tmpl;
     uint64_t tmpl_len;
     if (gguf_find(m->gguf, "tokenizer.chat_template") &&
@@ -81,6 +110,7 @@ void ox_model_free(struct ox_model *m) {
         free(m->layers), free(m->type_row0), free(m->weights), free(m);
         return;
     }
+    model_split_free(m); /* the shards view its bytes */
     model_free_loras(m);
     model_free_gpu_weights(m);
     for (int64_t i = 0; m->weights && m->gguf && i < m->gguf->n_tensors; i++)
@@ -93,6 +123,12 @@ void ox_model_free(struct ox_model *m) {
     ox_vocab_free(m->vocab); /* before the GGUF it borrows */
     gguf_free(m->gguf);
     free(m);
+}
+
+enum ox_status ox_model_follow(struct ox_model *m) {
+    if (!m)
+        return ox_fail(OX_ERR_INVALID_ARG, "ox_model_follow: NULL model");
+    return split_follow(m);
 }
 
 const struct ox_vocab *ox_model_vocab(const struct ox_model *m) {
@@ -129,7 +165,10 @@ const char *ox_model_backend(const struct ox_model *m) {
     return m->backend_desc;
 }
 uint64_t ox_model_gpu_bytes(const struct ox_model *m) {
-    return m->gpu_weights.bytes;
+    uint64_t bytes = m->gpu_weights.bytes;
+    for (int r = 0; m->split && r < m->split->world; r++)
+        bytes += m->split->shard[r]->gpu_weights.bytes;
+    return bytes;
 }
 
 size_t ox_model_desc(const struct ox_model *m, char *buf, size_t cap) {

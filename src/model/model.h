@@ -153,6 +153,7 @@ struct ox_model {
     struct ox_lora *loras;              /* the adapters loaded for it (lora.c), freed with it */
     const struct ox_model *whole; /* a rank's shard (shard.c): the model whose bytes it views and
                                      whose file, vocabulary and copies it borrows; else NULL */
+    struct model_split *split;    /* its shards when split over GPUs by rows (split.c), or NULL */
 };
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "model/context.h"
+#include "model/split.h"
 
 #define STATE_MAGIC  "OXSTATE1"
 #define STATE_HEADER (8 + 8 + 4)
@@ -112,6 +113,8 @@ static enum ox_status check_seq(const struct ox_context *ctx, int32_t seq) {
 size_t ox_state_seq_size(struct ox_context *ctx, int32_t seq) {
     if (check_seq(ctx, seq) != OX_OK)
         return 0;
+    if (ctx->split)
+        return split_state_size(ctx, seq);
     size_t n = 0;
     for (int32_t c = 0; c < ctx->kv.used_end; c++)
         n += ctx->kv.pos[c] >= 0 && kv_cell_in(&ctx->kv, c, seq);
@@ -163,6 +166,8 @@ static enum ox_status move_layers(struct ox_context *ctx, const int32_t *cells, 
 enum ox_status ox_state_seq_save(struct ox_context *ctx, int32_t seq, uint8_t *buf, size_t cap,
                                  size_t *written) {
     OX_TRY(check_seq(ctx, seq));
+    if (ctx->split)
+        return split_state_save(ctx, seq, buf, cap, written);
     int32_t n = 0;
     int32_t *cells = seq_cells(&ctx->kv, seq, &n);
     size_t need = state_bytes(ctx, (size_t)n);
@@ -189,6 +194,8 @@ enum ox_status ox_state_seq_save(struct ox_context *ctx, int32_t seq, uint8_t *b
 enum ox_status ox_state_seq_load(struct ox_context *ctx, int32_t seq, const uint8_t *buf,
                                  size_t len) {
     OX_TRY(check_seq(ctx, seq));
+    if (ctx->split)
+        return split_state_load(ctx, seq, buf, len);
     if (!buf || len < STATE_HEADER || memcmp(buf, STATE_MAGIC, 8) != 0)
         return ox_fail(OX_ERR_FORMAT, "state: not a saved state (of this version of oxidize)");
     uint64_t fp;
@@ -252,6 +259,22 @@ enum ox_status ox_state_seq_save_file(struct ox_context *ctx, int32_t seq, const
     return st;
 }
 
+/* The length of the state at the front of a file's bytes (size of them, at least a header's),
+ * from its count of cells; an error where it is not this context's. */
+static enum ox_status state_length(const struct ox_context *ctx, const uint8_t *buf, size_t size,
+                                   size_t *len) {
+    if (memcmp(buf, STATE_MAGIC, 8) != 0)
+        return ox_fail(OX_ERR_FORMAT, "state: not a saved state (of this version of oxidize)");
+    uint64_t fp = 0;
+    if (memcpy(&fp, buf + 8, 8), fp != fingerprint(ctx))
+        return ox_fail(OX_ERR_FORMAT, "state: saved from another model (or another KV cache "
+                                      "type) than this context's");
+    uint32_t n_cells = 0;
+    memcpy(&n_cells, buf + 16, 4);
+    *len = n_cells <= (uint32_t)ctx->kv.n_cells ? state_bytes(ctx, n_cells) : size;
+    return OX_OK;
+}
+
 enum ox_status ox_state_seq_load_file(struct ox_context *ctx, int32_t seq, const char *path,
                                       ox_token *tokens, size_t cap, size_t *n_tokens) {
     OX_TRY(check_seq(ctx, seq));
@@ -267,25 +290,15 @@ enum ox_status ox_state_seq_load_file(struct ox_context *ctx, int32_t seq, const
         st = ox_fail(OX_ERR_OOM, "state: out of memory");
     if (st == OX_OK && fread(buf, 1, (size_t)size, f) != (size_t)size)
         st = ox_fail(OX_ERR_IO, "state: cannot read %s", path);
-    if (st == OX_OK && memcmp(buf, STATE_MAGIC, 8) != 0)
-        st = ox_fail(OX_ERR_FORMAT, "state: %s is not a saved state (of this version of oxidize)",
-                     path);
-    uint64_t fp = 0;
-    if (st == OX_OK && (memcpy(&fp, buf + 8, 8), fp != fingerprint(ctx)))
-        st = ox_fail(OX_ERR_FORMAT,
-                     "state: %s was saved from another model (or another KV cache type) than "
-                     "this context's",
-                     path);
     fclose(f);
     /* the tokens trail the state: its size says where they start */
-    uint32_t n_cells = 0, n = 0;
+    uint32_t n = 0;
     size_t state_len = 0;
-    if (st == OX_OK) {
-        memcpy(&n_cells, buf + 16, 4);
-        state_len = n_cells <= (uint32_t)ctx->kv.n_cells ? state_bytes(ctx, n_cells) : (size_t)size;
-        if (state_len + 4 > (size_t)size)
-            st = ox_fail(OX_ERR_FORMAT, "state: %s is cut short", path);
-    }
+    if (st == OX_OK)
+        st = ctx->split ? split_state_length(ctx, buf, (size_t)size, &state_len)
+                        : state_length(ctx, buf, (size_t)size, &state_len);
+    if (st == OX_OK && state_len + 4 > (size_t)size)
+        st = ox_fail(OX_ERR_FORMAT, "state: %s is cut short", path);
     if (st == OX_OK) {
         memcpy(&n, buf + state_len, 4);
         if ((size_t)size != state_len + 4 + (size_t)n * sizeof *tokens)

@@ -260,6 +260,28 @@ def test_errors():
     p = subprocess.run([OXIDIZE, "logits", "-m", model("llama-f32"), "--tokens", "1,x",
                         "--out", "/dev/null"], capture_output=True)
     check(p.returncode == 2, "bad --tokens")
+    # the split over GPUs: bad values are usage errors; a GPU the machine lacks, the model's
+    for args, code, why in ((["-sm", "rows"], 2, b"none, layer or row"),
+                            (["-ts", "1,2,"], 2, b"--tensor-split"),
+                            (["-ts", "1,-1"], 2, b"--tensor-split"),
+                            (["-mg", "x"], 2, b"--main-gpu"),
+                            (["-sm"], 2, b"missing value"),
+                            (["--dist-world", "2"], 2, b"needs rank 0's --dist-addr"),
+                            (["--dist-world", "2", "--dist-addr", "h:1", "--dist-rank", "2"], 2,
+                             b"below 2"),
+                            (["--dist-rank", "x"], 2, b"--dist-rank"),
+                            (["-mg", "15"], 1, b"main_gpu 15, but there are")):
+        p = subprocess.run([OXIDIZE, "run", "-m", model("llama-f32"), "-p", "x", "-n", "1", *args],
+                           capture_output=True)
+        check(p.returncode == code and why in p.stderr, "%s: %d %s" % (args, p.returncode,
+                                                                      p.stderr[-200:]))
+    env = dict(os.environ, WORLD_SIZE="x")  # torchrun's variables stand for the options
+    p = subprocess.run([OXIDIZE, "run", "-m", model("llama-f32"), "-p", "x"], capture_output=True,
+                       env=env)
+    check(p.returncode == 2 and b"WORLD_SIZE" in p.stderr, "WORLD_SIZE=x: %s" % p.stderr[-200:])
+    p = subprocess.run([OXIDIZE, "run", "-m", model("llama-f32"), "-p", "x", "-n", "1", "-ngl",
+                        "0", "-sm", "row", "-ts", "1,1"], capture_output=True)
+    check(p.returncode == 0, "-sm row on the CPU runs it there: %s" % p.stderr[-200:])
 
 
 def test_isa():

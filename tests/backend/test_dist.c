@@ -13,19 +13,9 @@
 #include "backend/dist/dist.h"
 #include "core/status.h"
 #include "test.h"
+#include "test_port.h"
 
 enum { SHARED = 128, TIMEOUT = 2000 };
-
-/* A port no one listens on now (the kernel's pick for a socket closed again). */
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    CHECK(getsockname(fd, (struct sockaddr *)&a, &l) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 static double seconds(void) {
     struct timespec t;
@@ -91,7 +81,7 @@ static void init_run(struct rank_run *r, const char *addr, int rank, int world, 
 /* A loopback address with a free port into addr (32 bytes), then ranks 0 .. n - 1 of world as
  * init_run makes them. */
 static void init_ranks(struct rank_run *r, int n, char *addr, int world, uint64_t key) {
-    snprintf(addr, 32, "127.0.0.1:%d", free_port());
+    snprintf(addr, 32, "127.0.0.1:%d", test_free_port());
     for (int i = 0; i < n; i++)
         init_run(&r[i], addr, i, world, key);
 }
@@ -133,6 +123,79 @@ static void test_group(void) {
         CHECK_MSG(r[i].ended == OX_ERR_ABORTED && strstr(r[i].error, "ended the group"),
                   "rank %d: %s", i, r[i].error);
     }
+}
+
+/* A rank that answers rank 0's messages (into a buffer that grows, up to 64 KiB): its rank
+ * number, then the message; `mute` of them it leaves unanswered, leaving the group instead. */
+struct answerer {
+    struct dist_params p;
+    int mute, answered;
+    enum ox_status ended;
+    char error[256];
+};
+
+static void *answer_all(void *arg) {
+    struct answerer *a = arg;
+    uint8_t shared[SHARED], *buf = NULL, out[1 << 16];
+    size_t cap = 4, len;
+    struct dist_group *g = NULL;
+    buf = malloc(cap);
+    a->ended = dist_join(&a->p, shared, SHARED, &g);
+    while (a->ended == OX_OK) {
+        a->ended = dist_recv_grow(g, &buf, &cap, 1 << 16, &len, -1);
+        if (a->ended != OX_OK || a->mute-- > 0)
+            break;
+        out[0] = (uint8_t)a->p.rank;
+        memcpy(out + 1, buf, len < sizeof out - 1 ? len : sizeof out - 1);
+        a->ended = dist_reply(g, out, len + 1);
+        a->answered++;
+    }
+    snprintf(a->error, sizeof a->error, "%s", ox_last_error());
+    free(buf);
+    dist_leave(g);
+    return NULL;
+}
+
+/* Rank 0 sends each rank its own messages and takes their answers; a message past a rank's
+ * room, and a rank that leaves without answering, are errors rank 0 and that rank report. */
+static void test_answers(void) {
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", test_free_port());
+    struct answerer a[3];
+    pthread_t t[3];
+    for (int r = 1; r < 3; r++) {
+        a[r] = (struct answerer){.p = {addr, r, 3, TIMEOUT, 9}, .mute = r == 2 ? 1 : 0};
+        pthread_create(&t[r], NULL, answer_all, &a[r]);
+    }
+    uint8_t shared[SHARED] = {1}, *got = NULL;
+    size_t cap = 0, len = 0;
+    struct dist_group *g = NULL;
+    struct dist_params p = {addr, 0, 3, TIMEOUT, 9};
+    CHECK(dist_join(&p, shared, SHARED, &g) == OX_OK);
+    static uint8_t big[40000];
+    memset(big, 0xab, sizeof big);
+    CHECK(g && dist_send_to(g, 1, "one", 3) == OX_OK);
+    CHECK(g && dist_recv_reply(g, 1, &got, &cap, 1 << 20, &len, TIMEOUT) == OX_OK && len == 4 &&
+          got[0] == 1 && !memcmp(got + 1, "one", 3));
+    CHECK(g && dist_send_to(g, 1, big, sizeof big) == OX_OK); /* rank 1's room grows for it */
+    CHECK(g && dist_recv_reply(g, 1, &got, &cap, 1 << 20, &len, TIMEOUT) == OX_OK &&
+          len == sizeof big + 1 && got[sizeof big] == 0xab && cap >= len);
+    free(got), got = NULL, cap = 0;
+    CHECK(g && dist_send_to(g, 1, big, 8) == OX_OK); /* an answer past what rank 0 allows */
+    CHECK(g && dist_recv_reply(g, 1, &got, &cap, 4, &len, TIMEOUT) == OX_ERR_FORMAT);
+    CHECK(g && dist_send_to(g, 2, "two", 3) == OX_OK); /* rank 2 leaves without answering */
+    CHECK_MSG(g && dist_recv_reply(g, 2, &got, &cap, 1 << 20, &len, TIMEOUT) == OX_ERR_IO &&
+                  strstr(ox_last_error(), "rank 2"),
+              "%s", ox_last_error());
+    CHECK(g && dist_send_to(g, 0, "x", 1) == OX_ERR_INVALID_ARG);
+    CHECK(g && dist_reply(g, "x", 1) == OX_ERR_INVALID_ARG);
+    free(got);
+    dist_leave(g);
+    for (int r = 1; r < 3; r++)
+        pthread_join(t[r], NULL);
+    CHECK_MSG(a[1].answered == 3 && a[1].ended == OX_ERR_ABORTED, "rank 1: %d, %s", a[1].answered,
+              a[1].error);
+    CHECK_EQ(a[2].answered, 0);
 }
 
 /* Rank 0 and rank 1 (other settings in *odd), and the errors each reports. */
@@ -313,6 +376,7 @@ int main(void) {
     test_wire();
     test_addresses();
     test_group();
+    test_answers();
     test_refusals();
     test_missing();
     test_stray();

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size >= DIST_HEADER_BYTES) {
         struct dist_header f;
         if (dist_header_decode(data, &f) &&
-            (f.kind < DIST_WELCOME || f.kind > DIST_BYE ||
+            (f.kind < DIST_WELCOME || f.kind > DIST_REPLY ||
              (f.kind == DIST_REFUSAL && f.len > DIST_NOTE_MAX) || (f.kind == DIST_BYE && f.len)))
             abort();
         data += DIST_HEADER_BYTES, size -= DIST_HEADER_BYTES;

@@ -10,6 +10,7 @@ input formats.
   make_seeds.py lora DIR        LoRA adapters for the shared llama-f16 model, good and bad
   make_seeds.py sampler_state DIR  sampler chains' saved states
   make_seeds.py dist DIR        a rank's hello, a frame header from rank 0, rank 0's address
+  make_seeds.py split_wire DIR  a split model's calls to other processes' ranks, their answers
 """
 import glob
 import json
@@ -283,9 +284,32 @@ def dist_seeds(dest):
                 f.write(hello + b"OXDG" + frame + addr)
 
 
+def split_wire_seeds(dest):
+    """fuzz_split_wire.c's input: a byte (even: a call, odd: an answer), then the bytes as
+    src/model/split_wire.c writes them: "OXSC", 21 little-endian words and the state part's
+    size, the tokens (positions, sequences, logit flags), the part; "OXSA", status, message
+    length, 0, a 64-bit number, the message and bytes."""
+    def call(kind, n=0, flags=0, part=b"", save=0, pooling=0):
+        words = [0x4353584F, kind, 3, 1, 0, 8, 20, 1, 96, 64, 1, 2, 1, 1, n, flags, pooling,
+                 save, 0, 0, 0]
+        body = struct.pack("<21IQ", *words, len(part))
+        ints = 1 + (flags & 1) + ((flags >> 1) & 1)
+        body += struct.pack("<%di" % (n * ints), *range(n * ints))
+        body += bytes([1] * n if flags & 4 else [])
+        return b"\x00" + body + part
+    calls = [call(0), call(1), call(2, 4, 0), call(2, 3, 7), call(3, 5, 8, pooling=1), call(4),
+             call(5), call(6, save=100), call(7, part=b"OXSTATE1" + bytes(40))]
+    answers = [b"\x01" + struct.pack("<IIIIQ", 0x4153584F, 0, 0, 0, 77),
+               b"\x01" + struct.pack("<IIIIQ", 0x4153584F, 3, 5, 0, 0) + b"error" + b"bytes"]
+    for i, seed in enumerate(calls + answers):
+        with open(os.path.join(dest, "s%02d" % i), "wb") as f:
+            f.write(seed)
+
+
 if __name__ == "__main__":
     kind, dest = sys.argv[1], sys.argv[2]
     os.makedirs(dest, exist_ok=True)
     {"gguf": gguf_seeds, "tokenizer": tokenizer_seeds, "jinja": jinja_seeds,
      "grammar": grammar_seeds, "json_schema": json_schema_seeds, "hub": hub_seeds, "server": server_seeds,
-     "lora": lora_seeds, "sampler_state": sampler_state_seeds, "dist": dist_seeds}[kind](dest)
+     "lora": lora_seeds, "sampler_state": sampler_state_seeds, "dist": dist_seeds,
+     "split_wire": split_wire_seeds}[kind](dest)

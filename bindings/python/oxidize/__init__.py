@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ._errors import (AbortedError, ContextFullError, DeviceError, FormatError,
                       InvalidArgumentError, OxidizeError, UnsupportedError)
-from .llama import (LLAMA_DEFAULT_SEED, Llama, LlamaState, LlamaTokenizer, LogitsProcessor,
+from .llama import (LLAMA_DEFAULT_SEED, LLAMA_SPLIT_MODE_LAYER, LLAMA_SPLIT_MODE_NONE,
+                    LLAMA_SPLIT_MODE_ROW, Llama, LlamaState, LlamaTokenizer, LogitsProcessor,
                     LogitsProcessorList, MinTokensLogitsProcessor, StoppingCriteria,
                     StoppingCriteriaList)
 from .llama_grammar import LlamaGrammar
@@ -22,7 +23,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AbortedError", "AsyncLlama", "ContextFullError", "DeviceError", "FormatError",
-    "InvalidArgumentError", "LLAMA_DEFAULT_SEED", "Llama", "LlamaDraftModel", "LlamaGrammar",
+    "InvalidArgumentError", "LLAMA_DEFAULT_SEED", "LLAMA_SPLIT_MODE_LAYER",
+    "LLAMA_SPLIT_MODE_NONE", "LLAMA_SPLIT_MODE_ROW", "Llama", "LlamaDraftModel", "LlamaGrammar",
     "LlamaPromptLookupDecoding", "LlamaState",
     "LlamaTokenizer",
     "LogitsProcessor", "LogitsProcessorList", "MinTokensLogitsProcessor", "OxidizeError",

@@ -37,7 +37,9 @@ LOAD_PROGRESS = ctypes.CFUNCTYPE(c_bool, c_float, c_void_p)
 
 class ModelParams(Structure):
     _fields_ = [("use_mmap", c_bool), ("progress", LOAD_PROGRESS), ("progress_user", c_void_p),
-                ("n_gpu_layers", c_int32)]
+                ("n_gpu_layers", c_int32), ("split_mode", c_int32), ("main_gpu", c_int32),
+                ("tensor_split", c_float * 16), ("dist_addr", c_char_p), ("dist_rank", c_int32),
+                ("dist_world", c_int32), ("dist_timeout_ms", c_int32)]
 
 
 class ContextParams(Structure):

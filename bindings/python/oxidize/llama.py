@@ -19,6 +19,8 @@ from .llama_types import (CreateCompletionResponse,
                           CreateCompletionStreamResponse, CreateEmbeddingResponse)
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+# llama_cpp's split modes (split_mode=): one GPU, layers over GPUs, rows (heads) over GPUs
+LLAMA_SPLIT_MODE_NONE, LLAMA_SPLIT_MODE_LAYER, LLAMA_SPLIT_MODE_ROW = 0, 1, 2
 
 LogitsProcessor = Callable[[npt.NDArray[np.intc], npt.NDArray[np.single]], npt.NDArray[np.single]]
 StoppingCriteria = Callable[[npt.NDArray[np.intc], npt.NDArray[np.single]], bool]
@@ -104,11 +106,19 @@ def _model_exists(path: str) -> None:
 class _Model:
     """A loaded model, freed when the last Llama over it goes (AsyncLlama's contexts share one)."""
 
-    def __init__(self, path: str, use_mmap: bool, n_gpu_layers: int) -> None:
+    def __init__(self, path: str, use_mmap: bool, n_gpu_layers: int, split_mode: int = 0,
+                 main_gpu: int = 0, tensor_split: Optional[List[float]] = None) -> None:
         self.handle: Optional[ctypes.c_void_p] = None
         params = _lib.lib.ox_model_params_default()
         params.use_mmap = use_mmap
         params.n_gpu_layers = -1 if n_gpu_layers < 0 else n_gpu_layers
+        # llama_cpp's split over GPUs: 0 none, 1 layer (one GPU here, with a warning), 2 row
+        params.split_mode = split_mode
+        params.main_gpu = main_gpu
+        if len(tensor_split or []) > 16:
+            raise ValueError("tensor_split: at most 16 GPUs")
+        for i, share in enumerate(tensor_split or []):
+            params.tensor_split[i] = float(share)
         handle = ctypes.c_void_p()
         check(_lib.lib.ox_model_load(path.encode(), ctypes.byref(params), ctypes.byref(handle)),
               f"loading {path}")
@@ -153,7 +163,7 @@ class Llama:
         self._embedding = embedding
         self._ctx: Optional[ctypes.c_void_p] = None
         _model_exists(model_path)
-        loaded = _Model(model_path, use_mmap, n_gpu_layers)
+        loaded = _Model(model_path, use_mmap, n_gpu_layers, split_mode, main_gpu, tensor_split)
         self._loaded: Optional[_Model] = loaded
         model = self._model = loaded.handle
         self._vocab = _lib.lib.ox_model_vocab(model)

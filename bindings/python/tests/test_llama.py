@@ -33,6 +33,22 @@ def test_greedy_matches_cli(llm, kjv_path, cli):
     assert re.fullmatch(r"cmpl-[0-9a-f-]{36}", got["id"]) and got["object"] == "text_completion"
 
 
+def test_split_arguments_reach_the_engine(kjv_path, cli):
+    # llama_cpp's split_mode / main_gpu / tensor_split: a row split asked of the CPU runs there
+    # as the CLI's does; a GPU the machine lacks or a negative share is the engine's error
+    want = cli("run", "-m", kjv_path, "-p", PROMPT, "-n", "8", "--temp", "0", "-ngl", "0",
+               "-sm", "row", "-ts", "1,1")
+    llm = llama_cpp.Llama(kjv_path, n_gpu_layers=0, split_mode=llama_cpp.LLAMA_SPLIT_MODE_ROW,
+                          tensor_split=[1, 1], verbose=False)
+    assert want == PROMPT + llm(PROMPT, max_tokens=8, temperature=0)["choices"][0]["text"] + "\n"
+    with pytest.raises(Exception, match="main_gpu 15, but there are"):
+        llama_cpp.Llama(kjv_path, main_gpu=15, verbose=False)
+    with pytest.raises(Exception, match="share -1"):
+        llama_cpp.Llama(kjv_path, tensor_split=[1, -1], verbose=False)
+    with pytest.raises(ValueError, match="at most 16"):
+        llama_cpp.Llama(kjv_path, tensor_split=[1] * 17, verbose=False)
+
+
 def test_seeded_sampling_matches_cli(llm, kjv_path, cli):
     args = ["--seed", "42", "--temp", "0.9", "--top-k", "30", "--top-p", "0.9", "--min-p",
             "0.02", "--repeat-penalty", "1.1"]

@@ -121,4 +121,8 @@ const struct backend_ops backend_cpu_ops = {
     .matmul_multi = qmatmul_multi,
     .matmul_glu = qmatmul_glu,
     .all_reduce = cpu_all_reduce,
+    .group_create = cpu_group_create,
+    .group_enter = cpu_group_enter,
+    .group_free = backend_cpu_group_free,
+    .devices = cpu_devices,
 };

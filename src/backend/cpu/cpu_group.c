@@ -34,6 +34,22 @@ struct backend_group *backend_cpu_group_create(int world) {
     return g;
 }
 
+/* The backend's group_create: threads of the host, no devices. */
+struct backend_group *cpu_group_create(int world, const int *devices) {
+    (void)devices;
+    return backend_cpu_group_create(world);
+}
+
+enum ox_status cpu_group_enter(struct backend_group *g, int rank) {
+    return rank >= 0 && rank < g->world
+               ? OX_OK
+               : ox_fail(OX_ERR_INVALID_ARG, "cpu: no rank %d in a group of %d", rank, g->world);
+}
+
+int cpu_devices(void) {
+    return 0;
+}
+
 void backend_cpu_group_free(struct backend_group *g) {
     if (!g)
         return;

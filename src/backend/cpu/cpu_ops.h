@@ -53,6 +53,9 @@ void cpu_axpy(struct backend *b, float *y, const float *x, float w, size_t n);
 void cpu_zero(struct backend *b, float *y, size_t n);
 /* cpu_group.c: the ranks of a split model on threads of this process, summing their rows */
 void cpu_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x, size_t n);
+struct backend_group *cpu_group_create(int world, const int *devices);
+enum ox_status cpu_group_enter(struct backend_group *g, int rank);
+int cpu_devices(void);
 void cpu_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n, int dim,
                      uint8_t *base, size_t row_bytes, const int32_t *cells);
 void cpu_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_ops.cuh"
+/* after: cuda_ops.cuh declares the C headers with C linkage */
+#include "backend/cuda/cuda_backend.h" /* the group functions the table names */
 
 void cuda_note(struct backend *b, cudaError_t e, const char *what) {
     cuda_state *s = cuda_of(b);
@@ -395,6 +397,12 @@ const struct backend_ops backend_cuda_ops = {
                                              * (cu_graph_begin's probe) */
     .attention_reads_cache = true,
     .all_reduce = cuda_all_reduce,
+    .group_create = backend_cuda_group_create,
+    .group_enter = backend_cuda_group_enter,
+    .group_free = backend_cuda_group_free,
+    .devices = cuda_devices,
+    .group_id = backend_cuda_group_id,
+    .group_join = backend_cuda_group_join,
 };
 
 } /* extern "C" */

@@ -1,8 +1,11 @@
-/* cuda_group.cu: the ranks of a split model (model/shard.c) as GPUs of this process, rank r on
- * device r with a thread of its own: their partial rows are summed by NCCL's all-reduce on each
- * rank's stream. Without NCCL in the build a group cannot be made. */
+/* cuda_group.cu: the ranks of a split model (model/shard.c) as GPUs, those of this process each
+ * with a thread of its own: all of them here (one communicator each, ncclCommInitAll), or one
+ * here and the others in other processes (ncclCommInitRank with the unique id rank 0 made and
+ * handed out). Their partial rows are summed by NCCL's all-reduce on each rank's stream.
+ * Without NCCL in the build a group cannot be made. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_ops.cuh"
 #ifdef OX_HAVE_NCCL
@@ -12,43 +15,104 @@
 enum { CUDA_GROUP_MAX = 16 };
 
 struct backend_group {
-    int world;
+    int world, first, n_local;  /* this process's ranks: first .. first + n_local - 1 */
+    int device[CUDA_GROUP_MAX]; /* by local rank, as comm */
 #ifdef OX_HAVE_NCCL
     ncclComm_t comm[CUDA_GROUP_MAX];
 #endif
 };
 
-extern "C" struct backend_group *backend_cuda_group_create(int world) {
-#ifdef OX_HAVE_NCCL
+extern "C" int cuda_devices(void) {
     int gpus = 0;
     if (cudaGetDeviceCount(&gpus) != cudaSuccess)
         gpus = 0;
+    cudaGetLastError(); /* "no device" is an answer, not an error to keep */
+    return gpus;
+}
+
+extern "C" struct backend_group *backend_cuda_group_create(int world, const int *devices) {
+#ifdef OX_HAVE_NCCL
+    int gpus = cuda_devices();
     if (world < 1 || world > CUDA_GROUP_MAX || world > gpus) {
         ox_fail(OX_ERR_INVALID_ARG, "cuda: a group of %d ranks, but %d GPUs", world, gpus);
         return NULL;
     }
+    for (int r = 0; devices && r < world; r++)
+        for (int q = 0; q < r; q++)
+            if (devices[r] < 0 || devices[r] >= gpus || devices[q] == devices[r]) {
+                ox_fail(OX_ERR_INVALID_ARG, "cuda: rank %d's GPU %d is not one of %d, or taken", r,
+                        devices[r], gpus);
+                return NULL;
+            }
     struct backend_group *g = (struct backend_group *)calloc(1, sizeof *g);
-    int devices[CUDA_GROUP_MAX];
-    for (int r = 0; r < world; r++)
-        devices[r] = r;
-    ncclResult_t e = g ? ncclCommInitAll(g->comm, world, devices) : ncclSystemError;
+    for (int r = 0; g && r < world; r++)
+        g->device[r] = devices ? devices[r] : r;
+    ncclResult_t e = g ? ncclCommInitAll(g->comm, world, g->device) : ncclSystemError;
     if (e != ncclSuccess) {
         free(g);
         ox_fail(OX_ERR_DEVICE, "cuda: NCCL's communicators for %d GPUs: %s", world,
                 ncclGetErrorString(e));
         return NULL;
     }
-    g->world = world;
+    g->world = world, g->n_local = world;
     return g;
 #else
+    (void)devices;
     ox_fail(OX_ERR_UNSUPPORTED, "cuda: this build has no NCCL to sum a split model's %d ranks",
             world);
     return NULL;
 #endif
 }
 
+extern "C" enum ox_status backend_cuda_group_id(bool make, void *id, size_t *len) {
+#ifdef OX_HAVE_NCCL
+    static_assert(sizeof(ncclUniqueId) <= GROUP_ID_MAX, "NCCL's id fits the bytes ranks share");
+    *len = sizeof(ncclUniqueId);
+    ncclResult_t e = make ? ncclGetUniqueId((ncclUniqueId *)id) : ncclSuccess;
+    return e == ncclSuccess
+               ? OX_OK
+               : ox_fail(OX_ERR_DEVICE, "cuda: NCCL's unique id: %s", ncclGetErrorString(e));
+#else
+    (void)make, (void)id, (void)len;
+    return ox_fail(OX_ERR_UNSUPPORTED, "cuda: this build has no NCCL to join ranks across "
+                                       "processes");
+#endif
+}
+
+extern "C" struct backend_group *backend_cuda_group_join(int world, int rank, int device,
+                                                         const void *id) {
+#ifdef OX_HAVE_NCCL
+    int gpus = cuda_devices();
+    if (device < 0 || device >= gpus) {
+        ox_fail(OX_ERR_INVALID_ARG, "cuda: GPU %d for rank %d, but this host has %d", device, rank,
+                gpus);
+        return NULL;
+    }
+    struct backend_group *g = (struct backend_group *)calloc(1, sizeof *g);
+    cudaError_t ce = cudaSetDevice(device);
+    ncclUniqueId uid;
+    memcpy(&uid, id, sizeof uid);
+    ncclResult_t e = !g                  ? ncclSystemError
+                     : ce != cudaSuccess ? ncclUnhandledCudaError
+                                         : ncclCommInitRank(&g->comm[0], world, uid, rank);
+    if (e != ncclSuccess) {
+        free(g);
+        ox_fail(OX_ERR_DEVICE, "cuda: NCCL's communicator for rank %d of %d on GPU %d: %s", rank,
+                world, device, ncclGetErrorString(e));
+        return NULL;
+    }
+    g->world = world, g->first = rank, g->n_local = 1, g->device[0] = device;
+    return g;
+#else
+    (void)world, (void)rank, (void)device, (void)id;
+    ox_fail(OX_ERR_UNSUPPORTED, "cuda: this build has no NCCL to join ranks across processes");
+    return NULL;
+#endif
+}
+
 extern "C" enum ox_status backend_cuda_group_enter(struct backend_group *g, int rank) {
-    cudaError_t e = rank >= 0 && rank < g->world ? cudaSetDevice(rank) : cudaErrorInvalidDevice;
+    int i = rank - g->first;
+    cudaError_t e = i >= 0 && i < g->n_local ? cudaSetDevice(g->device[i]) : cudaErrorInvalidDevice;
     return e == cudaSuccess
                ? OX_OK
                : ox_fail(OX_ERR_DEVICE, "cuda: rank %d's GPU: %s", rank, cudaGetErrorString(e));
@@ -58,15 +122,16 @@ extern "C" void backend_cuda_group_free(struct backend_group *g) {
     if (!g)
         return;
 #ifdef OX_HAVE_NCCL
-    for (int r = 0; r < g->world; r++)
-        ncclCommDestroy(g->comm[r]);
+    for (int i = 0; i < g->n_local; i++)
+        ncclCommDestroy(g->comm[i]);
 #endif
     free(g);
 }
 
 void cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x, size_t n) {
 #ifdef OX_HAVE_NCCL
-    ncclResult_t e = ncclAllReduce(x, x, n, ncclFloat, ncclSum, g->comm[rank], cuda_of(b)->stream);
+    ncclResult_t e =
+        ncclAllReduce(x, x, n, ncclFloat, ncclSum, g->comm[rank - g->first], cuda_of(b)->stream);
     if (e != ncclSuccess) {
         char msg[160];
         snprintf(msg, sizeof msg, "cuda: NCCL all-reduce of rank %d: %s", rank,

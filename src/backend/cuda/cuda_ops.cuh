@@ -20,6 +20,7 @@ bool cuda_gemm_add(struct backend *b, const struct mat *w, const float *x, float
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 /* cuda_group.cu: a split model's partial rows summed over its ranks' GPUs */
 void cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x, size_t n);
+extern "C" int cuda_devices(void);
 
 /* cuda_gemv_half.cu: one token through f16 / bf16 weights: y = W x (or y += W x); one to three
  * matrices in one launch; y = act(gate x) * (up x). The matrices of _multi and _glu are of one

@@ -367,48 +367,107 @@ int dist_world(const struct dist_group *g) {
     return g->world;
 }
 
-enum ox_status dist_send(struct dist_group *g, const void *msg, size_t len) {
-    if (g->rank != 0 || len > UINT32_MAX)
-        return ox_fail(OX_ERR_INVALID_ARG, "dist: only rank 0 sends (%zu bytes)", len);
-    const int64_t deadline = now_ms() + g->timeout_ms;
-    for (int r = 1; r < g->world; r++) {
-        int e = send_frame(g->fds[r], DIST_MESSAGE, msg, len, deadline);
-        if (e)
-            return ox_fail(OX_ERR_IO, "dist: rank %d is gone (%s)", r,
-                           e == ETIMEDOUT ? "it took no bytes in time" : strerror(e));
-    }
-    return OX_OK;
+static enum ox_status gone(int r, int e) {
+    return ox_fail(OX_ERR_IO, "dist: rank %d is gone (%s)", r,
+                   e == ETIMEDOUT ? "it took no bytes in time" : strerror(e));
 }
 
-enum ox_status dist_recv(struct dist_group *g, void *buf, size_t cap, size_t *len, int wait_ms) {
+enum ox_status dist_send(struct dist_group *g, const void *msg, size_t len) {
+    for (int r = 1; r < g->world; r++)
+        OX_TRY(dist_send_to(g, r, msg, len));
+    return g->rank == 0 && len <= UINT32_MAX
+               ? OX_OK
+               : ox_fail(OX_ERR_INVALID_ARG, "dist: only rank 0 sends (%zu bytes)", len);
+}
+
+enum ox_status dist_send_to(struct dist_group *g, int r, const void *msg, size_t len) {
+    if (g->rank != 0 || len > UINT32_MAX || r < 1 || r >= g->world)
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "dist: only rank 0 sends, to a rank of the group "
+                       "(rank %d, %zu bytes)",
+                       r, len);
+    int e = send_frame(g->fds[r], DIST_MESSAGE, msg, len, now_ms() + g->timeout_ms);
+    return e ? gone(r, e) : OX_OK;
+}
+
+enum ox_status dist_reply(struct dist_group *g, const void *msg, size_t len) {
+    if (g->rank == 0 || g->world < 2 || len > UINT32_MAX)
+        return ox_fail(OX_ERR_INVALID_ARG, "dist: rank %d has no rank 0 to answer", g->rank);
+    int e = send_frame(g->fds[0], DIST_REPLY, msg, len, now_ms() + g->timeout_ms);
+    return e ? gone(0, e) : OX_OK;
+}
+
+/* Where a message goes: a caller's buffer of cap bytes, or (grow) one realloc'd to fit, up to
+ * max bytes. */
+struct room {
+    uint8_t **buf;
+    size_t *cap, max;
+    bool grow;
+};
+
+/* The next frame from rank `from` (on fd), of kind want (a goodbye from rank 0 too), into r:
+ * its first byte whenever it comes (or by wait_ms), the rest promptly. */
+static enum ox_status recv_frame(struct dist_group *g, int fd, int from, enum dist_kind want,
+                                 const struct room *r, size_t *len, int wait_ms) {
     *len = 0;
-    if (g->rank == 0 || g->world < 2)
-        return ox_fail(OX_ERR_INVALID_ARG, "dist: rank %d has no rank 0 to hear", g->rank);
-    const int fd = g->fds[0];
     uint8_t head[DIST_HEADER_BYTES];
     struct dist_header fr;
-    /* the first byte whenever it comes (or by wait_ms), the rest of the frame promptly */
     int e = wait_fd(fd, POLLIN, wait_ms < 0 ? -1 : now_ms() + wait_ms);
     const int64_t deadline = now_ms() + g->timeout_ms;
     if (!e)
         e = read_full(fd, head, sizeof head, deadline);
     if (e == ETIMEDOUT && wait_ms >= 0)
-        return ox_fail(OX_ERR_IO, "dist: no message from rank 0 within %d ms", wait_ms);
+        return ox_fail(OX_ERR_IO, "dist: no message from rank %d within %d ms", from, wait_ms);
     if (e)
-        return ox_fail(OX_ERR_IO, "dist: rank 0's connection broke (%s)",
+        return ox_fail(OX_ERR_IO, "dist: rank %d's connection broke (%s)", from,
                        e == EPIPE ? "closed without a goodbye" : strerror(e));
-    if (!dist_header_decode(head, &fr) || fr.kind == DIST_WELCOME || fr.kind == DIST_REFUSAL)
-        return ox_fail(OX_ERR_FORMAT, "dist: rank 0 sent bytes that are not a message");
+    if (!dist_header_decode(head, &fr) || (fr.kind != want && fr.kind != DIST_BYE) ||
+        (fr.kind == DIST_BYE && from != 0))
+        return ox_fail(OX_ERR_FORMAT, "dist: rank %d sent bytes that are not a message", from);
     if (fr.kind == DIST_BYE)
         return ox_fail(OX_ERR_ABORTED, "dist: rank 0 ended the group");
-    if (fr.len > cap)
-        return ox_fail(OX_ERR_FORMAT, "dist: a message of %u bytes, room for %zu", fr.len, cap);
-    e = read_full(fd, buf, fr.len, deadline);
+    if (fr.len > *r->cap && (!r->grow || fr.len > r->max))
+        return ox_fail(OX_ERR_FORMAT, "dist: a message of %u bytes, room for %zu", fr.len,
+                       r->grow ? r->max : *r->cap);
+    if (fr.len > *r->cap) {
+        uint8_t *b = realloc(*r->buf, fr.len);
+        if (!b)
+            return ox_fail(OX_ERR_OOM, "dist: no memory for a message of %u bytes", fr.len);
+        *r->buf = b, *r->cap = fr.len;
+    }
+    e = read_full(fd, *r->buf, fr.len, deadline);
     if (e)
-        return ox_fail(OX_ERR_IO, "dist: rank 0's message cut short (%s)",
+        return ox_fail(OX_ERR_IO, "dist: rank %d's message cut short (%s)", from,
                        e == EPIPE ? "connection closed" : strerror(e));
     *len = fr.len;
     return OX_OK;
+}
+
+enum ox_status dist_recv(struct dist_group *g, void *buf, size_t cap, size_t *len, int wait_ms) {
+    uint8_t *b = buf;
+    struct room r = {&b, &cap, cap, false};
+    *len = 0;
+    if (g->rank == 0 || g->world < 2)
+        return ox_fail(OX_ERR_INVALID_ARG, "dist: rank %d has no rank 0 to hear", g->rank);
+    return recv_frame(g, g->fds[0], 0, DIST_MESSAGE, &r, len, wait_ms);
+}
+
+enum ox_status dist_recv_grow(struct dist_group *g, uint8_t **buf, size_t *cap, size_t max,
+                              size_t *len, int wait_ms) {
+    struct room r = {buf, cap, max, true};
+    *len = 0;
+    if (g->rank == 0 || g->world < 2)
+        return ox_fail(OX_ERR_INVALID_ARG, "dist: rank %d has no rank 0 to hear", g->rank);
+    return recv_frame(g, g->fds[0], 0, DIST_MESSAGE, &r, len, wait_ms);
+}
+
+enum ox_status dist_recv_reply(struct dist_group *g, int from, uint8_t **buf, size_t *cap,
+                               size_t max, size_t *len, int wait_ms) {
+    struct room r = {buf, cap, max, true};
+    *len = 0;
+    if (g->rank != 0 || from < 1 || from >= g->world)
+        return ox_fail(OX_ERR_INVALID_ARG, "dist: rank 0 hears the others' answers");
+    return recv_frame(g, g->fds[from], from, DIST_REPLY, &r, len, wait_ms);
 }
 
 void dist_leave(struct dist_group *g) {

@@ -46,13 +46,26 @@ enum ox_status dist_send(struct dist_group *g, const void *msg, size_t len);
  * message over cap or not of ours. */
 enum ox_status dist_recv(struct dist_group *g, void *buf, size_t cap, size_t *len, int wait_ms);
 
+/* dist_send to rank r alone. */
+enum ox_status dist_send_to(struct dist_group *g, int r, const void *msg, size_t len);
+
+/* dist_recv into *buf, made larger (realloc, *cap its size) for a message of up to max bytes. */
+enum ox_status dist_recv_grow(struct dist_group *g, uint8_t **buf, size_t *cap, size_t max,
+                              size_t *len, int wait_ms);
+
+/* The other ranks: their answer to rank 0's message; rank 0 takes rank r's (as dist_recv_grow:
+ * OX_ERR_IO where the rank is gone or sent nothing for wait_ms). */
+enum ox_status dist_reply(struct dist_group *g, const void *msg, size_t len);
+enum ox_status dist_recv_reply(struct dist_group *g, int r, uint8_t **buf, size_t *cap, size_t max,
+                               size_t *len, int wait_ms);
+
 /* Leaves the group (rank 0 first tells the others it ends); NULL is a no-op. */
 void dist_leave(struct dist_group *g);
 
 /* ---- the wire (dist_wire.c): what a rank sends when it joins and what rank 0 answers ---- */
 
 enum { DIST_HELLO_BYTES = 32, DIST_HEADER_BYTES = 16, DIST_NOTE_MAX = 255 };
-enum dist_kind { DIST_HELLO = 1, DIST_WELCOME, DIST_REFUSAL, DIST_MESSAGE, DIST_BYE };
+enum dist_kind { DIST_HELLO = 1, DIST_WELCOME, DIST_REFUSAL, DIST_MESSAGE, DIST_BYE, DIST_REPLY };
 
 struct dist_hello {
     uint32_t rank, world, shared_len;
@@ -69,7 +82,7 @@ void dist_hello_encode(const struct dist_hello *h, uint8_t out[DIST_HELLO_BYTES]
 /* false for bytes that are not a hello of this version. */
 bool dist_hello_decode(const uint8_t in[DIST_HELLO_BYTES], struct dist_hello *h);
 void dist_header_encode(enum dist_kind kind, uint32_t len, uint8_t out[DIST_HEADER_BYTES]);
-/* false for bytes that are not a header of this version, of a kind rank 0 sends. */
+/* false for bytes that are not a header of this version, of a kind rank 0 sends or an answer. */
 bool dist_header_decode(const uint8_t in[DIST_HEADER_BYTES], struct dist_header *h);
 
 /* "HOST:PORT" or "[IPv6]:PORT" into host (NUL-terminated, at most host_cap - 1 bytes) and a

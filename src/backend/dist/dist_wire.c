@@ -58,7 +58,7 @@ void dist_header_encode(enum dist_kind kind, uint32_t len, uint8_t out[DIST_HEAD
 
 bool dist_header_decode(const uint8_t in[DIST_HEADER_BYTES], struct dist_header *h) {
     uint32_t kind;
-    if (!lead_is(in, &kind) || kind < DIST_WELCOME || kind > DIST_BYE || get32(in + 12) != 0)
+    if (!lead_is(in, &kind) || kind < DIST_WELCOME || kind > DIST_REPLY || get32(in + 12) != 0)
         return false;
     h->kind = (enum dist_kind)kind, h->len = get32(in + 8);
     /* a refusal's note is short; a goodbye carries nothing */

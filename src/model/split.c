@@ -1,0 +1,427 @@
+/* split.c: a model split over ranks by rows: which GPUs the parameters ask for, the ranks'
+ * threads (one each but rank 0, which is the caller's: a GPU rank's thread keeps its device
+ * current) and the calls run on all of them, the shards they hold, and the contexts over them. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/shard.h"
+#include "model/split.h"
+
+struct rank_thread {
+    struct split_workers *w;
+    int rank; /* local */
+};
+
+/* Local ranks 1 .. n_local - 1 wait for a call (gen moves on), run it and count down pending; run
+ * serializes the calls, so that two contexts of one model never interleave theirs. */
+struct split_workers {
+    pthread_t thread[SPLIT_MAX];
+    struct rank_thread arg[SPLIT_MAX];
+    int started;
+    pthread_mutex_t mu, run;
+    pthread_cond_t go, done;
+    uint64_t gen;
+    int pending;
+    bool quit;
+    split_fn fn;
+    void *user;
+    struct model_split *sp;
+    enum ox_status st[SPLIT_MAX];
+    char error[SPLIT_MAX][256];
+};
+
+/* fn on local rank i's device (its rank first + i); a failure's message kept for the caller. */
+static void run_rank(struct split_workers *w, int i, split_fn fn, void *user) {
+    struct model_split *sp = w->sp;
+    enum ox_status st = sp->ops->group_enter(sp->group, sp->first + i);
+    if (st == OX_OK)
+        st = fn(sp->first + i, user);
+    w->st[i] = st;
+    if (st != OX_OK)
+        snprintf(w->error[i], sizeof w->error[i], "%s", ox_last_error());
+}
+
+static void *rank_main(void *arg) {
+    struct split_workers *w = ((struct rank_thread *)arg)->w;
+    int rank = ((struct rank_thread *)arg)->rank;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->gen == seen && !w->quit)
+            pthread_cond_wait(&w->go, &w->mu);
+        if (w->quit)
+            break;
+        seen = w->gen;
+        split_fn fn = w->fn;
+        void *user = w->user;
+        pthread_mutex_unlock(&w->mu);
+        run_rank(w, rank, fn, user);
+        pthread_mutex_lock(&w->mu);
+        if (--w->pending == 0)
+            pthread_cond_signal(&w->done);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+enum ox_status split_run(struct model_split *sp, split_fn fn, void *user) {
+    struct split_workers *w = sp->workers;
+    pthread_mutex_lock(&w->run);
+    pthread_mutex_lock(&w->mu);
+    w->fn = fn, w->user = user, w->pending = sp->n_local - 1, w->gen++;
+    pthread_cond_broadcast(&w->go);
+    pthread_mutex_unlock(&w->mu);
+    run_rank(w, 0, fn, user);
+    pthread_mutex_lock(&w->mu);
+    while (w->pending > 0)
+        pthread_cond_wait(&w->done, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    enum ox_status st = OX_OK;
+    for (int i = 0; i < sp->n_local && st == OX_OK; i++)
+        if (w->st[i] != OX_OK)
+            st = ox_fail(w->st[i], "rank %d of %d: %s", sp->first + i, sp->world, w->error[i]);
+    pthread_mutex_unlock(&w->run);
+    return st;
+}
+
+static void stop_workers(struct split_workers *w) {
+    pthread_mutex_lock(&w->mu);
+    w->quit = true;
+    pthread_cond_broadcast(&w->go);
+    pthread_mutex_unlock(&w->mu);
+    for (int r = 1; r <= w->started; r++)
+        pthread_join(w->thread[r], NULL);
+    pthread_cond_destroy(&w->go), pthread_cond_destroy(&w->done);
+    pthread_mutex_destroy(&w->mu), pthread_mutex_destroy(&w->run);
+    free(w);
+}
+
+static enum ox_status start_workers(struct model_split *sp) {
+    struct split_workers *w = calloc(1, sizeof *w);
+    if (!w)
+        return ox_fail(OX_ERR_OOM, "split: out of memory");
+    pthread_mutex_init(&w->mu, NULL), pthread_mutex_init(&w->run, NULL);
+    pthread_cond_init(&w->go, NULL), pthread_cond_init(&w->done, NULL);
+    w->sp = sp;
+    sp->workers = w;
+    for (int r = 1; r < sp->n_local; r++) {
+        w->arg[r] = (struct rank_thread){w, r};
+        if (pthread_create(&w->thread[r], NULL, rank_main, &w->arg[r]) != 0)
+            return ox_fail(OX_ERR_OOM, "split: cannot start rank %d's thread", r);
+        w->started = r;
+    }
+    return OX_OK;
+}
+
+/* ---- which GPUs ------------------------------------------------------------------------ */
+
+/* The GPUs tensor_split gives a share (all when it gives none), main_gpu first, into devices;
+ * an error for shares that are negative, past the GPUs present, unequal, or none for
+ * main_gpu. */
+static enum ox_status row_devices(const struct ox_model_params *p, int gpus, int *world,
+                                  int devices[SPLIT_MAX]) {
+    bool any = false;
+    for (int i = 0; i < OX_MAX_DEVICES; i++) {
+        float s = p->tensor_split[i];
+        if (s > 0.0f && i >= gpus)
+            return ox_fail(OX_ERR_INVALID_ARG,
+                           "model: tensor_split gives GPU %d the share %g, but there are %d GPUs",
+                           i, (double)s, gpus);
+        any |= s > 0.0f;
+    }
+    float share = any ? p->tensor_split[p->main_gpu] : 1.0f;
+    if (!(share > 0.0f))
+        return ox_fail(OX_ERR_INVALID_ARG, "model: tensor_split gives main_gpu %d no share",
+                       p->main_gpu);
+    int n = 0;
+    devices[n++] = p->main_gpu;
+    for (int i = 0; i < gpus && i < OX_MAX_DEVICES; i++) {
+        float s = any ? p->tensor_split[i] : 1.0f;
+        if (s > 0.0f && fabsf(s - share) > 1e-6f * share)
+            return ox_fail(OX_ERR_UNSUPPORTED,
+                           "model: split_mode row takes equal shares (each GPU holds as many "
+                           "heads and FFN rows): tensor_split gives GPU %d %g, GPU %d %g",
+                           i, (double)s, p->main_gpu, (double)share);
+        if (s > 0.0f && i != p->main_gpu)
+            devices[n++] = i;
+    }
+    *world = n;
+    return OX_OK;
+}
+
+enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,
+                             int n_layer, int *world, int devices[SPLIT_MAX]) {
+    *world = 0;
+    if (p->split_mode < OX_SPLIT_NONE || p->split_mode > OX_SPLIT_ROW)
+        return ox_fail(OX_ERR_INVALID_ARG, "model: split_mode %d (0 none, 1 layer, 2 row)",
+                       p->split_mode);
+    for (int i = 0; i < OX_MAX_DEVICES; i++)
+        if (!(p->tensor_split[i] >= 0.0f) || !isfinite(p->tensor_split[i]))
+            return ox_fail(OX_ERR_INVALID_ARG, "model: tensor_split gives GPU %d the share %g", i,
+                           (double)p->tensor_split[i]);
+    int gpus = gpu && gpu->devices && gpu->available() ? gpu->devices() : 0;
+    if (p->main_gpu < 0 || p->main_gpu >= (gpus > 1 ? gpus : 1))
+        return ox_fail(OX_ERR_INVALID_ARG, "model: main_gpu %d, but there are %d GPUs", p->main_gpu,
+                       gpus);
+    if (p->split_mode == OX_SPLIT_NONE || p->n_gpu_layers == 0 || gpus < 2)
+        return p->main_gpu == 0 ? OX_OK
+                                : ox_fail(OX_ERR_UNSUPPORTED,
+                                          "model: one GPU runs the model on GPU 0 (main_gpu %d "
+                                          "takes split_mode row)",
+                                          p->main_gpu);
+    if (p->split_mode == OX_SPLIT_LAYER) { /* llama-cpp-python's default: one GPU, said so */
+        ox_log(OX_LOG_WARN,
+               "model: split_mode layer (layers over GPUs) is not built: GPU %d runs "
+               "every layer (split_mode row splits them)",
+               p->main_gpu);
+        return p->main_gpu == 0 ? OX_OK
+                                : ox_fail(OX_ERR_UNSUPPORTED,
+                                          "model: main_gpu %d takes split_mode row", p->main_gpu);
+    }
+    if (p->n_gpu_layers > 0 && p->n_gpu_layers < n_layer)
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "model: split_mode row runs every layer on the GPUs, but n_gpu_layers %d "
+                       "of %d leaves some to the CPU",
+                       p->n_gpu_layers, n_layer);
+    OX_TRY(row_devices(p, gpus, world, devices));
+    if (*world == 1)
+        *world = 0; /* one GPU: no split */
+    return OX_OK;
+}
+
+/* ---- the shards ------------------------------------------------------------------------ */
+
+static enum ox_status make_shard(int rank, void *user) {
+    struct ox_model *m = user;
+    struct model_split *sp = m->split;
+    return model_shard(m, rank, sp->world, sp->ops->device, &sp->shard[rank - sp->first]);
+}
+
+static enum ox_status free_shard(int rank, void *user) {
+    struct model_split *sp = user;
+    ox_model_free(sp->shard[rank - sp->first]);
+    sp->shard[rank - sp->first] = NULL;
+    return OX_OK;
+}
+
+/* A split of m over world ranks, n_local of them here from first on (local rank i on device
+ * devices[i]), into m->split, its group still to make. */
+static struct model_split *split_new(struct ox_model *m, const struct backend_ops *ops, int world,
+                                     int first, int n_local, const int *devices) {
+    struct model_split *sp = calloc(1, sizeof *sp);
+    if (!sp) {
+        ox_fail(OX_ERR_OOM, "model: out of memory");
+        return NULL;
+    }
+    sp->world = world, sp->first = first, sp->n_local = n_local, sp->ops = ops;
+    pthread_mutex_init(&sp->calls, NULL);
+    for (int i = 0; i < n_local; i++)
+        sp->device[i] = devices ? devices[i] : i;
+    m->split = sp;
+    return sp;
+}
+
+/* The ranks' threads, then each local rank's shard on its device. */
+static enum ox_status start(struct ox_model *m) {
+    enum ox_status st = start_workers(m->split);
+    if (st == OX_OK)
+        st = split_run(m->split, make_shard, m);
+    if (st != OX_OK)
+        model_split_free(m);
+    return st;
+}
+
+enum ox_status model_split(struct ox_model *m, const struct backend_ops *ops, int world,
+                           const int *devices) {
+    if (world < 2 || world > SPLIT_MAX || !ops->group_create)
+        return ox_fail(OX_ERR_INVALID_ARG, "model: a split over %d ranks of the %s", world,
+                       ops->name);
+    struct model_split *sp = split_new(m, ops, world, 0, world, devices);
+    if (!sp)
+        return OX_ERR_OOM;
+    sp->group = ops->group_create(world, ops->device ? sp->device : NULL);
+    if (!sp->group) {
+        enum ox_status st = ox_fail(OX_ERR_DEVICE, "%s", ox_last_error());
+        model_split_free(m);
+        return st;
+    }
+    return start(m);
+}
+
+/* What every rank's model must agree on to join: its size and shape. */
+static uint64_t model_key(const struct ox_model *m) {
+    const struct model_config *c = &m->cfg;
+    uint64_t k = m->n_params * 0x9E3779B97F4A7C15ull;
+    const int64_t v[] = {c->n_layer, c->n_embd,  c->n_head,         c->n_head_kv,
+                         c->n_ff,    c->n_vocab, m->gguf->n_tensors};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        k = (k ^ (uint64_t)v[i]) * 0x100000001B3ull;
+    return k;
+}
+
+enum ox_status model_split_join(struct ox_model *m, const struct backend_ops *ops,
+                                struct backend_group *group, const struct dist_params *dp,
+                                int device) {
+    if (dp->world < 2 || dp->world > SPLIT_MAX || dp->rank < 0 || dp->rank >= dp->world)
+        return ox_fail(OX_ERR_INVALID_ARG, "model: rank %d of %d ranks (2 to %d)", dp->rank,
+                       dp->world, SPLIT_MAX);
+    if (!group && !ops->group_join)
+        return ox_fail(OX_ERR_UNSUPPORTED, "model: a split across processes sums through "
+                                           "NCCL: it takes GPUs and a build with NCCL");
+    uint8_t id[GROUP_ID_MAX] = {0};
+    size_t id_len = 0;
+    if (!group) /* NCCL's unique id: rank 0 makes it, the others get it when they join */
+        OX_TRY(ops->group_id(dp->rank == 0, id, &id_len));
+    struct model_split *sp = split_new(m, ops, dp->world, dp->rank, 1, &device);
+    if (!sp)
+        return OX_ERR_OOM;
+    struct dist_params p = *dp;
+    p.key = model_key(m);
+    enum ox_status st = dist_join(&p, id, id_len, &sp->dist);
+    if (st == OX_OK && group)
+        sp->group = group, sp->group_borrowed = true;
+    else if (st == OX_OK && !(sp->group = ops->group_join(dp->world, dp->rank, device, id)))
+        st = ox_fail(OX_ERR_DEVICE, "%s", ox_last_error());
+    if (st != OX_OK) {
+        model_split_free(m);
+        return st;
+    }
+    return start(m);
+}
+
+void model_split_free(struct ox_model *m) {
+    struct model_split *sp = m->split;
+    if (!sp)
+        return;
+    if (sp->workers && sp->workers->started == sp->n_local - 1)
+        split_run(sp, free_shard, sp); /* each on its device */
+    for (int i = 0; i < sp->n_local; i++)
+        ox_model_free(sp->shard[i]); /* those left by a failed start */
+    if (sp->workers)
+        stop_workers(sp->workers);
+    dist_leave(sp->dist); /* rank 0 tells the others the group ends */
+    if (sp->group && !sp->group_borrowed)
+        sp->ops->group_free(sp->group);
+    pthread_mutex_destroy(&sp->calls);
+    free(sp);
+    m->split = NULL;
+}
+
+/* ---- contexts -------------------------------------------------------------------------- */
+
+static void release_number(struct model_split *sp, uint32_t id) {
+    pthread_mutex_lock(&sp->calls);
+    if (id < SPLIT_CONTEXTS)
+        sp->used[id / 64] &= ~(1ull << (id % 64));
+    pthread_mutex_unlock(&sp->calls);
+}
+
+enum ox_status split_context_create(const struct ox_model *m, const struct ox_context_params *p,
+                                    struct ox_context **out) {
+    struct model_split *sp = m->split;
+    if (sp->first != 0)
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "context: rank %d of a split model follows rank 0's "
+                       "contexts (ox_model_follow)",
+                       sp->first);
+    struct split_call c = {.kind = SPLIT_CREATE,
+                           .ctx = SPLIT_CONTEXTS,
+                           .params = p ? *p : ox_context_params_default()};
+    pthread_mutex_lock(&sp->calls); /* the lowest number free */
+    for (uint32_t i = 0; i < SPLIT_CONTEXTS && c.ctx == SPLIT_CONTEXTS; i++)
+        if (!(sp->used[i / 64] >> (i % 64) & 1))
+            c.ctx = i, sp->used[i / 64] |= 1ull << (i % 64);
+    pthread_mutex_unlock(&sp->calls);
+    struct split_context *sc = c.ctx < SPLIT_CONTEXTS ? calloc(1, sizeof *sc) : NULL;
+    if (!sc) {
+        release_number(sp, c.ctx);
+        return ox_fail(OX_ERR_OOM, "context: out of memory, or %d contexts of the model already",
+                       SPLIT_CONTEXTS);
+    }
+    enum ox_status st = split_call_run(sp, sc->rank, &c);
+    if (st != OX_OK) { /* the ranks that made theirs free them */
+        c.kind = SPLIT_FREE;
+        split_call_run(sp, sc->rank, &c);
+        release_number(sp, c.ctx);
+        free(sc);
+        return st;
+    }
+    sc->sp = sp, sc->model = m, sc->id = c.ctx;
+    sc->rank[0]->split = sc;
+    *out = sc->rank[0];
+    return OX_OK;
+}
+
+void split_context_free(struct ox_context *ctx) {
+    struct split_context *sc = ctx->split;
+    struct split_call c = {.kind = SPLIT_FREE, .ctx = sc->id};
+    ctx->split = NULL; /* rank 0's frees as a whole model's context */
+    split_call_run(sc->sp, sc->rank, &c);
+    release_number(sc->sp, sc->id);
+    free(sc);
+}
+
+/* ---- following rank 0 ------------------------------------------------------------------ */
+
+/* One call of rank 0's on this process's rank (its context by number in contexts), answered. */
+static enum ox_status follow_one(struct model_split *sp, struct ox_context **contexts,
+                                 const uint8_t *msg, size_t len) {
+    struct split_call c;
+    struct split_wire_room room;
+    int rank = sp->first;
+    enum ox_status st = split_wire_read_call(msg, len, &c, &room);
+    uint8_t *part = NULL;
+    float *out = NULL;
+    if (st == OX_OK && c.ctx >= SPLIT_CONTEXTS)
+        st = ox_fail(OX_ERR_INVALID_ARG, "split: context %u of rank 0's is past %d", c.ctx,
+                     SPLIT_CONTEXTS);
+    if (st == OX_OK) { /* this rank's results where split_apply puts them */
+        c.size[rank] = c.size[0], c.at[rank] = 0;
+        if (c.kind == SPLIT_SAVE && !(c.buf = part = malloc(c.size[rank] ? c.size[rank] : 1)))
+            st = ox_fail(OX_ERR_OOM, "split: no memory for a state of %zu bytes", c.size[rank]);
+        size_t width = (size_t)sp->shard[0]->cfg.n_embd + (size_t)ox_model_n_cls_out(sp->shard[0]);
+        if (c.kind == SPLIT_EMBED && !(c.out[rank] = out = malloc(width * sizeof *out)))
+            st = ox_fail(OX_ERR_OOM, "split: out of memory");
+    }
+    if (st == OX_OK) {
+        sp->ops->group_enter(sp->group, rank);
+        st = split_apply(&contexts[c.ctx], sp->shard[0], sp->group, rank, &c);
+    }
+    size_t n;
+    uint8_t *answer = split_wire_answer(st, ox_last_error(), c.size[rank], part,
+                                        st == OX_OK && part ? c.size[rank] : 0, &n);
+    free(part), free(out);
+    split_wire_free(&room);
+    if (!answer)
+        return ox_fail(OX_ERR_OOM, "split: out of memory for an answer");
+    st = dist_reply(sp->dist, answer, n);
+    free(answer);
+    return st;
+}
+
+enum ox_status split_follow(struct ox_model *m) {
+    struct model_split *sp = m->split;
+    if (!sp || !sp->dist || sp->first == 0)
+        return ox_fail(OX_ERR_INVALID_ARG, "split: only a rank other than 0 of a model split "
+                                           "across processes follows rank 0");
+    struct ox_context **contexts = calloc(SPLIT_CONTEXTS, sizeof *contexts);
+    uint8_t *buf = NULL;
+    size_t cap = 0, len = 0;
+    enum ox_status st = contexts ? OX_OK : ox_fail(OX_ERR_OOM, "split: out of memory");
+    while (st == OX_OK) {
+        st = dist_recv_grow(sp->dist, &buf, &cap, (size_t)1 << 40, &len, -1);
+        if (st == OX_OK)
+            st = follow_one(sp, contexts, buf, len);
+    }
+    if (st == OX_ERR_ABORTED) /* rank 0 ended the group: done */
+        st = OX_OK;
+    for (int i = 0; contexts && i < SPLIT_CONTEXTS; i++)
+        ox_context_free(contexts[i]);
+    free(contexts), free(buf);
+    return st;
+}

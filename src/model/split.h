@@ -1,0 +1,152 @@
+/* split.h: a model split over ranks by attention heads and FFN rows (--split-mode row): its
+ * shards (shard.c), each held by a thread of its rank (rank 0's the caller's), the group that
+ * sums their outputs, and the contexts over them. The caller's context is rank 0's; every call
+ * that changes it runs on every rank (split_ops.c), so the ranks decode the same batches. Ranks
+ * in other processes (one a GPU, on this host or others) get those calls as messages through
+ * the group's connections (backend/dist), and follow them (split_follow). */
+#ifndef OX_MODEL_SPLIT_H
+#define OX_MODEL_SPLIT_H
+
+#include <pthread.h>
+
+#include "backend/dist/dist.h"
+#include "model/context.h"
+
+enum { SPLIT_MAX = OX_MAX_DEVICES, SPLIT_CONTEXTS = 256 /* contexts of one model at once */ };
+
+struct split_workers; /* the threads of this process's ranks but its first (split.c) */
+
+struct model_split {
+    int world;                     /* ranks in all */
+    int first, n_local;            /* this process's: first .. first + n_local - 1 */
+    const struct backend_ops *ops; /* the backend whose group sums the ranks */
+    struct backend_group *group;
+    bool group_borrowed;               /* a test's group shared by its "processes" (threads) */
+    struct ox_model *shard[SPLIT_MAX]; /* by local rank (rank first + i) */
+    int device[SPLIT_MAX];             /* local rank i's GPU (unused on the CPU) */
+    struct split_workers *workers;
+    struct dist_group *dist;            /* the other processes' ranks, or NULL: all are here */
+    uint64_t used[SPLIT_CONTEXTS / 64]; /* the contexts' numbers in use (rank 0) */
+    /* one call at a time over all ranks (split_call_run): two threads' calls on two contexts
+     * would otherwise reach the other processes in one order and this one's ranks in another */
+    pthread_mutex_t calls;
+};
+
+/* A context of a split model, as its rank 0 context holds it (ctx->split). */
+struct split_context {
+    struct model_split *sp;
+    const struct ox_model *model;       /* the whole model the context was made of */
+    uint32_t id;                        /* its number: other processes' ranks know it by it */
+    struct ox_context *rank[SPLIT_MAX]; /* by local rank; rank[0] the context the caller holds */
+};
+
+/* The GPUs params ask a row split over: *world of them into devices, main_gpu first; *world 0
+ * where the model is not to be split (another mode, one GPU, or the CPU); an error for shares
+ * the split cannot honour. */
+enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,
+                             int n_layer, int *world, int devices[SPLIT_MAX]);
+
+/* Split m (loaded for the CPU, unpacked) over world ranks of ops's group, all in this process
+ * (rank r on devices[r]; ops the CPU's: threads of the host): m->split, freed by
+ * model_split_free. */
+enum ox_status model_split(struct ox_model *m, const struct backend_ops *ops, int world,
+                           const int *devices);
+/* Split m over the processes that join dp (this one rank dp->rank, on GPU device), their sums
+ * through a group ops's backend joins with the bytes rank 0 hands out (NCCL's unique id); or,
+ * with group (a test's ranks as threads), through that group. */
+enum ox_status model_split_join(struct ox_model *m, const struct backend_ops *ops,
+                                struct backend_group *group, const struct dist_params *dp,
+                                int device);
+void model_split_free(struct ox_model *m);
+
+/* fn(rank, user) on every rank of this process at once, each on its rank's thread (the first
+ * on the caller's, its device made current), returning when all have: the first failure's
+ * status, its message naming the rank. */
+typedef enum ox_status (*split_fn)(int rank, void *user);
+enum ox_status split_run(struct model_split *sp, split_fn fn, void *user);
+
+/* ---- calls on the contexts (split_ops.c), and their bytes (split_wire.c) ------------------ */
+
+enum split_call_kind {
+    SPLIT_CREATE,
+    SPLIT_FREE,
+    SPLIT_DECODE,
+    SPLIT_EMBED,
+    SPLIT_KV,
+    SPLIT_STATE_SIZE,
+    SPLIT_SAVE,
+    SPLIT_LOAD
+};
+enum split_kv_op { SPLIT_KV_CLEAR, SPLIT_SEQ_RM, SPLIT_SEQ_CP, SPLIT_SEQ_ADD, SPLIT_ONE_TOKEN };
+
+/* One call as every rank makes it on its context of number ctx. Rank r's results: size[r]
+ * (STATE_SIZE), its part of a state at buf + at[r] (SAVE, LOAD: size[r] bytes), out[r] (EMBED:
+ * rank 0's the caller's). */
+struct split_call {
+    enum split_call_kind kind;
+    uint32_t ctx;
+    enum split_kv_op kv;
+    int32_t a[4];                    /* kv's arguments; a[0] the state calls' sequence */
+    struct ox_context_params params; /* CREATE */
+    struct ox_batch batch;           /* DECODE (its arrays the caller's) */
+    const ox_token *tokens;          /* EMBED */
+    int32_t n;
+    enum ox_pooling pooling;
+    bool normalize;
+    uint8_t *buf;
+    size_t size[SPLIT_MAX], at[SPLIT_MAX];
+    float *out[SPLIT_MAX];
+};
+
+/* A context of split model m (ox_context_create's for such a model), and its end. */
+enum ox_status split_context_create(const struct ox_model *m, const struct ox_context_params *p,
+                                    struct ox_context **out);
+void split_context_free(struct ox_context *ctx);
+
+/* The call on rank's context *slot (CREATE makes it there, of shard sh, in group g; FREE frees
+ * it), as a whole model's context would take it. */
+enum ox_status split_apply(struct ox_context **slot, const struct ox_model *sh,
+                           struct backend_group *g, int rank, struct split_call *c);
+/* The call on every rank: those of other processes first (as messages), then this process's
+ * (contexts by local rank), then the others' answers. */
+enum ox_status split_call_run(struct model_split *sp, struct ox_context **contexts,
+                              struct split_call *c);
+
+/* The calls of a split model's context that run on every rank: as the public functions they
+ * stand for. */
+enum ox_status split_decode(struct ox_context *ctx, const struct ox_batch *b);
+enum ox_status split_embed(struct ox_context *ctx, const ox_token *tokens, int32_t n,
+                           enum ox_pooling pooling, bool normalize, float *out);
+void split_kv(struct ox_context *ctx, enum split_kv_op op, int32_t a, int32_t b, int32_t c,
+              int32_t d);
+size_t split_state_size(struct ox_context *ctx, int32_t seq);
+enum ox_status split_state_save(struct ox_context *ctx, int32_t seq, uint8_t *buf, size_t cap,
+                                size_t *written);
+enum ox_status split_state_load(struct ox_context *ctx, int32_t seq, const uint8_t *buf,
+                                size_t len);
+/* The length of a split state at the front of size bytes (a file's, tokens after it). */
+enum ox_status split_state_length(const struct ox_context *ctx, const uint8_t *buf, size_t size,
+                                  size_t *len);
+
+/* A rank of another process than rank 0's: takes rank 0's calls and answers them until rank 0
+ * ends the group (OX_OK) or is lost (an error). */
+enum ox_status split_follow(struct ox_model *m);
+
+/* The call as bytes for rank r of another process (*len of them, malloc'd; NULL when out of
+ * memory), and back: c's arrays then point into room (freed by split_wire_free). The answer:
+ * status, its message, a number (STATE_SIZE) and bytes (SAVE). */
+uint8_t *split_wire_call(const struct split_call *c, int r, size_t *len);
+struct split_wire_room {
+    int32_t *ints;
+    bool *flags;
+};
+enum ox_status split_wire_read_call(const uint8_t *in, size_t len, struct split_call *c,
+                                    struct split_wire_room *room);
+void split_wire_free(struct split_wire_room *room);
+uint8_t *split_wire_answer(enum ox_status st, const char *msg, uint64_t value, const uint8_t *bytes,
+                           size_t n_bytes, size_t *len);
+enum ox_status split_wire_read_answer(const uint8_t *in, size_t len, enum ox_status *st,
+                                      const char **msg, size_t *msg_len, uint64_t *value,
+                                      const uint8_t **bytes, size_t *n_bytes);
+
+#endif

@@ -1,0 +1,324 @@
+/* test_row_split.c: a model split over ranks by rows behind the public API (split.c, split_ops.c):
+ * its context gives the whole model's logits through a prompt, steps, the KV cache's
+ * operations (removal, copy to another sequence, shift), a saved and restored state and a
+ * cleared cache, and the whole model's embeddings; the ranks are CPU threads here, and GPUs
+ * where there are two (ox_model_params.split_mode row, against the model on one GPU). The
+ * parameters that ask for a split that cannot be made are refused, saying why. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <pthread.h>
+
+#include "backend/backend.h"
+#include "model/context.h"
+#include "model/split.h"
+#include "oxidize.h"
+#include "test.h"
+#include "test_port.h"
+
+enum { ROWS_MAX = 32 };
+
+/* The logits of the last ox_decode's output row i, appended to out as row (*rows)++. */
+static void keep(struct ox_context *c, int i, float *out, int *rows, int nv) {
+    const float *l = ox_get_logits(c, i);
+    CHECK(l != NULL && *rows < ROWS_MAX);
+    if (l && *rows < ROWS_MAX)
+        memcpy(out + (size_t)(*rows)++ * nv, l, (size_t)nv * sizeof *l);
+}
+
+static enum ox_status step(struct ox_context *c, ox_token t, int32_t seq) {
+    struct ox_batch b = {.n_tokens = 1, .token = &t, .seq_id = &seq};
+    return ox_decode(c, &b);
+}
+
+/* One script of calls, the same on the whole model's context and the split's: the rows of
+ * logits it reads, in order; false where a call failed. */
+static bool script(struct ox_context *c, const ox_token *tok, int nv, float *out, int *rows) {
+    bool all[12];
+    memset(all, 1, sizeof all);
+    struct ox_batch prompt = {.n_tokens = 12, .token = tok, .logits = all};
+    if (ox_decode(c, &prompt) != OX_OK)
+        return false;
+    for (int i = 0; i < 12; i += 5)
+        keep(c, i, out, rows, nv);
+    if (step(c, tok[12], 0) != OX_OK)
+        return false;
+    keep(c, 0, out, rows, nv);
+    ox_kv_seq_rm(c, 0, 8, -1); /* back to 8 tokens, then on with others */
+    struct ox_batch again = {.n_tokens = 4, .token = tok + 14};
+    if (ox_kv_seq_pos_max(c, 0) != 7 || ox_decode(c, &again) != OX_OK)
+        return false;
+    keep(c, 3, out, rows, nv);
+    ox_kv_seq_cp(c, 0, 1, -1, -1); /* sequence 1 shares its cells and goes its own way */
+    if (step(c, tok[18], 1) != OX_OK)
+        return false;
+    keep(c, 0, out, rows, nv);
+    if (ox_kv_seq_shift(c, 0, 4) <= 0 || step(c, tok[19], 0) != OX_OK) /* keys re-rotated */
+        return false;
+    keep(c, 0, out, rows, nv);
+    size_t size = ox_state_seq_size(c, 0), written = 0;
+    uint8_t *state = malloc(size);
+    bool ok = state && ox_state_seq_save(c, 0, state, size, &written) == OX_OK && written == size;
+    ox_kv_seq_rm(c, 0, -1, -1);
+    ok = ok && ox_state_seq_load(c, 0, state, size) == OX_OK && step(c, tok[20], 0) == OX_OK;
+    free(state);
+    if (!ok)
+        return false;
+    keep(c, 0, out, rows, nv);
+    ox_kv_clear(c);
+    struct ox_batch fresh = {.n_tokens = 5, .token = tok + 2};
+    if (ox_decode(c, &fresh) != OX_OK)
+        return false;
+    keep(c, 4, out, rows, nv);
+    return true;
+}
+
+static struct ox_context *context(const struct ox_model *m, bool embeddings) {
+    struct ox_context_params p = ox_context_params_default();
+    p.n_ctx = 96, p.n_threads = 1, p.n_seq_max = 2, p.embeddings = embeddings;
+    struct ox_context *c = NULL;
+    CHECK_MSG(ox_context_create(m, &p, &c) == OX_OK, "%s", ox_last_error());
+    return c;
+}
+
+/* The largest KL(whole || split) over rows of logits, and whether every top token agrees. */
+static double worst_kl(const float *p, const float *q, int rows, int n, bool *tops) {
+    double worst = 0;
+    *tops = true;
+    for (int r = 0; r < rows; r++, p += n, q += n) {
+        double mp = -INFINITY, mq = -INFINITY, zp = 0, zq = 0, kl = 0;
+        int tp = 0, tq = 0;
+        for (int i = 0; i < n; i++) {
+            tp = p[i] > mp ? (mp = p[i], i) : tp;
+            tq = q[i] > mq ? (mq = q[i], i) : tq;
+        }
+        for (int i = 0; i < n; i++)
+            zp += exp(p[i] - mp), zq += exp(q[i] - mq);
+        for (int i = 0; i < n; i++) {
+            double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
+            kl += exp(lp) * (lp - lq);
+        }
+        worst = kl > worst ? kl : worst;
+        *tops = *tops && tp == tq;
+    }
+    return worst;
+}
+
+/* whole and split (the same file, one split over ranks) run the script and embed a text. */
+static void compare(const char *name, const struct ox_model *whole, const struct ox_model *split,
+                    double tol) {
+    int nv = ox_model_n_vocab(whole), e = ox_model_n_embd(whole), rows[2] = {0, 0};
+    ox_token tok[24];
+    for (int i = 0; i < 24; i++)
+        tok[i] = (ox_token)((i * 7919 + 13) % nv);
+    float *logits[2], *embd[2];
+    const struct ox_model *m[2] = {whole, split};
+    bool ran[2];
+    for (int k = 0; k < 2; k++) {
+        logits[k] = calloc((size_t)ROWS_MAX * nv, sizeof(float));
+        embd[k] = calloc((size_t)e, sizeof(float));
+        struct ox_context *c = context(m[k], true);
+        ran[k] = c && script(c, tok, nv, logits[k], &rows[k]);
+        CHECK_MSG(ran[k], "%s (%s): %s", name, k ? "split" : "whole", ox_last_error());
+        CHECK(!c || ox_embed(c, tok, 9, OX_POOLING_MEAN, true, embd[k]) == OX_OK);
+        if (k && c) {
+            CHECK(ox_context_model(c) == split);
+            uint64_t kv = 0, buf = 0;
+            ox_context_memory(c, &kv, &buf);
+            CHECK(kv > 0 && buf > 0);
+        }
+        ox_context_free(c);
+    }
+    bool tops = false;
+    double kl = ran[0] && ran[1] && rows[0] == rows[1]
+                    ? worst_kl(logits[0], logits[1], rows[0], nv, &tops)
+                    : INFINITY;
+    double cos = 0;
+    for (int i = 0; i < e; i++)
+        cos += (double)embd[0][i] * embd[1][i];
+    CHECK_MSG(kl <= tol && tops, "%s: %d rows, worst KL %.3g, top tokens %s", name, rows[1], kl,
+              tops ? "agree" : "differ");
+    CHECK_MSG(cos > 1 - 1e-5, "%s: embeddings' cosine %.8f", name, cos);
+    printf("%-16s %-10s %d rows: worst KL %.2e, embeddings' cosine %.8f\n", name,
+           ox_model_backend(split), rows[1], kl, cos);
+    for (int k = 0; k < 2; k++)
+        free(logits[k]), free(embd[k]);
+}
+
+static struct ox_model *load(const char *name, const struct ox_model_params *mp) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", test_data_dir(), name);
+    struct ox_model *m = NULL;
+    CHECK_MSG(ox_model_load(path, mp, &m) == OX_OK, "%s: %s", name, ox_last_error());
+    return m;
+}
+
+/* The model whole on the CPU against it split over 2 CPU ranks (threads). */
+static void test_cpu(const char *name) {
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = 0;
+    struct ox_model *whole = load(name, &mp), *split = load(name, &mp);
+    CHECK_MSG(split && model_split(split, backend_host(), 2, NULL) == OX_OK, "%s: %s", name,
+              ox_last_error());
+    if (whole && split && split->split) {
+        CHECK_STR(ox_model_backend(split), "CPU");
+        compare(name, whole, split, 1e-6);
+        /* a state of the split model is not one of the whole's, nor the other way round */
+        struct ox_context *a = context(whole, false), *b = context(split, false);
+        ox_token t[3] = {5, 6, 7};
+        struct ox_batch batch = {.n_tokens = 3, .token = t};
+        CHECK(a && b && ox_decode(a, &batch) == OX_OK && ox_decode(b, &batch) == OX_OK);
+        size_t na = ox_state_seq_size(a, 0), nb = ox_state_seq_size(b, 0);
+        uint8_t *sa = malloc(na), *sb = malloc(nb);
+        CHECK(ox_state_seq_save(a, 0, sa, na, NULL) == OX_OK);
+        CHECK(ox_state_seq_save(b, 0, sb, nb, NULL) == OX_OK);
+        CHECK(ox_state_seq_load(b, 0, sa, na) == OX_ERR_FORMAT);
+        CHECK(ox_state_seq_load(a, 0, sb, nb) == OX_ERR_FORMAT);
+        CHECK(ox_state_seq_load(b, 0, sb, nb - 1) == OX_ERR_FORMAT);
+        CHECK(ox_state_seq_load(b, 0, sb, nb) == OX_OK && ox_kv_seq_pos_max(b, 0) == 2);
+        free(sa), free(sb);
+        ox_context_free(a), ox_context_free(b);
+    }
+    ox_model_free(whole);
+    ox_model_free(split);
+}
+
+/* A rank of another "process" (a thread with a model of its own): joins, follows rank 0's
+ * calls until rank 0 frees its model. */
+struct follower {
+    const char *name;
+    struct dist_params dp;
+    struct backend_group *g;
+    enum ox_status st;
+    char error[256];
+};
+
+static void *follow(void *arg) {
+    struct follower *f = arg;
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = 0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", test_data_dir(), f->name);
+    struct ox_model *m = NULL;
+    f->st = ox_model_load(path, &mp, &m);
+    if (f->st == OX_OK)
+        f->st = model_split_join(m, backend_host(), f->g, &f->dp, 0);
+    if (f->st == OX_OK)
+        f->st = ox_model_follow(m);
+    snprintf(f->error, sizeof f->error, "%s", f->st ? ox_last_error() : "");
+    ox_model_free(m);
+    return NULL;
+}
+
+/* The model whole against it split over 2 processes' ranks: rank 0 here, rank 1 a thread that
+ * follows rank 0's calls as they come over the connection (their sums meet in a CPU group the
+ * two share, where GPU processes would meet in NCCL). */
+static void test_processes(const char *name) {
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", test_free_port());
+    struct backend_group *g = backend_cpu_group_create(2);
+    struct follower f = {
+        .name = name, .dp = {.addr = addr, .rank = 1, .world = 2, .timeout_ms = 10000}, .g = g};
+    pthread_t t;
+    pthread_create(&t, NULL, follow, &f);
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = 0;
+    struct ox_model *whole = load(name, &mp), *split = load(name, &mp);
+    struct dist_params dp = {.addr = addr, .rank = 0, .world = 2, .timeout_ms = 10000};
+    enum ox_status st = split ? model_split_join(split, backend_host(), g, &dp, 0) : OX_ERR_IO;
+    CHECK_MSG(st == OX_OK, "%s: %s", name, ox_last_error());
+    if (st == OX_OK && whole) {
+        compare(name, whole, split, 1e-6);
+        struct ox_context *c = context(split, false);
+        ox_token bad = ox_model_n_vocab(whole); /* refused by every rank alike */
+        struct ox_batch b = {.n_tokens = 1, .token = &bad};
+        CHECK(c && ox_decode(c, &b) == OX_ERR_INVALID_ARG && strstr(ox_last_error(), "vocabulary"));
+        ox_context_free(c);
+        int made = 0; /* contexts' numbers come back: more than the 256 that can be at once */
+        for (int i = 0; i < 300; i++) {
+            struct ox_context *k = NULL;
+            made += ox_context_create(split, NULL, &k) == OX_OK;
+            ox_context_free(k);
+        }
+        CHECK_EQ(made, 300);
+    }
+    ox_model_free(split); /* the follower hears that the group ended */
+    pthread_join(t, NULL);
+    CHECK_MSG(st != OX_OK || f.st == OX_OK, "%s follower: %s", name, f.error);
+    ox_model_free(whole);
+    backend_cpu_group_free(g);
+}
+
+/* Parameters asking for a split that cannot be: refused, naming why. */
+static void test_refusals(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/llama-q8_0.gguf", test_data_dir());
+    const struct {
+        int mode, main_gpu;
+        float share0, share5;
+        const char *why;
+    } bad[] = {{7, 0, 0, 0, "split_mode 7"},
+               {OX_SPLIT_ROW, -1, 0, 0, "main_gpu -1"},
+               {OX_SPLIT_ROW, 0, -1.0f, 0, "share -1"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct ox_model_params mp = ox_model_params_default();
+        mp.split_mode = bad[i].mode, mp.main_gpu = bad[i].main_gpu;
+        mp.tensor_split[0] = bad[i].share0, mp.tensor_split[5] = bad[i].share5;
+        struct ox_model *m = (struct ox_model *)1;
+        enum ox_status st = ox_model_load(path, &mp, &m);
+        CHECK_MSG(st != OX_OK && !m && strstr(ox_last_error(), bad[i].why), "%s: %s", bad[i].why,
+                  ox_last_error());
+    }
+    /* a split model takes no adapters */
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = 0;
+    struct ox_model *m = load("llama-q8_0", &mp);
+    if (m && model_split(m, backend_host(), 2, NULL) == OX_OK) {
+        struct ox_context *c = context(m, false);
+        CHECK(c && ox_context_set_lora(c, (struct ox_lora *)1, 1.0f) == OX_ERR_UNSUPPORTED);
+        ox_context_free(c);
+    }
+    ox_model_free(m);
+}
+
+#ifdef OX_HAVE_CUDA
+/* The model on one GPU against it split by rows over two (where there are two). */
+static void test_gpus(const char *name, double tol) {
+    const struct backend_ops *gpu = backend_device();
+    if (!gpu->available() || gpu->devices() < 2) {
+        printf("%s: GPU split skipped (%d GPUs)\n", name, gpu->available() ? gpu->devices() : 0);
+        return;
+    }
+    struct ox_model_params one = ox_model_params_default(), row = one;
+    row.split_mode = OX_SPLIT_ROW;
+    row.tensor_split[0] = row.tensor_split[1] = 1.0f;
+    struct ox_model *whole = load(name, &one), *split = load(name, &row), *bad = NULL;
+    row.tensor_split[OX_MAX_DEVICES - 1] = 1.0f; /* more GPUs than there are */
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", test_data_dir(), name);
+    CHECK(gpu->devices() == OX_MAX_DEVICES || (ox_model_load(path, &row, &bad) != OX_OK && !bad &&
+                                               strstr(ox_last_error(), "there are")));
+    if (whole && split) {
+        CHECK_STR(ox_model_backend(split), "CUDA x 2");
+        CHECK(ox_model_gpu_bytes(split) > ox_model_gpu_bytes(whole) / 2);
+        compare(name, whole, split, tol);
+    }
+    ox_model_free(whole);
+    ox_model_free(split);
+}
+#endif
+
+int main(void) {
+    static const char *const cpu[] = {"llama-f32", "llama-q8_0", "qwen3-f16", "gemma2-f16"};
+    for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
+        test_cpu(cpu[i]);
+    test_processes("llama-q8_0");
+    test_processes("qwen3-f16");
+    test_refusals();
+#ifdef OX_HAVE_CUDA
+    /* the ranks' halves pick other kernels and round x otherwise than the whole (test_shard) */
+    test_gpus("llama-f16", 1e-4);
+    test_gpus("llama-q8_0", 2e-3);
+    test_gpus("llama-q4_0", 2e-3);
+#endif
+    return test_finish("test_row_split");
+}
