@@ -345,8 +345,10 @@ struct backend_ops {
     bool attention_reads_cache; /* attention takes the cache's rows (no cache_load first) */
     /* Optional (NULL: the backend cannot run a rank of a split model): the ranks of group g
      * each call it with their n partial sums x; every rank's x becomes their sum, added in rank
-     * order (the same floats on every rank). */
-    void (*all_reduce)(struct backend *b, struct backend_group *g, int rank, float *x, size_t n);
+     * order (the same floats on every rank). An error (x then unchanged) once the group was
+     * ended by group_abort: a rank is gone. */
+    enum ox_status (*all_reduce)(struct backend *b, struct backend_group *g, int rank, float *x,
+                                 size_t n);
     /* With all_reduce: a group of world ranks of this process, rank r on device devices[r]
      * (the CPU has none: NULL), each on a thread of its own that group_enter makes rank's (its
      * device current) before it makes the rank's shard and context; NULL with the error set
@@ -354,6 +356,9 @@ struct backend_ops {
     struct backend_group *(*group_create)(int world, const int *devices);
     enum ox_status (*group_enter)(struct backend_group *g, int rank);
     void (*group_free)(struct backend_group *g);
+    /* Ends the group from any thread (a watcher that saw a rank's process go): sums waiting
+     * for that rank, and every later one, fail rather than wait forever. */
+    void (*group_abort)(struct backend_group *g);
     int (*devices)(void);
     /* Optional (NULL: no groups across processes): the bytes (*len, at most GROUP_ID_MAX) every
      * process's group_join takes, made by rank 0's (make) and handed to the others; a group of

@@ -36,7 +36,10 @@ bool block_add_projection(struct ox_context *ctx, struct stage *s, const struct 
 }
 
 void block_reduce(struct ox_context *ctx, struct stage *s, float *x, int n) {
-    if (ctx->group)
-        s->be.ops->all_reduce(&s->be, ctx->group, ctx->rank, x,
-                              (size_t)n * (size_t)ctx->model->cfg.n_embd);
+    if (!ctx->group)
+        return;
+    enum ox_status st = s->be.ops->all_reduce(&s->be, ctx->group, ctx->rank, x,
+                                              (size_t)n * (size_t)ctx->model->cfg.n_embd);
+    if (st != OX_OK && ctx->batch_err == OX_OK) /* the batch's status (transformer_forward) */
+        ctx->batch_err = st;
 }

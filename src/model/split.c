@@ -118,6 +118,93 @@ static enum ox_status start_workers(struct model_split *sp) {
     return OX_OK;
 }
 
+/* ---- watching the other processes ------------------------------------------------------ */
+
+struct split_watch {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t go;
+    uint64_t call; /* counts the calls begun: a look at the connections belongs to one */
+    bool on, quit;
+};
+
+/* Looks at the other processes' connections in slices of 50 ms while a call is on; the first
+ * that is gone ends the group. */
+static void *watch_main(void *arg) {
+    struct model_split *sp = arg;
+    struct split_watch *w = sp->watch;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->on && !w->quit)
+            pthread_cond_wait(&w->go, &w->mu);
+        if (w->quit)
+            break;
+        uint64_t call = w->call, ready = 0;
+        int lost = -1;
+        while (w->on && w->call == call && lost < 0) {
+            pthread_mutex_unlock(&w->mu);
+            if (dist_peer_lost(sp->dist, 50, &ready, &lost)) {
+                ox_log(OX_LOG_ERROR, "split: rank %d is gone: ending the group", lost);
+                sp->ops->group_abort(sp->group);
+            }
+            pthread_mutex_lock(&w->mu);
+        }
+        if (lost >= 0) /* the group is over: nothing more to watch */
+            w->on = false;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+void split_watch_begin(struct model_split *sp) {
+    struct split_watch *w = sp->watch;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->on = true, w->call++;
+    pthread_cond_signal(&w->go);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void split_watch_end(struct model_split *sp) {
+    struct split_watch *w = sp->watch;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->on = false;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static enum ox_status start_watch(struct model_split *sp) {
+    struct split_watch *w = calloc(1, sizeof *w);
+    if (!w)
+        return ox_fail(OX_ERR_OOM, "split: out of memory");
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->go, NULL);
+    sp->watch = w;
+    if (pthread_create(&w->thread, NULL, watch_main, sp) != 0) {
+        pthread_cond_destroy(&w->go), pthread_mutex_destroy(&w->mu);
+        free(w);
+        sp->watch = NULL;
+        return ox_fail(OX_ERR_OOM, "split: cannot start the watching thread");
+    }
+    return OX_OK;
+}
+
+static void stop_watch(struct model_split *sp) {
+    struct split_watch *w = sp->watch;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->quit = true;
+    pthread_cond_signal(&w->go);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->go), pthread_mutex_destroy(&w->mu);
+    free(w);
+    sp->watch = NULL;
+}
+
 /* ---- which GPUs ------------------------------------------------------------------------ */
 
 /* The GPUs tensor_split gives a share (all when it gives none), main_gpu first, into devices;
@@ -287,6 +374,8 @@ enum ox_status model_split_join(struct ox_model *m, const struct backend_ops *op
         sp->group = group, sp->group_borrowed = true;
     else if (st == OX_OK && !(sp->group = ops->group_join(dp->world, dp->rank, device, id)))
         st = ox_fail(OX_ERR_DEVICE, "%s", ox_last_error());
+    if (st == OX_OK)
+        st = start_watch(sp);
     if (st != OX_OK) {
         model_split_free(m);
         return st;
@@ -304,6 +393,7 @@ void model_split_free(struct ox_model *m) {
         ox_model_free(sp->shard[i]); /* those left by a failed start */
     if (sp->workers)
         stop_workers(sp->workers);
+    stop_watch(sp);
     dist_leave(sp->dist); /* rank 0 tells the others the group ends */
     if (sp->group && !sp->group_borrowed)
         sp->ops->group_free(sp->group);
@@ -390,7 +480,9 @@ static enum ox_status follow_one(struct model_split *sp, struct ox_context **con
     }
     if (st == OX_OK) {
         sp->ops->group_enter(sp->group, rank);
+        split_watch_begin(sp); /* rank 0 going mid-call ends the sums that wait for it */
         st = split_apply(&contexts[c.ctx], sp->shard[0], sp->group, rank, &c);
+        split_watch_end(sp);
     }
     size_t n;
     uint8_t *answer = split_wire_answer(st, ox_last_error(), c.size[rank], part,
@@ -405,6 +497,10 @@ static enum ox_status follow_one(struct model_split *sp, struct ox_context **con
 }
 
 enum ox_status split_follow(struct ox_model *m) {
+    return split_follow_calls(m, -1);
+}
+
+enum ox_status split_follow_calls(struct ox_model *m, int calls) {
     struct model_split *sp = m->split;
     if (!sp || !sp->dist || sp->first == 0)
         return ox_fail(OX_ERR_INVALID_ARG, "split: only a rank other than 0 of a model split "
@@ -415,6 +511,8 @@ enum ox_status split_follow(struct ox_model *m) {
     enum ox_status st = contexts ? OX_OK : ox_fail(OX_ERR_OOM, "split: out of memory");
     while (st == OX_OK) {
         st = dist_recv_grow(sp->dist, &buf, &cap, (size_t)1 << 40, &len, -1);
+        if (st == OX_OK && calls-- == 0)
+            break; /* leaves with the call unanswered */
         if (st == OX_OK)
             st = follow_one(sp, contexts, buf, len);
     }

@@ -15,6 +15,7 @@
 enum { SPLIT_MAX = OX_MAX_DEVICES, SPLIT_CONTEXTS = 256 /* contexts of one model at once */ };
 
 struct split_workers; /* the threads of this process's ranks but its first (split.c) */
+struct split_watch;   /* the thread that watches the other processes while a call runs */
 
 struct model_split {
     int world;                     /* ranks in all */
@@ -25,7 +26,8 @@ struct model_split {
     struct ox_model *shard[SPLIT_MAX]; /* by local rank (rank first + i) */
     int device[SPLIT_MAX];             /* local rank i's GPU (unused on the CPU) */
     struct split_workers *workers;
-    struct dist_group *dist;            /* the other processes' ranks, or NULL: all are here */
+    struct dist_group *dist; /* the other processes' ranks, or NULL: all are here */
+    struct split_watch *watch;
     uint64_t used[SPLIT_CONTEXTS / 64]; /* the contexts' numbers in use (rank 0) */
     /* one call at a time over all ranks (split_call_run): two threads' calls on two contexts
      * would otherwise reach the other processes in one order and this one's ranks in another */
@@ -58,6 +60,12 @@ enum ox_status model_split_join(struct ox_model *m, const struct backend_ops *op
                                 struct backend_group *group, const struct dist_params *dp,
                                 int device);
 void model_split_free(struct ox_model *m);
+
+/* While a call runs on this process's ranks (between begin and end), a rank of another process
+ * that goes (its connection closes) ends the group (ops->group_abort): sums waiting for it fail
+ * instead of waiting forever. No-ops where all ranks are here. */
+void split_watch_begin(struct model_split *sp);
+void split_watch_end(struct model_split *sp);
 
 /* fn(rank, user) on every rank of this process at once, each on its rank's thread (the first
  * on the caller's, its device made current), returning when all have: the first failure's
@@ -131,6 +139,9 @@ enum ox_status split_state_length(const struct ox_context *ctx, const uint8_t *b
 /* A rank of another process than rank 0's: takes rank 0's calls and answers them until rank 0
  * ends the group (OX_OK) or is lost (an error). */
 enum ox_status split_follow(struct ox_model *m);
+/* split_follow for `calls` calls (< 0: all), leaving when the next comes: a test's rank that
+ * goes in the middle of a call, as a process that died would. */
+enum ox_status split_follow_calls(struct ox_model *m, int calls);
 
 /* The call as bytes for rank r of another process (*len of them, malloc'd; NULL when out of
  * memory), and back: c's arrays then point into room (freed by split_wire_free). The answer:

@@ -84,27 +84,34 @@ static enum ox_status call_all(struct model_split *sp, struct ox_context **conte
                                struct split_call *c) {
     enum ox_status st = OX_OK;
     /* rank 0's process (first 0) drives: the others' ranks follow its local ones */
-    int remote = sp->dist ? sp->world - sp->n_local : 0;
-    for (int r = sp->n_local; r < sp->n_local + remote && st == OX_OK; r++) {
+    int remote = sp->dist ? sp->world - sp->n_local : 0, sent = 0;
+    for (int r = sp->n_local; r < sp->n_local + remote && st == OX_OK; r++, sent++) {
         size_t len;
         uint8_t *msg = split_wire_call(c, r, &len);
         st = msg ? dist_send_to(sp->dist, r, msg, len) : ox_fail(OX_ERR_OOM, "split: no memory");
         free(msg);
     }
-    if (st != OX_OK) /* the others would wait for a rank that never comes */
+    sent -= st != OX_OK;
+    if (st != OX_OK && c->kind != SPLIT_FREE) /* this process's sums would wait for that rank */
         return st;
     struct local_call u = {sp, contexts, c};
-    st = split_run(sp, on_rank, &u);
+    split_watch_begin(sp); /* a rank lost meanwhile ends the sums that wait for it */
+    enum ox_status local = split_run(sp, on_rank, &u); /* a FREE goes here whatever came first */
+    st = st != OX_OK ? st : local;
+    split_watch_end(sp);
+    remote = sent;
     uint8_t *buf = NULL;
     size_t cap = 0;
     char first[512] = "";
+    enum ox_status sr = OX_OK; /* a rank of another process that failed says why first: one
+                                  that is gone failed this process's sums too */
     for (int r = sp->n_local; r < sp->n_local + remote; r++) { /* every answer, in order */
-        enum ox_status sr = take_answer(sp, r, c, &buf, &cap);
-        if (sr != OX_OK && st == OX_OK)
-            st = sr, snprintf(first, sizeof first, "rank %d: %s", r, ox_last_error());
+        enum ox_status e = take_answer(sp, r, c, &buf, &cap);
+        if (e != OX_OK && sr == OX_OK)
+            sr = e, snprintf(first, sizeof first, "rank %d: %s", r, ox_last_error());
     }
     free(buf);
-    return first[0] ? ox_fail(st, "%s", first) : st;
+    return sr != OX_OK ? ox_fail(sr, "%s", first) : st;
 }
 
 enum ox_status split_call_run(struct model_split *sp, struct ox_context **contexts,

@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "backend/backend.h"
 #include "model/context.h"
@@ -188,6 +189,7 @@ struct follower {
     const char *name;
     struct dist_params dp;
     struct backend_group *g;
+    int calls; /* it leaves after these (< 0: it follows to the end) */
     enum ox_status st;
     char error[256];
 };
@@ -203,7 +205,7 @@ static void *follow(void *arg) {
     if (f->st == OX_OK)
         f->st = model_split_join(m, backend_host(), f->g, &f->dp, 0);
     if (f->st == OX_OK)
-        f->st = ox_model_follow(m);
+        f->st = f->calls < 0 ? ox_model_follow(m) : split_follow_calls(m, f->calls);
     snprintf(f->error, sizeof f->error, "%s", f->st ? ox_last_error() : "");
     ox_model_free(m);
     return NULL;
@@ -216,8 +218,10 @@ static void test_processes(const char *name) {
     char addr[32];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", test_free_port());
     struct backend_group *g = backend_cpu_group_create(2);
-    struct follower f = {
-        .name = name, .dp = {.addr = addr, .rank = 1, .world = 2, .timeout_ms = 10000}, .g = g};
+    struct follower f = {.name = name,
+                         .dp = {.addr = addr, .rank = 1, .world = 2, .timeout_ms = 10000},
+                         .g = g,
+                         .calls = -1};
     pthread_t t;
     pthread_create(&t, NULL, follow, &f);
     struct ox_model_params mp = ox_model_params_default();
@@ -245,6 +249,47 @@ static void test_processes(const char *name) {
     pthread_join(t, NULL);
     CHECK_MSG(st != OX_OK || f.st == OX_OK, "%s follower: %s", name, f.error);
     ox_model_free(whole);
+    backend_cpu_group_free(g);
+}
+
+/* A follower that leaves when the decode after its context's making comes (as a process that
+ * died in it would: its connection closes): rank 0's decode, whose sums wait for it, fails
+ * within moments instead of hanging (the watcher ends the group), and so does every call
+ * after. */
+static void test_lost_rank(void) {
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", test_free_port());
+    struct backend_group *g = backend_cpu_group_create(2);
+    struct follower f = {.name = "llama-q8_0",
+                         .dp = {.addr = addr, .rank = 1, .world = 2, .timeout_ms = 5000},
+                         .g = g,
+                         .calls = 1};
+    pthread_t t;
+    pthread_create(&t, NULL, follow, &f);
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = 0;
+    struct ox_model *m = load("llama-q8_0", &mp);
+    struct dist_params dp = {.addr = addr, .rank = 0, .world = 2, .timeout_ms = 5000};
+    if (m && model_split_join(m, backend_host(), g, &dp, 0) == OX_OK) {
+        struct ox_context *c = context(m, false);
+        ox_token tok[4] = {1, 2, 3, 4};
+        struct ox_batch b = {.n_tokens = 4, .token = tok};
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        enum ox_status st = c ? ox_decode(c, &b) : OX_OK;
+        CHECK_MSG(st == OX_ERR_IO && strstr(ox_last_error(), "rank 1"), "%s: %s",
+                  ox_status_name(st), ox_last_error());
+        printf("a lost rank: %s\n", ox_last_error());
+        CHECK(c && ox_decode(c, &b) == OX_ERR_IO); /* and after */
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        CHECK((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) < 5.0);
+        ox_context_free(c);
+        pthread_join(t, NULL);
+    } else {
+        CHECK_MSG(false, "join: %s", ox_last_error());
+        pthread_join(t, NULL);
+    }
+    ox_model_free(m);
     backend_cpu_group_free(g);
 }
 
@@ -313,6 +358,7 @@ int main(void) {
         test_cpu(cpu[i]);
     test_processes("llama-q8_0");
     test_processes("qwen3-f16");
+    test_lost_rank();
     test_refusals();
 #ifdef OX_HAVE_CUDA
     /* the ranks' halves pick other kernels and round x otherwise than the whole (test_shard) */

@@ -124,5 +124,6 @@ const struct backend_ops backend_cpu_ops = {
     .group_create = cpu_group_create,
     .group_enter = cpu_group_enter,
     .group_free = backend_cpu_group_free,
+    .group_abort = cpu_group_abort,
     .devices = cpu_devices,
 };

@@ -1,8 +1,8 @@
 /* cpu_group.c: the ranks of a split model as threads of one process, each running the CPU
  * backend: their all_reduce calls meet at a barrier, each rank adds every rank's rows in rank
  * order into its own buffer (so all get the same floats), and a second barrier keeps the rows
- * until everyone has read them. */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers */
+ * until everyone has read them. The barrier is one of its own so that cpu_group_abort can end
+ * it: a rank that will never come (its process gone) fails the others' sums. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +14,11 @@ enum { GROUP_CHUNK = 1 << 16 }; /* floats summed per meeting: a rank's buffer */
 
 struct backend_group {
     int world;
-    pthread_barrier_t met;
+    pthread_mutex_t mu;
+    pthread_cond_t all_here;
+    int arrived;
+    uint64_t meeting; /* counts the barriers passed */
+    bool aborted;
     float **rows; /* [world]: each rank's x of the current meeting */
     float *sums;  /* [world][GROUP_CHUNK] */
 };
@@ -22,14 +26,15 @@ struct backend_group {
 struct backend_group *backend_cpu_group_create(int world) {
     struct backend_group *g = calloc(1, sizeof *g);
     if (!g || world < 1 || !(g->rows = calloc((size_t)world, sizeof *g->rows)) ||
-        !(g->sums = malloc((size_t)world * GROUP_CHUNK * sizeof *g->sums)) ||
-        pthread_barrier_init(&g->met, NULL, (unsigned)world)) {
+        !(g->sums = malloc((size_t)world * GROUP_CHUNK * sizeof *g->sums))) {
         if (g)
             free(g->rows), free(g->sums);
         free(g);
         ox_fail(OX_ERR_OOM, "cpu: out of memory for a group of %d ranks", world);
         return NULL;
     }
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->all_here, NULL);
     g->world = world;
     return g;
 }
@@ -50,25 +55,52 @@ int cpu_devices(void) {
     return 0;
 }
 
+void cpu_group_abort(struct backend_group *g) {
+    pthread_mutex_lock(&g->mu);
+    g->aborted = true;
+    pthread_cond_broadcast(&g->all_here);
+    pthread_mutex_unlock(&g->mu);
+}
+
 void backend_cpu_group_free(struct backend_group *g) {
     if (!g)
         return;
-    pthread_barrier_destroy(&g->met);
+    pthread_cond_destroy(&g->all_here);
+    pthread_mutex_destroy(&g->mu);
     free(g->rows), free(g->sums), free(g);
 }
 
-void cpu_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x, size_t n) {
+/* Waits until every rank has come; false when the group was ended first. */
+static bool meet(struct backend_group *g) {
+    pthread_mutex_lock(&g->mu);
+    uint64_t mine = g->meeting;
+    if (!g->aborted && ++g->arrived == g->world) {
+        g->arrived = 0, g->meeting++;
+        pthread_cond_broadcast(&g->all_here);
+    }
+    while (g->meeting == mine && !g->aborted)
+        pthread_cond_wait(&g->all_here, &g->mu);
+    bool met = g->meeting != mine;
+    pthread_mutex_unlock(&g->mu);
+    return met;
+}
+
+enum ox_status cpu_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
+                              size_t n) {
     (void)b;
     float *sum = g->sums + (size_t)rank * GROUP_CHUNK;
     for (size_t at = 0; at < n; at += GROUP_CHUNK) {
         size_t len = n - at < GROUP_CHUNK ? n - at : GROUP_CHUNK;
         g->rows[rank] = x + at;
-        pthread_barrier_wait(&g->met);
+        if (!meet(g))
+            return ox_fail(OX_ERR_IO, "cpu: the ranks' sums were ended: a rank is gone");
         memcpy(sum, g->rows[0], len * sizeof *sum);
         for (int r = 1; r < g->world; r++)
             for (size_t i = 0; i < len; i++)
                 sum[i] += g->rows[r][i];
-        pthread_barrier_wait(&g->met); /* every rank has read every rank's rows */
+        if (!meet(g)) /* every rank has read every rank's rows */
+            return ox_fail(OX_ERR_IO, "cpu: the ranks' sums were ended: a rank is gone");
         memcpy(x + at, sum, len * sizeof *sum);
     }
+    return OX_OK;
 }

@@ -52,7 +52,9 @@ void cpu_copy_rows(struct backend *b, float *dst, size_t dst_stride, const float
 void cpu_axpy(struct backend *b, float *y, const float *x, float w, size_t n);
 void cpu_zero(struct backend *b, float *y, size_t n);
 /* cpu_group.c: the ranks of a split model on threads of this process, summing their rows */
-void cpu_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x, size_t n);
+enum ox_status cpu_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
+                              size_t n);
+void cpu_group_abort(struct backend_group *g);
 struct backend_group *cpu_group_create(int world, const int *devices);
 enum ox_status cpu_group_enter(struct backend_group *g, int rank);
 int cpu_devices(void);

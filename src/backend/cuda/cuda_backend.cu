@@ -400,6 +400,7 @@ const struct backend_ops backend_cuda_ops = {
     .group_create = backend_cuda_group_create,
     .group_enter = backend_cuda_group_enter,
     .group_free = backend_cuda_group_free,
+    .group_abort = backend_cuda_group_abort,
     .devices = cuda_devices,
     .group_id = backend_cuda_group_id,
     .group_join = backend_cuda_group_join,

@@ -15,7 +15,8 @@
 enum { CUDA_GROUP_MAX = 16 };
 
 struct backend_group {
-    int world, first, n_local;  /* this process's ranks: first .. first + n_local - 1 */
+    int world, first, n_local; /* this process's ranks: first .. first + n_local - 1 */
+    bool aborted;
     int device[CUDA_GROUP_MAX]; /* by local rank, as comm */
 #ifdef OX_HAVE_NCCL
     ncclComm_t comm[CUDA_GROUP_MAX];
@@ -122,24 +123,39 @@ extern "C" void backend_cuda_group_free(struct backend_group *g) {
     if (!g)
         return;
 #ifdef OX_HAVE_NCCL
-    for (int i = 0; i < g->n_local; i++)
+    for (int i = 0; i < g->n_local && !g->aborted; i++) /* an abort freed them */
         ncclCommDestroy(g->comm[i]);
 #endif
     free(g);
 }
 
-void cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x, size_t n) {
+/* ncclCommAbort ends a communicator whose peer is gone, from any thread: the kernels waiting in
+ * it return, and it is freed. Later sums fail at once. */
+extern "C" void backend_cuda_group_abort(struct backend_group *g) {
+    if (__atomic_exchange_n(&g->aborted, true, __ATOMIC_ACQ_REL))
+        return;
 #ifdef OX_HAVE_NCCL
-    ncclResult_t e =
-        ncclAllReduce(x, x, n, ncclFloat, ncclSum, g->comm[rank - g->first], cuda_of(b)->stream);
-    if (e != ncclSuccess) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "cuda: NCCL all-reduce of rank %d: %s", rank,
-                 ncclGetErrorString(e));
-        cuda_note_again(b, msg);
-    }
+    for (int i = 0; i < g->n_local; i++)
+        ncclCommAbort(g->comm[i]);
+#endif
+}
+
+enum ox_status cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
+                               size_t n) {
+    char msg[160];
+#ifdef OX_HAVE_NCCL
+    ncclResult_t e = __atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE)
+                         ? ncclRemoteError
+                         : ncclAllReduce(x, x, n, ncclFloat, ncclSum, g->comm[rank - g->first],
+                                         cuda_of(b)->stream);
+    if (e == ncclSuccess)
+        return OX_OK;
+    snprintf(msg, sizeof msg, "cuda: NCCL all-reduce of rank %d: %s", rank,
+             g->aborted ? "the group was ended (a rank is gone)" : ncclGetErrorString(e));
 #else
     (void)g, (void)rank, (void)x, (void)n;
-    cuda_note_again(b, "cuda: this build has no NCCL");
+    snprintf(msg, sizeof msg, "cuda: this build has no NCCL");
 #endif
+    cuda_note_again(b, msg);
+    return ox_fail(OX_ERR_DEVICE, "%s", msg);
 }

@@ -19,7 +19,8 @@ void cuda_matmul(struct backend *b, const struct mat *w, const float *x, float *
 bool cuda_gemm_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 /* cuda_group.cu: a split model's partial rows summed over its ranks' GPUs */
-void cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x, size_t n);
+enum ox_status cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
+                               size_t n);
 extern "C" int cuda_devices(void);
 
 /* cuda_gemv_half.cu: one token through f16 / bf16 weights: y = W x (or y += W x); one to three

@@ -470,6 +470,29 @@ enum ox_status dist_recv_reply(struct dist_group *g, int from, uint8_t **buf, si
     return recv_frame(g, g->fds[from], from, DIST_REPLY, &r, len, wait_ms);
 }
 
+bool dist_peer_lost(struct dist_group *g, int wait_ms, uint64_t *ready, int *which) {
+    struct pollfd p[64];
+    int rank[64], n = 0;
+    for (int r = g->rank == 0 ? 1 : 0; r < (g->rank == 0 ? g->world : 1) && n < 64; r++)
+        if (!(*ready >> r & 1) && g->fds[g->rank == 0 ? r : 0] >= 0)
+            p[n] =
+                (struct pollfd){.fd = g->fds[g->rank == 0 ? r : 0], .events = POLLIN | POLLRDHUP},
+            rank[n++] = r;
+    if (n == 0 || poll(p, (nfds_t)n, wait_ms) <= 0)
+        return false;
+    for (int i = 0; i < n; i++) {
+        char byte;
+        ssize_t got = p[i].revents & POLLIN ? recv(p[i].fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) : -1;
+        if (got > 0) {
+            *ready |= 1ull << rank[i]; /* an answer waits: alive */
+        } else if (p[i].revents & (POLLERR | POLLHUP | POLLRDHUP) || got == 0) {
+            *which = rank[i];
+            return true;
+        }
+    }
+    return false;
+}
+
 void dist_leave(struct dist_group *g) {
     if (!g)
         return;

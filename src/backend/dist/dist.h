@@ -59,6 +59,11 @@ enum ox_status dist_reply(struct dist_group *g, const void *msg, size_t len);
 enum ox_status dist_recv_reply(struct dist_group *g, int r, uint8_t **buf, size_t *cap, size_t max,
                                size_t *len, int wait_ms);
 
+/* Whether a rank this one talks to (rank 0: the others; the others: rank 0) is gone, seen
+ * within wait_ms: its connection closed or broke (*which: that rank). A rank with bytes waiting
+ * (an answer) is alive: its bit in *ready (all 0 at first) spares it the next looks. */
+bool dist_peer_lost(struct dist_group *g, int wait_ms, uint64_t *ready, int *which);
+
 /* Leaves the group (rank 0 first tells the others it ends); NULL is a no-op. */
 void dist_leave(struct dist_group *g);
 
