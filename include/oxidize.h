@@ -366,12 +366,13 @@ struct ox_model_params {
                              between, the last n_gpu_layers layers and the output (the
                              CPU runs the embeddings and the first layers) */
     /* How a model whose layers all go to GPUs uses several (llama.cpp's split modes; numbered
-     * as its llama_split_mode): OX_SPLIT_NONE one GPU (default); OX_SPLIT_ROW every GPU that
-     * tensor_split gives a share (all when it gives none), each rank holding its share of every
-     * layer's attention heads and FFN rows (tensor parallelism: their outputs summed through
-     * NCCL twice a layer), main_gpu rank 0, the one the logits come from. The shares must be
-     * equal (heads divide evenly). OX_SPLIT_LAYER is not built: one GPU runs the model, with a
-     * warning. */
+     * as its llama_split_mode): OX_SPLIT_NONE one GPU (default); the others every GPU that
+     * tensor_split gives a share (all when it gives none), main_gpu rank 0, the one the logits
+     * come from. OX_SPLIT_LAYER: each rank runs consecutive layers, as many as its share says
+     * (rank 0 also the embeddings and the output), the hidden state handed from GPU to GPU
+     * (NCCL); OX_SPLIT_ROW: each rank holds its share of every layer's attention heads and
+     * FFN rows (tensor parallelism: their outputs summed through NCCL twice a layer), the
+     * shares equal (heads divide evenly). */
     int32_t split_mode;
     int32_t main_gpu;
     float tensor_split[OX_MAX_DEVICES];

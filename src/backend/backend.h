@@ -349,6 +349,12 @@ struct backend_ops {
      * ended by group_abort: a rank is gone. */
     enum ox_status (*all_reduce)(struct backend *b, struct backend_group *g, int rank, float *x,
                                  size_t n);
+    /* With all_reduce: rank's n floats x to rank `to` of the group, and from rank `from` into x
+     * (a pipeline's hidden state); each send meets the recv that names it, in order. */
+    enum ox_status (*send)(struct backend *b, struct backend_group *g, int rank, int to,
+                           const float *x, size_t n);
+    enum ox_status (*recv)(struct backend *b, struct backend_group *g, int rank, int from, float *x,
+                           size_t n);
     /* With all_reduce: a group of world ranks of this process, rank r on device devices[r]
      * (the CPU has none: NULL), each on a thread of its own that group_enter makes rank's (its
      * device current) before it makes the rank's shard and context; NULL with the error set

@@ -64,14 +64,17 @@ static float *bfalloc(struct ox_context *ctx, struct stage *s, size_t n) {
     return balloc(ctx, s, n * sizeof(float));
 }
 
-/* The cells' bookkeeping, on the host, and the row sizes of the layers that keep their own. */
+/* The cells' bookkeeping, on the host, and the row sizes of the layers that keep their own (of
+ * those the context runs). */
 static enum ox_status alloc_kv(struct ox_context *ctx) {
     const struct model_config *c = &ctx->model->cfg;
     OX_TRY(kv_init(&ctx->kv, ctx->params.kv_type, (int32_t)ctx->params.n_ctx));
     /* each sequence's cells together (while it fits its share), so that a step of many
      * sequences' next tokens reads little beyond each one's own cells */
     kv_set_regions(&ctx->kv, (int32_t)ctx->params.n_seq_max);
-    for (int32_t il = 0; il < c->n_layer; il++) {
+    const struct ox_model *m = ctx->model; /* a pipeline rank keeps its layers' rows alone */
+    for (int32_t il = m->pipe_world ? m->layer_begin : 0;
+         il < (m->pipe_world ? m->layer_end : c->n_layer); il++) {
         const struct layer_shape *l = &c->layer[il];
         if (l->kv_layer == il) /* latent attention's values are the front of its keys (mla.c) */
             kv_set_layer(&ctx->kv, il, (int64_t)l->n_head_kv * l->head_dim_k,
@@ -346,13 +349,16 @@ static enum ox_status alloc_backend(struct ox_context *ctx, struct stage *s, boo
 /* One stage per backend the model's layers are on: the CPU's first when there are two. */
 static enum ox_status alloc_stages(struct ox_context *ctx) {
     const struct ox_model *m = ctx->model;
-    int32_t split = m->on_gpu ? m->gpu_layer_begin : m->cfg.n_layer;
-    ctx->n_stages = split > 0 && split < m->cfg.n_layer ? 2 : 1;
+    /* a pipeline rank's model runs only its layers */
+    int32_t begin = m->pipe_world ? m->layer_begin : 0;
+    int32_t end = m->pipe_world ? m->layer_end : m->cfg.n_layer;
+    int32_t split = m->on_gpu ? m->gpu_layer_begin : end;
+    ctx->n_stages = split > begin && split < end ? 2 : 1;
     for (int32_t i = 0; i < ctx->n_stages; i++) {
         struct stage *s = &ctx->stages[i];
         bool gpu = m->on_gpu && i == ctx->n_stages - 1;
-        s->layer_begin = gpu ? split : 0;
-        s->layer_end = gpu ? m->cfg.n_layer : split;
+        s->layer_begin = gpu ? split : begin;
+        s->layer_end = gpu ? end : split;
         s->act.ffn_slice = ffn_slice(ctx, gpu);
         OX_TRY(alloc_backend(ctx, s, gpu));
         OX_TRY(alloc_kv_rows(ctx, s));
@@ -495,13 +501,14 @@ uint32_t ox_context_n_ctx(const struct ox_context *ctx) {
 
 enum ox_status context_join_group(struct ox_context *ctx, struct backend_group *g, int rank) {
     for (int32_t i = 0; i < ctx->n_stages; i++)
-        if (!ctx->stages[i].be.ops->all_reduce)
+        if (!ctx->stages[i].be.ops->all_reduce || !ctx->stages[i].be.ops->send)
             return ox_fail(OX_ERR_UNSUPPORTED,
                            "context: the %s backend cannot run a rank of a split model (no "
-                           "sums across ranks)",
+                           "sums or hand-overs across ranks)",
                            ctx->stages[i].be.ops->name);
     if (!ctx->model->whole)
         return ox_fail(OX_ERR_INVALID_ARG, "context: only a shard's context joins a group");
-    ctx->group = g, ctx->rank = rank;
+    *(ctx->model->pipe_world ? &ctx->pipe : &ctx->group) = g;
+    ctx->rank = rank;
     return OX_OK;
 }

@@ -100,6 +100,9 @@ struct ox_context {
      * (block_reduce), and this rank's number in it; NULL for a whole model */
     struct backend_group *group;
     int rank;
+    /* a rank of a model split by layers (pipeline.c): the group its hidden state goes through
+     * to the next rank (and from the last back to rank 0); NULL for any other */
+    struct backend_group *pipe;
     /* rank 0's context of a split model (split.c): the other ranks' contexts, which every call
      * that changes this one changes too (split_ops.c); NULL for any other */
     struct split_context *split;
@@ -120,9 +123,10 @@ struct batch_view {
  * of the tokens whose out_row >= 0. */
 enum ox_status transformer_forward(struct ox_context *ctx, const struct batch_view *batch);
 
-/* The context of a rank's shard (model_shard) joins group g as rank: its batches then meet the
- * other ranks' at every attention and FFN output, so every rank must decode the same batches.
- * OX_ERR_UNSUPPORTED where a stage's backend cannot take part. */
+/* The context of a rank's shard (model_shard, model_layer_shard) joins group g as rank: its
+ * batches then meet the other ranks' at every attention and FFN output, or pass the hidden
+ * state on, so every rank must decode the same batches. OX_ERR_UNSUPPORTED where a stage's
+ * backend cannot take part. */
 enum ox_status context_join_group(struct ox_context *ctx, struct backend_group *g, int rank);
 
 #endif

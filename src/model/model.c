@@ -43,12 +43,12 @@ static enum ox_status place_weights(struct ox_model *m, const struct ox_model_pa
                            "model: a split across processes takes a GPU in each (and rank 0's "
                            "address, dist_addr)%s",
                            gpu ? "" : ": this build has no GPU backend");
-        return model_split_join(m, gpu, NULL, &dp, p->main_gpu);
+        return model_split_join(m, gpu, NULL, &dp, p->main_gpu, p->split_mode);
     }
-    int world = 0, devices[SPLIT_MAX];
-    OX_TRY(split_devices(p, backend_device(), m->cfg.n_layer, &world, devices));
-    if (world > 1)
-        return model_split(m, backend_device(), world, devices);
+    struct split_plan plan;
+    OX_TRY(split_devices(p, backend_device(), m->cfg.n_layer, &plan));
+    if (plan.world > 1)
+        return model_split(m, backend_device(), &plan);
     OX_TRY(model_upload_weights(m, p->n_gpu_layers));
     if (!m->on_gpu || m->gpu_layer_begin > 0)
         model_pack_weights(m);

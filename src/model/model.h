@@ -153,7 +153,11 @@ struct ox_model {
     struct ox_lora *loras;              /* the adapters loaded for it (lora.c), freed with it */
     const struct ox_model *whole; /* a rank's shard (shard.c): the model whose bytes it views and
                                      whose file, vocabulary and copies it borrows; else NULL */
-    struct model_split *split;    /* its shards when split over GPUs by rows (split.c), or NULL */
+    struct model_split *split;    /* its shards when split over GPUs (split.c), or NULL */
+    /* a pipeline rank's model (pipeline.c): it runs layers [layer_begin, layer_end), and is
+     * rank pipe_rank of pipe_world (rank 0 also embeds the tokens and makes the logits);
+     * pipe_world 0 for any other model */
+    int32_t layer_begin, layer_end, pipe_rank, pipe_world;
 };
 
 enum ox_status model_config_load(const struct ox_gguf *g, struct model_config *cfg);
@@ -169,6 +173,9 @@ struct backend_tensor model_file_tensor(const struct ox_model *m, const struct w
  * GPU kernels lack when layers were asked for). */
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers);
 void model_free_gpu_weights(struct ox_model *m);
+/* Copy the weights of layers [begin, end) to the device backend (a pipeline rank's: with ends,
+ * the embeddings and the output too); an error where the GPU does not run them. */
+enum ox_status model_upload_layers(struct ox_model *m, int32_t begin, int32_t end, bool ends);
 /* The device's copy of the rope frequency factors (rope_freqs.weight), or NULL. */
 const float *model_gpu_freq_factors(const struct ox_model *m);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "model/pipeline.h"
 #include "model/shard.h"
 #include "model/split.h"
 
@@ -207,11 +208,11 @@ static void stop_watch(struct model_split *sp) {
 
 /* ---- which GPUs ------------------------------------------------------------------------ */
 
-/* The GPUs tensor_split gives a share (all when it gives none), main_gpu first, into devices;
- * an error for shares that are negative, past the GPUs present, unequal, or none for
- * main_gpu. */
-static enum ox_status row_devices(const struct ox_model_params *p, int gpus, int *world,
-                                  int devices[SPLIT_MAX]) {
+/* The GPUs tensor_split gives a share (all when it gives none), main_gpu first, into the plan
+ * with their shares; an error for shares past the GPUs present, none for main_gpu, or unequal
+ * ones for a split by rows. */
+static enum ox_status plan_devices(const struct ox_model_params *p, int gpus,
+                                   struct split_plan *plan) {
     bool any = false;
     for (int i = 0; i < OX_MAX_DEVICES; i++) {
         float s = p->tensor_split[i];
@@ -226,24 +227,24 @@ static enum ox_status row_devices(const struct ox_model_params *p, int gpus, int
         return ox_fail(OX_ERR_INVALID_ARG, "model: tensor_split gives main_gpu %d no share",
                        p->main_gpu);
     int n = 0;
-    devices[n++] = p->main_gpu;
+    plan->device[n] = p->main_gpu, plan->share[n++] = share;
     for (int i = 0; i < gpus && i < OX_MAX_DEVICES; i++) {
         float s = any ? p->tensor_split[i] : 1.0f;
-        if (s > 0.0f && fabsf(s - share) > 1e-6f * share)
+        if (s > 0.0f && p->split_mode == OX_SPLIT_ROW && fabsf(s - share) > 1e-6f * share)
             return ox_fail(OX_ERR_UNSUPPORTED,
                            "model: split_mode row takes equal shares (each GPU holds as many "
                            "heads and FFN rows): tensor_split gives GPU %d %g, GPU %d %g",
                            i, (double)s, p->main_gpu, (double)share);
         if (s > 0.0f && i != p->main_gpu)
-            devices[n++] = i;
+            plan->device[n] = i, plan->share[n++] = s;
     }
-    *world = n;
+    plan->world = n;
     return OX_OK;
 }
 
 enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,
-                             int n_layer, int *world, int devices[SPLIT_MAX]) {
-    *world = 0;
+                             int n_layer, struct split_plan *plan) {
+    *plan = (struct split_plan){.mode = p->split_mode};
     if (p->split_mode < OX_SPLIT_NONE || p->split_mode > OX_SPLIT_ROW)
         return ox_fail(OX_ERR_INVALID_ARG, "model: split_mode %d (0 none, 1 layer, 2 row)",
                        p->split_mode);
@@ -259,25 +260,16 @@ enum ox_status split_devices(const struct ox_model_params *p, const struct backe
         return p->main_gpu == 0 ? OX_OK
                                 : ox_fail(OX_ERR_UNSUPPORTED,
                                           "model: one GPU runs the model on GPU 0 (main_gpu %d "
-                                          "takes split_mode row)",
+                                          "takes split_mode row or layer)",
                                           p->main_gpu);
-    if (p->split_mode == OX_SPLIT_LAYER) { /* llama-cpp-python's default: one GPU, said so */
-        ox_log(OX_LOG_WARN,
-               "model: split_mode layer (layers over GPUs) is not built: GPU %d runs "
-               "every layer (split_mode row splits them)",
-               p->main_gpu);
-        return p->main_gpu == 0 ? OX_OK
-                                : ox_fail(OX_ERR_UNSUPPORTED,
-                                          "model: main_gpu %d takes split_mode row", p->main_gpu);
-    }
     if (p->n_gpu_layers > 0 && p->n_gpu_layers < n_layer)
         return ox_fail(OX_ERR_UNSUPPORTED,
-                       "model: split_mode row runs every layer on the GPUs, but n_gpu_layers %d "
+                       "model: split_mode %s runs every layer on the GPUs, but n_gpu_layers %d "
                        "of %d leaves some to the CPU",
-                       p->n_gpu_layers, n_layer);
-    OX_TRY(row_devices(p, gpus, world, devices));
-    if (*world == 1)
-        *world = 0; /* one GPU: no split */
+                       p->split_mode == OX_SPLIT_ROW ? "row" : "layer", p->n_gpu_layers, n_layer);
+    OX_TRY(plan_devices(p, gpus, plan));
+    if (plan->world == 1)
+        plan->world = 0; /* one GPU: no split */
     return OX_OK;
 }
 
@@ -286,7 +278,11 @@ enum ox_status split_devices(const struct ox_model_params *p, const struct backe
 static enum ox_status make_shard(int rank, void *user) {
     struct ox_model *m = user;
     struct model_split *sp = m->split;
-    return model_shard(m, rank, sp->world, sp->ops->device, &sp->shard[rank - sp->first]);
+    struct ox_model **out = &sp->shard[rank - sp->first];
+    if (sp->mode == OX_SPLIT_LAYER)
+        return model_layer_shard(m, rank, sp->world, sp->layer_begin[rank],
+                                 sp->layer_begin[rank + 1], sp->ops->device, out);
+    return model_shard(m, rank, sp->world, sp->ops->device, out);
 }
 
 static enum ox_status free_shard(int rank, void *user) {
@@ -296,19 +292,29 @@ static enum ox_status free_shard(int rank, void *user) {
     return OX_OK;
 }
 
-/* A split of m over world ranks, n_local of them here from first on (local rank i on device
- * devices[i]), into m->split, its group still to make. */
-static struct model_split *split_new(struct ox_model *m, const struct backend_ops *ops, int world,
-                                     int first, int n_local, const int *devices) {
+/* A split of m as the plan says, n_local of its ranks here from first on (local rank i on
+ * device devices[i]), into m->split, its group still to make. By layers, rank r's run from
+ * layer_begin[r], in proportion to the shares (rounded to the nearest layer). */
+static struct model_split *split_new(struct ox_model *m, const struct backend_ops *ops,
+                                     const struct split_plan *plan, int first, int n_local,
+                                     const int *devices) {
     struct model_split *sp = calloc(1, sizeof *sp);
     if (!sp) {
         ox_fail(OX_ERR_OOM, "model: out of memory");
         return NULL;
     }
-    sp->world = world, sp->first = first, sp->n_local = n_local, sp->ops = ops;
+    sp->world = plan->world, sp->first = first, sp->n_local = n_local, sp->ops = ops;
+    sp->mode = plan->mode == OX_SPLIT_LAYER ? OX_SPLIT_LAYER : OX_SPLIT_ROW;
     pthread_mutex_init(&sp->calls, NULL);
     for (int i = 0; i < n_local; i++)
         sp->device[i] = devices ? devices[i] : i;
+    double total = 0, sum = 0;
+    for (int r = 0; r < plan->world; r++)
+        total += plan->share[r] > 0 ? plan->share[r] : 1.0;
+    for (int r = 0; r <= plan->world; r++) {
+        sp->layer_begin[r] = (int32_t)(m->cfg.n_layer * (sum / total) + 0.5);
+        sum += r < plan->world && plan->share[r] > 0 ? plan->share[r] : 1.0;
+    }
     m->split = sp;
     return sp;
 }
@@ -323,12 +329,13 @@ static enum ox_status start(struct ox_model *m) {
     return st;
 }
 
-enum ox_status model_split(struct ox_model *m, const struct backend_ops *ops, int world,
-                           const int *devices) {
+enum ox_status model_split(struct ox_model *m, const struct backend_ops *ops,
+                           const struct split_plan *plan) {
+    int world = plan->world;
     if (world < 2 || world > SPLIT_MAX || !ops->group_create)
         return ox_fail(OX_ERR_INVALID_ARG, "model: a split over %d ranks of the %s", world,
                        ops->name);
-    struct model_split *sp = split_new(m, ops, world, 0, world, devices);
+    struct model_split *sp = split_new(m, ops, plan, 0, world, plan->device);
     if (!sp)
         return OX_ERR_OOM;
     sp->group = ops->group_create(world, ops->device ? sp->device : NULL);
@@ -353,7 +360,7 @@ static uint64_t model_key(const struct ox_model *m) {
 
 enum ox_status model_split_join(struct ox_model *m, const struct backend_ops *ops,
                                 struct backend_group *group, const struct dist_params *dp,
-                                int device) {
+                                int device, int mode) {
     if (dp->world < 2 || dp->world > SPLIT_MAX || dp->rank < 0 || dp->rank >= dp->world)
         return ox_fail(OX_ERR_INVALID_ARG, "model: rank %d of %d ranks (2 to %d)", dp->rank,
                        dp->world, SPLIT_MAX);
@@ -364,7 +371,8 @@ enum ox_status model_split_join(struct ox_model *m, const struct backend_ops *op
     size_t id_len = 0;
     if (!group) /* NCCL's unique id: rank 0 makes it, the others get it when they join */
         OX_TRY(ops->group_id(dp->rank == 0, id, &id_len));
-    struct model_split *sp = split_new(m, ops, dp->world, dp->rank, 1, &device);
+    struct split_plan plan = {.mode = mode, .world = dp->world}; /* equal shares */
+    struct model_split *sp = split_new(m, ops, &plan, dp->rank, 1, &device);
     if (!sp)
         return OX_ERR_OOM;
     struct dist_params p = *dp;

@@ -18,9 +18,11 @@ struct split_workers; /* the threads of this process's ranks but its first (spli
 struct split_watch;   /* the thread that watches the other processes while a call runs */
 
 struct model_split {
-    int world;                     /* ranks in all */
-    int first, n_local;            /* this process's: first .. first + n_local - 1 */
-    const struct backend_ops *ops; /* the backend whose group sums the ranks */
+    int world;                          /* ranks in all */
+    int mode;                           /* OX_SPLIT_ROW (heads and FFN rows) or OX_SPLIT_LAYER */
+    int32_t layer_begin[SPLIT_MAX + 1]; /* by layers: rank r runs layer_begin[r] .. [r + 1] - 1 */
+    int first, n_local;                 /* this process's: first .. first + n_local - 1 */
+    const struct backend_ops *ops;      /* the backend whose group sums the ranks */
     struct backend_group *group;
     bool group_borrowed;               /* a test's group shared by its "processes" (threads) */
     struct ox_model *shard[SPLIT_MAX]; /* by local rank (rank first + i) */
@@ -42,23 +44,32 @@ struct split_context {
     struct ox_context *rank[SPLIT_MAX]; /* by local rank; rank[0] the context the caller holds */
 };
 
-/* The GPUs params ask a row split over: *world of them into devices, main_gpu first; *world 0
- * where the model is not to be split (another mode, one GPU, or the CPU); an error for shares
- * the split cannot honour. */
-enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,
-                             int n_layer, int *world, int devices[SPLIT_MAX]);
+/* How a model is split: by rows or layers (mode), over world ranks, rank r on GPU device[r]
+ * with share[r] of the layers (0: an equal share). */
+struct split_plan {
+    int mode, world;
+    int device[SPLIT_MAX];
+    float share[SPLIT_MAX];
+};
 
-/* Split m (loaded for the CPU, unpacked) over world ranks of ops's group, all in this process
- * (rank r on devices[r]; ops the CPU's: threads of the host): m->split, freed by
+/* The split params ask for: its GPUs (main_gpu rank 0's) and their shares; world 0 where the
+ * model is not to be split (no split mode, one GPU, or the CPU); an error for shares the split
+ * cannot honour. */
+enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,
+                             int n_layer, struct split_plan *plan);
+
+/* Split m (loaded for the CPU, unpacked) as plan says over ranks of ops's group, all in this
+ * process (ops the CPU's: threads of the host; its devices unused): m->split, freed by
  * model_split_free. */
-enum ox_status model_split(struct ox_model *m, const struct backend_ops *ops, int world,
-                           const int *devices);
-/* Split m over the processes that join dp (this one rank dp->rank, on GPU device), their sums
- * through a group ops's backend joins with the bytes rank 0 hands out (NCCL's unique id); or,
- * with group (a test's ranks as threads), through that group. */
+enum ox_status model_split(struct ox_model *m, const struct backend_ops *ops,
+                           const struct split_plan *plan);
+/* Split m by mode (rows or layers, equal shares) over the processes that join dp (this one
+ * rank dp->rank, on GPU device), their sums and hand-overs through a group ops's backend joins
+ * with the bytes rank 0 hands out (NCCL's unique id); or, with group (a test's ranks as
+ * threads), through that group. */
 enum ox_status model_split_join(struct ox_model *m, const struct backend_ops *ops,
                                 struct backend_group *group, const struct dist_params *dp,
-                                int device);
+                                int device, int mode);
 void model_split_free(struct ox_model *m);
 
 /* While a call runs on this process's ranks (between begin and end), a rank of another process

@@ -8,6 +8,7 @@
 #include "model/attention.h"
 #include "model/block.h"
 #include "model/context.h"
+#include "model/pipeline.h"
 #include "model/delta_net.h"
 #include "model/encoder.h"
 #include "model/ffn.h"
@@ -138,7 +139,7 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b,
         moe |= ctx->model->layers[il].ffn_gate_inp != NULL;
     bool many_seqs = batch->one_per_seq && n <= b->ops->graph_max_seqs && n <= ctx->logit_rows;
     if (n < 1 || (n > b->ops->graph_max_tokens && !many_seqs) || ctx->embd_only || !ctx->logits ||
-        ctx->group || /* a rank's sums (NCCL's) are not recorded */
+        ctx->group || ctx->pipe || /* a rank's sums and hand-overs (NCCL's) are not recorded */
         (moe && (n > 1 || !ctx->moe_graphable)) || c->attn_temp_scale != 0.0f)
         return false;
     for (int t = 0; t < n; t++)
@@ -219,10 +220,14 @@ static enum ox_status forward(struct ox_context *ctx, const struct batch_view *b
     uint64_t key = (uint64_t)n | (uint64_t)b->one_token_order << 16 | (uint64_t)ctx->lora_gen << 32;
     if (graph && compose_graph_begin(b, key))
         return output_rows(ctx, last, 0, n);
-    if (ctx->n_stages == 1)
+    if (pipeline_takes(ctx)) /* a pipeline's rank after the first: the state so far */
+        pipeline_take(ctx, last, n);
+    else if (ctx->n_stages == 1)
         embed(ctx, last, n);
     if ((n = run_layers(ctx, last, batch)) == 0)
         return b->ops->download(b, NULL, NULL, 0); /* the batch's status */
+    if (ctx->pipe && (n = pipeline_pass(ctx, last, batch, n)) == 0)
+        return b->ops->download(b, NULL, NULL, 0); /* a rank that makes no logits */
     if (n_in == 1 && batch->out_row[0] >= 0)       /* a step graphable() would take, but for MoE */
         ctx->moe_graphable = !ctx->moe_on_host;
     if (n <= ctx->logit_rows) {

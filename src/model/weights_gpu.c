@@ -13,25 +13,29 @@ static int32_t tensor_layer(const struct weight *w) {
     return sscanf(w->name, "blk.%" SCNd32 ".", &il) == 1 ? il : -1;
 }
 
-/* Whether the GPU runs a tensor when layers from gpu_begin on are there: those layers', and the
- * output's; the embeddings (and the per-layer ones made with them) only when everything is (a
- * tied output takes token_embd too). */
-static bool runs_on_gpu(const struct ox_model *m, const struct weight *w, int32_t gpu_begin) {
-    if (gpu_begin == 0 || w == m->output)
-        return true;
+/* Whether the GPU runs a tensor when layers [begin, end) are there: those layers', and with
+ * ends the output's, and the embeddings' (and the per-layer ones made with them) when the first
+ * layer is there too (a tied output takes token_embd too); the model's small tensors (norms,
+ * rope factors) always. */
+static bool runs_on_gpu(const struct ox_model *m, const struct weight *w, int32_t begin,
+                        int32_t end, bool ends) {
     int32_t il = tensor_layer(w);
-    return il >= 0 ? il >= gpu_begin
-                   : w != m->tok_embd && w != m->pos_embd && w != m->ple_tok_embd &&
-                         w != m->ple_model_proj && w != m->ple_proj_norm;
+    if (il >= 0)
+        return il >= begin && il < end;
+    if (w == m->output)
+        return ends;
+    bool embeddings = w == m->tok_embd || w == m->pos_embd || w == m->ple_tok_embd ||
+                      w == m->ple_model_proj || w == m->ple_proj_norm;
+    return !embeddings || (ends && begin == 0);
 }
 
 /* Matrices the kernels must multiply or look rows up in; norms and biases are f32. */
 static enum ox_status check_types(const struct ox_model *m, const struct backend_ops *gpu,
-                                  int32_t gpu_begin) {
+                                  int32_t begin, int32_t end, bool ends) {
     for (int64_t i = 0; i < m->gguf->n_tensors; i++) {
         const struct weight *w = &m->weights[i];
-        if (runs_on_gpu(m, w, gpu_begin) && (!gpu->supports(BACKEND_OP_MATMUL, w->type) ||
-                                             !gpu->supports(BACKEND_OP_GET_ROWS, w->type)))
+        if (runs_on_gpu(m, w, begin, end, ends) && (!gpu->supports(BACKEND_OP_MATMUL, w->type) ||
+                                                    !gpu->supports(BACKEND_OP_GET_ROWS, w->type)))
             return ox_fail(OX_ERR_UNSUPPORTED,
                            "model: tensor '%s' is %s, which the %s backend does not run yet "
                            "(n_gpu_layers = 0 runs the model on the CPU)",
@@ -74,6 +78,41 @@ static enum ox_status fold_norms(struct ox_model *m) {
     return OX_OK;
 }
 
+/* The weights the GPU runs with layers [begin, end) there (runs_on_gpu), copied to it, and the
+ * norms folded into them. */
+static enum ox_status upload_range(struct ox_model *m, const struct backend_ops *gpu, int32_t begin,
+                                   int32_t end, bool ends) {
+    m->gpu = gpu;
+    enum ox_status st = check_types(m, gpu, begin, end, ends);
+    for (int64_t i = 0; st == OX_OK && i < m->gguf->n_tensors; i++) {
+        struct weight *w = &m->weights[i];
+        if (!runs_on_gpu(m, w, begin, end, ends))
+            continue;
+        struct backend_tensor t = model_file_tensor(m, &m->weights[i]);
+        st = gpu->prepare_weight(&m->gpu_weights, &t, &w->copy);
+        w->copy_of = w->copy ? gpu : NULL;
+    }
+    if (st == OX_OK) {
+        m->gpu_layer_begin = begin;
+        st = fold_norms(m);
+    }
+    return st;
+}
+
+enum ox_status model_upload_layers(struct ox_model *m, int32_t begin, int32_t end, bool ends) {
+    const struct backend_ops *gpu = backend_device();
+    if (!gpu || !gpu->available())
+        return ox_fail(OX_ERR_DEVICE, "model: no GPU for layers %d to %d", begin, end - 1);
+    enum ox_status st = upload_range(m, gpu, begin, end, ends);
+    if (st != OX_OK) {
+        model_free_gpu_weights(m);
+        m->gpu = NULL, m->gpu_layer_begin = 0;
+        return st;
+    }
+    m->on_gpu = true;
+    return OX_OK;
+}
+
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
     const struct backend_ops *gpu = backend_device();
     if (n_gpu_layers == 0 || (n_gpu_layers < 0 && (!gpu || !gpu->available())))
@@ -97,20 +136,7 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
                "model: %d layers on the GPU, not %d: the last ones read the caches of "
                "layers from %d on",
                n_layer - gpu_begin, n_layer - asked, gpu_begin);
-    m->gpu = gpu;
-    enum ox_status st = check_types(m, gpu, gpu_begin);
-    for (int64_t i = 0; st == OX_OK && i < m->gguf->n_tensors; i++) {
-        struct weight *w = &m->weights[i];
-        if (!runs_on_gpu(m, w, gpu_begin))
-            continue;
-        struct backend_tensor t = model_file_tensor(m, &m->weights[i]);
-        st = gpu->prepare_weight(&m->gpu_weights, &t, &w->copy);
-        w->copy_of = w->copy ? gpu : NULL;
-    }
-    if (st == OX_OK) {
-        m->gpu_layer_begin = gpu_begin;
-        st = fold_norms(m);
-    }
+    enum ox_status st = upload_range(m, gpu, gpu_begin, n_layer, true);
     if (st != OX_OK) { /* asked for explicitly: an error; by default: the CPU, with a note */
         model_free_gpu_weights(m);
         m->gpu = NULL, m->gpu_layer_begin = 0;

@@ -112,7 +112,7 @@ class _Model:
         params = _lib.lib.ox_model_params_default()
         params.use_mmap = use_mmap
         params.n_gpu_layers = -1 if n_gpu_layers < 0 else n_gpu_layers
-        # llama_cpp's split over GPUs: 0 none, 1 layer (one GPU here, with a warning), 2 row
+        # llama_cpp's split over GPUs: 0 none, 1 layer (its default), 2 row
         params.split_mode = split_mode
         params.main_gpu = main_gpu
         if len(tensor_split or []) > 16:

@@ -1,8 +1,9 @@
 /* cpu_group.c: the ranks of a split model as threads of one process, each running the CPU
  * backend: their all_reduce calls meet at a barrier, each rank adds every rank's rows in rank
  * order into its own buffer (so all get the same floats), and a second barrier keeps the rows
- * until everyone has read them. The barrier is one of its own so that cpu_group_abort can end
- * it: a rank that will never come (its process gone) fails the others' sums. */
+ * until everyone has read them. A send leaves its rows in the receiver's mailbox (one message
+ * at a time), which its recv empties. The waits are the group's own so that cpu_group_abort
+ * can end them: a rank that will never come (its process gone) fails the others' calls. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,20 +22,30 @@ struct backend_group {
     bool aborted;
     float **rows; /* [world]: each rank's x of the current meeting */
     float *sums;  /* [world][GROUP_CHUNK] */
+    pthread_cond_t mail;
+    struct mailbox {
+        float *rows;
+        size_t n, cap;
+        int from; /* -1: empty */
+    } * box;      /* [world]: by receiver */
 };
 
 struct backend_group *backend_cpu_group_create(int world) {
     struct backend_group *g = calloc(1, sizeof *g);
     if (!g || world < 1 || !(g->rows = calloc((size_t)world, sizeof *g->rows)) ||
-        !(g->sums = malloc((size_t)world * GROUP_CHUNK * sizeof *g->sums))) {
+        !(g->sums = malloc((size_t)world * GROUP_CHUNK * sizeof *g->sums)) ||
+        !(g->box = calloc((size_t)world, sizeof *g->box))) {
         if (g)
-            free(g->rows), free(g->sums);
+            free(g->rows), free(g->sums), free(g->box);
         free(g);
         ox_fail(OX_ERR_OOM, "cpu: out of memory for a group of %d ranks", world);
         return NULL;
     }
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->all_here, NULL);
+    pthread_cond_init(&g->mail, NULL);
+    for (int r = 0; r < world; r++)
+        g->box[r].from = -1;
     g->world = world;
     return g;
 }
@@ -59,6 +70,7 @@ void cpu_group_abort(struct backend_group *g) {
     pthread_mutex_lock(&g->mu);
     g->aborted = true;
     pthread_cond_broadcast(&g->all_here);
+    pthread_cond_broadcast(&g->mail);
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -66,8 +78,11 @@ void backend_cpu_group_free(struct backend_group *g) {
     if (!g)
         return;
     pthread_cond_destroy(&g->all_here);
+    pthread_cond_destroy(&g->mail);
     pthread_mutex_destroy(&g->mu);
-    free(g->rows), free(g->sums), free(g);
+    for (int r = 0; r < g->world; r++)
+        free(g->box[r].rows);
+    free(g->rows), free(g->sums), free(g->box), free(g);
 }
 
 /* Waits until every rank has come; false when the group was ended first. */
@@ -103,4 +118,46 @@ enum ox_status cpu_all_reduce(struct backend *b, struct backend_group *g, int ra
         memcpy(x + at, sum, len * sizeof *sum);
     }
     return OX_OK;
+}
+
+static enum ox_status ended(void) {
+    return ox_fail(OX_ERR_IO, "cpu: the ranks' hand-overs were ended: a rank is gone");
+}
+
+enum ox_status cpu_send(struct backend *b, struct backend_group *g, int rank, int to,
+                        const float *x, size_t n) {
+    (void)b;
+    pthread_mutex_lock(&g->mu);
+    struct mailbox *m = &g->box[to];
+    while (m->from >= 0 && !g->aborted) /* the last message not taken yet */
+        pthread_cond_wait(&g->mail, &g->mu);
+    float *rows = n > m->cap && !g->aborted ? realloc(m->rows, n * sizeof *rows) : m->rows;
+    bool ok = !g->aborted && (n <= m->cap || rows);
+    if (ok) {
+        m->rows = rows, m->cap = n > m->cap ? n : m->cap;
+        memcpy(m->rows, x, n * sizeof *x);
+        m->n = n, m->from = rank;
+        pthread_cond_broadcast(&g->mail);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return ok ? OX_OK : g->aborted ? ended() : ox_fail(OX_ERR_OOM, "cpu: out of memory");
+}
+
+enum ox_status cpu_recv(struct backend *b, struct backend_group *g, int rank, int from, float *x,
+                        size_t n) {
+    (void)b;
+    pthread_mutex_lock(&g->mu);
+    struct mailbox *m = &g->box[rank];
+    while (m->from != from && !g->aborted)
+        pthread_cond_wait(&g->mail, &g->mu);
+    bool ok = !g->aborted && m->n == n;
+    if (ok)
+        memcpy(x, m->rows, n * sizeof *x);
+    if (!g->aborted)
+        m->from = -1, pthread_cond_broadcast(&g->mail);
+    pthread_mutex_unlock(&g->mu);
+    return ok           ? OX_OK
+           : g->aborted ? ended()
+                        : ox_fail(OX_ERR_INVALID_ARG, "cpu: rank %d sent %zu floats, not %zu", from,
+                                  m->n, n);
 }

@@ -55,6 +55,10 @@ void cpu_zero(struct backend *b, float *y, size_t n);
 enum ox_status cpu_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
                               size_t n);
 void cpu_group_abort(struct backend_group *g);
+enum ox_status cpu_send(struct backend *b, struct backend_group *g, int rank, int to,
+                        const float *x, size_t n);
+enum ox_status cpu_recv(struct backend *b, struct backend_group *g, int rank, int from, float *x,
+                        size_t n);
 struct backend_group *cpu_group_create(int world, const int *devices);
 enum ox_status cpu_group_enter(struct backend_group *g, int rank);
 int cpu_devices(void);

@@ -397,6 +397,8 @@ const struct backend_ops backend_cuda_ops = {
                                              * (cu_graph_begin's probe) */
     .attention_reads_cache = true,
     .all_reduce = cuda_all_reduce,
+    .send = cuda_send,
+    .recv = cuda_recv,
     .group_create = backend_cuda_group_create,
     .group_enter = backend_cuda_group_enter,
     .group_free = backend_cuda_group_free,

@@ -159,3 +159,36 @@ enum ox_status cuda_all_reduce(struct backend *b, struct backend_group *g, int r
     cuda_note_again(b, msg);
     return ox_fail(OX_ERR_DEVICE, "%s", msg);
 }
+
+/* A pipeline's hand-over: NCCL's point-to-point calls on the rank's stream. */
+static enum ox_status p2p(struct backend *b, struct backend_group *g, int rank, int peer, float *x,
+                          size_t n, bool send) {
+    char msg[160];
+#ifdef OX_HAVE_NCCL
+    ncclComm_t c = g->comm[rank - g->first];
+    cudaStream_t st = cuda_of(b)->stream;
+    ncclResult_t e = __atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE) ? ncclRemoteError
+                     : send ? ncclSend(x, n, ncclFloat, peer, c, st)
+                            : ncclRecv(x, n, ncclFloat, peer, c, st);
+    if (e == ncclSuccess)
+        return OX_OK;
+    snprintf(msg, sizeof msg, "cuda: NCCL %s of rank %d (rank %d): %s", send ? "send" : "receive",
+             rank, peer,
+             g->aborted ? "the group was ended (a rank is gone)" : ncclGetErrorString(e));
+#else
+    (void)g, (void)rank, (void)peer, (void)x, (void)n, (void)send;
+    snprintf(msg, sizeof msg, "cuda: this build has no NCCL");
+#endif
+    cuda_note_again(b, msg);
+    return ox_fail(OX_ERR_DEVICE, "%s", msg);
+}
+
+enum ox_status cuda_send(struct backend *b, struct backend_group *g, int rank, int to,
+                         const float *x, size_t n) {
+    return p2p(b, g, rank, to, (float *)x, n, true);
+}
+
+enum ox_status cuda_recv(struct backend *b, struct backend_group *g, int rank, int from, float *x,
+                         size_t n) {
+    return p2p(b, g, rank, from, x, n, false);
+}

@@ -21,6 +21,10 @@ void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, f
 /* cuda_group.cu: a split model's partial rows summed over its ranks' GPUs */
 enum ox_status cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
                                size_t n);
+enum ox_status cuda_send(struct backend *b, struct backend_group *g, int rank, int to,
+                         const float *x, size_t n);
+enum ox_status cuda_recv(struct backend *b, struct backend_group *g, int rank, int from, float *x,
+                         size_t n);
 extern "C" int cuda_devices(void);
 
 /* cuda_gemv_half.cu: one token through f16 / bf16 weights: y = W x (or y += W x); one to three

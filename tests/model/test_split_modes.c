@@ -1,9 +1,11 @@
-/* test_row_split.c: a model split over ranks by rows behind the public API (split.c, split_ops.c):
- * its context gives the whole model's logits through a prompt, steps, the KV cache's
- * operations (removal, copy to another sequence, shift), a saved and restored state and a
- * cleared cache, and the whole model's embeddings; the ranks are CPU threads here, and GPUs
- * where there are two (ox_model_params.split_mode row, against the model on one GPU). The
- * parameters that ask for a split that cannot be made are refused, saying why. */
+/* test_split_modes.c: a model split over ranks, by rows (heads and FFN rows, whose partial sums
+ * the ranks add) and by layers (a pipeline), behind the public API (split.c, split_ops.c,
+ * pipeline.c): its context gives the whole model's logits through a prompt, steps, the KV
+ * cache's operations (removal, copy to another sequence, shift), a saved and restored state and
+ * a cleared cache, and the whole model's embeddings; the ranks are CPU threads here, or ranks of
+ * two "processes" that talk over TCP, and GPUs where there are two (ox_model_params.split_mode,
+ * against the model on one GPU). A rank lost mid-call fails the call rather than hanging it;
+ * the parameters that ask for a split that cannot be made are refused, saying why. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -104,6 +106,10 @@ static double worst_kl(const float *p, const float *q, int rows, int n, bool *to
     return worst;
 }
 
+static const char *mode_name(int mode) {
+    return mode == OX_SPLIT_LAYER ? "layers" : "rows";
+}
+
 /* whole and split (the same file, one split over ranks) run the script and embed a text. */
 static void compare(const char *name, const struct ox_model *whole, const struct ox_model *split,
                     double tol) {
@@ -139,8 +145,9 @@ static void compare(const char *name, const struct ox_model *whole, const struct
     CHECK_MSG(kl <= tol && tops, "%s: %d rows, worst KL %.3g, top tokens %s", name, rows[1], kl,
               tops ? "agree" : "differ");
     CHECK_MSG(cos > 1 - 1e-5, "%s: embeddings' cosine %.8f", name, cos);
-    printf("%-16s %-10s %d rows: worst KL %.2e, embeddings' cosine %.8f\n", name,
-           ox_model_backend(split), rows[1], kl, cos);
+    printf("%-16s %-9s by %-6s %d ranks, %d rows: worst KL %.2e, embeddings' cosine %.8f\n", name,
+           ox_model_backend(split), mode_name(split->split->mode), split->split->world, rows[1], kl,
+           cos);
     for (int k = 0; k < 2; k++)
         free(logits[k]), free(embd[k]);
 }
@@ -153,16 +160,20 @@ static struct ox_model *load(const char *name, const struct ox_model_params *mp)
     return m;
 }
 
-/* The model whole on the CPU against it split over 2 CPU ranks (threads). */
-static void test_cpu(const char *name) {
+/* The model whole on the CPU against it split by mode over world CPU ranks (threads; by layers
+ * with shares 1 : 2 : ...). */
+static void test_cpu(const char *name, int mode, int world) {
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = 0;
     struct ox_model *whole = load(name, &mp), *split = load(name, &mp);
-    CHECK_MSG(split && model_split(split, backend_host(), 2, NULL) == OX_OK, "%s: %s", name,
-              ox_last_error());
+    struct split_plan plan = {.mode = mode, .world = world};
+    for (int r = 0; r < world; r++)
+        plan.share[r] = mode == OX_SPLIT_LAYER ? (float)(r + 1) : 1.0f;
+    CHECK_MSG(split && model_split(split, backend_host(), &plan) == OX_OK, "%s by %s: %s", name,
+              mode_name(mode), ox_last_error());
     if (whole && split && split->split) {
         CHECK_STR(ox_model_backend(split), "CPU");
-        compare(name, whole, split, 1e-6);
+        compare(name, whole, split, mode == OX_SPLIT_LAYER ? 1e-12 : 1e-6);
         /* a state of the split model is not one of the whole's, nor the other way round */
         struct ox_context *a = context(whole, false), *b = context(split, false);
         ox_token t[3] = {5, 6, 7};
@@ -190,12 +201,14 @@ struct follower {
     struct dist_params dp;
     struct backend_group *g;
     int calls; /* it leaves after these (< 0: it follows to the end) */
+    int mode;
     enum ox_status st;
     char error[256];
 };
 
 static void *follow(void *arg) {
     struct follower *f = arg;
+    int mode = f->mode;
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = 0;
     char path[512];
@@ -203,7 +216,7 @@ static void *follow(void *arg) {
     struct ox_model *m = NULL;
     f->st = ox_model_load(path, &mp, &m);
     if (f->st == OX_OK)
-        f->st = model_split_join(m, backend_host(), f->g, &f->dp, 0);
+        f->st = model_split_join(m, backend_host(), f->g, &f->dp, 0, mode);
     if (f->st == OX_OK)
         f->st = f->calls < 0 ? ox_model_follow(m) : split_follow_calls(m, f->calls);
     snprintf(f->error, sizeof f->error, "%s", f->st ? ox_last_error() : "");
@@ -214,21 +227,23 @@ static void *follow(void *arg) {
 /* The model whole against it split over 2 processes' ranks: rank 0 here, rank 1 a thread that
  * follows rank 0's calls as they come over the connection (their sums meet in a CPU group the
  * two share, where GPU processes would meet in NCCL). */
-static void test_processes(const char *name) {
+static void test_processes(const char *name, int mode) {
     char addr[32];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", test_free_port());
     struct backend_group *g = backend_cpu_group_create(2);
     struct follower f = {.name = name,
                          .dp = {.addr = addr, .rank = 1, .world = 2, .timeout_ms = 10000},
                          .g = g,
-                         .calls = -1};
+                         .calls = -1,
+                         .mode = mode};
     pthread_t t;
     pthread_create(&t, NULL, follow, &f);
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = 0;
     struct ox_model *whole = load(name, &mp), *split = load(name, &mp);
     struct dist_params dp = {.addr = addr, .rank = 0, .world = 2, .timeout_ms = 10000};
-    enum ox_status st = split ? model_split_join(split, backend_host(), g, &dp, 0) : OX_ERR_IO;
+    enum ox_status st =
+        split ? model_split_join(split, backend_host(), g, &dp, 0, mode) : OX_ERR_IO;
     CHECK_MSG(st == OX_OK, "%s: %s", name, ox_last_error());
     if (st == OX_OK && whole) {
         compare(name, whole, split, 1e-6);
@@ -263,14 +278,15 @@ static void test_lost_rank(void) {
     struct follower f = {.name = "llama-q8_0",
                          .dp = {.addr = addr, .rank = 1, .world = 2, .timeout_ms = 5000},
                          .g = g,
-                         .calls = 1};
+                         .calls = 1,
+                         .mode = OX_SPLIT_ROW};
     pthread_t t;
     pthread_create(&t, NULL, follow, &f);
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = 0;
     struct ox_model *m = load("llama-q8_0", &mp);
     struct dist_params dp = {.addr = addr, .rank = 0, .world = 2, .timeout_ms = 5000};
-    if (m && model_split_join(m, backend_host(), g, &dp, 0) == OX_OK) {
+    if (m && model_split_join(m, backend_host(), g, &dp, 0, OX_SPLIT_ROW) == OX_OK) {
         struct ox_context *c = context(m, false);
         ox_token tok[4] = {1, 2, 3, 4};
         struct ox_batch b = {.n_tokens = 4, .token = tok};
@@ -317,7 +333,13 @@ static void test_refusals(void) {
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = 0;
     struct ox_model *m = load("llama-q8_0", &mp);
-    if (m && model_split(m, backend_host(), 2, NULL) == OX_OK) {
+    struct ox_model *kjv = load("kjv-15m-q4_k_m", &mp); /* 6 layers: not for 7 ranks */
+    struct split_plan seven = {.mode = OX_SPLIT_LAYER, .world = 7};
+    CHECK(kjv && model_split(kjv, backend_host(), &seven) == OX_ERR_UNSUPPORTED &&
+          strstr(ox_last_error(), "no layers") && !kjv->split);
+    ox_model_free(kjv);
+    struct split_plan plan = {.mode = OX_SPLIT_ROW, .world = 2};
+    if (m && model_split(m, backend_host(), &plan) == OX_OK) {
         struct ox_context *c = context(m, false);
         CHECK(c && ox_context_set_lora(c, (struct ox_lora *)1, 1.0f) == OX_ERR_UNSUPPORTED);
         ox_context_free(c);
@@ -326,15 +348,15 @@ static void test_refusals(void) {
 }
 
 #ifdef OX_HAVE_CUDA
-/* The model on one GPU against it split by rows over two (where there are two). */
-static void test_gpus(const char *name, double tol) {
+/* The model on one GPU against it split by mode over two (where there are two). */
+static void test_gpus(const char *name, int mode, double tol) {
     const struct backend_ops *gpu = backend_device();
     if (!gpu->available() || gpu->devices() < 2) {
         printf("%s: GPU split skipped (%d GPUs)\n", name, gpu->available() ? gpu->devices() : 0);
         return;
     }
     struct ox_model_params one = ox_model_params_default(), row = one;
-    row.split_mode = OX_SPLIT_ROW;
+    row.split_mode = mode;
     row.tensor_split[0] = row.tensor_split[1] = 1.0f;
     struct ox_model *whole = load(name, &one), *split = load(name, &row), *bad = NULL;
     row.tensor_split[OX_MAX_DEVICES - 1] = 1.0f; /* more GPUs than there are */
@@ -355,16 +377,28 @@ static void test_gpus(const char *name, double tol) {
 int main(void) {
     static const char *const cpu[] = {"llama-f32", "llama-q8_0", "qwen3-f16", "gemma2-f16"};
     for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
-        test_cpu(cpu[i]);
-    test_processes("llama-q8_0");
-    test_processes("qwen3-f16");
+        test_cpu(cpu[i], OX_SPLIT_ROW, 2);
+    /* by layers the ranks run the whole's kernels in the whole's order: the same logits; MoE
+     * and fused q, k, v split so too */
+    static const char *const layers[] = {"llama-f32", "llama-q8_0", "gemma2-f16", "llama-moe-f16",
+                                         "phi3-f16"};
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
+        test_cpu(layers[i], OX_SPLIT_LAYER, 2);
+    test_cpu("kjv-15m-q4_k_m", OX_SPLIT_LAYER, 3);
+    test_processes("llama-q8_0", OX_SPLIT_ROW);
+    test_processes("qwen3-f16", OX_SPLIT_ROW);
+    test_processes("llama-moe-f16", OX_SPLIT_LAYER);
     test_lost_rank();
     test_refusals();
 #ifdef OX_HAVE_CUDA
-    /* the ranks' halves pick other kernels and round x otherwise than the whole (test_shard) */
-    test_gpus("llama-f16", 1e-4);
-    test_gpus("llama-q8_0", 2e-3);
-    test_gpus("llama-q4_0", 2e-3);
+    /* by rows, the ranks' halves pick other kernels and round x otherwise than the whole
+     * (test_shard); by layers, the same kernels (but no CUDA graphs) */
+    test_gpus("llama-f16", OX_SPLIT_ROW, 1e-4);
+    test_gpus("llama-q8_0", OX_SPLIT_ROW, 2e-3);
+    test_gpus("llama-q4_0", OX_SPLIT_ROW, 2e-3);
+    test_gpus("llama-f16", OX_SPLIT_LAYER, 1e-5);
+    test_gpus("llama-q4_k_m", OX_SPLIT_LAYER, 1e-5);
+    test_gpus("llama-moe-f16", OX_SPLIT_LAYER, 1e-5);
 #endif
-    return test_finish("test_row_split");
+    return test_finish("test_split_modes");
 }
