@@ -9,7 +9,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "model/context.h"
@@ -372,9 +374,64 @@ static void test_gpus(const char *name, int mode, double tol) {
     ox_model_free(whole);
     ox_model_free(split);
 }
+
+/* Model params for rank `rank` of 2 processes at addr, on GPU `rank`. */
+static struct ox_model_params process_params(const char *addr, int rank, int mode) {
+    struct ox_model_params p = ox_model_params_default();
+    p.split_mode = mode, p.main_gpu = rank;
+    p.dist_addr = addr, p.dist_rank = rank, p.dist_world = 2, p.dist_timeout_ms = 60000;
+    return p;
+}
+
+/* This executable again as rank 1 of a model split across two processes (a fresh process:
+ * CUDA does not survive a fork): `--follow ADDR NAME MODE`. */
+static int follow_main(char **argv) {
+    const struct backend_ops *gpu = backend_device();
+    if (!gpu->available() || gpu->devices() < 2)
+        return 0;
+    struct ox_model_params p = process_params(argv[2], 1, atoi(argv[4]));
+    struct ox_model *m = load(argv[3], &p);
+    enum ox_status st = m ? ox_model_follow(m) : OX_ERR_IO;
+    if (st != OX_OK)
+        fprintf(stderr, "rank 1: %s\n", ox_last_error());
+    ox_model_free(m);
+    return st == OX_OK && test_failures == 0 ? 0 : 1;
+}
+
+/* The model on GPU 0 against it split by mode across two processes (rank 1 on GPU 1, this
+ * executable again), where there are two GPUs. */
+static void test_gpu_processes(const char *name, int mode, double tol) {
+    const struct backend_ops *gpu = backend_device();
+    if (!gpu->available() || gpu->devices() < 2)
+        return;
+    char addr[32], mode_arg[8];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", test_free_port());
+    snprintf(mode_arg, sizeof mode_arg, "%d", mode);
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/proc/self/exe", "test_split_modes", "--follow", addr, name, mode_arg, (char *)NULL);
+        _exit(127);
+    }
+    struct ox_model_params one = ox_model_params_default(), p = process_params(addr, 0, mode);
+    struct ox_model *whole = load(name, &one), *split = load(name, &p);
+    if (whole && split)
+        compare(name, whole, split, tol);
+    ox_model_free(split); /* rank 1 hears the group end */
+    ox_model_free(whole);
+    int status = -1;
+    waitpid(child, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: rank 1's process: %d", name,
+              status);
+}
 #endif
 
-int main(void) {
+int main(int argc, char **argv) {
+#ifdef OX_HAVE_CUDA
+    if (argc == 5 && !strcmp(argv[1], "--follow"))
+        return follow_main(argv);
+#else
+    (void)argc, (void)argv;
+#endif
     static const char *const cpu[] = {"llama-f32", "llama-q8_0", "qwen3-f16", "gemma2-f16"};
     for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
         test_cpu(cpu[i], OX_SPLIT_ROW, 2);
@@ -393,12 +450,18 @@ int main(void) {
 #ifdef OX_HAVE_CUDA
     /* by rows, the ranks' halves pick other kernels and round x otherwise than the whole
      * (test_shard); by layers, the same kernels (but no CUDA graphs) */
-    test_gpus("llama-f16", OX_SPLIT_ROW, 1e-4);
+    static const char *const gpu_rows[] = {"llama-f16",  "qwen2-f16",  "qwen3-f16",
+                                           "gemma2-f16", "gemma3-f16", "starcoder2-f16"};
+    for (size_t i = 0; i < sizeof gpu_rows / sizeof gpu_rows[0]; i++)
+        test_gpus(gpu_rows[i], OX_SPLIT_ROW, 1e-4);
     test_gpus("llama-q8_0", OX_SPLIT_ROW, 2e-3);
     test_gpus("llama-q4_0", OX_SPLIT_ROW, 2e-3);
-    test_gpus("llama-f16", OX_SPLIT_LAYER, 1e-5);
-    test_gpus("llama-q4_k_m", OX_SPLIT_LAYER, 1e-5);
-    test_gpus("llama-moe-f16", OX_SPLIT_LAYER, 1e-5);
+    static const char *const gpu_layers[] = {"llama-f16",  "llama-q4_k_m",  "qwen3-f16",
+                                             "gemma2-f16", "llama-moe-f16", "phi3-f16"};
+    for (size_t i = 0; i < sizeof gpu_layers / sizeof gpu_layers[0]; i++)
+        test_gpus(gpu_layers[i], OX_SPLIT_LAYER, 1e-5);
+    test_gpu_processes("llama-q8_0", OX_SPLIT_ROW, 2e-3);
+    test_gpu_processes("llama-f16", OX_SPLIT_LAYER, 1e-5);
 #endif
     return test_finish("test_split_modes");
 }
