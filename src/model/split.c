@@ -442,12 +442,14 @@ enum ox_status split_context_create(const struct ox_model *m, const struct ox_co
                        SPLIT_CONTEXTS);
     }
     enum ox_status st = split_call_run(sp, sc->rank, &c);
-    if (st != OX_OK) { /* the ranks that made theirs free them */
+    if (st != OX_OK) { /* the ranks that made theirs free them; the first failure is said */
+        char why[512];
+        snprintf(why, sizeof why, "%s", ox_last_error());
         c.kind = SPLIT_FREE;
         split_call_run(sp, sc->rank, &c);
         release_number(sp, c.ctx);
         free(sc);
-        return st;
+        return ox_fail(st, "%s", why);
     }
     sc->sp = sp, sc->model = m, sc->id = c.ctx;
     sc->rank[0]->split = sc;

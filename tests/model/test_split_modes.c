@@ -345,6 +345,12 @@ static void test_refusals(void) {
         struct ox_context *c = context(m, false);
         CHECK(c && ox_context_set_lora(c, (struct ox_lora *)1, 1.0f) == OX_ERR_UNSUPPORTED);
         ox_context_free(c);
+        struct ox_context_params bad = ox_context_params_default(); /* every rank refuses it */
+        bad.kv_type = OX_DTYPE_Q4_0;
+        struct ox_context *k = (struct ox_context *)1;
+        CHECK_MSG(ox_context_create(m, &bad, &k) == OX_ERR_INVALID_ARG && !k &&
+                      strstr(ox_last_error(), "KV cache type"),
+                  "%s", ox_last_error());
     }
     ox_model_free(m);
 }
