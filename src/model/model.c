@@ -14,15 +14,17 @@ struct ox_model_params ox_model_params_default(void) {
     return (struct ox_model_params){.use_mmap = true, .n_gpu_layers = -1};
 }
 
-/* "CPU", or the device backend's name in capitals, after "CPU+" when the CPU runs some layers,
- * or followed by " x N" when split over N GPUs. */
+/* "CPU", or the device backend's name in capitals, after "CPU+" when the CPU runs some layers;
+ * a split model's backend followed by " x N", its ranks. */
 static void describe_backend(struct ox_model *m) {
     char *d = m->backend_desc;
     size_t cap = sizeof m->backend_desc, at = 0;
-    bool gpu = m->on_gpu || m->split;
-    if (!gpu || (m->on_gpu && m->gpu_layer_begin > 0))
-        at = (size_t)snprintf(d, cap, "CPU%s", gpu ? "+" : "");
-    for (const char *c = gpu ? backend_device()->name : ""; *c && at + 1 < cap; c++)
+    if (!m->on_gpu || m->gpu_layer_begin > 0)
+        at = (size_t)snprintf(d, cap, "CPU%s", m->on_gpu ? "+" : "");
+    const char *name = m->split ? m->split->ops->name : m->on_gpu ? m->gpu->name : "";
+    if (m->split)
+        at = 0;
+    for (const char *c = name; *c && at + 1 < cap; c++)
         d[at++] = (char)toupper((unsigned char)*c);
     d[at] = '\0';
     if (m->split)
@@ -52,7 +54,19 @@ static enum ox_status place_weights(struct ox_model *m, const struct ox_model_pa
     OX_TRY(model_upload_weights(m, p->n_gpu_layers));
     if (!m->on_gpu || m->gpu_layer_begin > 0)
         model_pack_weights(m);
-    return OX_OK;
+    /* OX_SPLIT_CPU_RANKS=N: a split mode asked of a model on the CPU splits it over N ranks of
+     * host threads, so that the split (the ranks' calls, their sums and hand-overs, the saved
+     * states) can be tried and tested without GPUs; slower than one context's threads */
+    const char *env = getenv("OX_SPLIT_CPU_RANKS");
+    if (!env || !*env || m->on_gpu || p->split_mode == OX_SPLIT_NONE)
+        return OX_OK;
+    char *end;
+    long n = strtol(env, &end, 10);
+    if (*end || n < 2 || n > SPLIT_MAX)
+        return ox_fail(OX_ERR_INVALID_ARG, "model: OX_SPLIT_CPU_RANKS='%s' is not 2 to %d", env,
+                       SPLIT_MAX);
+    plan = (struct split_plan){.mode = p->split_mode, .world = (int)n};
+    return model_split(m, backend_host(), &plan);
 }
 
 static enum ox_status load(struct ox_model *m, const char *path, const struct ox_model_params *p) {
