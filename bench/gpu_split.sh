@@ -45,6 +45,8 @@ for m in $MODELS; do
         -n 128 -r 2 -o json >"$LOG/ll-$preset-$type-$sm-$r.json" 2>>"$LOG/llama.log" ||
         echo "llama-bench $m $sm: failed"; }
     done
+    [ "$sm" = row ] && { OX_SPLIT_GRAPHS=1 $O bench -m "$f" -ngl 99 -sm row -p 0 -n 128 -r 2 -o json \
+      >"$LOG/oxg-$preset-$type-row.json" 2>>"$LOG/bench.log" || echo "oxidize $m row graphs: failed"; }
     $O bench -m "$f" -ngl 99 -sm "$sm" -p 0 -n 128 --batch "${BATCHES:-1,8,32,128}" -r 2 -o json \
       >"$LOG/oxb-$preset-$type-$sm.json" 2>>"$LOG/bench.log" || echo "oxidize $m $sm batched: failed"
     [ -n "${LLAMACPP:-}" ] && "$LLAMACPP/llama-batched-bench" -m "$f" -ngl 99 -fa 1 -sm "$sm" \
@@ -83,6 +85,13 @@ for model, sm in keys:
         print("| %s | %s | %s | %s | %s | %s |" % (
             model, sm, test, "%.1f" % ox if ox else "-", "%.1f" % ll if ll else "-",
             "%.2f" % (ox / ll) if ox and ll else "-"))
+print()
+print("row split with its steps recorded as CUDA graphs (OX_SPLIT_GRAPHS=1), tg128:")
+for path in sorted(glob.glob(os.path.join(log, "oxg-*.json"))):
+    try:
+        print(os.path.basename(path)[4:-5], " ".join("%.1f" % r["avg_ts"] for r in json.load(open(path))))
+    except ValueError:
+        print(os.path.basename(path)[4:-5], "failed")
 print()
 print("aggregate decode (oxidize --batch; llama-batched-bench S_TG in llb-*.txt):")
 for path in sorted(glob.glob(os.path.join(log, "oxb-*.json"))):

@@ -3,18 +3,20 @@
  * delta_net.c) and the FFN (ffn.c), then the output. An architecture changes it only through
  * its descriptor (struct arch_desc, arch.c) and the tensors it has. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/compose.h"
 #include "model/attention.h"
 #include "model/block.h"
 #include "model/context.h"
-#include "model/pipeline.h"
 #include "model/delta_net.h"
 #include "model/encoder.h"
 #include "model/ffn.h"
 #include "model/layer_ops.h"
 #include "model/mamba2.h"
 #include "model/per_layer_embd.h"
+#include "model/pipeline.h"
 
 /* Keep only the rows whose logits were asked for (out_row >= 0), in order, as llama.cpp does
  * before the last layer's FFN: nothing after that mixes tokens. Returns how many remain. */
@@ -132,6 +134,13 @@ static void upload_batch(struct ox_context *ctx, struct stage *s, const struct b
  * temperature). */
 static bool graphable(const struct ox_context *ctx, const struct backend *b,
                       const struct batch_view *batch) {
+    /* a row split's ranks record their steps, NCCL's sums inside, only with OX_SPLIT_GRAPHS=1:
+     * not yet run on GPUs (a pipeline rank's step ends before the output, so never) */
+    static int split_graphs = -1;
+    if (split_graphs < 0) {
+        const char *env = getenv("OX_SPLIT_GRAPHS");
+        split_graphs = env && !strcmp(env, "1");
+    }
     int n = batch->n;
     const struct model_config *c = &ctx->model->cfg;
     bool moe = false; /* DeepSeek's first layers are dense */
@@ -139,8 +148,8 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b,
         moe |= ctx->model->layers[il].ffn_gate_inp != NULL;
     bool many_seqs = batch->one_per_seq && n <= b->ops->graph_max_seqs && n <= ctx->logit_rows;
     if (n < 1 || (n > b->ops->graph_max_tokens && !many_seqs) || ctx->embd_only || !ctx->logits ||
-        ctx->group || ctx->pipe || /* a rank's sums and hand-overs (NCCL's) are not recorded */
-        (moe && (n > 1 || !ctx->moe_graphable)) || c->attn_temp_scale != 0.0f)
+        (ctx->group && !split_graphs) || ctx->pipe || (moe && (n > 1 || !ctx->moe_graphable)) ||
+        c->attn_temp_scale != 0.0f)
         return false;
     for (int t = 0; t < n; t++)
         if (batch->out_row[t] < 0)
