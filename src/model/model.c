@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/cpu_features.h"
+#include "core/log.h"
 #include "model/lora.h"
 #include "model/model.h"
 #include "model/split.h"
@@ -31,9 +32,42 @@ static void describe_backend(struct ox_model *m) {
         snprintf(d + at, cap - at, " x %d", m->split->world);
 }
 
-/* The weights where the parameters put them: on GPUs split by rows, on one GPU (all layers or
- * the last ones), or on the CPU (its layouts made for the layers it runs). */
+/* The split plan asks for on ops, true with its status in *st; false where the model stays
+ * whole (may_stay): one that does not split by layers (llama-cpp-python's default mode) loads
+ * unsplit, with a warning, rather than not at all. */
+static bool split_or_whole(struct ox_model *m, const struct backend_ops *ops,
+                           const struct split_plan *plan, bool may_stay, enum ox_status *st) {
+    *st = model_split(m, ops, plan);
+    if (*st == OX_ERR_UNSUPPORTED && plan->mode == OX_SPLIT_LAYER && may_stay) {
+        ox_log(OX_LOG_WARN, "%s; the model runs unsplit", ox_last_error());
+        return false;
+    }
+    return true;
+}
+
+/* OX_SPLIT_CPU_RANKS=N (0 where unset): a split mode asked of a model on the CPU splits it
+ * over N ranks of host threads, so that the split (the ranks' calls, their sums and
+ * hand-overs, the saved states) can be tried and tested without GPUs; slower than one
+ * context's threads. */
+static enum ox_status cpu_ranks(int *n) {
+    const char *env = getenv("OX_SPLIT_CPU_RANKS");
+    *n = 0;
+    if (!env || !*env)
+        return OX_OK;
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 2 || v > SPLIT_MAX)
+        return ox_fail(OX_ERR_INVALID_ARG, "model: OX_SPLIT_CPU_RANKS='%s' is not 2 to %d", env,
+                       SPLIT_MAX);
+    *n = (int)v;
+    return OX_OK;
+}
+
+/* The weights where the parameters put them: on GPUs split by rows or layers (on CPU ranks
+ * with OX_SPLIT_CPU_RANKS), on one GPU (all layers or the last ones), or on the CPU (its
+ * layouts made for the layers it runs). */
 static enum ox_status place_weights(struct ox_model *m, const struct ox_model_params *p) {
+    enum ox_status st = OX_OK;
     if (p->dist_world > 1) {
         const struct backend_ops *gpu = backend_device();
         struct dist_params dp = {.addr = p->dist_addr,
@@ -49,24 +83,18 @@ static enum ox_status place_weights(struct ox_model *m, const struct ox_model_pa
     }
     struct split_plan plan;
     OX_TRY(split_devices(p, backend_device(), m->cfg.n_layer, &plan));
-    if (plan.world > 1)
-        return model_split(m, backend_device(), &plan);
+    /* on GPU 0, the current one, when it stays whole */
+    if (plan.world > 1 && split_or_whole(m, backend_device(), &plan, p->main_gpu == 0, &st))
+        return st;
     OX_TRY(model_upload_weights(m, p->n_gpu_layers));
     if (!m->on_gpu || m->gpu_layer_begin > 0)
         model_pack_weights(m);
-    /* OX_SPLIT_CPU_RANKS=N: a split mode asked of a model on the CPU splits it over N ranks of
-     * host threads, so that the split (the ranks' calls, their sums and hand-overs, the saved
-     * states) can be tried and tested without GPUs; slower than one context's threads */
-    const char *env = getenv("OX_SPLIT_CPU_RANKS");
-    if (!env || !*env || m->on_gpu || p->split_mode == OX_SPLIT_NONE)
+    plan = (struct split_plan){.mode = p->split_mode};
+    OX_TRY(cpu_ranks(&plan.world));
+    if (m->on_gpu || p->split_mode == OX_SPLIT_NONE || plan.world < 2 ||
+        !split_or_whole(m, backend_host(), &plan, true, &st))
         return OX_OK;
-    char *end;
-    long n = strtol(env, &end, 10);
-    if (*end || n < 2 || n > SPLIT_MAX)
-        return ox_fail(OX_ERR_INVALID_ARG, "model: OX_SPLIT_CPU_RANKS='%s' is not 2 to %d", env,
-                       SPLIT_MAX);
-    plan = (struct split_plan){.mode = p->split_mode, .world = (int)n};
-    return model_split(m, backend_host(), &plan);
+    return st;
 }
 
 static enum ox_status load(struct ox_model *m, const char *path, const struct ox_model_params *p) {

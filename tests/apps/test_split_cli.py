@@ -40,6 +40,14 @@ def test_run():
         check("x %d)" % ranks in split.stderr, "the backend says the split: %s" % split.stderr)
     bad = run(KJV, "-sm", "layer", ranks="x")
     check(bad.returncode == 1 and "OX_SPLIT_CPU_RANKS" in bad.stderr, "bad OX_SPLIT_CPU_RANKS")
+    # more ranks than layers: by layers (llama-cpp-python's default) the model runs unsplit;
+    # by rows a model whose columns would cut quantization blocks is refused
+    whole, seven = run(KJV), run(KJV, "-sm", "layer", ranks=7)
+    check(seven.returncode == 0 and seven.stdout == whole.stdout and "(CPU)" in seven.stderr,
+          "unsplit by layers: %s" % seven.stderr[-200:])
+    rows = run(KJV, "-sm", "row", ranks=2)
+    check(rows.returncode == 1 and "cut a block" in rows.stderr, "refused by rows: %s" %
+          rows.stderr[-200:])
 
 
 def test_prompt_cache(tmp):
