@@ -208,7 +208,7 @@ const char *ox_model_backend(const struct ox_model *m) {
 }
 uint64_t ox_model_gpu_bytes(const struct ox_model *m) {
     uint64_t bytes = m->gpu_weights.bytes;
-    for (int r = 0; m->split && r < m->split->world; r++)
+    for (int r = 0; m->split && r < m->split->n_local; r++) /* this process's ranks */
         bytes += m->split->shard[r]->gpu_weights.bytes;
     return bytes;
 }

@@ -144,17 +144,31 @@ static void *watch_main(void *arg) {
         int lost = -1;
         while (w->on && w->call == call && lost < 0) {
             pthread_mutex_unlock(&w->mu);
-            if (dist_peer_lost(sp->dist, 50, &ready, &lost)) {
-                ox_log(OX_LOG_ERROR, "split: rank %d is gone: ending the group", lost);
-                sp->ops->group_abort(sp->group);
-            }
+            bool gone = dist_peer_lost(sp->dist, 50, &ready, &lost);
             pthread_mutex_lock(&w->mu);
+            if (gone && w->on && w->call == call) { /* not the next call's bytes arriving */
+                ox_log(OX_LOG_ERROR, "split: rank %d is gone: ending the group", lost);
+                split_break(sp);
+            }
+            lost = gone && w->on && w->call == call ? lost : -1;
         }
         if (lost >= 0) /* the group is over: nothing more to watch */
             w->on = false;
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+void split_break(struct model_split *sp) {
+    if (__atomic_exchange_n(&sp->broken, true, __ATOMIC_ACQ_REL))
+        return;
+    sp->ops->group_abort(sp->group);
+    dist_shutdown(sp->dist);
+}
+
+bool split_fails_alone(const struct split_call *c, enum ox_status st) {
+    return st != OX_OK && (c->kind == SPLIT_DECODE || c->kind == SPLIT_EMBED) &&
+           st != OX_ERR_INVALID_ARG && st != OX_ERR_CONTEXT_FULL;
 }
 
 void split_watch_begin(struct model_split *sp) {
@@ -488,12 +502,18 @@ static enum ox_status follow_one(struct model_split *sp, struct ox_context **con
         if (c.kind == SPLIT_EMBED && !(c.out[rank] = out = malloc(width * sizeof *out)))
             st = ox_fail(OX_ERR_OOM, "split: out of memory");
     }
-    if (st == OX_OK) {
-        sp->ops->group_enter(sp->group, rank);
+    if (st == OX_OK)
+        st = sp->ops->group_enter(sp->group, rank);
+    bool ran = st == OX_OK;
+    if (ran) {
         split_watch_begin(sp); /* rank 0 going mid-call ends the sums that wait for it */
         st = split_apply(&contexts[c.ctx], sp->shard[0], sp->group, rank, &c);
         split_watch_end(sp);
     }
+    /* a call not even begun here, or failed where rank 0 may wait in its sums: rank 0 must
+     * hear that this rank is out, not wait for it */
+    if ((!ran && st != OX_OK) || split_fails_alone(&c, st))
+        split_break(sp);
     size_t n;
     uint8_t *answer = split_wire_answer(st, ox_last_error(), c.size[rank], part,
                                         st == OX_OK && part ? c.size[rank] : 0, &n);
@@ -519,7 +539,7 @@ enum ox_status split_follow_calls(struct ox_model *m, int calls) {
     uint8_t *buf = NULL;
     size_t cap = 0, len = 0;
     enum ox_status st = contexts ? OX_OK : ox_fail(OX_ERR_OOM, "split: out of memory");
-    while (st == OX_OK) {
+    while (st == OX_OK && !sp->broken) {
         st = dist_recv_grow(sp->dist, &buf, &cap, (size_t)1 << 40, &len, -1);
         if (st == OX_OK && calls-- == 0)
             break; /* leaves with the call unanswered */
@@ -528,6 +548,9 @@ enum ox_status split_follow_calls(struct ox_model *m, int calls) {
     }
     if (st == OX_ERR_ABORTED) /* rank 0 ended the group: done */
         st = OX_OK;
+    else if (st == OX_OK && sp->broken)
+        st = ox_fail(OX_ERR_IO, "split: the group ended in the middle of a call (a rank was "
+                                "lost, or this one failed)");
     for (int i = 0; contexts && i < SPLIT_CONTEXTS; i++)
         ox_context_free(contexts[i]);
     free(contexts), free(buf);

@@ -29,6 +29,7 @@ struct model_split {
     int device[SPLIT_MAX];             /* local rank i's GPU (unused on the CPU) */
     struct split_workers *workers;
     struct dist_group *dist; /* the other processes' ranks, or NULL: all are here */
+    bool broken; /* a rank was lost or failed inside a call: the group is over (split_break) */
     struct split_watch *watch;
     uint64_t used[SPLIT_CONTEXTS / 64]; /* the contexts' numbers in use (rank 0) */
     /* one call at a time over all ranks (split_call_run): two threads' calls on two contexts
@@ -71,6 +72,12 @@ enum ox_status model_split_join(struct ox_model *m, const struct backend_ops *op
                                 struct backend_group *group, const struct dist_params *dp,
                                 int device, int mode);
 void model_split_free(struct ox_model *m);
+
+/* Ends the group for good, from any thread: every rank's sums and hand-overs fail rather than
+ * wait (ops->group_abort), the connections to the other processes close (so their ranks stop
+ * waiting too), and later calls fail at once. For a rank lost, or one that failed inside a call
+ * where the others may already wait for it. */
+void split_break(struct model_split *sp);
 
 /* While a call runs on this process's ranks (between begin and end), a rank of another process
  * that goes (its connection closes) ends the group (ops->group_abort): sums waiting for it fail
@@ -116,6 +123,10 @@ struct split_call {
     size_t size[SPLIT_MAX], at[SPLIT_MAX];
     float *out[SPLIT_MAX];
 };
+
+/* Whether a call's failure on one rank may leave the others waiting in its sums: any but the
+ * batch checks every rank makes alike before the first sum (a bad token, a full cache). */
+bool split_fails_alone(const struct split_call *c, enum ox_status st);
 
 /* A context of split model m (ox_context_create's for such a model), and its end. */
 enum ox_status split_context_create(const struct ox_model *m, const struct ox_context_params *p,

@@ -26,11 +26,13 @@ enum ox_status split_apply(struct ox_context **slot, const struct ox_model *sh,
                            struct backend_group *g, int rank, struct split_call *c) {
     struct ox_context *ctx = *slot;
     if (c->kind == SPLIT_CREATE) {
+        if (ctx) /* a number rank 0 gave out again while this rank still holds it */
+            return ox_fail(OX_ERR_IO, "split: rank %d holds context %u already", rank, c->ctx);
         OX_TRY(ox_context_create(sh, &c->params, slot));
         return context_join_group(*slot, g, rank);
     }
-    if (!ctx)
-        return ox_fail(OX_ERR_INVALID_ARG, "split: rank %d has no context %u", rank, c->ctx);
+    if (!ctx) /* the ranks are out of step: not a failure every rank shares */
+        return ox_fail(OX_ERR_IO, "split: rank %d has no context %u", rank, c->ctx);
     uint8_t *part = c->buf ? c->buf + c->at[rank] : NULL;
     switch (c->kind) {
     case SPLIT_FREE: ox_context_free(ctx), *slot = NULL; return OX_OK;
@@ -55,7 +57,10 @@ struct local_call {
 static enum ox_status on_rank(int rank, void *user) {
     struct local_call *u = user;
     int i = rank - u->sp->first;
-    return split_apply(&u->contexts[i], u->sp->shard[i], u->sp->group, rank, u->c);
+    enum ox_status st = split_apply(&u->contexts[i], u->sp->shard[i], u->sp->group, rank, u->c);
+    if (split_fails_alone(u->c, st)) /* the other ranks may wait in its sums */
+        split_break(u->sp);
+    return st;
 }
 
 /* Rank r's answer: its status (and message), a STATE_SIZE's number, a SAVE's part. */
@@ -84,7 +89,10 @@ static enum ox_status call_all(struct model_split *sp, struct ox_context **conte
                                struct split_call *c) {
     enum ox_status st = OX_OK;
     /* rank 0's process (first 0) drives: the others' ranks follow its local ones */
-    int remote = sp->dist ? sp->world - sp->n_local : 0, sent = 0;
+    if (sp->broken && c->kind != SPLIT_FREE) /* a free still frees this process's contexts */
+        return ox_fail(OX_ERR_IO, "split: the ranks' group ended earlier (a rank was lost or "
+                                  "failed in a call): load the model again");
+    int remote = sp->dist && !sp->broken ? sp->world - sp->n_local : 0, sent = 0;
     for (int r = sp->n_local; r < sp->n_local + remote && st == OX_OK; r++, sent++) {
         size_t len;
         uint8_t *msg = split_wire_call(c, r, &len);
@@ -92,7 +100,9 @@ static enum ox_status call_all(struct model_split *sp, struct ox_context **conte
         free(msg);
     }
     sent -= st != OX_OK;
-    if (st != OX_OK && c->kind != SPLIT_FREE) /* this process's sums would wait for that rank */
+    if (st != OX_OK) /* those that got the call would wait for that rank: the group is over */
+        split_break(sp);
+    if (st != OX_OK && c->kind != SPLIT_FREE)
         return st;
     struct local_call u = {sp, contexts, c};
     split_watch_begin(sp); /* a rank lost meanwhile ends the sums that wait for it */

@@ -131,8 +131,9 @@ enum ox_status cpu_send(struct backend *b, struct backend_group *g, int rank, in
     struct mailbox *m = &g->box[to];
     while (m->from >= 0 && !g->aborted) /* the last message not taken yet */
         pthread_cond_wait(&g->mail, &g->mu);
-    float *rows = n > m->cap && !g->aborted ? realloc(m->rows, n * sizeof *rows) : m->rows;
-    bool ok = !g->aborted && (n <= m->cap || rows);
+    bool aborted = g->aborted;
+    float *rows = n > m->cap && !aborted ? realloc(m->rows, n * sizeof *rows) : m->rows;
+    bool ok = !aborted && (n <= m->cap || rows);
     if (ok) {
         m->rows = rows, m->cap = n > m->cap ? n : m->cap;
         memcpy(m->rows, x, n * sizeof *x);
@@ -140,7 +141,7 @@ enum ox_status cpu_send(struct backend *b, struct backend_group *g, int rank, in
         pthread_cond_broadcast(&g->mail);
     }
     pthread_mutex_unlock(&g->mu);
-    return ok ? OX_OK : g->aborted ? ended() : ox_fail(OX_ERR_OOM, "cpu: out of memory");
+    return ok ? OX_OK : aborted ? ended() : ox_fail(OX_ERR_OOM, "cpu: out of memory");
 }
 
 enum ox_status cpu_recv(struct backend *b, struct backend_group *g, int rank, int from, float *x,
@@ -150,14 +151,16 @@ enum ox_status cpu_recv(struct backend *b, struct backend_group *g, int rank, in
     struct mailbox *m = &g->box[rank];
     while (m->from != from && !g->aborted)
         pthread_cond_wait(&g->mail, &g->mu);
-    bool ok = !g->aborted && m->n == n;
+    bool aborted = g->aborted; /* read under the lock, as what was sent */
+    size_t sent = m->n;
+    bool ok = !aborted && sent == n;
     if (ok)
         memcpy(x, m->rows, n * sizeof *x);
-    if (!g->aborted)
+    if (!aborted)
         m->from = -1, pthread_cond_broadcast(&g->mail);
     pthread_mutex_unlock(&g->mu);
-    return ok           ? OX_OK
-           : g->aborted ? ended()
-                        : ox_fail(OX_ERR_INVALID_ARG, "cpu: rank %d sent %zu floats, not %zu", from,
-                                  m->n, n);
+    return ok        ? OX_OK
+           : aborted ? ended()
+                     : ox_fail(OX_ERR_INVALID_ARG, "cpu: rank %d sent %zu floats, not %zu", from,
+                               sent, n);
 }

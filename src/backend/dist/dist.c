@@ -478,19 +478,30 @@ bool dist_peer_lost(struct dist_group *g, int wait_ms, uint64_t *ready, int *whi
             p[n] =
                 (struct pollfd){.fd = g->fds[g->rank == 0 ? r : 0], .events = POLLIN | POLLRDHUP},
             rank[n++] = r;
-    if (n == 0 || poll(p, (nfds_t)n, wait_ms) <= 0)
+    if (n == 0) { /* every rank has answered: nothing to look at, but the time */
+        poll(NULL, 0, wait_ms);
+        return false;
+    }
+    if (poll(p, (nfds_t)n, wait_ms) <= 0)
         return false;
     for (int i = 0; i < n; i++) {
         char byte;
         ssize_t got = p[i].revents & POLLIN ? recv(p[i].fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) : -1;
-        if (got > 0) {
+        if (got > 0 && g->rank == 0) {
             *ready |= 1ull << rank[i]; /* an answer waits: alive */
-        } else if (p[i].revents & (POLLERR | POLLHUP | POLLRDHUP) || got == 0) {
+        } else if (got > 0 || p[i].revents & (POLLERR | POLLHUP | POLLRDHUP) || got == 0) {
+            /* the others: rank 0 sends nothing while they work on its call but a goodbye */
             *which = rank[i];
             return true;
         }
     }
     return false;
+}
+
+void dist_shutdown(struct dist_group *g) {
+    for (int i = 0; g && i < (g->rank == 0 ? g->world : 1); i++)
+        if (g->fds[i] >= 0)
+            shutdown(g->fds[i], SHUT_RDWR);
 }
 
 void dist_leave(struct dist_group *g) {

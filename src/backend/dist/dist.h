@@ -60,9 +60,14 @@ enum ox_status dist_recv_reply(struct dist_group *g, int r, uint8_t **buf, size_
                                size_t *len, int wait_ms);
 
 /* Whether a rank this one talks to (rank 0: the others; the others: rank 0) is gone, seen
- * within wait_ms: its connection closed or broke (*which: that rank). A rank with bytes waiting
- * (an answer) is alive: its bit in *ready (all 0 at first) spares it the next looks. */
+ * within wait_ms: its connection closed or broke (*which: that rank); for the others, also any
+ * bytes from rank 0 (it sends none while they work on its call but a goodbye). On rank 0 a rank
+ * with bytes waiting (an answer) is alive: its bit in *ready (all 0 at first) spares it the
+ * next looks. */
 bool dist_peer_lost(struct dist_group *g, int wait_ms, uint64_t *ready, int *which);
+
+/* Ends every connection at once (both ways): the other ranks see the group end. */
+void dist_shutdown(struct dist_group *g);
 
 /* Leaves the group (rank 0 first tells the others it ends); NULL is a no-op. */
 void dist_leave(struct dist_group *g);
