@@ -48,13 +48,15 @@ static int wait_fd(int fd, short ev, int64_t deadline) {
     }
 }
 
-/* Exactly n bytes through fd before the deadline. 0, ETIMEDOUT, EPIPE for a connection closed
- * by the other end (reads), or the call's error. */
+/* Exactly n bytes through fd, each piece before the deadline (which moves on by as much
+ * whenever bytes move: a large message on a slow link is not cut short). 0, ETIMEDOUT, EPIPE
+ * for a connection closed by the other end (reads), or the call's error. */
 static int read_full(int fd, void *buf, size_t n, int64_t deadline) {
+    const int64_t idle = deadline - now_ms();
     for (size_t got = 0; got < n;) {
         ssize_t r = read(fd, (char *)buf + got, n - got);
         if (r > 0) {
-            got += (size_t)r;
+            got += (size_t)r, deadline = now_ms() + idle;
         } else if (r == 0) {
             return EPIPE;
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -69,10 +71,11 @@ static int read_full(int fd, void *buf, size_t n, int64_t deadline) {
 }
 
 static int write_full(int fd, const void *buf, size_t n, int64_t deadline) {
+    const int64_t idle = deadline - now_ms();
     for (size_t put = 0; put < n;) {
         ssize_t r = send(fd, (const char *)buf + put, n - put, MSG_NOSIGNAL);
         if (r >= 0) {
-            put += (size_t)r;
+            put += (size_t)r, deadline = now_ms() + idle;
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
             int e = wait_fd(fd, POLLOUT, deadline);
             if (e)
