@@ -365,6 +365,10 @@ struct backend_ops {
     /* Ends the group from any thread (a watcher that saw a rank's process go): sums waiting
      * for that rank, and every later one, fail rather than wait forever. */
     void (*group_abort)(struct backend_group *g);
+    /* The calling thread's current device, and setting it back (group_enter changes it on the
+     * thread of a split's rank 0, the caller's); NULL where there is none. */
+    int (*device_get)(void);
+    void (*device_set)(int device);
     int (*devices)(void);
     /* Optional (NULL: no groups across processes): the bytes (*len, at most GROUP_ID_MAX) every
      * process's group_join takes, made by rank 0's (make) and handed to the others; a group of

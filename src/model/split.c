@@ -77,7 +77,10 @@ enum ox_status split_run(struct model_split *sp, split_fn fn, void *user) {
     w->fn = fn, w->user = user, w->pending = sp->n_local - 1, w->gen++;
     pthread_cond_broadcast(&w->go);
     pthread_mutex_unlock(&w->mu);
+    int device = sp->ops->device_get ? sp->ops->device_get() : 0; /* the caller's, kept */
     run_rank(w, 0, fn, user);
+    if (sp->ops->device_set)
+        sp->ops->device_set(device);
     pthread_mutex_lock(&w->mu);
     while (w->pending > 0)
         pthread_cond_wait(&w->done, &w->mu);

@@ -192,3 +192,12 @@ enum ox_status cuda_recv(struct backend *b, struct backend_group *g, int rank, i
                          size_t n) {
     return p2p(b, g, rank, from, x, n, false);
 }
+
+extern "C" int cuda_device_get(void) {
+    int d = 0;
+    return cudaGetDevice(&d) == cudaSuccess ? d : 0;
+}
+
+extern "C" void cuda_device_set(int device) {
+    cudaSetDevice(device);
+}

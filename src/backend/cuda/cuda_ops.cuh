@@ -26,6 +26,8 @@ enum ox_status cuda_send(struct backend *b, struct backend_group *g, int rank, i
 enum ox_status cuda_recv(struct backend *b, struct backend_group *g, int rank, int from, float *x,
                          size_t n);
 extern "C" int cuda_devices(void);
+extern "C" int cuda_device_get(void);
+extern "C" void cuda_device_set(int device);
 
 /* cuda_gemv_half.cu: one token through f16 / bf16 weights: y = W x (or y += W x); one to three
  * matrices in one launch; y = act(gate x) * (up x). The matrices of _multi and _glu are of one
