@@ -423,6 +423,8 @@ void model_split_free(struct ox_model *m) {
     if (sp->group && !sp->group_borrowed)
         sp->ops->group_free(sp->group);
     pthread_mutex_destroy(&sp->calls);
+    split_wire_free(&sp->wire);
+    free(sp->answers);
     free(sp);
     m->split = NULL;
 }
@@ -485,13 +487,13 @@ void split_context_free(struct ox_context *ctx) {
 
 /* ---- following rank 0 ------------------------------------------------------------------ */
 
-/* One call of rank 0's on this process's rank (its context by number in contexts), answered. */
+/* One call of rank 0's on this process's rank (its context by number in contexts), answered;
+ * room the call's arrays and the answer take, kept for the next. */
 static enum ox_status follow_one(struct model_split *sp, struct ox_context **contexts,
-                                 const uint8_t *msg, size_t len) {
+                                 const uint8_t *msg, size_t len, struct split_wire_room *room) {
     struct split_call c;
-    struct split_wire_room room;
     int rank = sp->first;
-    enum ox_status st = split_wire_read_call(msg, len, &c, &room);
+    enum ox_status st = split_wire_read_call(msg, len, &c, room);
     uint8_t *part = NULL;
     float *out = NULL;
     if (st == OX_OK && c.ctx >= SPLIT_CONTEXTS)
@@ -518,15 +520,11 @@ static enum ox_status follow_one(struct model_split *sp, struct ox_context **con
     if ((!ran && st != OX_OK) || split_fails_alone(&c, st))
         split_break(sp);
     size_t n;
-    uint8_t *answer = split_wire_answer(st, ox_last_error(), c.size[rank], part,
-                                        st == OX_OK && part ? c.size[rank] : 0, &n);
+    const uint8_t *answer = split_wire_answer(st, ox_last_error(), c.size[rank], part,
+                                              st == OX_OK && part ? c.size[rank] : 0, room, &n);
     free(part), free(out);
-    split_wire_free(&room);
-    if (!answer)
-        return ox_fail(OX_ERR_OOM, "split: out of memory for an answer");
-    st = dist_reply(sp->dist, answer, n);
-    free(answer);
-    return st;
+    return answer ? dist_reply(sp->dist, answer, n)
+                  : ox_fail(OX_ERR_OOM, "split: out of memory for an answer");
 }
 
 enum ox_status split_follow(struct ox_model *m) {
@@ -539,6 +537,7 @@ enum ox_status split_follow_calls(struct ox_model *m, int calls) {
         return ox_fail(OX_ERR_INVALID_ARG, "split: only a rank other than 0 of a model split "
                                            "across processes follows rank 0");
     struct ox_context **contexts = calloc(SPLIT_CONTEXTS, sizeof *contexts);
+    struct split_wire_room room = {0};
     uint8_t *buf = NULL;
     size_t cap = 0, len = 0;
     enum ox_status st = contexts ? OX_OK : ox_fail(OX_ERR_OOM, "split: out of memory");
@@ -547,7 +546,7 @@ enum ox_status split_follow_calls(struct ox_model *m, int calls) {
         if (st == OX_OK && calls-- == 0)
             break; /* leaves with the call unanswered */
         if (st == OX_OK)
-            st = follow_one(sp, contexts, buf, len);
+            st = follow_one(sp, contexts, buf, len, &room);
     }
     if (st == OX_ERR_ABORTED) /* rank 0 ended the group: done */
         st = OX_OK;
@@ -557,5 +556,6 @@ enum ox_status split_follow_calls(struct ox_model *m, int calls) {
     for (int i = 0; contexts && i < SPLIT_CONTEXTS; i++)
         ox_context_free(contexts[i]);
     free(contexts), free(buf);
+    split_wire_free(&room);
     return st;
 }

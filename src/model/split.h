@@ -14,6 +14,15 @@
 
 enum { SPLIT_MAX = OX_MAX_DEVICES, SPLIT_CONTEXTS = 256 /* contexts of one model at once */ };
 
+/* Room the wire's bytes and a read call's arrays take, kept from call to call (a decode step
+ * allocates nothing once it has grown), and freed by split_wire_free. */
+struct split_wire_room {
+    uint8_t *bytes;
+    int32_t *ints;
+    bool *flags;
+    size_t bytes_cap, ints_cap, flags_cap;
+};
+
 struct split_workers; /* the threads of this process's ranks but its first (split.c) */
 struct split_watch;   /* the thread that watches the other processes while a call runs */
 
@@ -30,6 +39,9 @@ struct model_split {
     struct split_workers *workers;
     struct dist_group *dist; /* the other processes' ranks, or NULL: all are here */
     bool broken; /* a rank was lost or failed inside a call: the group is over (split_break) */
+    struct split_wire_room wire; /* rank 0: its calls' bytes, and the answers' (under calls) */
+    uint8_t *answers;
+    size_t answers_cap;
     struct split_watch *watch;
     uint64_t used[SPLIT_CONTEXTS / 64]; /* the contexts' numbers in use (rank 0) */
     /* one call at a time over all ranks (split_call_run): two threads' calls on two contexts
@@ -165,19 +177,17 @@ enum ox_status split_follow(struct ox_model *m);
  * goes in the middle of a call, as a process that died would. */
 enum ox_status split_follow_calls(struct ox_model *m, int calls);
 
-/* The call as bytes for rank r of another process (*len of them, malloc'd; NULL when out of
- * memory), and back: c's arrays then point into room (freed by split_wire_free). The answer:
- * status, its message, a number (STATE_SIZE) and bytes (SAVE). */
-uint8_t *split_wire_call(const struct split_call *c, int r, size_t *len);
-struct split_wire_room {
-    int32_t *ints;
-    bool *flags;
-};
+void split_wire_free(struct split_wire_room *room);
+/* The call as bytes for rank r of another process (*len of them, in room->bytes; NULL when out
+ * of memory), and back: c's arrays then point into the room. The answer: status, its message,
+ * a number (STATE_SIZE) and bytes (SAVE). */
+const uint8_t *split_wire_call(const struct split_call *c, int r, struct split_wire_room *room,
+                               size_t *len);
 enum ox_status split_wire_read_call(const uint8_t *in, size_t len, struct split_call *c,
                                     struct split_wire_room *room);
-void split_wire_free(struct split_wire_room *room);
-uint8_t *split_wire_answer(enum ox_status st, const char *msg, uint64_t value, const uint8_t *bytes,
-                           size_t n_bytes, size_t *len);
+const uint8_t *split_wire_answer(enum ox_status st, const char *msg, uint64_t value,
+                                 const uint8_t *bytes, size_t n_bytes, struct split_wire_room *room,
+                                 size_t *len);
 enum ox_status split_wire_read_answer(const uint8_t *in, size_t len, enum ox_status *st,
                                       const char **msg, size_t *msg_len, uint64_t *value,
                                       const uint8_t **bytes, size_t *n_bytes);

@@ -95,9 +95,8 @@ static enum ox_status call_all(struct model_split *sp, struct ox_context **conte
     int remote = sp->dist && !sp->broken ? sp->world - sp->n_local : 0, sent = 0;
     for (int r = sp->n_local; r < sp->n_local + remote && st == OX_OK; r++, sent++) {
         size_t len;
-        uint8_t *msg = split_wire_call(c, r, &len);
+        const uint8_t *msg = split_wire_call(c, r, &sp->wire, &len);
         st = msg ? dist_send_to(sp->dist, r, msg, len) : ox_fail(OX_ERR_OOM, "split: no memory");
-        free(msg);
     }
     sent -= st != OX_OK;
     if (st != OX_OK) /* those that got the call would wait for that rank: the group is over */
@@ -110,17 +109,14 @@ static enum ox_status call_all(struct model_split *sp, struct ox_context **conte
     st = st != OX_OK ? st : local;
     split_watch_end(sp);
     remote = sent;
-    uint8_t *buf = NULL;
-    size_t cap = 0;
     char first[512] = "";
     enum ox_status sr = OX_OK; /* a rank of another process that failed says why first: one
                                   that is gone failed this process's sums too */
     for (int r = sp->n_local; r < sp->n_local + remote; r++) { /* every answer, in order */
-        enum ox_status e = take_answer(sp, r, c, &buf, &cap);
+        enum ox_status e = take_answer(sp, r, c, &sp->answers, &sp->answers_cap);
         if (e != OX_OK && sr == OX_OK)
             sr = e, snprintf(first, sizeof first, "rank %d: %s", r, ox_last_error());
     }
-    free(buf);
     return sr != OX_OK ? ox_fail(sr, "%s", first) : st;
 }
 

@@ -47,14 +47,31 @@ static uint32_t call_flags(const struct split_call *c) {
     return f;
 }
 
-uint8_t *split_wire_call(const struct split_call *c, int r, size_t *len) {
+/* *p made room for n items of `size` bytes (*cap of them now); false when out of memory. */
+static bool fit(void **p, size_t *cap, size_t n, size_t size) {
+    if (n <= *cap)
+        return true;
+    void *q = realloc(*p, n * size);
+    if (!q)
+        return false;
+    *p = q, *cap = n;
+    return true;
+}
+
+void split_wire_free(struct split_wire_room *room) {
+    free(room->bytes), free(room->ints), free(room->flags);
+    *room = (struct split_wire_room){0};
+}
+
+const uint8_t *split_wire_call(const struct split_call *c, int r, struct split_wire_room *room,
+                               size_t *len) {
     size_t n = (size_t)call_tokens(c), part = c->kind == SPLIT_LOAD ? c->size[r] : 0;
     uint32_t f = call_flags(c);
     size_t ints = n * (1 + !!(f & HAS_POS) + !!(f & HAS_SEQ)), bools = f & HAS_LOGITS ? n : 0;
     *len = HEADER + 4 * ints + bools + part;
-    uint8_t *out = malloc(*len), *p = out;
-    if (!out)
+    if (!fit((void **)&room->bytes, &room->bytes_cap, *len, 1))
         return NULL;
+    uint8_t *out = room->bytes, *p = out;
     const struct ox_context_params *q = &c->params;
     const uint32_t w[HEADER_WORDS] = {CALL_MAGIC,
                                       (uint32_t)c->kind,
@@ -100,7 +117,6 @@ static enum ox_status bad(const char *what) {
 enum ox_status split_wire_read_call(const uint8_t *in, size_t len, struct split_call *c,
                                     struct split_wire_room *room) {
     memset(c, 0, sizeof *c);
-    memset(room, 0, sizeof *room);
     if (len < HEADER || get32(in) != CALL_MAGIC)
         return bad("header");
     uint32_t w[HEADER_WORDS];
@@ -129,20 +145,15 @@ enum ox_status split_wire_read_call(const uint8_t *in, size_t len, struct split_
                                            .embeddings = w[13] != 0};
     c->pooling = (enum ox_pooling)(int32_t)w[16], c->normalize = f & NORMALIZE;
     c->size[0] = c->kind == SPLIT_SAVE ? (size_t)((uint64_t)w[18] << 32 | w[17]) : (size_t)part;
-    room->ints = malloc((ints ? ints : 1) * sizeof *room->ints);
-    room->flags = malloc(bools ? bools : 1);
-    if (!room->ints || !room->flags) {
-        split_wire_free(room);
+    if (!fit((void **)&room->ints, &room->ints_cap, ints ? ints : 1, sizeof *room->ints) ||
+        !fit((void **)&room->flags, &room->flags_cap, bools ? bools : 1, 1))
         return ox_fail(OX_ERR_OOM, "split: out of memory for a call of %u tokens", n);
-    }
     const uint8_t *p = in + HEADER;
     for (size_t i = 0; i < ints; i++, p += 4)
         room->ints[i] = (int32_t)get32(p);
     for (size_t i = 0; i < bools; i++, p++) {
-        if (*p > 1) {
-            split_wire_free(room);
+        if (*p > 1)
             return bad("logit flags");
-        }
         room->flags[i] = *p != 0;
     }
     const int32_t *next = room->ints + n;
@@ -158,18 +169,14 @@ enum ox_status split_wire_read_call(const uint8_t *in, size_t len, struct split_
     return OX_OK;
 }
 
-void split_wire_free(struct split_wire_room *room) {
-    free(room->ints), free(room->flags);
-    room->ints = NULL, room->flags = NULL;
-}
-
-uint8_t *split_wire_answer(enum ox_status st, const char *msg, uint64_t value, const uint8_t *bytes,
-                           size_t n_bytes, size_t *len) {
+const uint8_t *split_wire_answer(enum ox_status st, const char *msg, uint64_t value,
+                                 const uint8_t *bytes, size_t n_bytes, struct split_wire_room *room,
+                                 size_t *len) {
     size_t m = st == OX_OK ? 0 : strnlen(msg, 1024);
     *len = 24 + m + n_bytes;
-    uint8_t *out = malloc(*len);
-    if (!out)
+    if (!fit((void **)&room->bytes, &room->bytes_cap, *len, 1))
         return NULL;
+    uint8_t *out = room->bytes;
     put32(out, ANSWER_MAGIC), put32(out + 4, (uint32_t)st), put32(out + 8, (uint32_t)m);
     put32(out + 12, 0), put64(out + 16, value);
     memcpy(out + 24, msg, m);
