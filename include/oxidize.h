@@ -353,7 +353,7 @@ struct ox_context;
 /* Called during loading with the fraction done; return false to cancel (OX_ERR_ABORTED). */
 typedef bool (*ox_load_progress_fn)(float progress, void *user);
 
-enum ox_split_mode { OX_SPLIT_NONE = 0, OX_SPLIT_LAYER = 1, OX_SPLIT_ROW = 2 };
+enum ox_split_mode { OX_SPLIT_AUTO = -1, OX_SPLIT_NONE = 0, OX_SPLIT_LAYER = 1, OX_SPLIT_ROW = 2 };
 #define OX_MAX_DEVICES 16 /* GPUs one model may span (tensor_split's entries) */
 
 struct ox_model_params {
@@ -366,7 +366,9 @@ struct ox_model_params {
                              between, the last n_gpu_layers layers and the output (the
                              CPU runs the embeddings and the first layers) */
     /* How a model whose layers all go to GPUs uses several (llama.cpp's split modes; numbered
-     * as its llama_split_mode): OX_SPLIT_NONE one GPU (default); the others every GPU that
+     * as its llama_split_mode). OX_SPLIT_AUTO (default): by rows where the model splits so,
+     * else by layers (on two H100s rows were the fastest, layers as fast as one GPU: measured),
+     * one GPU where there is one. OX_SPLIT_NONE: one GPU. The others use every GPU that
      * tensor_split gives a share (all when it gives none), main_gpu rank 0, the one the logits
      * come from. OX_SPLIT_LAYER: each rank runs consecutive layers, as many as its share says
      * (rank 0 also the embeddings and the output), the hidden state handed from GPU to GPU
@@ -376,10 +378,11 @@ struct ox_model_params {
     int32_t split_mode;
     int32_t main_gpu;
     float tensor_split[OX_MAX_DEVICES];
-    /* Processes that run the model together, split by rows as OX_SPLIT_ROW splits it over GPUs,
-     * one rank each (its GPU: main_gpu), on this host or others, their sums through NCCL: rank
-     * 0 listens at dist_addr ("HOST:PORT") until all dist_world ranks have joined, then makes
-     * the contexts and decodes; every other rank's ox_model_load returns a model to hand to
+    /* Processes that run the model together, split by rows as OX_SPLIT_ROW splits it over GPUs
+     * (by layers where split_mode asks for them or the model does not split by rows), one rank
+     * each (its GPU: main_gpu), on this host or others, their sums through NCCL: rank 0 listens
+     * at dist_addr ("HOST:PORT") until all dist_world ranks have joined, then makes the
+     * contexts and decodes; every other rank's ox_model_load returns a model to hand to
      * ox_model_follow. dist_world 0 (default): this process alone. */
     const char *dist_addr;
     int32_t dist_rank, dist_world;

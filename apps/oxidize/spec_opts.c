@@ -52,7 +52,7 @@ enum ox_status spec_opts_start(struct spec_opts *o, struct ox_context *ctx, cons
         return OX_OK;
     if (o->draft_path && !o->draft) {
         struct ox_model_params mp = ox_model_params_default();
-        mp.n_gpu_layers = o->draft_gpu_layers;
+        mp.n_gpu_layers = o->draft_gpu_layers, mp.split_mode = OX_SPLIT_NONE; /* one GPU */
         enum ox_status st = ox_model_load(o->draft_path, &mp, &o->draft);
         if (st != OX_OK)
             return st;

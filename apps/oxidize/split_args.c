@@ -1,4 +1,4 @@
-/* split_args.c: -sm / --split-mode none|layer|row, -ts / --tensor-split A,B,... and -mg /
+/* split_args.c: -sm / --split-mode auto|none|layer|row, -ts / --tensor-split A,B,... and -mg /
  * --main-gpu N among a model command's arguments (llama.cpp's spellings), and --dist-addr
  * HOST:PORT, --dist-rank R, --dist-world N (or torchrun's MASTER_ADDR, MASTER_PORT, RANK and
  * WORLD_SIZE) for a model split across processes: taken out before the command parses the
@@ -16,7 +16,7 @@ static struct {
     const char *addr;
     int rank, world;
     char env_addr[300];
-} split;
+} split = {.mode = OX_SPLIT_AUTO};
 
 static int bad(const char *cmd, const char *what, const char *arg) {
     fprintf(stderr, "oxidize %s: %s '%s'\n", cmd, what, arg ? arg : "");
@@ -41,11 +41,13 @@ static bool parse_shares(const char *s, float *share) {
 static int take(const char *cmd, const char *opt, const char *v) {
     double x;
     if (!strcmp(opt, "-sm") || !strcmp(opt, "--split-mode")) {
-        static const char *const modes[] = {"none", "layer", "row"};
+        static const char *const modes[] = {"none", "layer", "row"}; /* as numbered */
         for (int m = 0; m < 3; m++)
             if (!strcmp(v, modes[m]))
                 return split.mode = m, -1;
-        return bad(cmd, "--split-mode takes none, layer or row, not", v);
+        if (!strcmp(v, "auto"))
+            return split.mode = OX_SPLIT_AUTO, -1;
+        return bad(cmd, "--split-mode takes auto, none, layer or row, not", v);
     }
     if (!strcmp(opt, "--dist-addr"))
         return split.addr = v, -1;

@@ -196,7 +196,7 @@ static bool load(struct state *s) {
     if (ox_model_load(o->model_path, &mp, &s->model) != OX_OK)
         return false;
     mp = ox_model_params_default(); /* the draft on one GPU */
-    mp.n_gpu_layers = o->draft_gpu_layers;
+    mp.n_gpu_layers = o->draft_gpu_layers, mp.split_mode = OX_SPLIT_NONE;
     if (o->draft_path && ox_model_load(o->draft_path, &mp, &s->draft) != OX_OK)
         return false;
     for (int i = 0; i < o->n_lora; i++) {

@@ -8,11 +8,13 @@
 #include "core/log.h"
 #include "model/lora.h"
 #include "model/model.h"
+#include "model/shard.h"
 #include "model/split.h"
 #include "tokenizer/vocab.h"
 
 struct ox_model_params ox_model_params_default(void) {
-    return (struct ox_model_params){.use_mmap = true, .n_gpu_layers = -1};
+    return (struct ox_model_params){
+        .use_mmap = true, .n_gpu_layers = -1, .split_mode = OX_SPLIT_AUTO};
 }
 
 /* "CPU", or the device backend's name in capitals, after "CPU+" when the CPU runs some layers;
@@ -36,10 +38,11 @@ static void describe_backend(struct ox_model *m) {
  * whole (may_stay): one that does not split by layers (llama-cpp-python's default mode) loads
  * unsplit, with a warning, rather than not at all. */
 static bool split_or_whole(struct ox_model *m, const struct backend_ops *ops,
-                           const struct split_plan *plan, bool may_stay, enum ox_status *st) {
+                           const struct split_plan *plan, bool may_stay, bool asked,
+                           enum ox_status *st) {
     *st = model_split(m, ops, plan);
     if (*st == OX_ERR_UNSUPPORTED && plan->mode == OX_SPLIT_LAYER && may_stay) {
-        ox_log(OX_LOG_WARN, "%s; the model runs unsplit", ox_last_error());
+        ox_log(asked ? OX_LOG_WARN : OX_LOG_INFO, "%s; the model runs unsplit", ox_last_error());
         return false;
     }
     return true;
@@ -63,36 +66,48 @@ static enum ox_status cpu_ranks(int *n) {
     return OX_OK;
 }
 
+/* This process's rank of a model split across processes (dist_*): by rows, or by layers where
+ * it asks for them or the model does not split by rows. */
+static enum ox_status join_processes(struct ox_model *m, const struct ox_model_params *p) {
+    const struct backend_ops *gpu = backend_device();
+    struct dist_params dp = {.addr = p->dist_addr,
+                             .rank = p->dist_rank,
+                             .world = p->dist_world,
+                             .timeout_ms = p->dist_timeout_ms > 0 ? p->dist_timeout_ms : 60000};
+    if (!gpu || !gpu->available() || !p->dist_addr)
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "model: a split across processes takes a GPU in each (and rank 0's "
+                       "address, dist_addr)%s",
+                       gpu ? "" : ": this build has no GPU backend");
+    int mode = p->split_mode == OX_SPLIT_AUTO || p->split_mode == OX_SPLIT_NONE
+                   ? (model_shard_refusal(m, p->dist_world) ? OX_SPLIT_LAYER : OX_SPLIT_ROW)
+                   : p->split_mode;
+    return model_split_join(m, gpu, NULL, &dp, p->main_gpu, mode);
+}
+
 /* The weights where the parameters put them: on GPUs split by rows or layers (on CPU ranks
  * with OX_SPLIT_CPU_RANKS), on one GPU (all layers or the last ones), or on the CPU (its
  * layouts made for the layers it runs). */
 static enum ox_status place_weights(struct ox_model *m, const struct ox_model_params *p) {
     enum ox_status st = OX_OK;
-    if (p->dist_world > 1) {
-        const struct backend_ops *gpu = backend_device();
-        struct dist_params dp = {.addr = p->dist_addr,
-                                 .rank = p->dist_rank,
-                                 .world = p->dist_world,
-                                 .timeout_ms = p->dist_timeout_ms > 0 ? p->dist_timeout_ms : 60000};
-        if (!gpu || !gpu->available() || !p->dist_addr)
-            return ox_fail(OX_ERR_UNSUPPORTED,
-                           "model: a split across processes takes a GPU in each (and rank 0's "
-                           "address, dist_addr)%s",
-                           gpu ? "" : ": this build has no GPU backend");
-        return model_split_join(m, gpu, NULL, &dp, p->main_gpu, p->split_mode);
-    }
+    if (p->dist_world > 1)
+        return join_processes(m, p);
+    const struct backend_ops *gpu = backend_device();
+    struct ox_model_params q = *p; /* OX_SPLIT_AUTO made a mode */
+    q.split_mode = split_auto_mode(m, p, gpu && gpu->available() ? gpu->devices() : 0);
     struct split_plan plan;
-    OX_TRY(split_devices(p, backend_device(), m->cfg.n_layer, &plan));
+    OX_TRY(split_devices(&q, gpu, m->cfg.n_layer, &plan));
     /* on GPU 0, the current one, when it stays whole */
-    if (plan.world > 1 && split_or_whole(m, backend_device(), &plan, p->main_gpu == 0, &st))
+    bool asked = p->split_mode != OX_SPLIT_AUTO;
+    if (plan.world > 1 && split_or_whole(m, gpu, &plan, p->main_gpu == 0, asked, &st))
         return st;
     OX_TRY(model_upload_weights(m, p->n_gpu_layers));
     if (!m->on_gpu || m->gpu_layer_begin > 0)
         model_pack_weights(m);
-    plan = (struct split_plan){.mode = p->split_mode};
+    plan = (struct split_plan){.mode = q.split_mode};
     OX_TRY(cpu_ranks(&plan.world));
-    if (m->on_gpu || p->split_mode == OX_SPLIT_NONE || plan.world < 2 ||
-        !split_or_whole(m, backend_host(), &plan, true, &st))
+    if (m->on_gpu || q.split_mode == OX_SPLIT_NONE || plan.world < 2 ||
+        !split_or_whole(m, backend_host(), &plan, true, asked, &st))
         return OX_OK;
     return st;
 }

@@ -30,8 +30,7 @@ static bool keep_cols(struct weight *w, int64_t c0, int64_t n) {
     return true;
 }
 
-/* Why the model cannot be split over world ranks this way (a static string), or NULL. */
-static const char *unsplittable(const struct ox_model *m, int world) {
+const char *model_shard_refusal(const struct ox_model *m, int world) {
     const struct model_config *c = &m->cfg;
     const struct arch_desc *d = c->arch;
     if (m->on_gpu)
@@ -119,7 +118,7 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, bool g
     *out = NULL;
     if (world < 1 || rank < 0 || rank >= world)
         return ox_fail(OX_ERR_INVALID_ARG, "model: rank %d of %d ranks", rank, world);
-    const char *why = unsplittable(m, world);
+    const char *why = model_shard_refusal(m, world);
     if (why)
         return ox_fail(OX_ERR_UNSUPPORTED, "model: cannot split over %d ranks: %s", world, why);
     struct ox_model *sh = malloc(sizeof *sh);

@@ -5,6 +5,10 @@
 
 #include "model/model.h"
 
+/* Why m (loaded for the CPU) cannot be split over world ranks by heads and FFN rows (a static
+ * string), or NULL. */
+const char *model_shard_refusal(const struct ox_model *m, int world);
+
 /* Rank's shard of m (loaded for the CPU) over world ranks: a model whose layers hold the
  * rank's heads and FFN rows (views of m's bytes; m must outlive it; ox_model_free frees it
  * alone); with gpu, its weights copied to the calling thread's current GPU. OX_ERR_UNSUPPORTED

@@ -259,6 +259,34 @@ static enum ox_status plan_devices(const struct ox_model_params *p, int gpus,
     return OX_OK;
 }
 
+/* OX_SPLIT_AUTO (the default) on several GPUs, by measurement (two H100s, bench/RESULTS.md
+ * 2026-11-26): by rows wherever the model splits so (its prompts 1.2-1.6x one GPU's, its
+ * decode 1.03-1.38x at one sequence, about as fast at 8 to 128), else by layers (as fast as one
+ * GPU within 2%, and a model larger than one fits; one that cannot split so runs on GPU 0).
+ * One GPU, no GPU, or layers left to the CPU: none. */
+int split_auto_mode(const struct ox_model *m, const struct ox_model_params *p, int gpus) {
+    if (p->split_mode != OX_SPLIT_AUTO)
+        return p->split_mode;
+    int32_t ngl = p->n_gpu_layers;
+    if (gpus < 2 || ngl == 0 || (ngl > 0 && ngl < m->cfg.n_layer))
+        return OX_SPLIT_NONE;
+    bool any = false, equal = true;
+    for (int i = 0; i < OX_MAX_DEVICES; i++)
+        any |= p->tensor_split[i] > 0.0f;
+    int world = 0;
+    float first = 0.0f;
+    for (int i = 0; i < gpus && i < OX_MAX_DEVICES; i++) {
+        float s = any ? p->tensor_split[i] : 1.0f;
+        if (!(s > 0.0f))
+            continue;
+        first = world++ ? first : s;
+        equal &= fabsf(s - first) <= 1e-6f * first;
+    }
+    if (world < 2)
+        return OX_SPLIT_NONE;
+    return equal && !model_shard_refusal(m, world) ? OX_SPLIT_ROW : OX_SPLIT_LAYER;
+}
+
 enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,
                              int n_layer, struct split_plan *plan) {
     *plan = (struct split_plan){.mode = p->split_mode};

@@ -70,6 +70,9 @@ struct split_plan {
  * cannot honour. */
 enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,
                              int n_layer, struct split_plan *plan);
+/* The mode params' split_mode asks for, OX_SPLIT_AUTO made one for m (loaded for the CPU) on
+ * `gpus` GPUs. */
+int split_auto_mode(const struct ox_model *m, const struct ox_model_params *p, int gpus);
 
 /* Split m (loaded for the CPU, unpacked) as plan says over ranks of ops's group, all in this
  * process (ops the CPU's: threads of the host; its devices unused): m->split, freed by

@@ -45,6 +45,13 @@ def test_run():
     whole, seven = run(KJV), run(KJV, "-sm", "layer", ranks=7)
     check(seven.returncode == 0 and seven.stdout == whole.stdout and "(CPU)" in seven.stderr,
           "unsplit by layers: %s" % seven.stderr[-200:])
+    # auto (the default) splits over GPUs only: on the CPU the model stays whole
+    auto = run(F32, "-sm", "auto", ranks=2)
+    check(auto.returncode == 0 and "(CPU)" in auto.stderr, "auto on the CPU: %s" %
+          auto.stderr[-200:])
+    odd = run(F32, "-sm", "rows")
+    check(odd.returncode == 2 and "auto, none, layer or row" in odd.stderr, "a bad mode: %s" %
+          odd.stderr[-200:])
     rows = run(KJV, "-sm", "row", ranks=2)
     check(rows.returncode == 1 and "cut a block" in rows.stderr, "refused by rows: %s" %
           rows.stderr[-200:])

@@ -146,7 +146,10 @@ static void compare(const char *name, const struct ox_model *whole, const struct
         cos += (double)embd[0][i] * embd[1][i];
     CHECK_MSG(kl <= tol && tops, "%s: %d rows, worst KL %.3g, top tokens %s", name, rows[1], kl,
               tops ? "agree" : "differ");
-    CHECK_MSG(cos > 1 - 1e-5, "%s: embeddings' cosine %.8f", name, cos);
+    /* where the logits may differ by kernel choice (a GPU's halves of integer matrices), the
+     * pooled vectors do as much: 1.18e-3 worst KL came with a cosine of 1 - 4.4e-5 */
+    double cos_tol = tol > 1e-4 ? 1e-4 : 1e-5;
+    CHECK_MSG(cos > 1 - cos_tol, "%s: embeddings' cosine %.8f", name, cos);
     printf("%-16s %-9s by %-6s %d ranks, %d rows: worst KL %.2e, embeddings' cosine %.8f\n", name,
            ox_model_backend(split), mode_name(split->split->mode), split->split->world, rows[1], kl,
            cos);
@@ -311,6 +314,41 @@ static void test_lost_rank(void) {
     backend_cpu_group_free(g);
 }
 
+/* OX_SPLIT_AUTO, the default, made a mode for a model on so many GPUs: by rows where the model
+ * splits so, else by layers; none on one GPU or with layers left to the CPU; an asked mode as
+ * asked. */
+static void test_auto_mode(void) {
+    struct ox_model_params mp = ox_model_params_default();
+    CHECK(mp.split_mode == OX_SPLIT_AUTO);
+    mp.n_gpu_layers = 0;
+    struct ox_model *f32 = load("llama-f32", &mp), *kjv = load("kjv-15m-q4_k_m", &mp),
+                    *moe = load("llama-moe-f16", &mp);
+    struct ox_model_params p = ox_model_params_default();
+    if (f32) {
+        CHECK(split_auto_mode(f32, &p, 2) == OX_SPLIT_ROW);
+        CHECK(split_auto_mode(f32, &p, 1) == OX_SPLIT_NONE);
+        CHECK(split_auto_mode(f32, &p, 0) == OX_SPLIT_NONE);
+        p.tensor_split[0] = 1.0f, p.tensor_split[1] = 3.0f; /* unequal: rows cannot */
+        CHECK(split_auto_mode(f32, &p, 2) == OX_SPLIT_LAYER);
+        p.tensor_split[1] = 0.0f; /* one GPU given a share */
+        CHECK(split_auto_mode(f32, &p, 4) == OX_SPLIT_NONE);
+        p = ox_model_params_default();
+        p.n_gpu_layers = 1; /* the rest on the CPU */
+        CHECK(split_auto_mode(f32, &p, 2) == OX_SPLIT_NONE);
+        p = ox_model_params_default();
+        p.split_mode = OX_SPLIT_NONE;
+        CHECK(split_auto_mode(f32, &p, 2) == OX_SPLIT_NONE);
+        p.split_mode = OX_SPLIT_LAYER;
+        CHECK(split_auto_mode(f32, &p, 2) == OX_SPLIT_LAYER);
+        p = ox_model_params_default();
+    }
+    /* columns that would cut a quantization block, and experts: by layers */
+    CHECK(!kjv || split_auto_mode(kjv, &p, 2) == OX_SPLIT_LAYER);
+    CHECK(!moe || split_auto_mode(moe, &p, 2) == OX_SPLIT_LAYER);
+    CHECK(f32 && kjv && moe);
+    ox_model_free(f32), ox_model_free(kjv), ox_model_free(moe);
+}
+
 /* Parameters asking for a split that cannot be: refused, naming why. */
 static void test_refusals(void) {
     char path[512];
@@ -364,6 +402,7 @@ static void test_gpus(const char *name, int mode, double tol) {
         return;
     }
     struct ox_model_params one = ox_model_params_default(), row = one;
+    one.split_mode = OX_SPLIT_NONE; /* the default would split it */
     row.split_mode = mode;
     row.tensor_split[0] = row.tensor_split[1] = 1.0f;
     struct ox_model *whole = load(name, &one), *split = load(name, &row), *bad = NULL;
@@ -419,6 +458,7 @@ static void test_gpu_processes(const char *name, int mode, double tol) {
         _exit(127);
     }
     struct ox_model_params one = ox_model_params_default(), p = process_params(addr, 0, mode);
+    one.split_mode = OX_SPLIT_NONE;
     struct ox_model *whole = load(name, &one), *split = load(name, &p);
     if (whole && split)
         compare(name, whole, split, tol);
@@ -453,9 +493,11 @@ int main(int argc, char **argv) {
     test_processes("llama-moe-f16", OX_SPLIT_LAYER);
     test_lost_rank();
     test_refusals();
+    test_auto_mode();
 #ifdef OX_HAVE_CUDA
     /* by rows, the ranks' halves pick other kernels and round x otherwise than the whole
-     * (test_shard); by layers, the same kernels (but no CUDA graphs) */
+     * (test_shard); by layers, the same kernels; both record their steps as CUDA graphs
+     * unless OX_SPLIT_GRAPHS=0 */
     static const char *const gpu_rows[] = {"llama-f16",  "qwen2-f16",  "qwen3-f16",
                                            "gemma2-f16", "gemma3-f16", "starcoder2-f16"};
     for (size_t i = 0; i < sizeof gpu_rows / sizeof gpu_rows[0]; i++)

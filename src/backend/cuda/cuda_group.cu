@@ -31,6 +31,57 @@ extern "C" int cuda_devices(void) {
     return gpus;
 }
 
+#ifdef OX_HAVE_NCCL
+/* NCCL connects its ranks lazily, at a communicator's first sum or hand-over of a kind
+ * (NCCL_RUNTIME_CONNECT), and connecting cannot happen inside a CUDA graph's recording (a split
+ * model's decode step): one sum of each size class a step uses (a token's row, a batch's, a
+ * prompt's) and one hand-over round the ring (rank r to r + 1, the last to 0: a pipeline's)
+ * right after the group is made, on every rank of this process at once. */
+static ncclResult_t warm_up(struct backend_group *g) {
+    static const size_t counts[] = {1024, 64 * 1024, 2 * 1024 * 1024};
+    enum { MOST = 2 * 1024 * 1024 };
+    float *buf[CUDA_GROUP_MAX] = {0};
+    int current = 0;
+    cudaGetDevice(&current);
+    ncclResult_t e = ncclSuccess;
+    for (int i = 0; i < g->n_local && e == ncclSuccess; i++)
+        if (cudaSetDevice(g->device[i]) != cudaSuccess ||
+            cudaMalloc(&buf[i], 2 * MOST * sizeof(float)) != cudaSuccess ||
+            cudaMemset(buf[i], 0, 2 * MOST * sizeof(float)) != cudaSuccess)
+            e = ncclUnhandledCudaError;
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0] && e == ncclSuccess; k++) {
+        e = ncclGroupStart();
+        for (int i = 0; i < g->n_local && e == ncclSuccess; i++)
+            e = ncclAllReduce(buf[i], buf[i], counts[k], ncclFloat, ncclSum, g->comm[i], 0);
+        ncclResult_t end = ncclGroupEnd();
+        e = e == ncclSuccess ? end : e;
+        if (e != ncclSuccess || g->world < 2)
+            continue;
+        e = ncclGroupStart();
+        for (int i = 0; i < g->n_local && e == ncclSuccess; i++) {
+            int rank = g->first + i;
+            e = ncclSend(buf[i], counts[k], ncclFloat, (rank + 1) % g->world, g->comm[i], 0);
+            if (e == ncclSuccess)
+                e = ncclRecv(buf[i] + MOST, counts[k], ncclFloat, (rank + g->world - 1) % g->world,
+                             g->comm[i], 0);
+        }
+        end = ncclGroupEnd();
+        e = e == ncclSuccess ? end : e;
+    }
+    for (int i = 0; i < g->n_local; i++) {
+        if (!buf[i])
+            continue;
+        cudaSetDevice(g->device[i]);
+        if (cudaDeviceSynchronize() != cudaSuccess && e == ncclSuccess)
+            e = ncclUnhandledCudaError;
+        cudaFree(buf[i]);
+    }
+    cudaGetLastError();
+    cudaSetDevice(current);
+    return e;
+}
+#endif
+
 extern "C" struct backend_group *backend_cuda_group_create(int world, const int *devices) {
 #ifdef OX_HAVE_NCCL
     int gpus = cuda_devices();
@@ -49,13 +100,18 @@ extern "C" struct backend_group *backend_cuda_group_create(int world, const int 
     for (int r = 0; g && r < world; r++)
         g->device[r] = devices ? devices[r] : r;
     ncclResult_t e = g ? ncclCommInitAll(g->comm, world, g->device) : ncclSystemError;
+    if (e == ncclSuccess) {
+        g->world = world, g->n_local = world;
+        if ((e = warm_up(g)) != ncclSuccess)
+            for (int r = 0; r < world; r++)
+                ncclCommDestroy(g->comm[r]);
+    }
     if (e != ncclSuccess) {
         free(g);
         ox_fail(OX_ERR_DEVICE, "cuda: NCCL's communicators for %d GPUs: %s", world,
                 ncclGetErrorString(e));
         return NULL;
     }
-    g->world = world, g->n_local = world;
     return g;
 #else
     (void)devices;
@@ -96,13 +152,17 @@ extern "C" struct backend_group *backend_cuda_group_join(int world, int rank, in
     ncclResult_t e = !g                  ? ncclSystemError
                      : ce != cudaSuccess ? ncclUnhandledCudaError
                                          : ncclCommInitRank(&g->comm[0], world, uid, rank);
+    if (e == ncclSuccess) {
+        g->world = world, g->first = rank, g->n_local = 1, g->device[0] = device;
+        if ((e = warm_up(g)) != ncclSuccess)
+            ncclCommDestroy(g->comm[0]);
+    }
     if (e != ncclSuccess) {
         free(g);
         ox_fail(OX_ERR_DEVICE, "cuda: NCCL's communicator for rank %d of %d on GPU %d: %s", rank,
                 world, device, ncclGetErrorString(e));
         return NULL;
     }
-    g->world = world, g->first = rank, g->n_local = 1, g->device[0] = device;
     return g;
 #else
     (void)world, (void)rank, (void)device, (void)id;
