@@ -75,7 +75,13 @@ static void usage(FILE *f) {
                "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nRun 'oxidize <command> --help' for a command's options.\n");
+    fprintf(f, "\nSeveral GPUs, with any command that loads a model:\n"
+               "  -sm, --split-mode auto|none|layer|row  auto (default): rows where the model "
+               "splits so, else layers\n"
+               "  -ts, --tensor-split A,B,...  the GPUs' shares     -mg, --main-gpu N  rank 0's "
+               "GPU\n"
+               "  --dist-addr HOST:PORT --dist-rank R --dist-world N  one process a GPU (NCCL)\n"
+               "\nRun 'oxidize <command> --help' for a command's options.\n");
 }
 
 static int print_version(void) {

@@ -52,6 +52,9 @@ def test_run():
     odd = run(F32, "-sm", "rows")
     check(odd.returncode == 2 and "auto, none, layer or row" in odd.stderr, "a bad mode: %s" %
           odd.stderr[-200:])
+    usage = subprocess.run([OXIDIZE, "--help"], capture_output=True, text=True).stdout
+    check("--split-mode auto|none|layer|row" in usage and "--dist-addr" in usage,
+          "the usage names the split options: %s" % usage[-300:])
     rows = run(KJV, "-sm", "row", ranks=2)
     check(rows.returncode == 1 and "cut a block" in rows.stderr, "refused by rows: %s" %
           rows.stderr[-200:])
