@@ -54,9 +54,11 @@ void cmd_split_apply(struct ox_model_params *mp);
  * follows rank 0 until it ends; the exit status. -1 for any other process: run the command. */
 int cmd_split_follow(const char *cmd, int argc, char **argv);
 #define CMD_SPLIT_USAGE                                                                            \
-    "  -sm, --split-mode M   none (default: one GPU), layer (each GPU runs consecutive layers)\n" \
-    "                        or row (every layer's heads and FFN rows split over the GPUs)\n"    \
-    "  -ts, --tensor-split A,B  the GPUs' shares of the layers (row: equal; 0 leaves one out)\n"  \
+    "  -sm, --split-mode M   auto (default: row where the model splits so, else layer; one\n"      \
+    "                        GPU where there is one), none (one GPU), layer (each GPU runs\n"      \
+    "                        consecutive layers) or row (every layer's heads and FFN rows\n"       \
+    "                        split over the GPUs)\n"                                               \
+    "  -ts, --tensor-split A,B  the GPUs' shares of the layers (row: equal; 0 leaves one out)\n"   \
     "  -mg, --main-gpu N     rank 0's GPU, where the logits come from (default 0)\n"               \
     "  --dist-addr HOST:PORT, --dist-rank R, --dist-world N  split by rows across N\n"             \
     "                        processes (one GPU each, -mg): rank 0 listens at HOST:PORT and\n"     \

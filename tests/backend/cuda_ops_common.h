@@ -112,6 +112,26 @@ static inline int gemv_max_n(void) {
     return v < 1 ? 1 : v > 8 ? 8 : (int)v;
 }
 
+/* The most tokens the f16 / bf16 tensor-core kernel takes (cuda_mma_half.cu: 16, or
+ * OX_CUDA_HALF_MMA_MAX_N as the backend reads it; 0 turns it off). */
+static inline int half_mma_max_n(void) {
+    const char *e = getenv("OX_CUDA_HALF_MMA_MAX_N");
+    long v = e && *e ? strtol(e, NULL, 10) : 16;
+    return v < 0 ? 0 : v > 16 ? 16 : (int)v;
+}
+
+/* Whether a batch of n tokens through f16 / bf16 weights of cols columns takes that kernel. */
+static inline bool half_mma(enum ox_dtype type, int n, int cols) {
+    return (type == OX_DTYPE_F16 || type == OX_DTYPE_BF16) && n >= 2 && n <= half_mma_max_n() &&
+           cols % 64 == 0;
+}
+
+/* Past one token, the half types' products round x to f16 (bf16): the tensor cores' kernels and
+ * cuBLAS alike. */
+static inline double half_batch_tol(enum ox_dtype type) {
+    return type == OX_DTYPE_BF16 ? 1e-2 : 2e-3;
+}
+
 static inline double small_batch_tol(enum ox_dtype type) {
     return int8_gemv(type) ? 2e-2 : 2e-5;
 }

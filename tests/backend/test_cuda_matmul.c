@@ -22,11 +22,12 @@ static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int 
         float *got = down(dy, (size_t)n * rows);
         /* the integer types round x to int8 at every size (the GEMV, then the int8 tensor
          * cores past gemv_max_n); the others multiply f16 (bf16) operands on the tensor cores
-         * past 8 tokens; f32 sums */
-        double tol = n <= 8 || int8_gemv(type) ? small_batch_tol(type)
-                     : type == OX_DTYPE_F32    ? 2e-5
-                     : type == OX_DTYPE_BF16   ? 1e-2
-                                               : 2e-3;
+         * past 8 tokens, f16 and bf16 weights from 2 where their kernel takes them; f32 sums */
+        double tol = half_mma(type, n, cols)     ? half_batch_tol(type)
+                     : n <= 8 || int8_gemv(type) ? small_batch_tol(type)
+                     : type == OX_DTYPE_F32      ? 2e-5
+                     : type == OX_DTYPE_BF16     ? 1e-2
+                                                 : 2e-3;
         CHECK_CLOSE(got, want, (size_t)n * rows, tol, "matmul %s n=%d", ox_dtype_name(type), n);
         free(x), free(want), free(got);
         gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
@@ -143,7 +144,8 @@ static void test_column_slice(enum ox_dtype type) {
                 want[(size_t)t * rows + r] = (float)s;
             }
         float *dx = up(x, (size_t)n * w * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
-        double tol = n > 8 && !int8_gemv(type) ? 2e-3 : small_batch_tol(type);
+        double tol =
+            (n > 8 && !int8_gemv(type)) || half_mma(type, n, w) ? 2e-3 : small_batch_tol(type);
         gpu.ops->matmul(&gpu, &m, dx, dy, n);
         float *got = down(dy, (size_t)n * rows);
         CHECK_CLOSE(got, want, (size_t)n * rows, tol, "column slice %s n=%d", ox_dtype_name(type),
@@ -172,8 +174,8 @@ static float silu(float v) {
 
 /* The fused matmuls (q, k, v in one launch; gate and up with the GLU; y += W x) against the
  * reference: the integer types at every batch size (the GEMV up to gemv_max_n, the int8 tensor
- * cores past it, the matrices' row tiles in one launch), the float types' single tokens; they
- * decline (false) everything else. */
+ * cores past it, the matrices' row tiles in one launch), the float types' single tokens, f16
+ * and bf16 up to half_mma_max_n tokens; they decline (false) everything else. */
 static void test_fused_type(enum ox_dtype type) {
     const int cols = 2048, rows[3] = {96, 32, 96}; /* q6_K tiles need cols % 2048 == 0 */
     uint8_t *host[3];
@@ -184,9 +186,11 @@ static void test_fused_type(enum ox_dtype type) {
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         int n = ns[k];
         bool plain = type == OX_DTYPE_F32 || type == OX_DTYPE_F16 || type == OX_DTYPE_BF16;
-        /* plain types: float x, one token (f16 and bf16 without staging, f32 staged) */
-        bool takes = plain ? n == 1 : int8_gemv(type);
-        double tol = plain ? 5e-5 : 2e-2; /* the integer types round x to int8 */
+        /* plain types: float x, one token (f16 and bf16 without staging, f32 staged); f16
+         * and bf16 a few tokens on the tensor cores, x rounded to their type */
+        bool mma = half_mma(type, n, cols);
+        bool takes = plain ? n == 1 || mma : int8_gemv(type);
+        double tol = mma ? half_batch_tol(type) : plain ? 5e-5 : 2e-2; /* integer types: int8 x */
         float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
         float *want[3], *dy[3], *got;
         for (int i = 0; i < 3; i++) {
@@ -234,9 +238,10 @@ static void test_fused_type(enum ox_dtype type) {
         }
         float *y0 = random_floats((size_t)n * rows[1], 1.0f);
         gpu.ops->upload(&gpu, dy[1], y0, (size_t)n * rows[1] * 4);
-        /* y += W x: plain types take one token, every type cuBLAS's batches (past 8) */
-        bool adds = n > 8 || (plain ? n == 1 : int8_gemv(type));
-        double add_tol = !plain || n == 1        ? tol
+        /* y += W x: plain types take one token (f16 and bf16 a few), every type cuBLAS's
+         * batches (past 8) */
+        bool adds = n > 8 || (plain ? n == 1 || mma : int8_gemv(type));
+        double add_tol = !plain || n == 1 || mma ? tol
                          : type == OX_DTYPE_F32  ? 2e-5
                          : type == OX_DTYPE_BF16 ? 1e-2
                                                  : 2e-3; /* x rounded to f16 for cuBLAS */
@@ -400,43 +405,55 @@ static void test_normed(enum ox_dtype type, int cols, int n) {
     }
 }
 
-/* A norm's weight folded into f16 matrices (the table's fold_norm), the single-token
- * multi and GLU GEMVs scaling by the rms themselves (norm_in with no weight): as the CPU's norm
- * with its weight, then the reference, within the extra rounding of each product to f16;
- * other batches decline. A product past f16's range is caught before anything changes. */
+/* A norm's weight folded into f16 matrices (the table's fold_norm), the multi and GLU kernels
+ * scaling by the rms themselves (norm_in with no weight): as the CPU's norm with its weight,
+ * then the reference, within the extra rounding of each product to f16 (and of x past one
+ * token: the tensor cores' batches); batches past those decline. A product past f16's range is
+ * caught before anything changes. */
 static void test_folded_norm(void) {
-    const int cols = 4096, rows = 64;
+    const int cols = 4096, rows = 64, most = half_mma_max_n() > 0 ? half_mma_max_n() : 1;
     uint8_t *host[2];
     struct mat m[2] = {random_mat(OX_DTYPE_F16, rows, cols, &host[0]),
                        random_mat(OX_DTYPE_F16, rows, cols, &host[1])};
-    float *x = random_floats(cols, 3.0f), *g = random_floats(cols, 1.0f);
-    float *xn = malloc((size_t)cols * 4), *want[2], *dy[2];
-    cpu.ops->rms_norm(&cpu, x, g, xn, 1, cols, 1e-5f);
-    float *dx = up(x, (size_t)cols * 4), *dg = up(g, (size_t)cols * 4);
+    float *g = random_floats(cols, 1.0f), *dg = up(g, (size_t)cols * 4);
     bool folded = false;
     struct backend_weights bw = {0};
     CHECK(gpu.ops->download(&gpu, NULL, NULL, 0) == OX_OK); /* fold_norm is off the stream */
     CHECK(gpu.ops->fold_norm(&bw, dg, m, 2, &folded) == OX_OK && folded);
-    for (int i = 0; i < 2; i++) {
-        want[i] = malloc((size_t)rows * 4);
-        matmul_ref(OX_DTYPE_F16, host[i], rows, cols, xn, 1, want[i]);
-        dy[i] = gpu.ops->alloc(&gpu, (size_t)2 * rows * 4);
-    }
     struct norm_in norm = {NULL, 1e-5f};
-    CHECK(!gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, 2));
-    CHECK(!gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], 2));
-    CHECK(gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, 1));
-    for (int i = 0; i < 2; i++) {
-        float *got = down(dy[i], (size_t)rows);
-        CHECK_CLOSE(got, want[i], (size_t)rows, 1e-3, "folded multi matrix %d", i);
-        free(got);
+    const int ns[] = {1, 3, most, most + 1};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const int n = ns[k];
+        float *x = random_floats((size_t)n * cols, 3.0f), *xn = malloc((size_t)n * cols * 4);
+        float *want[2], *dy[2], *dx = up(x, (size_t)n * cols * 4);
+        cpu.ops->rms_norm(&cpu, x, g, xn, n, cols, 1e-5f);
+        for (int i = 0; i < 2; i++) {
+            want[i] = malloc((size_t)n * rows * 4);
+            matmul_ref(OX_DTYPE_F16, host[i], rows, cols, xn, n, want[i]);
+            dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+        }
+        const bool takes = n == 1 || half_mma(OX_DTYPE_F16, n, cols);
+        const double tol = n == 1 ? 1e-3 : 3e-3;
+        CHECK_MSG(gpu.ops->matmul_multi(&gpu, 2, m, dx, &norm, dy, n) == takes, "folded multi n=%d",
+                  n);
+        for (int i = 0; takes && i < 2; i++) {
+            float *got = down(dy[i], (size_t)n * rows);
+            CHECK_CLOSE(got, want[i], (size_t)n * rows, tol, "folded multi n=%d matrix %d", n, i);
+            free(got);
+        }
+        CHECK_MSG(gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], n) == takes,
+                  "folded glu n=%d", n);
+        if (takes) {
+            for (size_t i = 0; i < (size_t)n * rows; i++)
+                want[0][i] = silu(want[0][i]) * want[1][i];
+            float *got = down(dy[0], (size_t)n * rows);
+            CHECK_CLOSE(got, want[0], (size_t)n * rows, 2 * tol, "folded glu n=%d", n);
+            free(got);
+        }
+        free(x), free(xn), gpu.ops->free(&gpu, dx);
+        for (int i = 0; i < 2; i++)
+            free(want[i]), gpu.ops->free(&gpu, dy[i]);
     }
-    CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &m[0], &m[1], dx, &norm, dy[0], 1));
-    for (int i = 0; i < rows; i++)
-        want[0][i] = silu(want[0][i]) * want[1][i];
-    float *got = down(dy[0], (size_t)rows);
-    CHECK_CLOSE(got, want[0], (size_t)rows, 2e-3, "folded glu");
-    free(got);
     /* 60000 x 2 is past 65504: not foldable, and left as it was */
     uint16_t big[8] = {0x7b53, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0x3c00};
     float two[8] = {2, 2, 2, 2, 2, 2, 2, 2};
@@ -456,32 +473,32 @@ static void test_folded_norm(void) {
     struct mat bf = {OX_DTYPE_BF16, m[0].data, rows, cols, m[0].row_bytes, NULL, NULL};
     CHECK(gpu.ops->fold_norm(&bw, dg, &bf, 1, &folded) == OX_OK && !folded);
     gpu.ops->free(&gpu, dbig), gpu.ops->free(&gpu, dtwo);
-    free(x), free(g), free(xn);
-    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dg);
-    for (int i = 0; i < 2; i++) {
-        free(want[i]), free(host[i]);
-        gpu.ops->free(&gpu, dy[i]), gpu.ops->free(&gpu, (void *)m[i].data);
-    }
+    free(g), gpu.ops->free(&gpu, dg);
+    for (int i = 0; i < 2; i++)
+        free(host[i]), gpu.ops->free(&gpu, (void *)m[i].data);
 }
 
 /* Long matrices: each warp streams several rows, across the q -> k -> v boundaries (at rows
  * that are no multiple of the rows per block). */
-static void test_multi_long(enum ox_dtype type) {
+static void test_multi_long(enum ox_dtype type, int n) {
     const int cols = 2048, rows[3] = {5000, 1000, 2440};
     uint8_t *host[3];
     struct mat m[3];
-    float *want[3], *dy[3], *x = random_floats(cols, 1.0f), *dx = up(x, (size_t)cols * 4);
+    float *want[3], *dy[3], *x = random_floats((size_t)n * cols, 1.0f);
+    float *dx = up(x, (size_t)n * cols * 4);
     for (int i = 0; i < 3; i++) {
         m[i] = random_mat(type, rows[i], cols, &host[i]);
-        want[i] = malloc((size_t)rows[i] * 4);
-        matmul_ref(type, host[i], rows[i], cols, x, 1, want[i]);
-        dy[i] = gpu.ops->alloc(&gpu, (size_t)rows[i] * 4);
+        want[i] = malloc((size_t)n * rows[i] * 4);
+        matmul_ref(type, host[i], rows[i], cols, x, n, want[i]);
+        dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows[i] * 4);
     }
-    CHECK(gpu.ops->matmul_multi(&gpu, 3, m, dx, NULL, dy, 1));
+    CHECK_MSG(gpu.ops->matmul_multi(&gpu, 3, m, dx, NULL, dy, n), "long multi %s n=%d",
+              ox_dtype_name(type), n);
+    const double tol = n > 1 && !int8_gemv(type) ? half_batch_tol(type) : small_batch_tol(type);
     for (int i = 0; i < 3; i++) {
-        float *got = down(dy[i], (size_t)rows[i]);
-        CHECK_CLOSE(got, want[i], (size_t)rows[i], small_batch_tol(type), "long multi %s matrix %d",
-                    ox_dtype_name(type), i);
+        float *got = down(dy[i], (size_t)n * rows[i]);
+        CHECK_CLOSE(got, want[i], (size_t)n * rows[i], tol, "long multi %s n=%d matrix %d",
+                    ox_dtype_name(type), n, i);
         free(got), free(want[i]), free(host[i]);
         gpu.ops->free(&gpu, dy[i]), gpu.ops->free(&gpu, (void *)m[i].data);
     }
@@ -627,9 +644,11 @@ static void test_fused(void) {
     test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 192, 2048, 2048);
     test_glu_then_down(OX_DTYPE_Q4_0, OX_DTYPE_Q4_0, 216, 2048, 2048);
     test_multi_mixed(24);
-    test_multi_long(OX_DTYPE_Q4_0);
-    test_multi_long(OX_DTYPE_Q6_K);
-    test_multi_long(OX_DTYPE_F16);
+    test_multi_long(OX_DTYPE_Q4_0, 1);
+    test_multi_long(OX_DTYPE_Q6_K, 1);
+    test_multi_long(OX_DTYPE_F16, 1);
+    if (half_mma(OX_DTYPE_F16, 5, 2048)) /* blocks of rows across the matrices' ends */
+        test_multi_long(OX_DTYPE_F16, 5), test_multi_long(OX_DTYPE_BF16, 13);
     test_column_slice(OX_DTYPE_Q4_0);
     test_column_slice(OX_DTYPE_Q6_K);
     test_column_slice(OX_DTYPE_F16);

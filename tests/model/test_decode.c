@@ -52,6 +52,61 @@ static double spread(const float *a) {
     return hi - lo;
 }
 
+/* S sequences decoded together a token a step (the batches a server decodes its streams in:
+ * on a GPU, f16 weights take their tensor-core kernel from 2 to 16 tokens) against each decoded
+ * alone a token at a time: the same logits within what the f16 rounding of x allows. */
+static void check_parallel_steps(const char *name, int S) {
+    enum { STEPS = 6, MOST = 16 };
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/%s", test_data_dir(), name);
+    struct ox_model *saved = model, *m = NULL;
+    struct ox_model_params mp = test_model_params();
+    CHECK_MSG(ox_model_load(path, &mp, &m) == OX_OK, "%s", ox_last_error());
+    if (!m || S > MOST)
+        return;
+    const int saved_vocab = n_vocab;
+    model = m, n_vocab = ox_model_n_vocab(m);
+    ox_token t[MOST][STEPS];
+    for (int k = 0; k < S; k++)
+        for (int i = 0; i < STEPS; i++)
+            t[k][i] = (ox_token)(3 + (i * 37 + k * 101 + 7) % (n_vocab - 3));
+    float *together = malloc((size_t)S * STEPS * (size_t)n_vocab * sizeof *together);
+    struct ox_context *c = new_context(S * STEPS + 8, (uint32_t)S);
+    for (int i = 0; i < STEPS; i++) {
+        ox_token step[MOST];
+        int32_t pos[MOST], seq[MOST];
+        bool all[MOST];
+        for (int k = 0; k < S; k++)
+            step[k] = t[k][i], pos[k] = i, seq[k] = k, all[k] = true;
+        struct ox_batch b = {
+            .n_tokens = S, .token = step, .pos = pos, .seq_id = seq, .logits = all};
+        CHECK_EQ(ox_decode(c, &b), OX_OK);
+        for (int k = 0; k < S; k++)
+            memcpy(together + ((size_t)k * STEPS + i) * n_vocab, ox_get_logits(c, k),
+                   (size_t)n_vocab * sizeof *together);
+    }
+    double worst = 0, rel = 0;
+    for (int k = 0; k < S; k++) {
+        struct ox_context *alone = new_context(STEPS + 8, 1);
+        for (int i = 0; i < STEPS; i++) {
+            struct ox_batch one = {.n_tokens = 1, .token = &t[k][i]};
+            CHECK_EQ(ox_decode(alone, &one), OX_OK);
+            const float *a = together + ((size_t)k * STEPS + i) * n_vocab;
+            double d = max_diff(a, ox_get_logits(alone, 0));
+            worst = fmax(worst, d), rel = fmax(rel, d / spread(a));
+        }
+        ox_context_free(alone);
+    }
+    printf("  %s, %d sequences a token a step vs alone: max |logit diff| %.3g (%.2g of the "
+           "spread)\n",
+           name, S, worst, rel);
+    CHECK(rel < 5e-3);
+    ox_context_free(c);
+    free(together);
+    ox_model_free(m);
+    model = saved, n_vocab = saved_vocab;
+}
+
 /* Batch vs one at a time: the same math on the same cache, summed in different orders (float
  * matmuls follow llama.cpp's GEMM for batches and its vec_dot for single tokens, which rounds
  * the activations to f16 for f16 weights), so the logits agree to the last bits, amplified by
@@ -432,6 +487,9 @@ int main(void) {
     check_incremental();
     check_two_sequences();
     check_many_sequences();
+    for (int s = 2; s <= 16; s += 7) /* 2, 9 and 16 sequences */
+        check_parallel_steps("llama-f16.gguf", s);
+    check_parallel_steps("llama-bf16.gguf", 5);
     check_limits();
     check_kv_types();
     check_shift();

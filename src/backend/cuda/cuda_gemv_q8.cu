@@ -563,6 +563,8 @@ bool cuda_gemv_q8(struct backend *b, const struct mat *w, const float *x, float 
     /* single tokens through f16 / bf16 weights stream faster without this kernel's staging */
     if (n == 1 && cuda_half_matmul(b, w, x, y, accumulate))
         return true;
+    if (n > 1 && cuda_mma_half_multi(b, 1, w, x, nullptr, &y, n, accumulate))
+        return true;
     q8_job job = {};
     job.w[0] = (const uint8_t *)w->data, job.y[0] = y;
     job.row_end[0] = job.items = w->n_rows;
@@ -622,6 +624,8 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
      * (cuda_gemv_half.cu says why) unless its weight is folded into the matrices */
     if (n == 1 && cuda_half_takes(&w[0]))
         return cuda_half_multi(b, count, w, x, norm, y);
+    if (cuda_mma_half_multi(b, count, w, x, norm, y, n, false)) /* a few tokens of them */
+        return true;
     if (q8_leaves_to_mmq(b, &w[0], x, n)) /* declined above: a norm to run first */
         return false;
     q8_job job = {};
@@ -653,6 +657,8 @@ bool cuda_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *ga
     }
     if (n == 1 && cuda_half_takes(gate)) /* as cuda_matmul_multi */
         return cuda_half_glu(b, kind, gate, up, x, norm, y);
+    if (cuda_mma_half_glu(b, kind, gate, up, x, norm, y, n))
+        return true;
     if (q8_leaves_to_mmq(b, gate, x, n))
         return cuda_mmq_glu(b, kind, gate, up, x, norm, y, n);
     q8_job job = {};

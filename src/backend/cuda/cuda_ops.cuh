@@ -44,6 +44,18 @@ bool cuda_half_multi(struct backend *b, int count, const struct mat *w, const fl
 bool cuda_half_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
                    const struct mat *up, const float *x, const struct norm_in *norm, float *y);
 
+/* cuda_mma_half.cu: 2 to cuda_half_mma_max_n() tokens (OX_CUDA_HALF_MMA_MAX_N, 16 at most)
+ * through f16 / bf16 weights on the tensor cores: y = W x (or y += W x) for one to three
+ * matrices of one type, width and row size in one launch; y = act(gate x) * (up x). A norm
+ * only with its weight folded into the matrices. False, doing nothing, for other batch sizes
+ * or types, widths not a multiple of 64, or rows or x not 16-byte aligned. */
+int cuda_half_mma_max_n(void);
+bool cuda_mma_half_multi(struct backend *b, int count, const struct mat *w, const float *x,
+                         const struct norm_in *norm, float *const *y, int n, bool accumulate);
+bool cuda_mma_half_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                       const struct mat *up, const float *x, const struct norm_in *norm, float *y,
+                       int n);
+
 /* cuda_gemv_q8.cu: dense matmuls of up to cuda_q8_max_n tokens (MoE experts: CUDA_Q8_MAX_N pairs)
  * on int8 activations, for the types of cuda_vecdot.cuh. Each returns false, doing nothing, where
  * the kernel does not take the matrices (the caller falls back). cuda_gemv_q8_init: once per
