@@ -58,7 +58,8 @@ int cmd_split_follow(const char *cmd, int argc, char **argv);
     "                        GPU where there is one), none (one GPU), layer (each GPU runs\n"      \
     "                        consecutive layers) or row (every layer's heads and FFN rows\n"       \
     "                        split over the GPUs)\n"                                               \
-    "  -ts, --tensor-split A,B  the GPUs' shares of the layers (row: equal; 0 leaves one out)\n"   \
+    "  -ts, --tensor-split A,B  the GPUs' shares of the layers, or of the heads and FFN rows\n"    \
+    "                        (row); 0 leaves one out\n"                                            \
     "  -mg, --main-gpu N     rank 0's GPU, where the logits come from (default 0)\n"               \
     "  --dist-addr HOST:PORT, --dist-rank R, --dist-world N  split by rows across N\n"             \
     "                        processes (one GPU each, -mg): rank 0 listens at HOST:PORT and\n"     \

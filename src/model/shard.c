@@ -30,7 +30,74 @@ static bool keep_cols(struct weight *w, int64_t c0, int64_t n) {
     return true;
 }
 
-const char *model_shard_refusal(const struct ox_model *m, int world) {
+/* Where world ranks' parts of `units` whole units end, in proportion to the shares (NULL or
+ * none above 0: equal), each part at least one unit: b[0] = 0 .. b[world] = units. Equal shares
+ * of units that divide give every rank units / world. */
+static void share_bounds(const float *share, int world, int64_t units, int64_t *b) {
+    double total = 0, before = 0;
+    bool any = false;
+    for (int r = 0; share && r < world; r++)
+        any |= share[r] > 0.0f;
+    for (int r = 0; r < world; r++)
+        total += any ? (share[r] > 0.0f ? share[r] : 0.0) : 1.0;
+    b[0] = 0;
+    for (int r = 1; r <= world; r++) {
+        before += any ? (share[r - 1] > 0.0f ? share[r - 1] : 0.0) : 1.0;
+        int64_t e = r == world ? units : (int64_t)((double)units * before / total + 0.5);
+        int64_t lo = b[r - 1] + 1, hi = units - (world - r); /* room for the parts after */
+        b[r] = r == world ? units : e < lo ? lo : e > hi ? hi : e;
+    }
+}
+
+/* Rank's part of layer il: its kv heads (and so its query heads, whole groups of them) and its
+ * FFN rows (whole blocks of the down matrix's type, as its columns are cut). */
+struct shard_cut {
+    int64_t kv0, kv, head0, heads, ff0, ff;
+};
+
+static struct shard_cut layer_cut(const struct ox_model *m, const float *share, int world, int rank,
+                                  int32_t il) {
+    const struct layer_shape *sh = &m->cfg.layer[il];
+    int64_t b[SHARD_MAX + 1], group = m->cfg.n_head / sh->n_head_kv;
+    struct shard_cut c;
+    share_bounds(share, world, sh->n_head_kv, b);
+    c.kv0 = b[rank], c.kv = b[rank + 1] - b[rank];
+    c.head0 = c.kv0 * group, c.heads = c.kv * group;
+    int64_t unit = ox_dtype_block_size(m->layers[il].ffn_down->type);
+    share_bounds(share, world, sh->n_ff / unit, b);
+    c.ff0 = b[rank] * unit, c.ff = (b[rank + 1] - b[rank]) * unit;
+    return c;
+}
+
+/* Why layer il cannot be cut so, or NULL: every rank needs a kv head and a block of FFN rows,
+ * the same query heads in every layer (the shard's n_head), and wo's columns of its heads in
+ * whole blocks of wo's type. */
+static const char *layer_refusal(const struct ox_model *m, const float *share, int world,
+                                 int32_t il) {
+    const struct layer_weights *l = &m->layers[il];
+    const struct layer_shape *sh = &m->cfg.layer[il];
+    if (l->wqkv || !l->wq || !l->wk || !l->wv || !l->wo || !l->ffn_down || !l->ffn_up)
+        return "a layer has fused q, k and v, or lacks a matrix the split needs";
+    if (sh->n_head_kv < world)
+        return "its kv heads do not divide among the ranks (fewer than the ranks)";
+    if (sh->n_ff / ox_dtype_block_size(l->ffn_down->type) < world)
+        return "its FFN rows do not divide among the ranks";
+    if ((l->q_norm && l->q_norm->ne[0] != sh->head_dim_k) ||
+        (l->k_norm && l->k_norm->ne[0] != sh->head_dim_k))
+        return "its q or k norm spans all heads, not one";
+    int64_t bs_o = ox_dtype_block_size(l->wo->type);
+    for (int r = 0; r < world; r++) {
+        struct shard_cut c = layer_cut(m, share, world, r, il),
+                         c0 = layer_cut(m, share, world, r, 0);
+        if (c.head0 != c0.head0 || c.heads != c0.heads)
+            return "its layers' kv heads differ, so a rank's query heads would too";
+        if (c.head0 * sh->head_dim_v % bs_o || c.heads * sh->head_dim_v % bs_o)
+            return "a rank's columns of wo would cut a block of its quantization type";
+    }
+    return NULL;
+}
+
+const char *model_shard_refusal(const struct ox_model *m, int world, const float *share) {
     const struct model_config *c = &m->cfg;
     const struct arch_desc *d = c->arch;
     if (m->on_gpu)
@@ -41,23 +108,12 @@ const char *model_shard_refusal(const struct ox_model *m, int world) {
         return "its architecture has layers that do not split by heads yet (latent attention, "
                "recurrent layers, experts, parallel blocks, gated heads, per-layer embeddings or "
                "LoRA targets)";
-    if (c->n_head % world)
-        return "its attention heads do not divide among the ranks";
+    if (world > SHARD_MAX)
+        return "more ranks than a split takes";
     for (int32_t il = 0; il < c->n_layer; il++) {
-        const struct layer_weights *l = &m->layers[il];
-        const struct layer_shape *sh = &c->layer[il];
-        if (l->wqkv || !l->wq || !l->wk || !l->wv || !l->wo || !l->ffn_down || !l->ffn_up)
-            return "a layer has fused q, k and v, or lacks a matrix the split needs";
-        if (sh->n_head_kv % world || sh->n_ff % world)
-            return "a layer's kv heads or FFN rows do not divide among the ranks";
-        if ((l->q_norm && l->q_norm->ne[0] != sh->head_dim_k) ||
-            (l->k_norm && l->k_norm->ne[0] != sh->head_dim_k))
-            return "its q or k norm spans all heads, not one";
-        int64_t bs_o = ox_dtype_block_size(l->wo->type),
-                bs_d = ox_dtype_block_size(l->ffn_down->type);
-        if ((int64_t)c->n_head / world * sh->head_dim_v % bs_o || sh->n_ff / world % bs_d)
-            return "a rank's columns of wo or of the FFN's down matrix would cut a block of its "
-                   "quantization type";
+        const char *why = layer_refusal(m, share, world, il);
+        if (why)
+            return why;
     }
     return NULL;
 }
@@ -67,32 +123,30 @@ static struct weight *own(struct ox_model *sh, const struct weight *w) {
     return &sh->weights[w - sh->weights];
 }
 
-/* Layer il of the shard: its weights' rows and columns for the rank's heads and FFN rows; the
- * biases after wo and down added by rank 0 alone (the others' sums would add them again). */
-static void split_layer(struct ox_model *sh, int il, int rank, int world) {
+/* Layer il of the shard: its weights' rows and columns for the rank's heads and FFN rows (cut
+ * as the whole's layer is); the biases after wo and down added by rank 0 alone (the others'
+ * sums would add them again). */
+static void split_layer(struct ox_model *sh, const struct ox_model *m, const float *share, int il,
+                        int rank, int world) {
     const struct layer_shape *s = &sh->cfg.layer[il];
     struct layer_weights *l = &sh->layers[il];
-    const int64_t heads = sh->cfg.n_head / world, kv = s->n_head_kv / world, ff = s->n_ff / world;
+    const struct shard_cut c = layer_cut(m, share, world, rank, il);
+    const int64_t dk = s->head_dim_k, dv = s->head_dim_v;
     const struct {
         const struct weight *w;
         int64_t first, count; /* rows */
-    } rows[] = {{l->wq, rank * heads * s->head_dim_k, heads * s->head_dim_k},
-                {l->bq, rank * heads * s->head_dim_k, heads * s->head_dim_k},
-                {l->wk, rank * kv * s->head_dim_k, kv * s->head_dim_k},
-                {l->bk, rank * kv * s->head_dim_k, kv * s->head_dim_k},
-                {l->wv, rank * kv * s->head_dim_v, kv * s->head_dim_v},
-                {l->bv, rank * kv * s->head_dim_v, kv * s->head_dim_v},
-                {l->attn_sinks, rank * heads, heads},
-                {l->ffn_gate, rank * ff, ff},
-                {l->ffn_gate_b, rank * ff, ff},
-                {l->ffn_up, rank * ff, ff},
-                {l->ffn_up_b, rank * ff, ff}};
+    } rows[] = {{l->wq, c.head0 * dk, c.heads * dk}, {l->bq, c.head0 * dk, c.heads * dk},
+                {l->wk, c.kv0 * dk, c.kv * dk},      {l->bk, c.kv0 * dk, c.kv * dk},
+                {l->wv, c.kv0 * dv, c.kv * dv},      {l->bv, c.kv0 * dv, c.kv * dv},
+                {l->attn_sinks, c.head0, c.heads},   {l->ffn_gate, c.ff0, c.ff},
+                {l->ffn_gate_b, c.ff0, c.ff},        {l->ffn_up, c.ff0, c.ff},
+                {l->ffn_up_b, c.ff0, c.ff}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].w)
             keep_rows(own(sh, rows[i].w), rows[i].first, rows[i].count);
-    /* whole blocks (unsplittable checked) */
-    keep_cols(own(sh, l->wo), rank * heads * s->head_dim_v, heads * s->head_dim_v);
-    keep_cols(own(sh, l->ffn_down), rank * ff, ff);
+    /* whole blocks (layer_refusal checked) */
+    keep_cols(own(sh, l->wo), c.head0 * dv, c.heads * dv);
+    keep_cols(own(sh, l->ffn_down), c.ff0, c.ff);
     if (rank != 0)
         l->bo = l->ffn_down_b = NULL;
 }
@@ -113,12 +167,12 @@ static enum ox_status own_layout(struct ox_model *sh, struct weight *w) {
     return st;
 }
 
-enum ox_status model_shard(const struct ox_model *m, int rank, int world, bool gpu,
-                           struct ox_model **out) {
+enum ox_status model_shard(const struct ox_model *m, int rank, int world, const float *share,
+                           bool gpu, struct ox_model **out) {
     *out = NULL;
     if (world < 1 || rank < 0 || rank >= world)
         return ox_fail(OX_ERR_INVALID_ARG, "model: rank %d of %d ranks", rank, world);
-    const char *why = model_shard_refusal(m, world);
+    const char *why = model_shard_refusal(m, world, share);
     if (why)
         return ox_fail(OX_ERR_UNSUPPORTED, "model: cannot split over %d ranks: %s", world, why);
     struct ox_model *sh = malloc(sizeof *sh);
@@ -135,11 +189,16 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, bool g
     for (int64_t i = 0; i < m->gguf->n_tensors; i++) /* the CPU's layouts of the rows, shared */
         sh->weights[i].copy = m->weights[i].copy, sh->weights[i].copy_of = m->weights[i].copy_of;
     for (int32_t il = 0; il < m->cfg.n_layer; il++)
-        split_layer(sh, il, rank, world);
-    struct model_config *c = &sh->cfg;
-    c->n_head /= world, c->n_head_kv /= world, c->n_ff /= world;
-    for (int32_t il = 0; il < c->n_layer; il++)
-        c->layer[il].n_head_kv /= world, c->layer[il].n_ff /= world;
+        split_layer(sh, m, share, il, rank, world);
+    struct model_config *c = &sh->cfg; /* the rank's heads and rows; the largest, as whole's */
+    c->n_head = (int32_t)layer_cut(m, share, world, rank, 0).heads;
+    c->n_head_kv = c->n_ff = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        struct shard_cut cut = layer_cut(m, share, world, rank, il);
+        c->layer[il].n_head_kv = (int32_t)cut.kv, c->layer[il].n_ff = (int32_t)cut.ff;
+        c->n_head_kv = c->n_head_kv > cut.kv ? c->n_head_kv : (int32_t)cut.kv;
+        c->n_ff = c->n_ff > cut.ff ? c->n_ff : (int32_t)cut.ff;
+    }
     if (gpu) { /* every weight to this thread's GPU; the host's layouts stay the whole's */
         for (int64_t i = 0; i < m->gguf->n_tensors; i++)
             sh->weights[i].copy = NULL, sh->weights[i].copy_of = NULL;

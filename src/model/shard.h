@@ -5,16 +5,20 @@
 
 #include "model/model.h"
 
-/* Why m (loaded for the CPU) cannot be split over world ranks by heads and FFN rows (a static
- * string), or NULL. */
-const char *model_shard_refusal(const struct ox_model *m, int world);
+enum { SHARD_MAX = OX_MAX_DEVICES };
+
+/* Why m (loaded for the CPU) cannot be split over world ranks by heads and FFN rows in
+ * proportion to share[0 .. world) (NULL or all 0: equal shares) (a static string), or NULL. */
+const char *model_shard_refusal(const struct ox_model *m, int world, const float *share);
 
 /* Rank's shard of m (loaded for the CPU) over world ranks: a model whose layers hold the
  * rank's heads and FFN rows (views of m's bytes; m must outlive it; ox_model_free frees it
- * alone); with gpu, its weights copied to the calling thread's current GPU. OX_ERR_UNSUPPORTED
- * naming why for a model that does not split so (m on a GPU, heads or FFN rows that do not
- * divide, columns that would cut a quantization block, layers of other kinds). */
-enum ox_status model_shard(const struct ox_model *m, int rank, int world, bool gpu,
-                           struct ox_model **out);
+ * alone), kv heads (with their query heads) and FFN rows in whole blocks of the down matrix's
+ * type cut in proportion to share (NULL or all 0: equal; each rank at least one of each); with
+ * gpu, its weights copied to the calling thread's current GPU. OX_ERR_UNSUPPORTED naming why
+ * for a model that does not split so (m on a GPU, fewer kv heads or blocks of FFN rows than
+ * ranks, columns that would cut a quantization block, layers of other kinds). */
+enum ox_status model_shard(const struct ox_model *m, int rank, int world, const float *share,
+                           bool gpu, struct ox_model **out);
 
 #endif

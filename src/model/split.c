@@ -226,8 +226,7 @@ static void stop_watch(struct model_split *sp) {
 /* ---- which GPUs ------------------------------------------------------------------------ */
 
 /* The GPUs tensor_split gives a share (all when it gives none), main_gpu first, into the plan
- * with their shares; an error for shares past the GPUs present, none for main_gpu, or unequal
- * ones for a split by rows. */
+ * with their shares; an error for shares past the GPUs present or none for main_gpu. */
 static enum ox_status plan_devices(const struct ox_model_params *p, int gpus,
                                    struct split_plan *plan) {
     bool any = false;
@@ -247,11 +246,6 @@ static enum ox_status plan_devices(const struct ox_model_params *p, int gpus,
     plan->device[n] = p->main_gpu, plan->share[n++] = share;
     for (int i = 0; i < gpus && i < OX_MAX_DEVICES; i++) {
         float s = any ? p->tensor_split[i] : 1.0f;
-        if (s > 0.0f && p->split_mode == OX_SPLIT_ROW && fabsf(s - share) > 1e-6f * share)
-            return ox_fail(OX_ERR_UNSUPPORTED,
-                           "model: split_mode row takes equal shares (each GPU holds as many "
-                           "heads and FFN rows): tensor_split gives GPU %d %g, GPU %d %g",
-                           i, (double)s, p->main_gpu, (double)share);
         if (s > 0.0f && i != p->main_gpu)
             plan->device[n] = i, plan->share[n++] = s;
     }
@@ -260,31 +254,19 @@ static enum ox_status plan_devices(const struct ox_model_params *p, int gpus,
 }
 
 /* OX_SPLIT_AUTO (the default) on several GPUs, by measurement (two H100s, bench/RESULTS.md
- * 2026-11-26): by rows wherever the model splits so (its prompts 1.2-1.6x one GPU's, its
- * decode 1.03-1.38x at one sequence, about as fast at 8 to 128), else by layers (as fast as one
- * GPU within 2%, and a model larger than one fits; one that cannot split so runs on GPU 0).
- * One GPU, no GPU, or layers left to the CPU: none. */
+ * 2026-11-26): by rows wherever the model splits so in the shares asked for (its prompts
+ * 1.2-1.6x one GPU's, its decode 1.03-1.40x at one sequence, about as fast at 8 to 128), else by
+ * layers (as fast as one GPU within 2%, and a model larger than one fits; one that cannot split
+ * so runs on GPU 0). One GPU, no GPU, or layers left to the CPU: none. */
 int split_auto_mode(const struct ox_model *m, const struct ox_model_params *p, int gpus) {
     if (p->split_mode != OX_SPLIT_AUTO)
         return p->split_mode;
     int32_t ngl = p->n_gpu_layers;
-    if (gpus < 2 || ngl == 0 || (ngl > 0 && ngl < m->cfg.n_layer))
-        return OX_SPLIT_NONE;
-    bool any = false, equal = true;
-    for (int i = 0; i < OX_MAX_DEVICES; i++)
-        any |= p->tensor_split[i] > 0.0f;
-    int world = 0;
-    float first = 0.0f;
-    for (int i = 0; i < gpus && i < OX_MAX_DEVICES; i++) {
-        float s = any ? p->tensor_split[i] : 1.0f;
-        if (!(s > 0.0f))
-            continue;
-        first = world++ ? first : s;
-        equal &= fabsf(s - first) <= 1e-6f * first;
-    }
-    if (world < 2)
-        return OX_SPLIT_NONE;
-    return equal && !model_shard_refusal(m, world) ? OX_SPLIT_ROW : OX_SPLIT_LAYER;
+    struct split_plan plan;
+    if (gpus < 2 || ngl == 0 || (ngl > 0 && ngl < m->cfg.n_layer) || p->main_gpu < 0 ||
+        p->main_gpu >= gpus || plan_devices(p, gpus, &plan) != OX_OK || plan.world < 2)
+        return OX_SPLIT_NONE; /* (bad shares are refused when the plan is made) */
+    return !model_shard_refusal(m, plan.world, plan.share) ? OX_SPLIT_ROW : OX_SPLIT_LAYER;
 }
 
 enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,
@@ -327,7 +309,7 @@ static enum ox_status make_shard(int rank, void *user) {
     if (sp->mode == OX_SPLIT_LAYER)
         return model_layer_shard(m, rank, sp->world, sp->layer_begin[rank],
                                  sp->layer_begin[rank + 1], sp->ops->device, out);
-    return model_shard(m, rank, sp->world, sp->ops->device, out);
+    return model_shard(m, rank, sp->world, sp->share, sp->ops->device, out);
 }
 
 static enum ox_status free_shard(int rank, void *user) {
@@ -354,8 +336,10 @@ static struct model_split *split_new(struct ox_model *m, const struct backend_op
     for (int i = 0; i < n_local; i++)
         sp->device[i] = devices ? devices[i] : i;
     double total = 0, sum = 0;
-    for (int r = 0; r < plan->world; r++)
+    for (int r = 0; r < plan->world; r++) {
         total += plan->share[r] > 0 ? plan->share[r] : 1.0;
+        sp->share[r] = plan->share[r] > 0 ? plan->share[r] : 1.0f;
+    }
     for (int r = 0; r <= plan->world; r++) {
         sp->layer_begin[r] = (int32_t)(m->cfg.n_layer * (sum / total) + 0.5);
         sum += r < plan->world && plan->share[r] > 0 ? plan->share[r] : 1.0;

@@ -30,6 +30,7 @@ struct model_split {
     int world;                          /* ranks in all */
     int mode;                           /* OX_SPLIT_ROW (heads and FFN rows) or OX_SPLIT_LAYER */
     int32_t layer_begin[SPLIT_MAX + 1]; /* by layers: rank r runs layer_begin[r] .. [r + 1] - 1 */
+    float share[SPLIT_MAX];             /* rank r's share (of the layers, or heads and rows) */
     int first, n_local;                 /* this process's: first .. first + n_local - 1 */
     const struct backend_ops *ops;      /* the backend whose group sums the ranks */
     struct backend_group *group;
@@ -58,7 +59,7 @@ struct split_context {
 };
 
 /* How a model is split: by rows or layers (mode), over world ranks, rank r on GPU device[r]
- * with share[r] of the layers (0: an equal share). */
+ * with share[r] of the layers, or of the heads and FFN rows (0: an equal share). */
 struct split_plan {
     int mode, world;
     int device[SPLIT_MAX];

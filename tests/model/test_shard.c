@@ -73,9 +73,10 @@ static double kl_rows(const float *p, const float *q, int n, bool *same_top) {
     return kl;
 }
 
-/* The model's rank shards over world threads against the whole model, on the same tokens. */
-static void check_split(const char *name, struct ox_model *m, int world, const ox_token *tokens,
-                        const float *whole, double tol) {
+/* The model's rank shards over world threads (in proportion to share: NULL equal) against the
+ * whole model, on the same tokens; rank 0's FFN rows ff0 (0: not checked). */
+static void check_split(const char *name, struct ox_model *m, int world, const float *share,
+                        int ff0, const ox_token *tokens, const float *whole, double tol) {
     int nv = ox_model_n_vocab(m);
     struct ox_model *shard[WORLD_MAX] = {0};
     struct run runs[WORLD_MAX];
@@ -84,8 +85,11 @@ static void check_split(const char *name, struct ox_model *m, int world, const o
     struct backend_group *g = backend_cpu_group_create(world);
     CHECK(g != NULL);
     for (int r = 0; r < world; r++) {
-        CHECK_MSG(model_shard(m, r, world, false, &shard[r]) == OX_OK, "%s: %s", name,
+        CHECK_MSG(model_shard(m, r, world, share, false, &shard[r]) == OX_OK, "%s: %s", name,
                   ox_last_error());
+        if (r == 0 && shard[0] && ff0) /* the shares were honoured, not made equal */
+            CHECK_MSG(shard[0]->cfg.layer[0].n_ff == ff0 && shard[0]->cfg.n_ff == ff0,
+                      "%s: rank 0 has %d FFN rows, not %d", name, shard[0]->cfg.layer[0].n_ff, ff0);
         runs[r] = (struct run){.ctx = shard[r] ? context(shard[r]) : NULL,
                                .tokens = tokens,
                                .logits = malloc((size_t)(N + STEPS) * nv * sizeof(float)),
@@ -111,7 +115,8 @@ static void check_split(const char *name, struct ox_model *m, int world, const o
     }
     CHECK_MSG(worst < tol && agree == rows, "%s over %d ranks: KL %.3g, top token %d of %d", name,
               world, worst, agree, rows);
-    printf("%-18s %d ranks: worst KL %.2e, top token %d of %d\n", name, world, worst, agree, rows);
+    printf("%-18s %d ranks%s: worst KL %.2e, top token %d of %d\n", name, world,
+           share ? " (unequal shares)" : "", worst, agree, rows);
     for (int r = 0; r < world; r++) {
         ox_context_free(runs[r].ctx);
         free(runs[r].logits);
@@ -130,7 +135,7 @@ static struct ox_model *load(const char *name) {
     return m;
 }
 
-static void test_model(const char *name, int world, double tol) {
+static void test_model(const char *name, int world, const float *share, int ff0, double tol) {
     struct ox_model *m = load(name);
     if (!m)
         return;
@@ -160,7 +165,7 @@ static void test_model(const char *name, int world, double tol) {
     whole.ctx = context(m); /* again from an empty cache, as the ranks run */
     decode_all(&whole);
     CHECK_MSG(whole.st == OX_OK, "%s: %s", name, ox_last_error());
-    check_split(name, m, world, tokens, whole.logits, tol);
+    check_split(name, m, world, share, ff0, tokens, whole.logits, tol);
     ox_context_free(whole.ctx);
     free(whole.logits);
     ox_model_free(m);
@@ -177,6 +182,7 @@ struct gpu_rank {
     struct backend_group *g;
     pthread_barrier_t *ready;
     bool *all_ready;
+    const float *share;
     int rank, world;
     char error[256];
 };
@@ -185,7 +191,7 @@ static void *gpu_rank_main(void *arg) {
     struct gpu_rank *r = arg;
     struct ox_model *sh = NULL;
     bool ok = backend_cuda_group_enter(r->g, r->rank) == OX_OK &&
-              model_shard(r->whole, r->rank, r->world, true, &sh) == OX_OK &&
+              model_shard(r->whole, r->rank, r->world, r->share, true, &sh) == OX_OK &&
               (r->run.ctx = context(sh)) && context_join_group(r->run.ctx, r->g, r->rank) == OX_OK;
     if (!ok) {
         snprintf(r->error, sizeof r->error, "%s", ox_last_error());
@@ -201,9 +207,10 @@ static void *gpu_rank_main(void *arg) {
     return NULL;
 }
 
-/* The model's 2 ranks on GPUs 0 and 1 (through NCCL) against the whole model on GPU 0; or,
- * with refused, each rank's context refusing to join the group with that reason. */
-static void test_gpus(const char *name, double tol, const char *refused) {
+/* The model's 2 ranks on GPUs 0 and 1 (through NCCL; in proportion to share, NULL equal)
+ * against the whole model on GPU 0; or, with refused, each rank's context refusing to join the
+ * group with that reason. */
+static void test_gpus(const char *name, double tol, const char *refused, const float *share) {
     enum { WORLD = 2 };
     struct backend_group *g = backend_cuda_group_create(WORLD, NULL);
     if (!g) {
@@ -238,6 +245,7 @@ static void test_gpus(const char *name, double tol, const char *refused) {
                                      .g = g,
                                      .ready = &ready,
                                      .all_ready = &all_ready,
+                                     .share = share,
                                      .rank = i,
                                      .world = WORLD};
             r[i].run.logits = malloc((size_t)(N + STEPS) * nv * sizeof(float));
@@ -267,7 +275,8 @@ static void test_gpus(const char *name, double tol, const char *refused) {
         if (refused)
             printf("%-18s 2 GPUs: refused (%s)\n", name, refused);
         else
-            printf("%-18s 2 GPUs: worst KL %.2e, top token %d of %d\n", name, worst, agree, rows);
+            printf("%-18s 2 GPUs%s: worst KL %.2e, top token %d of %d\n", name,
+                   share ? " (unequal shares)" : "", worst, agree, rows);
         pthread_barrier_destroy(&ready);
         ox_context_free(whole.ctx);
         free(whole.logits);
@@ -283,10 +292,10 @@ static void test_refused(const char *name, int world, const char *why) {
     struct ox_model *m = load(name), *s = (struct ox_model *)1;
     if (!m)
         return;
-    CHECK_MSG(model_shard(m, 0, world, false, &s) == OX_ERR_UNSUPPORTED && !s &&
+    CHECK_MSG(model_shard(m, 0, world, NULL, false, &s) == OX_ERR_UNSUPPORTED && !s &&
                   strstr(ox_last_error(), why),
               "%s: %s", name, ox_last_error());
-    CHECK(model_shard(m, 2, 2, false, &s) == OX_ERR_INVALID_ARG && !s);
+    CHECK(model_shard(m, 2, 2, NULL, false, &s) == OX_ERR_INVALID_ARG && !s);
     ox_model_free(m);
 }
 
@@ -296,22 +305,30 @@ int main(void) {
                                         "gemma3-f16", "starcoder2-f16"};
     /* float-order differences only: the ranks' sums go in another order than one matmul's */
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
-        test_model(split[i], 2, 1e-6);
+        test_model(split[i], 2, NULL, 0, 1e-6);
     /* AVX-512's iq4_nl kernels round a share's 128-column rows otherwise than the whole's 256
      * (KL 1.5e-5; at the AVX2 and scalar levels the split is as exact as the others) */
-    test_model("llama-iq4_nl", 2, 1e-4);
+    test_model("llama-iq4_nl", 2, NULL, 0, 1e-4);
+    /* unequal shares (--tensor-split 3,1 by rows): the 768 FFN rows cut 576 / 192 (f32: any
+     * row), 256 / 512 for 1 : 2 (q8_0: blocks of 32), 512 / 256 for 2 : 1; the 2 kv heads one
+     * each whatever the shares (a rank keeps at least one) */
+    test_model("llama-f32", 2, (const float[]){3.0f, 1.0f}, 576, 1e-6);
+    test_model("llama-q8_0", 2, (const float[]){1.0f, 2.0f}, 256, 1e-6);
+    test_model("qwen3-f16", 2, (const float[]){2.0f, 1.0f}, 512, 1e-6);
 #ifdef OX_HAVE_CUDA
     /* on 2 GPUs (where there are), against the whole model on one: the integer types (the
      * GPU picks its kernels by a matrix's size, and the ranks' halves round x otherwise than the
      * whole: 2 H100s, KL 1.1e-3 with every top token the same); the f16 model's contexts slice
      * their FFN there (ffn_sliced's sums of a rank's slices) */
-    test_gpus("llama-q8_0", 2e-3, NULL);
-    test_gpus("llama-q4_0", 2e-3, NULL);
-    test_gpus("llama-f16", 1e-4, NULL);
+    test_gpus("llama-q8_0", 2e-3, NULL, NULL);
+    test_gpus("llama-q4_0", 2e-3, NULL, NULL);
+    test_gpus("llama-f16", 1e-4, NULL, NULL);
+    test_gpus("llama-q8_0", 2e-3, NULL, (const float[]){1.0f, 2.0f});
+    test_gpus("llama-f16", 1e-4, NULL, (const float[]){3.0f, 1.0f});
 #endif
     test_refused("llama-q4_k", 2, "cut a block");
     test_refused("phi3-f16", 2, "fused q, k and v");
     test_refused("llama-moe-f16", 2, "experts");
-    test_refused("llama-f16", 3, "do not divide");
+    test_refused("llama-f16", 3, "fewer than the ranks"); /* 2 kv heads */
     return test_finish("test_shard");
 }

@@ -166,18 +166,23 @@ static struct ox_model *load(const char *name, const struct ox_model_params *mp)
 }
 
 /* The model whole on the CPU against it split by mode over world CPU ranks (threads; by layers
- * with shares 1 : 2 : ...). */
-static void test_cpu(const char *name, int mode, int world) {
+ * with shares 1 : 2 : ..., by rows so where unequal). */
+static void test_cpu(const char *name, int mode, int world, bool unequal) {
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = 0;
     struct ox_model *whole = load(name, &mp), *split = load(name, &mp);
     struct split_plan plan = {.mode = mode, .world = world};
     for (int r = 0; r < world; r++)
-        plan.share[r] = mode == OX_SPLIT_LAYER ? (float)(r + 1) : 1.0f;
+        plan.share[r] = mode == OX_SPLIT_LAYER || unequal ? (float)(r + 1) : 1.0f;
     CHECK_MSG(split && model_split(split, backend_host(), &plan) == OX_OK, "%s by %s: %s", name,
               mode_name(mode), ox_last_error());
     if (whole && split && split->split) {
         CHECK_STR(ox_model_backend(split), "CPU");
+        struct ox_model *const *sh = split->split->shard;
+        if (unequal && mode == OX_SPLIT_ROW) /* the shares' rows, not equal halves */
+            CHECK_MSG(sh[0]->cfg.n_ff < sh[1]->cfg.n_ff &&
+                          sh[0]->cfg.n_ff + sh[1]->cfg.n_ff == whole->cfg.n_ff,
+                      "%s: FFN rows %d + %d", name, sh[0]->cfg.n_ff, sh[1]->cfg.n_ff);
         compare(name, whole, split, mode == OX_SPLIT_LAYER ? 1e-12 : 1e-6);
         /* a state of the split model is not one of the whole's, nor the other way round */
         struct ox_context *a = context(whole, false), *b = context(split, false);
@@ -328,8 +333,11 @@ static void test_auto_mode(void) {
         CHECK(split_auto_mode(f32, &p, 2) == OX_SPLIT_ROW);
         CHECK(split_auto_mode(f32, &p, 1) == OX_SPLIT_NONE);
         CHECK(split_auto_mode(f32, &p, 0) == OX_SPLIT_NONE);
-        p.tensor_split[0] = 1.0f, p.tensor_split[1] = 3.0f; /* unequal: rows cannot */
-        CHECK(split_auto_mode(f32, &p, 2) == OX_SPLIT_LAYER);
+        p.tensor_split[0] = 1.0f, p.tensor_split[1] = 3.0f; /* rows in those shares */
+        CHECK(split_auto_mode(f32, &p, 2) == OX_SPLIT_ROW);
+        p.tensor_split[2] = 1.0f; /* its 2 kv heads among 3: by layers */
+        CHECK(split_auto_mode(f32, &p, 3) == OX_SPLIT_LAYER);
+        p.tensor_split[2] = 0.0f;
         p.tensor_split[1] = 0.0f; /* one GPU given a share */
         CHECK(split_auto_mode(f32, &p, 4) == OX_SPLIT_NONE);
         p = ox_model_params_default();
@@ -480,14 +488,15 @@ int main(int argc, char **argv) {
 #endif
     static const char *const cpu[] = {"llama-f32", "llama-q8_0", "qwen3-f16", "gemma2-f16"};
     for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
-        test_cpu(cpu[i], OX_SPLIT_ROW, 2);
+        test_cpu(cpu[i], OX_SPLIT_ROW, 2, false);
+    test_cpu("llama-q8_0", OX_SPLIT_ROW, 2, true); /* FFN rows 256 / 512 */
     /* by layers the ranks run the whole's kernels in the whole's order: the same logits; MoE
      * and fused q, k, v split so too */
     static const char *const layers[] = {"llama-f32", "llama-q8_0", "gemma2-f16", "llama-moe-f16",
                                          "phi3-f16"};
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
-        test_cpu(layers[i], OX_SPLIT_LAYER, 2);
-    test_cpu("kjv-15m-q4_k_m", OX_SPLIT_LAYER, 3);
+        test_cpu(layers[i], OX_SPLIT_LAYER, 2, false);
+    test_cpu("kjv-15m-q4_k_m", OX_SPLIT_LAYER, 3, false);
     test_processes("llama-q8_0", OX_SPLIT_ROW);
     test_processes("qwen3-f16", OX_SPLIT_ROW);
     test_processes("llama-moe-f16", OX_SPLIT_LAYER);
