@@ -336,6 +336,16 @@ static void test_wire(void) {
     struct dist_header fr;
     dist_header_encode(DIST_MESSAGE, 70000, f);
     CHECK(dist_header_decode(f, &fr) && fr.kind == DIST_MESSAGE && fr.len == 70000);
+    CHECK(f[12] == 0 && f[13] == 0 && f[14] == 0 && f[15] == 0); /* as before 64-bit lengths */
+    /* a rank's part of a long context's saved state: past 4 GiB, up to DIST_MESSAGE_MAX */
+    const uint64_t big = ((uint64_t)5 << 30) + 7;
+    dist_header_encode(DIST_REPLY, big, f);
+    CHECK(dist_header_decode(f, &fr) && fr.kind == DIST_REPLY && fr.len == big);
+    CHECK(f[8] == 7 && f[12] == 1); /* low word, then high word */
+    dist_header_encode(DIST_MESSAGE, DIST_MESSAGE_MAX, f);
+    CHECK(dist_header_decode(f, &fr) && fr.len == DIST_MESSAGE_MAX);
+    dist_header_encode(DIST_MESSAGE, DIST_MESSAGE_MAX + 1, f);
+    CHECK(!dist_header_decode(f, &fr));
     dist_header_encode(DIST_REFUSAL, DIST_NOTE_MAX + 1, f); /* notes are short */
     CHECK(!dist_header_decode(f, &fr));
     dist_header_encode(DIST_HELLO, 0, f); /* ranks send hellos, rank 0 does not */

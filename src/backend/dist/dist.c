@@ -144,7 +144,7 @@ static void group_close(struct dist_group *g) {
 static int send_frame(int fd, enum dist_kind kind, const void *payload, size_t len,
                       int64_t deadline) {
     uint8_t h[DIST_HEADER_BYTES];
-    dist_header_encode(kind, (uint32_t)len, h);
+    dist_header_encode(kind, (uint64_t)len, h);
     int e = write_full(fd, h, sizeof h, deadline);
     return e ? e : write_full(fd, payload, len, deadline);
 }
@@ -334,7 +334,7 @@ static enum ox_status member_join(struct dist_group *g, const struct dist_params
         return ox_fail(OX_ERR_FORMAT, "dist: %s did not answer as an oxidize rank 0", p->addr);
     }
     char note[DIST_NOTE_MAX + 1] = {0};
-    e = read_full(g->fds[0], fr.kind == DIST_WELCOME ? shared : note, fr.len, deadline);
+    e = read_full(g->fds[0], fr.kind == DIST_WELCOME ? shared : note, (size_t)fr.len, deadline);
     if (e || fr.kind == DIST_REFUSAL) {
         group_close(g);
         return ox_fail(e ? OX_ERR_IO : OX_ERR_INVALID_ARG, "dist: rank %d: %s", p->rank,
@@ -378,13 +378,13 @@ static enum ox_status gone(int r, int e) {
 enum ox_status dist_send(struct dist_group *g, const void *msg, size_t len) {
     for (int r = 1; r < g->world; r++)
         OX_TRY(dist_send_to(g, r, msg, len));
-    return g->rank == 0 && len <= UINT32_MAX
+    return g->rank == 0 && len <= DIST_MESSAGE_MAX
                ? OX_OK
                : ox_fail(OX_ERR_INVALID_ARG, "dist: only rank 0 sends (%zu bytes)", len);
 }
 
 enum ox_status dist_send_to(struct dist_group *g, int r, const void *msg, size_t len) {
-    if (g->rank != 0 || len > UINT32_MAX || r < 1 || r >= g->world)
+    if (g->rank != 0 || len > DIST_MESSAGE_MAX || r < 1 || r >= g->world)
         return ox_fail(OX_ERR_INVALID_ARG,
                        "dist: only rank 0 sends, to a rank of the group "
                        "(rank %d, %zu bytes)",
@@ -394,8 +394,9 @@ enum ox_status dist_send_to(struct dist_group *g, int r, const void *msg, size_t
 }
 
 enum ox_status dist_reply(struct dist_group *g, const void *msg, size_t len) {
-    if (g->rank == 0 || g->world < 2 || len > UINT32_MAX)
-        return ox_fail(OX_ERR_INVALID_ARG, "dist: rank %d has no rank 0 to answer", g->rank);
+    if (g->rank == 0 || g->world < 2 || len > DIST_MESSAGE_MAX)
+        return ox_fail(OX_ERR_INVALID_ARG, "dist: rank %d has no rank 0 to answer (%zu bytes)",
+                       g->rank, len);
     int e = send_frame(g->fds[0], DIST_REPLY, msg, len, now_ms() + g->timeout_ms);
     return e ? gone(0, e) : OX_OK;
 }
@@ -430,19 +431,20 @@ static enum ox_status recv_frame(struct dist_group *g, int fd, int from, enum di
     if (fr.kind == DIST_BYE)
         return ox_fail(OX_ERR_ABORTED, "dist: rank 0 ended the group");
     if (fr.len > *r->cap && (!r->grow || fr.len > r->max))
-        return ox_fail(OX_ERR_FORMAT, "dist: a message of %u bytes, room for %zu", fr.len,
-                       r->grow ? r->max : *r->cap);
+        return ox_fail(OX_ERR_FORMAT, "dist: a message of %llu bytes, room for %zu",
+                       (unsigned long long)fr.len, r->grow ? r->max : *r->cap);
     if (fr.len > *r->cap) {
-        uint8_t *b = realloc(*r->buf, fr.len);
+        uint8_t *b = fr.len <= SIZE_MAX ? realloc(*r->buf, (size_t)fr.len) : NULL;
         if (!b)
-            return ox_fail(OX_ERR_OOM, "dist: no memory for a message of %u bytes", fr.len);
-        *r->buf = b, *r->cap = fr.len;
+            return ox_fail(OX_ERR_OOM, "dist: no memory for a message of %llu bytes",
+                           (unsigned long long)fr.len);
+        *r->buf = b, *r->cap = (size_t)fr.len;
     }
-    e = read_full(fd, *r->buf, fr.len, deadline);
+    e = read_full(fd, *r->buf, (size_t)fr.len, deadline);
     if (e)
         return ox_fail(OX_ERR_IO, "dist: rank %d's message cut short (%s)", from,
                        e == EPIPE ? "connection closed" : strerror(e));
-    *len = fr.len;
+    *len = (size_t)fr.len;
     return OX_OK;
 }
 

@@ -74,6 +74,9 @@ void dist_leave(struct dist_group *g);
 
 /* ---- the wire (dist_wire.c): what a rank sends when it joins and what rank 0 answers ---- */
 
+/* A frame's payload may be as long as a rank's part of a saved state (a long context's cache
+ * rows: past 4 GiB for a 70B model's); its header holds 64 bits of length, up to this. */
+#define DIST_MESSAGE_MAX ((uint64_t)1 << 40)
 enum { DIST_HELLO_BYTES = 32, DIST_HEADER_BYTES = 16, DIST_NOTE_MAX = 255 };
 enum dist_kind { DIST_HELLO = 1, DIST_WELCOME, DIST_REFUSAL, DIST_MESSAGE, DIST_BYE, DIST_REPLY };
 
@@ -85,14 +88,15 @@ struct dist_hello {
 /* A frame's header: its kind and the payload bytes after it. */
 struct dist_header {
     enum dist_kind kind;
-    uint32_t len;
+    uint64_t len;
 };
 
 void dist_hello_encode(const struct dist_hello *h, uint8_t out[DIST_HELLO_BYTES]);
 /* false for bytes that are not a hello of this version. */
 bool dist_hello_decode(const uint8_t in[DIST_HELLO_BYTES], struct dist_hello *h);
-void dist_header_encode(enum dist_kind kind, uint32_t len, uint8_t out[DIST_HEADER_BYTES]);
-/* false for bytes that are not a header of this version, of a kind rank 0 sends or an answer. */
+void dist_header_encode(enum dist_kind kind, uint64_t len, uint8_t out[DIST_HEADER_BYTES]);
+/* false for bytes that are not a header of this version, of a kind rank 0 sends or an answer,
+ * or of a length past DIST_MESSAGE_MAX. */
 bool dist_header_decode(const uint8_t in[DIST_HEADER_BYTES], struct dist_header *h);
 
 /* "HOST:PORT" or "[IPv6]:PORT" into host (NUL-terminated, at most host_cap - 1 bytes) and a

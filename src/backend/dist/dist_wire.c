@@ -50,17 +50,21 @@ bool dist_hello_decode(const uint8_t in[DIST_HELLO_BYTES], struct dist_hello *h)
     return true;
 }
 
-void dist_header_encode(enum dist_kind kind, uint32_t len, uint8_t out[DIST_HEADER_BYTES]) {
+/* The length's low word at 8, its high word at 12 (zero below 4 GiB, as before it was read). */
+void dist_header_encode(enum dist_kind kind, uint64_t len, uint8_t out[DIST_HEADER_BYTES]) {
     memset(out, 0, DIST_HEADER_BYTES);
     put_lead(out, kind);
-    put32(out + 8, len);
+    put32(out + 8, (uint32_t)len), put32(out + 12, (uint32_t)(len >> 32));
 }
 
 bool dist_header_decode(const uint8_t in[DIST_HEADER_BYTES], struct dist_header *h) {
     uint32_t kind;
-    if (!lead_is(in, &kind) || kind < DIST_WELCOME || kind > DIST_REPLY || get32(in + 12) != 0)
+    if (!lead_is(in, &kind) || kind < DIST_WELCOME || kind > DIST_REPLY)
         return false;
-    h->kind = (enum dist_kind)kind, h->len = get32(in + 8);
+    h->kind = (enum dist_kind)kind;
+    h->len = (uint64_t)get32(in + 8) | (uint64_t)get32(in + 12) << 32;
+    if (h->len > DIST_MESSAGE_MAX)
+        return false;
     /* a refusal's note is short; a goodbye carries nothing */
     return !(h->kind == DIST_REFUSAL && h->len > DIST_NOTE_MAX) && !(h->kind == DIST_BYE && h->len);
 }
