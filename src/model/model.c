@@ -164,6 +164,9 @@ void ox_model_free(struct ox_model *m) {
         for (int64_t i = 0; m->weights && i < m->gguf->n_tensors; i++)
             if (m->weights[i].copy && m->weights[i].copy != m->whole->weights[i].copy)
                 m->weights[i].copy_of->release_weight(m->weights[i].copy);
+        for (int i = 0; i < m->n_shard_rows; i++)
+            free(m->shard_rows[i]);
+        free(m->shard_rows);
         free(m->layers), free(m->type_row0), free(m->weights), free(m);
         return;
     }

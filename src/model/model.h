@@ -154,6 +154,8 @@ struct ox_model {
     const struct ox_model *whole; /* a rank's shard (shard.c): the model whose bytes it views and
                                      whose file, vocabulary and copies it borrows; else NULL */
     struct model_split *split;    /* its shards when split over GPUs (split.c), or NULL */
+    uint8_t **shard_rows;         /* a shard's own copies of fused matrices' rows (shard.c), */
+    int n_shard_rows;             /* where its share is not one span of the whole's */
     /* a pipeline rank's model (pipeline.c): it runs layers [layer_begin, layer_end), and is
      * rank pipe_rank of pipe_world (rank 0 also embeds the tokens and makes the logits);
      * pipe_world 0 for any other model */

@@ -20,6 +20,37 @@ static void keep_rows(struct weight *w, int64_t r0, int64_t n) {
     }
 }
 
+/* Spans of rows {first, count} of a matrix (or elements of a vector), one after another in a
+ * copy the shard owns: a fused matrix's share (q, k and v; gate and up) is not one span of the
+ * whole's rows. False: out of memory. */
+static bool gather_rows(struct ox_model *sh, struct weight *w, const int64_t (*span)[2], int n) {
+    const bool vec = w->ne[1] <= 1;
+    const size_t unit = vec ? sizeof(float) : w->row_bytes;
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += span[i][1];
+    uint8_t **list = realloc(sh->shard_rows, (size_t)(sh->n_shard_rows + 1) * sizeof *list);
+    uint8_t *buf = malloc((size_t)total * unit);
+    if (list)
+        sh->shard_rows = list;
+    if (!list || !buf) {
+        free(buf);
+        return false;
+    }
+    sh->shard_rows[sh->n_shard_rows++] = buf;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(buf + at, w->data + (size_t)span[i][0] * unit, (size_t)span[i][1] * unit);
+        at += (size_t)span[i][1] * unit;
+    }
+    w->data = buf;
+    if (vec)
+        w->ne[0] = total, w->row_bytes = (size_t)total * sizeof(float);
+    else
+        w->ne[1] = total;
+    return true;
+}
+
 /* Columns [c0, c0 + n) of each row, the rows' stride kept; whole blocks of the type only. */
 static bool keep_cols(struct weight *w, int64_t c0, int64_t n) {
     int64_t bs = ox_dtype_block_size(w->type);
@@ -76,8 +107,8 @@ static const char *layer_refusal(const struct ox_model *m, const float *share, i
                                  int32_t il) {
     const struct layer_weights *l = &m->layers[il];
     const struct layer_shape *sh = &m->cfg.layer[il];
-    if (l->wqkv || !l->wq || !l->wk || !l->wv || !l->wo || !l->ffn_down || !l->ffn_up)
-        return "a layer has fused q, k and v, or lacks a matrix the split needs";
+    if ((!l->wqkv && (!l->wq || !l->wk || !l->wv)) || !l->wo || !l->ffn_down || !l->ffn_up)
+        return "a layer lacks a matrix the split needs";
     if (sh->n_head_kv < world)
         return "its kv heads do not divide among the ranks (fewer than the ranks)";
     if (sh->n_ff / ox_dtype_block_size(l->ffn_down->type) < world)
@@ -123,24 +154,51 @@ static struct weight *own(struct ox_model *sh, const struct weight *w) {
     return &sh->weights[w - sh->weights];
 }
 
+/* The shard's fused matrices of layer il: q, k and v's rows of the rank's heads from wqkv (and
+ * its bias), gate's and up's of its FFN rows from an up matrix holding both ([gate | up]). */
+static bool split_fused(struct ox_model *sh, const struct ox_model *m, const struct shard_cut *c,
+                        int il) {
+    const struct layer_shape *s = &m->cfg.layer[il];
+    struct layer_weights *l = &sh->layers[il];
+    const int64_t dk = s->head_dim_k, dv = s->head_dim_v, q_all = m->cfg.n_head * dk,
+                  k_all = s->n_head_kv * dk;
+    const int64_t qkv[3][2] = {{c->head0 * dk, c->heads * dk},
+                               {q_all + c->kv0 * dk, c->kv * dk},
+                               {q_all + k_all + c->kv0 * dv, c->kv * dv}};
+    const int64_t gate_up[2][2] = {{c->ff0, c->ff}, {s->n_ff + c->ff0, c->ff}};
+    const bool fused_ffn =
+        m->cfg.arch->ffn == FFN_SWIGLU_FUSED || m->cfg.arch->ffn == FFN_GEGLU_FUSED;
+    return (!l->wqkv || gather_rows(sh, own(sh, l->wqkv), qkv, 3)) &&
+           (!l->bqkv || gather_rows(sh, own(sh, l->bqkv), qkv, 3)) &&
+           (!fused_ffn || gather_rows(sh, own(sh, l->ffn_up), gate_up, 2)) &&
+           (!fused_ffn || !l->ffn_up_b || gather_rows(sh, own(sh, l->ffn_up_b), gate_up, 2));
+}
+
 /* Layer il of the shard: its weights' rows and columns for the rank's heads and FFN rows (cut
  * as the whole's layer is); the biases after wo and down added by rank 0 alone (the others'
- * sums would add them again). */
-static void split_layer(struct ox_model *sh, const struct ox_model *m, const float *share, int il,
+ * sums would add them again). False: out of memory. */
+static bool split_layer(struct ox_model *sh, const struct ox_model *m, const float *share, int il,
                         int rank, int world) {
-    const struct layer_shape *s = &sh->cfg.layer[il];
+    const struct layer_shape *s = &m->cfg.layer[il];
     struct layer_weights *l = &sh->layers[il];
     const struct shard_cut c = layer_cut(m, share, world, rank, il);
     const int64_t dk = s->head_dim_k, dv = s->head_dim_v;
+    const bool fused_ffn =
+        m->cfg.arch->ffn == FFN_SWIGLU_FUSED || m->cfg.arch->ffn == FFN_GEGLU_FUSED;
     const struct {
         const struct weight *w;
         int64_t first, count; /* rows */
-    } rows[] = {{l->wq, c.head0 * dk, c.heads * dk}, {l->bq, c.head0 * dk, c.heads * dk},
-                {l->wk, c.kv0 * dk, c.kv * dk},      {l->bk, c.kv0 * dk, c.kv * dk},
-                {l->wv, c.kv0 * dv, c.kv * dv},      {l->bv, c.kv0 * dv, c.kv * dv},
-                {l->attn_sinks, c.head0, c.heads},   {l->ffn_gate, c.ff0, c.ff},
-                {l->ffn_gate_b, c.ff0, c.ff},        {l->ffn_up, c.ff0, c.ff},
-                {l->ffn_up_b, c.ff0, c.ff}};
+    } rows[] = {{l->wq, c.head0 * dk, c.heads * dk},
+                {l->bq, c.head0 * dk, c.heads * dk},
+                {l->wk, c.kv0 * dk, c.kv * dk},
+                {l->bk, c.kv0 * dk, c.kv * dk},
+                {l->wv, c.kv0 * dv, c.kv * dv},
+                {l->bv, c.kv0 * dv, c.kv * dv},
+                {l->attn_sinks, c.head0, c.heads},
+                {l->ffn_gate, c.ff0, c.ff},
+                {l->ffn_gate_b, c.ff0, c.ff},
+                {fused_ffn ? NULL : l->ffn_up, c.ff0, c.ff},
+                {fused_ffn ? NULL : l->ffn_up_b, c.ff0, c.ff}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].w)
             keep_rows(own(sh, rows[i].w), rows[i].first, rows[i].count);
@@ -149,6 +207,7 @@ static void split_layer(struct ox_model *sh, const struct ox_model *m, const flo
     keep_cols(own(sh, l->ffn_down), c.ff0, c.ff);
     if (rank != 0)
         l->bo = l->ffn_down_b = NULL;
+    return split_fused(sh, m, &c, il);
 }
 
 /* A sliced weight whose whole the CPU keeps in a layout of its own gets that layout of its
@@ -179,7 +238,7 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, const 
     if (!sh)
         return ox_fail(OX_ERR_OOM, "model: out of memory for a shard");
     *sh = *m; /* the file, vocabulary, configuration and template, borrowed */
-    sh->whole = m, sh->split = NULL;
+    sh->whole = m, sh->split = NULL, sh->shard_rows = NULL, sh->n_shard_rows = 0;
     sh->weights = NULL, sh->layers = NULL, sh->type_row0 = NULL, sh->n_params = 0;
     enum ox_status st = model_bind_weights(sh); /* its own table, bound as the whole's was */
     if (st != OX_OK) {
@@ -188,8 +247,13 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, const 
     }
     for (int64_t i = 0; i < m->gguf->n_tensors; i++) /* the CPU's layouts of the rows, shared */
         sh->weights[i].copy = m->weights[i].copy, sh->weights[i].copy_of = m->weights[i].copy_of;
-    for (int32_t il = 0; il < m->cfg.n_layer; il++)
-        split_layer(sh, m, share, il, rank, world);
+    for (int32_t il = 0; il < m->cfg.n_layer && st == OX_OK; il++)
+        if (!split_layer(sh, m, share, il, rank, world))
+            st = ox_fail(OX_ERR_OOM, "model: out of memory for a shard's fused matrices");
+    if (st != OX_OK) {
+        ox_model_free(sh);
+        return st;
+    }
     struct model_config *c = &sh->cfg; /* the rank's heads and rows; the largest, as whole's */
     c->n_head = (int32_t)layer_cut(m, share, world, rank, 0).heads;
     c->n_head_kv = c->n_ff = 0;

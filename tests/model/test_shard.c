@@ -2,7 +2,8 @@
  * as threads on the CPU whose partial outputs meet in sums: every rank's logits equal the whole
  * model's up to the order of the sums (a prompt, then single steps), on the shared reference
  * models of every kind the split takes (biases, q and k norms, post-norms and softcaps, layer
- * norms and GELU FFNs); the models it cannot split are refused saying why. */
+ * norms and GELU FFNs, fused q, k, v and fused gate and up), in equal or unequal shares; the
+ * models it cannot split are refused saying why. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -300,9 +301,9 @@ static void test_refused(const char *name, int world, const char *why) {
 }
 
 int main(void) {
-    static const char *const split[] = {"llama-f32",  "llama-f16",     "llama-bf16", "llama-q8_0",
-                                        "llama-q4_0", "qwen2-f16",     "qwen3-f16",  "gemma2-f16",
-                                        "gemma3-f16", "starcoder2-f16"};
+    static const char *const split[] = {"llama-f32",  "llama-f16",      "llama-bf16", "llama-q8_0",
+                                        "llama-q4_0", "qwen2-f16",      "qwen3-f16",  "gemma2-f16",
+                                        "gemma3-f16", "starcoder2-f16", "phi3-f16",   "gpt2-f16"};
     /* float-order differences only: the ranks' sums go in another order than one matmul's */
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
         test_model(split[i], 2, NULL, 0, 1e-6);
@@ -315,6 +316,7 @@ int main(void) {
     test_model("llama-f32", 2, (const float[]){3.0f, 1.0f}, 576, 1e-6);
     test_model("llama-q8_0", 2, (const float[]){1.0f, 2.0f}, 256, 1e-6);
     test_model("qwen3-f16", 2, (const float[]){2.0f, 1.0f}, 512, 1e-6);
+    test_model("phi3-f16", 2, (const float[]){1.0f, 3.0f}, 192, 1e-6); /* fused: copied rows */
 #ifdef OX_HAVE_CUDA
     /* on 2 GPUs (where there are), against the whole model on one: the integer types (the
      * GPU picks its kernels by a matrix's size, and the ranks' halves round x otherwise than the
@@ -327,7 +329,7 @@ int main(void) {
     test_gpus("llama-f16", 1e-4, NULL, (const float[]){3.0f, 1.0f});
 #endif
     test_refused("llama-q4_k", 2, "cut a block");
-    test_refused("phi3-f16", 2, "fused q, k and v");
+    test_refused("falcon-f16", 2, "parallel blocks");
     test_refused("llama-moe-f16", 2, "experts");
     test_refused("llama-f16", 3, "fewer than the ranks"); /* 2 kv heads */
     return test_finish("test_shard");

@@ -486,7 +486,8 @@ int main(int argc, char **argv) {
 #else
     (void)argc, (void)argv;
 #endif
-    static const char *const cpu[] = {"llama-f32", "llama-q8_0", "qwen3-f16", "gemma2-f16"};
+    static const char *const cpu[] = {"llama-f32", "llama-q8_0", "qwen3-f16", "gemma2-f16",
+                                      "phi3-f16"};
     for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
         test_cpu(cpu[i], OX_SPLIT_ROW, 2, false);
     test_cpu("llama-q8_0", OX_SPLIT_ROW, 2, true); /* FFN rows 256 / 512 */
@@ -508,7 +509,8 @@ int main(int argc, char **argv) {
      * (test_shard); by layers, the same kernels; both record their steps as CUDA graphs
      * unless OX_SPLIT_GRAPHS=0 */
     static const char *const gpu_rows[] = {"llama-f16",  "qwen2-f16",  "qwen3-f16",
-                                           "gemma2-f16", "gemma3-f16", "starcoder2-f16"};
+                                           "gemma2-f16", "gemma3-f16", "starcoder2-f16",
+                                           "phi3-f16"};
     for (size_t i = 0; i < sizeof gpu_rows / sizeof gpu_rows[0]; i++)
         test_gpus(gpu_rows[i], OX_SPLIT_ROW, 1e-4);
     test_gpus("llama-q8_0", OX_SPLIT_ROW, 2e-3);
