@@ -142,6 +142,7 @@ void ffn_block(struct ox_context *ctx, struct stage *s, const struct layer_weigh
         moe_block(ctx, s, l, in, NULL, a->branch, n);
         if (l->ffn_up_shexp)
             shared_expert_add(ctx, s, l, in, a->branch, n);
+        block_reduce(ctx, s, a->branch, n); /* a split model's rows of every expert */
     } else {
         if (too_wide(ctx, s, l, n)) {
             ffn_sliced(ctx, s, l, in, n);

@@ -20,9 +20,10 @@ static void keep_rows(struct weight *w, int64_t r0, int64_t n) {
     }
 }
 
-/* Spans of rows {first, count} of a matrix (or elements of a vector), one after another in a
- * copy the shard owns: a fused matrix's share (q, k and v; gate and up) is not one span of the
- * whole's rows. False: out of memory. */
+/* Spans of rows {first, count} of a matrix (or elements of a vector; of the experts' matrices
+ * as one, the same rows of each), one after another in a copy the shard owns: a fused matrix's
+ * share (q, k and v; gate and up; every expert's rows) is not one span of the whole's rows.
+ * False: out of memory. */
 static bool gather_rows(struct ox_model *sh, struct weight *w, const int64_t (*span)[2], int n) {
     const bool vec = w->ne[1] <= 1;
     const size_t unit = vec ? sizeof(float) : w->row_bytes;
@@ -46,8 +47,8 @@ static bool gather_rows(struct ox_model *sh, struct weight *w, const int64_t (*s
     w->data = buf;
     if (vec)
         w->ne[0] = total, w->row_bytes = (size_t)total * sizeof(float);
-    else
-        w->ne[1] = total;
+    else /* experts' matrices: the spans are the same rows of each */
+        w->ne[1] = total / (w->ne[2] * w->ne[3]);
     return true;
 }
 
@@ -80,24 +81,62 @@ static void share_bounds(const float *share, int world, int64_t units, int64_t *
     }
 }
 
-/* Rank's part of layer il: its kv heads (and so its query heads, whole groups of them) and its
- * FFN rows (whole blocks of the down matrix's type, as its columns are cut). */
+/* Rank's part of layer il: its kv heads (and so its query heads, whole groups of them), its
+ * FFN rows and its rows of every expert (whole blocks of their down matrices' types, as those
+ * matrices' columns are cut). */
 struct shard_cut {
-    int64_t kv0, kv, head0, heads, ff0, ff;
+    int64_t kv0, kv, head0, heads, ff0, ff, exp0, exp;
 };
+
+/* Rank's span of `rows` rows cut in whole blocks of down's type (a layer without down: all). */
+static void cut_rows(const struct weight *down, int64_t rows, const float *share, int world,
+                     int rank, int64_t *first, int64_t *count) {
+    int64_t b[SHARD_MAX + 1], unit = down ? ox_dtype_block_size(down->type) : 0;
+    if (!unit) {
+        *first = 0, *count = rows;
+        return;
+    }
+    share_bounds(share, world, rows / unit, b);
+    *first = b[rank] * unit, *count = (b[rank + 1] - b[rank]) * unit;
+}
 
 static struct shard_cut layer_cut(const struct ox_model *m, const float *share, int world, int rank,
                                   int32_t il) {
     const struct layer_shape *sh = &m->cfg.layer[il];
+    const struct layer_weights *l = &m->layers[il];
     int64_t b[SHARD_MAX + 1], group = m->cfg.n_head / sh->n_head_kv;
     struct shard_cut c;
     share_bounds(share, world, sh->n_head_kv, b);
     c.kv0 = b[rank], c.kv = b[rank + 1] - b[rank];
     c.head0 = c.kv0 * group, c.heads = c.kv * group;
-    int64_t unit = ox_dtype_block_size(m->layers[il].ffn_down->type);
-    share_bounds(share, world, sh->n_ff / unit, b);
-    c.ff0 = b[rank] * unit, c.ff = (b[rank + 1] - b[rank]) * unit;
+    cut_rows(l->ffn_down, sh->n_ff, share, world, rank, &c.ff0, &c.ff);
+    cut_rows(l->ffn_down_exps, m->cfg.n_ff_exp, share, world, rank, &c.exp0, &c.exp);
     return c;
+}
+
+/* Why a MoE layer cannot be cut so, or NULL: its experts' gate, up and down apart, without
+ * biases, output scales, a shared expert or a dense FFN beside them (none of the shared test
+ * models has those to check them against); a block of each expert's rows for every rank, cut
+ * alike in every layer (the shard's n_ff_exp). */
+static const char *moe_refusal(const struct ox_model *m, const float *share, int world,
+                               int32_t il) {
+    const struct layer_weights *l = &m->layers[il];
+    if (!l->ffn_gate_exps || !l->ffn_up_exps || !l->ffn_down_exps || l->ffn_gate_exps_b ||
+        l->ffn_up_exps_b || l->ffn_down_exps_b || l->ffn_down_exps_s || l->ffn_pre_norm_2 ||
+        l->ffn_up_shexp)
+        return "its experts have fused or missing matrices, biases, output scales, a shared "
+               "expert or a dense FFN beside them";
+    if (m->cfg.n_ff_exp / ox_dtype_block_size(l->ffn_down_exps->type) < world)
+        return "its experts' FFN rows do not divide among the ranks";
+    for (int r = 0; r < world; r++) {
+        struct shard_cut c = layer_cut(m, share, world, r, il);
+        for (int32_t j = 0; j < il; j++) {
+            struct shard_cut e = layer_cut(m, share, world, r, j);
+            if (m->layers[j].ffn_down_exps && (e.exp0 != c.exp0 || e.exp != c.exp))
+                return "its layers' experts would be cut otherwise (their types differ)";
+        }
+    }
+    return NULL;
 }
 
 /* Why layer il cannot be cut so, or NULL: every rank needs a kv head and a block of FFN rows,
@@ -107,11 +146,15 @@ static const char *layer_refusal(const struct ox_model *m, const float *share, i
                                  int32_t il) {
     const struct layer_weights *l = &m->layers[il];
     const struct layer_shape *sh = &m->cfg.layer[il];
-    if ((!l->wqkv && (!l->wq || !l->wk || !l->wv)) || !l->wo || !l->ffn_down || !l->ffn_up)
+    if ((!l->wqkv && (!l->wq || !l->wk || !l->wv)) || !l->wo ||
+        (!l->ffn_gate_inp && (!l->ffn_down || !l->ffn_up)))
         return "a layer lacks a matrix the split needs";
+    const char *moe = l->ffn_gate_inp ? moe_refusal(m, share, world, il) : NULL;
+    if (moe)
+        return moe;
     if (sh->n_head_kv < world)
         return "its kv heads do not divide among the ranks (fewer than the ranks)";
-    if (sh->n_ff / ox_dtype_block_size(l->ffn_down->type) < world)
+    if (l->ffn_down && sh->n_ff / ox_dtype_block_size(l->ffn_down->type) < world)
         return "its FFN rows do not divide among the ranks";
     if ((l->q_norm && l->q_norm->ne[0] != sh->head_dim_k) ||
         (l->k_norm && l->k_norm->ne[0] != sh->head_dim_k))
@@ -134,11 +177,11 @@ const char *model_shard_refusal(const struct ox_model *m, int world, const float
     if (m->on_gpu)
         return "the model to split must be loaded for the CPU (n_gpu_layers = 0); its shards "
                "go to the GPUs";
-    if (d->mla || c->n_recurrent || c->n_expert || d->parallel || d->attn_gate ||
-        c->n_embd_per_layer || m->n_lora_slots)
+    if (d->mla || c->n_recurrent || d->parallel || d->attn_gate || c->n_embd_per_layer ||
+        m->n_lora_slots)
         return "its architecture has layers that do not split by heads yet (latent attention, "
-               "recurrent layers, experts, parallel blocks, gated heads, per-layer embeddings or "
-               "LoRA targets)";
+               "recurrent layers, parallel blocks, gated heads, per-layer embeddings or LoRA "
+               "targets)";
     if (world > SHARD_MAX)
         return "more ranks than a split takes";
     for (int32_t il = 0; il < c->n_layer; il++) {
@@ -168,7 +211,14 @@ static bool split_fused(struct ox_model *sh, const struct ox_model *m, const str
     const int64_t gate_up[2][2] = {{c->ff0, c->ff}, {s->n_ff + c->ff0, c->ff}};
     const bool fused_ffn =
         m->cfg.arch->ffn == FFN_SWIGLU_FUSED || m->cfg.arch->ffn == FFN_GEGLU_FUSED;
-    return (!l->wqkv || gather_rows(sh, own(sh, l->wqkv), qkv, 3)) &&
+    const int ne = l->ffn_gate_exps ? (int)l->ffn_gate_exps->ne[2] : 0;
+    int64_t(*exps)[2] = ne ? malloc((size_t)ne * sizeof *exps) : NULL;
+    for (int e = 0; exps && e < ne; e++) /* the rank's rows of each expert, one after another */
+        exps[e][0] = e * m->cfg.n_ff_exp + c->exp0, exps[e][1] = c->exp;
+    const bool experts = !ne || (exps && gather_rows(sh, own(sh, l->ffn_gate_exps), exps, ne) &&
+                                 gather_rows(sh, own(sh, l->ffn_up_exps), exps, ne));
+    free(exps);
+    return experts && (!l->wqkv || gather_rows(sh, own(sh, l->wqkv), qkv, 3)) &&
            (!l->bqkv || gather_rows(sh, own(sh, l->bqkv), qkv, 3)) &&
            (!fused_ffn || gather_rows(sh, own(sh, l->ffn_up), gate_up, 2)) &&
            (!fused_ffn || !l->ffn_up_b || gather_rows(sh, own(sh, l->ffn_up_b), gate_up, 2));
@@ -204,7 +254,10 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
             keep_rows(own(sh, rows[i].w), rows[i].first, rows[i].count);
     /* whole blocks (layer_refusal checked) */
     keep_cols(own(sh, l->wo), c.head0 * dv, c.heads * dv);
-    keep_cols(own(sh, l->ffn_down), c.ff0, c.ff);
+    if (l->ffn_down)
+        keep_cols(own(sh, l->ffn_down), c.ff0, c.ff);
+    if (l->ffn_down_exps) /* each expert's columns: the experts stay row_bytes * n_embd apart */
+        keep_cols(own(sh, l->ffn_down_exps), c.exp0, c.exp);
     if (rank != 0)
         l->bo = l->ffn_down_b = NULL;
     return split_fused(sh, m, &c, il);
@@ -259,6 +312,8 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, const 
     c->n_head_kv = c->n_ff = 0;
     for (int32_t il = 0; il < c->n_layer; il++) {
         struct shard_cut cut = layer_cut(m, share, world, rank, il);
+        if (m->layers[il].ffn_down_exps) /* alike in every layer (moe_refusal) */
+            c->n_ff_exp = (int32_t)cut.exp;
         c->layer[il].n_head_kv = (int32_t)cut.kv, c->layer[il].n_ff = (int32_t)cut.ff;
         c->n_head_kv = c->n_head_kv > cut.kv ? c->n_head_kv : (int32_t)cut.kv;
         c->n_ff = c->n_ff > cut.ff ? c->n_ff : (int32_t)cut.ff;

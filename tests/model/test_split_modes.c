@@ -350,9 +350,9 @@ static void test_auto_mode(void) {
         CHECK(split_auto_mode(f32, &p, 2) == OX_SPLIT_LAYER);
         p = ox_model_params_default();
     }
-    /* columns that would cut a quantization block, and experts: by layers */
+    /* columns that would cut a quantization block: by layers; experts split by rows */
     CHECK(!kjv || split_auto_mode(kjv, &p, 2) == OX_SPLIT_LAYER);
-    CHECK(!moe || split_auto_mode(moe, &p, 2) == OX_SPLIT_LAYER);
+    CHECK(!moe || split_auto_mode(moe, &p, 2) == OX_SPLIT_ROW);
     CHECK(f32 && kjv && moe);
     ox_model_free(f32), ox_model_free(kjv), ox_model_free(moe);
 }
@@ -486,8 +486,8 @@ int main(int argc, char **argv) {
 #else
     (void)argc, (void)argv;
 #endif
-    static const char *const cpu[] = {"llama-f32", "llama-q8_0", "qwen3-f16", "gemma2-f16",
-                                      "phi3-f16"};
+    static const char *const cpu[] = {"llama-f32",  "llama-q8_0", "qwen3-f16",
+                                      "gemma2-f16", "phi3-f16",   "qwen3moe-f16"};
     for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
         test_cpu(cpu[i], OX_SPLIT_ROW, 2, false);
     test_cpu("llama-q8_0", OX_SPLIT_ROW, 2, true); /* FFN rows 256 / 512 */
@@ -508,9 +508,9 @@ int main(int argc, char **argv) {
     /* by rows, the ranks' halves pick other kernels and round x otherwise than the whole
      * (test_shard); by layers, the same kernels; both record their steps as CUDA graphs
      * unless OX_SPLIT_GRAPHS=0 */
-    static const char *const gpu_rows[] = {"llama-f16",  "qwen2-f16",  "qwen3-f16",
-                                           "gemma2-f16", "gemma3-f16", "starcoder2-f16",
-                                           "phi3-f16"};
+    static const char *const gpu_rows[] = {"llama-f16",  "qwen2-f16",     "qwen3-f16",
+                                           "gemma2-f16", "gemma3-f16",    "starcoder2-f16",
+                                           "phi3-f16",   "llama-moe-f16", "qwen3moe-f16"};
     for (size_t i = 0; i < sizeof gpu_rows / sizeof gpu_rows[0]; i++)
         test_gpus(gpu_rows[i], OX_SPLIT_ROW, 1e-4);
     test_gpus("llama-q8_0", OX_SPLIT_ROW, 2e-3);
