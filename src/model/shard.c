@@ -1,8 +1,10 @@
 /* shard.c: one rank's share of a model split over ranks by attention heads and FFN rows (tensor
- * parallelism, llama.cpp's --split-mode row): q, k, v and gate, up keep their rows of the
- * rank's heads and FFN rows, wo and down the matching columns, so each rank's attention output
- * and FFN output are partial sums that the ranks add (block_reduce) before the residual. The
- * shard reads the whole model's bytes (views, nothing copied); the rest is replicated. */
+ * parallelism, llama.cpp's --split-mode row), in proportion to the ranks' shares: q, k, v and
+ * gate, up (and every expert's) keep their rows of the rank's heads and FFN rows, wo and down
+ * the matching columns, so each rank's attention output and FFN output are partial sums that
+ * the ranks add (block_reduce) before the residual. The shard views the whole model's bytes,
+ * but for fused matrices and experts, whose share is no single span of rows (copied); the rest
+ * is replicated. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,13 +130,14 @@ static const char *moe_refusal(const struct ox_model *m, const float *share, int
                "expert or a dense FFN beside them";
     if (m->cfg.n_ff_exp / ox_dtype_block_size(l->ffn_down_exps->type) < world)
         return "its experts' FFN rows do not divide among the ranks";
+    int32_t first = 0; /* the first MoE layer, which every other must be cut as */
+    while (!m->layers[first].ffn_down_exps)
+        first++;
     for (int r = 0; r < world; r++) {
-        struct shard_cut c = layer_cut(m, share, world, r, il);
-        for (int32_t j = 0; j < il; j++) {
-            struct shard_cut e = layer_cut(m, share, world, r, j);
-            if (m->layers[j].ffn_down_exps && (e.exp0 != c.exp0 || e.exp != c.exp))
-                return "its layers' experts would be cut otherwise (their types differ)";
-        }
+        struct shard_cut c = layer_cut(m, share, world, r, il),
+                         f = layer_cut(m, share, world, r, first);
+        if (f.exp0 != c.exp0 || f.exp != c.exp)
+            return "its layers' experts would be cut otherwise (their types differ)";
     }
     return NULL;
 }
@@ -149,11 +152,11 @@ static const char *layer_refusal(const struct ox_model *m, const float *share, i
     if ((!l->wqkv && (!l->wq || !l->wk || !l->wv)) || !l->wo ||
         (!l->ffn_gate_inp && (!l->ffn_down || !l->ffn_up)))
         return "a layer lacks a matrix the split needs";
+    if (sh->n_head_kv < world)
+        return "its kv heads do not divide among the ranks (fewer than the ranks)";
     const char *moe = l->ffn_gate_inp ? moe_refusal(m, share, world, il) : NULL;
     if (moe)
         return moe;
-    if (sh->n_head_kv < world)
-        return "its kv heads do not divide among the ranks (fewer than the ranks)";
     if (l->ffn_down && sh->n_ff / ox_dtype_block_size(l->ffn_down->type) < world)
         return "its FFN rows do not divide among the ranks";
     if ((l->q_norm && l->q_norm->ne[0] != sh->head_dim_k) ||
