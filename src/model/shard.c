@@ -54,6 +54,22 @@ static bool gather_rows(struct ox_model *sh, struct weight *w, const int64_t (*s
     return true;
 }
 
+/* Columns [c0, c0 + n) of each row of a float table (an expert's bias a row), packed into a
+ * copy the shard owns. False: out of memory. */
+static bool gather_cols(struct ox_model *sh, struct weight *w, int64_t c0, int64_t n) {
+    const int64_t rows = w->ne[1] * w->ne[2] * w->ne[3],
+                  ne[4] = {w->ne[0], w->ne[1], w->ne[2], w->ne[3]};
+    int64_t(*spans)[2] = rows <= INT32_MAX ? malloc((size_t)rows * sizeof *spans) : NULL;
+    for (int64_t r = 0; spans && r < rows; r++)
+        spans[r][0] = r * w->ne[0] + c0, spans[r][1] = n;
+    w->ne[1] = w->ne[2] = w->ne[3] = 1; /* as a vector of its elements */
+    const bool ok = spans && gather_rows(sh, w, spans, (int)rows);
+    free(spans);
+    w->ne[0] = ok ? n : ne[0], w->ne[1] = ne[1], w->ne[2] = ne[2], w->ne[3] = ne[3];
+    w->row_bytes = (size_t)w->ne[0] * sizeof(float);
+    return ok;
+}
+
 /* Columns [c0, c0 + n) of each row, the rows' stride kept; whole blocks of the type only. */
 static bool keep_cols(struct weight *w, int64_t c0, int64_t n) {
     int64_t bs = ox_dtype_block_size(w->type);
@@ -84,10 +100,10 @@ static void share_bounds(const float *share, int world, int64_t units, int64_t *
 }
 
 /* Rank's part of layer il: its kv heads (and so its query heads, whole groups of them), its
- * FFN rows and its rows of every expert (whole blocks of their down matrices' types, as those
- * matrices' columns are cut). */
+ * FFN rows, its rows of every expert and of the shared expert (whole blocks of their down
+ * matrices' types, as those matrices' columns are cut). */
 struct shard_cut {
-    int64_t kv0, kv, head0, heads, ff0, ff, exp0, exp;
+    int64_t kv0, kv, head0, heads, ff0, ff, exp0, exp, sh0, sh;
 };
 
 /* Rank's span of `rows` rows cut in whole blocks of down's type (a layer without down: all). */
@@ -113,22 +129,22 @@ static struct shard_cut layer_cut(const struct ox_model *m, const float *share, 
     c.head0 = c.kv0 * group, c.heads = c.kv * group;
     cut_rows(l->ffn_down, sh->n_ff, share, world, rank, &c.ff0, &c.ff);
     cut_rows(l->ffn_down_exps, m->cfg.n_ff_exp, share, world, rank, &c.exp0, &c.exp);
+    cut_rows(l->ffn_down_shexp, m->cfg.n_ff_shexp, share, world, rank, &c.sh0, &c.sh);
     return c;
 }
 
-/* Why a MoE layer cannot be cut so, or NULL: its experts' gate, up and down apart, without
- * biases, output scales, a shared expert or a dense FFN beside them (none of the shared test
- * models has those to check them against); a block of each expert's rows for every rank, cut
- * alike in every layer (the shard's n_ff_exp). */
+/* Why a MoE layer cannot be cut so, or NULL: its experts' gate, up and down apart (a shared
+ * expert's too), no dense FFN beside them; a block of each expert's rows (and of the shared
+ * expert's) for every rank, cut alike in every layer (the shard's n_ff_exp, n_ff_shexp). */
 static const char *moe_refusal(const struct ox_model *m, const float *share, int world,
                                int32_t il) {
     const struct layer_weights *l = &m->layers[il];
-    if (!l->ffn_gate_exps || !l->ffn_up_exps || !l->ffn_down_exps || l->ffn_gate_exps_b ||
-        l->ffn_up_exps_b || l->ffn_down_exps_b || l->ffn_down_exps_s || l->ffn_pre_norm_2 ||
-        l->ffn_up_shexp)
-        return "its experts have fused or missing matrices, biases, output scales, a shared "
-               "expert or a dense FFN beside them";
-    if (m->cfg.n_ff_exp / ox_dtype_block_size(l->ffn_down_exps->type) < world)
+    if (!l->ffn_gate_exps || !l->ffn_up_exps || !l->ffn_down_exps || l->ffn_pre_norm_2 ||
+        (l->ffn_up_shexp && (!l->ffn_gate_shexp || !l->ffn_down_shexp)))
+        return "its experts have fused or missing matrices, or a dense FFN beside them";
+    if (m->cfg.n_ff_exp / ox_dtype_block_size(l->ffn_down_exps->type) < world ||
+        (l->ffn_down_shexp &&
+         m->cfg.n_ff_shexp / ox_dtype_block_size(l->ffn_down_shexp->type) < world))
         return "its experts' FFN rows do not divide among the ranks";
     int32_t first = 0; /* the first MoE layer, which every other must be cut as */
     while (!m->layers[first].ffn_down_exps)
@@ -136,7 +152,7 @@ static const char *moe_refusal(const struct ox_model *m, const float *share, int
     for (int r = 0; r < world; r++) {
         struct shard_cut c = layer_cut(m, share, world, r, il),
                          f = layer_cut(m, share, world, r, first);
-        if (f.exp0 != c.exp0 || f.exp != c.exp)
+        if (f.exp0 != c.exp0 || f.exp != c.exp || f.sh0 != c.sh0 || f.sh != c.sh)
             return "its layers' experts would be cut otherwise (their types differ)";
     }
     return NULL;
@@ -221,7 +237,10 @@ static bool split_fused(struct ox_model *sh, const struct ox_model *m, const str
     const bool experts = !ne || (exps && gather_rows(sh, own(sh, l->ffn_gate_exps), exps, ne) &&
                                  gather_rows(sh, own(sh, l->ffn_up_exps), exps, ne));
     free(exps);
-    return experts && (!l->wqkv || gather_rows(sh, own(sh, l->wqkv), qkv, 3)) &&
+    return experts &&
+           (!l->ffn_gate_exps_b || gather_cols(sh, own(sh, l->ffn_gate_exps_b), c->exp0, c->exp)) &&
+           (!l->ffn_up_exps_b || gather_cols(sh, own(sh, l->ffn_up_exps_b), c->exp0, c->exp)) &&
+           (!l->wqkv || gather_rows(sh, own(sh, l->wqkv), qkv, 3)) &&
            (!l->bqkv || gather_rows(sh, own(sh, l->bqkv), qkv, 3)) &&
            (!fused_ffn || gather_rows(sh, own(sh, l->ffn_up), gate_up, 2)) &&
            (!fused_ffn || !l->ffn_up_b || gather_rows(sh, own(sh, l->ffn_up_b), gate_up, 2));
@@ -261,8 +280,13 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
         keep_cols(own(sh, l->ffn_down), c.ff0, c.ff);
     if (l->ffn_down_exps) /* each expert's columns: the experts stay row_bytes * n_embd apart */
         keep_cols(own(sh, l->ffn_down_exps), c.exp0, c.exp);
+    if (l->ffn_up_shexp) {
+        keep_rows(own(sh, l->ffn_gate_shexp), c.sh0, c.sh);
+        keep_rows(own(sh, l->ffn_up_shexp), c.sh0, c.sh);
+        keep_cols(own(sh, l->ffn_down_shexp), c.sh0, c.sh);
+    }
     if (rank != 0)
-        l->bo = l->ffn_down_b = NULL;
+        l->bo = l->ffn_down_b = l->ffn_down_exps_b = NULL;
     return split_fused(sh, m, &c, il);
 }
 
@@ -317,6 +341,8 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, const 
         struct shard_cut cut = layer_cut(m, share, world, rank, il);
         if (m->layers[il].ffn_down_exps) /* alike in every layer (moe_refusal) */
             c->n_ff_exp = (int32_t)cut.exp;
+        if (m->layers[il].ffn_down_shexp)
+            c->n_ff_shexp = (int32_t)cut.sh;
         c->layer[il].n_head_kv = (int32_t)cut.kv, c->layer[il].n_ff = (int32_t)cut.ff;
         c->n_head_kv = c->n_head_kv > cut.kv ? c->n_head_kv : (int32_t)cut.kv;
         c->n_ff = c->n_ff > cut.ff ? c->n_ff : (int32_t)cut.ff;

@@ -126,9 +126,13 @@ static void check_split(const char *name, struct ox_model *m, int world, const f
     backend_cpu_group_free(g);
 }
 
+/* A shared test model, or with "arch/" one of the repository's architecture models. */
 static struct ox_model *load(const char *name) {
     char path[512];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", test_data_dir(), name);
+    if (!strncmp(name, "arch/", 5))
+        snprintf(path, sizeof path, "%s/tests/data/arch/models/%s.gguf", OX_SOURCE_DIR, name + 5);
+    else
+        snprintf(path, sizeof path, "%s/models/%s.gguf", test_data_dir(), name);
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = 0;
     struct ox_model *m = NULL;
@@ -317,8 +321,14 @@ int main(void) {
     test_model("llama-f32", 2, (const float[]){3.0f, 1.0f}, 576, 1e-6);
     test_model("llama-q8_0", 2, (const float[]){1.0f, 2.0f}, 256, 1e-6);
     test_model("qwen3-f16", 2, (const float[]){2.0f, 1.0f}, 512, 1e-6);
-    test_model("phi3-f16", 2, (const float[]){1.0f, 3.0f}, 192, 1e-6); /* fused: copied rows */
+    test_model("phi3-f16", 2, (const float[]){1.0f, 3.0f}, 192, 1e-6);   /* fused: copied rows */
     test_model("qwen3moe-f16", 2, (const float[]){1.0f, 3.0f}, 0, 1e-6); /* experts 64 / 192 */
+    /* experts with a gated shared expert (qwen2moe), biases, attention sinks and the clamped
+     * SwiGLU (gpt-oss), others' routing (granitemoe, glm4moe's sigmoid and dense first layer) */
+    static const char *const experts[] = {"arch/qwen2moe-f16", "arch/gpt-oss-f16",
+                                          "arch/granitemoe-f16", "arch/glm4moe-f16"};
+    for (size_t i = 0; i < sizeof experts / sizeof experts[0]; i++)
+        test_model(experts[i], 2, NULL, 0, 1e-6);
 #ifdef OX_HAVE_CUDA
     /* on 2 GPUs (where there are), against the whole model on one: the integer types (the
      * GPU picks its kernels by a matrix's size, and the ranks' halves round x otherwise than the
@@ -332,6 +342,8 @@ int main(void) {
 #endif
     test_refused("llama-q4_k", 2, "cut a block");
     test_refused("falcon-f16", 2, "parallel blocks");
+    test_refused("arch/olmoe-f16", 2, "spans all heads");
+    test_refused("arch/gemma4-moe-f16", 2, "beside them");
     test_refused("llama-f16", 3, "fewer than the ranks"); /* 2 kv heads */
     return test_finish("test_shard");
 }
