@@ -196,11 +196,9 @@ const char *model_shard_refusal(const struct ox_model *m, int world, const float
     if (m->on_gpu)
         return "the model to split must be loaded for the CPU (n_gpu_layers = 0); its shards "
                "go to the GPUs";
-    if (d->mla || c->n_recurrent || d->parallel || d->attn_gate || c->n_embd_per_layer ||
-        m->n_lora_slots)
+    if (d->mla || c->n_recurrent || d->attn_gate || c->n_embd_per_layer || m->n_lora_slots)
         return "its architecture has layers that do not split by heads yet (latent attention, "
-               "recurrent layers, parallel blocks, gated heads, per-layer embeddings or LoRA "
-               "targets)";
+               "recurrent layers, gated heads, per-layer embeddings or LoRA targets)";
     if (world > SHARD_MAX)
         return "more ranks than a split takes";
     for (int32_t il = 0; il < c->n_layer; il++) {

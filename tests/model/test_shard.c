@@ -329,6 +329,9 @@ int main(void) {
                                           "arch/granitemoe-f16", "arch/glm4moe-f16"};
     for (size_t i = 0; i < sizeof experts / sizeof experts[0]; i++)
         test_model(experts[i], 2, NULL, 0, 1e-6);
+    static const char *const parallel[] = {"phi2-f16", "arch/command-r-f16", "arch/cohere2-f16"};
+    for (size_t i = 0; i < sizeof parallel / sizeof parallel[0]; i++)
+        test_model(parallel[i], 2, NULL, 0, 1e-6);
 #ifdef OX_HAVE_CUDA
     /* on 2 GPUs (where there are), against the whole model on one: the integer types (the
      * GPU picks its kernels by a matrix's size, and the ranks' halves round x otherwise than the
@@ -341,7 +344,7 @@ int main(void) {
     test_gpus("llama-f16", 1e-4, NULL, (const float[]){3.0f, 1.0f});
 #endif
     test_refused("llama-q4_k", 2, "cut a block");
-    test_refused("falcon-f16", 2, "parallel blocks");
+    test_refused("falcon-f16", 2, "fewer than the ranks"); /* one kv head */
     test_refused("arch/olmoe-f16", 2, "spans all heads");
     test_refused("arch/gemma4-moe-f16", 2, "beside them");
     test_refused("llama-f16", 3, "fewer than the ranks"); /* 2 kv heads */

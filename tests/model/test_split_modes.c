@@ -486,8 +486,8 @@ int main(int argc, char **argv) {
 #else
     (void)argc, (void)argv;
 #endif
-    static const char *const cpu[] = {"llama-f32",  "llama-q8_0", "qwen3-f16",
-                                      "gemma2-f16", "phi3-f16",   "qwen3moe-f16"};
+    static const char *const cpu[] = {"llama-f32", "llama-q8_0",   "qwen3-f16", "gemma2-f16",
+                                      "phi3-f16",  "qwen3moe-f16", "phi2-f16"};
     for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
         test_cpu(cpu[i], OX_SPLIT_ROW, 2, false);
     test_cpu("llama-q8_0", OX_SPLIT_ROW, 2, true); /* FFN rows 256 / 512 */
