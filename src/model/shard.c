@@ -4,7 +4,7 @@
  * the matching columns, so each rank's attention output and FFN output are partial sums that
  * the ranks add (block_reduce) before the residual. The shard views the whole model's bytes,
  * but for fused matrices and experts, whose share is no single span of rows (copied); the rest
- * is replicated. */
+ * is replicated (latent attention's cached latent too: a rank takes its heads' queries). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +70,12 @@ static bool gather_cols(struct ox_model *sh, struct weight *w, int64_t c0, int64
     return ok;
 }
 
+/* Matrices [m0, m0 + n) of a 3-D weight (latent attention's per-head k_b and v_b). */
+static void keep_mats(struct weight *w, int64_t m0, int64_t n) {
+    w->data += (size_t)m0 * (size_t)w->ne[1] * w->row_bytes;
+    w->ne[2] = n;
+}
+
 /* Columns [c0, c0 + n) of each row, the rows' stride kept; whole blocks of the type only. */
 static bool keep_cols(struct weight *w, int64_t c0, int64_t n) {
     int64_t bs = ox_dtype_block_size(w->type);
@@ -124,9 +130,15 @@ static struct shard_cut layer_cut(const struct ox_model *m, const float *share, 
     const struct layer_weights *l = &m->layers[il];
     int64_t b[SHARD_MAX + 1], group = m->cfg.n_head / sh->n_head_kv;
     struct shard_cut c;
-    share_bounds(share, world, sh->n_head_kv, b);
-    c.kv0 = b[rank], c.kv = b[rank + 1] - b[rank];
-    c.head0 = c.kv0 * group, c.heads = c.kv * group;
+    if (m->cfg.arch->mla) { /* one latent "head" cached for all: each rank keeps all of it */
+        share_bounds(share, world, m->cfg.n_head, b);
+        c.kv0 = 0, c.kv = sh->n_head_kv;
+        c.head0 = b[rank], c.heads = b[rank + 1] - b[rank];
+    } else {
+        share_bounds(share, world, sh->n_head_kv, b);
+        c.kv0 = b[rank], c.kv = b[rank + 1] - b[rank];
+        c.head0 = c.kv0 * group, c.heads = c.kv * group;
+    }
     cut_rows(l->ffn_down, sh->n_ff, share, world, rank, &c.ff0, &c.ff);
     cut_rows(l->ffn_down_exps, m->cfg.n_ff_exp, share, world, rank, &c.exp0, &c.exp);
     cut_rows(l->ffn_down_shexp, m->cfg.n_ff_shexp, share, world, rank, &c.sh0, &c.sh);
@@ -165,10 +177,12 @@ static const char *layer_refusal(const struct ox_model *m, const float *share, i
                                  int32_t il) {
     const struct layer_weights *l = &m->layers[il];
     const struct layer_shape *sh = &m->cfg.layer[il];
-    if ((!l->wqkv && (!l->wq || !l->wk || !l->wv)) || !l->wo ||
-        (!l->ffn_gate_inp && (!l->ffn_down || !l->ffn_up)))
+    const bool mla = m->cfg.arch->mla;
+    if ((mla ? (!l->wq && !l->wq_b) || !l->wkv_a || !l->wk_b || !l->wv_b
+             : !l->wqkv && (!l->wq || !l->wk || !l->wv)) ||
+        !l->wo || (!l->ffn_gate_inp && (!l->ffn_down || !l->ffn_up)))
         return "a layer lacks a matrix the split needs";
-    if (sh->n_head_kv < world)
+    if (mla ? m->cfg.n_head < world : sh->n_head_kv < world)
         return "its kv heads do not divide among the ranks (fewer than the ranks)";
     const char *moe = l->ffn_gate_inp ? moe_refusal(m, share, world, il) : NULL;
     if (moe)
@@ -178,13 +192,13 @@ static const char *layer_refusal(const struct ox_model *m, const float *share, i
     if ((l->q_norm && l->q_norm->ne[0] != sh->head_dim_k) ||
         (l->k_norm && l->k_norm->ne[0] != sh->head_dim_k))
         return "its q or k norm spans all heads, not one";
-    int64_t bs_o = ox_dtype_block_size(l->wo->type);
+    int64_t bs_o = ox_dtype_block_size(l->wo->type), dv = mla ? m->cfg.mla_head_v : sh->head_dim_v;
     for (int r = 0; r < world; r++) {
         struct shard_cut c = layer_cut(m, share, world, r, il),
                          c0 = layer_cut(m, share, world, r, 0);
         if (c.head0 != c0.head0 || c.heads != c0.heads)
             return "its layers' kv heads differ, so a rank's query heads would too";
-        if (c.head0 * sh->head_dim_v % bs_o || c.heads * sh->head_dim_v % bs_o)
+        if (c.head0 * dv % bs_o || c.heads * dv % bs_o)
             return "a rank's columns of wo would cut a block of its quantization type";
     }
     return NULL;
@@ -196,9 +210,9 @@ const char *model_shard_refusal(const struct ox_model *m, int world, const float
     if (m->on_gpu)
         return "the model to split must be loaded for the CPU (n_gpu_layers = 0); its shards "
                "go to the GPUs";
-    if (d->mla || c->n_recurrent || d->attn_gate || c->n_embd_per_layer || m->n_lora_slots)
-        return "its architecture has layers that do not split by heads yet (latent attention, "
-               "recurrent layers, gated heads, per-layer embeddings or LoRA targets)";
+    if (c->n_recurrent || d->attn_gate || c->n_embd_per_layer || m->n_lora_slots)
+        return "its architecture has layers that do not split by heads yet (recurrent layers, "
+               "gated heads, per-layer embeddings or LoRA targets)";
     if (world > SHARD_MAX)
         return "more ranks than a split takes";
     for (int32_t il = 0; il < c->n_layer; il++) {
@@ -252,13 +266,16 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
     const struct layer_shape *s = &m->cfg.layer[il];
     struct layer_weights *l = &sh->layers[il];
     const struct shard_cut c = layer_cut(m, share, world, rank, il);
-    const int64_t dk = s->head_dim_k, dv = s->head_dim_v;
+    const bool mla = m->cfg.arch->mla; /* its queries mla_head_k a head, outputs mla_head_v */
+    const int64_t dk = mla ? m->cfg.mla_head_k : s->head_dim_k, dv = s->head_dim_v,
+                  dvo = mla ? m->cfg.mla_head_v : dv;
     const bool fused_ffn =
         m->cfg.arch->ffn == FFN_SWIGLU_FUSED || m->cfg.arch->ffn == FFN_GEGLU_FUSED;
     const struct {
         const struct weight *w;
         int64_t first, count; /* rows */
     } rows[] = {{l->wq, c.head0 * dk, c.heads * dk},
+                {l->wq_b, c.head0 * dk, c.heads * dk},
                 {l->bq, c.head0 * dk, c.heads * dk},
                 {l->wk, c.kv0 * dk, c.kv * dk},
                 {l->bk, c.kv0 * dk, c.kv * dk},
@@ -273,7 +290,10 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
         if (rows[i].w)
             keep_rows(own(sh, rows[i].w), rows[i].first, rows[i].count);
     /* whole blocks (layer_refusal checked) */
-    keep_cols(own(sh, l->wo), c.head0 * dv, c.heads * dv);
+    keep_cols(own(sh, l->wo), c.head0 * dvo, c.heads * dvo);
+    if (mla) /* each head's absorbed key and value matrices */
+        keep_mats(own(sh, l->wk_b), c.head0, c.heads),
+            keep_mats(own(sh, l->wv_b), c.head0, c.heads);
     if (l->ffn_down)
         keep_cols(own(sh, l->ffn_down), c.ff0, c.ff);
     if (l->ffn_down_exps) /* each expert's columns: the experts stay row_bytes * n_embd apart */

@@ -329,9 +329,12 @@ int main(void) {
                                           "arch/granitemoe-f16", "arch/glm4moe-f16"};
     for (size_t i = 0; i < sizeof experts / sizeof experts[0]; i++)
         test_model(experts[i], 2, NULL, 0, 1e-6);
-    static const char *const parallel[] = {"phi2-f16", "arch/command-r-f16", "arch/cohere2-f16"};
-    for (size_t i = 0; i < sizeof parallel / sizeof parallel[0]; i++)
-        test_model(parallel[i], 2, NULL, 0, 1e-6);
+    /* parallel blocks (phi2, command-r, cohere2); latent attention, each rank all of the
+     * cached latent and its own heads' queries, k_b and v_b (deepseek2, its experts too) */
+    static const char *const others[] = {"phi2-f16", "arch/command-r-f16", "arch/cohere2-f16",
+                                         "arch/deepseek2-f16"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        test_model(others[i], 2, NULL, 0, 1e-6);
 #ifdef OX_HAVE_CUDA
     /* on 2 GPUs (where there are), against the whole model on one: the integer types (the
      * GPU picks its kernels by a matrix's size, and the ranks' halves round x otherwise than the
