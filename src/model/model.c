@@ -80,7 +80,7 @@ static enum ox_status join_processes(struct ox_model *m, const struct ox_model_p
                        "address, dist_addr)%s",
                        gpu ? "" : ": this build has no GPU backend");
     int mode = p->split_mode == OX_SPLIT_AUTO || p->split_mode == OX_SPLIT_NONE
-                   ? (model_shard_refusal(m, p->dist_world, NULL) ? OX_SPLIT_LAYER : OX_SPLIT_ROW)
+                   ? (split_rows_by_default(m, p->dist_world, NULL) ? OX_SPLIT_ROW : OX_SPLIT_LAYER)
                    : p->split_mode;
     return model_split_join(m, gpu, NULL, &dp, p->main_gpu, mode);
 }

@@ -254,10 +254,11 @@ static enum ox_status plan_devices(const struct ox_model_params *p, int gpus,
 }
 
 /* OX_SPLIT_AUTO (the default) on several GPUs, by measurement (two H100s, bench/RESULTS.md
- * 2026-11-26): by rows wherever the model splits so in the shares asked for (its prompts
+ * 2026-11-26): by rows wherever a dense model splits so in the shares asked for (its prompts
  * 1.2-1.6x one GPU's, its decode 1.03-1.40x at one sequence, about as fast at 8 to 128), else by
  * layers (as fast as one GPU within 2%, and a model larger than one fits; one that cannot split
- * so runs on GPU 0). One GPU, no GPU, or layers left to the CPU: none. */
+ * so runs on GPU 0): experts and latent attention, which split by rows too, have not been
+ * measured so. One GPU, no GPU, or layers left to the CPU: none. */
 int split_auto_mode(const struct ox_model *m, const struct ox_model_params *p, int gpus) {
     if (p->split_mode != OX_SPLIT_AUTO)
         return p->split_mode;
@@ -266,7 +267,11 @@ int split_auto_mode(const struct ox_model *m, const struct ox_model_params *p, i
     if (gpus < 2 || ngl == 0 || (ngl > 0 && ngl < m->cfg.n_layer) || p->main_gpu < 0 ||
         p->main_gpu >= gpus || plan_devices(p, gpus, &plan) != OX_OK || plan.world < 2)
         return OX_SPLIT_NONE; /* (bad shares are refused when the plan is made) */
-    return !model_shard_refusal(m, plan.world, plan.share) ? OX_SPLIT_ROW : OX_SPLIT_LAYER;
+    return split_rows_by_default(m, plan.world, plan.share) ? OX_SPLIT_ROW : OX_SPLIT_LAYER;
+}
+
+bool split_rows_by_default(const struct ox_model *m, int world, const float *share) {
+    return !m->cfg.n_expert && !m->cfg.arch->mla && !model_shard_refusal(m, world, share);
 }
 
 enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,
