@@ -308,6 +308,25 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
     return split_fused(sh, m, &c, il);
 }
 
+/* The shard's configuration: the rank's heads and rows of each layer, the largest of them as
+ * the whole's are. */
+static void shard_config(struct ox_model *sh, const struct ox_model *m, const float *share,
+                         int world, int rank) {
+    struct model_config *c = &sh->cfg;
+    c->n_head = (int32_t)layer_cut(m, share, world, rank, 0).heads;
+    c->n_head_kv = c->n_ff = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        struct shard_cut cut = layer_cut(m, share, world, rank, il);
+        if (m->layers[il].ffn_down_exps) /* alike in every layer (moe_refusal) */
+            c->n_ff_exp = (int32_t)cut.exp;
+        if (m->layers[il].ffn_down_shexp)
+            c->n_ff_shexp = (int32_t)cut.sh;
+        c->layer[il].n_head_kv = (int32_t)cut.kv, c->layer[il].n_ff = (int32_t)cut.ff;
+        c->n_head_kv = c->n_head_kv > cut.kv ? c->n_head_kv : (int32_t)cut.kv;
+        c->n_ff = c->n_ff > cut.ff ? c->n_ff : (int32_t)cut.ff;
+    }
+}
+
 /* A sliced weight whose whole the CPU keeps in a layout of its own gets that layout of its
  * share: the layout's kernels round x otherwise than those of the file's rows (a q4_0 model's
  * logits moved by KL 5e-4 between the two), and the shares must run the whole's kernels. */
@@ -352,19 +371,7 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, const 
         ox_model_free(sh);
         return st;
     }
-    struct model_config *c = &sh->cfg; /* the rank's heads and rows; the largest, as whole's */
-    c->n_head = (int32_t)layer_cut(m, share, world, rank, 0).heads;
-    c->n_head_kv = c->n_ff = 0;
-    for (int32_t il = 0; il < c->n_layer; il++) {
-        struct shard_cut cut = layer_cut(m, share, world, rank, il);
-        if (m->layers[il].ffn_down_exps) /* alike in every layer (moe_refusal) */
-            c->n_ff_exp = (int32_t)cut.exp;
-        if (m->layers[il].ffn_down_shexp)
-            c->n_ff_shexp = (int32_t)cut.sh;
-        c->layer[il].n_head_kv = (int32_t)cut.kv, c->layer[il].n_ff = (int32_t)cut.ff;
-        c->n_head_kv = c->n_head_kv > cut.kv ? c->n_head_kv : (int32_t)cut.kv;
-        c->n_ff = c->n_ff > cut.ff ? c->n_ff : (int32_t)cut.ff;
-    }
+    shard_config(sh, m, share, world, rank);
     if (gpu) { /* every weight to this thread's GPU; the host's layouts stay the whole's */
         for (int64_t i = 0; i < m->gguf->n_tensors; i++)
             sh->weights[i].copy = NULL, sh->weights[i].copy_of = NULL;

@@ -341,13 +341,11 @@ static struct model_split *split_new(struct ox_model *m, const struct backend_op
     for (int i = 0; i < n_local; i++)
         sp->device[i] = devices ? devices[i] : i;
     double total = 0, sum = 0;
-    for (int r = 0; r < plan->world; r++) {
-        total += plan->share[r] > 0 ? plan->share[r] : 1.0;
-        sp->share[r] = plan->share[r] > 0 ? plan->share[r] : 1.0f;
-    }
+    for (int r = 0; r < plan->world; r++)
+        total += sp->share[r] = plan->share[r] > 0 ? plan->share[r] : 1.0f;
     for (int r = 0; r <= plan->world; r++) {
         sp->layer_begin[r] = (int32_t)(m->cfg.n_layer * (sum / total) + 0.5);
-        sum += r < plan->world && plan->share[r] > 0 ? plan->share[r] : 1.0;
+        sum += r < plan->world ? sp->share[r] : 0.0;
     }
     m->split = sp;
     return sp;

@@ -155,6 +155,38 @@ __device__ __forceinline__ void hm_sums(const hm_job &job, const uint8_t *const 
     }
 }
 
+/* The block's outputs from its warps' partial sums (added in warp order) and, with NORM, x's
+ * squares: y = W x (or y += W x; a GLU's act(gate) * up) for its rows of the matrix. */
+template <int S, int RPB, int TOK, bool GLU, bool NORM>
+__device__ __forceinline__ void hm_write(const hm_job &job, const float (*part)[S][RPB * TOK],
+                                         const float (*sq)[TOK], float *y, int64_t rows,
+                                         int64_t row0) {
+    for (int o = threadIdx.x; o < RPB * TOK; o += HM_THREADS) {
+        const int rl = o % RPB, t = o / RPB;
+        if (t >= job.n || row0 + rl >= rows)
+            continue;
+        float v[S], scale = 1.f;
+        if constexpr (NORM) { /* W (g x / rms(x)) = (W g) x / rms(x): cuda_gemv_half.cu */
+            float sum = 0.f;
+#pragma unroll
+            for (int k = 0; k < HM_WARPS; k++)
+                sum += sq[k][t];
+            scale = rsqrtf(sum / (float)job.n_cols + job.norm_eps);
+        }
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            v[s] = 0.f;
+#pragma unroll
+            for (int k = 0; k < HM_WARPS; k++)
+                v[s] += part[k][s][o];
+            v[s] *= scale;
+        }
+        const float out = GLU ? cuda_glu_act(job.glu, v[0]) * v[S - 1] : v[0];
+        float *d = y + (size_t)t * rows + row0 + rl;
+        *d = job.accumulate ? *d + out : out;
+    }
+}
+
 /* y[t][row] = sum_c W[row][c] x[t][c] for t < n <= 8 NT, RPB = 16 MT rows of a matrix per
  * block (S = 2: gate and up rows, then y = act(gate) * up). */
 template <enum ox_dtype T, int MT, int NT, bool GLU, bool NORM>
@@ -204,30 +236,7 @@ __global__ void __launch_bounds__(HM_THREADS, 2) hm_kernel(const hm_job job) {
                 sq[warp][8 * j + g] = ss[j];
         }
     __syncthreads();
-    for (int o = threadIdx.x; o < RPB * TOK; o += HM_THREADS) {
-        const int rl = o % RPB, t = o / RPB;
-        if (t >= job.n || row0 + rl >= rows)
-            continue;
-        float v[S], scale = 1.f;
-        if constexpr (NORM) { /* W (g x / rms(x)) = (W g) x / rms(x): cuda_gemv_half.cu */
-            float sum = 0.f;
-#pragma unroll
-            for (int k = 0; k < HM_WARPS; k++)
-                sum += sq[k][t];
-            scale = rsqrtf(sum / (float)job.n_cols + job.norm_eps);
-        }
-#pragma unroll
-        for (int s = 0; s < S; s++) {
-            v[s] = 0.f;
-#pragma unroll
-            for (int k = 0; k < HM_WARPS; k++)
-                v[s] += part[k][s][o];
-            v[s] *= scale;
-        }
-        const float out = GLU ? cuda_glu_act(job.glu, v[0]) * v[S - 1] : v[0];
-        float *d = y + (size_t)t * rows + row0 + rl;
-        *d = job.accumulate ? *d + out : out;
-    }
+    hm_write<S, RPB, TOK, GLU, NORM>(job, part, sq, y, rows, row0);
 }
 
 int cuda_half_mma_max_n(void) { /* read once (thread-safe initialisation) */
