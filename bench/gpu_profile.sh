@@ -49,7 +49,7 @@ for n, (c, s) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
     print("| %s | %.0f | %.2f | %.1f%% |" % (n[:60], c / tokens, s / c, 100 * s / total))
 # the second layer of the last token, in order: which matmul of a layer takes what
 if starts:
-    first = [i for i in range(starts[-1], len(kern)) if kern[i][0].startswith("attention")]
+    first = [i for i in range(starts[-1], len(kern)) if "attention" in kern[i][0]]
     if len(first) > 2:
         print("\n| a layer, in order | us |\n| --- | ---: |")
         for n, t in kern[first[1] + 1:first[2] + 1]:

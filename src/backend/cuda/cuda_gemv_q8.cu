@@ -330,9 +330,13 @@ __device__ __forceinline__ void q8_finish_item(const q8_job &job, int64_t it, fl
  * across row boundaries too: short rows keep as many bytes on their way as long ones. The
  * first tiles are requested before waiting for the previous kernel (weights depend on nothing),
  * then the block stages all of x (n rows of q8_1 blocks) in shared memory. MOE: the job's ids
- * choose the matrices (a template argument, so the dense kernels carry none of it). */
+ * choose the matrices (a template argument, so the dense kernels carry none of it).
+ * Single tokens ask for four blocks per multiprocessor (64 registers, no spills): the launches
+ * of a decode step then fit in one wave where three blocks left a second of 12-30% (H100,
+ * tg128 8B Q4_K_M 328 -> 357 t/s, 1B Q4_0 1358 -> 1377; q4_0's 60 registers fitted four
+ * already). Batches keep two: their sums per token take 75-123 registers. */
 template <enum ox_dtype T, int NT, bool MOE>
-__global__ void __launch_bounds__(Q_THREADS, 2)
+__global__ void __launch_bounds__(Q_THREADS, NT == 1 ? 4 : 2)
     gemv_q8_kernel(const q8_job job, int n_cols, const cvd_xq *__restrict__ xq, int n, int rpb) {
     constexpr int TG = q8_groups<T>(), TB = q8_tile_bytes<T>();
     constexpr bool FX = q8_float_x<T>();
@@ -377,6 +381,9 @@ __global__ void __launch_bounds__(Q_THREADS, 2)
         if (s + 1 < total)
             f_row = q8_row(job, f_it, f_seg) + w_off;
     };
+    /* one tile before the wait: both buffers filled then took a decode step longer though
+     * the matmul alone ran a little faster (H100 tg128: 8B Q4_K_M 347 against 356 t/s, 1B
+     * Q4_0 1305 against 1364) */
     int fetched = 0;
     while (fetched < total && fetched < QNB - 1)
         fetch(fetched++);
@@ -451,7 +458,9 @@ static void q8_launch(struct backend *b, const q8_job &job, int64_t n_cols, cons
     const int64_t items = job.items;
     const int64_t work = (job.glu >= 0 ? 2 * items : items) * pairs;
     /* one row per warp while that leaves fewer than two blocks per multiprocessor; up to four
-     * for big matrices, so x is staged less often */
+     * for big matrices, so x is staged less often (rows spread evenly over exactly one or two
+     * waves of two blocks per multiprocessor measured slower: H100 tg128 8B Q4_K_M 284 and
+     * 318 against 322 t/s) */
     const int64_t per_warp = work / ((int64_t)QW * 2 * cuda_of(b)->n_sm);
     const int rpb = job.xq_out ? 32 : QW * (int)(per_warp < 1 ? 1 : per_warp > 4 ? 4 : per_warp);
     auto kernel = gemv_q8_kernel<T, NT, false>;
@@ -617,6 +626,9 @@ bool cuda_matmul_multi(struct backend *b, int count, const struct mat *w, const 
     /* the tensor cores' batches: matrices of one width, of any types that read x alike */
     if (n > cuda_q8_max_n() && cuda_mmq_multi(b, count, w, x, norm, y, n))
         return true;
+    /* Matrices of different kinds (a Q4_K_M file's q4_K q and k beside a q6_K v) are declined:
+     * the caller's norm kernel and a launch per matrix measured faster than runs of one kind
+     * each taking x through the norm itself (H100 tg128 8B Q4_K_M 358 against 354 t/s). */
     for (int m = 0; m < count; m++)
         if (!same_kind(&w[0], &w[m]) || w[m].n_rows <= 0)
             return false;
