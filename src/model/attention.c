@@ -214,7 +214,14 @@ static bool project_and_rotate(struct ox_context *ctx, struct stage *s,
         split_query_gate(ctx, s, n);
     int hd = sh->head_dim_k, n_kv = sh->n_head_kv;
     bool own_kv = sh->kv_layer == il; /* else there are no new keys and values to make */
-    if (d->qk_norm != QK_NORM_NONE && l->q_norm) { /* per head, or across all heads at once */
+    if (d->qk_norm == QK_NORM_WHOLE && l->q_norm && ctx->group) { /* all ranks' heads */
+        const struct model_config *w = &ctx->model->whole->cfg;
+        block_norm_ranks(ctx, s, a->q, l->q_norm, n, c->n_head * hd, c->shard_head0 * hd,
+                         w->n_head * hd);
+        if (own_kv)
+            block_norm_ranks(ctx, s, a->k, l->k_norm, n, n_kv * hd, sh->shard_kv0 * hd,
+                             w->layer[il].n_head_kv * hd);
+    } else if (d->qk_norm != QK_NORM_NONE && l->q_norm) { /* per head, or all heads at once */
         bool head = d->qk_norm == QK_NORM_HEAD;
         op->rms_norm(b, a->q, vec(b, l->q_norm), a->q, head ? n * c->n_head : n,
                      head ? hd : c->n_head * hd, c->norm_eps);

@@ -35,6 +35,24 @@ bool block_add_projection(struct ox_context *ctx, struct stage *s, const struct 
     return true;
 }
 
+/* The ranks' columns gathered by a sum (each rank's in place, zeros elsewhere: exact), the whole
+ * rows normed as one model would, the rank's columns taken back: an all-reduce of the whole
+ * rows per norm, which only architectures norming q or k over all heads pay (OLMo 2, OLMoE,
+ * MiniMax-M2). */
+void block_norm_ranks(struct ox_context *ctx, struct stage *s, float *x, const struct weight *w,
+                      int n, int cols, int col0, int all_cols) {
+    struct backend *b = &s->be;
+    float *all = s->act.ranks_rows;
+    b->ops->zero(b, all, (size_t)n * (size_t)all_cols);
+    b->ops->copy_rows(b, all + col0, (size_t)all_cols, x, (size_t)cols, n, cols);
+    enum ox_status st =
+        b->ops->all_reduce(b, ctx->group, ctx->rank, all, (size_t)n * (size_t)all_cols);
+    if (st != OX_OK && ctx->batch_err == OX_OK) /* the batch's status, as block_reduce's */
+        ctx->batch_err = st;
+    b->ops->rms_norm(b, all, vec(b, w), all, n, all_cols, ctx->model->cfg.norm_eps);
+    b->ops->copy_rows(b, x, (size_t)cols, all + col0, (size_t)all_cols, n, cols);
+}
+
 void block_reduce(struct ox_context *ctx, struct stage *s, float *x, int n) {
     if (!ctx->group)
         return;

@@ -25,6 +25,12 @@ static inline const struct weight *block_norm_weight(const struct weight *w, boo
  * in place; nothing for a whole model. */
 void block_reduce(struct ox_context *ctx, struct stage *s, float *x, int n);
 
+/* RMS norm of rows split over the ranks of a split model (shard.c) by columns: this rank holds
+ * columns [col0, col0 + cols) of each of n rows of all_cols (a norm over all heads, the rank's
+ * heads' share); the rows come out as the whole model norms them. */
+void block_norm_ranks(struct ox_context *ctx, struct stage *s, float *x, const struct weight *w,
+                      int n, int cols, int col0, int all_cols);
+
 /* x += W h when nothing comes between the projection and the residual (no bias, post-norm or
  * scale, nor a parallel block's sum, nor the ranks' sum): true when it added (tmp [n][n_embd] is
  * the room a backend without the fused add needs); false, with nothing done, otherwise. */

@@ -193,10 +193,15 @@ static bool alloc_arch_buffers(struct ox_context *ctx, struct stage *s) {
     a->mla = mla_head ? bfalloc(ctx, s, nb * (size_t)c->n_head * mla_head) : NULL;
     a->mla_in = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
     a->mla_out = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
+    const struct ox_model *whole = ctx->model->whole;
+    size_t ranks = whole && !ctx->model->pipe_world && c->arch->qk_norm == QK_NORM_WHOLE
+                       ? (size_t)whole->cfg.n_head * (size_t)whole->cfg.head_dim_k
+                       : 0; /* q is the widest: no fewer query heads than kv heads */
+    a->ranks_rows = ranks ? bfalloc(ctx, s, nb * ranks) : NULL;
     size_t ple = (size_t)c->n_layer * (size_t)c->n_embd_per_layer * nb;
     a->ple = ple ? bfalloc(ctx, s, ple) : NULL, a->ple_tmp = ple ? bfalloc(ctx, s, ple) : NULL;
     return (!ple || (a->ple && a->ple_tmp)) && (!mla_head || (a->mla && a->mla_in && a->mla_out)) &&
-           encoder_alloc(ctx, s);
+           (!ranks || a->ranks_rows) && encoder_alloc(ctx, s);
 }
 
 static enum ox_status alloc_activations(struct ox_context *ctx, struct stage *s) {
@@ -419,11 +424,11 @@ static void free_stage(struct stage *s) {
     struct activations *a = &s->act;
     if (!b->ops)
         return;
-    void *bs[] = {a->x,       a->xn,         a->qkv,      a->branch,  a->q,       a->k,
-                  a->v,       a->attn,       a->proj,     a->gate,    a->up,      a->hidden,
-                  a->kf,      a->k_t,        a->vf,       a->router,  a->b_tok,   s->k_rows,
-                  s->v_rows,  a->expert_ids, a->expert_w, a->moe_out, a->qg,      a->ple,
-                  a->ple_tmp, a->mla,        a->mla_in,   a->mla_out, a->type_row};
+    void *bs[] = {a->x,       a->xn,         a->qkv,      a->branch,  a->q,        a->k,
+                  a->v,       a->attn,       a->proj,     a->gate,    a->up,       a->hidden,
+                  a->kf,      a->k_t,        a->vf,       a->router,  a->b_tok,    s->k_rows,
+                  s->v_rows,  a->expert_ids, a->expert_w, a->moe_out, a->qg,       a->ple,
+                  a->ple_tmp, a->mla,        a->mla_in,   a->mla_out, a->type_row, a->ranks_rows};
     free_distinct(b, bs, sizeof bs / sizeof bs[0]);
     if (b->ops->device) {
         void *mirrors[] = {a->b_pos,  a->b_seq,   a->b_cell, s->kv_pos,

@@ -33,6 +33,8 @@ struct activations {
     float *ple, *ple_tmp; /* per-layer embeddings: [n_layer][n_batch][n_embd_per_layer], and
                              room to make them (per_layer_embd.c); else NULL */
     float *type_row;      /* an encoder's token-type row 0 [n_embd] (encoder.c); else NULL */
+    float *ranks_rows;    /* a rank's shard whose q and k norms span all heads: [n_batch][all
+                             heads' q or k] (block_norm_ranks); else NULL */
     int32_t *b_tok, *b_pos, *b_seq, *b_cell;
 };
 

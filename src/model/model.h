@@ -20,6 +20,7 @@ struct layer_shape {
     int32_t n_head_kv, head_dim_k, head_dim_v, n_ff;
     int32_t kv_layer; /* the layer whose cached keys and values this one attends over: itself,
                          an earlier layer (attention.shared_kv_layers), or -1 (recurrent) */
+    int32_t shard_kv0; /* a rank's shard (shard.c): its first kv head among the whole's; else 0 */
 };
 
 /* Hyper-parameters from the GGUF keys "<arch>.*". */
@@ -51,6 +52,8 @@ struct model_config {
     int32_t n_recurrent;                      /* how many layers are recurrent */
     bool is_recurrent[MODEL_MAX_LAYERS];
     int32_t n_embd_per_layer; /* per-layer embeddings' width (per_layer_embd.c); 0: none */
+    int32_t shard_head0;      /* a rank's shard (shard.c): its first query head among the
+                                 whole's; else 0 */
     /* multi-head latent attention (arch mla, mla.c): q's bottleneck rank (0: none), the keys'
      * and values' latent rank, and each head's key (no-rope + rope) and value sizes before
      * absorption; the attention itself runs over head_dim_k = kv_rank + n_rot keys, one head */

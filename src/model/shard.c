@@ -189,9 +189,12 @@ static const char *layer_refusal(const struct ox_model *m, const float *share, i
         return moe;
     if (l->ffn_down && sh->n_ff / ox_dtype_block_size(l->ffn_down->type) < world)
         return "its FFN rows do not divide among the ranks";
-    if ((l->q_norm && l->q_norm->ne[0] != sh->head_dim_k) ||
-        (l->k_norm && l->k_norm->ne[0] != sh->head_dim_k))
-        return "its q or k norm spans all heads, not one";
+    /* a norm over all heads gathers the ranks' heads first (block_norm_ranks) */
+    const int64_t q_all = (int64_t)m->cfg.n_head * sh->head_dim_k,
+                  k_all = (int64_t)sh->n_head_kv * sh->head_dim_k;
+    if ((l->q_norm && l->q_norm->ne[0] != sh->head_dim_k && l->q_norm->ne[0] != q_all) ||
+        (l->k_norm && l->k_norm->ne[0] != sh->head_dim_k && l->k_norm->ne[0] != k_all))
+        return "its q or k norm is neither a head's nor all heads' wide";
     int64_t bs_o = ox_dtype_block_size(l->wo->type), dv = mla ? m->cfg.mla_head_v : sh->head_dim_v;
     for (int r = 0; r < world; r++) {
         struct shard_cut c = layer_cut(m, share, world, r, il),
@@ -313,7 +316,8 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
 static void shard_config(struct ox_model *sh, const struct ox_model *m, const float *share,
                          int world, int rank) {
     struct model_config *c = &sh->cfg;
-    c->n_head = (int32_t)layer_cut(m, share, world, rank, 0).heads;
+    const struct shard_cut first = layer_cut(m, share, world, rank, 0);
+    c->n_head = (int32_t)first.heads, c->shard_head0 = (int32_t)first.head0;
     c->n_head_kv = c->n_ff = 0;
     for (int32_t il = 0; il < c->n_layer; il++) {
         struct shard_cut cut = layer_cut(m, share, world, rank, il);
@@ -322,6 +326,7 @@ static void shard_config(struct ox_model *sh, const struct ox_model *m, const fl
         if (m->layers[il].ffn_down_shexp)
             c->n_ff_shexp = (int32_t)cut.sh;
         c->layer[il].n_head_kv = (int32_t)cut.kv, c->layer[il].n_ff = (int32_t)cut.ff;
+        c->layer[il].shard_kv0 = (int32_t)cut.kv0;
         c->n_head_kv = c->n_head_kv > cut.kv ? c->n_head_kv : (int32_t)cut.kv;
         c->n_ff = c->n_ff > cut.ff ? c->n_ff : (int32_t)cut.ff;
     }
