@@ -6,6 +6,7 @@
 
 #include <math.h>
 
+#include "model/block.h"
 #include "model/context.h"
 #include "model/layer_ops.h"
 #include "model/moe.h"
@@ -21,6 +22,7 @@ void dense_moe_ffn(struct ox_context *ctx, struct stage *s, const struct layer_w
     linear(b, l->ffn_up, NULL, in, a->up, n);
     b->ops->glu(b, GLU_GELU, a->gate, a->up, a->hidden, (size_t)n * ff);
     linear(b, l->ffn_down, NULL, a->hidden, a->proj, n);
+    block_reduce(ctx, s, a->proj, n); /* a split model's rows' shares, whole before the norm */
     b->ops->rms_norm(b, a->proj, vec(b, l->ffn_post_norm_1), a->proj, n, (int)d, c->norm_eps);
     /* the router's input in gate, which the router's product has read before the experts
      * write it (gate holds n_batch rows of n_embd or more); its scale goes in with the norm,
@@ -29,6 +31,7 @@ void dense_moe_ffn(struct ox_context *ctx, struct stage *s, const struct layer_w
     b->ops->scale(b, a->gate, 1.0f / sqrtf((float)d), all);
     b->ops->rms_norm(b, a->x, vec(b, l->ffn_pre_norm_2), a->xn, n, (int)d, c->norm_eps);
     moe_block(ctx, s, l, a->xn, a->gate, a->branch, n);
+    block_reduce(ctx, s, a->branch, n); /* and its rows of every expert */
     b->ops->rms_norm(b, a->branch, vec(b, l->ffn_post_norm_2), a->branch, n, (int)d, c->norm_eps);
     b->ops->add(b, a->branch, a->proj, all);
 }

@@ -151,9 +151,9 @@ static struct shard_cut layer_cut(const struct ox_model *m, const float *share, 
 static const char *moe_refusal(const struct ox_model *m, const float *share, int world,
                                int32_t il) {
     const struct layer_weights *l = &m->layers[il];
-    if (!l->ffn_gate_exps || !l->ffn_up_exps || !l->ffn_down_exps || l->ffn_pre_norm_2 ||
+    if (!l->ffn_gate_exps || !l->ffn_up_exps || !l->ffn_down_exps ||
         (l->ffn_up_shexp && (!l->ffn_gate_shexp || !l->ffn_down_shexp)))
-        return "its experts have fused or missing matrices, or a dense FFN beside them";
+        return "its experts have fused or missing matrices";
     if (m->cfg.n_ff_exp / ox_dtype_block_size(l->ffn_down_exps->type) < world ||
         (l->ffn_down_shexp &&
          m->cfg.n_ff_shexp / ox_dtype_block_size(l->ffn_down_shexp->type) < world))
@@ -178,8 +178,10 @@ static const char *layer_refusal(const struct ox_model *m, const float *share, i
     const struct layer_weights *l = &m->layers[il];
     const struct layer_shape *sh = &m->cfg.layer[il];
     const bool mla = m->cfg.arch->mla;
+    /* a layer on another's cache has no k or v of its own; v may be k's copy (Gemma 4) */
+    const bool kv_own = sh->kv_layer == il, v_from_k = m->cfg.arch->v_may_be_k;
     if ((mla ? (!l->wq && !l->wq_b) || !l->wkv_a || !l->wk_b || !l->wv_b
-             : !l->wqkv && (!l->wq || !l->wk || !l->wv)) ||
+             : !l->wqkv && (!l->wq || (kv_own && (!l->wk || (!l->wv && !v_from_k))))) ||
         !l->wo || (!l->ffn_gate_inp && (!l->ffn_down || !l->ffn_up)))
         return "a layer lacks a matrix the split needs";
     if (mla ? m->cfg.n_head < world : sh->n_head_kv < world)

@@ -338,6 +338,9 @@ int main(void) {
     test_model("arch/olmo2-f16", 2, NULL, 0, 1e-6);
     test_model("arch/olmoe-f16", 2, NULL, 0, 1e-6);
     test_model("arch/minimax-m2-f16", 2, NULL, 0, 1e-6);
+    /* experts beside a dense FFN, each branch whole before its own norm (Gemma 4's MoE, its
+     * full layer with 2 kv heads: make_model.py's gemma4-moe-kv2), v copied from k */
+    test_model("arch/gemma4-moe-kv2-f16", 2, NULL, 0, 1e-6);
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         test_model(others[i], 2, NULL, 0, 1e-6);
 #ifdef OX_HAVE_CUDA
@@ -352,8 +355,8 @@ int main(void) {
     test_gpus("llama-f16", 1e-4, NULL, (const float[]){3.0f, 1.0f});
 #endif
     test_refused("llama-q4_k", 2, "cut a block");
-    test_refused("falcon-f16", 2, "fewer than the ranks"); /* one kv head */
-    test_refused("arch/gemma4-moe-f16", 2, "beside them");
-    test_refused("llama-f16", 3, "fewer than the ranks"); /* 2 kv heads */
+    test_refused("falcon-f16", 2, "fewer than the ranks");          /* one kv head */
+    test_refused("llama-f16", 3, "fewer than the ranks");           /* 2 kv heads */
+    test_refused("arch/gemma4-moe-f16", 2, "fewer than the ranks"); /* its full layer's one */
     return test_finish("test_shard");
 }

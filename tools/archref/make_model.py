@@ -449,9 +449,9 @@ def gemma4_attention_and_ffn(w, blk, n_embd, n_head, hd, kv, values, n_ff):
     w.matrix(blk + "ffn_down.weight", n_ff, n_embd)
 
 
-def gemma4_moe(w, n_embd, n_vocab):
+def gemma4_moe(w, n_embd, n_vocab, kv_full=1):
     """Gemma 4 MoE (26B-A4B's layout, made small): 4 layers, sliding-window (window 16, heads of
-    32, 2 kv heads) but every 4th full (heads of 64, 1 kv head, values from the keys'
+    32, 2 kv heads) but every 4th full (heads of 64, kv_full kv heads, values from the keys'
     projection); in each layer a dense GeGLU FFN of 128 beside 4 experts of 64 (2 used), the
     router reading the residual normed and scaled, each expert's output scaled; no per-layer
     embeddings."""
@@ -467,7 +467,7 @@ def gemma4_moe(w, n_embd, n_vocab):
                      "rope.dimension_count_swa": hd_swa, "attention.sliding_window": 16,
                      "attention.shared_kv_layers": 0, "embedding_length_per_layer_input": 0},
            "layer_norm_rms_epsilon", 1e-6, 1e6)
-    wr.add_array(f"{arch}.attention.head_count_kv", [2 if s else 1 for s in swa])
+    wr.add_array(f"{arch}.attention.head_count_kv", [2 if s else kv_full for s in swa])
     wr.add_array(f"{arch}.attention.sliding_window_pattern", swa)
     wr.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
     wr.add_float32(f"{arch}.final_logit_softcapping", 30.0)
@@ -477,7 +477,7 @@ def gemma4_moe(w, n_embd, n_vocab):
     for il in range(n_layer):
         blk = f"blk.{il}."
         hd = hd_swa if swa[il] else hd_full
-        kv = (2 if swa[il] else 1) * hd
+        kv = (2 if swa[il] else kv_full) * hd
         gemma4_attention_and_ffn(w, blk, n_embd, n_head, hd, kv, swa[il], n_ff)
         w.norm(blk + "post_ffw_norm_1.weight", n_embd)
         w.norm(blk + "pre_ffw_norm_2.weight", n_embd)
@@ -758,6 +758,9 @@ ARCHS = {
     "deepseek2": deepseek2,
     "gemma4": gemma4,
     "gemma4-moe": gemma4_moe,
+    # the same with 2 kv heads in the full layer too: a model that splits by heads over 2 ranks
+    # (tests/data/shard, test_shard: no reference of llama.cpp's)
+    "gemma4-moe-kv2": lambda w, e, v: gemma4_moe(w, e, v, kv_full=2),
     "granitehybrid": granitehybrid,
     "cohere2": cohere2,
     "command-r": lambda w, e, v: cohere2(w, e, v, "command-r"),
@@ -820,7 +823,7 @@ VOCABS = {"bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
           "gemma4": ("models/qwen3-f16.gguf", None, 64)}
 
 # Variants of an architecture, named apart: the general.architecture they write.
-ARCH_OF = {"gemma4-moe": "gemma4"}
+ARCH_OF = {"gemma4-moe": "gemma4", "gemma4-moe-kv2": "gemma4"}
 
 # Seeds other than 1, where seed 1 left a prompt position whose two best logits llama.cpp puts
 # within float rounding of each other (a reference a correct engine can miss by a tie), or, in
@@ -842,7 +845,8 @@ SEEDS = {"seed_oss": 2, "gemma4": 17, "deepseek2": 3, "exaone4": 4, "gpt-oss": 2
 # MoE models whose routers read RoutingChannels: those whose random routers had near-ties that
 # a GPU's rounding flipped (llama.cpp's own CUDA build as well as oxidize's, on an H100), and
 # those remade since.
-ROUTED_ON_CHANNELS = {"qwen2moe", "qwen35moe", "glm4moe", "gemma4-moe", "granitemoe"}
+ROUTED_ON_CHANNELS = {"qwen2moe", "qwen35moe", "glm4moe", "gemma4-moe", "gemma4-moe-kv2",
+                      "granitemoe"}
 
 
 def main():
