@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "model/block.h"
 #include "model/context.h"
 #include "model/layer_ops.h"
 
@@ -176,4 +177,5 @@ void delta_net_layer(struct ox_context *ctx, struct stage *s, const struct layer
     b->ops->rms_norm(b, u->y, vec(b, l->dn_norm), u->y, n * hv, d, c->norm_eps);
     b->ops->glu(b, GLU_SILU, u->z, u->y, u->y, (size_t)n * (size_t)hv * (size_t)d);
     linear(b, l->dn_out, NULL, u->y, a->proj, n);
+    block_reduce(ctx, s, a->proj, n); /* a split model's value heads' shares */
 }

@@ -22,6 +22,19 @@ static void keep_rows(struct weight *w, int64_t r0, int64_t n) {
     }
 }
 
+/* Bytes of memory the shard owns (freed with it: ox_model_free), or NULL. */
+static uint8_t *shard_buffer(struct ox_model *sh, size_t bytes) {
+    uint8_t **list = realloc(sh->shard_rows, (size_t)(sh->n_shard_rows + 1) * sizeof *list);
+    uint8_t *buf = malloc(bytes ? bytes : 1);
+    if (list)
+        sh->shard_rows = list;
+    if (!list || !buf) {
+        free(buf);
+        return NULL;
+    }
+    return sh->shard_rows[sh->n_shard_rows++] = buf;
+}
+
 /* Spans of rows {first, count} of a matrix (or elements of a vector; of the experts' matrices
  * as one, the same rows of each), one after another in a copy the shard owns: a fused matrix's
  * share (q, k and v; gate and up; every expert's rows) is not one span of the whole's rows.
@@ -32,15 +45,9 @@ static bool gather_rows(struct ox_model *sh, struct weight *w, const int64_t (*s
     int64_t total = 0;
     for (int i = 0; i < n; i++)
         total += span[i][1];
-    uint8_t **list = realloc(sh->shard_rows, (size_t)(sh->n_shard_rows + 1) * sizeof *list);
-    uint8_t *buf = malloc((size_t)total * unit);
-    if (list)
-        sh->shard_rows = list;
-    if (!list || !buf) {
-        free(buf);
+    uint8_t *buf = shard_buffer(sh, (size_t)total * unit);
+    if (!buf)
         return false;
-    }
-    sh->shard_rows[sh->n_shard_rows++] = buf;
     size_t at = 0;
     for (int i = 0; i < n; i++) {
         memcpy(buf + at, w->data + (size_t)span[i][0] * unit, (size_t)span[i][1] * unit);
@@ -68,6 +75,29 @@ static bool gather_cols(struct ox_model *sh, struct weight *w, int64_t c0, int64
     w->ne[0] = ok ? n : ne[0], w->ne[1] = ne[1], w->ne[2] = ne[2], w->ne[3] = ne[3];
     w->row_bytes = (size_t)w->ne[0] * sizeof(float);
     return ok;
+}
+
+/* Spans of columns {first, count} of each row of a matrix, one after another in a copy the
+ * shard owns (a delta-net layer's output columns of its value heads); whole blocks of the type
+ * (recurrent_refusal checked). False: out of memory. */
+static bool gather_col_spans(struct ox_model *sh, struct weight *w, const int64_t (*span)[2],
+                             int n) {
+    const int64_t bs = ox_dtype_block_size(w->type);
+    const size_t ts = ox_dtype_type_size(w->type);
+    int64_t cols = 0;
+    for (int i = 0; i < n; i++)
+        cols += span[i][1];
+    const size_t row_bytes = (size_t)(cols / bs) * ts;
+    uint8_t *buf = shard_buffer(sh, row_bytes * (size_t)w->ne[1]);
+    if (!buf)
+        return false;
+    for (int64_t r = 0; r < w->ne[1]; r++)
+        for (int i = 0, at = 0; i < n; at += (int)(span[i][1] / bs * (int64_t)ts), i++)
+            memcpy(buf + (size_t)r * row_bytes + at,
+                   w->data + (size_t)r * w->row_bytes + (size_t)(span[i][0] / bs) * ts,
+                   (size_t)(span[i][1] / bs) * ts);
+    w->data = buf, w->ne[0] = cols, w->row_bytes = row_bytes;
+    return true;
 }
 
 /* Matrices [m0, m0 + n) of a 3-D weight (latent attention's per-head k_b and v_b). */
@@ -110,7 +140,19 @@ static void share_bounds(const float *share, int world, int64_t units, int64_t *
  * matrices' types, as those matrices' columns are cut). */
 struct shard_cut {
     int64_t kv0, kv, head0, heads, ff0, ff, exp0, exp, sh0, sh;
+    int64_t dk0, dk; /* a delta-net layer's key heads */
 };
+
+/* The most value heads per key head a delta-net layer splits with (Qwen 3.5: 2). */
+#define DN_RATIO_MAX 8
+
+/* The first layer with attention (its cut gives every layer's query heads), or -1. */
+static int32_t first_attention(const struct ox_model *m) {
+    for (int32_t il = 0; il < m->cfg.n_layer; il++)
+        if (!m->cfg.is_recurrent[il])
+            return il;
+    return -1;
+}
 
 /* Rank's span of `rows` rows cut in whole blocks of down's type (a layer without down: all). */
 static void cut_rows(const struct weight *down, int64_t rows, const float *share, int world,
@@ -128,13 +170,20 @@ static struct shard_cut layer_cut(const struct ox_model *m, const float *share, 
                                   int32_t il) {
     const struct layer_shape *sh = &m->cfg.layer[il];
     const struct layer_weights *l = &m->layers[il];
-    int64_t b[SHARD_MAX + 1], group = m->cfg.n_head / sh->n_head_kv;
-    struct shard_cut c;
-    if (m->cfg.arch->mla) { /* one latent "head" cached for all: each rank keeps all of it */
+    int64_t b[SHARD_MAX + 1];
+    struct shard_cut c = {0};
+    const int32_t attn = first_attention(m);
+    if (m->cfg.is_recurrent[il]) { /* its key heads; the query heads of the attention layers */
+        share_bounds(share, world, m->cfg.dn_k_heads, b);
+        if (attn >= 0)
+            c = layer_cut(m, share, world, rank, attn);
+        c.dk0 = b[rank], c.dk = b[rank + 1] - b[rank];
+    } else if (m->cfg.arch->mla) { /* one latent "head" cached for all: each rank keeps all of it */
         share_bounds(share, world, m->cfg.n_head, b);
         c.kv0 = 0, c.kv = sh->n_head_kv;
         c.head0 = b[rank], c.heads = b[rank + 1] - b[rank];
     } else {
+        const int64_t group = m->cfg.n_head / sh->n_head_kv;
         share_bounds(share, world, sh->n_head_kv, b);
         c.kv0 = b[rank], c.kv = b[rank + 1] - b[rank];
         c.head0 = c.kv0 * group, c.heads = c.kv * group;
@@ -170,6 +219,33 @@ static const char *moe_refusal(const struct ox_model *m, const float *share, int
     return NULL;
 }
 
+/* Why recurrent layer il cannot be cut so, or NULL: a delta-net layer (Mamba-2 ones do not
+ * split yet) with a key head for every rank, value heads a small multiple of them, and its
+ * output matrix's columns of a rank's value heads in whole blocks of their type. */
+static const char *recurrent_refusal(const struct ox_model *m, const float *share, int world,
+                                     int32_t il) {
+    const struct layer_weights *l = &m->layers[il];
+    const struct model_config *c = &m->cfg;
+    if (c->arch->mamba2)
+        return "its Mamba-2 layers do not split by heads yet";
+    if (!l->dn_qkv || !l->dn_z || !l->dn_out || !l->dn_beta || !l->dn_alpha || !l->dn_conv ||
+        !l->dn_dt_bias || !l->dn_a)
+        return "a recurrent layer lacks a matrix the split needs";
+    if (c->dn_k_heads < world)
+        return "its recurrent layers' key heads do not divide among the ranks (fewer than the "
+               "ranks)";
+    if (c->dn_v_heads % c->dn_k_heads || c->dn_v_heads / c->dn_k_heads > DN_RATIO_MAX)
+        return "its recurrent layers' value heads are not a small multiple of their key heads";
+    const int64_t bs = ox_dtype_block_size(l->dn_out->type), d = c->dn_state;
+    for (int r = 0; r < world; r++) {
+        struct shard_cut cut = layer_cut(m, share, world, r, il);
+        for (int64_t j = 0; j < c->dn_v_heads / c->dn_k_heads; j++) /* split_delta_net's spans */
+            if ((j * c->dn_k_heads + cut.dk0) * d % bs || cut.dk * d % bs)
+                return "a rank's columns of ssm_out would cut a block of its quantization type";
+    }
+    return NULL;
+}
+
 /* Why layer il cannot be cut so, or NULL: every rank needs a kv head and a block of FFN rows,
  * the same query heads in every layer (the shard's n_head), and wo's columns of its heads in
  * whole blocks of wo's type. */
@@ -177,20 +253,27 @@ static const char *layer_refusal(const struct ox_model *m, const float *share, i
                                  int32_t il) {
     const struct layer_weights *l = &m->layers[il];
     const struct layer_shape *sh = &m->cfg.layer[il];
-    const bool mla = m->cfg.arch->mla;
+    const bool mla = m->cfg.arch->mla, recurrent = m->cfg.is_recurrent[il];
     /* a layer on another's cache has no k or v of its own; v may be k's copy (Gemma 4) */
     const bool kv_own = sh->kv_layer == il, v_from_k = m->cfg.arch->v_may_be_k;
-    if ((mla ? (!l->wq && !l->wq_b) || !l->wkv_a || !l->wk_b || !l->wv_b
-             : !l->wqkv && (!l->wq || (kv_own && (!l->wk || (!l->wv && !v_from_k))))) ||
-        !l->wo || (!l->ffn_gate_inp && (!l->ffn_down || !l->ffn_up)))
+    if ((!recurrent &&
+         ((mla ? (!l->wq && !l->wq_b) || !l->wkv_a || !l->wk_b || !l->wv_b
+               : !l->wqkv && (!l->wq || (kv_own && (!l->wk || (!l->wv && !v_from_k))))) ||
+          !l->wo)) ||
+        (!l->ffn_gate_inp && (!l->ffn_down || !l->ffn_up)))
         return "a layer lacks a matrix the split needs";
-    if (mla ? m->cfg.n_head < world : sh->n_head_kv < world)
+    const char *why = recurrent ? recurrent_refusal(m, share, world, il) : NULL;
+    if (why)
+        return why;
+    if (!recurrent && (mla ? m->cfg.n_head < world : sh->n_head_kv < world))
         return "its kv heads do not divide among the ranks (fewer than the ranks)";
     const char *moe = l->ffn_gate_inp ? moe_refusal(m, share, world, il) : NULL;
     if (moe)
         return moe;
     if (l->ffn_down && sh->n_ff / ox_dtype_block_size(l->ffn_down->type) < world)
         return "its FFN rows do not divide among the ranks";
+    if (recurrent)
+        return NULL;
     /* a norm over all heads gathers the ranks' heads first (block_norm_ranks) */
     const int64_t q_all = (int64_t)m->cfg.n_head * sh->head_dim_k,
                   k_all = (int64_t)sh->n_head_kv * sh->head_dim_k;
@@ -211,13 +294,12 @@ static const char *layer_refusal(const struct ox_model *m, const float *share, i
 
 const char *model_shard_refusal(const struct ox_model *m, int world, const float *share) {
     const struct model_config *c = &m->cfg;
-    const struct arch_desc *d = c->arch;
     if (m->on_gpu)
         return "the model to split must be loaded for the CPU (n_gpu_layers = 0); its shards "
                "go to the GPUs";
-    if (c->n_recurrent || d->attn_gate || c->n_embd_per_layer || m->n_lora_slots)
-        return "its architecture has layers that do not split by heads yet (recurrent layers, "
-               "gated heads, per-layer embeddings or LoRA targets)";
+    if (c->n_embd_per_layer || m->n_lora_slots || (c->n_recurrent && first_attention(m) < 0))
+        return "its architecture has layers that do not split by heads yet (per-layer "
+               "embeddings, LoRA targets, or recurrent layers alone)";
     if (world > SHARD_MAX)
         return "more ranks than a split takes";
     for (int32_t il = 0; il < c->n_layer; il++) {
@@ -263,6 +345,34 @@ static bool split_fused(struct ox_model *sh, const struct ox_model *m, const str
            (!fused_ffn || !l->ffn_up_b || gather_rows(sh, own(sh, l->ffn_up_b), gate_up, 2));
 }
 
+/* A delta-net layer's share (Qwen 3.5): value head h reads key head h % dn_k_heads, so the
+ * rank's key heads [dk0, dk0 + dk) are read by ratio spans of value heads [j dn_k_heads + dk0,
+ * + dk), which its own heads number as the whole's do (its value head h reads its key head
+ * h % dk). q, k and v's rows of the projection and the convolution, z's, beta's and alpha's
+ * rows, dt's and a's elements, and the output's columns of those heads. False: out of memory. */
+static bool split_delta_net(struct ox_model *sh, const struct ox_model *m,
+                            const struct shard_cut *c, int il) {
+    struct layer_weights *l = &sh->layers[il];
+    const int64_t d = m->cfg.dn_state, hk = m->cfg.dn_k_heads, key = hk * d;
+    const int ratio = (int)(m->cfg.dn_v_heads / hk);
+    int64_t heads[DN_RATIO_MAX][2], values[DN_RATIO_MAX][2], qkv[2 + DN_RATIO_MAX][2];
+    qkv[0][0] = c->dk0 * d, qkv[0][1] = c->dk * d;
+    qkv[1][0] = key + c->dk0 * d, qkv[1][1] = c->dk * d;
+    for (int j = 0; j < ratio; j++) {
+        heads[j][0] = j * hk + c->dk0, heads[j][1] = c->dk;
+        values[j][0] = heads[j][0] * d, values[j][1] = c->dk * d;
+        qkv[2 + j][0] = 2 * key + values[j][0], qkv[2 + j][1] = values[j][1];
+    }
+    return gather_rows(sh, own(sh, l->dn_qkv), qkv, 2 + ratio) &&
+           gather_rows(sh, own(sh, l->dn_conv), qkv, 2 + ratio) &&
+           gather_rows(sh, own(sh, l->dn_z), values, ratio) &&
+           gather_rows(sh, own(sh, l->dn_beta), heads, ratio) &&
+           gather_rows(sh, own(sh, l->dn_alpha), heads, ratio) &&
+           gather_rows(sh, own(sh, l->dn_dt_bias), heads, ratio) &&
+           gather_rows(sh, own(sh, l->dn_a), heads, ratio) &&
+           gather_col_spans(sh, own(sh, l->dn_out), values, ratio);
+}
+
 /* Layer il of the shard: its weights' rows and columns for the rank's heads and FFN rows (cut
  * as the whole's layer is); the biases after wo and down added by rank 0 alone (the others'
  * sums would add them again). False: out of memory. */
@@ -276,12 +386,14 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
                   dvo = mla ? m->cfg.mla_head_v : dv;
     const bool fused_ffn =
         m->cfg.arch->ffn == FFN_SWIGLU_FUSED || m->cfg.arch->ffn == FFN_GEGLU_FUSED;
+    /* with an output gate, each head's query rows are followed by as many gate rows */
+    const int64_t dq = m->cfg.arch->attn_gate ? 2 * dk : dk;
     const struct {
         const struct weight *w;
         int64_t first, count; /* rows */
-    } rows[] = {{l->wq, c.head0 * dk, c.heads * dk},
+    } rows[] = {{l->wq, c.head0 * dq, c.heads * dq},
                 {l->wq_b, c.head0 * dk, c.heads * dk},
-                {l->bq, c.head0 * dk, c.heads * dk},
+                {l->bq, c.head0 * dq, c.heads * dq},
                 {l->wk, c.kv0 * dk, c.kv * dk},
                 {l->bk, c.kv0 * dk, c.kv * dk},
                 {l->wv, c.kv0 * dv, c.kv * dv},
@@ -295,7 +407,8 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
         if (rows[i].w)
             keep_rows(own(sh, rows[i].w), rows[i].first, rows[i].count);
     /* whole blocks (layer_refusal checked) */
-    keep_cols(own(sh, l->wo), c.head0 * dvo, c.heads * dvo);
+    if (l->wo)
+        keep_cols(own(sh, l->wo), c.head0 * dvo, c.heads * dvo);
     if (mla) /* each head's absorbed key and value matrices */
         keep_mats(own(sh, l->wk_b), c.head0, c.heads),
             keep_mats(own(sh, l->wv_b), c.head0, c.heads);
@@ -310,7 +423,8 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
     }
     if (rank != 0)
         l->bo = l->ffn_down_b = l->ffn_down_exps_b = NULL;
-    return split_fused(sh, m, &c, il);
+    return split_fused(sh, m, &c, il) &&
+           (!m->cfg.is_recurrent[il] || split_delta_net(sh, m, &c, il));
 }
 
 /* The shard's configuration: the rank's heads and rows of each layer, the largest of them as
@@ -318,7 +432,7 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
 static void shard_config(struct ox_model *sh, const struct ox_model *m, const float *share,
                          int world, int rank) {
     struct model_config *c = &sh->cfg;
-    const struct shard_cut first = layer_cut(m, share, world, rank, 0);
+    const struct shard_cut first = layer_cut(m, share, world, rank, first_attention(m));
     c->n_head = (int32_t)first.heads, c->shard_head0 = (int32_t)first.head0;
     c->n_head_kv = c->n_ff = 0;
     for (int32_t il = 0; il < c->n_layer; il++) {
@@ -327,6 +441,11 @@ static void shard_config(struct ox_model *sh, const struct ox_model *m, const fl
             c->n_ff_exp = (int32_t)cut.exp;
         if (m->layers[il].ffn_down_shexp)
             c->n_ff_shexp = (int32_t)cut.sh;
+        if (c->is_recurrent[il]) { /* no kv heads of its own; its key and value heads */
+            c->dn_k_heads = (int32_t)cut.dk;
+            c->dn_v_heads = (int32_t)(cut.dk * (m->cfg.dn_v_heads / m->cfg.dn_k_heads));
+            cut.kv = cut.kv0 = 0;
+        }
         c->layer[il].n_head_kv = (int32_t)cut.kv, c->layer[il].n_ff = (int32_t)cut.ff;
         c->layer[il].shard_kv0 = (int32_t)cut.kv0;
         c->n_head_kv = c->n_head_kv > cut.kv ? c->n_head_kv : (int32_t)cut.kv;

@@ -341,6 +341,10 @@ int main(void) {
     /* experts beside a dense FFN, each branch whole before its own norm (Gemma 4's MoE, its
      * full layer with 2 kv heads: make_model.py's gemma4-moe-kv2), v copied from k */
     test_model("arch/gemma4-moe-kv2-f16", 2, NULL, 0, 1e-6);
+    /* gated delta-net layers by key heads and the value heads that read them, beside gated
+     * attention (Qwen 3.5, dense and MoE) */
+    test_model("arch/qwen35-f16", 2, NULL, 0, 1e-6);
+    test_model("arch/qwen35moe-f16", 2, NULL, 0, 1e-6);
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         test_model(others[i], 2, NULL, 0, 1e-6);
 #ifdef OX_HAVE_CUDA
@@ -358,5 +362,6 @@ int main(void) {
     test_refused("falcon-f16", 2, "fewer than the ranks");          /* one kv head */
     test_refused("llama-f16", 3, "fewer than the ranks");           /* 2 kv heads */
     test_refused("arch/gemma4-moe-f16", 2, "fewer than the ranks"); /* its full layer's one */
+    test_refused("arch/granitehybrid-f16", 2, "Mamba-2");
     return test_finish("test_shard");
 }
