@@ -193,10 +193,17 @@ static bool alloc_arch_buffers(struct ox_context *ctx, struct stage *s) {
     a->mla = mla_head ? bfalloc(ctx, s, nb * (size_t)c->n_head * mla_head) : NULL;
     a->mla_in = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
     a->mla_out = mla_head ? bfalloc(ctx, s, nb * mla_tmp) : NULL;
+    /* a rank's rows of norms over all heads (block_norm_ranks): q's (no fewer query heads than
+     * kv heads), a Mamba-2 layer's one group's */
     const struct ox_model *whole = ctx->model->whole;
-    size_t ranks = whole && !ctx->model->pipe_world && c->arch->qk_norm == QK_NORM_WHOLE
+    const bool shard = whole && !ctx->model->pipe_world;
+    size_t q_all = shard && c->arch->qk_norm == QK_NORM_WHOLE
                        ? (size_t)whole->cfg.n_head * (size_t)whole->cfg.head_dim_k
-                       : 0; /* q is the widest: no fewer query heads than kv heads */
+                       : 0,
+           ssm_all = shard && c->arch->mamba2 && whole->cfg.ssm_groups == 1
+                         ? (size_t)whole->cfg.ssm_inner
+                         : 0,
+           ranks = q_all > ssm_all ? q_all : ssm_all;
     a->ranks_rows = ranks ? bfalloc(ctx, s, nb * ranks) : NULL;
     size_t ple = (size_t)c->n_layer * (size_t)c->n_embd_per_layer * nb;
     a->ple = ple ? bfalloc(ctx, s, ple) : NULL, a->ple_tmp = ple ? bfalloc(ctx, s, ple) : NULL;

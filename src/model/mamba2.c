@@ -5,18 +5,26 @@
  * batch buffers are the recurrent layers' (delta_net.c). */
 #include "model/mamba2.h"
 
+#include "model/block.h"
 #include "model/context.h"
 #include "model/delta_net.h"
 #include "model/layer_ops.h"
 
 /* Each group of the n rows of y normed with its own slice of the weight (one RMSNorm over the
- * whole row when there is one group). */
+ * whole row when there is one group; over every rank's heads when a split model's ranks share
+ * it: shard.c). */
 static void group_norm(struct ox_context *ctx, struct stage *s, const struct layer_weights *l,
                        float *y, float *tmp, int n) {
     const struct model_config *c = &ctx->model->cfg;
     struct backend *b = &s->be;
     size_t inner = (size_t)c->ssm_inner, gs = inner / (size_t)c->ssm_groups;
     const float *w = vec(b, l->ssm_norm);
+    if (ctx->group && ctx->model->whole->cfg.ssm_groups == 1) { /* the ranks share the group */
+        const int hd = c->ssm_inner / c->ssm_heads;
+        block_norm_ranks(ctx, s, y, l->ssm_norm, n, (int)inner, c->shard_ssm_head0 * hd,
+                         ctx->model->whole->cfg.ssm_inner);
+        return;
+    }
     if (c->ssm_groups == 1) {
         b->ops->rms_norm(b, y, w, y, n, (int)inner, c->norm_eps);
         return;
@@ -69,4 +77,5 @@ void mamba2_layer(struct ox_context *ctx, struct stage *s, const struct layer_we
     b->ops->glu(b, GLU_SILU, u->z, u->y, u->y, (size_t)n * inner); /* silu(z) * y */
     group_norm(ctx, s, l, u->y, u->z, n);
     linear(b, l->ssm_out, NULL, u->y, a->proj, n);
+    block_reduce(ctx, s, a->proj, n); /* a split model's heads' shares */
 }

@@ -52,8 +52,9 @@ struct model_config {
     int32_t n_recurrent;                      /* how many layers are recurrent */
     bool is_recurrent[MODEL_MAX_LAYERS];
     int32_t n_embd_per_layer; /* per-layer embeddings' width (per_layer_embd.c); 0: none */
-    int32_t shard_head0;      /* a rank's shard (shard.c): its first query head among the
-                                 whole's; else 0 */
+    /* a rank's shard (shard.c): its first query head and first Mamba-2 head among the whole's;
+     * else 0 */
+    int32_t shard_head0, shard_ssm_head0;
     /* multi-head latent attention (arch mla, mla.c): q's bottleneck rank (0: none), the keys'
      * and values' latent rank, and each head's key (no-rope + rope) and value sizes before
      * absorption; the attention itself runs over head_dim_k = kv_rank + n_rot keys, one head */

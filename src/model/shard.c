@@ -141,6 +141,8 @@ static void share_bounds(const float *share, int world, int64_t units, int64_t *
 struct shard_cut {
     int64_t kv0, kv, head0, heads, ff0, ff, exp0, exp, sh0, sh;
     int64_t dk0, dk; /* a delta-net layer's key heads */
+    /* a Mamba-2 layer's heads and groups of B and C (the one group, where there is one) */
+    int64_t mh0, mh, mg0, mg;
 };
 
 /* The most value heads per key head a delta-net layer splits with (Qwen 3.5: 2). */
@@ -173,11 +175,22 @@ static struct shard_cut layer_cut(const struct ox_model *m, const float *share, 
     int64_t b[SHARD_MAX + 1];
     struct shard_cut c = {0};
     const int32_t attn = first_attention(m);
-    if (m->cfg.is_recurrent[il]) { /* its key heads; the query heads of the attention layers */
-        share_bounds(share, world, m->cfg.dn_k_heads, b);
+    if (m->cfg.is_recurrent[il]) { /* its heads; the query heads of the attention layers */
         if (attn >= 0)
             c = layer_cut(m, share, world, rank, attn);
-        c.dk0 = b[rank], c.dk = b[rank + 1] - b[rank];
+        const int64_t groups = m->cfg.ssm_groups,
+                      per_group = groups ? m->cfg.ssm_heads / groups : 0;
+        if (!m->cfg.arch->mamba2) {
+            share_bounds(share, world, m->cfg.dn_k_heads, b);
+            c.dk0 = b[rank], c.dk = b[rank + 1] - b[rank];
+        } else if (groups == 1) { /* heads, B and C for all */
+            share_bounds(share, world, m->cfg.ssm_heads, b);
+            c.mh0 = b[rank], c.mh = b[rank + 1] - b[rank], c.mg0 = 0, c.mg = 1;
+        } else { /* whole groups and their heads */
+            share_bounds(share, world, groups, b);
+            c.mg0 = b[rank], c.mg = b[rank + 1] - b[rank];
+            c.mh0 = c.mg0 * per_group, c.mh = c.mg * per_group;
+        }
     } else if (m->cfg.arch->mla) { /* one latent "head" cached for all: each rank keeps all of it */
         share_bounds(share, world, m->cfg.n_head, b);
         c.kv0 = 0, c.kv = sh->n_head_kv;
@@ -219,15 +232,37 @@ static const char *moe_refusal(const struct ox_model *m, const float *share, int
     return NULL;
 }
 
-/* Why recurrent layer il cannot be cut so, or NULL: a delta-net layer (Mamba-2 ones do not
- * split yet) with a key head for every rank, value heads a small multiple of them, and its
+/* Why Mamba-2 layer il cannot be cut so, or NULL: a group of B and C for every rank, or one for
+ * all (whose norm then spans every rank's heads: block_norm_ranks), and the output matrix's
+ * columns of a rank's heads in whole blocks of its type. */
+static const char *mamba2_refusal(const struct ox_model *m, const float *share, int world,
+                                  int32_t il) {
+    const struct layer_weights *l = &m->layers[il];
+    const struct model_config *c = &m->cfg;
+    if (!l->ssm_in || !l->dn_conv || !l->ssm_dt_b || !l->ssm_a || !l->ssm_d || !l->ssm_norm ||
+        !l->ssm_out)
+        return "a recurrent layer lacks a matrix the split needs";
+    if (c->ssm_groups == 1 ? c->ssm_heads < world : c->ssm_groups < world)
+        return "its Mamba-2 groups (or heads) do not divide among the ranks (fewer than the "
+               "ranks)";
+    const int64_t bs = ox_dtype_block_size(l->ssm_out->type), hd = c->ssm_inner / c->ssm_heads;
+    for (int r = 0; r < world; r++) {
+        struct shard_cut cut = layer_cut(m, share, world, r, il);
+        if (cut.mh0 * hd % bs || cut.mh * hd % bs)
+            return "a rank's columns of ssm_out would cut a block of its quantization type";
+    }
+    return NULL;
+}
+
+/* Why recurrent layer il cannot be cut so, or NULL: a Mamba-2 layer as mamba2_refusal says, a
+ * delta-net layer with a key head for every rank, value heads a small multiple of them, and its
  * output matrix's columns of a rank's value heads in whole blocks of their type. */
 static const char *recurrent_refusal(const struct ox_model *m, const float *share, int world,
                                      int32_t il) {
     const struct layer_weights *l = &m->layers[il];
     const struct model_config *c = &m->cfg;
     if (c->arch->mamba2)
-        return "its Mamba-2 layers do not split by heads yet";
+        return mamba2_refusal(m, share, world, il);
     if (!l->dn_qkv || !l->dn_z || !l->dn_out || !l->dn_beta || !l->dn_alpha || !l->dn_conv ||
         !l->dn_dt_bias || !l->dn_a)
         return "a recurrent layer lacks a matrix the split needs";
@@ -373,6 +408,35 @@ static bool split_delta_net(struct ox_model *sh, const struct ox_model *m,
            gather_col_spans(sh, own(sh, l->dn_out), values, ratio);
 }
 
+/* A Mamba-2 layer's share (Granite 4's hybrids): z's, x's and dt's rows of the rank's heads, B's
+ * and C's of its groups (group g holding heads [g per_group, + per_group)), the same channels of
+ * the convolution, its heads' dt bias, A and D, its groups' rows of the norm (all of it for one
+ * group: the norm is gathered), and the output's columns of its heads. False: out of memory. */
+static bool split_mamba2(struct ox_model *sh, const struct ox_model *m, const struct shard_cut *c,
+                         int il) {
+    struct layer_weights *l = &sh->layers[il];
+    const int64_t inner = m->cfg.ssm_inner, hd = inner / m->cfg.ssm_heads, ds = m->cfg.dn_state,
+                  bc = m->cfg.ssm_groups * ds, conv = inner + 2 * bc;
+    const int64_t x[2] = {c->mh0 * hd, c->mh * hd}, b[2] = {inner + c->mg0 * ds, c->mg * ds},
+                  cc[2] = {inner + bc + c->mg0 * ds, c->mg * ds};
+    const int64_t in[5][2] = {{x[0], x[1]},
+                              {inner + x[0], x[1]},
+                              {inner + b[0], b[1]},
+                              {inner + cc[0], cc[1]},
+                              {inner + conv + c->mh0, c->mh}};
+    const int64_t channels[3][2] = {{x[0], x[1]}, {b[0], b[1]}, {cc[0], cc[1]}};
+    const int64_t heads[1][2] = {{c->mh0, c->mh}}, groups[1][2] = {{c->mg0, c->mg}};
+    const bool gathered = m->cfg.ssm_groups == 1; /* the norm spans all heads */
+    return gather_rows(sh, own(sh, l->ssm_in), in, 5) &&
+           gather_rows(sh, own(sh, l->dn_conv), channels, 3) &&
+           (!l->ssm_conv_b || gather_rows(sh, own(sh, l->ssm_conv_b), channels, 3)) &&
+           gather_rows(sh, own(sh, l->ssm_dt_b), heads, 1) &&
+           gather_rows(sh, own(sh, l->ssm_a), heads, 1) &&
+           gather_rows(sh, own(sh, l->ssm_d), heads, 1) &&
+           (gathered || gather_rows(sh, own(sh, l->ssm_norm), groups, 1)) &&
+           keep_cols(own(sh, l->ssm_out), x[0], x[1]);
+}
+
 /* Layer il of the shard: its weights' rows and columns for the rank's heads and FFN rows (cut
  * as the whole's layer is); the biases after wo and down added by rank 0 alone (the others'
  * sums would add them again). False: out of memory. */
@@ -424,7 +488,8 @@ static bool split_layer(struct ox_model *sh, const struct ox_model *m, const flo
     if (rank != 0)
         l->bo = l->ffn_down_b = l->ffn_down_exps_b = NULL;
     return split_fused(sh, m, &c, il) &&
-           (!m->cfg.is_recurrent[il] || split_delta_net(sh, m, &c, il));
+           (!m->cfg.is_recurrent[il] ||
+            (m->cfg.arch->mamba2 ? split_mamba2 : split_delta_net)(sh, m, &c, il));
 }
 
 /* The shard's configuration: the rank's heads and rows of each layer, the largest of them as
@@ -441,7 +506,12 @@ static void shard_config(struct ox_model *sh, const struct ox_model *m, const fl
             c->n_ff_exp = (int32_t)cut.exp;
         if (m->layers[il].ffn_down_shexp)
             c->n_ff_shexp = (int32_t)cut.sh;
-        if (c->is_recurrent[il]) { /* no kv heads of its own; its key and value heads */
+        if (c->is_recurrent[il] && c->arch->mamba2) { /* no kv heads: its heads, groups */
+            c->ssm_heads = (int32_t)cut.mh, c->ssm_groups = (int32_t)cut.mg;
+            c->ssm_inner = (int32_t)(cut.mh * (m->cfg.ssm_inner / m->cfg.ssm_heads));
+            c->shard_ssm_head0 = (int32_t)cut.mh0;
+            cut.kv = cut.kv0 = 0;
+        } else if (c->is_recurrent[il]) { /* its key and value heads */
             c->dn_k_heads = (int32_t)cut.dk;
             c->dn_v_heads = (int32_t)(cut.dk * (m->cfg.dn_v_heads / m->cfg.dn_k_heads));
             cut.kv = cut.kv0 = 0;

@@ -383,11 +383,11 @@ def deepseek2(w, n_embd, n_vocab):
         biased_moe_ffn(w, blk, n_embd, n_expert, n_ff_exp)
 
 
-def granitehybrid(w, n_embd, n_vocab):
-    """Granite 4.0's hybrid, made small: Mamba-2 layers (inner 2 x n_embd in 8 heads, 2 groups
-    of B and C of state 16, a convolution of 4 with its bias) around one attention layer (the
+def granitehybrid(w, n_embd, n_vocab, n_group=2):
+    """Granite 4.0's hybrid, made small: Mamba-2 layers (inner 2 x n_embd in 8 heads, n_group
+    groups of B and C of state 16, a convolution of 4 with its bias) around one attention layer (the
     layer whose head_count_kv is not 0), Granite's multipliers, dense SwiGLU FFNs."""
-    arch, n_layer, n_head, n_ff, d_state, n_group, ssm_heads, d_conv = "granitehybrid", 4, 4, 256, 16, 2, 8, 4
+    arch, n_layer, n_head, n_ff, d_state, ssm_heads, d_conv = "granitehybrid", 4, 4, 256, 16, 8, 4
     inner, head_dim = 2 * n_embd, n_embd // n_head
     conv = inner + 2 * n_group * d_state
     kv = [0, 0, 2, 0]
@@ -762,6 +762,9 @@ ARCHS = {
     # (tests/data/shard, test_shard: no reference of llama.cpp's)
     "gemma4-moe-kv2": lambda w, e, v: gemma4_moe(w, e, v, kv_full=2),
     "granitehybrid": granitehybrid,
+    # the same with one group of B and C for all heads (as Granite 4.0-H's files have it): a
+    # model whose Mamba-2 norm spans every rank's heads when split (test_shard; no reference)
+    "granitehybrid-g1": lambda w, e, v: granitehybrid(w, e, v, n_group=1),
     "cohere2": cohere2,
     "command-r": lambda w, e, v: cohere2(w, e, v, "command-r"),
     "olmo2": olmo2,
@@ -823,7 +826,7 @@ VOCABS = {"bert": ("vocab/ggml-vocab-bert-bge.gguf", 3072, 64),
           "gemma4": ("models/qwen3-f16.gguf", None, 64)}
 
 # Variants of an architecture, named apart: the general.architecture they write.
-ARCH_OF = {"gemma4-moe": "gemma4", "gemma4-moe-kv2": "gemma4"}
+ARCH_OF = {"gemma4-moe": "gemma4", "gemma4-moe-kv2": "gemma4", "granitehybrid-g1": "granitehybrid"}
 
 # Seeds other than 1, where seed 1 left a prompt position whose two best logits llama.cpp puts
 # within float rounding of each other (a reference a correct engine can miss by a tie), or, in
