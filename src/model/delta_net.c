@@ -49,12 +49,19 @@ static bool alloc_bufs(struct ox_context *ctx, struct stage *st, struct delta_ne
     return u->qkv && u->conv_out && u->z && u->y && u->beta && u->alpha;
 }
 
+/* Whether the context runs layer il: a rank of a model split by layers (pipeline.c) runs its
+ * own alone, and keeps no state for the others'. */
+static bool runs_layer(const struct ox_model *m, int32_t il) {
+    return !m->pipe_world || (il >= m->layer_begin && il < m->layer_end);
+}
+
 /* Each recurrent layer's state in the memory of the stage that runs it. */
 static bool alloc_states(struct ox_context *ctx, struct delta_net_state *s) {
     const struct model_config *c = &ctx->model->cfg;
     for (int32_t il = 0, r = 0; il < c->n_layer; il++) {
-        s->index[il] = c->is_recurrent[il] ? r : -1;
-        if (!c->is_recurrent[il])
+        const bool own = c->is_recurrent[il] && runs_layer(ctx->model, il);
+        s->index[il] = own ? r : -1;
+        if (!own)
             continue;
         struct stage *st = &ctx->stages[ctx->n_stages > 1 && il >= ctx->stages[1].layer_begin];
         s->owner[r] = &st->be;
@@ -76,14 +83,16 @@ enum ox_status delta_net_create(struct ox_context *ctx) {
         return ox_fail(OX_ERR_OOM, "context: out of memory");
     ctx->dn = s;
     struct widths w = recurrent_widths(c);
-    s->n_slots = (int32_t)ctx->params.n_seq_max, s->n_layers = c->n_recurrent;
+    s->n_slots = (int32_t)ctx->params.n_seq_max, s->n_layers = 0;
+    for (int32_t il = 0; il < c->n_layer; il++)
+        s->n_layers += c->is_recurrent[il] && runs_layer(ctx->model, il);
     s->conv_floats = (size_t)(c->dn_conv - 1) * w.conv;
     /* a delta-net head's d x d matrix; a Mamba-2 head's head_dim x d_state */
     s->ssm_floats = w.value * (size_t)c->dn_state;
     s->index = malloc((size_t)c->n_layer * sizeof *s->index);
-    s->conv = calloc((size_t)s->n_layers, sizeof *s->conv);
-    s->ssm = calloc((size_t)s->n_layers, sizeof *s->ssm);
-    s->owner = calloc((size_t)s->n_layers, sizeof *s->owner);
+    s->conv = calloc((size_t)s->n_layers + 1, sizeof *s->conv); /* + 1: a rank may run none */
+    s->ssm = calloc((size_t)s->n_layers + 1, sizeof *s->ssm);
+    s->owner = calloc((size_t)s->n_layers + 1, sizeof *s->owner);
     bool ok = s->index && s->conv && s->ssm && s->owner && alloc_states(ctx, s);
     for (int32_t i = 0; ok && i < ctx->n_stages; i++)
         ok = alloc_bufs(ctx, &ctx->stages[i], &s->bufs[i]);

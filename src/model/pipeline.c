@@ -14,9 +14,9 @@ static const char *unpipeable(const struct ox_model *m, int32_t begin, int32_t e
     if (m->on_gpu)
         return "the model to split must be loaded for the CPU (n_gpu_layers = 0); its ranks' "
                "layers go to the GPUs";
-    if (c->n_recurrent || c->n_embd_per_layer || m->n_lora_slots)
-        return "its architecture has layers that do not split by layers yet (recurrent layers, "
-               "per-layer embeddings or LoRA targets)";
+    if (c->n_embd_per_layer || m->n_lora_slots)
+        return "its architecture has layers that do not split by layers yet (per-layer "
+               "embeddings or LoRA targets)";
     if (begin < 0 || end > c->n_layer || begin >= end)
         return "a rank has no layers (more ranks than layers?)";
     for (int32_t il = begin; il < end; il++)

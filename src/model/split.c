@@ -271,9 +271,7 @@ int split_auto_mode(const struct ox_model *m, const struct ox_model_params *p, i
 }
 
 bool split_rows_by_default(const struct ox_model *m, int world, const float *share) {
-    /* recurrent layers split by heads alone (the split by layers refuses them: pipeline.c) */
-    return (m->cfg.n_recurrent || (!m->cfg.n_expert && !m->cfg.arch->mla)) &&
-           !model_shard_refusal(m, world, share);
+    return !m->cfg.n_expert && !m->cfg.arch->mla && !model_shard_refusal(m, world, share);
 }
 
 enum ox_status split_devices(const struct ox_model_params *p, const struct backend_ops *gpu,

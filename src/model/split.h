@@ -75,8 +75,7 @@ enum ox_status split_devices(const struct ox_model_params *p, const struct backe
  * `gpus` GPUs. */
 int split_auto_mode(const struct ox_model *m, const struct ox_model_params *p, int gpus);
 /* Whether OX_SPLIT_AUTO splits m over world ranks (shares as model_shard's) by rows: a dense
- * model that splits so (experts and latent attention split by rows only when asked), or one
- * with recurrent layers (which split by rows alone). */
+ * model that splits so (experts and latent attention split by rows only when asked). */
 bool split_rows_by_default(const struct ox_model *m, int world, const float *share);
 
 /* Split m (loaded for the CPU, unpacked) as plan says over ranks of ops's group, all in this

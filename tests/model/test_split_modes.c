@@ -363,9 +363,10 @@ static void test_auto_mode(void) {
     CHECK(!kjv || split_auto_mode(kjv, &p, 2) == OX_SPLIT_LAYER);
     CHECK(!moe || split_auto_mode(moe, &p, 2) == OX_SPLIT_LAYER);
     CHECK(!moe || !model_shard_refusal(moe, 2, NULL));
-    /* recurrent layers, which the split by layers refuses: by rows, experts or not */
+    /* recurrent layers as any: experts by layers (both splits take them), dense by rows */
     struct ox_model *rec = load("arch/qwen35moe-f16", &mp);
-    CHECK(!rec || split_auto_mode(rec, &p, 2) == OX_SPLIT_ROW);
+    CHECK(!rec || split_auto_mode(rec, &p, 2) == OX_SPLIT_LAYER);
+    CHECK(!rec || !model_shard_refusal(rec, 2, NULL));
     CHECK(f32 && kjv && moe && rec);
     ox_model_free(f32), ox_model_free(kjv), ox_model_free(moe), ox_model_free(rec);
 }
@@ -514,6 +515,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
         test_cpu(layers[i], OX_SPLIT_LAYER, 2, false);
     test_cpu("kjv-15m-q4_k_m", OX_SPLIT_LAYER, 3, false);
+    test_cpu("arch/qwen35moe-f16", OX_SPLIT_LAYER, 2, false);
+    test_cpu("arch/granitehybrid-f16", OX_SPLIT_LAYER, 2, false);
     test_processes("llama-q8_0", OX_SPLIT_ROW);
     test_processes("qwen3-f16", OX_SPLIT_ROW);
     test_processes("llama-moe-f16", OX_SPLIT_LAYER);
