@@ -15,7 +15,7 @@
 #   .device/env.sh          sourced there: the sysroot and test data unpacked under /tmp, nvcc on PATH
 #
 # There: `. .device/env.sh && LLAMACPP_SRC=.device/llama-src.tar.xz bench/gpu.sh`. The tree's
-# tests/data/arch (about 58 MiB) must not travel with it: before the run, `git rm -r --cached -q
+# tests/data/arch (about 62 MiB) must not travel with it: before the run, `git rm -r --cached -q
 # tests/data/arch; echo /tests/data/arch/ >> .git/info/exclude`, and after it undo both
 # (delete that line, `git reset -q -- tests/data/arch`).
 set -eu
