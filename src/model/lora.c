@@ -158,7 +158,7 @@ enum ox_status lora_from_gguf(struct ox_model *model, const struct ox_gguf *g,
     struct ox_lora *l = calloc(1, sizeof *l);
     if (!l)
         return ox_fail(OX_ERR_OOM, "lora: no memory");
-    l->model = model;
+    l->model = model, l->id = lora_next_id();
     enum ox_status st = check_header(model, g, &l->alpha);
     if (st == OX_OK)
         st = load_pairs(l, g);
@@ -200,6 +200,11 @@ void ox_lora_free(struct ox_lora *lora) {
             break;
         }
     lora_destroy(lora);
+}
+
+uint64_t lora_next_id(void) {
+    static uint64_t last; /* adapters load on any thread */
+    return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
 }
 
 float lora_pair_scale(const struct ox_lora *l, const struct lora_pair *p, float scale) {

@@ -29,7 +29,12 @@ struct ox_lora {
     int n_pairs;
     struct lora_pair *pairs;
     struct ox_lora *next; /* the model's other adapters (freed with it) */
+    uint64_t id;          /* unique in the process (an address may be reused once freed) */
+    uint64_t share_of;    /* a rank's share (split_lora.c): the id of the whole's adapter */
 };
+
+/* A new adapter's id. */
+uint64_t lora_next_id(void);
 
 /* What B A x is multiplied by for pair p of l applied at scale: scale * alpha / rank, or scale
  * where the adapter has no alpha (llama.cpp's get_scale). */

@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "model/context.h"
 #include "model/lora.h"
+#include "model/split.h"
 
 /* The norm weight a device copy of w has taken in (weights_gpu.c's fold_norms), or NULL. */
 static const float *folded_norm(const struct ox_model *m, const struct weight *w) {
@@ -121,9 +122,9 @@ static enum ox_status context_lora_bind(struct ox_context *ctx) {
 }
 
 enum ox_status ox_context_set_lora(struct ox_context *ctx, struct ox_lora *lora, float scale) {
-    if (ctx && ctx->split)
-        return ox_fail(OX_ERR_UNSUPPORTED, "lora: adapters on a model split over GPUs are not "
-                                           "supported (load it on one GPU)");
+    if (ctx && ctx->split) /* each rank its share (split_lora.c) */
+        return lora ? split_set_lora(ctx, lora, scale)
+                    : ox_fail(OX_ERR_INVALID_ARG, "lora: no adapter given");
     if (!ctx || !lora || lora->model != ctx->model)
         return ox_fail(OX_ERR_INVALID_ARG, "lora: the adapter was loaded for another model");
     int i = 0;
@@ -150,6 +151,10 @@ enum ox_status ox_context_set_lora(struct ox_context *ctx, struct ox_lora *lora,
 void ox_context_clear_lora(struct ox_context *ctx) {
     if (!ctx)
         return;
+    if (ctx->split) {
+        split_set_lora(ctx, NULL, 0.0f);
+        return;
+    }
     ctx->n_lora = 0;
     context_lora_release(ctx);
 }

@@ -38,7 +38,7 @@ enum ox_status model_layer_shard(const struct ox_model *m, int rank, int world, 
     if (!sh)
         return ox_fail(OX_ERR_OOM, "model: out of memory for a rank's layers");
     *sh = *m; /* the file, vocabulary, configuration and template, borrowed */
-    sh->whole = m, sh->split = NULL;
+    sh->whole = m, sh->split = NULL, sh->loras = NULL; /* its adapters' shares: split_lora.c */
     sh->weights = NULL, sh->layers = NULL, sh->type_row0 = NULL, sh->n_params = 0;
     sh->layer_begin = begin, sh->layer_end = end, sh->pipe_rank = rank, sh->pipe_world = world;
     enum ox_status st = model_bind_weights(sh); /* its own table, bound as the whole's was */

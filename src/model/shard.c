@@ -552,6 +552,7 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, const 
         return ox_fail(OX_ERR_OOM, "model: out of memory for a shard");
     *sh = *m; /* the file, vocabulary, configuration and template, borrowed */
     sh->whole = m, sh->split = NULL, sh->shard_rows = NULL, sh->n_shard_rows = 0;
+    sh->loras = NULL; /* its adapters' shares: split_lora.c */
     sh->weights = NULL, sh->layers = NULL, sh->type_row0 = NULL, sh->n_params = 0;
     enum ox_status st = model_bind_weights(sh); /* its own table, bound as the whole's was */
     if (st != OX_OK) {

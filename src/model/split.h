@@ -120,7 +120,8 @@ enum split_call_kind {
     SPLIT_KV,
     SPLIT_STATE_SIZE,
     SPLIT_SAVE,
-    SPLIT_LOAD
+    SPLIT_LOAD,
+    SPLIT_LORA /* this process's ranks only (split_lora.c): never on the wire */
 };
 enum split_kv_op { SPLIT_KV_CLEAR, SPLIT_SEQ_RM, SPLIT_SEQ_CP, SPLIT_SEQ_ADD, SPLIT_ONE_TOKEN };
 
@@ -141,7 +142,18 @@ struct split_call {
     uint8_t *buf;
     size_t size[SPLIT_MAX], at[SPLIT_MAX];
     float *out[SPLIT_MAX];
+    const struct ox_lora *lora; /* LORA: the whole's adapter (NULL: all cleared), its scale */
+    float lora_scale;
 };
+
+/* ---- LoRA adapters on a split model's contexts (split_lora.c) ---------------------------- */
+
+/* ox_context_set_lora on a split model's context (lora NULL: ox_context_clear_lora): every
+ * rank's context applies its share of the adapter. Refused where ranks are in other processes. */
+enum ox_status split_set_lora(struct ox_context *ctx, struct ox_lora *lora, float scale);
+/* The LORA call on rank's context, of shard sh (which keeps the rank's shares of adapters). */
+enum ox_status split_lora_apply(struct ox_context *ctx, struct ox_model *sh,
+                                const struct ox_lora *lora, float scale);
 
 /* Whether a call's failure on one rank may leave the others waiting in its sums: any but the
  * batch checks every rank makes alike before the first sum (a bad token, a full cache). */

@@ -1,0 +1,121 @@
+/* split_lora.c: LoRA adapters on a split model's contexts. An adapter is loaded for the whole
+ * model; each rank applies its share, made on the rank's thread the first time one of its
+ * contexts asks for it and kept with the rank's shard: for a matrix the rank holds some rows of
+ * (q, k, v, gate, up), those rows of B; for one it holds some columns of (wo, down), those
+ * columns of A, its B A x then joining the ranks' sum as the matrix's own product does; whole
+ * pairs for the rest (a rank's layers of a split by layers). Ranks in other processes have no
+ * adapter to cut: such a split refuses. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "model/lora.h"
+#include "model/split.h"
+#include "quant/dtype.h"
+
+/* A copy of n floats at src, or NULL. */
+static float *copy_floats(const float *src, size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (p)
+        memcpy(p, src, n * sizeof *p);
+    return p;
+}
+
+/* Pair p of the whole's adapter as the rank's shard sh holds its matrix t (the whole's w): its
+ * rows, its columns, or all of it. OX_ERR_UNSUPPORTED for a matrix the shard holds a copy of
+ * (fused q, k, v or gate | up, experts: not one span of the whole's). */
+static enum ox_status share_pair(const struct lora_pair *p, struct weight *t,
+                                 struct lora_pair *out) {
+    const struct weight *w = p->target;
+    const int64_t r = p->rank, n_in = w->ne[0];
+    *out = (struct lora_pair){.target = t, .rank = r, .rows = p->rows};
+    const bool same = t->data == w->data && t->ne[0] == w->ne[0] && t->ne[1] == w->ne[1];
+    const size_t all = (size_t)w->ne[1] * w->row_bytes, at = (size_t)(t->data - w->data);
+    if (p->rows || same) {
+        out->a = copy_floats(p->a, (size_t)(lora_a_rows(p) * (p->rows ? r : n_in)));
+        out->b = copy_floats(p->b, (size_t)(lora_b_rows(p) * r));
+    } else if (t->data >= w->data && at < all && t->ne[0] == w->ne[0] && at % w->row_bytes == 0) {
+        const int64_t r0 = (int64_t)(at / w->row_bytes); /* its rows: B's */
+        out->a = copy_floats(p->a, (size_t)(r * n_in));
+        out->b = copy_floats(p->b + r0 * r, (size_t)(t->ne[1] * r));
+    } else if (t->data >= w->data && at < w->row_bytes && t->ne[1] == w->ne[1]) {
+        const int64_t c0 = (int64_t)(at / ox_dtype_type_size(w->type)) *
+                           ox_dtype_block_size(w->type); /* its columns: A's */
+        out->a = malloc((size_t)(r * t->ne[0]) * sizeof *out->a);
+        for (int64_t k = 0; out->a && k < r; k++)
+            memcpy(out->a + k * t->ne[0], p->a + k * n_in + c0, (size_t)t->ne[0] * sizeof(float));
+        out->b = copy_floats(p->b, (size_t)(lora_b_rows(p) * r));
+    } else {
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "lora: the split model holds a copy of a matrix the adapter changes (fused "
+                       "or experts' rows): its adapters do not split yet");
+    }
+    if (!out->a || !out->b) {
+        free(out->a), free(out->b);
+        out->a = out->b = NULL;
+        return ox_fail(OX_ERR_OOM, "lora: no memory for a rank's share of an adapter");
+    }
+    return OX_OK;
+}
+
+/* The rank's share of the whole's adapter l, made (and kept in sh's adapters) if not yet. */
+static enum ox_status rank_share(struct ox_model *sh, const struct ox_lora *l,
+                                 struct ox_lora **out) {
+    for (struct ox_lora *s = sh->loras; s; s = s->next)
+        if (s->share_of == l->id) {
+            *out = s;
+            return OX_OK;
+        }
+    struct ox_lora *s = calloc(1, sizeof *s);
+    struct lora_pair *pairs = calloc((size_t)l->n_pairs, sizeof *pairs);
+    enum ox_status st = s && pairs ? OX_OK : ox_fail(OX_ERR_OOM, "lora: no memory");
+    for (int i = 0; st == OX_OK && i < l->n_pairs; i++) {
+        const struct lora_pair *p = &l->pairs[i];
+        struct weight *t = &sh->weights[p->target - l->model->weights]; /* the same table */
+        st = share_pair(p, t, &pairs[i]);
+        t->lora_slot = p->target->lora_slot; /* the whole's numbering */
+    }
+    if (st != OX_OK) {
+        for (int i = 0; pairs && i < l->n_pairs; i++)
+            free(pairs[i].a), free(pairs[i].b);
+        free(pairs), free(s);
+        return st;
+    }
+    *s = (struct ox_lora){.model = sh,
+                          .alpha = l->alpha,
+                          .n_pairs = l->n_pairs,
+                          .pairs = pairs,
+                          .next = sh->loras,
+                          .id = lora_next_id(),
+                          .share_of = l->id};
+    sh->loras = s;
+    if (sh->n_lora_slots < l->model->n_lora_slots)
+        sh->n_lora_slots = l->model->n_lora_slots;
+    *out = s;
+    return OX_OK;
+}
+
+enum ox_status split_lora_apply(struct ox_context *ctx, struct ox_model *sh,
+                                const struct ox_lora *lora, float scale) {
+    if (!lora) {
+        ox_context_clear_lora(ctx);
+        return OX_OK;
+    }
+    struct ox_lora *share = NULL;
+    OX_TRY(rank_share(sh, lora, &share));
+    return ox_context_set_lora(ctx, share, scale);
+}
+
+enum ox_status split_set_lora(struct ox_context *ctx, struct ox_lora *lora, float scale) {
+    struct split_context *sc = ctx->split;
+    if (lora && lora->model != sc->model)
+        return ox_fail(OX_ERR_INVALID_ARG, "lora: the adapter was loaded for another model");
+    if (sc->sp->dist)
+        return ox_fail(OX_ERR_UNSUPPORTED, "lora: adapters on a model split over processes are "
+                                           "not supported (their ranks have no adapter to cut)");
+    struct split_call c = {.kind = SPLIT_LORA, .ctx = sc->id, .lora = lora, .lora_scale = scale};
+    ctx->split = NULL; /* rank 0's context then applies its share as a whole model's would */
+    enum ox_status st = split_call_run(sc->sp, sc->rank, &c);
+    ctx->split = sc;
+    return st;
+}
