@@ -57,18 +57,33 @@ static void exact_block(cvd_xq *b, float *x) {
 /* The dot of every group of a row of n weights (bytes row) with exact activations. */
 template <enum ox_dtype T>
 static void check_row(const uint8_t *row, int64_t n, const char *what, int *worst_group) {
-    std::vector<float> w((size_t)n), x(32);
+    std::vector<float> w((size_t)n), x((size_t)n);
+    std::vector<cvd_xq> xb((size_t)n / 32);
     CHECK_MSG(ox_dequantize(T, row, w.data(), n) == OX_OK, "%s: dequantize", what);
+    for (int64_t g = 0; g < n / 32; g++)
+        exact_block(&xb[(size_t)g], &x[(size_t)(32 * g)]);
     for (int64_t g = 0; g < n / 32; g++) {
-        cvd_xq xb;
-        exact_block(&xb, x.data());
         cvd_w wg;
         vd<T>::template unpack<1>(row, g, wg);
-        const float got = cvd_dot<T>(wg, xb);
+        const float got = cvd_dot<T>(wg, xb[(size_t)g]);
+        constexpr int S = cvd_pair_stride<T>();
+        if constexpr (S > 0) /* the GEMV's pairs: the same sums to the bit */
+            if (g % (2 * S) < S) {
+                cvd_w w0, w1, w2;
+                vd<T>::template unpack_pair<2>(row, g, w0, w1);
+                vd<T>::template unpack<1>(row, g + S, w2);
+                const float pair[2] = {cvd_dot_pair<T>(w0, xb[(size_t)g]),
+                                       cvd_dot_pair<T>(w1, xb[(size_t)(g + S)])};
+                const float alone[2] = {got, cvd_dot<T>(w2, xb[(size_t)(g + S)])};
+                CHECK_MSG(memcmp(pair, alone, sizeof pair) == 0,
+                          "%s (%s) pair at group %lld: %.9g %.9g, alone %.9g %.9g", what,
+                          ox_dtype_name(T), (long long)g, (double)pair[0], (double)pair[1],
+                          (double)alone[0], (double)alone[1]);
+            }
         double want = 0.0, mag = 0.0;
         for (int j = 0; j < 32; j++) {
-            want += (double)w[(size_t)(32 * g + j)] * x[j];
-            mag += fabs((double)w[(size_t)(32 * g + j)] * x[j]);
+            want += (double)w[(size_t)(32 * g + j)] * x[(size_t)(32 * g + j)];
+            mag += fabs((double)w[(size_t)(32 * g + j)] * x[(size_t)(32 * g + j)]);
         }
         /* a handful of float roundings of partial sums, each within 2^-24 of the magnitude */
         const bool ok = fabs(got - want) <= 1e-5 * mag + 1e-30;

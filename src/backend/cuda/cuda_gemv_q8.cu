@@ -264,6 +264,33 @@ __device__ __forceinline__ void q8_store(const q8_job &job, int64_t it, const fl
     }
 }
 
+/* q8_tile_dot for the types whose groups g and g + S share bytes (cvd_pair_stride): a lane
+ * takes a pair at a time; tiles hold whole super-blocks, so pairs too. */
+template <enum ox_dtype T, int NT>
+__device__ __forceinline__ void q8_tile_dot_pairs(const uint8_t *tile, int t_idx, int lane, int n,
+                                                  int n_groups, const uint8_t *smem, float *part) {
+    constexpr int TG = q8_groups<T>(), S = cvd_pair_stride<T>();
+    static_assert(TG % 64 == 0, "whole pairs per lane");
+    const int tg = min(TG, n_groups - t_idx * TG);
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+        part[i] = 0.f;
+#pragma unroll
+    for (int k = 0; k < TG / 64; k++) {
+        const int p = lane + 32 * k, g = p / S * 2 * S + p % S;
+        if (g >= tg)
+            break;
+        const cvd_xq *xs = (const cvd_xq *)smem + t_idx * TG + g;
+        cvd_w w0, w1;
+        vd<T>::template unpack_pair<16>(tile, g, w0, w1);
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            if (i < n)
+                part[i] += cvd_dot_pair<T>(w0, xs[(size_t)i * n_groups]) +
+                           cvd_dot_pair<T>(w1, xs[(size_t)i * n_groups + S]);
+    }
+}
+
 /* part[t] = this lane's share of tile t_idx's dot products with token t (t < n): its groups
  * lane, lane + 32, ... of the tile at tile, against x as q8_gemv stages it in smem. */
 template <enum ox_dtype T, int NT>
@@ -406,7 +433,10 @@ __global__ void __launch_bounds__(Q_THREADS, NT == 1 ? 4 : 2)
             __pipeline_wait_prior(0);
         __syncwarp();
         float part[NT];
-        q8_tile_dot<T, NT>(ws + (s % QNB) * TB, c_t, lane, n, n_groups, smem, part);
+        if constexpr (cvd_pair_stride<T>() > 0)
+            q8_tile_dot_pairs<T, NT>(ws + (s % QNB) * TB, c_t, lane, n, n_groups, smem, part);
+        else
+            q8_tile_dot<T, NT>(ws + (s % QNB) * TB, c_t, lane, n, n_groups, smem, part);
         __syncwarp(); /* the buffer is refilled at the next step */
 #pragma unroll
         for (int i = 0; i < NT; i++) {
