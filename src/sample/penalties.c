@@ -61,6 +61,12 @@ static void penalties_apply(struct smp_ext *e, struct smp_array *c, struct smp_s
     c->sorted = false;
 }
 
+static bool penalties_inert(const struct smp_ext *e) {
+    const struct penalties *p = (const struct penalties *)e;
+    return p->last_n == 0 || (p->repeat == 1.0f && p->freq == 0.0f && p->present == 0.0f) ||
+           p->hist.n == 0;
+}
+
 static void penalties_accept(struct smp_ext *e, int32_t token) {
     struct penalties *p = (struct penalties *)e;
     smp_ring_push(&p->hist, token);
@@ -103,6 +109,7 @@ enum ox_status ox_sampler_add_penalties(struct ox_sampler *s, int32_t last_n, fl
     if (!p)
         return ox_fail(OX_ERR_OOM, "sampler: out of memory");
     p->base = (struct smp_ext){.apply = penalties_apply,
+                               .inert = penalties_inert,
                                .accept = penalties_accept,
                                .reset = penalties_reset,
                                .free = penalties_free,

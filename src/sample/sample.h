@@ -56,6 +56,9 @@ struct smp_ext {
     void (*save)(struct smp_ext *e, struct smp_bytes *b);
     bool (*load)(struct smp_ext *e, struct smp_bytes *b);
     const char *name; /* with save: names its state, so a load finds the same kind of stage */
+    /* whether apply would leave the candidates as they are now (penalties with nothing to
+     * penalize): a chain may then start from the logits (smp_top_k_direct). NULL: never. */
+    bool (*inert)(const struct smp_ext *e);
 };
 
 /* Append e to the chain; takes ownership (freed on failure). */
@@ -106,6 +109,10 @@ enum ox_status smp_sampler_apply(struct ox_sampler *s, const float *logits, int3
 void smp_sort(struct smp_cand *a, size_t n);
 /* std::partial_sort(a, a + mid, a + n, by descending logit): the mid largest, in order, first. */
 void smp_partial_sort(struct smp_cand *a, size_t mid, size_t n);
+/* out[0..mid) as smp_partial_sort leaves a[0..mid) of the candidates (i, logits[i], 0) for
+ * i < n, without writing those n candidates: the same heap takes the same values in the same
+ * order, and what it pushes out into a's tail is never read again. */
+void smp_top_k_direct(const float *logits, size_t n, size_t mid, struct smp_cand *out);
 
 /* Scratch for the bucketed partial sort: capacity for n candidates. */
 struct smp_scratch {

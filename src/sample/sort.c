@@ -1,4 +1,5 @@
 /* sort.c: descending-logit sorts that order ties exactly as libstdc++ and llama.cpp do. */
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -74,6 +75,35 @@ void smp_partial_sort(struct smp_cand *a, size_t mid, size_t n) {
     for (ptrdiff_t len = m; len > 1;) {
         len--;
         heap_pop(a, len, len);
+    }
+}
+
+void smp_top_k_direct(const float *logits, size_t n, size_t mid, struct smp_cand *out) {
+    if (mid == 0 || mid > n)
+        return;
+    const ptrdiff_t m = (ptrdiff_t)mid;
+    for (ptrdiff_t i = 0; i < m; i++)
+        out[i] = (struct smp_cand){.id = (int32_t)i, .logit = logits[i], .p = 0.0f};
+    heap_make(out, m);
+    size_t i = mid;
+    for (; i + 16 <= n; i += 16) { /* most blocks hold nothing above the heap's least */
+        float top = -INFINITY;     /* a NaN never counts: nor does it in the heap's test */
+        for (size_t j = 0; j < 16; j++)
+            top = logits[i + j] > top ? logits[i + j] : top;
+        if (!(top > out[0].logit))
+            continue;
+        for (size_t j = i; j < i + 16; j++)
+            if (logits[j] > out[0].logit)
+                heap_adjust(out, 0, m,
+                            (struct smp_cand){.id = (int32_t)j, .logit = logits[j], .p = 0.0f});
+    }
+    for (; i < n; i++)
+        if (logits[i] > out[0].logit)
+            heap_adjust(out, 0, m,
+                        (struct smp_cand){.id = (int32_t)i, .logit = logits[i], .p = 0.0f});
+    for (ptrdiff_t len = m; len > 1;) {
+        len--;
+        heap_pop(out, len, len);
     }
 }
 

@@ -1,4 +1,5 @@
 /* test_sampler.c: the sampler chain against hand-computed sets and llama.cpp's own picks. */
+#include <math.h>
 #include <stdint.h>
 
 #include "oxidize.h"
@@ -507,6 +508,61 @@ static void test_growth(void) {
     ox_sampler_free(s);
 }
 
+/* ---- the pick straight from the logits (direct_start) ------------------------------------- */
+
+/* A chain of each kind twice, one picking through ox_sampler_sample (which may start from the
+ * logits: greedy, top-k <= 128 after inert penalties) and one through smp_sampler_apply (the
+ * whole candidates array, as llama.cpp): the same pick every time, on logits full of ties
+ * (few distinct values) with NaNs and infinities among them. */
+enum { DIRECT_KINDS = 6 };
+static struct ox_sampler *direct_chain(int kind) {
+    struct ox_sampler *s = new_sampler();
+    CHECK_EQ(ox_sampler_add_penalties(s, 64, kind == 5 ? 1.3f : 1.0f, 0.0f, 0.0f), OX_OK);
+    if (kind == 0 || kind == 5) {
+        CHECK_EQ(ox_sampler_add_greedy(s), OX_OK);
+        return s;
+    }
+    const int32_t k[] = {0, 40, 128, 129, 1};
+    CHECK_EQ(ox_sampler_add_top_k(s, k[kind]), OX_OK);
+    CHECK_EQ(ox_sampler_add_top_p(s, 0.95f, 1), OX_OK);
+    CHECK_EQ(ox_sampler_add_min_p(s, 0.05f, 1), OX_OK);
+    CHECK_EQ(ox_sampler_add_temp(s, 0.8f), OX_OK);
+    CHECK_EQ(ox_sampler_add_dist(s, 1234), OX_OK);
+    return s;
+}
+
+static void test_direct(void) {
+    enum { N = 3001 };
+    static float logits[N];
+    uint32_t r = 7;
+    for (int kind = 0; kind < DIRECT_KINDS; kind++) {
+        struct ox_sampler *a = direct_chain(kind), *b = direct_chain(kind);
+        int same = 0;
+        for (int step = 0; step < 150; step++) {
+            for (int i = 0; i < N; i++) {
+                r = r * 1664525u + 1013904223u;
+                logits[i] = (float)(r >> 26) * 0.25f; /* 64 values: ties everywhere */
+            }
+            if (step % 3 == 0)
+                logits[r % N] = NAN, logits[(r >> 8) % N] = -INFINITY;
+            if (step % 5 == 0)
+                logits[0] = NAN; /* a NaN first: the heap's least, argmax's start */
+            ox_token x = ox_sampler_sample(a, logits, N);
+            const struct smp_cand *c;
+            size_t n;
+            ptrdiff_t sel;
+            CHECK_EQ(smp_sampler_apply(b, logits, N, &c, &n, &sel), OX_OK);
+            ox_token y = sel >= 0 && (size_t)sel < n ? c[sel].id : -1;
+            same += x == y;
+            if (x >= 0)
+                ox_sampler_accept(a, x), ox_sampler_accept(b, x);
+        }
+        CHECK_MSG(same == 150, "chain %d: %d of 150 picks as the whole array's", kind, same);
+        ox_sampler_free(a);
+        ox_sampler_free(b);
+    }
+}
+
 int main(void) {
     test_mt19937();
     test_sort();
@@ -521,5 +577,6 @@ int main(void) {
     test_invalid();
     test_cannot_pick();
     test_growth();
+    test_direct();
     return test_finish("test_sampler");
 }
