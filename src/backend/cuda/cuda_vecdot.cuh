@@ -131,8 +131,9 @@ template <int N, int A> CDQ_HD void cvd_load(const uint8_t *p, uint32_t *w) {
 }
 
 /* Usage: vd<T>::unpack<A>(base, g, w) reads group g (elements 32g .. 32g+31) of the row that
- * starts at base, aligned to A bytes, as dq<T>::group does. SPLIT_MIN: the two halves have
- * different offsets (else m[0] == m[1]); NO_MIN: there is none. */
+ * starts at base, aligned to A bytes, as dq<T>::group does; the k-quants have unpack_pair
+ * instead (above). SPLIT_MIN: the two halves have different offsets (else m[0] == m[1]);
+ * NO_MIN: there is none. */
 template <enum ox_dtype T> struct vd;
 
 /* the legacy 4/5-bit types: byte j of qs holds element j (low nibble) and j + 16 (high) */
@@ -252,23 +253,6 @@ template <> struct vd<OX_DTYPE_Q2_K> {
             w1.m[half] = -dmin * (float)(sc1 >> 4);
         }
     }
-    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
-        const uint8_t *b = base + 84 * (g / 8);
-        const int s = (int)(g % 8), h = s / 4, j = s % 4;
-        uint32_t q[8];
-        cdq_load<32, cdq_align(A, 84, 16)>(b + 16 + 32 * h, q);
-        CDQ_UNROLL
-        for (int i = 0; i < 8; i++)
-            w.v[i] = q[i] >> (2 * j) & 0x03030303u;
-        const float d = cvd_f16((uint16_t)cdq_u16<cdq_align(A, 84, 80)>(b + 80));
-        const float dmin = cvd_f16((uint16_t)cdq_u16<cdq_align(A, 84, 82)>(b + 82));
-        CDQ_UNROLL
-        for (int half = 0; half < 2; half++) {
-            const int sc = b[8 * h + 2 * j + half];
-            w.d[half] = d * (float)(sc & 15);
-            w.m[half] = -dmin * (float)(sc >> 4);
-        }
-    }
 };
 
 /* q3_K: as q2_K, a level is 4 lower where its hmask bit (4h + j) is clear; scales signed */
@@ -294,25 +278,6 @@ template <> struct vd<OX_DTYPE_Q3_K> {
             w0.d[half] = d * (float)cdq_q3_K_scale(b + 96, 8 * h + 2 * j + half);
             w1.d[half] = d * (float)cdq_q3_K_scale(b + 96, 8 * h + 2 * j + 2 + half);
             w0.m[half] = w1.m[half] = 0.f;
-        }
-    }
-    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
-        const uint8_t *b = base + 110 * (g / 8);
-        const int s = (int)(g % 8), h = s / 4, j = s % 4;
-        uint32_t hm[8], q[8];
-        cdq_load<32, cdq_align(A, 110, 0)>(b, hm);
-        cdq_load<32, cdq_align(A, 110, 32)>(b + 32 + 32 * h, q);
-        CDQ_UNROLL
-        for (int i = 0; i < 8; i++) {
-            const uint32_t lv =
-                (q[i] >> (2 * j) & 0x03030303u) | (hm[i] >> (4 * h + j) & 0x01010101u) << 2;
-            w.v[i] = cvd_sub_bytes(lv, 0x04040404u);
-        }
-        const float d = cvd_f16((uint16_t)cdq_u16<cdq_align(A, 110, 108)>(b + 108));
-        CDQ_UNROLL
-        for (int half = 0; half < 2; half++) {
-            w.d[half] = d * (float)cdq_q3_K_scale(b + 96, 8 * h + 2 * j + half);
-            w.m[half] = 0.f;
         }
     }
 };
@@ -353,16 +318,6 @@ template <> struct vd<OX_DTYPE_Q4_K> {
         cvd_k4_scales<A, 144>(b, s, w0);
         cvd_k4_scales<A, 144>(b, s + 1, w1);
     }
-    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
-        const uint8_t *b = base + 144 * (g / 8);
-        const int s = (int)(g % 8);
-        uint32_t q[8];
-        cdq_load<32, cdq_align(A, 144, 16)>(b + 16 + 32 * (s / 2), q);
-        CDQ_UNROLL
-        for (int i = 0; i < 8; i++)
-            w.v[i] = q[i] >> (4 * (s % 2)) & 0x0f0f0f0fu;
-        cvd_k4_scales<A, 144>(b, s, w);
-    }
 };
 
 template <> struct vd<OX_DTYPE_Q5_K> {
@@ -382,17 +337,6 @@ template <> struct vd<OX_DTYPE_Q5_K> {
         }
         cvd_k4_scales<A, 176>(b, s, w0);
         cvd_k4_scales<A, 176>(b, s + 1, w1);
-    }
-    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
-        const uint8_t *b = base + 176 * (g / 8);
-        const int s = (int)(g % 8);
-        uint32_t qh[8], q[8];
-        cdq_load<32, cdq_align(A, 176, 16)>(b + 16, qh);
-        cdq_load<32, cdq_align(A, 176, 48)>(b + 48 + 32 * (s / 2), q);
-        CDQ_UNROLL
-        for (int i = 0; i < 8; i++)
-            w.v[i] = (q[i] >> (4 * (s % 2)) & 0x0f0f0f0fu) | (qh[i] >> s & 0x01010101u) << 4;
-        cvd_k4_scales<A, 176>(b, s, w);
     }
 };
 
@@ -421,24 +365,6 @@ template <> struct vd<OX_DTYPE_Q6_K> {
         w1.d[0] = d * (float)sc[4];
         w1.d[1] = d * (float)sc[5];
         w0.m[0] = w0.m[1] = w1.m[0] = w1.m[1] = 0.f;
-    }
-    template <int A> CDQ_HD static void unpack(const uint8_t *base, int64_t g, cvd_w &w) {
-        const uint8_t *b = base + 210 * (g / 8);
-        const int s = (int)(g % 8), h = s / 4, k = s % 4;
-        uint32_t ql[8], qh[8];
-        cdq_load<32, cdq_align(A, 210, 0)>(b + 64 * h + 32 * (k % 2), ql);
-        cdq_load<32, cdq_align(A, 210, 128)>(b + 128 + 32 * h, qh);
-        CDQ_UNROLL
-        for (int i = 0; i < 8; i++) {
-            const uint32_t lv =
-                (ql[i] >> (4 * (k / 2)) & 0x0f0f0f0fu) | (qh[i] >> (2 * k) & 0x03030303u) << 4;
-            w.v[i] = cvd_sub_bytes(lv, 0x20202020u);
-        }
-        const float d = cvd_f16((uint16_t)cdq_u16<cdq_align(A, 210, 208)>(b + 208));
-        const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
-        w.d[0] = d * (float)sc[2 * k];
-        w.d[1] = d * (float)sc[2 * k + 1];
-        w.m[0] = w.m[1] = 0.f;
     }
 };
 
