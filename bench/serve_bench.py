@@ -7,10 +7,12 @@ turns, round by round, so both see the machine in the same state.
 
 usage: serve_bench.py MODEL --oxidize PATH [--llama-server PATH] [--clients 1,8,32,128]
                       [--tokens 128] [--rounds 2] [-t THREADS] [-ngl N] [--temperature T]
-                      [--oxidize-spec "ARGS"]
+                      [--oxidize-spec "ARGS"] [--oxidize-base PATH]
 
 --oxidize-spec "--spec ngram --draft-max 8" (or "-md DRAFT.gguf"): a second oxidize server with
 those options beside the plain one, its ratio against it (speculative decoding under load).
+--oxidize-base PATH: another build of oxidize (a change's base revision) served beside it, the
+ratios against it (without --llama-server).
 """
 import argparse
 import http.client
@@ -106,6 +108,7 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--oxidize", required=True)
     ap.add_argument("--llama-server")
+    ap.add_argument("--oxidize-base", help="another oxidize build, the ratios' reference")
     ap.add_argument("--clients", default="1,8,32,128")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
@@ -135,6 +138,12 @@ def main():
                 a.oxidize, "serve", "-m", a.model, "--port", str(port), "-np", str(slots),
                 "-c", str(ctx), "-t", str(a.threads), "--queue-size", str(slots)] + ngl +
                 a.oxidize_spec.split(), port, log)))
+        if a.oxidize_base:
+            port = free_port()
+            engines.append(("oxidize base", port, start("oxidize base", [
+                a.oxidize_base, "serve", "-m", a.model, "--port", str(port), "-np", str(slots),
+                "-c", str(ctx), "-t", str(a.threads), "--queue-size", str(slots)] + ngl, port,
+                log)))
         if a.llama_server:
             port = free_port()
             engines.append(("llama.cpp", port, start("llama-server", [
@@ -146,7 +155,7 @@ def main():
         print("model %s, %d threads, %d tokens per request, temperature %g, %d rounds%s" % (
             os.path.basename(a.model), a.threads, a.tokens, a.temperature, a.rounds,
             ", spec: " + a.oxidize_spec if a.oxidize_spec else ""))
-        ref = "llama.cpp" if a.llama_server else "oxidize"
+        ref = "llama.cpp" if a.llama_server else "oxidize base" if a.oxidize_base else "oxidize"
         head = "| streams | engine | generated t/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | " \
                "ITL p99 ms |"
         print(head + (" x %s |" % ref if len(engines) > 1 else ""))

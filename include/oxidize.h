@@ -814,6 +814,11 @@ struct ox_engine_params {
      * NULL); each generating slot's draft joins the step's batch, and a step that holds drafts
      * runs in one-token order (ox_context_set_one_token_order) */
     const struct ox_spec_params *spec;
+    /* on_token and on_done of a request without on_logits, once it has started, called on a
+     * thread of the engine's, in order, while the next step decodes (for a GPU, whose steps
+     * leave the host idle): the step does not wait for them. A request whose on_token says
+     * stop may have decoded one more token, which it is not given. */
+    bool callbacks_aside;
 };
 
 enum ox_finish {
@@ -824,7 +829,8 @@ enum ox_finish {
 };
 
 /* A generation. The engine copies the prompt at submit; the sampler is borrowed until on_done
- * (reset and fed the prompt by the engine). The callbacks run on the thread that steps. */
+ * (reset and fed the prompt by the engine). The callbacks run on the thread that steps (on the
+ * engine's own thread with callbacks_aside, as that says). */
 struct ox_request {
     const ox_token *prompt;
     int32_t n_prompt;  /* 1 or more, at most the slot's share of the context */
@@ -886,7 +892,8 @@ OX_API void ox_engine_cancel(struct ox_engine *engine, uint64_t id);
 OX_API void ox_engine_stats(struct ox_engine *engine, struct ox_engine_stats *stats,
                             struct ox_engine_slot *slots);
 /* One step: start queued requests in free slots, decode one batch, sample, call back. Sets
- * *n_busy to the requests still running or queued (0: nothing to do until the next submit).
+ * *n_busy to the requests still running or queued, or whose on_done has yet to run (0: nothing
+ * to do until the next submit).
  * A failing batch ends its requests with OX_FINISH_ERROR and returns the failure. */
 OX_API enum ox_status ox_engine_step(struct ox_engine *engine, int32_t *n_busy);
 /* A slot's saved state (llama-server's slot save / restore / erase): the state of its sequence

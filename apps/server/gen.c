@@ -99,7 +99,7 @@ static void answer_end(struct gen *g) {
         answer_stream_end(g);
 }
 
-/* ---- the engine's callbacks (worker thread) ---- */
+/* ---- the engine's callbacks (the worker thread, or with a GPU the engine's own) ---- */
 
 /* The token's log-probability and its best alternatives, from the raw logits. */
 static void on_logits(void *user, const float *logits, int32_t n_vocab, ox_token token) {
@@ -251,7 +251,9 @@ enum ox_status gen_start(struct gen *g, struct MHD_Connection *c, const ox_token
                            .on_token = on_token,
                            .on_done = on_done,
                            .user = g,
-                           .on_logits = on_logits,
+                           /* only when asked: a request without it may be called back
+                            * beside the steps (callbacks_aside) */
+                           .on_logits = g->o.logprobs ? on_logits : NULL,
                            .fresh = g->o.fresh,
                            .context_shift = state_options(g->s)->context_shift,
                            .n_keep = g->o.n_keep,

@@ -171,6 +171,9 @@ static bool make_contexts(struct state *s) {
     struct ox_spec_params spec = o->spec_p;
     spec.draft_model = s->draft;
     ep.spec = o->spec || s->draft ? &spec : NULL;
+    /* a GPU's step leaves the host idle: the tokens of the last one go out meanwhile (on the
+     * CPU the callbacks' thread would take a core from the step's) */
+    ep.callbacks_aside = ox_model_gpu_bytes(s->model) > 0;
     if (ox_engine_create(s->model, &ep, &s->engine) != OX_OK)
         return false;
     s->slot_ctx = (int32_t)(ep.n_ctx / (uint32_t)ep.n_parallel);

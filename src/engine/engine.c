@@ -52,7 +52,7 @@ struct ox_engine_params ox_engine_params_default(void) {
         .n_parallel = 4, .n_ctx = 4096, .n_batch = 512, .kv_type = OX_DTYPE_F16};
 }
 
-static void free_job(struct job *j) {
+void engine_free_job(struct job *j) {
     if (j)
         free(j->prompt);
     free(j);
@@ -86,9 +86,13 @@ static void finish(struct ox_engine *e, struct slot *s, enum ox_finish reason) {
     take_snapshot(e); /* a client told of the end sees it in the statistics */
     pthread_mutex_unlock(&e->lock);
     s->row = -1;
+    if (j->aside) {
+        engine_deliver(e, j, -1, true, reason);
+        return;
+    }
     if (j->req.on_done)
         j->req.on_done(j->req.user, reason, s->n_generated);
-    free_job(j);
+    engine_free_job(j);
 }
 
 enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_engine_params *params,
@@ -139,6 +143,8 @@ enum ox_status ox_engine_create(const struct ox_model *model, const struct ox_en
     e->draft_rows = e->draft_rows < e->n_ubatch ? e->draft_rows : e->n_ubatch;
     if (st == OX_OK)
         st = engine_draft_init(e, &p);
+    if (st == OX_OK && p.callbacks_aside) /* a step's tokens at most, and every slot's end */
+        st = engine_deliver_init(e, e->n_slots * ((e->spec ? e->spec_p.draft_max : 0) + 2));
     if (st == OX_OK && e->n_slots > 1) /* the host's cores, idle while a step samples */
         st = threadpool_create(p.n_threads > 0 ? p.n_threads : threadpool_default_threads(),
                                &e->pool);
@@ -173,11 +179,12 @@ void ox_engine_free(struct ox_engine *e) {
             finish(e, &e->slots[i], OX_FINISH_CANCELLED);
         free(e->slots[i].tokens), free(e->slots[i].next), free(e->slots[i].draft);
     }
+    engine_deliver_free(e); /* after what the slots' ends queued */
     for (struct job *j = e->head, *next; j; j = next) {
         next = j->next;
         if (j->req.on_done)
             j->req.on_done(j->req.user, OX_FINISH_CANCELLED, 0);
-        free_job(j);
+        engine_free_job(j);
     }
     engine_draft_free(e);
     ox_context_free(e->ctx);
@@ -266,6 +273,12 @@ static void start(struct ox_engine *e, struct slot *s, struct job *j) {
     memcpy(s->tokens, j->prompt, (size_t)j->req.n_prompt * sizeof *s->tokens);
     s->job = j, s->n_past = keep, s->n_tokens = j->req.n_prompt, s->n_generated = 0, s->row = -1;
     s->n_draft = 0, s->draft_cap = e->spec_p.draft_max;
+    j->aside = e->deliver.on && !j->req.on_logits; /* on_logits reads this step's logits */
+    if (j->aside) {
+        pthread_mutex_lock(&e->deliver.lock);
+        e->deliver.n_jobs++;
+        pthread_mutex_unlock(&e->deliver.lock);
+    }
     ox_sampler_reset(j->req.sampler);
     for (int32_t i = 0; i < j->req.n_prompt; i++)
         ox_sampler_accept_prompt(j->req.sampler, j->prompt[i]);
@@ -461,7 +474,9 @@ static bool take_token(struct ox_engine *e, struct slot *s, int32_t i) {
         r->on_logits(r->user, ox_get_logits(e->ctx, s->row + i), e->n_vocab, t);
     s->n_generated++;
     e->live.n_generated_tokens++;
-    if (!r->on_token(r->user, t)) {
+    if (s->job->aside) {
+        engine_deliver(e, s->job, t, false, OX_FINISH_STOP);
+    } else if (!r->on_token(r->user, t)) {
         finish(e, s, OX_FINISH_CANCELLED);
         return false;
     }
@@ -556,6 +571,9 @@ static enum ox_status decode_batch(struct ox_engine *e, int32_t n, int32_t *adde
             }
         }
         sample_ready(e);
+        /* the last step's callbacks have run (so a request stopped there is not given this
+         * step's token, and the ring holds one step at most) */
+        engine_deliver_wait(e);
         for (int32_t j = 0; j < e->n_ready; j++) /* in slot order, as before */
             advance(e, e->ready[j]);
     }
@@ -580,6 +598,14 @@ static enum ox_status decode_batch(struct ox_engine *e, int32_t n, int32_t *adde
     return st;
 }
 
+/* Running requests whose callbacks run aside (engine_deliver_jobs counts them too). */
+static int32_t aside_running(const struct ox_engine *e) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < e->n_slots; i++)
+        n += e->slots[i].job && e->slots[i].job->aside;
+    return n;
+}
+
 enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
     if (!e)
         return ox_fail(OX_ERR_INVALID_ARG, "ox_engine_step: NULL engine");
@@ -594,7 +620,7 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
         next = j->next;
         if (j->req.on_done)
             j->req.on_done(j->req.user, j->failed ? OX_FINISH_ERROR : OX_FINISH_CANCELLED, 0);
-        free_job(j);
+        engine_free_job(j);
     }
     for (int32_t i = 0; i < e->n_slots; i++)
         if (cancel[i])
@@ -609,10 +635,13 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
             e->slots[i].n_draft = 0;
     int32_t n = fill_batch(e, added, start);
     enum ox_status st = n > 0 ? decode_batch(e, n, added, start) : OX_OK;
+    if (n == 0) /* nothing to decode: the callbacks' turn */
+        engine_deliver_wait(e);
+    int32_t aside = engine_deliver_jobs(e);
     pthread_mutex_lock(&e->lock);
     take_snapshot(e);
-    if (n_busy)
-        *n_busy = e->stats.n_queued + e->stats.n_running;
+    if (n_busy) /* the requests that ended aside counted once */
+        *n_busy = e->stats.n_queued + e->stats.n_running + aside - aside_running(e);
     pthread_mutex_unlock(&e->lock);
     return st;
 }

@@ -23,6 +23,9 @@ struct job {
     struct lora_set lora; /* the adapters it runs with */
     bool cancel;          /* set by ox_engine_cancel, read at the next step */
     bool failed;          /* its adapters could not be applied: it ends with an error */
+    bool aside;           /* its callbacks run on the delivery thread (engine_deliver.c), */
+    bool stopped;         /* which alone reads these two: on_token said stop */
+    int32_t n_delivered;  /* tokens given to on_token */
     struct job *next;     /* the queue */
 };
 
@@ -56,6 +59,28 @@ struct engine_draft {
     int32_t n_batch;
 };
 
+/* A request's token for on_token, or (done) its end for on_done. */
+struct delivery {
+    struct job *job;
+    ox_token token;
+    bool done;
+    enum ox_finish reason;
+};
+
+/* The thread that runs requests' callbacks beside the steps (callbacks_aside), and the ring of
+ * what it has yet to run. */
+struct engine_deliver {
+    bool on;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t more, room; /* something to run; room in the ring, or all of it run */
+    struct delivery *ring;
+    int32_t cap, head, count;
+    bool running;   /* one taken from the ring, not yet run through */
+    int32_t n_jobs; /* requests whose on_done has not run */
+    bool quit;
+};
+
 struct ox_engine {
     const struct ox_model *model;
     struct ox_context *ctx;
@@ -83,6 +108,7 @@ struct ox_engine {
     struct lora_set lora_default; /* what requests without a set of their own take, */
     struct lora_set lora_active;  /* what the context applies now, */
     uint32_t lora_gen;            /* and a count of its changes */
+    struct engine_deliver deliver;
 };
 
 /* With a draft model (ox_engine_params.spec->draft_model): its context, sized as the engine's.
@@ -95,5 +121,19 @@ void engine_draft_forget(struct ox_engine *e, int32_t i, int32_t keep);
  * slot->draft, n_draft), greedy from the draft model, ending at a token it gives less than
  * draft_p_min; the slots draft side by side, one batch of the draft model per token. */
 enum ox_status engine_draft_make(struct ox_engine *e, const int32_t *most);
+
+/* With callbacks_aside: the delivery thread and its ring (room for cap entries at a time). */
+enum ox_status engine_deliver_init(struct ox_engine *e, int32_t cap);
+/* Runs what is left, then ends the thread. */
+void engine_deliver_free(struct ox_engine *e);
+/* Job j's token t for on_token, or its end for on_done (which then frees it), queued behind its
+ * earlier ones; waits while the ring is full. Never under e->lock. */
+void engine_deliver(struct ox_engine *e, struct job *j, ox_token t, bool done,
+                    enum ox_finish reason);
+/* Waits until everything queued has run. */
+void engine_deliver_wait(struct ox_engine *e);
+/* Requests whose on_done has not run yet. */
+int32_t engine_deliver_jobs(struct ox_engine *e);
+void engine_free_job(struct job *j);
 
 #endif

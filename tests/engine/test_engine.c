@@ -78,8 +78,18 @@ struct client {
     int32_t n_generated;
 };
 
+/* callbacks_aside for the engines made from here on; where on_token ran without it (on the
+ * stepping thread) and with it (on the engine's own) */
+static bool aside_mode;
+static pthread_t stepper;
+static int tokens_on_stepper, tokens_aside;
+
 static bool on_token(void *user, ox_token t) {
     struct client *cl = user;
+    if (pthread_equal(pthread_self(), stepper))
+        __atomic_add_fetch(&tokens_on_stepper, 1, __ATOMIC_SEQ_CST);
+    else
+        __atomic_add_fetch(&tokens_aside, 1, __ATOMIC_SEQ_CST);
     if (cl->n_got < MAX_GEN)
         cl->got[cl->n_got] = t;
     cl->n_got++;
@@ -140,6 +150,7 @@ static struct ox_engine *new_engine_ub(int slots, int n_ctx, int n_batch, int n_
     struct ox_engine_params p = ox_engine_params_default();
     p.n_parallel = slots, p.n_ctx = (uint32_t)n_ctx, p.n_batch = (uint32_t)n_batch;
     p.n_ubatch = (uint32_t)n_ubatch, p.n_threads = 2, p.kv_type = OX_DTYPE_F32;
+    p.callbacks_aside = aside_mode;
     struct ox_engine *e = NULL;
     CHECK_MSG(ox_engine_create(model, &p, &e) == OX_OK, "%s", ox_last_error());
     return e;
@@ -305,6 +316,7 @@ static void check_stats(void) {
     memcpy(b.prompt, a.prompt, sizeof a.prompt);
     struct ox_engine_stats st = {0};
     struct ox_engine_slot view[2];
+    logits_seen = logits_wrong = 0;
     if (!e)
         return;
     CHECK(ox_sampler_create(&a.sampler) == OX_OK && ox_sampler_add_greedy(a.sampler) == OX_OK);
@@ -443,7 +455,7 @@ static void check_speculative(const char *draft) {
     }
     struct ox_engine_params p = ox_engine_params_default();
     p.n_parallel = 4, p.n_ctx = 4 * 96, p.n_batch = 32, p.n_threads = 2;
-    p.kv_type = OX_DTYPE_F32, p.spec = &sp;
+    p.kv_type = OX_DTYPE_F32, p.spec = &sp, p.callbacks_aside = aside_mode;
     struct ox_engine *e = NULL;
     CHECK_MSG(ox_engine_create(model, &p, &e) == OX_OK, "%s", ox_last_error());
     /* a GPU checks a draft through its batch kernels, which round their own way: further apart
@@ -546,14 +558,28 @@ int main(void) {
     if (!model)
         return test_finish("test_engine");
     n_vocab = ox_model_n_vocab(model);
-    check_side_by_side();
-    check_cancel();
-    check_limits();
-    check_stats();
-    check_ubatch();
-    check_many_slots();
-    check_threaded();
-    check_speculative(NULL);
+    stepper = pthread_self();
+    /* every request's callbacks on the stepping thread, then beside the steps (the threaded
+     * check's steps run here too, its producer only submits) */
+    const uint64_t seed = rng;
+    for (int pass = 0; pass < 2; pass++) {
+        rng = seed; /* the same prompts: the checks after the loop get the ones they always had */
+        aside_mode = pass == 1;
+        tokens_on_stepper = tokens_aside = 0;
+        check_side_by_side();
+        check_cancel();
+        check_limits();
+        check_stats();
+        check_ubatch();
+        check_many_slots();
+        check_threaded();
+        check_speculative(NULL);
+        /* check_stats' first request has on_logits, whose callbacks stay on the stepper */
+        CHECK_MSG(aside_mode ? tokens_aside > 100 && tokens_on_stepper <= 10
+                             : tokens_aside == 0 && tokens_on_stepper > 100,
+                  "callbacks_aside %d: %d tokens on the stepping thread, %d aside", aside_mode,
+                  tokens_on_stepper, tokens_aside);
+    }
     check_speculative("llama-q4_0.gguf");
     check_speculative_refusals();
     check_speculative_max_slots();
