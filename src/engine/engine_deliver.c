@@ -30,23 +30,35 @@ static void run_one(struct ox_engine *e, const struct delivery *d) {
     }
 }
 
+/* Entries taken from the ring at once: the lock is taken once for them, not for each. */
+enum { DELIVER_TAKE = 64 };
+
 static void *deliver_thread(void *arg) {
     struct ox_engine *e = arg;
     struct engine_deliver *q = &e->deliver;
+    struct delivery taken[DELIVER_TAKE];
     pthread_mutex_lock(&q->lock);
     for (;;) {
         while (q->count == 0 && !q->quit)
             pthread_cond_wait(&q->more, &q->lock);
         if (q->count == 0)
             break;
-        struct delivery d = q->ring[q->head];
-        q->head = (q->head + 1) % q->cap, q->count--;
+        int n = q->count < DELIVER_TAKE ? q->count : DELIVER_TAKE, ends = 0;
+        for (int i = 0; i < n; i++) {
+            taken[i] = q->ring[q->head];
+            q->head = (q->head + 1) % q->cap;
+        }
+        q->count -= n;
         q->running = true;
+        pthread_cond_broadcast(&q->room); /* room for the engine's next ones */
         pthread_mutex_unlock(&q->lock);
-        run_one(e, &d);
+        for (int i = 0; i < n; i++) {
+            run_one(e, &taken[i]);
+            ends += taken[i].done;
+        }
         pthread_mutex_lock(&q->lock);
         q->running = false;
-        q->n_jobs -= d.done;
+        q->n_jobs -= ends;
         pthread_cond_broadcast(&q->room);
     }
     pthread_mutex_unlock(&q->lock);
@@ -95,8 +107,8 @@ void engine_deliver(struct ox_engine *e, struct job *j, ox_token t, bool done,
         pthread_cond_wait(&q->room, &q->lock);
     q->ring[(q->head + q->count) % q->cap] =
         (struct delivery){.job = j, .token = t, .done = done, .reason = reason};
-    q->count++;
-    pthread_cond_signal(&q->more);
+    if (q->count++ == 0) /* else the thread is awake, or about to drain the ring anyway */
+        pthread_cond_signal(&q->more);
     pthread_mutex_unlock(&q->lock);
 }
 

@@ -98,7 +98,9 @@ static bool on_token(void *user, ox_token t) {
 
 static void on_done(void *user, enum ox_finish reason, int32_t n_generated) {
     struct client *cl = user;
-    cl->reason = reason, cl->n_generated = n_generated, cl->n_done++;
+    cl->reason = reason, cl->n_generated = n_generated;
+    /* atomic: check_threaded watches it while the engine's thread may call this */
+    __atomic_add_fetch(&cl->n_done, 1, __ATOMIC_SEQ_CST);
 }
 
 static enum ox_status submit(struct ox_engine *e, struct client *cl, uint64_t *id) {
