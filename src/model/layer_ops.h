@@ -20,10 +20,11 @@ static inline struct mat as_mat(const struct backend *b, const struct weight *w)
                         lora};
 }
 
-/* Matrix i of a 3-D weight (an expert's, a head's), in the file's layout. */
+/* Matrix i of a 3-D weight (an expert's, a head's): its rows as_mat's apart (a device copy of
+ * a shard's column slice has them closer than the file). */
 static inline struct mat slice_mat(const struct backend *b, const struct weight *w, int i) {
     struct mat m = as_mat(b, w);
-    m.data = (const uint8_t *)m.data + (size_t)i * (size_t)w->ne[1] * w->row_bytes;
+    m.data = (const uint8_t *)m.data + (size_t)i * (size_t)w->ne[1] * m.row_bytes;
     m.packed = NULL; /* only 2-D weights are packed */
     m.lora = NULL;   /* and take adapters (lora.c refuses 3-D targets) */
     return m;

@@ -161,13 +161,18 @@ static void compare(const char *name, const struct ox_model *whole, const struct
         free(logits[k]), free(embd[k]);
 }
 
-/* A shared test model, or with "arch/" one of the repository's architecture models. */
+/* The file of a shared test model, or with "arch/" of one of the repository's architecture
+ * models. */
+static void model_path(const char *name, char *path, size_t size) {
+    if (!strncmp(name, "arch/", 5))
+        snprintf(path, size, "%s/tests/data/arch/models/%s.gguf", OX_SOURCE_DIR, name + 5);
+    else
+        snprintf(path, size, "%s/models/%s.gguf", test_data_dir(), name);
+}
+
 static struct ox_model *load(const char *name, const struct ox_model_params *mp) {
     char path[512];
-    if (!strncmp(name, "arch/", 5))
-        snprintf(path, sizeof path, "%s/tests/data/arch/models/%s.gguf", OX_SOURCE_DIR, name + 5);
-    else
-        snprintf(path, sizeof path, "%s/models/%s.gguf", test_data_dir(), name);
+    model_path(name, path, sizeof path);
     struct ox_model *m = NULL;
     CHECK_MSG(ox_model_load(path, mp, &m) == OX_OK, "%s: %s", name, ox_last_error());
     return m;
@@ -482,7 +487,7 @@ static void test_gpus(const char *name, int mode, double tol) {
     struct ox_model *whole = load(name, &one), *split = load(name, &row), *bad = NULL;
     row.tensor_split[OX_MAX_DEVICES - 1] = 1.0f; /* more GPUs than there are */
     char path[512];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", test_data_dir(), name);
+    model_path(name, path, sizeof path);
     CHECK(gpu->devices() == OX_MAX_DEVICES || (ox_model_load(path, &row, &bad) != OX_OK && !bad &&
                                                strstr(ox_last_error(), "there are")));
     if (whole && split) {
@@ -543,12 +548,42 @@ static void test_gpu_processes(const char *name, int mode, double tol) {
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: rank 1's process: %d", name,
               status);
 }
+
+/* Every split on two GPUs against the model on one, where there are two. By rows the ranks'
+ * halves pick other kernels and round x otherwise than the whole (test_shard); by layers, the
+ * same kernels; both record their steps as CUDA graphs unless OX_SPLIT_GRAPHS=0. */
+static void test_all_gpus(void) {
+    static const char *const rows[] = {
+        "llama-f16", "qwen2-f16", "qwen3-f16", "gemma2-f16", "gemma3-f16", "starcoder2-f16",
+        "phi3-f16", "gpt2-f16", "phi2-f16", "llama-moe-f16", "qwen3moe-f16",
+        /* experts with biases or a shared expert, parallel blocks, latent attention, q and k
+         * norms over all heads, Gemma 4's experts beside its FFN, delta-net and Mamba-2 layers */
+        "arch/qwen2moe-f16", "arch/gpt-oss-f16", "arch/granitemoe-f16", "arch/glm4moe-f16",
+        "arch/command-r-f16", "arch/cohere2-f16", "arch/deepseek2-f16", "arch/olmo2-f16",
+        "arch/olmoe-f16", "arch/minimax-m2-f16", "arch/gemma4-moe-kv2-f16", "arch/qwen35-f16",
+        "arch/qwen35moe-f16", "arch/granitehybrid-f16", "arch/granitehybrid-g1-f16"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        test_gpus(rows[i], OX_SPLIT_ROW, 1e-4);
+    test_gpus("llama-q8_0", OX_SPLIT_ROW, 2e-3);
+    test_gpus("llama-q4_0", OX_SPLIT_ROW, 2e-3);
+    static const char *const layers[] = {"llama-f16",          "llama-q4_k_m",          "qwen3-f16",
+                                         "gemma2-f16",         "llama-moe-f16",         "phi3-f16",
+                                         "arch/qwen35moe-f16", "arch/granitehybrid-f16"};
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
+        test_gpus(layers[i], OX_SPLIT_LAYER, 1e-5);
+    test_gpu_processes("llama-q8_0", OX_SPLIT_ROW, 2e-3);
+    test_gpu_processes("llama-f16", OX_SPLIT_LAYER, 1e-5);
+}
 #endif
 
 int main(int argc, char **argv) {
 #ifdef OX_HAVE_CUDA
     if (argc == 5 && !strcmp(argv[1], "--follow"))
         return follow_main(argv);
+    if (argc == 2 && !strcmp(argv[1], "--gpus")) { /* the GPU checks alone (a GPU machine) */
+        test_all_gpus();
+        return test_finish("test_split_modes");
+    }
 #else
     (void)argc, (void)argv;
 #endif
@@ -580,22 +615,7 @@ int main(int argc, char **argv) {
     test_refusals();
     test_auto_mode();
 #ifdef OX_HAVE_CUDA
-    /* by rows, the ranks' halves pick other kernels and round x otherwise than the whole
-     * (test_shard); by layers, the same kernels; both record their steps as CUDA graphs
-     * unless OX_SPLIT_GRAPHS=0 */
-    static const char *const gpu_rows[] = {"llama-f16",  "qwen2-f16",     "qwen3-f16",
-                                           "gemma2-f16", "gemma3-f16",    "starcoder2-f16",
-                                           "phi3-f16",   "llama-moe-f16", "qwen3moe-f16"};
-    for (size_t i = 0; i < sizeof gpu_rows / sizeof gpu_rows[0]; i++)
-        test_gpus(gpu_rows[i], OX_SPLIT_ROW, 1e-4);
-    test_gpus("llama-q8_0", OX_SPLIT_ROW, 2e-3);
-    test_gpus("llama-q4_0", OX_SPLIT_ROW, 2e-3);
-    static const char *const gpu_layers[] = {"llama-f16",  "llama-q4_k_m",  "qwen3-f16",
-                                             "gemma2-f16", "llama-moe-f16", "phi3-f16"};
-    for (size_t i = 0; i < sizeof gpu_layers / sizeof gpu_layers[0]; i++)
-        test_gpus(gpu_layers[i], OX_SPLIT_LAYER, 1e-5);
-    test_gpu_processes("llama-q8_0", OX_SPLIT_ROW, 2e-3);
-    test_gpu_processes("llama-f16", OX_SPLIT_LAYER, 1e-5);
+    test_all_gpus();
 #endif
     return test_finish("test_split_modes");
 }

@@ -175,17 +175,18 @@ static bool needs_dequant(const struct backend_tensor *t) {
 static enum ox_status cu_prepare_weight(struct backend_weights *bw, const struct backend_tensor *t,
                                         const void **copy) {
     void *dev = NULL;
-    /* a shard's column slice (model/shard.c) has rows apart in the file; its copy's follow
-     * each other, as the forward pass reads device copies (as_mat) */
+    /* a shard's column slice (model/shard.c) has rows apart in the file (an expert's matrices
+     * too, whose rows stay evenly spaced from one to the next); its copy's follow each other,
+     * as the forward pass reads device copies (as_mat, slice_mat) */
     const size_t dense =
         (size_t)(t->n_cols / ox_dtype_block_size(t->type)) * (size_t)ox_dtype_type_size(t->type);
-    const bool strided = t->n_mats == 1 && t->row_bytes != dense;
-    size_t bytes = strided ? dense * (size_t)t->n_rows : t->n_bytes;
+    const bool strided = t->row_bytes != dense;
+    const size_t rows = (size_t)t->n_rows * (size_t)t->n_mats;
+    size_t bytes = strided ? dense * rows : t->n_bytes;
     *copy = NULL;
     cudaError_t e = cudaMalloc(&dev, bytes ? bytes : 1);
     if (e == cudaSuccess && strided)
-        e = cudaMemcpy2D(dev, dense, t->data, t->row_bytes, dense, (size_t)t->n_rows,
-                         cudaMemcpyHostToDevice);
+        e = cudaMemcpy2D(dev, dense, t->data, t->row_bytes, dense, rows, cudaMemcpyHostToDevice);
     else if (e == cudaSuccess)
         e = cudaMemcpy(dev, t->data, bytes, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) {
