@@ -167,6 +167,9 @@ void ox_model_free(struct ox_model *m) {
         for (int i = 0; i < m->n_shard_rows; i++)
             free(m->shard_rows[i]);
         free(m->shard_rows);
+        for (int i = 0; i < m->n_gathers; i++)
+            free(m->gathers[i].span);
+        free(m->gathers);
         model_free_loras(m); /* its shares of the whole's adapters (split_lora.c) */
         free(m->layers), free(m->type_row0), free(m->weights), free(m);
         return;

@@ -160,6 +160,8 @@ struct ox_model {
     struct model_split *split;    /* its shards when split over GPUs (split.c), or NULL */
     uint8_t **shard_rows;         /* a shard's own copies of fused matrices' rows (shard.c), */
     int n_shard_rows;             /* where its share is not one span of the whole's */
+    struct shard_gather *gathers; /* which spans of the whole's those matrices hold, for */
+    int n_gathers;                /* LoRA's shares (split_lora.c) */
     /* a pipeline rank's model (pipeline.c): it runs layers [layer_begin, layer_end), and is
      * rank pipe_rank of pipe_world (rank 0 also embeds the tokens and makes the logits);
      * pipe_world 0 for any other model */

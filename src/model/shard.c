@@ -35,6 +35,31 @@ static uint8_t *shard_buffer(struct ox_model *sh, size_t bytes) {
     return sh->shard_rows[sh->n_shard_rows++] = buf;
 }
 
+/* Spans of the whole's rows or columns that the shard's matrix w is copied from, noted for
+ * LoRA's shares. False: out of memory. */
+static bool note_gather(struct ox_model *sh, const struct weight *w, bool cols,
+                        const int64_t (*span)[2], int n) {
+    struct shard_gather *list =
+        realloc(sh->gathers, (size_t)(sh->n_gathers + 1) * sizeof *sh->gathers);
+    int64_t(*copy)[2] = malloc((size_t)n * sizeof *copy);
+    if (list)
+        sh->gathers = list;
+    if (!list || !copy) {
+        free(copy);
+        return false;
+    }
+    memcpy(copy, span, (size_t)n * sizeof *copy);
+    sh->gathers[sh->n_gathers++] = (struct shard_gather){w, cols, n, copy};
+    return true;
+}
+
+const struct shard_gather *shard_gather_of(const struct ox_model *sh, const struct weight *w) {
+    for (int i = 0; i < sh->n_gathers; i++)
+        if (sh->gathers[i].w == w)
+            return &sh->gathers[i];
+    return NULL;
+}
+
 /* Spans of rows {first, count} of a matrix (or elements of a vector; of the experts' matrices
  * as one, the same rows of each), one after another in a copy the shard owns: a fused matrix's
  * share (q, k and v; gate and up; every expert's rows) is not one span of the whole's rows.
@@ -46,7 +71,7 @@ static bool gather_rows(struct ox_model *sh, struct weight *w, const int64_t (*s
     for (int i = 0; i < n; i++)
         total += span[i][1];
     uint8_t *buf = shard_buffer(sh, (size_t)total * unit);
-    if (!buf)
+    if (!buf || (!vec && w->ne[2] * w->ne[3] == 1 && !note_gather(sh, w, false, span, n)))
         return false;
     size_t at = 0;
     for (int i = 0; i < n; i++) {
@@ -89,7 +114,7 @@ static bool gather_col_spans(struct ox_model *sh, struct weight *w, const int64_
         cols += span[i][1];
     const size_t row_bytes = (size_t)(cols / bs) * ts;
     uint8_t *buf = shard_buffer(sh, row_bytes * (size_t)w->ne[1]);
-    if (!buf)
+    if (!buf || !note_gather(sh, w, true, span, n))
         return false;
     for (int64_t r = 0; r < w->ne[1]; r++)
         for (int i = 0, at = 0; i < n; at += (int)(span[i][1] / bs * (int64_t)ts), i++)
@@ -552,6 +577,7 @@ enum ox_status model_shard(const struct ox_model *m, int rank, int world, const 
         return ox_fail(OX_ERR_OOM, "model: out of memory for a shard");
     *sh = *m; /* the file, vocabulary, configuration and template, borrowed */
     sh->whole = m, sh->split = NULL, sh->shard_rows = NULL, sh->n_shard_rows = 0;
+    sh->gathers = NULL, sh->n_gathers = 0;
     sh->loras = NULL; /* its adapters' shares: split_lora.c */
     sh->weights = NULL, sh->layers = NULL, sh->type_row0 = NULL, sh->n_params = 0;
     enum ox_status st = model_bind_weights(sh); /* its own table, bound as the whole's was */

@@ -7,6 +7,18 @@
 
 enum { SHARD_MAX = OX_MAX_DEVICES };
 
+/* A shard's matrix copied from spans of the whole's rows (or, cols, of each row's columns), one
+ * after another: n spans {first, count}. */
+struct shard_gather {
+    const struct weight *w; /* the shard's */
+    bool cols;
+    int n;
+    int64_t (*span)[2];
+};
+
+/* The gather that made the shard's matrix w, or NULL (w is one span of the whole's, or all). */
+const struct shard_gather *shard_gather_of(const struct ox_model *sh, const struct weight *w);
+
 /* Why m (loaded for the CPU) cannot be split over world ranks by heads and FFN rows in
  * proportion to share[0 .. world) (NULL or all 0: equal shares) (a static string), or NULL. */
 const char *model_shard_refusal(const struct ox_model *m, int world, const float *share);

@@ -2,14 +2,16 @@
  * model; each rank applies its share, made on the rank's thread the first time one of its
  * contexts asks for it and kept with the rank's shard: for a matrix the rank holds some rows of
  * (q, k, v, gate, up), those rows of B; for one it holds some columns of (wo, down), those
- * columns of A, its B A x then joining the ranks' sum as the matrix's own product does; whole
- * pairs for the rest (a rank's layers of a split by layers). Ranks in other processes have no
- * adapter to cut: such a split refuses. */
+ * columns of A, its B A x then joining the ranks' sum as the matrix's own product does; for a
+ * matrix it holds a copy of spans of (fused q, k, v or gate | up), those rows of B one after
+ * another; whole pairs for the rest (a rank's layers of a split by layers). Ranks in other
+ * processes have no adapter to cut: such a split refuses. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/status.h"
 #include "model/lora.h"
+#include "model/shard.h"
 #include "model/split.h"
 #include "quant/dtype.h"
 
@@ -21,17 +23,40 @@ static float *copy_floats(const float *src, size_t n) {
     return p;
 }
 
+/* A copy of the rows of B ([n_out][r]) in g's spans (g->cols: of A's ([r][n_in]) columns in
+ * them, for each of its r rows), one after another as the shard's matrix holds them. */
+static float *gather_pair(const struct lora_pair *p, const struct shard_gather *g) {
+    const int64_t r = p->rank, n_in = p->target->ne[0];
+    int64_t total = 0;
+    for (int i = 0; i < g->n; i++)
+        total += g->span[i][1];
+    float *out = malloc((size_t)(total * r) * sizeof *out), *at = out;
+    for (int64_t k = 0; out && k < (g->cols ? r : 1); k++)
+        for (int i = 0; i < g->n; i++) {
+            const int64_t first = g->span[i][0], count = g->span[i][1];
+            if (g->cols)
+                memcpy(at, p->a + k * n_in + first, (size_t)count * sizeof *at), at += count;
+            else
+                memcpy(at, p->b + first * r, (size_t)(count * r) * sizeof *at), at += count * r;
+        }
+    return out;
+}
+
 /* Pair p of the whole's adapter as the rank's shard sh holds its matrix t (the whole's w): its
- * rows, its columns, or all of it. OX_ERR_UNSUPPORTED for a matrix the shard holds a copy of
- * (fused q, k, v or gate | up, experts: not one span of the whole's). */
-static enum ox_status share_pair(const struct lora_pair *p, struct weight *t,
-                                 struct lora_pair *out) {
+ * rows, its columns, spans of either (a fused q, k, v or gate | up, a delta-net layer's
+ * output), or all of it. */
+static enum ox_status share_pair(const struct ox_model *sh, const struct lora_pair *p,
+                                 struct weight *t, struct lora_pair *out) {
     const struct weight *w = p->target;
     const int64_t r = p->rank, n_in = w->ne[0];
     *out = (struct lora_pair){.target = t, .rank = r, .rows = p->rows};
     const bool same = t->data == w->data && t->ne[0] == w->ne[0] && t->ne[1] == w->ne[1];
     const size_t all = (size_t)w->ne[1] * w->row_bytes, at = (size_t)(t->data - w->data);
-    if (p->rows || same) {
+    const struct shard_gather *g = p->rows ? NULL : shard_gather_of(sh, t);
+    if (g) {
+        out->a = g->cols ? gather_pair(p, g) : copy_floats(p->a, (size_t)(r * n_in));
+        out->b = g->cols ? copy_floats(p->b, (size_t)(lora_b_rows(p) * r)) : gather_pair(p, g);
+    } else if (p->rows || same) {
         out->a = copy_floats(p->a, (size_t)(lora_a_rows(p) * (p->rows ? r : n_in)));
         out->b = copy_floats(p->b, (size_t)(lora_b_rows(p) * r));
     } else if (t->data >= w->data && at < all && t->ne[0] == w->ne[0] && at % w->row_bytes == 0) {
@@ -47,8 +72,9 @@ static enum ox_status share_pair(const struct lora_pair *p, struct weight *t,
         out->b = copy_floats(p->b, (size_t)(lora_b_rows(p) * r));
     } else {
         return ox_fail(OX_ERR_UNSUPPORTED,
-                       "lora: the split model holds a copy of a matrix the adapter changes (fused "
-                       "or experts' rows): its adapters do not split yet");
+                       "lora: the split model holds '%s' in a way its "
+                       "adapter's share cannot follow",
+                       w->name);
     }
     if (!out->a || !out->b) {
         free(out->a), free(out->b);
@@ -72,7 +98,7 @@ static enum ox_status rank_share(struct ox_model *sh, const struct ox_lora *l,
     for (int i = 0; st == OX_OK && i < l->n_pairs; i++) {
         const struct lora_pair *p = &l->pairs[i];
         struct weight *t = &sh->weights[p->target - l->model->weights]; /* the same table */
-        st = share_pair(p, t, &pairs[i]);
+        st = share_pair(sh, p, t, &pairs[i]);
         t->lora_slot = p->target->lora_slot; /* the whole's numbering */
     }
     if (st != OX_OK) {

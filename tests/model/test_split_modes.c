@@ -391,18 +391,15 @@ static bool prompt_logits(struct ox_context *c, int nv, float *out) {
     return true;
 }
 
-/* A LoRA adapter on a split model (split_lora.c: each rank its share of it): the whole model's
- * logits with it, then without it once cleared; another model's adapter refused. */
-static void test_lora(int mode, double tol) {
-    struct ox_model_params mp = ox_model_params_default();
-    mp.n_gpu_layers = 0;
-    struct ox_model *whole = load("llama-f16", &mp), *split = load("llama-f16", &mp);
-    struct split_plan plan = {.mode = mode, .world = 2};
+/* A LoRA adapter on a split model (split_lora.c: each rank its share of it) against the whole
+ * model (split: the same file split by mode, where) with it, then both without it once cleared;
+ * the whole's adapter refused by the split. */
+static void lora_compare(const char *name, struct ox_model *whole, struct ox_model *split,
+                         const char *adapter, const char *where, double tol) {
     char path[512];
-    snprintf(path, sizeof path, "%s/tests/data/lora/llama-lora-f32.gguf", OX_SOURCE_DIR);
+    snprintf(path, sizeof path, "%s/tests/data/lora/%s", OX_SOURCE_DIR, adapter);
     struct ox_lora *lw = NULL, *ls = NULL;
-    CHECK_MSG(whole && split && model_split(split, backend_host(), &plan) == OX_OK &&
-                  ox_lora_load(whole, path, &lw) == OX_OK &&
+    CHECK_MSG(whole && split && ox_lora_load(whole, path, &lw) == OX_OK &&
                   ox_lora_load(split, path, &ls) == OX_OK,
               "%s", ox_last_error());
     struct ox_context *cw = lw && ls ? context(whole, false) : NULL;
@@ -417,18 +414,30 @@ static void test_lora(int mode, double tol) {
         CHECK_MSG(ox_context_set_lora(cs, ls, 0.75f) == OX_OK, "%s", ox_last_error());
         CHECK(prompt_logits(cw, nv, a) && prompt_logits(cs, nv, b));
         double kl = worst_kl(a, b, 12, nv, &tops);
-        CHECK_MSG(kl <= tol && tops, "adapter by %s: KL %.3g", mode_name(mode), kl);
+        CHECK_MSG(kl <= tol && tops, "%s + adapter %s: KL %.3g", name, where, kl);
         ox_context_clear_lora(cw), ox_context_clear_lora(cs);
         CHECK(prompt_logits(cw, nv, a) && prompt_logits(cs, nv, plain));
         double off = worst_kl(a, plain, 12, nv, &tops), moved = worst_kl(b, plain, 12, nv, &tops);
-        CHECK_MSG(off <= tol && moved > 1e-4, "cleared by %s: KL %.3g (%.3g with it)",
-                  mode_name(mode), off, moved);
-        printf("llama-f16 + adapter by %-6s 2 ranks: worst KL %.2e, cleared %.2e (adapter's "
-               "own %.2e)\n",
-               mode_name(mode), kl, off, moved);
+        CHECK_MSG(off <= tol && moved > 1e-4, "%s cleared %s: KL %.3g (%.3g with it)", name, where,
+                  off, moved);
+        printf("%s + adapter %s: worst KL %.2e, cleared %.2e (adapter's own %.2e)\n", name, where,
+               kl, off, moved);
         free(a), free(b), free(plain);
     }
     ox_context_free(cw), ox_context_free(cs);
+}
+
+/* lora_compare on CPU ranks (threads), 2 of them. */
+static void test_lora(const char *name, const char *adapter, int mode, double tol) {
+    struct ox_model_params mp = ox_model_params_default();
+    mp.n_gpu_layers = 0;
+    struct ox_model *whole = load(name, &mp), *split = load(name, &mp);
+    struct split_plan plan = {.mode = mode, .world = 2};
+    char where[32];
+    snprintf(where, sizeof where, "by %s on 2 ranks", mode_name(mode));
+    if (split && model_split(split, backend_host(), &plan) != OX_OK)
+        ox_model_free(split), split = NULL;
+    lora_compare(name, whole, split, adapter, where, tol);
     ox_model_free(whole), ox_model_free(split); /* the adapters with them */
 }
 
@@ -549,6 +558,19 @@ static void test_gpu_processes(const char *name, int mode, double tol) {
               status);
 }
 
+/* lora_compare on 2 GPUs against the model on one. */
+static void test_gpu_lora(const char *name, const char *adapter, int mode, double tol) {
+    struct ox_model_params one = ox_model_params_default(), two = one;
+    one.split_mode = OX_SPLIT_NONE;
+    two.split_mode = mode;
+    two.tensor_split[0] = two.tensor_split[1] = 1.0f;
+    struct ox_model *whole = load(name, &one), *split = load(name, &two);
+    char where[32];
+    snprintf(where, sizeof where, "by %s on 2 GPUs", mode_name(mode));
+    lora_compare(name, whole, split, adapter, where, tol);
+    ox_model_free(whole), ox_model_free(split);
+}
+
 /* Every split on two GPUs against the model on one, where there are two. By rows the ranks'
  * halves pick other kernels and round x otherwise than the whole (test_shard); by layers, the
  * same kernels; both record their steps as CUDA graphs unless OX_SPLIT_GRAPHS=0. */
@@ -573,6 +595,10 @@ static void test_all_gpus(void) {
         test_gpus(layers[i], OX_SPLIT_LAYER, 1e-5);
     test_gpu_processes("llama-q8_0", OX_SPLIT_ROW, 2e-3);
     test_gpu_processes("llama-f16", OX_SPLIT_LAYER, 1e-5);
+    test_gpu_lora("llama-f16", "llama-lora-f32.gguf", OX_SPLIT_ROW, 1e-4);
+    test_gpu_lora("llama-f16", "llama-lora-f32.gguf", OX_SPLIT_LAYER, 1e-5);
+    test_gpu_lora("phi3-f16", "phi3-lora-f32.gguf", OX_SPLIT_ROW, 1e-4);
+    test_gpu_lora("arch/qwen35-f16", "qwen35-lora-f32.gguf", OX_SPLIT_ROW, 1e-4);
 }
 #endif
 
@@ -610,8 +636,12 @@ int main(int argc, char **argv) {
     test_lost_rank();
     /* by rows the ranks' shares of wo's and down's deltas join their sums (0.8e-6 against the
      * adapter's own 3.7: float order) */
-    test_lora(OX_SPLIT_ROW, 3e-6);
-    test_lora(OX_SPLIT_LAYER, 1e-12);
+    test_lora("llama-f16", "llama-lora-f32.gguf", OX_SPLIT_ROW, 3e-6);
+    test_lora("llama-f16", "llama-lora-f32.gguf", OX_SPLIT_LAYER, 1e-12);
+    /* matrices a rank holds spans of: phi3's fused q, k, v and gate | up (B's rows of them),
+     * a delta-net layer's q, k, v and output (B's rows, A's columns) */
+    test_lora("phi3-f16", "phi3-lora-f32.gguf", OX_SPLIT_ROW, 3e-6);
+    test_lora("arch/qwen35-f16", "qwen35-lora-f32.gguf", OX_SPLIT_ROW, 3e-6);
     test_refusals();
     test_auto_mode();
 #ifdef OX_HAVE_CUDA

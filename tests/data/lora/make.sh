@@ -12,6 +12,11 @@ M=$TD/models/llama-f16.gguf
   --targets attn_q,attn_v,ffn_down,output
 ../../../build/tools/gen-lora "$M" llama-lora-embd.gguf --rank 4 --alpha 8 --seed 3 \
   --targets token_embd,attn_output
+# for the split models' shares of fused and delta-net matrices (test_split_modes)
+../../../build/tools/gen-lora "$TD/models/phi3-f16.gguf" phi3-lora-f32.gguf --rank 8 --alpha 16 \
+  --seed 4 --targets attn_qkv,attn_output,ffn_up,ffn_down
+../../../build/tools/gen-lora ../arch/models/qwen35-f16.gguf qwen35-lora-f32.gguf --rank 4 \
+  --alpha 8 --seed 5 --targets attn_qkv,attn_gate,ssm_out,ffn_up,ffn_down
 cc -O2 -o /tmp/lora-reference reference.c -I"$SRC/include" -I"$SRC/ggml/include" \
   "$BUILD/src/libllama.a" "$BUILD/ggml/src/libggml.a" "$BUILD/ggml/src/libggml-cpu.a" \
   "$BUILD/ggml/src/libggml-base.a" -lstdc++ -lm -lpthread -fopenmp
