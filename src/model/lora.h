@@ -31,6 +31,8 @@ struct ox_lora {
     struct ox_lora *next; /* the model's other adapters (freed with it) */
     uint64_t id;          /* unique in the process (an address may be reused once freed) */
     uint64_t share_of;    /* a rank's share (split_lora.c): the id of the whole's adapter */
+    uint64_t origin;      /* a process's copy of rank 0's adapter (split_lora.c): its id there */
+    bool wired;           /* rank 0's, sent to the ranks of other processes */
 };
 
 /* A new adapter's id. */
@@ -43,6 +45,9 @@ float lora_pair_scale(const struct ox_lora *l, const struct lora_pair *p, float 
 /* ox_lora_load of a parsed file (the fuzzer's way in): g may be freed after. */
 enum ox_status lora_from_gguf(struct ox_model *model, const struct ox_gguf *g,
                               struct ox_lora **out);
+/* The adapter as the GGUF file ox_lora_load reads (f32 halves), in *buf (malloc'd): how a
+ * split model's rank 0 hands it to ranks of other processes. */
+enum ox_status lora_gguf_bytes(const struct ox_lora *l, uint8_t **buf, size_t *size);
 /* Free every adapter loaded for m (ox_model_free). */
 void model_free_loras(struct ox_model *m);
 /* Drop the context's adapter bindings and the memory they took (ox_context_free). */

@@ -121,7 +121,8 @@ enum split_call_kind {
     SPLIT_STATE_SIZE,
     SPLIT_SAVE,
     SPLIT_LOAD,
-    SPLIT_LORA /* this process's ranks only (split_lora.c): never on the wire */
+    SPLIT_LORA /* a[0..1] the adapter's id (0: cleared), a[2] the scale's bits, and the first
+                  time it goes to another process the adapter's GGUF bytes (split_lora.c) */
 };
 enum split_kv_op { SPLIT_KV_CLEAR, SPLIT_SEQ_RM, SPLIT_SEQ_CP, SPLIT_SEQ_ADD, SPLIT_ONE_TOKEN };
 
@@ -149,8 +150,12 @@ struct split_call {
 /* ---- LoRA adapters on a split model's contexts (split_lora.c) ---------------------------- */
 
 /* ox_context_set_lora on a split model's context (lora NULL: ox_context_clear_lora): every
- * rank's context applies its share of the adapter. Refused where ranks are in other processes. */
+ * rank's context applies its share of the adapter. */
 enum ox_status split_set_lora(struct ox_context *ctx, struct ox_lora *lora, float scale);
+/* The LORA call on rank's context, of shard sh: rank 0's process has the adapter at hand; a
+ * rank of another process its copy, made from the call's n bytes the first time. */
+enum ox_status split_lora_call(struct ox_context *ctx, struct ox_model *sh,
+                               const struct split_call *c, const uint8_t *bytes, size_t n);
 /* The LORA call on rank's context, of shard sh (which keeps the rank's shares of adapters). */
 enum ox_status split_lora_apply(struct ox_context *ctx, struct ox_model *sh,
                                 const struct ox_lora *lora, float scale);

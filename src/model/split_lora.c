@@ -5,11 +5,13 @@
  * columns of A, its B A x then joining the ranks' sum as the matrix's own product does; for a
  * matrix it holds a copy of spans of (fused q, k, v or gate | up), those rows of B one after
  * another; whole pairs for the rest (a rank's layers of a split by layers). Ranks in other
- * processes have no adapter to cut: such a split refuses. */
+ * processes get the adapter itself (lora_gguf_bytes) with the first call that names it, keep a
+ * copy with their whole model, and cut their shares from it the same way. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/status.h"
+#include "gguf/gguf.h"
 #include "model/lora.h"
 #include "model/shard.h"
 #include "model/split.h"
@@ -121,6 +123,42 @@ static enum ox_status rank_share(struct ox_model *sh, const struct ox_lora *l,
     return OX_OK;
 }
 
+/* On a rank of another process than rank 0's: its copy of rank 0's adapter `id`, read from the
+ * call's bytes (the GGUF file lora_gguf_bytes wrote) the first time, then kept with the whole
+ * model as one ox_lora_load made. */
+static enum ox_status copy_of_rank0s(struct ox_model *whole, uint64_t id, const uint8_t *bytes,
+                                     size_t n, const struct ox_lora **out) {
+    for (const struct ox_lora *l = whole->loras; l; l = l->next)
+        if (l->origin == id) {
+            *out = l;
+            return OX_OK;
+        }
+    if (!bytes || n == 0)
+        return ox_fail(OX_ERR_FORMAT, "lora: rank 0's adapter %llu never came here",
+                       (unsigned long long)id);
+    struct ox_gguf *g = NULL;
+    struct ox_lora *l = NULL;
+    enum ox_status st = gguf_parse(bytes, n, &g);
+    if (st == OX_OK)
+        st = lora_from_gguf(whole, g, &l);
+    gguf_free(g);
+    if (st == OX_OK)
+        l->origin = id, *out = l;
+    return st;
+}
+
+enum ox_status split_lora_call(struct ox_context *ctx, struct ox_model *sh,
+                               const struct split_call *c, const uint8_t *bytes, size_t n) {
+    const struct ox_lora *lora = c->lora;
+    float scale = c->lora_scale;
+    const uint64_t id = (uint64_t)(uint32_t)c->a[0] | (uint64_t)(uint32_t)c->a[1] << 32;
+    if (!lora && id) { /* rank 0's adapter, named on the wire */
+        memcpy(&scale, &c->a[2], sizeof scale);
+        OX_TRY(copy_of_rank0s((struct ox_model *)sh->whole, id, bytes, n, &lora));
+    }
+    return split_lora_apply(ctx, sh, lora, scale);
+}
+
 enum ox_status split_lora_apply(struct ox_context *ctx, struct ox_model *sh,
                                 const struct ox_lora *lora, float scale) {
     if (!lora) {
@@ -136,12 +174,23 @@ enum ox_status split_set_lora(struct ox_context *ctx, struct ox_lora *lora, floa
     struct split_context *sc = ctx->split;
     if (lora && lora->model != sc->model)
         return ox_fail(OX_ERR_INVALID_ARG, "lora: the adapter was loaded for another model");
-    if (sc->sp->dist)
-        return ox_fail(OX_ERR_UNSUPPORTED, "lora: adapters on a model split over processes are "
-                                           "not supported (their ranks have no adapter to cut)");
     struct split_call c = {.kind = SPLIT_LORA, .ctx = sc->id, .lora = lora, .lora_scale = scale};
+    /* ranks of other processes: its id and scale, and the first time the adapter itself */
+    const uint64_t id = lora ? lora->id : 0;
+    c.a[0] = (int32_t)(uint32_t)id, c.a[1] = (int32_t)(uint32_t)(id >> 32);
+    memcpy(&c.a[2], &scale, sizeof scale);
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    if (sc->sp->dist && lora && !lora->wired)
+        OX_TRY(lora_gguf_bytes(lora, &bytes, &n));
+    c.buf = bytes;
+    for (int r = 0; r < SPLIT_MAX; r++)
+        c.size[r] = n, c.at[r] = 0;
     ctx->split = NULL; /* rank 0's context then applies its share as a whole model's would */
     enum ox_status st = split_call_run(sc->sp, sc->rank, &c);
     ctx->split = sc;
+    free(bytes);
+    if (st == OX_OK && bytes)
+        lora->wired = true;
     return st;
 }

@@ -43,7 +43,7 @@ enum ox_status split_apply(struct ox_context **slot, const struct ox_model *sh,
     case SPLIT_SAVE: return ox_state_seq_save(ctx, c->a[0], part, c->size[rank], NULL);
     case SPLIT_LOAD: return ox_state_seq_load(ctx, c->a[0], part, c->size[rank]);
     case SPLIT_LORA: /* the shard keeps the rank's share of the adapter: the split's own */
-        return split_lora_apply(ctx, (struct ox_model *)sh, c->lora, c->lora_scale);
+        return split_lora_call(ctx, (struct ox_model *)sh, c, part, c->size[rank]);
     case SPLIT_CREATE: break;
     }
     return ox_fail(OX_ERR_INVALID_ARG, "split: call %d", (int)c->kind);

@@ -1,8 +1,8 @@
 /* split_wire.c: a split model's calls as rank 0 sends them to ranks of other processes, and
  * their answers, little-endian whatever the hosts. A call: a fixed header (kind, context,
  * arguments, a context's parameters, counts and flags), then the batch's or text's tokens, its
- * positions, sequences and logit flags where it has them, then the rank's part of a state. Every
- * count is checked against the bytes there are before anything is read. */
+ * positions, sequences and logit flags where it has them, then the rank's part of a state (or an
+ * adapter's bytes). Every count is checked against the bytes there are before anything is read. */
 #define _POSIX_C_SOURCE 200809L /* strnlen */
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +65,8 @@ void split_wire_free(struct split_wire_room *room) {
 
 const uint8_t *split_wire_call(const struct split_call *c, int r, struct split_wire_room *room,
                                size_t *len) {
-    size_t n = (size_t)call_tokens(c), part = c->kind == SPLIT_LOAD ? c->size[r] : 0;
+    size_t n = (size_t)call_tokens(c),
+           part = c->kind == SPLIT_LOAD || c->kind == SPLIT_LORA ? c->size[r] : 0;
     uint32_t f = call_flags(c);
     size_t ints = n * (1 + !!(f & HAS_POS) + !!(f & HAS_SEQ)), bools = f & HAS_LOGITS ? n : 0;
     *len = HEADER + 4 * ints + bools + part;
@@ -124,11 +125,11 @@ enum ox_status split_wire_read_call(const uint8_t *in, size_t len, struct split_
         w[i] = get32(in + 4 * i);
     uint64_t part = get64(in + 4 * HEADER_WORDS);
     uint32_t n = w[14], f = w[15];
-    if (w[1] > SPLIT_LOAD || w[3] > SPLIT_ONE_TOKEN || f > 15 || w[16] >= OX_POOLING_COUNT ||
+    if (w[1] > SPLIT_LORA || w[3] > SPLIT_ONE_TOKEN || f > 15 || w[16] >= OX_POOLING_COUNT ||
         n > MAX_TOKENS || ((w[1] == SPLIT_DECODE || w[1] == SPLIT_EMBED) != (n > 0)) ||
         (w[1] != SPLIT_DECODE && (f & (HAS_POS | HAS_SEQ | HAS_LOGITS))) ||
-        (w[1] != SPLIT_LOAD && part) || (w[1] != SPLIT_SAVE && (w[17] || w[18])) || w[19] ||
-        w[20] || w[13] > 1)
+        (w[1] != SPLIT_LOAD && w[1] != SPLIT_LORA && part) ||
+        (w[1] != SPLIT_SAVE && (w[17] || w[18])) || w[19] || w[20] || w[13] > 1)
         return bad("fields");
     size_t ints = (size_t)n * (1 + !!(f & HAS_POS) + !!(f & HAS_SEQ));
     size_t bools = f & HAS_LOGITS ? n : 0, body = len - HEADER;
@@ -165,7 +166,7 @@ enum ox_status split_wire_read_call(const uint8_t *in, size_t len, struct split_
         c->batch.seq_id = next;
     if (f & HAS_LOGITS)
         c->batch.logits = room->flags;
-    c->buf = (uint8_t *)p; /* a LOAD's part: at[0] = 0 */
+    c->buf = (uint8_t *)p; /* a LOAD's or LORA's part: at[0] = 0 */
     return OX_OK;
 }
 

@@ -235,7 +235,7 @@ static void *follow(void *arg) {
     struct ox_model_params mp = ox_model_params_default();
     mp.n_gpu_layers = 0;
     char path[512];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", test_data_dir(), f->name);
+    model_path(f->name, path, sizeof path);
     struct ox_model *m = NULL;
     f->st = ox_model_load(path, &mp, &m);
     if (f->st == OX_OK)
@@ -247,10 +247,14 @@ static void *follow(void *arg) {
     return NULL;
 }
 
+static void lora_compare(const char *name, struct ox_model *whole, struct ox_model *split,
+                         const char *adapter, const char *where, double tol);
+
 /* The model whole against it split over 2 processes' ranks: rank 0 here, rank 1 a thread that
  * follows rank 0's calls as they come over the connection (their sums meet in a CPU group the
- * two share, where GPU processes would meet in NCCL). */
-static void test_processes(const char *name, int mode) {
+ * two share, where GPU processes would meet in NCCL); with an adapter, that too (the follower
+ * gets it over the connection). */
+static void test_processes(const char *name, int mode, const char *adapter) {
     char addr[32];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", test_free_port());
     struct backend_group *g = backend_cpu_group_create(2);
@@ -282,6 +286,8 @@ static void test_processes(const char *name, int mode) {
             ox_context_free(k);
         }
         CHECK_EQ(made, 300);
+        if (adapter)
+            lora_compare(name, whole, split, adapter, "over 2 processes", 3e-6);
     }
     ox_model_free(split); /* the follower hears that the group ended */
     pthread_join(t, NULL);
@@ -420,6 +426,10 @@ static void lora_compare(const char *name, struct ox_model *whole, struct ox_mod
         double off = worst_kl(a, plain, 12, nv, &tops), moved = worst_kl(b, plain, 12, nv, &tops);
         CHECK_MSG(off <= tol && moved > 1e-4, "%s cleared %s: KL %.3g (%.3g with it)", name, where,
                   off, moved);
+        /* again: the ranks' shares (another process's copy of the adapter) kept */
+        CHECK(ox_context_set_lora(cs, ls, 0.75f) == OX_OK && prompt_logits(cs, nv, a));
+        CHECK_MSG(worst_kl(a, b, 12, nv, &tops) <= 1e-12 && tops, "%s set again %s", name, where);
+        ox_context_clear_lora(cs);
         printf("%s + adapter %s: worst KL %.2e, cleared %.2e (adapter's own %.2e)\n", name, where,
                kl, off, moved);
         free(a), free(b), free(plain);
@@ -630,9 +640,12 @@ int main(int argc, char **argv) {
     test_cpu("kjv-15m-q4_k_m", OX_SPLIT_LAYER, 3, false);
     test_cpu("arch/qwen35moe-f16", OX_SPLIT_LAYER, 2, false);
     test_cpu("arch/granitehybrid-f16", OX_SPLIT_LAYER, 2, false);
-    test_processes("llama-q8_0", OX_SPLIT_ROW);
-    test_processes("qwen3-f16", OX_SPLIT_ROW);
-    test_processes("llama-moe-f16", OX_SPLIT_LAYER);
+    test_processes("llama-q8_0", OX_SPLIT_ROW, NULL);
+    test_processes("qwen3-f16", OX_SPLIT_ROW, NULL);
+    test_processes("llama-moe-f16", OX_SPLIT_LAYER, NULL);
+    test_processes("llama-f16", OX_SPLIT_ROW, "llama-lora-f32.gguf");
+    test_processes("phi3-f16", OX_SPLIT_LAYER, "phi3-lora-f32.gguf");
+    test_processes("arch/qwen35-f16", OX_SPLIT_ROW, "qwen35-lora-f32.gguf");
     test_lost_rank();
     /* by rows the ranks' shares of wo's and down's deltas join their sums (0.8e-6 against the
      * adapter's own 3.7: float order) */
