@@ -189,8 +189,8 @@ enum ox_status split_set_lora(struct ox_context *ctx, struct ox_lora *lora, floa
     ctx->split = NULL; /* rank 0's context then applies its share as a whole model's would */
     enum ox_status st = split_call_run(sc->sp, sc->rank, &c);
     ctx->split = sc;
-    free(bytes);
-    if (st == OX_OK && bytes)
+    if (st == OX_OK && bytes) /* every rank has its copy now */
         lora->wired = true;
+    free(bytes);
     return st;
 }
