@@ -817,7 +817,8 @@ struct ox_engine_params {
     /* on_token and on_done of a request without on_logits, once it has started, called on a
      * thread of the engine's, in order, while the next step decodes (for a GPU, whose steps
      * leave the host idle): the step does not wait for them. A request whose on_token says
-     * stop may have decoded one more token, which it is not given. */
+     * stop may have decoded one more step's tokens, which it is not given, and ends
+     * OX_FINISH_CANCELLED. */
     bool callbacks_aside;
 };
 

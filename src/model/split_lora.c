@@ -181,7 +181,8 @@ enum ox_status split_set_lora(struct ox_context *ctx, struct ox_lora *lora, floa
     memcpy(&c.a[2], &scale, sizeof scale);
     uint8_t *bytes = NULL;
     size_t n = 0;
-    if (sc->sp->dist && lora && !lora->wired)
+    /* (two threads setting it at once may both send it: the copies are kept by id) */
+    if (sc->sp->dist && lora && !__atomic_load_n(&lora->wired, __ATOMIC_ACQUIRE))
         OX_TRY(lora_gguf_bytes(lora, &bytes, &n));
     c.buf = bytes;
     for (int r = 0; r < SPLIT_MAX; r++)
@@ -190,7 +191,7 @@ enum ox_status split_set_lora(struct ox_context *ctx, struct ox_lora *lora, floa
     enum ox_status st = split_call_run(sc->sp, sc->rank, &c);
     ctx->split = sc;
     if (st == OX_OK && bytes) /* every rank has its copy now */
-        lora->wired = true;
+        __atomic_store_n(&lora->wired, true, __ATOMIC_RELEASE);
     free(bytes);
     return st;
 }

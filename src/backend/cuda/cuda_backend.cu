@@ -164,11 +164,12 @@ static bool cu_available(void) {
     return ok;
 }
 
-/* Whether a GEMM over the tensor needs it dequantized to f16 first (cuda_matmul.cu's gemm):
- * matrices of a quantized type, or whose rows are not 16-byte aligned. */
-static bool needs_dequant(const struct backend_tensor *t) {
+/* Whether a GEMM over the tensor's device copy (rows row_bytes apart) needs it dequantized to
+ * f16 first (cuda_matmul.cu's gemm): matrices of a quantized type, or whose rows are not
+ * 16-byte aligned. */
+static bool needs_dequant(const struct backend_tensor *t, size_t row_bytes) {
     bool plain = t->type == OX_DTYPE_F32 || t->type == OX_DTYPE_F16 || t->type == OX_DTYPE_BF16;
-    return t->n_dims >= 2 && (!plain || t->row_bytes % 16 != 0);
+    return t->n_dims >= 2 && (!plain || row_bytes % 16 != 0);
 }
 
 /* Every tensor of the layers the GPU runs is copied up as it is, synchronously. */
@@ -192,7 +193,7 @@ static enum ox_status cu_prepare_weight(struct backend_weights *bw, const struct
     if (e == cudaSuccess) {
         *copy = dev;
         bw->bytes += bytes;
-        bw->converts |= needs_dequant(t);
+        bw->converts |= needs_dequant(t, dense); /* a slice's copy: its rows packed */
         return OX_OK;
     }
     cudaGetLastError();
