@@ -103,9 +103,7 @@ static void answer_end(struct gen *g) {
 
 /* The token's log-probability and its best alternatives, from the raw logits. */
 static void on_logits(void *user, const float *logits, int32_t n_vocab, ox_token token) {
-    struct gen *g = user;
-    if (!g->o.logprobs)
-        return;
+    struct gen *g = user; /* set only for requests asking for logprobs (gen_start) */
     if (g->n_lp == g->cap_lp) {
         size_t cap = g->cap_lp ? 2 * g->cap_lp : 64;
         struct logprob *grown = realloc(g->lp, cap * sizeof *grown);

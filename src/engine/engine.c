@@ -274,11 +274,6 @@ static void start(struct ox_engine *e, struct slot *s, struct job *j) {
     s->job = j, s->n_past = keep, s->n_tokens = j->req.n_prompt, s->n_generated = 0, s->row = -1;
     s->n_draft = 0, s->draft_cap = e->spec_p.draft_max;
     j->aside = e->deliver.on && !j->req.on_logits; /* on_logits reads this step's logits */
-    if (j->aside) {
-        pthread_mutex_lock(&e->deliver.lock);
-        e->deliver.n_jobs++;
-        pthread_mutex_unlock(&e->deliver.lock);
-    }
     ox_sampler_reset(j->req.sampler);
     for (int32_t i = 0; i < j->req.n_prompt; i++)
         ox_sampler_accept_prompt(j->req.sampler, j->prompt[i]);
@@ -598,14 +593,6 @@ static enum ox_status decode_batch(struct ox_engine *e, int32_t n, int32_t *adde
     return st;
 }
 
-/* Running requests whose callbacks run aside (engine_deliver_jobs counts them too). */
-static int32_t aside_running(const struct ox_engine *e) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < e->n_slots; i++)
-        n += e->slots[i].job && e->slots[i].job->aside;
-    return n;
-}
-
 enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
     if (!e)
         return ox_fail(OX_ERR_INVALID_ARG, "ox_engine_step: NULL engine");
@@ -637,11 +624,11 @@ enum ox_status ox_engine_step(struct ox_engine *e, int32_t *n_busy) {
     enum ox_status st = n > 0 ? decode_batch(e, n, added, start) : OX_OK;
     if (n == 0) /* nothing to decode: the callbacks' turn */
         engine_deliver_wait(e);
-    int32_t aside = engine_deliver_jobs(e);
+    int32_t ending = engine_deliver_ends(e);
     pthread_mutex_lock(&e->lock);
     take_snapshot(e);
-    if (n_busy) /* the requests that ended aside counted once */
-        *n_busy = e->stats.n_queued + e->stats.n_running + aside - aside_running(e);
+    if (n_busy) /* and the requests that ended, their on_done still to run aside */
+        *n_busy = e->stats.n_queued + e->stats.n_running + ending;
     pthread_mutex_unlock(&e->lock);
     return st;
 }

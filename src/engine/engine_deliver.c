@@ -58,7 +58,7 @@ static void *deliver_thread(void *arg) {
         }
         pthread_mutex_lock(&q->lock);
         q->running = false;
-        q->n_jobs -= ends;
+        q->n_ends -= ends;
         pthread_cond_broadcast(&q->room);
     }
     pthread_mutex_unlock(&q->lock);
@@ -107,6 +107,7 @@ void engine_deliver(struct ox_engine *e, struct job *j, ox_token t, bool done,
         pthread_cond_wait(&q->room, &q->lock);
     q->ring[(q->head + q->count) % q->cap] =
         (struct delivery){.job = j, .token = t, .done = done, .reason = reason};
+    q->n_ends += done;
     if (q->count++ == 0) /* else the thread is awake, or about to drain the ring anyway */
         pthread_cond_signal(&q->more);
     pthread_mutex_unlock(&q->lock);
@@ -122,12 +123,12 @@ void engine_deliver_wait(struct ox_engine *e) {
     pthread_mutex_unlock(&q->lock);
 }
 
-int32_t engine_deliver_jobs(struct ox_engine *e) {
+int32_t engine_deliver_ends(struct ox_engine *e) {
     struct engine_deliver *q = &e->deliver;
     if (!q->on)
         return 0;
     pthread_mutex_lock(&q->lock);
-    int32_t n = q->n_jobs;
+    int32_t n = q->n_ends;
     pthread_mutex_unlock(&q->lock);
     return n;
 }

@@ -77,7 +77,7 @@ struct engine_deliver {
     struct delivery *ring;
     int32_t cap, head, count;
     bool running;   /* one taken from the ring, not yet run through */
-    int32_t n_jobs; /* requests whose on_done has not run */
+    int32_t n_ends; /* requests' ends queued whose on_done has not run */
     bool quit;
 };
 
@@ -132,8 +132,8 @@ void engine_deliver(struct ox_engine *e, struct job *j, ox_token t, bool done,
                     enum ox_finish reason);
 /* Waits until everything queued has run. */
 void engine_deliver_wait(struct ox_engine *e);
-/* Requests whose on_done has not run yet. */
-int32_t engine_deliver_jobs(struct ox_engine *e);
+/* Requests that ended whose on_done has not run yet. */
+int32_t engine_deliver_ends(struct ox_engine *e);
 void engine_free_job(struct job *j);
 
 #endif
