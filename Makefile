@@ -58,10 +58,10 @@ deps-arm64:
 	  if [ "$$(id -u)" = 0 ]; then echo "installing (arm64 multiarch):$$missing"; added=""; \
 	    dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64 && added=1; }; \
 	    if ! (apt-get update && apt-get install -y --no-install-recommends $$missing) >/dev/null; then \
-	      echo "could not install:$$missing (test_neon_models_qemu will be skipped)"; \
+	      echo "could not install:$$missing (the test_neon_models_qemu tests will be skipped)"; \
 	      if [ -n "$$added" ]; then dpkg --remove-architecture arm64 && apt-get update >/dev/null || true; fi; \
 	    fi; \
-	  else echo "not installed:$$missing (optional, needs root: test_neon_models_qemu will be skipped)"; fi; \
+	  else echo "not installed:$$missing (optional, needs root: the test_neon_models_qemu tests will be skipped)"; fi; \
 	fi
 
 # Everything CI runs: release build + tests, ASan/UBSan build + tests, a short fuzz run.
