@@ -10,7 +10,7 @@
 #include "core/status.h"
 #include "oxidize.h"
 
-static struct cpu_features features; /* detected */
+static struct cpu_features features;  /* detected */
 static struct cpu_features effective; /* lowered by OX_CPU_ISA */
 static pthread_once_t features_once = PTHREAD_ONCE_INIT;
 
@@ -71,6 +71,15 @@ static void detect(void) {
 #endif
 }
 
+#elif defined(__wasm__)
+static void detect(void) {
+    /* WebAssembly has no runtime detection: a module built with SIMD128 fails to load where the
+     * engine lacks it, so a module that runs has what it was built with */
+#ifdef __wasm_simd128__
+    features.wasm_simd = true;
+#endif
+}
+
 #else
 static void detect(void) {
     /* unknown architecture: no SIMD features, the scalar reference paths run */
@@ -105,8 +114,7 @@ static bool has_avx2_vnni(const struct cpu_features *f) {
     return has_avx2(f) && f->avx_vnni;
 }
 static bool has_avx512(const struct cpu_features *f) {
-    return has_avx2(f) && f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl &&
-           f->avx512vnni;
+    return has_avx2(f) && f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->avx512vnni;
 }
 static void lower_avx2(struct cpu_features *f) {
     f->avx_vnni = false;
@@ -133,6 +141,10 @@ static void lower_neon(struct cpu_features *f) {
 static void lower_neon_dotprod(struct cpu_features *f) {
     f->i8mm = false;
 }
+#elif defined(__wasm__)
+static bool has_wasm_simd(const struct cpu_features *f) {
+    return f->wasm_simd;
+}
 #endif
 
 static const struct isa_level levels[] = {
@@ -145,6 +157,8 @@ static const struct isa_level levels[] = {
     {"neon", has_neon, lower_neon},
     {"neon-dotprod", has_neon_dotprod, lower_neon_dotprod},
     {"neon-i8mm", has_neon_i8mm, lower_none},
+#elif defined(__wasm__)
+    {"wasm-simd", has_wasm_simd, lower_none},
 #endif
 };
 enum { N_LEVELS = sizeof levels / sizeof levels[0] };
@@ -227,6 +241,7 @@ size_t ox_cpu_features(char *buf, size_t cap) {
         {f->dotprod, "dotprod"},
         {f->i8mm, "i8mm"},
         {f->fp16, "fp16"},
+        {f->wasm_simd, "simd128"},
     };
     char tmp[256] = "";
     size_t len = 0;

@@ -13,6 +13,8 @@ struct cpu_features {
     bool avx512f, avx512bw, avx512dq, avx512vl, avx512vnni, avx512bf16, avx_vnni;
     /* AArch64 */
     bool neon, dotprod, i8mm, fp16;
+    /* WebAssembly: SIMD128 (set when the module was built with it) */
+    bool wasm_simd;
 };
 
 /* The features the kernels may use: those detected on first call, lowered to the level named

@@ -557,7 +557,7 @@ enum ox_status split_follow_calls(struct ox_model *m, int calls) {
     size_t cap = 0, len = 0;
     enum ox_status st = contexts ? OX_OK : ox_fail(OX_ERR_OOM, "split: out of memory");
     while (st == OX_OK && !sp->broken) {
-        st = dist_recv_grow(sp->dist, &buf, &cap, (size_t)1 << 40, &len, -1);
+        st = dist_recv_grow(sp->dist, &buf, &cap, DIST_RECV_MAX, &len, -1);
         if (st == OX_OK && calls-- == 0)
             break; /* leaves with the call unanswered */
         if (st == OX_OK)

@@ -69,7 +69,7 @@ static enum ox_status on_rank(int rank, void *user) {
 static enum ox_status take_answer(struct model_split *sp, int r, struct split_call *c,
                                   uint8_t **buf, size_t *cap) {
     size_t len = 0, msg_len = 0, n = 0;
-    OX_TRY(dist_recv_reply(sp->dist, r, buf, cap, (size_t)1 << 40, &len, -1));
+    OX_TRY(dist_recv_reply(sp->dist, r, buf, cap, DIST_RECV_MAX, &len, -1));
     enum ox_status st;
     const char *msg;
     uint64_t value;

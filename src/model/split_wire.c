@@ -92,7 +92,8 @@ const uint8_t *split_wire_call(const struct split_call *c, int r, struct split_w
                                       f,
                                       (uint32_t)c->pooling,
                                       c->kind == SPLIT_SAVE ? (uint32_t)c->size[r] : 0,
-                                      c->kind == SPLIT_SAVE ? (uint32_t)(c->size[r] >> 32) : 0,
+                                      c->kind == SPLIT_SAVE ? (uint32_t)((uint64_t)c->size[r] >> 32)
+                                                            : 0,
                                       0,
                                       0};
     for (int i = 0; i < HEADER_WORDS; i++, p += 4)

@@ -378,13 +378,13 @@ static enum ox_status gone(int r, int e) {
 enum ox_status dist_send(struct dist_group *g, const void *msg, size_t len) {
     for (int r = 1; r < g->world; r++)
         OX_TRY(dist_send_to(g, r, msg, len));
-    return g->rank == 0 && len <= DIST_MESSAGE_MAX
+    return g->rank == 0 && (uint64_t)len <= DIST_MESSAGE_MAX
                ? OX_OK
                : ox_fail(OX_ERR_INVALID_ARG, "dist: only rank 0 sends (%zu bytes)", len);
 }
 
 enum ox_status dist_send_to(struct dist_group *g, int r, const void *msg, size_t len) {
-    if (g->rank != 0 || len > DIST_MESSAGE_MAX || r < 1 || r >= g->world)
+    if (g->rank != 0 || (uint64_t)len > DIST_MESSAGE_MAX || r < 1 || r >= g->world)
         return ox_fail(OX_ERR_INVALID_ARG,
                        "dist: only rank 0 sends, to a rank of the group "
                        "(rank %d, %zu bytes)",
@@ -394,7 +394,7 @@ enum ox_status dist_send_to(struct dist_group *g, int r, const void *msg, size_t
 }
 
 enum ox_status dist_reply(struct dist_group *g, const void *msg, size_t len) {
-    if (g->rank == 0 || g->world < 2 || len > DIST_MESSAGE_MAX)
+    if (g->rank == 0 || g->world < 2 || (uint64_t)len > DIST_MESSAGE_MAX)
         return ox_fail(OX_ERR_INVALID_ARG, "dist: rank %d has no rank 0 to answer (%zu bytes)",
                        g->rank, len);
     int e = send_frame(g->fds[0], DIST_REPLY, msg, len, now_ms() + g->timeout_ms);

@@ -77,6 +77,8 @@ void dist_leave(struct dist_group *g);
 /* A frame's payload may be as long as a rank's part of a saved state (a long context's cache
  * rows: past 4 GiB for a 70B model's); its header holds 64 bits of length, up to this. */
 #define DIST_MESSAGE_MAX ((uint64_t)1 << 40)
+/* The most a receive may grow its buffer to: that, or all a 32-bit address space holds. */
+#define DIST_RECV_MAX (SIZE_MAX < DIST_MESSAGE_MAX ? SIZE_MAX : (size_t)DIST_MESSAGE_MAX)
 enum { DIST_HELLO_BYTES = 32, DIST_HEADER_BYTES = 16, DIST_NOTE_MAX = 255 };
 enum dist_kind { DIST_HELLO = 1, DIST_WELCOME, DIST_REFUSAL, DIST_MESSAGE, DIST_BYE, DIST_REPLY };
 
