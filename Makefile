@@ -7,6 +7,7 @@ TESTDATA  ?= $(if $(OX_TESTDATA),$(OX_TESTDATA),$(CURDIR)/../shared/testdata)
 DEMO_MODEL ?= $(TESTDATA)/models/kjv-15m-q4_k_m.gguf
 FUZZ_SECONDS ?= 20
 CUDA_BUILD ?= build-cuda
+WEB       ?= build-web
 # The CUDA backend: `make CUDA=1` builds it into build/; `make test` compiles it (and runs its
 # tests, which skip without a GPU) wherever nvcc is installed.
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -25,7 +26,7 @@ DEB_TEST_PACKAGES = chromium
 DEB_ARM64_PACKAGES = g++-aarch64-linux-gnu libpcre2-dev:arm64 libutf8proc-dev:arm64 \
                      libjansson-dev:arm64
 
-.PHONY: all release test test-release test-python test-cuda test-asan fuzz fuzz-long demo bench compare deps deps-test deps-arm64 clean
+.PHONY: web web-demo test-web all release test test-release test-python test-cuda test-asan fuzz fuzz-long demo bench compare deps deps-test deps-arm64 clean
 
 all: release
 
@@ -64,10 +65,26 @@ deps-arm64:
 	  else echo "not installed:$$missing (optional, needs root: the test_neon_models_qemu tests will be skipped)"; fi; \
 	fi
 
+# The browser build (web/README.md): Debian's emscripten, PCRE2 and utf8proc built for it from
+# Debian's sources (web/deps.sh), then the library, the JavaScript API and the demo page in
+# $(WEB)/site/. Debian's emscripten finds its JavaScript tools (acorn) through NODE_PATH.
+DEB_WEB_PACKAGES = emscripten dpkg-dev cmake pkg-config
+WEB_ENV = NODE_PATH=/usr/share/nodejs PKG_CONFIG_LIBDIR=$(CURDIR)/$(WEB)/deps/lib/pkgconfig
+web:
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_WEB_PACKAGES)"
+	sh web/deps.sh $(WEB)/deps
+	$(WEB_ENV) emcmake cmake -S . -B $(WEB) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	$(WEB_ENV) cmake --build $(WEB) -j $(JOBS) -- --no-print-directory
+
+# The demo at http://127.0.0.1:8090/ (the kjv test model is its default).
+web-demo: web
+	node web/serve.mjs $(WEB)/site --port 8090 --models $(TESTDATA)/models
+
 # Everything CI runs: release build + tests, ASan/UBSan build + tests, a short fuzz run.
 test: deps deps-test deps-arm64
 	$(MAKE) test-release
 	$(MAKE) test-python
+	$(MAKE) test-web
 	$(MAKE) test-asan
 	$(if $(NVCC),$(MAKE) test-cuda,@echo "no nvcc: the CUDA backend is not built")
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
@@ -89,6 +106,11 @@ test-python: release
 	  $(CURDIR)/$(PYVENV)/bin/python -m pytest -q -p no:cacheprovider
 	$(PYTHON) -m mypy --strict --cache-dir $(BUILD)/mypy-cache bindings/python/oxidize \
 	  bindings/python/examples
+
+# The browser build in headless Chromium against the release build (tests/web/test_web.py).
+test-web: release web
+	OX_TESTDATA=$(TESTDATA) $(PYTHON) tests/web/test_web.py $(BUILD)/apps/oxidize/oxidize \
+	  $(WEB)/site
 
 # The CUDA build's own tests (the rest of the suite is the release build's); GPU tests report
 # themselves skipped on machines without one.

@@ -24,9 +24,11 @@ static enum ox_status read_all(int fd, const char *path, size_t size, struct fil
     uint8_t *buf = ox_aligned_alloc(OX_ALIGN, size);
     if (!buf)
         return ox_fail(OX_ERR_OOM, "file: cannot allocate %zu bytes to read '%s'", size, path);
+    /* in slices: in the browser (WORKERFS) each read is a JavaScript copy of its whole size */
+    const size_t slice = (size_t)64 << 20;
     size_t done = 0;
     while (done < size) {
-        ssize_t r = pread(fd, buf + done, size - done, (off_t)done);
+        ssize_t r = pread(fd, buf + done, size - done < slice ? size - done : slice, (off_t)done);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {

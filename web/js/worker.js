@@ -1,0 +1,330 @@
+// worker.js: the Web Worker that runs oxidize (oxidize-core.js, the library built for WebAssembly)
+// for oxidize.js, so the page never waits on a decode. Requests come as {id, op, ...} messages and
+// are answered with {id, result} or {id, error}; a generation streams {id, token, text} messages
+// first. Between a prompt's chunks and between tokens the worker returns to its event loop, where
+// an {op: 'abort'} message is seen. Models downloaded from a URL are kept in the origin's private
+// file system (OPFS): a reload reads them from there, and a download cut short continues with a
+// Range request from where it stopped.
+/* global importScripts, createOxidizeCore, FileReaderSync */
+'use strict';
+
+let core = null;        // the module (createOxidizeCore's), made by 'init'
+let session = 0;        // the loaded model's session pointer (0: none)
+let aborted = false;    // set by an 'abort' message, read between steps
+let busy = false;       // a generation is running
+
+const ready = (id, result) => postMessage({ id, result });
+const failed = (id, error) => postMessage({ id, error: String(error && error.message || error) });
+const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+// ---- strings and arrays through the module's heap ----
+
+function withString(text, fn) {
+  const n = core.lengthBytesUTF8(text) + 1;
+  const p = core._malloc(n);
+  try {
+    core.stringToUTF8(text, p, n);
+    return fn(p);
+  } finally {
+    core._free(p);
+  }
+}
+
+function lastError() {
+  return core.UTF8ToString(core._oxw_last_error());
+}
+
+function tokenize(text, addSpecial, parseSpecial) {
+  return withString(text, (p) => {
+    let cap = Math.max(16, text.length + 8);
+    for (;;) {
+      const buf = core._malloc(cap * 4);
+      try {
+        const n = core._oxw_tokenize(session, p, addSpecial ? 1 : 0, parseSpecial ? 1 : 0, buf, cap);
+        if (n < 0) throw new Error(lastError());
+        if (n <= cap) return Array.from(new Int32Array(core.HEAP32.buffer, buf, n));
+        cap = n;
+      } finally {
+        core._free(buf);
+      }
+    }
+  });
+}
+
+function detokenize(tokens, special) {
+  const buf = core._malloc(Math.max(1, tokens.length) * 4);
+  try {
+    new Int32Array(core.HEAP32.buffer, buf, tokens.length).set(tokens);
+    const p = core._oxw_detokenize(session, buf, tokens.length, special ? 1 : 0);
+    if (!p) throw new Error(lastError());
+    return core.UTF8ToString(p);
+  } finally {
+    core._free(buf);
+  }
+}
+
+// ---- getting the model file ----
+
+async function opfsDir() {
+  const root = await navigator.storage.getDirectory();
+  return root.getDirectoryHandle('oxidize-models', { create: true });
+}
+
+// A file name for a URL: its last path part, made safe, and a hash of the whole URL.
+function cacheName(url) {
+  let h = 2166136261;
+  for (let i = 0; i < url.length; i++) h = Math.imul(h ^ url.charCodeAt(i), 16777619) >>> 0;
+  const base = url.split(/[?#]/)[0].split('/').pop().replace(/[^A-Za-z0-9._-]/g, '_') || 'model';
+  return `${h.toString(16)}-${base}`;
+}
+
+async function exists(dir, name) {
+  try {
+    return await dir.getFileHandle(name);
+  } catch {
+    return null;
+  }
+}
+
+// The file at url as a File kept in OPFS: there already (cached), or downloaded into NAME.part
+// (resumed with a Range request where a part is left) and renamed when complete.
+async function download(id, url, useCache, part) {
+  const dir = await opfsDir();
+  const name = cacheName(url);
+  const done = useCache && await exists(dir, name);
+  if (done) {
+    const file = await done.getFile();
+    postMessage({ id, progress: { loaded: file.size, total: file.size, cached: true, ...part } });
+    return file;
+  }
+  const partHandle = await dir.getFileHandle(name + '.part', { create: true });
+  const access = await partHandle.createSyncAccessHandle();
+  try {
+    let have = access.getSize();
+    const headers = have > 0 ? { Range: `bytes=${have}-` } : {};
+    const res = await fetch(url, { headers });
+    if (res.status === 200 && have > 0) { access.truncate(0); have = 0; } // no ranges: anew
+    else if (res.status === 416 && have > 0) { access.truncate(0); have = 0; }
+    if (res.status !== 200 && res.status !== 206) throw new Error(`${url}: HTTP ${res.status}`);
+    const length = Number(res.headers.get('Content-Length') || 0);
+    const total = length ? have + length : 0;
+    const reader = res.body.getReader();
+    let loaded = have, lastReport = 0;
+    for (;;) {
+      if (aborted) throw new Error('aborted');
+      const { done: end, value } = await reader.read();
+      if (end) break;
+      access.write(value, { at: loaded });
+      loaded += value.length;
+      if (loaded - lastReport >= (1 << 20) || loaded === total) {
+        lastReport = loaded;
+        postMessage({ id, progress: { loaded, total, cached: false, resumed: have, ...part } });
+      }
+    }
+    if (total && loaded !== total) throw new Error(`${url}: ${loaded} of ${total} bytes`);
+    access.flush();
+  } finally {
+    access.close();
+  }
+  if (!useCache) return (await dir.getFileHandle(name + '.part')).getFile();
+  await partHandle.move(name);
+  return (await dir.getFileHandle(name)).getFile();
+}
+
+// Mounts Files where the module reads them (WORKERFS: read in slices as asked, never copied
+// whole into the worker's memory), all in one folder; returns the folder.
+let mounts = 0;
+function mount(files) {
+  const dir = `/m${mounts++}`;
+  core.FS.mkdir(dir);
+  core.FS.mount(core.FS.filesystems.WORKERFS, { blobs: files.map((f) => ({ name: f.name, data: f.file })) }, dir);
+  return dir;
+}
+
+// llama.cpp's gguf-split names: NAME-00001-of-00003.gguf. The parts of a split model's first
+// part, or null.
+const SPLIT = /-(\d{5})-of-(\d{5})\.gguf$/;
+function splitParts(name) {
+  const m = SPLIT.exec(name);
+  if (!m) return null;
+  const count = Number(m[2]);
+  const parts = [];
+  for (let i = 1; i <= count; i++)
+    parts.push(name.replace(SPLIT, `-${String(i).padStart(5, '0')}-of-${m[2]}.gguf`));
+  return parts;
+}
+
+const safeName = (name) => String(name || 'model.gguf').replace(/[^A-Za-z0-9._-]/g, '_');
+
+// The model's files as [{name, file}], the first one the one to open: downloaded (every part of a
+// split model from its first part's URL) or given.
+async function modelFiles(id, msg) {
+  if (msg.files) {
+    const files = msg.files.map((f) => ({ name: safeName(f.name), file: f }));
+    const first = files.findIndex((f) => SPLIT.test(f.name) && SPLIT.exec(f.name)[1] === '00001');
+    if (first > 0) files.unshift(files.splice(first, 1)[0]);
+    return files;
+  }
+  const url = new URL(msg.url);
+  const parts = splitParts(url.pathname) || [url.pathname];
+  const files = [];
+  for (const [i, part] of parts.entries()) {
+    const partUrl = new URL(url);
+    partUrl.pathname = part;
+    const file = await download(id, partUrl.href, msg.cache !== false, { part: i + 1, parts: parts.length });
+    files.push({ name: safeName(part.split('/').pop()), file });
+  }
+  return files;
+}
+
+async function load(id, msg) {
+  if (session) { core._oxw_free(session); session = 0; }
+  aborted = false;
+  const files = await modelFiles(id, msg);
+  const dir = mount(files);
+  try {
+    session = withString(`${dir}/${files[0].name}`,
+                         (p) => core._oxw_load(p, msg.nCtx || 0, msg.threads || 0));
+    if (!session) throw new Error(lastError());
+  } finally {
+    core.FS.unmount(dir);
+    core.FS.rmdir(dir);
+  }
+  return {
+    description: core.UTF8ToString(core._oxw_describe(session)),
+    nCtx: core._oxw_n_ctx(session), nVocab: core._oxw_n_vocab(session),
+    bytes: files.reduce((n, f) => n + f.file.size, 0),
+  };
+}
+
+// ---- generation ----
+
+function applyOptions(options) {
+  core._oxw_sampling_defaults(session);
+  const names = { temperature: 'temperature', temp: 'temperature' };
+  for (const [key, value] of Object.entries(options || {})) {
+    if (['max_tokens', 'stop', 'grammar', 'signal', 'add_special'].includes(key)) continue;
+    if (typeof value !== 'number') throw new Error(`option ${key}: not a number`);
+    const r = withString(names[key] || key, (p) => core._oxw_sampling_set(session, p, value));
+    if (r === -1) throw new Error(`unknown option ${key}`);
+    if (r === -2) throw new Error(`option ${key}: ${value} is out of range`);
+  }
+  const grammar = options && options.grammar || '';
+  if (withString(grammar, (p) => core._oxw_sampling_grammar(session, p)) !== 0)
+    throw new Error(lastError());
+}
+
+// The text to hand out now, holding back what could begin a stop string; {text, stop} where a
+// stop string is complete (text ends before it).
+function cutStop(pending, stops, final) {
+  for (const s of stops) {
+    const at = pending.indexOf(s);
+    if (at >= 0) return { text: pending.slice(0, at), rest: '', stop: true };
+  }
+  let keep = 0;
+  if (!final)
+    for (const s of stops)
+      for (let k = Math.min(s.length - 1, pending.length); k > keep; k--)
+        if (pending.endsWith(s.slice(0, k))) { keep = k; break; }
+  return { text: pending.slice(0, pending.length - keep), rest: pending.slice(pending.length - keep), stop: false };
+}
+
+async function generate(id, prompt, options) {
+  if (!session) throw new Error('no model is loaded');
+  if (busy) throw new Error('a generation is already running');
+  busy = true;
+  aborted = false;
+  try {
+    applyOptions(options);
+    const tokens = tokenize(prompt, options.add_special !== false, true);
+    const maxTokens = options.max_tokens === undefined ? -1 : options.max_tokens;
+    const stops = [].concat(options.stop || []).filter((s) => s);
+    const buf = core._malloc(tokens.length * 4);
+    new Int32Array(core.HEAP32.buffer, buf, tokens.length).set(tokens);
+    const began = core._oxw_begin(session, buf, tokens.length);
+    core._free(buf);
+    if (began !== 0) throw new Error(lastError());
+    const t0 = performance.now();
+    let left;
+    while ((left = core._oxw_prefill(session)) > 0) {
+      await nextTask();
+      if (aborted) break;
+    }
+    if (left < 0) throw new Error(lastError());
+    const t1 = performance.now();
+    let n = 0, reason = 'length', pending = '', stopped = false;
+    while (!aborted && (maxTokens < 0 || n < maxTokens)) {
+      const t = core._oxw_next(session);
+      if (t === -1) { reason = 'stop'; break; }       // the model's end of turn
+      if (t === -2) { reason = 'length'; break; }     // the context is full
+      if (t < 0) throw new Error(lastError());
+      n++;
+      pending += core.UTF8ToString(core._oxw_piece(session, 0));
+      const cut = cutStop(pending, stops, false);
+      pending = cut.rest;
+      if (cut.text) postMessage({ id, token: t, text: cut.text });
+      if (cut.stop) { reason = 'stop'; stopped = true; break; }
+      await nextTask();
+    }
+    if (aborted) reason = 'abort';
+    if (!stopped && !aborted) { // what was held back: a partial character, a stop's prefix
+      const cut = cutStop(pending + core.UTF8ToString(core._oxw_piece(session, 1)), stops, true);
+      if (cut.text) postMessage({ id, token: -1, text: cut.text });
+    }
+    const t2 = performance.now();
+    return {
+      finishReason: reason, promptTokens: tokens.length, tokens: n,
+      promptMs: t1 - t0, genMs: t2 - t1,
+    };
+  } finally {
+    busy = false;
+  }
+}
+
+function chatPrompt(messages) {
+  const p = withString(JSON.stringify(messages), (m) => core._oxw_chat_render(session, m));
+  if (!p) throw new Error(lastError());
+  return core.UTF8ToString(p);
+}
+
+// ---- the message loop ----
+
+const ops = {
+  async init(msg) {
+    importScripts(msg.coreUrl);
+    // the threads' workers load the same script: named here, as a worker cannot find it itself
+    core = await createOxidizeCore({
+      threads: msg.threads, mainScriptUrlOrBlob: msg.coreUrl,
+      locateFile: (f) => new URL(f, msg.coreUrl).href,
+    });
+    return { threads: msg.threads };
+  },
+  load: (msg, id) => load(id, msg),
+  tokenize: (msg) => tokenize(msg.text, msg.addSpecial !== false, msg.parseSpecial === true),
+  detokenize: (msg) => detokenize(msg.tokens, msg.special === true),
+  applyChatTemplate: (msg) => chatPrompt(msg.messages),
+  complete: (msg, id) => generate(id, msg.prompt, msg.options || {}),
+  chat: (msg, id) => generate(id, chatPrompt(msg.messages), { add_special: false, ...msg.options }),
+  unload() {
+    if (session) core._oxw_free(session);
+    session = 0;
+    return true;
+  },
+  async clearCache() {
+    const root = await navigator.storage.getDirectory();
+    await root.removeEntry('oxidize-models', { recursive: true }).catch(() => {});
+    return true;
+  },
+};
+
+onmessage = async (e) => {
+  const msg = e.data;
+  if (msg.op === 'abort') { aborted = true; return; }
+  try {
+    if (!ops[msg.op]) throw new Error(`unknown request ${msg.op}`);
+    if (msg.op !== 'init' && !core) throw new Error('not initialised');
+    ready(msg.id, await ops[msg.op](msg, msg.id));
+  } catch (err) {
+    failed(msg.id, err);
+  }
+};
