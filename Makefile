@@ -110,7 +110,7 @@ test-python: release
 # The browser build in headless Chromium against the release build (tests/web/test_web.py).
 test-web: release web
 	OX_TESTDATA=$(TESTDATA) $(PYTHON) tests/web/test_web.py $(BUILD)/apps/oxidize/oxidize \
-	  $(WEB)/site
+	  $(WEB)/site $(WEB)/web
 
 # The CUDA build's own tests (the rest of the suite is the release build's); GPU tests report
 # themselves skipped on machines without one.

@@ -1,6 +1,7 @@
 #!/bin/sh
 # web/deps.sh: PCRE2 and utf8proc built for WebAssembly (the two libraries the core library
-# needs besides libc), from Debian's own source packages, so the browser build tokenizes with the
+# needs besides libc; and jansson, which the model tests built for node read their reference
+# files with), from Debian's own source packages, so the browser build tokenizes with the
 # same code as the native one. apt reads a private list of deb-src entries made from the
 # machine's deb entries (nothing under /etc is changed; apt checks the files against the
 # archive's signed index, which is why dpkg-source need not), dpkg-source applies Debian's patches,
@@ -8,8 +9,10 @@
 # built with atomics) into PREFIX, with their pkg-config files.
 # usage: web/deps.sh PREFIX        (make web runs it; done once, kept in build-web/deps)
 set -eu
+export NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH} # Debian's acorn, for emcc's tools
 prefix=$(mkdir -p "$1" && cd "$1" && pwd)
-[ -f "$prefix/lib/libpcre2-8.a" ] && [ -f "$prefix/lib/libutf8proc.a" ] && exit 0
+[ -f "$prefix/lib/libpcre2-8.a" ] && [ -f "$prefix/lib/libutf8proc.a" ] &&
+  [ -f "$prefix/lib/libjansson.a" ] && exit 0
 for tool in emcmake emcc dpkg-source apt-get cmake; do
   command -v $tool >/dev/null || { echo "web/deps.sh: $tool is missing (make web-deps)"; exit 1; }
 done
@@ -31,7 +34,7 @@ aptq update >/dev/null
 # the newest version first; the release's own where a mirror lacks the newest one's files
 codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 cd "$prefix/src"
-for pkg in pcre2 utf8proc; do
+for pkg in pcre2 utf8proc jansson; do
   rm -rf "$pkg" && mkdir "$pkg"
   (cd "$pkg" && { aptq source --download-only "$pkg" >/dev/null 2>&1 ||
                   aptq source --download-only "$pkg/$codename" >/dev/null; } &&
@@ -50,4 +53,9 @@ emcmake cmake -S utf8proc/tree -B utf8proc/build -DCMAKE_BUILD_TYPE=Release \
   >utf8proc/build.log 2>&1
 cmake --build utf8proc/build -j 2 --target install >>utf8proc/build.log 2>&1 ||
   { tail -30 utf8proc/build.log; exit 1; }
+emcmake cmake -S jansson/tree -B jansson/build -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_C_FLAGS="$flags" -DCMAKE_INSTALL_PREFIX="$prefix" -DJANSSON_BUILD_DOCS=OFF \
+  -DJANSSON_EXAMPLES=OFF -DJANSSON_WITHOUT_TESTS=ON >jansson/build.log 2>&1
+cmake --build jansson/build -j 2 --target install >>jansson/build.log 2>&1 ||
+  { tail -30 jansson/build.log; exit 1; }
 ls "$prefix"/lib/pkgconfig

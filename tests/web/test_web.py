@@ -6,8 +6,9 @@ AbortSignal) and bad settings; the second load of a URL comes from the browser's
 download cut short resumes with a Range request and gives the same text; a junk file, a truncated
 one and a missing URL give errors and the worker goes on; the demo page answers a chat sent with
 Enter as the API's chat() does, shows tokens/s, and the answer is on its screenshot; no page
-errors or unhandled rejections.
-  test_web.py OXIDIZE_BINARY SITE_DIR"""
+errors or unhandled rejections. Before the browser, the model tests built for node: test_reference
+(llama.cpp's logits, every reference model) at wasm-simd and scalar, test_decode at wasm-simd.
+  test_web.py OXIDIZE_BINARY SITE_DIR NODE_TESTS_DIR"""
 import json
 import os
 import re
@@ -37,8 +38,25 @@ def native(*args):
     return r.stdout
 
 
+def node_tests(folder):
+    """The model tests built for node, at the levels the build has."""
+    for name, isa in (("test_reference", "wasm-simd"), ("test_reference", "scalar"),
+                      ("test_decode", "wasm-simd")):
+        t0 = time.time()
+        r = subprocess.run(["node", "--no-experimental-fetch",
+                            os.path.join(folder, name + "_node.js")],
+                           env=dict(os.environ, OX_CPU_ISA=isa, OX_TESTDATA=DATA),
+                           capture_output=True, text=True, timeout=900)
+        summary = [l for l in r.stdout.splitlines() if l.startswith(name + ":")]
+        print("%s at %s: %s (%.0f s)" % (name, isa, summary[-1] if summary else "no summary",
+                                          time.time() - t0))
+        check(r.returncode == 0 and ("isa: " + isa in r.stdout or name != "test_reference"),
+              "%s at %s: %s%s" % (name, isa, r.stdout[-3000:], r.stderr[-2000:]))
+
+
 def main():
     site = sys.argv[2]
+    node_tests(sys.argv[3])
     if not os.path.exists(os.path.join(site, "oxidize-core.wasm")):
         print("no browser build in %s (make web)" % site)
         return 1

@@ -17,6 +17,7 @@ extern const struct qkernel *const qkernels_avx2[OX_DTYPE_COUNT];
 extern const struct qkernel *const qkernels_neon_i8mm[OX_DTYPE_COUNT];
 extern const struct qkernel *const qkernels_neon_dotprod[OX_DTYPE_COUNT];
 extern const struct qkernel *const qkernels_neon[OX_DTYPE_COUNT];
+extern const struct qkernel *const qkernels_wasm_simd[OX_DTYPE_COUNT];
 
 /* The kernel of a dtype at a level as its file exports it: qk_<level>_<type>. level may be a
  * macro (QK_LEVEL in the files built once per level, level_avx2.h and level_neon.h). */

@@ -39,6 +39,10 @@ static void pick_kernels(void) {
     if (f->neon)
         levels[n_levels++] = qkernels_neon;
 #endif
+#ifdef OX_HAVE_WASM_KERNELS
+    if (f->wasm_simd)
+        levels[n_levels++] = qkernels_wasm_simd;
+#endif
     (void)f;
     for (int t = 0; t < OX_DTYPE_COUNT; t++)
         for (int l = 0; l < n_levels && !kernels[t]; l++)
