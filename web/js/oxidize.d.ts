@@ -57,6 +57,8 @@ export interface GenerateOptions {
   mirostat_tau?: number;
   mirostat_eta?: number;
   seed?: number;
+  /** Never end at the model's end-of-turn token (benchmarks: exactly max_tokens tokens). */
+  ignore_eos?: boolean;
   /** Most tokens to generate (default: until the model ends its turn or the context is full). */
   max_tokens?: number;
   /** Text that ends the generation (not included). */

@@ -204,8 +204,9 @@ function applyOptions(options) {
   const names = { temperature: 'temperature', temp: 'temperature' };
   for (const [key, value] of Object.entries(options || {})) {
     if (['max_tokens', 'stop', 'grammar', 'signal', 'add_special'].includes(key)) continue;
-    if (typeof value !== 'number') throw new Error(`option ${key}: not a number`);
-    const r = withString(names[key] || key, (p) => core._oxw_sampling_set(session, p, value));
+    const v = typeof value === 'boolean' ? Number(value) : value;
+    if (typeof v !== 'number') throw new Error(`option ${key}: not a number`);
+    const r = withString(names[key] || key, (p) => core._oxw_sampling_set(session, p, v));
     if (r === -1) throw new Error(`unknown option ${key}`);
     if (r === -2) throw new Error(`option ${key}: ${value} is out of range`);
   }

@@ -5,6 +5,7 @@
  * and strings through the module's heap. Uses only oxidize.h and the apps' sampling settings. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <emscripten/emscripten.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@ struct oxw_session {
     struct ox_context *ctx;
     struct ox_sampler *sampler; /* built by oxw_begin from opts */
     struct sampling_opts opts;
+    struct ox_logit_bias *eog_bans; /* ignore_eos: -inf on every end-of-generation token */
+    size_t n_eog;
     struct ox_detok_stream *detok;
     ox_token *tokens; /* what the cache holds for sequence 0, then the pending prompt */
     int32_t n_cached, n_tokens, n_ctx, n_batch;
@@ -45,6 +48,7 @@ EXPORT void oxw_free(struct oxw_session *s) {
     ox_context_free(s->ctx);
     ox_model_free(s->model);
     free(s->tokens);
+    free(s->eog_bans);
     free(s->text);
     free(s->piece);
     free(s);
@@ -153,7 +157,29 @@ EXPORT void oxw_sampling_defaults(struct oxw_session *s) {
     sampling_opts_default(&s->opts);
 }
 
+/* ignore_eos as llama.cpp's server has it: every end-of-generation token banned (for benchmarks:
+ * a fixed number of tokens). */
+static int ignore_eos(struct oxw_session *s, bool on) {
+    s->opts.bias = NULL, s->opts.n_bias = 0;
+    if (!on)
+        return 0;
+    const struct ox_vocab *v = ox_model_vocab(s->model);
+    if (!s->eog_bans) {
+        int32_t n = ox_vocab_n_tokens(v);
+        s->eog_bans = malloc(sizeof *s->eog_bans * (size_t)(n > 0 ? n : 1));
+        if (!s->eog_bans)
+            return -1;
+        for (ox_token t = 0; t < n; t++)
+            if (ox_vocab_is_eog(v, t))
+                s->eog_bans[s->n_eog++] = (struct ox_logit_bias){t, -INFINITY};
+    }
+    s->opts.bias = s->eog_bans, s->opts.n_bias = s->n_eog;
+    return 0;
+}
+
 EXPORT int oxw_sampling_set(struct oxw_session *s, const char *name, double value) {
+    if (!strcmp(name, "ignore_eos"))
+        return ignore_eos(s, value != 0);
     if (!strcmp(name, "seed")) {
         if (!(value >= 0 && value <= 4294967295.0))
             return -2;

@@ -56,6 +56,8 @@ bool attention_avx2(struct backend *b, const struct attn_args *a);
 
 /* attention_avx2's two kernels on NEON (arm/attention_neon.c; every AArch64 level). */
 bool attention_neon(struct backend *b, const struct attn_args *a);
+/* The same in WebAssembly SIMD128 (wasm/attention_wasm.c). */
+bool attention_wasm(struct backend *b, const struct attn_args *a);
 
 /* The AVX-512 attention (x86/attention_avx512.c); false when it cannot take these args. */
 bool attention_avx512(struct backend *b, const struct attn_args *a);

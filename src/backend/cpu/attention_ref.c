@@ -214,5 +214,9 @@ void cpu_attention(struct backend *b, const struct attn_args *a) {
     if (attention_neon(b, a))
         return;
 #endif
+#ifdef OX_HAVE_WASM_KERNELS /* built only for WebAssembly */
+    if (attention_wasm(b, a))
+        return;
+#endif
     cpu_attention_ref(b, a);
 }

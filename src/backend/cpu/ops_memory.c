@@ -82,6 +82,10 @@ static f16_rows_fn f16_rows(enum ox_dtype type) {
     if (f16_to_f32_neon(NULL, NULL, 0))
         return f16_to_f32_neon;
 #endif
+#ifdef OX_HAVE_WASM_KERNELS /* built only for WebAssembly */
+    if (f16_to_f32_wasm(NULL, NULL, 0))
+        return f16_to_f32_wasm;
+#endif
     return NULL;
 }
 

@@ -209,6 +209,10 @@ void cpu_glu(struct backend *b, enum glu_kind kind, const float *gate, const flo
     if (glu_neon(kind, gate, up, y, n))
         return;
 #endif
+#ifdef OX_HAVE_WASM_KERNELS /* built only for WebAssembly */
+    if (glu_wasm(kind, gate, up, y, n))
+        return;
+#endif
     for (size_t i = 0; i < n; i++) {
         if (kind == GLU_SILU) /* x * sigmoid(x), ggml's division and vector exp */
             y[i] = gate[i] / (1.0f + ggml_expf(-gate[i])) * up[i];

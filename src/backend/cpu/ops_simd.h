@@ -21,6 +21,9 @@ bool glu_neon(enum glu_kind kind, const float *gate, const float *up, float *y, 
 typedef bool (*f16_rows_fn)(const uint16_t *x, float *y, size_t n);
 bool f16_to_f32_avx2(const uint16_t *x, float *y, size_t n);
 bool f16_to_f32_neon(const uint16_t *x, float *y, size_t n);
+/* The same in WebAssembly SIMD128 (wasm/ops_wasm.c). */
+bool glu_wasm(enum glu_kind kind, const float *gate, const float *up, float *y, size_t n);
+bool f16_to_f32_wasm(const uint16_t *x, float *y, size_t n);
 
 /* xq8_32_quantize with AVX-512 (same results); only for kernels chosen on such CPUs. */
 void xq8_32_quantize_avx512(const float *x, void *xq, int64_t n);

@@ -112,11 +112,8 @@ QKERNEL_TABLE(qkernels_avx2vnni, avx2vnni, avx2);
 QKERNEL_TABLE(qkernels_avx2, avx2, avx2);
 #endif
 
-#ifdef OX_HAVE_WASM_KERNELS /* built only for WebAssembly: the 32-block types so far; the          \
-                               k-quants and float types run the reference */
-QKERNELS_BLOCK32(QKERNEL_DECLARE, wasm_simd)
-const struct qkernel *const qkernels_wasm_simd[OX_DTYPE_COUNT] = {
-    QKERNELS_BLOCK32(QKERNEL_ENTRY, wasm_simd)};
+#ifdef OX_HAVE_WASM_KERNELS /* built only for WebAssembly: one level, SIMD128 */
+QKERNEL_TABLE(qkernels_wasm_simd, wasm_simd, wasm_simd);
 #endif
 
 #ifdef OX_HAVE_ARM_KERNELS /* built only for AArch64; the float kernels are plain NEON's */

@@ -49,12 +49,21 @@ static inline float f16(uint16_t h) {
     return fp16_to_fp32(h);
 }
 
+/* 4 f16 values (zero-extended in 32-bit lanes) as floats, exactly: the magnitude's bits moved
+ * to a float's places give the value times 2^-112 for normal and subnormal halves alike, so one
+ * multiply by 2^112 (exact: a power of two, no overflow) finishes it; infinities and NaNs get
+ * the all-ones exponent, then the sign goes back on. */
+static inline ALWAYS_INLINE v128_t f16_lanes_to_f32(v128_t h) {
+    v128_t mag = wasm_v128_and(h, wasm_i32x4_splat(0x7FFF));
+    v128_t f = wasm_f32x4_mul(wasm_i32x4_shl(mag, 13), wasm_f32x4_splat(0x1p112f));
+    v128_t special = wasm_i32x4_ge(mag, wasm_i32x4_splat(0x7C00));
+    f = wasm_v128_or(f, wasm_v128_and(special, wasm_i32x4_splat(0x7F800000)));
+    return wasm_v128_or(f, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+}
+
 /* 4 f16 values (consecutive) as floats. */
-static inline v128_t f16x4(const void *p) {
-    uint16_t h[4];
-    memcpy(h, p, sizeof h);
-    return wasm_f32x4_make(fp16_to_fp32(h[0]), fp16_to_fp32(h[1]), fp16_to_fp32(h[2]),
-                           fp16_to_fp32(h[3]));
+static inline ALWAYS_INLINE v128_t f16x4(const void *p) {
+    return f16_lanes_to_f32(wasm_u32x4_load16x4(p));
 }
 
 static inline ALWAYS_INLINE float hsum_f32(v128_t v) {
