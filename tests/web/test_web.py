@@ -88,6 +88,10 @@ def main():
           "greedy text: %r vs oxidize run's %r" % (api.get("text"), want_text))
     check(api.get("result", {}).get("tokens") == 24 and
           api.get("result", {}).get("finishReason") == "length", "result: %s" % api.get("result"))
+    check(api.get("cachedAgain") == len(want_tokens) - 1, "prompt cached: %s" % api.get("cachedAgain"))
+    fresh = api.get("freshResult", {})
+    check(fresh.get("cachedTokens") == 0 and fresh.get("tokens") == 40 and
+          fresh.get("finishReason") == "length", "cache_prompt false, ignore_eos: %s" % fresh)
     check(api.get("tokens") == want_tokens, "tokens %s vs %s" % (api.get("tokens"), want_tokens))
     check(api.get("detok") == " " + PROMPT, "detokenize: %r" % api.get("detok"))
     check(api.get("stopText") == " unto the " and

@@ -41,6 +41,15 @@ out.api = await page.evaluate(async ({ model, prompt }) => {
   r.text = '';
   for await (const piece of run) r.text += piece.text;
   r.result = await run.result;
+  // the same prompt again reads only its last token; with cache_prompt false, all of it; with
+  // ignore_eos, exactly max_tokens tokens
+  const again1 = ox.complete(prompt, { temperature: 0, max_tokens: 2 });
+  for await (const piece of again1) void piece;
+  r.cachedAgain = (await again1.result).cachedTokens;
+  const fresh = ox.complete(prompt, { temperature: 0, max_tokens: 40, cache_prompt: false,
+                                      ignore_eos: true });
+  for await (const piece of fresh) void piece;
+  r.freshResult = await fresh.result;
   // the demo's first chat turn, for the page's answer to match
   const chat = ox.chat([{ role: 'user', content: 'Who made the light?' }],
                        { temperature: 0, max_tokens: 16 });

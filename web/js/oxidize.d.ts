@@ -57,6 +57,8 @@ export interface GenerateOptions {
   mirostat_tau?: number;
   mirostat_eta?: number;
   seed?: number;
+  /** False: read the whole prompt again, even the part the cache holds from the last one. */
+  cache_prompt?: boolean;
   /** Never end at the model's end-of-turn token (benchmarks: exactly max_tokens tokens). */
   ignore_eos?: boolean;
   /** Most tokens to generate (default: until the model ends its turn or the context is full). */
@@ -77,6 +79,8 @@ export interface Piece {
 export interface GenerateResult {
   finishReason: 'stop' | 'length' | 'abort';
   promptTokens: number;
+  /** Of those, how many the cache already held (not read again). */
+  cachedTokens: number;
   tokens: number;
   promptMs: number;
   genMs: number;

@@ -203,7 +203,8 @@ function applyOptions(options) {
   core._oxw_sampling_defaults(session);
   const names = { temperature: 'temperature', temp: 'temperature' };
   for (const [key, value] of Object.entries(options || {})) {
-    if (['max_tokens', 'stop', 'grammar', 'signal', 'add_special'].includes(key)) continue;
+    if (['max_tokens', 'stop', 'grammar', 'signal', 'add_special', 'cache_prompt'].includes(key))
+      continue;
     const v = typeof value === 'boolean' ? Number(value) : value;
     if (typeof v !== 'number') throw new Error(`option ${key}: not a number`);
     const r = withString(names[key] || key, (p) => core._oxw_sampling_set(session, p, v));
@@ -240,11 +241,12 @@ async function generate(id, prompt, options) {
     const tokens = tokenize(prompt, options.add_special !== false, true);
     const maxTokens = options.max_tokens === undefined ? -1 : options.max_tokens;
     const stops = [].concat(options.stop || []).filter((s) => s);
+    if (options.cache_prompt === false) core._oxw_forget(session);
     const buf = core._malloc(tokens.length * 4);
     new Int32Array(core.HEAP32.buffer, buf, tokens.length).set(tokens);
     const began = core._oxw_begin(session, buf, tokens.length);
     core._free(buf);
-    if (began !== 0) throw new Error(lastError());
+    if (began < 0) throw new Error(lastError());
     const t0 = performance.now();
     let left;
     while ((left = core._oxw_prefill(session)) > 0) {
@@ -274,7 +276,7 @@ async function generate(id, prompt, options) {
     }
     const t2 = performance.now();
     return {
-      finishReason: reason, promptTokens: tokens.length, tokens: n,
+      finishReason: reason, promptTokens: tokens.length, cachedTokens: began, tokens: n,
       promptMs: t1 - t0, genMs: t2 - t1,
     };
   } finally {

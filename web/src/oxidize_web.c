@@ -211,7 +211,8 @@ EXPORT int oxw_sampling_grammar(struct oxw_session *s, const char *gbnf) {
 
 /* A generation from prompt (n tokens) with the current settings. The part of the cache that
  * matches the prompt's start is kept (a chat's earlier turns are not read again); the rest waits
- * for oxw_prefill. 0, or -1 (oxw_last_error). */
+ * for oxw_prefill. Returns how many prompt tokens the cache already held, or -1 (oxw_last_error).
+ */
 EXPORT int oxw_begin(struct oxw_session *s, const ox_token *prompt, int n) {
     glue_error[0] = 0;
     if (n <= 0 || n >= s->n_ctx) {
@@ -239,7 +240,14 @@ EXPORT int oxw_begin(struct oxw_session *s, const ox_token *prompt, int n) {
     for (int i = 0; i < n; i++)
         if (ox_sampler_accept_prompt(s->sampler, prompt[i]) != OX_OK)
             return -1;
-    return 0;
+    return keep;
+}
+
+/* Forgets what the cache holds: the next generation reads its whole prompt (benchmarks). */
+EXPORT void oxw_forget(struct oxw_session *s) {
+    ox_kv_clear(s->ctx);
+    s->n_cached = s->n_tokens = 0;
+    s->next = -1;
 }
 
 /* Reads the next chunk (at most n_batch tokens) of the prompt; returns how many are left (0:
