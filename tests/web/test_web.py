@@ -4,7 +4,8 @@ the native build: the kjv model's greedy completion through the JavaScript API e
 --temp 0`, its tokens `oxidize tokenize`'s; stop strings, aborts (a loop left early, an
 AbortSignal) and bad settings; the second load of a URL comes from the browser's storage; a
 download cut short resumes with a Range request and gives the same text; a junk file, a truncated
-one and a missing URL give errors and the worker goes on; the demo page answers a chat sent with
+one and a missing URL give errors and the worker goes on; a model split by tools/gguf-split loads
+from its first part's URL and from its Files; the demo page answers a chat sent with
 Enter as the API's chat() does, shows tokens/s, and the answer is on its screenshot; no page
 errors or unhandled rejections. Before the browser, the model tests built for node: test_reference
 (llama.cpp's logits, every reference model) at wasm-simd and scalar, test_decode at wasm-simd.
@@ -63,9 +64,17 @@ def main():
     model_path = os.path.join(DATA, "models", MODEL)
     want_text = native("run", "-m", model_path, "-p", PROMPT, "-n", "24", "--temp", "0")
     want_tokens = json.loads(native("tokenize", "-m", model_path, "-p", PROMPT, "--ids"))
+    # the models the page loads: kjv, and kjv split in 3 by gguf-split (beside the binary)
+    models = tempfile.mkdtemp(prefix="ox-web-models-")
+    os.symlink(model_path, os.path.join(models, MODEL))
+    splitter = os.path.join(os.path.dirname(os.path.abspath(OXIDIZE)), "..", "..", "tools",
+                            "gguf-split")
+    r = subprocess.run([splitter, "--split-max-size", "6M", model_path,
+                        os.path.join(models, "kjv-split")], capture_output=True, text=True)
+    check(r.returncode == 0 and r.stdout.count("\n") == 3, "gguf-split: %s%s" % (r.stdout, r.stderr))
     port = free_port()
     server = subprocess.Popen(["node", os.path.join(REPO, "web", "serve.mjs"), site, "--port",
-                               str(port), "--models", os.path.join(DATA, "models"),
+                               str(port), "--models", models,
                                "--cut-once", str(CUT)], stdout=subprocess.PIPE, text=True)
     try:
         server.stdout.readline()  # "serving ..." once it listens
@@ -73,7 +82,7 @@ def main():
         shot = os.path.join(tempfile.mkdtemp(prefix="ox-web-"), "demo.png")
         t0 = time.time()
         r = subprocess.run(["node", os.path.join(REPO, "tests", "web", "web_page.mjs"), modules,
-                            "http://127.0.0.1:%d" % port, MODEL, PROMPT, shot],
+                            "http://127.0.0.1:%d" % port, MODEL, PROMPT, shot, "kjv-split"],
                            capture_output=True, text=True, timeout=600)
         print("the browser part took %.1f s" % (time.time() - t0))
         check(r.returncode == 0, "the page ran: %s" % r.stderr[-3000:])
@@ -110,6 +119,9 @@ def main():
     check(bool(api.get("cutError")), "the cut download failed: %r" % api.get("cutError"))
     check(0 < api.get("resumedFrom", -1) <= CUT, "resumed from %s" % api.get("resumedFrom"))
     check(api.get("resumedText") == api.get("text"), "resumed model's text %r" % api.get("resumedText"))
+    check(api.get("splitParts") == ["1/3", "2/3", "3/3"], "split parts: %s" % api.get("splitParts"))
+    check(api.get("splitText") == api.get("text") and api.get("splitFilesText") == api.get("text"),
+          "split model's text: %r, from Files %r" % (api.get("splitText"), api.get("splitFilesText")))
     check("bad magic" in (api.get("junkError") or ""), "junk: %r" % api.get("junkError"))
     check("past the end" in (api.get("halfError") or ""), "half: %r" % api.get("halfError"))
     check("HTTP 404" in (api.get("missingError") or ""), "missing: %r" % api.get("missingError"))

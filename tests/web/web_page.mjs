@@ -1,13 +1,14 @@
 // web_page.mjs: the browser build in headless Chromium (Debian's, driven by playwright-core;
 // test_web.py runs it and checks what it prints as JSON). Through the JavaScript API on a blank
 // page of the demo server: a completion, tokenize/detokenize, an abort, a second load from the
-// browser's storage, a download cut short and resumed, a bad file; then the demo page: a chat
+// browser's storage, a download cut short and resumed, a split model, bad files; then the demo
+// page: a chat
 // sent with Enter, its answer, speed and screenshot.
-//   node web_page.mjs NODE_MODULES BASE_URL MODEL_NAME PROMPT SCREENSHOT
+//   node web_page.mjs NODE_MODULES BASE_URL MODEL_NAME PROMPT SCREENSHOT SPLIT_NAME
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
-const [modules, base, model, prompt, shot] = process.argv.slice(2);
+const [modules, base, model, prompt, shot, split] = process.argv.slice(2);
 const require = createRequire(path.join(modules, 'x.js'));
 const { chromium } = require('playwright-core');
 const browser = await chromium.launch({
@@ -27,7 +28,7 @@ const out = {};
 // ---- the API, on the demo's origin (a document of its own: the stylesheet, shown as text) ----
 await page.goto(`${base}/demo.css`);
 out.isolated = await page.evaluate(() => globalThis.crossOriginIsolated);
-out.api = await page.evaluate(async ({ model, prompt }) => {
+out.api = await page.evaluate(async ({ model, prompt, split }) => {
   const { Oxidize } = await import('./oxidize.js');
   const r = {};
   window.addEventListener('unhandledrejection', (e) => { r.unhandled = String(e.reason); });
@@ -87,6 +88,21 @@ out.api = await page.evaluate(async ({ model, prompt }) => {
   const run2 = ox.complete(prompt, { temperature: 0, max_tokens: 24 });
   r.resumedText = '';
   for await (const piece of run2) r.resumedText += piece.text;
+  // a model split by gguf-split: from its first part's URL (the others fetched beside it), and
+  // from its Files in any order
+  const splitProgress = [];
+  await ox.load(`models/${split}-00001-of-00003.gguf`, { onProgress: (p) => splitProgress.push(p) });
+  r.splitParts = [...new Set(splitProgress.map((p) => `${p.part}/${p.parts}`))];
+  r.splitText = '';
+  for await (const piece of ox.complete(prompt, { temperature: 0, max_tokens: 24 })) r.splitText += piece.text;
+  const parts = [];
+  for (const i of [2, 3, 1]) {
+    const name = `${split}-0000${i}-of-00003.gguf`;
+    parts.push(new File([await (await fetch(`models/${name}`)).blob()], name));
+  }
+  await ox.load(parts);
+  r.splitFilesText = '';
+  for await (const piece of ox.complete(prompt, { temperature: 0, max_tokens: 24 })) r.splitFilesText += piece.text;
   // files that are not models: an error, and the worker goes on
   const junk = new File([new Uint8Array(1000).fill(7)], 'junk.gguf');
   try { await ox.load(junk); } catch (e) { r.junkError = e.message; }
@@ -98,7 +114,7 @@ out.api = await page.evaluate(async ({ model, prompt }) => {
   r.fileInfo = await ox.load(new File([blob], model));
   ox.terminate();
   return r;
-}, { model, prompt });
+}, { model, prompt, split });
 
 // ---- the demo page: a chat ----
 await page.goto(`${base}/index.html?temperature=0&max_tokens=16&threads=2`);
