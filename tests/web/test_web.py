@@ -110,6 +110,7 @@ def main():
           api.get("abortResult", {}).get("tokens", 99) <= 5, "abort: %s" % api.get("abortResult"))
     check(api.get("signalResult", {}).get("finishReason") == "abort", "signal: %s" %
           api.get("signalResult"))
+    check(api.get("loadDuringRun") == "abort", "a load during a run: %r" % api.get("loadDuringRun"))
     check(api.get("badOption") == "option top_k: -3 is out of range", "bad option: %r" %
           api.get("badOption"))
     first, again = api.get("firstProgress", {}), api.get("againProgress", [])

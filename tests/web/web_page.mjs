@@ -74,6 +74,12 @@ out.api = await page.evaluate(async ({ model, prompt, split }) => {
   n = 0;
   for await (const piece of sig) { if (++n === 2) ctl.abort(); void piece; }
   r.signalResult = await sig.result;
+  // a load while a generation runs ends the generation first
+  const running = ox.complete(prompt, { max_tokens: 400, ignore_eos: true });
+  const reload = ox.load(`models/${model}`);
+  for await (const piece of running) void piece;
+  r.loadDuringRun = (await running.result).finishReason;
+  await reload;
   // bad settings are refused
   try { await ox.complete(prompt, { top_k: -3 }).result; } catch (e) { r.badOption = e.message; }
   // the same model again comes from the browser's storage

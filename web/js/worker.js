@@ -177,7 +177,16 @@ async function modelFiles(id, msg) {
   return files;
 }
 
+// Ends a running generation (it stops at its next step) before the session goes away.
+async function stopGenerating() {
+  while (busy) {
+    aborted = true;
+    await nextTask();
+  }
+}
+
 async function load(id, msg) {
+  await stopGenerating();
   if (session) { core._oxw_free(session); session = 0; }
   aborted = false;
   const files = await modelFiles(id, msg);
@@ -308,7 +317,8 @@ const ops = {
   applyChatTemplate: (msg) => chatPrompt(msg.messages),
   complete: (msg, id) => generate(id, msg.prompt, msg.options || {}),
   chat: (msg, id) => generate(id, chatPrompt(msg.messages), { add_special: false, ...msg.options }),
-  unload() {
+  async unload() {
+    await stopGenerating();
     if (session) core._oxw_free(session);
     session = 0;
     return true;
