@@ -137,6 +137,8 @@ def main():
     check(out.get("answerVisible") is True and out.get("answerInk", 0) > 100,
           "answer on the screenshot: visible %s, %s dark pixels" % (out.get("answerVisible"), out.get("answerInk")))
     check(os.path.exists(shot) and open(shot, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "screenshot")
+    check((out.get("badModelStatus") or "").startswith("Could not load the model:") and
+          "HTTP 404" in out.get("badModelStatus"), "bad model on the page: %r" % out.get("badModelStatus"))
     check(out.get("errors") == [], "page errors: %s" % out.get("errors"))
     print("greedy text %r; demo %s" % (api.get("text"), out.get("speed")))
     return finish("test_web")

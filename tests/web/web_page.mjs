@@ -152,6 +152,11 @@ out.answerInk = await page.evaluate(async (b64) => {
   for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 200) dark++;
   return dark;
 }, png.toString('base64'));
+// a model that is not there: the page says so
+await page.goto(`${base}/index.html?model=models/no-such-model.gguf`);
+await page.waitForFunction(() => document.getElementById('status').dataset.error !== undefined,
+                           null, { timeout: 60000 });
+out.badModelStatus = await page.textContent('#status');
 out.errors = errors;
 await browser.close();
 console.log(JSON.stringify(out));
