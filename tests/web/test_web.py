@@ -7,8 +7,9 @@ download cut short resumes with a Range request and gives the same text; a junk 
 one and a missing URL give errors and the worker goes on; a model split by tools/gguf-split loads
 from its first part's URL and from its Files; the demo page answers a chat sent with
 Enter as the API's chat() does, shows tokens/s, and the answer is on its screenshot; no page
-errors or unhandled rejections. Before the browser, the model tests built for node: test_reference
-(llama.cpp's logits, every reference model) at wasm-simd and scalar, test_decode at wasm-simd.
+errors or unhandled rejections. Before the browser, the model tests built for node at wasm-simd:
+test_reference (llama.cpp's logits, every reference model) and test_decode (the scalar level is
+the native build's, tested there; OX_CPU_ISA=scalar runs these the same way by hand).
   test_web.py OXIDIZE_BINARY SITE_DIR NODE_TESTS_DIR"""
 import json
 import os
@@ -41,8 +42,7 @@ def native(*args):
 
 def node_tests(folder):
     """The model tests built for node, at the levels the build has."""
-    for name, isa in (("test_reference", "wasm-simd"), ("test_reference", "scalar"),
-                      ("test_decode", "wasm-simd")):
+    for name, isa in (("test_reference", "wasm-simd"), ("test_decode", "wasm-simd")):
         t0 = time.time()
         r = subprocess.run(["node", "--no-experimental-fetch",
                             os.path.join(folder, name + "_node.js")],
