@@ -82,6 +82,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "gguf-split: %s\n", ox_last_error());
         return 1;
     }
+    if (gguf_find(src, "split.count")) { /* its other parts' tensors are not in this file */
+        fprintf(stderr, "gguf-split: %s is a part of a split model already\n", argv[3]);
+        gguf_free(src);
+        return 1;
+    }
     /* the cuts: a new part when the next tensor would pass the limit (a tensor never splits) */
     int64_t *cut = calloc(MAX_PARTS + 1, sizeof *cut);
     int n = 0;

@@ -33,7 +33,13 @@ function resolve(urlPath) {
   } else if (models && urlPath.startsWith('/models/')) {
     base = models; rel = urlPath.slice(8);
   }
-  const file = path.join(base, path.normalize(decodeURIComponent(rel)).replace(/^(\.\.[/\\])+/, ''));
+  let name;
+  try {
+    name = decodeURIComponent(rel);
+  } catch {
+    return null; /* a malformed %-escape names nothing */
+  }
+  const file = path.join(base, path.normalize(name).replace(/^(\.\.[/\\])+/, ''));
   if (!file.startsWith(base + path.sep) && file !== base) return null;
   try {
     const st = fs.statSync(file);
@@ -79,6 +85,7 @@ http.createServer((req, res) => {
   });
   if (req.method === 'HEAD' || found.size === 0) return res.end();
   const stream = fs.createReadStream(found.file, { start, end });
+  stream.on('error', () => res.destroy()); // the file went away mid-response
   if (found.cut && end - start + 1 > cutOnce) {
     let sent = 0; // a dropped connection: the socket closes mid-body
     stream.on('data', (chunk) => {

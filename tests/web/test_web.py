@@ -106,6 +106,10 @@ def main():
     check(api.get("stopText") == " unto the " and
           api.get("stopResult", {}).get("finishReason") == "stop", "stop: %r %s" %
           (api.get("stopText"), api.get("stopResult")))
+    check(api.get("twoStopText") == " ", "the earliest stop string: %r" % api.get("twoStopText"))
+    check(api.get("staleSignal") == "abort", "an aborted signal aborts at once: %r" % api.get("staleSignal"))
+    check(api.get("otherSignal") == "length", "another request's signal: %r" % api.get("otherSignal"))
+    check(api.get("partsLeft") == [], "no parts kept without the cache: %s" % api.get("partsLeft"))
     check(api.get("abortResult", {}).get("finishReason") == "abort" and
           api.get("abortResult", {}).get("tokens", 99) <= 5, "abort: %s" % api.get("abortResult"))
     check(api.get("signalResult", {}).get("finishReason") == "abort", "signal: %s" %

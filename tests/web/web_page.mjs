@@ -63,6 +63,10 @@ out.api = await page.evaluate(async ({ model, prompt, split }) => {
   r.stopText = '';
   for await (const piece of stopped) r.stopText += piece.text;
   r.stopResult = await stopped.result;
+  // several stop strings: the earliest in the text ends it
+  const two = ox.complete(prompt, { temperature: 0, max_tokens: 24, stop: ['LORD', 'unto'] });
+  r.twoStopText = '';
+  for await (const piece of two) r.twoStopText += piece.text;
   // an abort: leaving the loop early stops the generation
   const long = ox.complete(prompt, { temperature: 0.8, seed: 7, max_tokens: 400 });
   let n = 0;
@@ -74,6 +78,20 @@ out.api = await page.evaluate(async ({ model, prompt, split }) => {
   n = 0;
   for await (const piece of sig) { if (++n === 2) ctl.abort(); void piece; }
   r.signalResult = await sig.result;
+  // that signal's generation is over: aborting a later one takes a signal of its own
+  const later = ox.complete(prompt, { temperature: 0, max_tokens: 8, signal: ctl.signal });
+  r.staleSignal = await later.result.then((x) => x.finishReason, (e) => e.message);
+  const ctl2 = new AbortController();
+  const kept = ox.complete(prompt, { temperature: 0, max_tokens: 8, signal: ctl2.signal });
+  const other = new AbortController();
+  ox.complete(prompt, { max_tokens: 1, signal: other.signal }).result.catch(() => {});
+  other.abort(); // another request's signal: the running one goes on
+  r.otherSignal = (await kept.result).finishReason;
+  // without the cache, nothing of the download stays in the browser's storage
+  await ox.load(`models/${model}`, { cache: false });
+  const stored = await navigator.storage.getDirectory().then((d) => d.getDirectoryHandle('oxidize-models'));
+  r.partsLeft = [];
+  for await (const name of stored.keys()) if (/\.(part|meta)$/.test(name)) r.partsLeft.push(name);
   // a load while a generation runs ends the generation first
   const running = ox.complete(prompt, { max_tokens: 400, ignore_eos: true });
   const reload = ox.load(`models/${model}`);

@@ -58,11 +58,17 @@ export class Oxidize {
   }
 
   #call(msg, onMessage) {
+    return this.#send(msg, onMessage).promise;
+  }
+
+  // The request's id (for an abort of it alone) and the promise of its answer.
+  #send(msg, onMessage) {
     const id = this.#next++;
-    return new Promise((resolve, reject) => {
+    const promise = new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject, onMessage });
       this.#worker.postMessage({ ...msg, id });
     });
+    return { id, promise };
   }
 
   /** Loads a GGUF model from a URL (downloaded once, then read from the browser's storage; a
@@ -116,7 +122,8 @@ export class Oxidize {
     return this.#generate({ op: 'chat', messages }, options);
   }
 
-  /** Stops the running generation (its iterator ends; its result's finishReason is 'abort'). */
+  /** Stops what runs: a generation (its iterator ends; its result's finishReason is 'abort') or
+   * a model's download. */
   abort() {
     this.#worker.postMessage({ op: 'abort' });
   }
@@ -137,17 +144,22 @@ export class Oxidize {
     const queue = [];
     let wake = null, finished = false, failure = null;
     const push = () => { if (wake) { wake(); wake = null; } };
-    const result = this.#call({ ...msg, options: rest }, (m) => {
+    const { id, promise: result } = this.#send({ ...msg, options: rest }, (m) => {
       queue.push({ text: m.text, token: m.token });
       push();
     });
-    result.then(() => { finished = true; push(); }, (e) => { failure = e; finished = true; push(); });
-    result.catch(() => {}); // the iterator reports a failure; `.result` keeps it too
+    // an abort of this generation only: a signal or a loop left early stops nothing else
+    const abortThis = () => this.#worker.postMessage({ op: 'abort', target: id });
     if (signal) {
-      if (signal.aborted) this.abort();
-      else signal.addEventListener('abort', () => this.abort(), { once: true });
+      if (signal.aborted) abortThis();
+      else signal.addEventListener('abort', abortThis, { once: true });
     }
-    const self = this;
+    const done = () => {
+      finished = true;
+      if (signal) signal.removeEventListener('abort', abortThis);
+      push();
+    };
+    result.then(done, (e) => { failure = e; done(); });
     return {
       result,
       async *[Symbol.asyncIterator]() {
@@ -161,7 +173,7 @@ export class Oxidize {
           completed = true;
           if (failure) throw failure;
         } finally {
-          if (!completed) self.abort(); // the loop was left early: stop generating
+          if (!completed) abortThis(); // the loop was left early: stop generating
         }
       },
     };

@@ -12,6 +12,7 @@ let core = null;        // the module (createOxidizeCore's), made by 'init'
 let session = 0;        // the loaded model's session pointer (0: none)
 let aborted = false;    // set by an 'abort' message, read between steps
 let busy = false;       // a generation is running
+let current = 0;        // the id of the running load or generation (0: none)
 
 const ready = (id, result) => postMessage({ id, result });
 const failed = (id, error) => postMessage({ id, error: String(error && error.message || error) });
@@ -51,7 +52,7 @@ function tokenize(text, addSpecial, parseSpecial) {
       try {
         const n = core._oxw_tokenize(session, p, addSpecial ? 1 : 0, parseSpecial ? 1 : 0, buf, cap);
         if (n < 0) throw new Error(lastError());
-        if (n <= cap) return Array.from(new Int32Array(core.HEAP32.buffer, buf, n));
+        if (n <= cap) return Array.from(new Int32Array(core.HEAP32.buffer, buf >>> 0, n));
         cap = n;
       } finally {
         core._free(buf);
@@ -63,7 +64,7 @@ function tokenize(text, addSpecial, parseSpecial) {
 function detokenize(tokens, special) {
   const buf = core._malloc(Math.max(1, tokens.length) * 4);
   try {
-    new Int32Array(core.HEAP32.buffer, buf, tokens.length).set(tokens);
+    new Int32Array(core.HEAP32.buffer, buf >>> 0, tokens.length).set(tokens);
     const p = core._oxw_detokenize(session, buf, tokens.length, special ? 1 : 0);
     if (!p) throw new Error(lastError());
     return core.UTF8ToString(p);
@@ -95,9 +96,43 @@ async function exists(dir, name) {
   }
 }
 
+// Where a download stands: its validator (the server's ETag or Last-Modified, so a resumed
+// download does not splice a changed file), beside NAME.part as NAME.meta.
+async function readMeta(dir, name) {
+  const h = await exists(dir, name + '.meta');
+  return h ? (await h.getFile()).text() : '';
+}
+async function writeMeta(dir, name, text) {
+  const h = await dir.getFileHandle(name + '.meta', { create: true });
+  const w = await h.createWritable();
+  await w.write(text);
+  await w.close();
+}
+
+// A response for the bytes from `have` on: a Range request (If-Range: the validator, so a
+// changed file comes back whole) where part of the file is kept. {res, have}: have is 0 when the
+// server sent the whole file; a 416 with the kept size as the file's size means it is complete.
+async function fetchFrom(url, have, validator) {
+  const headers = have > 0 ? { Range: `bytes=${have}-`, ...(validator ? { 'If-Range': validator } : {}) } : {};
+  const res = await fetch(url, { headers });
+  if (res.status === 416 && have > 0) {
+    const size = /\/(\d+)$/.exec(res.headers.get('Content-Range') || '');
+    if (size && Number(size[1]) === have) return { res: null, have };
+    return fetchFrom(url, 0, '');
+  }
+  if (res.status === 206) {
+    const start = /^bytes (\d+)-/.exec(res.headers.get('Content-Range') || '');
+    if (!start || Number(start[1]) !== have) return fetchFrom(url, 0, ''); // not where we stopped
+    return { res, have };
+  }
+  if (res.status !== 200) throw new Error(`${url}: HTTP ${res.status}`);
+  return { res, have: 0 };
+}
+
 // The file at url as a File kept in OPFS: there already (cached), or downloaded into NAME.part
-// (resumed with a Range request where a part is left) and renamed when complete.
-async function download(id, url, useCache, part) {
+// (resumed with a Range request where a part is left) and renamed when complete. Without the
+// cache the part is removed once the model is read (cleanup).
+async function download(id, url, useCache, part, cleanup) {
   const dir = await opfsDir();
   const name = cacheName(url);
   const done = useCache && await exists(dir, name);
@@ -109,33 +144,38 @@ async function download(id, url, useCache, part) {
   const partHandle = await dir.getFileHandle(name + '.part', { create: true });
   const access = await partHandle.createSyncAccessHandle();
   try {
-    let have = access.getSize();
-    const headers = have > 0 ? { Range: `bytes=${have}-` } : {};
-    const res = await fetch(url, { headers });
-    if (res.status === 200 && have > 0) { access.truncate(0); have = 0; } // no ranges: anew
-    else if (res.status === 416 && have > 0) { access.truncate(0); have = 0; }
-    if (res.status !== 200 && res.status !== 206) throw new Error(`${url}: HTTP ${res.status}`);
-    const length = Number(res.headers.get('Content-Length') || 0);
-    const total = length ? have + length : 0;
-    const reader = res.body.getReader();
-    let loaded = have, lastReport = 0;
-    for (;;) {
-      if (aborted) throw new Error('aborted');
-      const { done: end, value } = await reader.read();
-      if (end) break;
-      access.write(value, { at: loaded });
-      loaded += value.length;
-      if (loaded - lastReport >= (1 << 20) || loaded === total) {
-        lastReport = loaded;
-        postMessage({ id, progress: { loaded, total, cached: false, resumed: have, ...part } });
+    const kept = access.getSize();
+    const { res, have } = await fetchFrom(url, kept, kept ? await readMeta(dir, name) : '');
+    if (have !== kept) access.truncate(have);
+    if (res) {
+      const validator = res.headers.get('ETag') || res.headers.get('Last-Modified') || '';
+      if (!have) await writeMeta(dir, name, validator);
+      const length = Number(res.headers.get('Content-Length') || 0);
+      const total = length ? have + length : 0;
+      const reader = res.body.getReader();
+      let loaded = have, lastReport = 0;
+      for (;;) {
+        if (aborted) throw new Error('aborted');
+        const { done: end, value } = await reader.read();
+        if (end) break;
+        access.write(value, { at: loaded });
+        loaded += value.length;
+        if (loaded - lastReport >= (1 << 20) || loaded === total) {
+          lastReport = loaded;
+          postMessage({ id, progress: { loaded, total, cached: false, resumed: have, ...part } });
+        }
       }
+      if (total && loaded !== total) throw new Error(`${url}: ${loaded} of ${total} bytes`);
     }
-    if (total && loaded !== total) throw new Error(`${url}: ${loaded} of ${total} bytes`);
     access.flush();
   } finally {
     access.close();
   }
-  if (!useCache) return (await dir.getFileHandle(name + '.part')).getFile();
+  await dir.removeEntry(name + '.meta').catch(() => {});
+  if (!useCache) {
+    cleanup.push(name + '.part');
+    return (await dir.getFileHandle(name + '.part')).getFile();
+  }
   await partHandle.move(name);
   return (await dir.getFileHandle(name)).getFile();
 }
@@ -167,7 +207,7 @@ const safeName = (name) => String(name || 'model.gguf').replace(/[^A-Za-z0-9._-]
 
 // The model's files as [{name, file}], the first one the one to open: downloaded (every part of a
 // split model from its first part's URL) or given.
-async function modelFiles(id, msg) {
+async function modelFiles(id, msg, cleanup) {
   if (msg.files) {
     const files = msg.files.map((f) => ({ name: safeName(f.name), file: f }));
     const first = files.findIndex((f) => SPLIT.test(f.name) && SPLIT.exec(f.name)[1] === '00001');
@@ -180,7 +220,8 @@ async function modelFiles(id, msg) {
   for (const [i, part] of parts.entries()) {
     const partUrl = new URL(url);
     partUrl.pathname = part;
-    const file = await download(id, partUrl.href, msg.cache !== false, { part: i + 1, parts: parts.length });
+    const file = await download(id, partUrl.href, msg.cache !== false,
+                                { part: i + 1, parts: parts.length }, cleanup);
     files.push({ name: safeName(part.split('/').pop()), file });
   }
   return files;
@@ -194,25 +235,50 @@ async function stopGenerating() {
   }
 }
 
+// One load or unload at a time (each awaits downloads): a later one waits for the one before.
+let exclusive = Promise.resolve();
+function oneAtATime(fn) {
+  const run = exclusive.then(fn, fn);
+  exclusive = run.catch(() => {});
+  return run;
+}
+
+// The module reads a file through 32-bit signed offsets (emscripten 3.1.6): 2 GiB per file.
+const FILE_MAX = 2 ** 31 - 1;
+
 async function load(id, msg) {
   await stopGenerating();
   if (session) { core._oxw_free(session); session = 0; }
   aborted = false;
-  const files = await modelFiles(id, msg);
-  const dir = mount(files);
+  current = id;
+  const cleanup = [];
   try {
-    session = withString(`${dir}/${files[0].name}`,
-                         (p) => core._oxw_load(p, msg.nCtx || 0, msg.threads || 0));
-    if (!session) throw new Error(lastError());
+    const files = await modelFiles(id, msg, cleanup);
+    const big = files.find((f) => f.file.size > FILE_MAX);
+    if (big)
+      throw new Error(`${big.name} is ${big.file.size} bytes: a file over 2 GiB cannot be read ` +
+                      'here; split the model (gguf-split --split-max-size 1G) and load its parts');
+    const dir = mount(files);
+    try {
+      session = withString(`${dir}/${files[0].name}`,
+                           (p) => core._oxw_load(p, msg.nCtx || 0, msg.threads || 0));
+      if (!session) throw new Error(lastError());
+    } finally {
+      core.FS.unmount(dir);
+      core.FS.rmdir(dir);
+    }
+    return {
+      description: core.UTF8ToString(core._oxw_describe(session)),
+      nCtx: core._oxw_n_ctx(session), nVocab: core._oxw_n_vocab(session),
+      bytes: files.reduce((n, f) => n + f.file.size, 0),
+    };
   } finally {
-    core.FS.unmount(dir);
-    core.FS.rmdir(dir);
+    current = 0;
+    if (cleanup.length) {
+      const dir = await opfsDir();
+      for (const name of cleanup) await dir.removeEntry(name).catch(() => {});
+    }
   }
-  return {
-    description: core.UTF8ToString(core._oxw_describe(session)),
-    nCtx: core._oxw_n_ctx(session), nVocab: core._oxw_n_vocab(session),
-    bytes: files.reduce((n, f) => n + f.file.size, 0),
-  };
 }
 
 // ---- generation ----
@@ -234,13 +300,15 @@ function applyOptions(options) {
     throw new Error(lastError());
 }
 
-// The text to hand out now, holding back what could begin a stop string; {text, stop} where a
-// stop string is complete (text ends before it).
+// The text to hand out now, holding back what could begin a stop string; {text, rest, stop}:
+// where a stop string is complete (the earliest, if several are), text ends before it.
 function cutStop(pending, stops, final) {
+  let at = -1;
   for (const s of stops) {
-    const at = pending.indexOf(s);
-    if (at >= 0) return { text: pending.slice(0, at), rest: '', stop: true };
+    const i = pending.indexOf(s);
+    if (i >= 0 && (at < 0 || i < at)) at = i;
   }
+  if (at >= 0) return { text: pending.slice(0, at), rest: '', stop: true };
   let keep = 0;
   if (!final)
     for (const s of stops)
@@ -254,6 +322,7 @@ async function generate(id, prompt, options) {
   if (busy) throw new Error('a generation is already running');
   busy = true;
   aborted = false;
+  current = id;
   try {
     applyOptions(options);
     const tokens = tokenize(prompt, options.add_special !== false, true);
@@ -261,7 +330,7 @@ async function generate(id, prompt, options) {
     const stops = [].concat(options.stop || []).filter((s) => s);
     if (options.cache_prompt === false) core._oxw_forget(session);
     const buf = core._malloc(tokens.length * 4);
-    new Int32Array(core.HEAP32.buffer, buf, tokens.length).set(tokens);
+    new Int32Array(core.HEAP32.buffer, buf >>> 0, tokens.length).set(tokens);
     const began = core._oxw_begin(session, buf, tokens.length);
     core._free(buf);
     if (began < 0) throw new Error(lastError());
@@ -291,6 +360,7 @@ async function generate(id, prompt, options) {
     if (!stopped && !aborted) { // what was held back: a partial character, a stop's prefix
       const cut = cutStop(pending + core.UTF8ToString(core._oxw_piece(session, 1)), stops, true);
       if (cut.text) postMessage({ id, token: -1, text: cut.text });
+      if (cut.stop) reason = 'stop';
     }
     const t2 = performance.now();
     return {
@@ -299,6 +369,7 @@ async function generate(id, prompt, options) {
     };
   } finally {
     busy = false;
+    current = 0;
   }
 }
 
@@ -320,18 +391,18 @@ const ops = {
     });
     return { threads: msg.threads };
   },
-  load: (msg, id) => load(id, msg),
+  load: (msg, id) => oneAtATime(() => load(id, msg)),
   tokenize: (msg) => tokenize(msg.text, msg.addSpecial !== false, msg.parseSpecial === true),
   detokenize: (msg) => detokenize(msg.tokens, msg.special === true),
   applyChatTemplate: (msg) => chatPrompt(msg.messages),
   complete: (msg, id) => generate(id, msg.prompt, msg.options || {}),
   chat: (msg, id) => generate(id, chatPrompt(msg.messages), { add_special: false, ...msg.options }),
-  async unload() {
+  unload: () => oneAtATime(async () => {
     await stopGenerating();
     if (session) core._oxw_free(session);
     session = 0;
     return true;
-  },
+  }),
   async clearCache() {
     const root = await navigator.storage.getDirectory();
     await root.removeEntry('oxidize-models', { recursive: true }).catch(() => {});
@@ -341,10 +412,15 @@ const ops = {
 
 onmessage = async (e) => {
   const msg = e.data;
-  if (msg.op === 'abort') { aborted = true; return; }
+  if (msg.op === 'abort') { // one request's (target), or whatever runs
+    if (msg.target === undefined || msg.target === current) aborted = true;
+    return;
+  }
   try {
     if (!ops[msg.op]) throw new Error(`unknown request ${msg.op}`);
     if (msg.op !== 'init' && !core) throw new Error('not initialised');
+    if (['tokenize', 'detokenize', 'applyChatTemplate'].includes(msg.op) && !session)
+      throw new Error('no model is loaded');
     ready(msg.id, await ops[msg.op](msg, msg.id));
   } catch (err) {
     failed(msg.id, err);

@@ -45,6 +45,7 @@ EXPORT void oxw_free(struct oxw_session *s) {
         return;
     ox_sampler_free(s->sampler);
     ox_detok_stream_free(s->detok);
+    free(s->opts.grammar);
     ox_context_free(s->ctx);
     ox_model_free(s->model);
     free(s->tokens);
@@ -97,6 +98,7 @@ EXPORT int oxw_n_vocab(const struct oxw_session *s) {
 
 /* The model's one-line description (architecture, size, type), NUL-terminated. */
 EXPORT const char *oxw_describe(struct oxw_session *s) {
+    glue_error[0] = 0;
     size_t need = ox_model_desc(s->model, NULL, 0) + 1;
     char *t = malloc(need);
     if (!t)
@@ -119,6 +121,7 @@ EXPORT int oxw_tokenize(struct oxw_session *s, const char *text, int add_special
 /* The text of n tokens, NUL-terminated (valid until the next call that returns text). */
 EXPORT const char *oxw_detokenize(struct oxw_session *s, const ox_token *tokens, int n,
                                   int special) {
+    glue_error[0] = 0;
     const struct ox_vocab *v = ox_model_vocab(s->model);
     int64_t need = ox_detokenize(v, tokens, (size_t)n, NULL, 0, false, special);
     char *t = need >= 0 ? malloc((size_t)need + 1) : NULL;
@@ -226,6 +229,8 @@ EXPORT int oxw_begin(struct oxw_session *s, const ox_token *prompt, int n) {
     if (keep == n) /* the last prompt token is decoded again for its logits */
         keep--;
     ox_kv_seq_rm(s->ctx, 0, keep, -1);
+    if (ox_kv_seq_pos_max(s->ctx, 0) < 0) /* a recurrent layer's state cannot go back: anew */
+        keep = 0;
     s->n_cached = keep;
     memcpy(s->tokens, prompt, (size_t)n * sizeof *prompt);
     s->n_tokens = n;
@@ -260,8 +265,8 @@ EXPORT int oxw_prefill(struct oxw_session *s) {
     struct ox_batch b = {.n_tokens = n, .token = s->tokens + s->n_cached};
     if (n > 0 && ox_decode(s->ctx, &b) != OX_OK)
         return -1;
-    s->n_cached += n;
-    s->last_row = n - 1;
+    if (n > 0)
+        s->n_cached += n, s->last_row = n - 1;
     return s->n_tokens - s->n_cached;
 }
 
@@ -293,9 +298,21 @@ EXPORT int oxw_next(struct oxw_session *s) {
         s->last_row = 0;
         s->next = -1;
     }
-    const float *logits = ox_get_logits(s->ctx, s->last_row);
-    ox_token t = logits ? ox_sampler_sample(s->sampler, logits, ox_model_n_vocab(s->model)) : -1;
-    if (t < 0 || ox_sampler_accept(s->sampler, t) != OX_OK)
+    const float *logits = s->sampler ? ox_get_logits(s->ctx, s->last_row) : NULL;
+    if (!logits) {
+        snprintf(glue_error, sizeof glue_error,
+                 "no logits to sample from (oxw_begin and "
+                 "oxw_prefill first)");
+        return -3;
+    }
+    ox_token t = ox_sampler_sample(s->sampler, logits, ox_model_n_vocab(s->model));
+    if (t < 0) {
+        snprintf(glue_error, sizeof glue_error,
+                 "the sampler could pick no token (a grammar "
+                 "that allows none?)");
+        return -3;
+    }
+    if (ox_sampler_accept(s->sampler, t) != OX_OK)
         return -3;
     if (ox_vocab_is_eog(ox_model_vocab(s->model), t))
         return -1;

@@ -18,7 +18,8 @@ enum { MAX_VEC = 64 }; /* head sizes up to 256, in vectors of 4 */
 /* Each lane rounded to the nearest f16 (ties to even) and back, as a hardware conversion does:
  * normal halves by rounding the float's bits to 10 mantissa bits, subnormal ones (below 2^-14)
  * to multiples of 2^-24 by adding and taking away 0.75 (whose ulp is 2^-24), past 65504
- * (rounding to 65536 or more) infinity; the sign is put back last. */
+ * (rounding to 65536 or more) infinity, NaN as it came; the sign is put back last. (Checked
+ * against the conversion for all 2^32 floats.) */
 static inline v128_t round_f16(v128_t x) {
     v128_t ax = wasm_f32x4_abs(x);
     v128_t lsb = wasm_v128_and(wasm_u32x4_shr(ax, 13), wasm_i32x4_splat(1));
@@ -29,7 +30,8 @@ static inline v128_t round_f16(v128_t x) {
     v128_t r = wasm_v128_bitselect(sub, normal, wasm_f32x4_lt(ax, wasm_f32x4_splat(0x1p-14f)));
     r = wasm_v128_bitselect(wasm_f32x4_splat(INFINITY), r,
                             wasm_f32x4_ge(r, wasm_f32x4_splat(65536.0f)));
-    return wasm_v128_or(r, wasm_v128_and(x, wasm_i32x4_splat((int32_t)0x80000000u)));
+    r = wasm_v128_or(r, wasm_v128_and(x, wasm_i32x4_splat((int32_t)0x80000000u)));
+    return wasm_v128_bitselect(x, r, wasm_i32x4_gt(ax, wasm_i32x4_splat(0x7F800000)));
 }
 
 /* The reduction tree of ggml_numerics.c's reduce_lanes over 16 lanes held as quarters q[0..3]:
