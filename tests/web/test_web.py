@@ -5,7 +5,8 @@ the native build: the kjv model's greedy completion through the JavaScript API e
 AbortSignal) and bad settings; the second load of a URL comes from the browser's storage; a
 download cut short resumes with a Range request and gives the same text; a junk file, a truncated
 one and a missing URL give errors and the worker goes on; a model split by tools/gguf-split loads
-from its first part's URL and from its Files; the demo page answers a chat sent with
+from its first part's URL and from its Files; a recurrent model (qwen35) gives the same tokens twice on
+one prompt (its state starts anew rather than keeping a prefix); the demo page answers a chat sent with
 Enter as the API's chat() does, shows tokens/s, and the answer is on its screenshot; no page
 errors or unhandled rejections. Before the browser, the model tests built for node at wasm-simd:
 test_reference (llama.cpp's logits, every reference model) and test_decode (the scalar level is
@@ -67,6 +68,8 @@ def main():
     # the models the page loads: kjv, and kjv split in 3 by gguf-split (beside the binary)
     models = tempfile.mkdtemp(prefix="ox-web-models-")
     os.symlink(model_path, os.path.join(models, MODEL))
+    recurrent = os.path.join(REPO, "tests", "data", "arch", "models", "qwen35-f16.gguf")
+    os.symlink(recurrent, os.path.join(models, "qwen35-f16.gguf"))
     splitter = os.path.join(os.path.dirname(os.path.abspath(OXIDIZE)), "..", "..", "tools",
                             "gguf-split")
     r = subprocess.run([splitter, "--split-max-size", "6M", model_path,
@@ -127,6 +130,9 @@ def main():
     check(api.get("splitParts") == ["1/3", "2/3", "3/3"], "split parts: %s" % api.get("splitParts"))
     check(api.get("splitText") == api.get("text") and api.get("splitFilesText") == api.get("text"),
           "split model's text: %r, from Files %r" % (api.get("splitText"), api.get("splitFilesText")))
+    rec = api.get("recurrentTokens", [])
+    check(len(rec) == 2 and len(rec[0]) == 8 and rec[0] == rec[1],
+          "a recurrent model twice on one prompt: %s" % rec)
     check("bad magic" in (api.get("junkError") or ""), "junk: %r" % api.get("junkError"))
     check("past the end" in (api.get("halfError") or ""), "half: %r" % api.get("halfError"))
     check("HTTP 404" in (api.get("missingError") or ""), "missing: %r" % api.get("missingError"))

@@ -127,6 +127,15 @@ out.api = await page.evaluate(async ({ model, prompt, split }) => {
   await ox.load(parts);
   r.splitFilesText = '';
   for await (const piece of ox.complete(prompt, { temperature: 0, max_tokens: 24 })) r.splitFilesText += piece.text;
+  // a recurrent model, twice on one prompt: the second time its state cannot keep the prefix
+  await ox.load('models/qwen35-f16.gguf');
+  r.recurrentTokens = [];
+  for (let i = 0; i < 2; i++) {
+    const ids = [];
+    const run = ox.complete(prompt, { temperature: 0, max_tokens: 8, ignore_eos: true });
+    for await (const piece of run) if (piece.token >= 0) ids.push(piece.token);
+    r.recurrentTokens.push(ids);
+  }
   // files that are not models: an error, and the worker goes on
   const junk = new File([new Uint8Array(1000).fill(7)], 'junk.gguf');
   try { await ox.load(junk); } catch (e) { r.junkError = e.message; }
