@@ -320,11 +320,21 @@ static void write_variant(const char *out, const char *arch, const char *bad_ten
     gguf_free(g);
 }
 
+/* A fresh file name under /tmp (mkstemp: unique also where getpid() is one number for every
+ * process, as in WebAssembly under node, and two runs would write one file). */
+static void temp_path(char *out, size_t cap, const char *stem) {
+    snprintf(out, cap, "/tmp/%s_XXXXXX", stem);
+    int fd = mkstemp(out);
+    CHECK_MSG(fd >= 0, "mkstemp %s", out);
+    if (fd >= 0)
+        close(fd);
+}
+
 /* A file whose tensor has the wrong shape is refused, naming the tensor; an architecture the
  * engine does not know is refused, naming the ones it does and the nearest of them. */
 static void check_bad_files(void) {
     char out[256];
-    snprintf(out, sizeof out, "/tmp/ox_bad_shape_%d.gguf", (int)getpid());
+    temp_path(out, sizeof out, "ox_bad_shape");
     write_variant(out, NULL, "blk.1.attn_k.weight");
     struct ox_model *m = NULL;
     CHECK_EQ(ox_model_load(out, NULL, &m), OX_ERR_FORMAT);
@@ -445,7 +455,7 @@ static void check_bad_hparams(void) {
          "do not divide"},
     };
     char out[256];
-    snprintf(out, sizeof out, "/tmp/ox_bad_hparams_%d.gguf", (int)getpid());
+    temp_path(out, sizeof out, "ox_bad_hparams");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_arch_variant(cases[i].file, out, cases[i].key, cases[i].value, cases[i].arr, 6);
         struct ox_model *m = NULL;
