@@ -29,7 +29,8 @@ struct oxw_session {
     int32_t last_row; /* the batch row of the last decode whose logits sample the next token */
     ox_token next;    /* sampled, handed out, not yet decoded (-1: none) */
     char *text;       /* the last description, text or rendering handed out */
-    char *piece;      /* the last token's text */
+    char *piece;      /* the last token's text (piece_cap bytes) */
+    size_t piece_cap;
 };
 
 /* A failure of this file's own (the library keeps its own last error): cleared by each call
@@ -270,15 +271,18 @@ EXPORT int oxw_prefill(struct oxw_session *s) {
     return s->n_tokens - s->n_cached;
 }
 
-/* Keeps a copy of text (len bytes) as s->piece, NUL-terminated; false without memory. */
+/* Keeps a copy of text (len bytes) as s->piece, NUL-terminated, in a buffer that only grows (no
+ * allocation per token once it holds the longest piece); false without memory. */
 static bool keep_piece(struct oxw_session *s, const char *text, size_t len) {
-    char *t = malloc(len + 1);
-    if (!t)
-        return false;
-    memcpy(t, text, len);
-    t[len] = 0;
-    free(s->piece);
-    s->piece = t;
+    if (len + 1 > s->piece_cap) {
+        size_t cap = len + 1 > 64 ? len + 1 : 64;
+        char *t = realloc(s->piece, cap);
+        if (!t)
+            return false;
+        s->piece = t, s->piece_cap = cap;
+    }
+    memcpy(s->piece, text, len);
+    s->piece[len] = 0;
     return true;
 }
 
