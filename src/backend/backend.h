@@ -345,10 +345,11 @@ struct backend_ops {
     bool attention_reads_cache; /* attention takes the cache's rows (no cache_load first) */
     /* Optional (NULL: the backend cannot run a rank of a split model): the ranks of group g
      * each call it with their n partial sums x; every rank's x becomes their sum, added in rank
-     * order (the same floats on every rank). An error (x then unchanged) once the group was
+     * order (the same floats on every rank), or where `to` is not NULL, to[i] += the sum (x
+     * then undefined: a residual takes the sum in the same step). An error once the group was
      * ended by group_abort: a rank is gone. */
     enum ox_status (*all_reduce)(struct backend *b, struct backend_group *g, int rank, float *x,
-                                 size_t n);
+                                 size_t n, float *to);
     /* With all_reduce: rank's n floats x to rank `to` of the group, and from rank `from` into x
      * (a pipeline's hidden state); each send meets the recv that names it, in order. */
     enum ox_status (*send)(struct backend *b, struct backend_group *g, int rank, int to,

@@ -316,6 +316,8 @@ bool attention_block(struct ox_context *ctx, struct stage *s, const struct batch
     if (block_add_projection(ctx, s, l->wo, l->bo, l->attn_post_norm, heads, n, a->proj))
         return true;
     linear(b, l->wo, l->bo, heads, a->proj, n);
+    if (block_reduce_onto(ctx, s, l->attn_post_norm, a->proj, n))
+        return true; /* a split model's heads' shares, added to x as they are summed */
     block_reduce(ctx, s, a->proj, n); /* a split model's heads' shares */
     if (l->attn_post_norm)
         op->rms_norm(b, a->proj, vec(b, l->attn_post_norm), a->proj, n, c->n_embd, c->norm_eps);

@@ -46,18 +46,30 @@ void block_norm_ranks(struct ox_context *ctx, struct stage *s, float *x, const s
     b->ops->zero(b, all, (size_t)n * (size_t)all_cols);
     b->ops->copy_rows(b, all + col0, (size_t)all_cols, x, (size_t)cols, n, cols);
     enum ox_status st =
-        b->ops->all_reduce(b, ctx->group, ctx->rank, all, (size_t)n * (size_t)all_cols);
+        b->ops->all_reduce(b, ctx->group, ctx->rank, all, (size_t)n * (size_t)all_cols, NULL);
     if (st != OX_OK && ctx->batch_err == OX_OK) /* the batch's status, as block_reduce's */
         ctx->batch_err = st;
     b->ops->rms_norm(b, all, vec(b, w), all, n, all_cols, ctx->model->cfg.norm_eps);
     b->ops->copy_rows(b, x, (size_t)cols, all + col0, (size_t)all_cols, n, cols);
 }
 
-void block_reduce(struct ox_context *ctx, struct stage *s, float *x, int n) {
-    if (!ctx->group)
-        return;
+static void reduce(struct ox_context *ctx, struct stage *s, float *x, float *to, int n) {
     enum ox_status st = s->be.ops->all_reduce(&s->be, ctx->group, ctx->rank, x,
-                                              (size_t)n * (size_t)ctx->model->cfg.n_embd);
+                                              (size_t)n * (size_t)ctx->model->cfg.n_embd, to);
     if (st != OX_OK && ctx->batch_err == OX_OK) /* the batch's status (transformer_forward) */
         ctx->batch_err = st;
+}
+
+void block_reduce(struct ox_context *ctx, struct stage *s, float *x, int n) {
+    if (ctx->group)
+        reduce(ctx, s, x, NULL, n);
+}
+
+bool block_reduce_onto(struct ox_context *ctx, struct stage *s, const struct weight *post_norm,
+                       float *x, int n) {
+    const struct model_config *c = &ctx->model->cfg;
+    if (!ctx->group || post_norm || c->residual_scale != 0.0f || c->arch->parallel)
+        return false;
+    reduce(ctx, s, x, s->act.x, n);
+    return true;
 }

@@ -25,6 +25,13 @@ static inline const struct weight *block_norm_weight(const struct weight *w, boo
  * in place; nothing for a whole model. */
 void block_reduce(struct ox_context *ctx, struct stage *s, float *x, int n);
 
+/* A split model's partial output rows x summed over the ranks straight onto the residual (the
+ * stage's x += the sum, one step on the GPUs) where nothing comes between the sum and that add
+ * (no post-norm, residual scale or parallel blocks): true when done so; false for a whole model
+ * or when the caller must sum (block_reduce) and add itself. */
+bool block_reduce_onto(struct ox_context *ctx, struct stage *s, const struct weight *post_norm,
+                       float *x, int n);
+
 /* RMS norm of rows split over the ranks of a split model (shard.c) by columns: this rank holds
  * columns [col0, col0 + cols) of each of n rows of all_cols (a norm over all heads, the rank's
  * heads' share); the rows come out as the whole model norms them. */

@@ -142,6 +142,8 @@ void ffn_block(struct ox_context *ctx, struct stage *s, const struct layer_weigh
         moe_block(ctx, s, l, in, NULL, a->branch, n);
         if (l->ffn_up_shexp)
             shared_expert_add(ctx, s, l, in, a->branch, n);
+        if (block_reduce_onto(ctx, s, l->ffn_post_norm, a->branch, n))
+            return; /* a split model's rows of every expert, added to x as they are summed */
         block_reduce(ctx, s, a->branch, n); /* a split model's rows of every expert */
     } else {
         if (too_wide(ctx, s, l, n)) {
@@ -153,6 +155,8 @@ void ffn_block(struct ox_context *ctx, struct stage *s, const struct layer_weigh
                                  a->branch))
             return;
         linear(b, l->ffn_down, l->ffn_down_b, a->hidden, a->branch, n);
+        if (block_reduce_onto(ctx, s, l->ffn_post_norm, a->branch, n))
+            return; /* a split model's rows' shares, added to x as they are summed */
         block_reduce(ctx, s, a->branch, n); /* a split model's rows' shares */
     }
     if (l->ffn_post_norm)

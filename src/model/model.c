@@ -79,6 +79,11 @@ static enum ox_status join_processes(struct ox_model *m, const struct ox_model_p
                        "model: a split across processes takes a GPU in each (and rank 0's "
                        "address, dist_addr)%s",
                        gpu ? "" : ": this build has no GPU backend");
+    if (p->n_gpu_layers > 0 && p->n_gpu_layers < m->cfg.n_layer)
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "model: a split across processes runs every layer on the GPUs, but "
+                       "n_gpu_layers %d of %d leaves some to the CPU",
+                       p->n_gpu_layers, m->cfg.n_layer);
     int mode = p->split_mode == OX_SPLIT_AUTO || p->split_mode == OX_SPLIT_NONE
                    ? (split_rows_by_default(m, p->dist_world, NULL) ? OX_SPLIT_ROW : OX_SPLIT_LAYER)
                    : p->split_mode;

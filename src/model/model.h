@@ -18,8 +18,8 @@
  * wider FFN and no cache of their own. */
 struct layer_shape {
     int32_t n_head_kv, head_dim_k, head_dim_v, n_ff;
-    int32_t kv_layer; /* the layer whose cached keys and values this one attends over: itself,
-                         an earlier layer (attention.shared_kv_layers), or -1 (recurrent) */
+    int32_t kv_layer;  /* the layer whose cached keys and values this one attends over: itself,
+                          an earlier layer (attention.shared_kv_layers), or -1 (recurrent) */
     int32_t shard_kv0; /* a rank's shard (shard.c): its first kv head among the whole's; else 0 */
 };
 
@@ -173,6 +173,8 @@ enum ox_status model_bind_weights(struct ox_model *m);
 /* Copy the matrices the CPU kernels read faster in their own layout (those the CPU runs); frees
  * with the model. */
 void model_pack_weights(struct ox_model *m);
+/* The same for layers [begin, end) and the ends the CPU runs (a pipeline rank's host layers). */
+void model_pack_layers(struct ox_model *m, int32_t begin, int32_t end);
 /* Weight w of the model as its file has it, for a backend's prepare_weight. */
 struct backend_tensor model_file_tensor(const struct ox_model *m, const struct weight *w);
 /* Copy weights to the device backend (weights_gpu.c) when n_gpu_layers asks for it (< 0: all when a

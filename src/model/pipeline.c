@@ -26,7 +26,7 @@ static const char *unpipeable(const struct ox_model *m, int32_t begin, int32_t e
 }
 
 enum ox_status model_layer_shard(const struct ox_model *m, int rank, int world, int32_t begin,
-                                 int32_t end, bool gpu, struct ox_model **out) {
+                                 int32_t gpu_begin, int32_t end, bool gpu, struct ox_model **out) {
     *out = NULL;
     if (world < 1 || rank < 0 || rank >= world)
         return ox_fail(OX_ERR_INVALID_ARG, "model: rank %d of %d ranks", rank, world);
@@ -46,7 +46,9 @@ enum ox_status model_layer_shard(const struct ox_model *m, int rank, int world, 
         sh->weights[i].copy = gpu ? NULL : m->weights[i].copy,
         sh->weights[i].copy_of = gpu ? NULL : m->weights[i].copy_of;
     if (st == OX_OK && gpu) /* its layers (rank 0: and the ends) to this thread's GPU */
-        st = model_upload_layers(sh, begin, end, rank == 0);
+        st = model_upload_layers(sh, gpu_begin, end, rank == 0);
+    if (st == OX_OK && gpu && gpu_begin > begin) /* the first ones stay on the host */
+        model_pack_layers(sh, begin, gpu_begin);
     if (st != OX_OK) {
         ox_model_free(sh);
         return st;

@@ -7,10 +7,12 @@
 
 /* Rank's model of m (loaded for the CPU) split over world ranks by layers: layers [begin,
  * end), rank 0 also the embeddings and the output (views of m's bytes; m must outlive it;
- * ox_model_free frees it alone); with gpu, its weights copied to the calling thread's current
- * GPU. OX_ERR_UNSUPPORTED naming why for a model that does not split so. */
+ * ox_model_free frees it alone); with gpu, its weights from layer gpu_begin on copied to the
+ * calling thread's current GPU, those before it (rank 0's first layers, where n_gpu_layers
+ * leaves them to the CPU) in the CPU's layouts. OX_ERR_UNSUPPORTED naming why for a model that
+ * does not split so. */
 enum ox_status model_layer_shard(const struct ox_model *m, int rank, int world, int32_t begin,
-                                 int32_t end, bool gpu, struct ox_model **out);
+                                 int32_t gpu_begin, int32_t end, bool gpu, struct ox_model **out);
 
 /* The forward pass of a pipeline rank's context (ctx->pipe): whether it takes its hidden state
  * from the rank before rather than embedding the tokens; that hand-over, of n rows into the

@@ -294,14 +294,21 @@ enum ox_status split_devices(const struct ox_model_params *p, const struct backe
                                           "model: one GPU runs the model on GPU 0 (main_gpu %d "
                                           "takes split_mode row or layer)",
                                           p->main_gpu);
-    if (p->n_gpu_layers > 0 && p->n_gpu_layers < n_layer)
+    bool partial = p->n_gpu_layers > 0 && p->n_gpu_layers < n_layer;
+    if (partial && p->split_mode == OX_SPLIT_ROW)
         return ox_fail(OX_ERR_UNSUPPORTED,
-                       "model: split_mode %s runs every layer on the GPUs, but n_gpu_layers %d "
-                       "of %d leaves some to the CPU",
-                       p->split_mode == OX_SPLIT_ROW ? "row" : "layer", p->n_gpu_layers, n_layer);
+                       "model: split_mode row runs every layer on the GPUs, but n_gpu_layers %d "
+                       "of %d leaves some to the CPU (split_mode layer can)",
+                       p->n_gpu_layers, n_layer);
     OX_TRY(plan_devices(p, gpus, plan));
     if (plan->world == 1)
         plan->world = 0; /* one GPU: no split */
+    if (partial && plan->world > p->n_gpu_layers)
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "model: n_gpu_layers %d is fewer than the %d GPUs "
+                       "the layers split over",
+                       p->n_gpu_layers, plan->world);
+    plan->cpu_layers = partial ? n_layer - p->n_gpu_layers : 0;
     return OX_OK;
 }
 
@@ -313,6 +320,7 @@ static enum ox_status make_shard(int rank, void *user) {
     struct ox_model **out = &sp->shard[rank - sp->first];
     if (sp->mode == OX_SPLIT_LAYER)
         return model_layer_shard(m, rank, sp->world, sp->layer_begin[rank],
+                                 rank == 0 ? sp->cpu_layers : sp->layer_begin[rank],
                                  sp->layer_begin[rank + 1], sp->ops->device, out);
     return model_shard(m, rank, sp->world, sp->share, sp->ops->device, out);
 }
@@ -326,7 +334,8 @@ static enum ox_status free_shard(int rank, void *user) {
 
 /* A split of m as the plan says, n_local of its ranks here from first on (local rank i on
  * device devices[i]), into m->split, its group still to make. By layers, rank r's run from
- * layer_begin[r], in proportion to the shares (rounded to the nearest layer). */
+ * layer_begin[r]: rank 0's CPU layers first, then the GPUs' in proportion to the shares
+ * (rounded to the nearest layer, at least one each). */
 static struct model_split *split_new(struct ox_model *m, const struct backend_ops *ops,
                                      const struct split_plan *plan, int first, int n_local,
                                      const int *devices) {
@@ -340,12 +349,20 @@ static struct model_split *split_new(struct ox_model *m, const struct backend_op
     pthread_mutex_init(&sp->calls, NULL);
     for (int i = 0; i < n_local; i++)
         sp->device[i] = devices ? devices[i] : i;
-    double total = 0, sum = 0;
+    double total = 0, sum = 0; /* (layer_begin[0] is 0: calloc) */
     for (int r = 0; r < plan->world; r++)
         total += sp->share[r] = plan->share[r] > 0 ? plan->share[r] : 1.0f;
-    for (int r = 0; r <= plan->world; r++) {
-        sp->layer_begin[r] = (int32_t)(m->cfg.n_layer * (sum / total) + 0.5);
-        sum += r < plan->world ? sp->share[r] : 0.0;
+    sp->cpu_layers = plan->cpu_layers;
+    int32_t gpu_layers = m->cfg.n_layer - sp->cpu_layers;
+    int32_t before = 0; /* GPU layers of the ranks before r */
+    for (int r = 1; r <= plan->world; r++) {
+        sum += sp->share[r - 1];
+        int32_t at = (int32_t)(gpu_layers * (sum / total) + 0.5);
+        int32_t least = before + 1, most = gpu_layers - (plan->world - r);
+        if (gpu_layers >= plan->world) /* every rank one layer at least, where there are enough */
+            at = at > most ? most : at < least ? least : at;
+        sp->layer_begin[r] = sp->cpu_layers + at;
+        before = at;
     }
     m->split = sp;
     return sp;

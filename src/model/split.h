@@ -30,6 +30,7 @@ struct model_split {
     int world;                          /* ranks in all */
     int mode;                           /* OX_SPLIT_ROW (heads and FFN rows) or OX_SPLIT_LAYER */
     int32_t layer_begin[SPLIT_MAX + 1]; /* by layers: rank r runs layer_begin[r] .. [r + 1] - 1 */
+    int32_t cpu_layers;                 /* of rank 0's, those it runs on the CPU (the first) */
     float share[SPLIT_MAX];             /* rank r's share (of the layers, or heads and rows) */
     int first, n_local;                 /* this process's: first .. first + n_local - 1 */
     const struct backend_ops *ops;      /* the backend whose group sums the ranks */
@@ -64,6 +65,7 @@ struct split_plan {
     int mode, world;
     int device[SPLIT_MAX];
     float share[SPLIT_MAX];
+    int32_t cpu_layers; /* by layers: the first ones, which rank 0 runs on the CPU (-ngl) */
 };
 
 /* The split params ask for: its GPUs (main_gpu rank 0's) and their shares; world 0 where the

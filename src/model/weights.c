@@ -411,12 +411,16 @@ static int add_once(const struct weight **mats, int n, const struct weight *w) {
 }
 
 void model_pack_weights(struct ox_model *m) {
+    model_pack_layers(m, 0, m->cfg.n_layer);
+}
+
+void model_pack_layers(struct ox_model *m, int32_t begin, int32_t end) {
     enum { PER_LAYER = 19 };
     const struct weight **mats = calloc((size_t)m->cfg.n_layer * PER_LAYER + 2, sizeof *mats);
     if (!mats)
         return; /* matmul reads the file's layout */
     int n = 0;
-    for (int il = 0; il < m->cfg.n_layer; il++) {
+    for (int il = begin; il < end; il++) {
         const struct layer_weights *l = &m->layers[il];
         const struct weight *layer[PER_LAYER] = {
             l->wqkv,     l->wq,           l->wk,     l->wv,     l->wo,     l->ffn_gate, l->ffn_up,

@@ -518,6 +518,34 @@ static void test_gpus(const char *name, int mode, double tol) {
     ox_model_free(split);
 }
 
+/* By layers with n_gpu_layers below the model's: rank 0 runs the first layers on the CPU, then
+ * its share of the rest on its GPU, rank 1 the others; the same kernels in the same order as
+ * the model on one GPU with those layers left to the CPU (KL 0). By rows it is refused, and so
+ * are fewer GPU layers than GPUs, each saying why. */
+static void test_gpus_partial(const char *name, int ngl) {
+    const struct backend_ops *gpu = backend_device();
+    if (!gpu->available() || gpu->devices() < 2)
+        return;
+    struct ox_model_params one = ox_model_params_default(), two = one;
+    one.split_mode = OX_SPLIT_NONE, one.n_gpu_layers = ngl;
+    two.split_mode = OX_SPLIT_LAYER, two.n_gpu_layers = ngl;
+    two.tensor_split[0] = two.tensor_split[1] = 1.0f;
+    struct ox_model *whole = load(name, &one), *split = load(name, &two), *bad = NULL;
+    if (whole && split) {
+        CHECK_STR(ox_model_backend(split), "CUDA x 2");
+        compare(name, whole, split, 1e-12);
+    }
+    ox_model_free(whole), ox_model_free(split);
+    char path[512];
+    model_path(name, path, sizeof path);
+    two.split_mode = OX_SPLIT_ROW;
+    CHECK(ox_model_load(path, &two, &bad) == OX_ERR_UNSUPPORTED && !bad &&
+          strstr(ox_last_error(), "split_mode layer can"));
+    two.split_mode = OX_SPLIT_LAYER, two.n_gpu_layers = 1;
+    CHECK(ox_model_load(path, &two, &bad) == OX_ERR_INVALID_ARG && !bad &&
+          strstr(ox_last_error(), "fewer than the 2 GPUs"));
+}
+
 /* Model params for rank `rank` of 2 processes at addr, on GPU `rank`. */
 static struct ox_model_params process_params(const char *addr, int rank, int mode) {
     struct ox_model_params p = ox_model_params_default();
@@ -541,20 +569,68 @@ static int follow_main(char **argv) {
     return st == OX_OK && test_failures == 0 ? 0 : 1;
 }
 
+/* Rank 1 of `name` split by mode across two processes: this executable again with `role`
+ * (--follow or --follow-die), meeting rank 0 at a free port of 127.0.0.1 (into addr). */
+static pid_t start_rank1(const char *role, char addr[32], const char *name, int mode) {
+    char mode_arg[8];
+    snprintf(addr, 32, "127.0.0.1:%d", test_free_port());
+    snprintf(mode_arg, sizeof mode_arg, "%d", mode);
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/proc/self/exe", "test_split_modes", role, addr, name, mode_arg, (char *)NULL);
+        _exit(127);
+    }
+    return child;
+}
+
+/* `--follow-die ADDR NAME MODE`: rank 1 on GPU 1 that follows one call (rank 0's context) and
+ * then dies as a crashed process would, mid-decode: no frees, no goodbyes. */
+static int follow_die_main(char **argv) {
+    struct ox_model_params p = process_params(argv[2], 1, atoi(argv[4]));
+    struct ox_model *m = load(argv[3], &p);
+    if (m)
+        split_follow_calls(m, 1);
+    _exit(0);
+}
+
+/* A rank's process gone in a decode on the GPUs: rank 0's sums (one-shot kernels waiting for
+ * the peer's flags, or NCCL's) end within moments when the watcher ends the group, the decode
+ * fails naming rank 1, and so does the next. */
+static void test_gpu_lost_rank(const char *name, int mode) {
+    const struct backend_ops *gpu = backend_device();
+    if (!gpu->available() || gpu->devices() < 2)
+        return;
+    char addr[32];
+    pid_t child = start_rank1("--follow-die", addr, name, mode);
+    struct ox_model_params p = process_params(addr, 0, mode);
+    struct ox_model *m = load(name, &p);
+    struct ox_context *c = m ? context(m, false) : NULL;
+    CHECK_MSG(c != NULL, "%s: %s", name, ox_last_error());
+    ox_token tok[4] = {1, 2, 3, 4};
+    struct ox_batch b = {.n_tokens = 4, .token = tok};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    enum ox_status st = c ? ox_decode(c, &b) : OX_ERR_IO;
+    CHECK_MSG(st != OX_OK && strstr(ox_last_error(), "rank 1"), "%s by %s: %s: %s", name,
+              mode_name(mode), ox_status_name(st), ox_last_error());
+    printf("%s by %s on GPUs, a lost rank: %s\n", name, mode_name(mode), ox_last_error());
+    CHECK(c && ox_decode(c, &b) != OX_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) < 20.0);
+    ox_context_free(c);
+    ox_model_free(m);
+    int status = -1;
+    waitpid(child, &status, 0);
+}
+
 /* The model on GPU 0 against it split by mode across two processes (rank 1 on GPU 1, this
  * executable again), where there are two GPUs. */
 static void test_gpu_processes(const char *name, int mode, double tol) {
     const struct backend_ops *gpu = backend_device();
     if (!gpu->available() || gpu->devices() < 2)
         return;
-    char addr[32], mode_arg[8];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", test_free_port());
-    snprintf(mode_arg, sizeof mode_arg, "%d", mode);
-    pid_t child = fork();
-    if (child == 0) {
-        execl("/proc/self/exe", "test_split_modes", "--follow", addr, name, mode_arg, (char *)NULL);
-        _exit(127);
-    }
+    char addr[32];
+    pid_t child = start_rank1("--follow", addr, name, mode);
     struct ox_model_params one = ox_model_params_default(), p = process_params(addr, 0, mode);
     one.split_mode = OX_SPLIT_NONE;
     struct ox_model *whole = load(name, &one), *split = load(name, &p);
@@ -603,8 +679,12 @@ static void test_all_gpus(void) {
                                          "arch/qwen35moe-f16", "arch/granitehybrid-f16"};
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
         test_gpus(layers[i], OX_SPLIT_LAYER, 1e-5);
+    test_gpus_partial("kjv-15m-q4_k_m", 4); /* 2 of its 6 layers on the CPU */
+    test_gpus_partial("kjv-15m-q4_k_m", 2); /* 4: rank 0 has one GPU layer */
     test_gpu_processes("llama-q8_0", OX_SPLIT_ROW, 2e-3);
     test_gpu_processes("llama-f16", OX_SPLIT_LAYER, 1e-5);
+    test_gpu_lost_rank("llama-q8_0", OX_SPLIT_ROW);
+    test_gpu_lost_rank("llama-f16", OX_SPLIT_LAYER);
     test_gpu_lora("llama-f16", "llama-lora-f32.gguf", OX_SPLIT_ROW, 1e-4);
     test_gpu_lora("llama-f16", "llama-lora-f32.gguf", OX_SPLIT_LAYER, 1e-5);
     test_gpu_lora("phi3-f16", "phi3-lora-f32.gguf", OX_SPLIT_ROW, 1e-4);
@@ -616,6 +696,8 @@ int main(int argc, char **argv) {
 #ifdef OX_HAVE_CUDA
     if (argc == 5 && !strcmp(argv[1], "--follow"))
         return follow_main(argv);
+    if (argc == 5 && !strcmp(argv[1], "--follow-die"))
+        return follow_die_main(argv);
     if (argc == 2 && !strcmp(argv[1], "--gpus")) { /* the GPU checks alone (a GPU machine) */
         test_all_gpus();
         return test_finish("test_split_modes");

@@ -101,7 +101,7 @@ static bool meet(struct backend_group *g) {
 }
 
 enum ox_status cpu_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
-                              size_t n) {
+                              size_t n, float *to) {
     (void)b;
     float *sum = g->sums + (size_t)rank * GROUP_CHUNK;
     for (size_t at = 0; at < n; at += GROUP_CHUNK) {
@@ -115,7 +115,11 @@ enum ox_status cpu_all_reduce(struct backend *b, struct backend_group *g, int ra
                 sum[i] += g->rows[r][i];
         if (!meet(g)) /* every rank has read every rank's rows */
             return ox_fail(OX_ERR_IO, "cpu: the ranks' sums were ended: a rank is gone");
-        memcpy(x + at, sum, len * sizeof *sum);
+        if (to)
+            for (size_t i = 0; i < len; i++)
+                to[at + i] += sum[i];
+        else
+            memcpy(x + at, sum, len * sizeof *sum);
     }
     return OX_OK;
 }

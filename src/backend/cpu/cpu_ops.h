@@ -53,7 +53,7 @@ void cpu_axpy(struct backend *b, float *y, const float *x, float w, size_t n);
 void cpu_zero(struct backend *b, float *y, size_t n);
 /* cpu_group.c: the ranks of a split model on threads of this process, summing their rows */
 enum ox_status cpu_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
-                              size_t n);
+                              size_t n, float *to);
 void cpu_group_abort(struct backend_group *g);
 enum ox_status cpu_send(struct backend *b, struct backend_group *g, int rank, int to,
                         const float *x, size_t n);

@@ -7,10 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_group.cuh"
 #include "backend/cuda/cuda_ops.cuh"
-#ifdef OX_HAVE_NCCL
-#include <nccl.h>
-#endif
 
 enum { CUDA_GROUP_MAX = 16 };
 
@@ -20,6 +18,8 @@ struct backend_group {
     int device[CUDA_GROUP_MAX]; /* by local rank, as comm */
 #ifdef OX_HAVE_NCCL
     ncclComm_t comm[CUDA_GROUP_MAX];
+    struct group_sum *sum[CUDA_GROUP_MAX]; /* one-shot sums, where all ranks took them */
+    volatile int *stop;                    /* mapped: the one-shot kernels see the group end */
 #endif
 };
 
@@ -32,6 +32,33 @@ extern "C" int cuda_devices(void) {
 }
 
 #ifdef OX_HAVE_NCCL
+/* The one-shot sums (cuda_group_sum.cu) where every rank of every process can take them: the
+ * ranks agree by a sum of their yes (1) or no (0), in buf, before registering collectively. */
+static ncclResult_t take_one_shot(struct backend_group *g, float **buf) {
+    float yes[CUDA_GROUP_MAX];
+    ncclResult_t e = ncclGroupStart();
+    for (int i = 0; i < g->n_local && e == ncclSuccess; i++) {
+        g->sum[i] = g->stop ? group_sum_alloc(g->comm[i], g->device[i], g->stop) : NULL;
+        yes[i] = g->sum[i] ? 1.0f : 0.0f;
+        cudaSetDevice(g->device[i]);
+        if (cudaMemcpy(buf[i], &yes[i], sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
+            e = ncclUnhandledCudaError;
+        else
+            e = ncclAllReduce(buf[i], buf[i], 1, ncclFloat, ncclSum, g->comm[i], 0);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    e = e == ncclSuccess ? end : e;
+    for (int i = 0; i < g->n_local && e == ncclSuccess; i++) {
+        cudaSetDevice(g->device[i]);
+        if (cudaMemcpy(&yes[i], buf[i], sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+            e = ncclUnhandledCudaError;
+    }
+    if (e == ncclSuccess && yes[0] == (float)g->world && group_sums_register(g->sum, g->n_local))
+        return ncclSuccess;
+    group_sums_free(g->sum, g->n_local, false);
+    return e;
+}
+
 /* NCCL connects its ranks lazily, at a communicator's first sum or hand-over of a kind
  * (NCCL_RUNTIME_CONNECT), and connecting cannot happen inside a CUDA graph's recording (a split
  * model's decode step): one sum of each size class a step uses (a token's row, a batch's, a
@@ -68,6 +95,8 @@ static ncclResult_t warm_up(struct backend_group *g) {
         end = ncclGroupEnd();
         e = e == ncclSuccess ? end : e;
     }
+    if (e == ncclSuccess)
+        e = take_one_shot(g, buf);
     for (int i = 0; i < g->n_local; i++) {
         if (!buf[i])
             continue;
@@ -79,6 +108,29 @@ static ncclResult_t warm_up(struct backend_group *g) {
     cudaGetLastError();
     cudaSetDevice(current);
     return e;
+}
+
+/* The group's memory and its end flag (mapped host memory the one-shot kernels poll; without
+ * it the sums are NCCL's). */
+static struct backend_group *group_alloc(void) {
+    struct backend_group *g = (struct backend_group *)calloc(1, sizeof *g);
+    void *stop = NULL;
+    if (g && cudaHostAlloc(&stop, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable) ==
+                 cudaSuccess) {
+        *(int *)stop = 0;
+        g->stop = (volatile int *)stop;
+    }
+    cudaGetLastError();
+    return g;
+}
+
+static void group_release(struct backend_group *g) {
+    if (!g)
+        return;
+    group_sums_free(g->sum, g->n_local, g->aborted);
+    if (g->stop)
+        cudaFreeHost((void *)g->stop);
+    free(g);
 }
 #endif
 
@@ -96,18 +148,20 @@ extern "C" struct backend_group *backend_cuda_group_create(int world, const int 
                         devices[r], gpus);
                 return NULL;
             }
-    struct backend_group *g = (struct backend_group *)calloc(1, sizeof *g);
+    struct backend_group *g = group_alloc();
     for (int r = 0; g && r < world; r++)
         g->device[r] = devices ? devices[r] : r;
     ncclResult_t e = g ? ncclCommInitAll(g->comm, world, g->device) : ncclSystemError;
     if (e == ncclSuccess) {
         g->world = world, g->n_local = world;
-        if ((e = warm_up(g)) != ncclSuccess)
+        if ((e = warm_up(g)) != ncclSuccess) {
+            group_sums_free(g->sum, g->n_local, false);
             for (int r = 0; r < world; r++)
                 ncclCommDestroy(g->comm[r]);
+        }
     }
     if (e != ncclSuccess) {
-        free(g);
+        group_release(g);
         ox_fail(OX_ERR_DEVICE, "cuda: NCCL's communicators for %d GPUs: %s", world,
                 ncclGetErrorString(e));
         return NULL;
@@ -145,8 +199,8 @@ extern "C" struct backend_group *backend_cuda_group_join(int world, int rank, in
                 gpus);
         return NULL;
     }
-    struct backend_group *g = (struct backend_group *)calloc(1, sizeof *g);
     cudaError_t ce = cudaSetDevice(device);
+    struct backend_group *g = group_alloc();
     ncclUniqueId uid;
     memcpy(&uid, id, sizeof uid);
     ncclResult_t e = !g                  ? ncclSystemError
@@ -154,11 +208,13 @@ extern "C" struct backend_group *backend_cuda_group_join(int world, int rank, in
                                          : ncclCommInitRank(&g->comm[0], world, uid, rank);
     if (e == ncclSuccess) {
         g->world = world, g->first = rank, g->n_local = 1, g->device[0] = device;
-        if ((e = warm_up(g)) != ncclSuccess)
+        if ((e = warm_up(g)) != ncclSuccess) {
+            group_sums_free(g->sum, g->n_local, false);
             ncclCommDestroy(g->comm[0]);
+        }
     }
     if (e != ncclSuccess) {
-        free(g);
+        group_release(g);
         ox_fail(OX_ERR_DEVICE, "cuda: NCCL's communicator for rank %d of %d on GPU %d: %s", rank,
                 world, device, ncclGetErrorString(e));
         return NULL;
@@ -183,10 +239,13 @@ extern "C" void backend_cuda_group_free(struct backend_group *g) {
     if (!g)
         return;
 #ifdef OX_HAVE_NCCL
+    group_sums_free(g->sum, g->n_local, g->aborted);    /* their windows first, then the comms */
     for (int i = 0; i < g->n_local && !g->aborted; i++) /* an abort freed them */
         ncclCommDestroy(g->comm[i]);
-#endif
+    group_release(g);
+#else
     free(g);
+#endif
 }
 
 /* ncclCommAbort ends a communicator whose peer is gone, from any thread: the kernels waiting in
@@ -195,25 +254,35 @@ extern "C" void backend_cuda_group_abort(struct backend_group *g) {
     if (__atomic_exchange_n(&g->aborted, true, __ATOMIC_ACQ_REL))
         return;
 #ifdef OX_HAVE_NCCL
+    if (g->stop) /* the one-shot kernels waiting for a peer give up */
+        *g->stop = 1;
     for (int i = 0; i < g->n_local; i++)
         ncclCommAbort(g->comm[i]);
 #endif
 }
 
+/* The one-shot kernels where they take n (cuda_group_sum.cu), else NCCL's all-reduce (and the
+ * backend's add, for `to`). Either may write rows a matmul's q8_1 copy was made of. */
 enum ox_status cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
-                               size_t n) {
+                               size_t n, float *to) {
     char msg[160];
 #ifdef OX_HAVE_NCCL
-    ncclResult_t e = __atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE)
-                         ? ncclRemoteError
-                         : ncclAllReduce(x, x, n, ncclFloat, ncclSum, g->comm[rank - g->first],
-                                         cuda_of(b)->stream);
+    cuda_forget_xq(cuda_of(b));
+    bool ended = __atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE);
+    cudaStream_t stream = cuda_of(b)->stream;
+    if (!ended && group_sum(g->sum[rank - g->first], x, to, n, stream))
+        return OX_OK;
+    ncclResult_t e =
+        ended ? ncclRemoteError
+              : ncclAllReduce(x, x, n, ncclFloat, ncclSum, g->comm[rank - g->first], stream);
+    if (e == ncclSuccess && to)
+        b->ops->add(b, to, x, n);
     if (e == ncclSuccess)
         return OX_OK;
     snprintf(msg, sizeof msg, "cuda: NCCL all-reduce of rank %d: %s", rank,
              g->aborted ? "the group was ended (a rank is gone)" : ncclGetErrorString(e));
 #else
-    (void)g, (void)rank, (void)x, (void)n;
+    (void)g, (void)rank, (void)x, (void)n, (void)to;
     snprintf(msg, sizeof msg, "cuda: this build has no NCCL");
 #endif
     cuda_note_again(b, msg);

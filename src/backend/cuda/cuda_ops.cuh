@@ -20,7 +20,7 @@ bool cuda_gemm_add(struct backend *b, const struct mat *w, const float *x, float
 void cuda_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 /* cuda_group.cu: a split model's partial rows summed over its ranks' GPUs */
 enum ox_status cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,
-                               size_t n);
+                               size_t n, float *to);
 enum ox_status cuda_send(struct backend *b, struct backend_group *g, int rank, int to,
                          const float *x, size_t n);
 enum ox_status cuda_recv(struct backend *b, struct backend_group *g, int rank, int from, float *x,
