@@ -100,7 +100,7 @@ for m in $MODELS; do
     for r in $(seq "${ROUNDS:-2}"); do # alternating, so neither engine has the machine's better minutes
       $O bench -m "$f" -ngl 99 -sm "$sm" -p 512 -n 128 -r "$R" -o json \
         >"$LOG/ox-$preset-$type-$sm-$r.json" 2>>"$LOG/bench.log" || echo "oxidize $m $sm: failed"
-      [ -n "${LLAMACPP:-}" ] && { "$LLAMACPP/llama-bench" -m "$f" -ngl 99 -fa 1 \
+      [ -n "${LLAMACPP:-}" ] && { timeout 600 "$LLAMACPP/llama-bench" -m "$f" -ngl 99 -fa 1 \
         -sm "$(ll_mode "$sm")" -p 512 -n 128 -r "$R" -o json >"$LOG/ll-$preset-$type-$sm-$r.json" 2>>"$LOG/llama.log" ||
         echo "llama-bench $m $sm: failed"; }
     done
@@ -113,7 +113,7 @@ for m in $MODELS; do
     [ "${BATCHES:-}" = none ] && continue
     $O bench -m "$f" -ngl 99 -sm "$sm" -p 0 -n 128 --batch "${BATCHES:-1,8,32,128}" -r 1 -o json \
       >"$LOG/oxb-$preset-$type-$sm.json" 2>>"$LOG/bench.log" || echo "oxidize $m $sm batched: failed"
-    [ -n "${LLAMACPP:-}" ] && "$LLAMACPP/llama-batched-bench" -m "$f" -ngl 99 -fa 1 \
+    [ -n "${LLAMACPP:-}" ] && timeout 600 "$LLAMACPP/llama-batched-bench" -m "$f" -ngl 99 -fa 1 \
       -sm "$(ll_mode "$sm")" -c "${CTX:-65536}" -npp 128 -ntg 128 -npl "${BATCHES:-1,8,32,128}" \
       >"$LOG/llb-$preset-$type-$sm.txt" 2>>"$LOG/llama.log" || true
   done

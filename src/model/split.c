@@ -254,10 +254,10 @@ static enum ox_status plan_devices(const struct ox_model_params *p, int gpus,
 }
 
 /* OX_SPLIT_AUTO (the default) on several GPUs, by measurement (two H100s, bench/RESULTS.md
- * 2026-11-26): by rows wherever a dense model splits so in the shares asked for (its prompts
- * 1.2-1.6x one GPU's, its decode 1.03-1.40x at one sequence, about as fast at 8 to 128), else by
- * layers (as fast as one GPU within 2%, and a model larger than one fits; one that cannot split
- * so runs on GPU 0): experts and latent attention, which split by rows too, have not been
+ * sessions 13 and 19): by rows wherever a dense model splits so in the shares asked for (its
+ * prompts 1.2-1.6x one GPU's, its decode 1.10-1.59x at one sequence, 0.96-1.52x at 8 to 128),
+ * else by layers (as fast as one GPU within 5%, and a model larger than one fits; one that cannot
+ * split so runs on GPU 0): experts and latent attention, which split by rows too, have not been
  * measured so. One GPU, no GPU, or layers left to the CPU: none. */
 int split_auto_mode(const struct ox_model *m, const struct ox_model_params *p, int gpus) {
     if (p->split_mode != OX_SPLIT_AUTO)
