@@ -7,6 +7,7 @@
  * against the model on one GPU). A rank lost mid-call fails the call rather than hanging it;
  * the parameters that ask for a split that cannot be made are refused, saying why. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -570,52 +571,67 @@ static int follow_main(char **argv) {
 }
 
 /* Rank 1 of `name` split by mode across two processes: this executable again with `role`
- * (--follow or --follow-die), meeting rank 0 at a free port of 127.0.0.1 (into addr). */
-static pid_t start_rank1(const char *role, char addr[32], const char *name, int mode) {
-    char mode_arg[8];
+ * (--follow, or --follow-die and the calls it follows), meeting rank 0 at a free port of
+ * 127.0.0.1 (into addr). */
+static pid_t start_rank1(const char *role, char addr[32], const char *name, int mode, int calls) {
+    char mode_arg[16], calls_arg[16];
     snprintf(addr, 32, "127.0.0.1:%d", test_free_port());
     snprintf(mode_arg, sizeof mode_arg, "%d", mode);
+    snprintf(calls_arg, sizeof calls_arg, "%d", calls);
     pid_t child = fork();
     if (child == 0) {
-        execl("/proc/self/exe", "test_split_modes", role, addr, name, mode_arg, (char *)NULL);
+        execl("/proc/self/exe", "test_split_modes", role, addr, name, mode_arg, calls_arg,
+              (char *)NULL);
         _exit(127);
     }
+    CHECK_MSG(child > 0, "fork: %s", strerror(errno));
     return child;
 }
 
-/* `--follow-die ADDR NAME MODE`: rank 1 on GPU 1 that follows one call (rank 0's context) and
- * then dies as a crashed process would, mid-decode: no frees, no goodbyes. */
+/* `--follow-die ADDR NAME MODE CALLS`: rank 1 on GPU 1 that follows CALLS calls of rank 0 and
+ * then dies as a crashed process would, in the next (a decode): no frees, no goodbyes. */
 static int follow_die_main(char **argv) {
     struct ox_model_params p = process_params(argv[2], 1, atoi(argv[4]));
     struct ox_model *m = load(argv[3], &p);
     if (m)
-        split_follow_calls(m, 1);
+        split_follow_calls(m, atoi(argv[5]));
     _exit(0);
 }
 
 /* A rank's process gone in a decode on the GPUs: rank 0's sums (one-shot kernels waiting for
- * the peer's flags, or NCCL's) end within moments when the watcher ends the group, the decode
- * fails naming rank 1, and so does the next. */
-static void test_gpu_lost_rank(const char *name, int mode) {
+ * the peer's words, or NCCL's) end within moments when the watcher ends the group, the decode
+ * fails naming rank 1, and so does the next. With steps, rank 1 goes after the prompt and that
+ * many one-token steps, in a step that replays the recorded graph. An alarm fails the test
+ * where a wait never ends. */
+static void test_gpu_lost_rank(const char *name, int mode, int steps) {
     const struct backend_ops *gpu = backend_device();
     if (!gpu->available() || gpu->devices() < 2)
         return;
     char addr[32];
-    pid_t child = start_rank1("--follow-die", addr, name, mode);
+    pid_t child = start_rank1("--follow-die", addr, name, mode, steps ? 2 + steps : 1);
+    if (child < 0)
+        return;
     struct ox_model_params p = process_params(addr, 0, mode);
     struct ox_model *m = load(name, &p);
     struct ox_context *c = m ? context(m, false) : NULL;
     CHECK_MSG(c != NULL, "%s: %s", name, ox_last_error());
     ox_token tok[4] = {1, 2, 3, 4};
     struct ox_batch b = {.n_tokens = 4, .token = tok};
+    alarm(120);                                      /* a hang kills the test: SIGALRM */
+    for (int i = 0; c && steps && i <= steps; i++) { /* the prompt, then one token at a time */
+        CHECK_MSG(ox_decode(c, &b) == OX_OK, "%s: %s", name, ox_last_error());
+        b = (struct ox_batch){.n_tokens = 1, .token = tok + i % 4};
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     enum ox_status st = c ? ox_decode(c, &b) : OX_ERR_IO;
     CHECK_MSG(st != OX_OK && strstr(ox_last_error(), "rank 1"), "%s by %s: %s: %s", name,
               mode_name(mode), ox_status_name(st), ox_last_error());
-    printf("%s by %s on GPUs, a lost rank: %s\n", name, mode_name(mode), ox_last_error());
+    printf("%s by %s on GPUs, a lost rank%s: %s\n", name, mode_name(mode),
+           steps ? " in a recorded step" : "", ox_last_error());
     CHECK(c && ox_decode(c, &b) != OX_OK);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    alarm(0);
     CHECK((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) < 20.0);
     ox_context_free(c);
     ox_model_free(m);
@@ -630,7 +646,9 @@ static void test_gpu_processes(const char *name, int mode, double tol) {
     if (!gpu->available() || gpu->devices() < 2)
         return;
     char addr[32];
-    pid_t child = start_rank1("--follow", addr, name, mode);
+    pid_t child = start_rank1("--follow", addr, name, mode, -1);
+    if (child < 0)
+        return;
     struct ox_model_params one = ox_model_params_default(), p = process_params(addr, 0, mode);
     one.split_mode = OX_SPLIT_NONE;
     struct ox_model *whole = load(name, &one), *split = load(name, &p);
@@ -683,8 +701,9 @@ static void test_all_gpus(void) {
     test_gpus_partial("kjv-15m-q4_k_m", 2); /* 4: rank 0 has one GPU layer */
     test_gpu_processes("llama-q8_0", OX_SPLIT_ROW, 2e-3);
     test_gpu_processes("llama-f16", OX_SPLIT_LAYER, 1e-5);
-    test_gpu_lost_rank("llama-q8_0", OX_SPLIT_ROW);
-    test_gpu_lost_rank("llama-f16", OX_SPLIT_LAYER);
+    test_gpu_lost_rank("llama-q8_0", OX_SPLIT_ROW, 0);
+    test_gpu_lost_rank("llama-q8_0", OX_SPLIT_ROW, 3);
+    test_gpu_lost_rank("llama-f16", OX_SPLIT_LAYER, 0);
     test_gpu_lora("llama-f16", "llama-lora-f32.gguf", OX_SPLIT_ROW, 1e-4);
     test_gpu_lora("llama-f16", "llama-lora-f32.gguf", OX_SPLIT_LAYER, 1e-5);
     test_gpu_lora("phi3-f16", "phi3-lora-f32.gguf", OX_SPLIT_ROW, 1e-4);
@@ -694,9 +713,9 @@ static void test_all_gpus(void) {
 
 int main(int argc, char **argv) {
 #ifdef OX_HAVE_CUDA
-    if (argc == 5 && !strcmp(argv[1], "--follow"))
+    if (argc == 6 && !strcmp(argv[1], "--follow"))
         return follow_main(argv);
-    if (argc == 5 && !strcmp(argv[1], "--follow-die"))
+    if (argc == 6 && !strcmp(argv[1], "--follow-die"))
         return follow_die_main(argv);
     if (argc == 2 && !strcmp(argv[1], "--gpus")) { /* the GPU checks alone (a GPU machine) */
         test_all_gpus();

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_group.cuh"
 #include "backend/cuda/cuda_ops.cuh"
@@ -20,6 +21,8 @@ struct backend_group {
     ncclComm_t comm[CUDA_GROUP_MAX];
     struct group_sum *sum[CUDA_GROUP_MAX]; /* one-shot sums, where all ranks took them */
     volatile int *stop;                    /* mapped: the one-shot kernels see the group end */
+    cudaStream_t stream[CUDA_GROUP_MAX];   /* each local rank's, as its last sum or hand-over
+                                              named it: an abort lets it drain first */
 #endif
 };
 
@@ -32,30 +35,50 @@ extern "C" int cuda_devices(void) {
 }
 
 #ifdef OX_HAVE_NCCL
-/* The one-shot sums (cuda_group_sum.cu) where every rank of every process can take them: the
- * ranks agree by a sum of their yes (1) or no (0), in buf, before registering collectively. */
-static ncclResult_t take_one_shot(struct backend_group *g, float **buf) {
-    float yes[CUDA_GROUP_MAX];
+/* How many ranks of the group say yes to each of n questions (yes[i][q] for local rank i),
+ * through a sum in buf: every rank of every process gets the same counts. */
+static ncclResult_t count_yes(struct backend_group *g, float **buf, float (*yes)[2], int n) {
     ncclResult_t e = ncclGroupStart();
     for (int i = 0; i < g->n_local && e == ncclSuccess; i++) {
-        g->sum[i] = g->stop ? group_sum_alloc(g->comm[i], g->device[i], g->stop) : NULL;
-        yes[i] = g->sum[i] ? 1.0f : 0.0f;
         cudaSetDevice(g->device[i]);
-        if (cudaMemcpy(buf[i], &yes[i], sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
+        if (cudaMemcpy(buf[i], yes[i], n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
             e = ncclUnhandledCudaError;
         else
-            e = ncclAllReduce(buf[i], buf[i], 1, ncclFloat, ncclSum, g->comm[i], 0);
+            e = ncclAllReduce(buf[i], buf[i], n, ncclFloat, ncclSum, g->comm[i], 0);
     }
     ncclResult_t end = ncclGroupEnd();
     e = e == ncclSuccess ? end : e;
     for (int i = 0; i < g->n_local && e == ncclSuccess; i++) {
         cudaSetDevice(g->device[i]);
-        if (cudaMemcpy(&yes[i], buf[i], sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+        if (cudaMemcpy(yes[i], buf[i], n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
             e = ncclUnhandledCudaError;
     }
-    if (e == ncclSuccess && yes[0] == (float)g->world && group_sums_register(g->sum, g->n_local))
-        return ncclSuccess;
-    group_sums_free(g->sum, g->n_local, false);
+    return e;
+}
+
+/* The one-shot sums (cuda_group_sum.cu) where every rank of every process can take them: the
+ * ranks agree that each has its memory (and whether all ask for the LL form), register their
+ * windows collectively, then agree that every window was made; any no, and all go to NCCL. */
+static ncclResult_t take_one_shot(struct backend_group *g, float **buf) {
+    float yes[CUDA_GROUP_MAX][2];
+    for (int i = 0; i < g->n_local; i++) {
+        g->sum[i] = g->stop ? group_sum_alloc(g->comm[i], g->device[i], g->stop) : NULL;
+        yes[i][0] = g->sum[i] ? 1.0f : 0.0f;
+        yes[i][1] = group_sum_wants_ll() ? 1.0f : 0.0f;
+    }
+    ncclResult_t e = count_yes(g, buf, yes, 2);
+    bool all = e == ncclSuccess && yes[0][0] == (float)g->world, ll = yes[0][1] == (float)g->world;
+    if (all) { /* every process registers, or none */
+        yes[0][0] = group_sums_register(g->sum, g->n_local) ? 1.0f : 0.0f;
+        for (int i = 1; i < g->n_local; i++)
+            yes[i][0] = yes[0][0];
+        e = count_yes(g, buf, yes, 1);
+        all = e == ncclSuccess && yes[0][0] == (float)g->world;
+    }
+    if (all)
+        group_sums_set_ll(g->sum, g->n_local, ll);
+    else
+        group_sums_free(g->sum, g->n_local, false);
     return e;
 }
 
@@ -248,6 +271,26 @@ extern "C" void backend_cuda_group_free(struct backend_group *g) {
 #endif
 }
 
+#ifdef OX_HAVE_NCCL
+/* Waits (2 s at most) for local rank i's stream to empty once the end flag is up: the one-shot
+ * kernels queued on it see the flag and return, and ncclCommAbort, which unmaps the peers'
+ * windows, must not pull them from under a kernel still reading them. A stream held by an NCCL
+ * kernel (a prompt's sum, a pipeline's hand-over) only empties with the abort: the wait ends. */
+static void drain(struct backend_group *g, int i) {
+    cudaStream_t s = __atomic_load_n(&g->stream[i], __ATOMIC_ACQUIRE);
+    if (!s || !g->sum[i] || cudaSetDevice(g->device[i]) != cudaSuccess)
+        return;
+    struct timespec pause = {0, 1000000}; /* 1 ms */
+    for (int t = 0; t < 2000 && cudaStreamQuery(s) == cudaErrorNotReady; t++)
+        nanosleep(&pause, NULL);
+    cudaGetLastError();
+}
+
+static void note_stream(struct backend_group *g, int rank, cudaStream_t s) {
+    __atomic_store_n(&g->stream[rank - g->first], s, __ATOMIC_RELEASE);
+}
+#endif
+
 /* ncclCommAbort ends a communicator whose peer is gone, from any thread: the kernels waiting in
  * it return, and it is freed. Later sums fail at once. */
 extern "C" void backend_cuda_group_abort(struct backend_group *g) {
@@ -256,6 +299,8 @@ extern "C" void backend_cuda_group_abort(struct backend_group *g) {
 #ifdef OX_HAVE_NCCL
     if (g->stop) /* the one-shot kernels waiting for a peer give up */
         *g->stop = 1;
+    for (int i = 0; i < g->n_local; i++)
+        drain(g, i);
     for (int i = 0; i < g->n_local; i++)
         ncclCommAbort(g->comm[i]);
 #endif
@@ -270,6 +315,7 @@ enum ox_status cuda_all_reduce(struct backend *b, struct backend_group *g, int r
     cuda_forget_xq(cuda_of(b));
     bool ended = __atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE);
     cudaStream_t stream = cuda_of(b)->stream;
+    note_stream(g, rank, stream);
     if (!ended && group_sum(g->sum[rank - g->first], x, to, n, stream))
         return OX_OK;
     ncclResult_t e =
@@ -296,6 +342,7 @@ static enum ox_status p2p(struct backend *b, struct backend_group *g, int rank, 
 #ifdef OX_HAVE_NCCL
     ncclComm_t c = g->comm[rank - g->first];
     cudaStream_t st = cuda_of(b)->stream;
+    note_stream(g, rank, st);
     ncclResult_t e = __atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE) ? ncclRemoteError
                      : send ? ncclSend(x, n, ncclFloat, peer, c, st)
                             : ncclRecv(x, n, ncclFloat, peer, c, st);

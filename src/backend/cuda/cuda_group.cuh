@@ -7,11 +7,15 @@
 
 struct group_sum; /* one rank's window and counts */
 
-/* NULL where this rank cannot take them (no NVLink reach to every rank, an NCCL before 2.28,
+/* NULL where this rank cannot take them (a rank on another node, an NCCL before 2.28,
  * OX_SPLIT_ONE_SHOT=0, no memory); stop is the group's end flag, mapped host memory. */
 struct group_sum *group_sum_alloc(ncclComm_t comm, int device, const volatile int *stop);
-/* Collective over the group, once every rank has its group_sum: false frees them all. */
+/* Collective over the group, once every rank has its group_sum: false where this process's
+ * windows were not all made symmetric (they are freed; the group must agree on it). */
 bool group_sums_register(struct group_sum **sums, int n_local);
+/* Whether this process asks for the LL form (OX_SPLIT_LL); the group agrees, then sets it. */
+bool group_sum_wants_ll(void);
+void group_sums_set_ll(struct group_sum **sums, int n_local, bool ll);
 /* comm_gone: the communicators were aborted, and their windows with them. */
 void group_sums_free(struct group_sum **sums, int n_local, bool comm_gone);
 /* The rank's n floats x summed over the group on stream, queued, into x, or onto to (to += the

@@ -9,6 +9,7 @@
 #ifdef OX_HAVE_NCCL
 #include <nccl.h>
 #include <nccl_device.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +38,8 @@ struct group_sum {
     void *base;       /* the window's memory (ncclMemAlloc) */
     uint32_t *counts; /* by block: the sums it has taken part in, then the LL sums */
     const volatile int *stop;
-    int rank, world;
-    bool ll; /* a token's sums as LL words (OX_SPLIT_LL=0: as a batch's) */
+    int rank, world, device;
+    bool ll; /* a token's sums as LL words (OX_SPLIT_LL=0: as a batch's; every rank agrees) */
 };
 
 static __device__ uint32_t load_acquire(const uint32_t *p) {
@@ -212,7 +213,7 @@ static struct group_sum *sum_alloc(ncclComm_t comm, int device, const volatile i
     struct group_sum *s = (struct group_sum *)calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->comm = comm, s->stop = stop;
+    s->comm = comm, s->stop = stop, s->device = device;
     if (cudaSetDevice(device) != cudaSuccess || ncclCommUserRank(comm, &s->rank) != ncclSuccess ||
         ncclCommCount(comm, &s->world) != ncclSuccess ||
         ncclMemAlloc(&s->base, window_bytes(s->world)) != ncclSuccess ||
@@ -226,8 +227,9 @@ static struct group_sum *sum_alloc(ncclComm_t comm, int device, const volatile i
     return s;
 }
 
-/* A rank may take one-shot sums when every rank of its group is within NVLink's reach (NCCL's
- * LSA team is the whole group) and this NCCL has windows (2.28); OX_SPLIT_ONE_SHOT=0 says no. */
+/* A rank may take one-shot sums when every rank of its group is on its node (NCCL's LSA team
+ * is the whole group) and this NCCL has windows (2.28); OX_SPLIT_ONE_SHOT=0 says no. Whether
+ * NCCL can map the peers' windows (CUDA P2P between every pair, cuMem) only registering tells. */
 struct group_sum *group_sum_alloc(ncclComm_t comm, int device, const volatile int *stop) {
     int version = 0, world = 0;
     const char *env = getenv("OX_SPLIT_ONE_SHOT");
@@ -235,15 +237,39 @@ struct group_sum *group_sum_alloc(ncclComm_t comm, int device, const volatile in
         ncclCommCount(comm, &world) != ncclSuccess || world > SUM_PEERS ||
         ncclTeamLsa(comm).nRanks != world)
         return NULL;
-    struct group_sum *s = sum_alloc(comm, device, stop);
-    env = getenv("OX_SPLIT_LL");
-    if (s)
-        s->ll = !(env && env[0] == '0');
-    return s;
+    return sum_alloc(comm, device, stop);
+}
+
+bool group_sum_wants_ll(void) {
+    const char *env = getenv("OX_SPLIT_LL");
+    return !(env && env[0] == '0');
+}
+
+void group_sums_set_ll(struct group_sum **sums, int n_local, bool ll) {
+    for (int i = 0; i < n_local; i++)
+        sums[i]->ll = ll;
+}
+
+/* A window NCCL really made symmetric: without the peers mapped (no CUDA P2P between some pair,
+ * NCCL_CUMEM_ENABLE=0, NCCL_WIN_ENABLE=0) registering still succeeds, handing back NULL or a
+ * host handle of a local registration, which the kernels must never read as a window. A
+ * symmetric one lives in device memory and names this rank. */
+static bool window_made(const struct group_sum *s) {
+    struct cudaPointerAttributes at;
+    struct ncclWindow_vidmem w; /* its first fields, up to those read here */
+    size_t head = offsetof(struct ncclWindow_vidmem, worldRank) + sizeof w.worldRank;
+    if (!s->win || cudaPointerGetAttributes(&at, s->win) != cudaSuccess ||
+        at.type != cudaMemoryTypeDevice || cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpy(&w, s->win, head, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return w.lsaFlatBase && w.worldRank == s->rank && w.lsaRank >= 0 && w.lsaRank < s->world;
 }
 
 /* Registering a window is collective: every rank of the group, in every process, at once,
- * after all have agreed to (cuda_group.cu). On failure the windows are freed. */
+ * after all have agreed to (cuda_group.cu, which agrees again on the answer). False where this
+ * process's windows were not all made: they are freed. */
 bool group_sums_register(struct group_sum **sums, int n_local) {
     ncclResult_t e = ncclGroupStart();
     for (int i = 0; i < n_local && e == ncclSuccess; i++)
@@ -251,10 +277,12 @@ bool group_sums_register(struct group_sum **sums, int n_local) {
                                    &sums[i]->win, NCCL_WIN_COLL_SYMMETRIC);
     ncclResult_t end = ncclGroupEnd();
     cudaGetLastError();
-    if (e == ncclSuccess && end == ncclSuccess)
-        return true;
-    group_sums_free(sums, n_local, false);
-    return false;
+    bool made = e == ncclSuccess && end == ncclSuccess;
+    for (int i = 0; i < n_local && made; i++)
+        made = cudaSetDevice(sums[i]->device) == cudaSuccess && window_made(sums[i]);
+    if (!made)
+        group_sums_free(sums, n_local, false);
+    return made;
 }
 
 void group_sums_free(struct group_sum **sums, int n_local, bool comm_gone) {
