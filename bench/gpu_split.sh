@@ -9,8 +9,9 @@
 #   LLAMACPP=DIR bench/gpu_split.sh [--tests-only | --bench-only | --report DIR] [PRESET:TYPE ...]
 #
 # The tests (each under a time limit, so a hung collective ends the test rather than the lease)
-# are test_split_modes and test_shard on the GPUs (test_split_modes again with OX_SPLIT_LL=0 and
-# with OX_SPLIT_ONE_SHOT=0, for the sums' other paths), and one model served by two processes
+# are test_cuda_group (the sums themselves), test_split_modes and test_shard on the GPUs
+# (test_split_modes again with OX_SPLIT_LL=0 and with OX_SPLIT_ONE_SHOT=0, for the sums' other
+# paths), and one model served by two processes
 # (rank 1 following rank 0 over --dist-addr on GPU 1); --bench-only skips them and the build.
 # TESTS: those to run, ';' between them (an environment word may come first).
 #
@@ -46,15 +47,16 @@ fi
 if [ $MODE = all ] || [ $MODE = tests ]; then
 cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DOX_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >"$LOG/cmake.log"
-cmake --build build-cuda -j "$(nproc)" --target oxidize_cli gen-model test_split_modes test_shard \
+cmake --build build-cuda -j "$(nproc)" --target oxidize_cli gen-model test_split_modes test_shard test_cuda_group \
   >"$LOG/build.log" 2>&1 || { grep -E "error" "$LOG/build.log" | head; exit 1; }
 IFS=';'
-for t in ${TESTS:-"test_split_modes --gpus;test_shard;OX_SPLIT_LL=0 test_split_modes --gpus;OX_SPLIT_ONE_SHOT=0 test_split_modes --gpus"}; do
+for t in ${TESTS:-"test_cuda_group;test_split_modes --gpus;test_shard;OX_SPLIT_LL=0 test_split_modes --gpus;OX_SPLIT_ONE_SHOT=0 test_split_modes --gpus"}; do
   unset IFS
   name=$(echo "$t" | tr -d '-' | tr ' =' '__')
   case $t in *=*) e=${t%% *} c=${t#* } ;; *) e= c=$t ;; esac
   # shellcheck disable=SC2086 # the environment word, the test and its argument
-  env $e timeout 300 build-cuda/tests/model/$c >"$LOG/$name.log" 2>&1 &&
+  dir=build-cuda/tests/model && [ -x "$dir/${c%% *}" ] || dir=build-cuda/tests/backend
+  env $e timeout 300 $dir/$c >"$LOG/$name.log" 2>&1 &&
     echo "$t: passed" || echo "$t: FAILED ($?)"
   grep -E "checks" "$LOG/$name.log" | tail -1
 done
