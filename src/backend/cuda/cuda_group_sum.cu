@@ -5,7 +5,7 @@
  * the sum it belongs to, so a reader that sees the number has the float: one write's latency,
  * no fence or flag. A batch's rows (up to SUM_CAP floats) are copied into the rank's own window
  * and read from the peers' after a flag: half the bytes over NVLink. Past that, and where the
- * ranks are not all within NVLink's reach, the sums are NCCL's all-reduce. */
+ * ranks are not all on one node with CUDA P2P between them, the sums are NCCL's all-reduce. */
 #ifdef OX_HAVE_NCCL
 #include <nccl.h>
 #include <nccl_device.h>
@@ -23,7 +23,7 @@
 enum {
     SUM_BLOCKS = 64, /* every kernel launches them all: their counts move in step */
     SUM_THREADS = 256,
-    SUM_PEERS = 8,      /* ranks within NVLink's reach this path takes */
+    SUM_PEERS = 8,      /* the most ranks this path takes */
     SUM_HEADER = 4096,  /* bytes: flags [SUM_BLOCKS][SUM_PEERS] */
     SUM_MIN_SPAN = 1024 /* floats a block adds at least: 4 a thread */
 };
