@@ -147,10 +147,14 @@ static struct backend_group *group_alloc(void) {
     return g;
 }
 
+/* Everything the group holds: the windows, then the communicators (n_local of them once made;
+ * an abort freed both), then the end flag. */
 static void group_release(struct backend_group *g) {
     if (!g)
         return;
     group_sums_free(g->sum, g->n_local, g->aborted);
+    for (int i = 0; i < g->n_local && !g->aborted; i++)
+        ncclCommDestroy(g->comm[i]);
     if (g->stop)
         cudaFreeHost((void *)g->stop);
     free(g);
@@ -177,11 +181,7 @@ extern "C" struct backend_group *backend_cuda_group_create(int world, const int 
     ncclResult_t e = g ? ncclCommInitAll(g->comm, world, g->device) : ncclSystemError;
     if (e == ncclSuccess) {
         g->world = world, g->n_local = world;
-        if ((e = warm_up(g)) != ncclSuccess) {
-            group_sums_free(g->sum, g->n_local, false);
-            for (int r = 0; r < world; r++)
-                ncclCommDestroy(g->comm[r]);
-        }
+        e = warm_up(g);
     }
     if (e != ncclSuccess) {
         group_release(g);
@@ -231,10 +231,7 @@ extern "C" struct backend_group *backend_cuda_group_join(int world, int rank, in
                                          : ncclCommInitRank(&g->comm[0], world, uid, rank);
     if (e == ncclSuccess) {
         g->world = world, g->first = rank, g->n_local = 1, g->device[0] = device;
-        if ((e = warm_up(g)) != ncclSuccess) {
-            group_sums_free(g->sum, g->n_local, false);
-            ncclCommDestroy(g->comm[0]);
-        }
+        e = warm_up(g);
     }
     if (e != ncclSuccess) {
         group_release(g);
@@ -262,9 +259,6 @@ extern "C" void backend_cuda_group_free(struct backend_group *g) {
     if (!g)
         return;
 #ifdef OX_HAVE_NCCL
-    group_sums_free(g->sum, g->n_local, g->aborted);    /* their windows first, then the comms */
-    for (int i = 0; i < g->n_local && !g->aborted; i++) /* an abort freed them */
-        ncclCommDestroy(g->comm[i]);
     group_release(g);
 #else
     free(g);
