@@ -135,51 +135,53 @@ static __global__ void __launch_bounds__(SUM_THREADS)
 /* The LL slots: by parity, by the rank that wrote them, LL_CAP words of {float, sum number}. */
 static __host__ __device__ size_t ll_word(int parity, int from, int world, size_t i) {
     return SUM_HEADER + 2 * SUM_CAP * sizeof(float) +
-           (((size_t)parity * (size_t)world + (size_t)from) * LL_CAP + i) * sizeof(uint2);
+           (((size_t)parity * (size_t)world + (size_t)from) * LL_CAP + i) * sizeof(uint64_t);
 }
 
-static __device__ void ll_store(uint2 *p, float v, uint32_t sum) {
-    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(__float_as_uint(v)),
-                 "r"(sum)
-                 : "memory");
+/* An LL word: the float in the low half, the sum's tag in the high, stored and loaded as one
+ * 64-bit access (single-copy atomic, where two 32-bit halves of a v2 access need not be). */
+static __device__ void ll_store(uint64_t *p, float v, uint32_t tag) {
+    uint64_t w = (uint64_t)tag << 32 | __float_as_uint(v);
+    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
 }
 
-static __device__ uint2 ll_load(const uint2 *p) {
-    uint2 w;
-    asm volatile("ld.volatile.global.v2.u32 {%0, %1}, [%2];"
-                 : "=r"(w.x), "=r"(w.y)
-                 : "l"(p)
-                 : "memory");
+static __device__ uint64_t ll_load(const uint64_t *p) {
+    uint64_t w;
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
     return w;
 }
 
 /* A sum of n floats as LL words: each thread stores its floats into every peer's slot for this
- * rank, then waits for each peer's word to carry this sum's number (or for the group's end),
- * adding in rank order. A slot of one parity is written again two sums later, when every peer
- * has read it (it sent its own words of the sum between, from a later kernel). */
+ * rank, then waits for each peer's word to carry this sum's tag (or for the group's end), adds
+ * in rank order, and clears the word: a word is zero but between a peer's store and its reading,
+ * so any tag but zero is this sum's (a 32-bit sum number would come round again). A slot of one
+ * parity is written again two sums later, when every peer has read and cleared it (it sent its
+ * own words of the sum between, from a later kernel, after this one's clears were done). */
 static __global__ void __launch_bounds__(SUM_THREADS)
     ll_sum(ncclWindow_t win, uint32_t *counts, const volatile int *stop, float *x, float *to,
            size_t n, size_t span, int me, int world) {
-    uint32_t sum = counts[SUM_BLOCKS + blockIdx.x] + 1;
+    uint32_t sum = counts[SUM_BLOCKS + blockIdx.x] + 1, tag = sum ? sum : 1;
     int parity = (int)(sum & 1);
     size_t lo = blockIdx.x * span, hi = lo + span < n ? lo + span : n;
     for (size_t i = lo + threadIdx.x; i < hi; i += SUM_THREADS)
         for (int r = 0; r < world; r++)
             if (r != me)
-                ll_store((uint2 *)ncclGetPeerPointer(win, ll_word(parity, me, world, i), r), x[i],
-                         sum);
+                ll_store((uint64_t *)ncclGetPeerPointer(win, ll_word(parity, me, world, i), r),
+                         x[i], tag);
     bool ended = false;
     for (size_t i = lo + threadIdx.x; i < hi && !ended; i += SUM_THREADS) {
         float s = 0.0f;
         for (int r = 0; r < world && !ended; r++) {
             float v = x[i];
             if (r != me) {
-                const uint2 *p =
-                    (const uint2 *)ncclGetLocalPointer(win, ll_word(parity, r, world, i));
-                uint2 w = ll_load(p);
-                for (unsigned polls = 1; w.y != sum && !ended; polls++, w = ll_load(p))
+                uint64_t *p = (uint64_t *)ncclGetLocalPointer(win, ll_word(parity, r, world, i));
+                uint64_t w = ll_load(p);
+                for (unsigned polls = 1; (uint32_t)(w >> 32) != tag && !ended;
+                     polls++, w = ll_load(p))
                     ended = polls % 1024 == 0 && *stop;
-                v = __uint_as_float(w.x);
+                v = __uint_as_float((uint32_t)w);
+                if (!ended)
+                    ll_store(p, 0.0f, 0); /* read: zero until the peer's next store */
             }
             s = r == 0 ? v : s + v;
         }
