@@ -18,7 +18,7 @@
 
 enum { RANKS = 2, ROUNDS = 3 };
 static const size_t sizes[] = {
-    1, 3, 4096, 4097, 65536, 65537, 131075, (size_t)1 << 20, ((size_t)1 << 20) + 5};
+    1, 3, 4096, 4097, 65537, 131072, 131075, (size_t)1 << 20, ((size_t)1 << 20) + 5};
 static const size_t MOST = ((size_t)1 << 20) + 5 + 1; /* the largest size, one float off */
 
 struct rank_job {

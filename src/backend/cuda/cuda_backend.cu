@@ -102,12 +102,10 @@ static bool cu_graph_begin(struct backend *b, uint64_t key) {
         cuda_note(b, cudaGraphLaunch(s->graph, s->stream), "graph launch");
         return true;
     }
-    /* many sequences' steps: recorded from their second time of a size, if the first called no
-     * cuBLAS (the GEMMs of types without an int8 kernel, whose workspace a recording could not
-     * allocate) */
-    if (key > CUDA_Q8_MAX_N && (s->probe_key != key || s->probe_blas)) {
-        if (s->probe_key != key)
-            s->probe_key = key, s->probe_blas = false, s->probing = true;
+    /* many sequences' steps: recorded from their second time of a size, after a first that
+     * runs as it comes (cuBLAS picks its GEMMs' kernels then, not inside a recording) */
+    if (key > CUDA_Q8_MAX_N && s->probe_key != key) {
+        s->probe_key = key;
         return false;
     }
     cudaError_t e = cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal);
@@ -119,7 +117,6 @@ static bool cu_graph_begin(struct backend *b, uint64_t key) {
 
 static void cu_graph_end(struct backend *b) {
     cuda_state *s = cuda_of(b);
-    s->probing = false;
     if (!s->capturing)
         return;
     s->capturing = false;
@@ -268,9 +265,16 @@ static enum ox_status cu_init_sized(struct backend *b, const struct cuda_sizes *
         cudaGetLastError();
         return ox_fail(OX_ERR_DEVICE, "cuda: cannot set up the context: %s", cudaGetErrorString(e));
     }
+    if (cudaMalloc(&s->blas_work, CUDA_BLAS_WORK) != cudaSuccess) {
+        cudaGetLastError();
+        return ox_fail(OX_ERR_DEVICE, "cublas: no room for its workspace");
+    }
+    b->own_bytes += CUDA_BLAS_WORK;
     cublasStatus_t be = cublasCreate(&s->blas);
-    if (be == CUBLAS_STATUS_SUCCESS)
+    if (be == CUBLAS_STATUS_SUCCESS) /* the stream first: setting it resets the workspace */
         be = cublasSetStream(s->blas, s->stream);
+    if (be == CUBLAS_STATUS_SUCCESS)
+        be = cublasSetWorkspace(s->blas, s->blas_work, CUDA_BLAS_WORK);
     if (be != CUBLAS_STATUS_SUCCESS)
         return ox_fail(OX_ERR_DEVICE, "cublas: cannot start: %s", cublasGetStatusString(be));
     return OX_OK;
@@ -330,6 +334,7 @@ static void cu_release(struct backend *b) {
         cudaStreamSynchronize(s->stream);
     if (s->blas)
         cublasDestroy(s->blas);
+    cudaFree(s->blas_work);
     cudaFree(s->scratch);
     cudaFree(s->xh);
     cudaFree(s->xq[0]);
@@ -394,9 +399,9 @@ const struct backend_ops backend_cuda_ops = {
     .graph_end = cu_graph_end,
     .graph_max_tokens = CUDA_Q8_MAX_N,      /* the attention that reads the cells in use from device
                                              * memory takes them (cuda_attention.cu) */
-    .graph_max_seqs = CUDA_MMQ_SMALL_MAX_N, /* as many as the int8 matmul takes of any matrix:
-                                             * a step that calls cuBLAS is not recorded
-                                             * (cu_graph_begin's probe) */
+    .graph_max_seqs = CUDA_MMQ_SMALL_MAX_N, /* as many as the int8 matmul takes of any matrix
+                                             * (cuBLAS's GEMMs, past it or for f16 weights,
+                                             * are recorded too: cu_graph_begin's probe) */
     .attention_reads_cache = true,
     .all_reduce = cuda_all_reduce,
     .send = cuda_send,

@@ -19,7 +19,8 @@ struct cuda_state {
     int device;
     int n_sm;            /* multiprocessors: how many blocks fill the chip */
     cudaStream_t stream; /* every op of the context runs on it, in order */
-    cublasHandle_t blas; /* bound to stream */
+    cublasHandle_t blas; /* bound to stream, */
+    void *blas_work;     /* with its workspace (CUDA_BLAS_WORK bytes) */
     float *scratch;      /* weights dequantized (to f16) for cuBLAS GEMMs, or the partial
                             sums of cuda_mmq.cu's column splits */
     size_t scratch_floats;
@@ -29,8 +30,8 @@ struct cuda_state {
                             slice's gate and up of a sliced FFN, read one x), */
     size_t xh_count;     /* how many floats, */
     bool xh_bf16;        /* and in which form */
-    uint8_t *staging; /* pinned host memory: uploads copy through it, so they are async */
-    uint8_t *pinned;  /* a host range downloads may fill directly (the table's pin) */
+    uint8_t *staging;    /* pinned host memory: uploads copy through it, so they are async */
+    uint8_t *pinned;     /* a host range downloads may fill directly (the table's pin) */
     size_t pinned_size;
     size_t staging_size, staging_used; /* reset at each download, which waits for the copies */
     void *xq[2];           /* activations quantized to q8_1 (cvd_xq) for the integer matmuls, */
@@ -55,14 +56,16 @@ struct cuda_state {
     cudaGraphExec_t graph; /* the recorded decode step, and its key */
     uint64_t graph_key;
     uint64_t probe_key; /* a step of more than CUDA_Q8_MAX_N tokens is first run as it comes */
-    bool probing;       /* (this one is), to see whether it calls cuBLAS, */
-    bool probe_blas;    /* which keeps it from being recorded */
     bool capturing;
     bool pdl;           /* the GPU launches kernels early (cuda_launch_early): Hopper on */
     bool early;         /* and the decode GEMVs let the next kernel launch as they start */
     enum ox_status err; /* the first failure since the last download, which reports it */
     char msg[256];
 };
+
+/* cuBLAS's workspace, the handle's own, so that a recorded step's GEMMs allocate nothing (what
+ * its guide asks for on Hopper; a default workspace may be allocated as a graph records). */
+constexpr size_t CUDA_BLAS_WORK = (size_t)32 << 20;
 
 /* Floats a split of the decode attention leaves for the block combining them: its running
  * maximum, its sum and up to 512 outputs. */

@@ -35,9 +35,12 @@ extern "C" int cuda_devices(void) {
 }
 
 #ifdef OX_HAVE_NCCL
+enum { QUESTIONS = 8 }; /* the most count_yes asks at once */
+
 /* How many ranks of the group say yes to each of n questions (yes[i][q] for local rank i),
  * through a sum in buf: every rank of every process gets the same counts. */
-static ncclResult_t count_yes(struct backend_group *g, float **buf, float (*yes)[2], int n) {
+static ncclResult_t count_yes(struct backend_group *g, float **buf, float (*yes)[QUESTIONS],
+                              int n) {
     ncclResult_t e = ncclGroupStart();
     for (int i = 0; i < g->n_local && e == ncclSuccess; i++) {
         cudaSetDevice(g->device[i]);
@@ -57,17 +60,23 @@ static ncclResult_t count_yes(struct backend_group *g, float **buf, float (*yes)
 }
 
 /* The one-shot sums (cuda_group_sum.cu) where every rank of every process can take them: the
- * ranks agree that each has its memory (and whether all ask for the LL form), register their
- * windows collectively, then agree that every window was made; any no, and all go to NCCL. */
+ * ranks agree that each has its memory (and up to which size all ask for the LL form: the cap,
+ * halved up to 6 times, or none), register their windows collectively, then agree that every
+ * window was made; any no, and all go to NCCL. */
 static ncclResult_t take_one_shot(struct backend_group *g, float **buf) {
-    float yes[CUDA_GROUP_MAX][2];
+    float yes[CUDA_GROUP_MAX][QUESTIONS];
+    const size_t cap = group_sum_ll_cap(), wanted = group_sum_ll_wanted();
     for (int i = 0; i < g->n_local; i++) {
         g->sum[i] = g->stop ? group_sum_alloc(g->comm[i], g->device[i], g->stop) : NULL;
         yes[i][0] = g->sum[i] ? 1.0f : 0.0f;
-        yes[i][1] = group_sum_wants_ll() ? 1.0f : 0.0f;
+        for (int q = 1; q < QUESTIONS; q++) /* up to cap >> (q - 1) floats */
+            yes[i][q] = wanted >= cap >> (q - 1) ? 1.0f : 0.0f;
     }
-    ncclResult_t e = count_yes(g, buf, yes, 2);
-    bool all = e == ncclSuccess && yes[0][0] == (float)g->world, ll = yes[0][1] == (float)g->world;
+    ncclResult_t e = count_yes(g, buf, yes, QUESTIONS);
+    bool all = e == ncclSuccess && yes[0][0] == (float)g->world;
+    size_t ll = 0;
+    for (int q = QUESTIONS - 1; q >= 1 && e == ncclSuccess; q--)
+        ll = yes[0][q] == (float)g->world ? cap >> (q - 1) : ll;
     if (all) { /* every process registers, or none */
         yes[0][0] = group_sums_register(g->sum, g->n_local) ? 1.0f : 0.0f;
         for (int i = 1; i < g->n_local; i++)

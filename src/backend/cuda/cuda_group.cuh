@@ -13,9 +13,11 @@ struct group_sum *group_sum_alloc(ncclComm_t comm, int device, const volatile in
 /* Collective over the group, once every rank has its group_sum: false where this process's
  * windows were not all made symmetric (they are freed; the group must agree on it). */
 bool group_sums_register(struct group_sum **sums, int n_local);
-/* Whether this process asks for the LL form (OX_SPLIT_LL); the group agrees, then sets it. */
-bool group_sum_wants_ll(void);
-void group_sums_set_ll(struct group_sum **sums, int n_local, bool ll);
+/* The most floats this process asks to sum in the LL form (0: none; OX_SPLIT_LL, OX_SPLIT_LL_MAX),
+ * at most group_sum_ll_cap(); the group agrees on a size, then sets it. */
+size_t group_sum_ll_wanted(void);
+size_t group_sum_ll_cap(void);
+void group_sums_set_ll(struct group_sum **sums, int n_local, size_t ll_max);
 /* comm_gone: the communicators were aborted, and their windows with them. */
 void group_sums_free(struct group_sum **sums, int n_local, bool comm_gone);
 /* The rank's n floats x summed over the group on stream, queued, into x, or onto to (to += the

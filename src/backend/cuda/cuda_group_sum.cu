@@ -28,7 +28,7 @@ enum {
     SUM_MIN_SPAN = 1024 /* floats a block adds at least: 4 a thread */
 };
 static const size_t SUM_CAP = (size_t)1 << 20; /* floats a slot holds: 256 tokens of 4096 */
-static const size_t LL_CAP = (size_t)1 << 16;  /* floats an LL slot holds: 16 tokens of 4096 */
+static const size_t LL_CAP = (size_t)1 << 17;  /* floats an LL slot holds: 32 tokens of 4096 */
 static const size_t LL_SPAN = SUM_THREADS;     /* floats an LL block takes at least */
 static_assert(SUM_BLOCKS * SUM_PEERS * sizeof(uint32_t) <= SUM_HEADER, "the flags fit");
 
@@ -39,7 +39,7 @@ struct group_sum {
     uint32_t *counts; /* by block: the sums it has taken part in, then the LL sums */
     const volatile int *stop;
     int rank, world, device;
-    bool ll; /* a token's sums as LL words (OX_SPLIT_LL=0: as a batch's; every rank agrees) */
+    size_t ll_max; /* sums of up to this many floats as LL words (0: none; the group agrees) */
 };
 
 static __device__ uint32_t load_acquire(const uint32_t *p) {
@@ -242,14 +242,22 @@ struct group_sum *group_sum_alloc(ncclComm_t comm, int device, const volatile in
     return sum_alloc(comm, device, stop);
 }
 
-bool group_sum_wants_ll(void) {
-    const char *env = getenv("OX_SPLIT_LL");
-    return !(env && env[0] == '0');
+/* OX_SPLIT_LL=0: none; OX_SPLIT_LL_MAX: fewer than LL_CAP (a measuring knob). */
+size_t group_sum_ll_wanted(void) {
+    const char *env = getenv("OX_SPLIT_LL"), *most = getenv("OX_SPLIT_LL_MAX");
+    if (env && env[0] == '0')
+        return 0;
+    size_t n = most ? (size_t)strtoull(most, NULL, 10) : LL_CAP;
+    return n < LL_CAP ? n : LL_CAP;
 }
 
-void group_sums_set_ll(struct group_sum **sums, int n_local, bool ll) {
+size_t group_sum_ll_cap(void) {
+    return LL_CAP;
+}
+
+void group_sums_set_ll(struct group_sum **sums, int n_local, size_t ll_max) {
     for (int i = 0; i < n_local; i++)
-        sums[i]->ll = ll;
+        sums[i]->ll_max = ll_max;
 }
 
 /* A window NCCL really made symmetric: without the peers mapped (no CUDA P2P between some pair,
@@ -295,7 +303,7 @@ void group_sums_free(struct group_sum **sums, int n_local, bool comm_gone) {
 bool group_sum(struct group_sum *s, float *x, float *to, size_t n, cudaStream_t stream) {
     if (!s || n > SUM_CAP)
         return false;
-    if (n <= LL_CAP && s->ll) {
+    if (n <= s->ll_max) {
         size_t span = (n + SUM_BLOCKS - 1) / SUM_BLOCKS;
         span = (span + LL_SPAN - 1) / LL_SPAN * LL_SPAN;
         ll_sum<<<SUM_BLOCKS, SUM_THREADS, 0, stream>>>(s->win, s->counts, s->stop, x, to, n, span,

@@ -392,8 +392,6 @@ static void gemm_chunk(struct backend *b, const void *wt, cudaDataType wtype, in
                        int64_t rows, int64_t n_cols, const void *x, cudaDataType xtype, float *y,
                        int64_t n_rows, int n, bool accumulate) {
     const float one = 1.f, beta = accumulate ? 1.f : 0.f;
-    cuda_state *s = cuda_of(b);
-    s->probe_blas |= s->probing; /* such a step is not recorded (cu_graph_begin) */
     cublasStatus_t st =
         cublasGemmEx(cuda_of(b)->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)n_cols, &one,
                      wt, wtype, (int)lda, x, xtype, (int)n_cols, &beta, y, CUDA_R_32F, (int)n_rows,
