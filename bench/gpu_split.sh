@@ -50,7 +50,8 @@ cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DOX_CUDA=ON -DCMAKE_CUDA_CO
 cmake --build build-cuda -j "$(nproc)" --target oxidize_cli gen-model test_split_modes test_shard test_cuda_group \
   >"$LOG/build.log" 2>&1 || { grep -E "error" "$LOG/build.log" | head; exit 1; }
 IFS=';'
-for t in ${TESTS:-"test_cuda_group;test_split_modes --gpus;test_shard;OX_SPLIT_LL=0 test_split_modes --gpus;OX_SPLIT_ONE_SHOT=0 test_split_modes --gpus"}; do
+tests=${TESTS:-"test_cuda_group;test_split_modes --gpus;test_shard;OX_SPLIT_LL=0 test_split_modes --gpus;OX_SPLIT_ONE_SHOT=0 test_split_modes --gpus"}
+for t in $tests; do
   unset IFS
   name=$(echo "$t" | tr -d '-' | tr ' =' '__')
   case $t in *=*) e=${t%% *} c=${t#* } ;; *) e= c=$t ;; esac

@@ -366,6 +366,10 @@ struct backend_ops {
     /* Ends the group from any thread (a watcher that saw a rank's process go): sums waiting
      * for that rank, and every later one, fail rather than wait forever. */
     void (*group_abort)(struct backend_group *g);
+    /* Optional (NULL: never): whether a step whose sums over g are of up to n floats each, and
+     * that hands nothing over, may be recorded as a graph: its sums still end when the group is
+     * ended inside a recording (NCCL's kernels recorded in a graph outlive ncclCommAbort). */
+    bool (*group_recordable)(struct backend_group *g, size_t n);
     /* The calling thread's current device, and setting it back (group_enter changes it on the
      * thread of a split's rank 0, the caller's); NULL where there is none. */
     int (*device_get)(void);

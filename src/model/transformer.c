@@ -134,9 +134,9 @@ static void upload_batch(struct ox_context *ctx, struct stage *s, const struct b
  * temperature). */
 static bool graphable(const struct ox_context *ctx, const struct backend *b,
                       const struct batch_view *batch) {
-    /* a split model's ranks record their steps too, NCCL's sums and hand-overs inside (a
-     * pipeline rank after the first ends its step with its hand-over, no output): on two H100s
-     * 8B Q4_K_M tg128 302 -> 338 t/s by rows, 311 -> 321 by layers; OX_SPLIT_GRAPHS=0 not */
+    /* a split model's ranks record their steps too where a lost rank still ends them (below):
+     * on two H100s 8B Q4_K_M tg128 302 -> 338 t/s by rows (NCCL's sums then); OX_SPLIT_GRAPHS=0
+     * not */
     static int split_graphs = -1;
     if (split_graphs < 0) {
         const char *env = getenv("OX_SPLIT_GRAPHS");
@@ -151,6 +151,14 @@ static bool graphable(const struct ox_context *ctx, const struct backend *b,
     if (n < 1 || (n > b->ops->graph_max_tokens && !many_seqs) || ctx->embd_only || !ctx->logits ||
         ((ctx->group || ctx->pipe) && !split_graphs) || (moe && (n > 1 || !ctx->moe_graphable)) ||
         c->attn_temp_scale != 0.0f)
+        return false;
+    /* a split's step is recorded only where a lost rank still ends it: not a pipeline's
+     * hand-overs, nor sums the group's recordings could not end */
+    size_t widest = (size_t)c->n_embd > (size_t)c->n_head * (size_t)c->head_dim_k
+                        ? (size_t)c->n_embd
+                        : (size_t)c->n_head * (size_t)c->head_dim_k;
+    if (ctx->pipe || (ctx->group && !(b->ops->group_recordable &&
+                                      b->ops->group_recordable(ctx->group, (size_t)n * widest))))
         return false;
     for (int t = 0; t < n; t++)
         if (batch->out_row[t] < 0)

@@ -410,6 +410,7 @@ const struct backend_ops backend_cuda_ops = {
     .group_enter = backend_cuda_group_enter,
     .group_free = backend_cuda_group_free,
     .group_abort = backend_cuda_group_abort,
+    .group_recordable = backend_cuda_group_recordable,
     .device_get = cuda_device_get,
     .device_set = cuda_device_set,
     .devices = cuda_devices,

@@ -20,6 +20,7 @@ struct backend_group *backend_cuda_group_create(int world, const int *devices);
 enum ox_status backend_cuda_group_enter(struct backend_group *g, int rank);
 void backend_cuda_group_free(struct backend_group *g);
 void backend_cuda_group_abort(struct backend_group *g);
+bool backend_cuda_group_recordable(struct backend_group *g, size_t n);
 /* Ranks in other processes: NCCL's unique id (rank 0 makes it), and this process's rank of a
  * group of world, on GPU device. */
 enum ox_status backend_cuda_group_id(bool make, void *id, size_t *len);

@@ -309,6 +309,18 @@ extern "C" void backend_cuda_group_abort(struct backend_group *g) {
 #endif
 }
 
+/* Sums the one-shot kernels take (each rank of the group takes them, or none does) end with the
+ * end flag, also recorded in a graph; NCCL's all-reduce there hung a lost rank's peer (2 H100s,
+ * OX_SPLIT_ONE_SHOT=0: the decode never returned, where unrecorded it failed in 2 s). */
+extern "C" bool backend_cuda_group_recordable(struct backend_group *g, size_t n) {
+#ifdef OX_HAVE_NCCL
+    return g->sum[0] && group_sum_takes(g->sum[0], n);
+#else
+    (void)g, (void)n;
+    return false;
+#endif
+}
+
 /* The one-shot kernels where they take n (cuda_group_sum.cu), else NCCL's all-reduce (and the
  * backend's add, for `to`). Either may write rows a matmul's q8_1 copy was made of. */
 enum ox_status cuda_all_reduce(struct backend *b, struct backend_group *g, int rank, float *x,

@@ -18,6 +18,8 @@ bool group_sums_register(struct group_sum **sums, int n_local);
 size_t group_sum_ll_wanted(void);
 size_t group_sum_ll_cap(void);
 void group_sums_set_ll(struct group_sum **sums, int n_local, size_t ll_max);
+/* Whether group_sum takes n floats (not NCCL's all-reduce). */
+bool group_sum_takes(const struct group_sum *s, size_t n);
 /* comm_gone: the communicators were aborted, and their windows with them. */
 void group_sums_free(struct group_sum **sums, int n_local, bool comm_gone);
 /* The rank's n floats x summed over the group on stream, queued, into x, or onto to (to += the

@@ -300,8 +300,12 @@ void group_sums_free(struct group_sum **sums, int n_local, bool comm_gone) {
         sum_free(sums[i], comm_gone), sums[i] = NULL;
 }
 
+bool group_sum_takes(const struct group_sum *s, size_t n) {
+    return s && n <= SUM_CAP;
+}
+
 bool group_sum(struct group_sum *s, float *x, float *to, size_t n, cudaStream_t stream) {
-    if (!s || n > SUM_CAP)
+    if (!group_sum_takes(s, n))
         return false;
     if (n <= s->ll_max) {
         size_t span = (n + SUM_BLOCKS - 1) / SUM_BLOCKS;
