@@ -331,8 +331,10 @@ enum ox_status cuda_all_reduce(struct backend *b, struct backend_group *g, int r
     bool ended = __atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE);
     cudaStream_t stream = cuda_of(b)->stream;
     note_stream(g, rank, stream);
-    if (!ended && group_sum(g->sum[rank - g->first], x, to, n, stream))
+    if (!ended && group_sum(g->sum[rank - g->first], x, to, n, stream)) {
+        CUDA_LAUNCHED(b, "cuda: a split's one-shot sum"); /* the batch's download reports it */
         return OX_OK;
+    }
     ncclResult_t e =
         ended ? ncclRemoteError
               : ncclAllReduce(x, x, n, ncclFloat, ncclSum, g->comm[rank - g->first], stream);
