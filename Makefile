@@ -12,14 +12,18 @@ WEB       ?= build-web
 # tests, which skip without a GPU) wherever nvcc is installed.
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA      ?= 0
+# The Vulkan backend: built wherever glslc and Vulkan's headers are (`make test` installs them,
+# with Mesa's lavapipe to run its tests on); `make VULKAN=0` leaves it out, `VULKAN=1` insists.
+VULKAN    ?= $(if $(and $(shell command -v glslc 2>/dev/null),$(wildcard /usr/include/vulkan/vulkan.h)),1,0)
 # Debian packages the build and tests need (installed by `make deps` when missing and root).
 DEB_PACKAGES = cmake gcc g++ clang libclang-rt-14-dev libjansson-dev libpcre2-dev \
                libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev pkg-config python3 binutils gcc-aarch64-linux-gnu qemu-user \
                python3-venv python3-setuptools python3-numpy python3-pytest python3-mypy \
                python3-jinja2
-# Only the tests need these (the chat page in headless Chromium): `make test` installs them,
+# Only the tests need these (the chat page in headless Chromium; the Vulkan backend, built and
+# run on lavapipe, Mesa's CPU driver): `make test` installs them,
 # `make demo` does not.
-DEB_TEST_PACKAGES = chromium
+DEB_TEST_PACKAGES = chromium mesa-vulkan-drivers libvulkan-dev glslc
 # The model tests cross-built for AArch64 and run under qemu (tests/model/neon_models_qemu.sh)
 # need the libraries for arm64 (Debian multiarch) and the C++ cross compiler CMake asks for.
 # Optional: where `make deps` cannot install them (not root, no arm64 archive) that test skips.
@@ -34,7 +38,8 @@ all: release
 # `make demo` works on a fresh machine.
 release: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
-	  $(if $(filter 1,$(CUDA)),-DOX_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC),-DOX_CUDA=OFF) >/dev/null
+	  $(if $(filter 1,$(CUDA)),-DOX_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC),-DOX_CUDA=OFF) \
+	  -DOX_VULKAN=$(if $(filter 1,$(VULKAN)),ON,OFF) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 deps:

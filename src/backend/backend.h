@@ -384,6 +384,8 @@ struct backend_ops {
 #define GROUP_ID_MAX 256
 
 extern const struct backend_ops backend_cpu_ops;
+/* The first op a model's layers need that the table lacks (its name), or NULL (registry.c). */
+const char *backend_missing_op(const struct backend_ops *b);
 
 /* A group of world ranks in this process, each on its own thread running the CPU backend,
  * whose all_reduce calls meet (cpu_group.c); NULL with the error set when out of memory. */

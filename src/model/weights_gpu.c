@@ -125,6 +125,12 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
     if (!gpu->available())
         return ox_fail(OX_ERR_DEVICE, "model: n_gpu_layers = %d but no %s GPU is usable",
                        n_gpu_layers, gpu->name);
+    const char *missing = backend_missing_op(gpu);
+    if (missing)
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "model: the %s backend cannot run a model's layers yet "
+                       "(it has no %s op); -ngl 0 keeps the CPU",
+                       gpu->name, missing);
     int32_t n_layer = m->cfg.n_layer;
     int32_t gpu_begin = n_gpu_layers < 0 || n_gpu_layers >= n_layer ? 0 : n_layer - n_gpu_layers;
     int32_t asked = gpu_begin;

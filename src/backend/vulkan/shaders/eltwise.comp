@@ -1,0 +1,52 @@
+// eltwise.comp: the elementwise ops over n floats, one per dispatch (op): y op= x, or y = f(x, z).
+#version 450
+#include "common.glsl"
+layout(local_size_x = 256) in;
+layout(push_constant) uniform Args {
+    Floats y, x, z;
+    uint n, op;
+    float a;
+} p;
+
+// The op codes (vk_ops.c's enum vk_eltwise).
+#define OP_ADD 0      // y += x
+#define OP_SCALE 1    // y *= a
+#define OP_ZERO 2     // y = 0
+#define OP_AXPY 3     // y += a x
+#define OP_GELU 4     // y = gelu(x)
+#define OP_SOFTCAP 5  // y = a tanh(y / a)
+#define OP_SILU_GLU 6 // y = silu(x) z
+#define OP_GELU_GLU 7 // y = gelu(x) z
+#define OP_SIGM_GLU 8 // y = sigmoid(x) z
+#define OP_OAI_GLU 9  // gpt-oss's clamped SwiGLU
+
+// GELU's tanh form, as ggml's table holds it (computed in float).
+float gelu(float x) {
+    const float c = 0.79788456080286535587989211986876, a = 0.044715;
+    return 0.5 * x * (1.0 + tanh(c * x * (1.0 + a * x * x)));
+}
+
+void main() {
+    GRID_STRIDE(i, p.n) {
+        switch (p.op) {
+        case OP_ADD: p.y.v[i] += p.x.v[i]; break;
+        case OP_SCALE: p.y.v[i] *= p.a; break;
+        case OP_ZERO: p.y.v[i] = 0.0; break;
+        case OP_AXPY: p.y.v[i] += p.a * p.x.v[i]; break;
+        case OP_GELU: p.y.v[i] = gelu(p.x.v[i]); break;
+        case OP_SOFTCAP: p.y.v[i] = tanh(p.y.v[i] / p.a) * p.a; break;
+        case OP_SILU_GLU: {
+            float g = p.x.v[i];
+            p.y.v[i] = g / (1.0 + exp(-g)) * p.z.v[i];
+            break;
+        }
+        case OP_GELU_GLU: p.y.v[i] = gelu(p.x.v[i]) * p.z.v[i]; break;
+        case OP_SIGM_GLU: p.y.v[i] = 1.0 / (1.0 + exp(-p.x.v[i])) * p.z.v[i]; break;
+        case OP_OAI_GLU: {
+            float g = min(p.x.v[i], 7.0), u = clamp(p.z.v[i], -7.0, 7.0);
+            p.y.v[i] = g / (1.0 + exp(-1.702 * g)) * (u + 1.0);
+            break;
+        }
+        }
+    }
+}

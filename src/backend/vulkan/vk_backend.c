@@ -1,0 +1,59 @@
+/* vk_backend.c: the Vulkan backend's op table: GLSL compute shaders (compiled to SPIR-V at build
+ * time and embedded) over memory whose buffer device addresses are the table's pointers. The ops
+ * it has no shader for yet are NULL or refused by supports(), never run on the host behind the
+ * caller's back. */
+#include <stdlib.h>
+
+#include "backend/vulkan/vk_backend.h"
+#include "backend/vulkan/vk_ops.h"
+
+/* Whether a Vulkan device with what the shaders need is here (no error kept where not). */
+static bool vk_available(void) {
+    return vk_device_ready();
+}
+
+static int vk_devices(void) {
+    return vk_available() ? 1 : 0;
+}
+
+static void vk_pin(struct backend *b, void *host, size_t bytes) {
+    (void)b, (void)host, (void)bytes; /* downloads go through a staging buffer of their own */
+}
+
+static void vk_unpin(struct backend *b) {
+    (void)b;
+}
+
+const struct backend_ops backend_vulkan_ops = {
+    .name = "Vulkan",
+    .device = true,
+    .available = vk_available,
+    .supports = vk_supports,
+    .prepare_weight = vk_prepare_weight,
+    .release_weight = vk_release_weight,
+    .init = vk_init,
+    .release = vk_release,
+    .pin = vk_pin,
+    .unpin = vk_unpin,
+    .alloc = vk_alloc,
+    .free = vk_free,
+    .upload = vk_upload,
+    .download = vk_download,
+    .matmul = vk_matmul,
+    .get_rows = vk_get_rows,
+    .rms_norm = vk_rms_norm,
+    .layer_norm = vk_layer_norm,
+    .rope = vk_rope,
+    .glu = vk_glu,
+    .gelu = vk_gelu,
+    .add = vk_add,
+    .add_row = vk_add_row,
+    .scale = vk_scale,
+    .softmax = vk_softmax,
+    .softcap = vk_softcap,
+    .sigmoid_scale_rows = vk_sigmoid_scale_rows,
+    .copy_rows = vk_copy_rows,
+    .axpy = vk_axpy,
+    .zero = vk_zero,
+    .devices = vk_devices,
+};

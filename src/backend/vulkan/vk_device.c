@@ -1,0 +1,196 @@
+/* vk_device.c: the process's Vulkan device: the instance, the GPU picked (OX_DEVICE=vulkan:N, else
+ * the first discrete GPU, else the first device), a compute queue, the features the shaders need
+ * (buffer device addresses, 16-bit floats, 64-bit integers) and the shaders' pipelines. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/vulkan/vk_internal.h"
+#include "core/status.h"
+
+static struct vk_device device;
+static enum ox_status made = OX_ERR_DEVICE; /* OX_OK once made */
+static char why[384];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t pipeline_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool fail(const char *what, VkResult r) {
+    snprintf(why, sizeof why, "vulkan: %s (VkResult %d)", what, (int)r);
+    return false;
+}
+
+static bool make_instance(void) {
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .pApplicationName = "oxidize",
+                             .pEngineName = "oxidize",
+                             .apiVersion = VK_API_VERSION_1_2};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                               .pApplicationInfo = &app};
+    VkResult r = vkCreateInstance(&ci, NULL, &device.instance);
+    return r == VK_SUCCESS || fail("no Vulkan driver (vkCreateInstance)", r);
+}
+
+/* Which device: "vulkan:N" in OX_DEVICE picks the N-th; else a discrete GPU first. */
+static bool pick_physical(void) {
+    uint32_t n = 0;
+    VkResult r = vkEnumeratePhysicalDevices(device.instance, &n, NULL);
+    if (r != VK_SUCCESS || n == 0)
+        return fail("no Vulkan device", r);
+    VkPhysicalDevice *all = calloc(n, sizeof *all);
+    if (!all)
+        return fail("out of memory", VK_ERROR_OUT_OF_HOST_MEMORY);
+    vkEnumeratePhysicalDevices(device.instance, &n, all);
+    const char *env = getenv("OX_DEVICE");
+    long want = -1;
+    if (env && strncmp(env, "vulkan:", 7) == 0)
+        want = strtol(env + 7, NULL, 10);
+    if (want >= (long)n) {
+        free(all);
+        snprintf(why, sizeof why, "vulkan: OX_DEVICE asks for device %ld, but there are %u", want,
+                 n);
+        return false;
+    }
+    uint32_t pick = want >= 0 ? (uint32_t)want : 0;
+    for (uint32_t i = 0; want < 0 && i < n; i++) {
+        VkPhysicalDeviceProperties pr;
+        vkGetPhysicalDeviceProperties(all[i], &pr);
+        if (pr.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) {
+            pick = i;
+            break;
+        }
+    }
+    device.physical = all[pick];
+    free(all);
+    vkGetPhysicalDeviceProperties(device.physical, &device.props);
+    return true;
+}
+
+/* A queue family with compute, and memory types: device-local, and host-visible coherent. */
+static bool pick_queue_and_memory(void) {
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(device.physical, &n, NULL);
+    VkQueueFamilyProperties q[32];
+    n = n < 32 ? n : 32;
+    vkGetPhysicalDeviceQueueFamilyProperties(device.physical, &n, q);
+    device.family = UINT32_MAX;
+    for (uint32_t i = 0; i < n && device.family == UINT32_MAX; i++)
+        if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
+            device.family = i;
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(device.physical, &mp);
+    device.memory_type = device.host_type = UINT32_MAX;
+    const VkMemoryPropertyFlags host =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
+        if (device.memory_type == UINT32_MAX && (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+            device.memory_type = i;
+        if (device.host_type == UINT32_MAX && (f & host) == host)
+            device.host_type = i;
+    }
+    if (device.family == UINT32_MAX || device.memory_type == UINT32_MAX ||
+        device.host_type == UINT32_MAX)
+        return fail("the device has no compute queue or no usable memory",
+                    VK_ERROR_FEATURE_NOT_PRESENT);
+    return true;
+}
+
+/* The device with the features every shader uses; a device without them is refused, saying
+ * which. */
+static bool make_device(void) {
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                   .pNext = &f11};
+    vkGetPhysicalDeviceFeatures2(device.physical, &f);
+    const char *missing = !f12.bufferDeviceAddress        ? "buffer device addresses"
+                          : !f12.shaderFloat16            ? "16-bit float arithmetic"
+                          : !f11.storageBuffer16BitAccess ? "16-bit storage"
+                          : !f.features.shaderInt64       ? "64-bit integers"
+                                                          : NULL;
+    if (missing) {
+        snprintf(why, sizeof why, "vulkan: %s has no %s", device.props.deviceName, missing);
+        return false;
+    }
+    VkPhysicalDeviceVulkan12Features on12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .bufferDeviceAddress = VK_TRUE,
+        .shaderFloat16 = VK_TRUE,
+        .shaderInt8 = f12.shaderInt8,
+        .storageBuffer8BitAccess = f12.storageBuffer8BitAccess};
+    VkPhysicalDeviceVulkan11Features on11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+        .pNext = &on12,
+        .storageBuffer16BitAccess = VK_TRUE};
+    VkPhysicalDeviceFeatures2 on = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &on11,
+                                    .features = {.shaderInt64 = VK_TRUE}};
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                  .queueFamilyIndex = device.family,
+                                  .queueCount = 1,
+                                  .pQueuePriorities = &priority};
+    VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                             .pNext = &on,
+                             .queueCreateInfoCount = 1,
+                             .pQueueCreateInfos = &qi};
+    VkResult r = vkCreateDevice(device.physical, &ci, NULL, &device.device);
+    if (r != VK_SUCCESS)
+        return fail("cannot open the device (vkCreateDevice)", r);
+    vkGetDeviceQueue(device.device, device.family, 0, &device.queue);
+    VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES};
+    VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                     .pushConstantRangeCount = 1,
+                                     .pPushConstantRanges = &range};
+    r = vkCreatePipelineLayout(device.device, &li, NULL, &device.layout);
+    return r == VK_SUCCESS || fail("vkCreatePipelineLayout", r);
+}
+
+static void make(void) {
+    if (make_instance() && pick_physical() && pick_queue_and_memory() && make_device())
+        made = OX_OK;
+}
+
+bool vk_device_ready(void) {
+    pthread_once(&once, make);
+    return made == OX_OK;
+}
+
+struct vk_device *vk_device_get(void) {
+    pthread_once(&once, make);
+    if (made != OX_OK) {
+        ox_fail(OX_ERR_DEVICE, "%s", why);
+        return NULL;
+    }
+    return &device;
+}
+
+VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s) {
+    pthread_mutex_lock(&pipeline_lock);
+    if (!d->pipeline[s]) {
+        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                       .codeSize = vk_shader_code[s].bytes,
+                                       .pCode = vk_shader_code[s].words};
+        VkShaderModule m = VK_NULL_HANDLE;
+        if (vkCreateShaderModule(d->device, &mi, NULL, &m) == VK_SUCCESS) {
+            VkComputePipelineCreateInfo pi = {
+                .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                          .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                          .module = m,
+                          .pName = "main"},
+                .layout = d->layout};
+            if (vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL,
+                                         &d->pipeline[s]) != VK_SUCCESS)
+                d->pipeline[s] = VK_NULL_HANDLE;
+            vkDestroyShaderModule(d->device, m, NULL);
+        }
+    }
+    VkPipeline p = d->pipeline[s];
+    pthread_mutex_unlock(&pipeline_lock);
+    return p;
+}

@@ -1,0 +1,85 @@
+/* vk_internal.h: what the Vulkan backend's files share: the process's device (one, made at the
+ * first use), its memory as buffer device addresses, and a context's command stream. */
+#ifndef OX_BACKEND_VK_INTERNAL_H
+#define OX_BACKEND_VK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#include "backend/backend.h"
+#include "backend/vulkan/vk_shaders.h" /* generated: enum vk_shader and the SPIR-V */
+
+/* Every shader takes its arguments as push constants (the pointers among them 64-bit buffer
+ * device addresses), at most this many bytes: what every Vulkan device offers. */
+enum { VK_PUSH_BYTES = 128 };
+
+/* The device every context and every weight of this process uses. */
+struct vk_device {
+    VkInstance instance;
+    VkPhysicalDevice physical;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t family, memory_type, host_type; /* device-local memory; host-visible for staging */
+    VkPhysicalDeviceProperties props;
+    VkPipelineLayout layout;              /* one for all: the push constants alone */
+    VkPipeline pipeline[VK_SHADER_COUNT]; /* made at their first use */
+};
+
+/* The device, made at the first call (NULL with the error set where there is none). */
+struct vk_device *vk_device_get(void);
+bool vk_device_ready(void); /* the same, without an error kept */
+VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s);
+
+/* Device memory: one pool of large buffers whose addresses the op table's pointers are. */
+void *vk_mem_alloc(struct vk_device *d, size_t bytes);
+void vk_mem_free(struct vk_device *d, const void *p);
+/* The buffer holding address p, and p's offset in it (VK_NULL_HANDLE where p is not ours). */
+VkBuffer vk_mem_find(const void *p, VkDeviceSize *offset);
+/* A host-visible, coherent buffer of bytes, mapped at *map (staging). */
+VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, VkDeviceMemory *mem, void **map);
+
+/* A context's state: a command buffer being recorded, its fence, the staging for uploads (a
+ * ring, flushed when full) and for downloads, the first failure since the last download. */
+struct vk_state {
+    struct vk_device *d;
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkBuffer up, down;
+    VkDeviceMemory up_mem, down_mem;
+    uint8_t *up_map, *down_map;
+    size_t up_size, up_used, down_size;
+    bool recording, pending; /* commands recorded since the last submit */
+    enum ox_status err;
+    char msg[256];
+};
+
+static inline struct vk_state *vk_of(struct backend *b) {
+    return (struct vk_state *)b->impl;
+}
+
+/* The first failure kept for the next download to report. */
+void vk_note(struct vk_state *s, VkResult r, const char *what);
+/* Runs what was recorded and waits for it; false on a failure (noted). */
+bool vk_flush(struct vk_state *s);
+/* One dispatch of shader s with push constants args (bytes of them), then a barrier so the
+ * next op sees its writes. */
+void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes, uint32_t gx,
+                 uint32_t gy, uint32_t gz);
+/* Groups for a grid-stride loop over n values, 256 a group. */
+uint32_t vk_groups(size_t n);
+/* The device address a pointer stands for, as the shaders take it. */
+static inline uint64_t vk_addr(const void *p) {
+    return (uint64_t)(uintptr_t)p;
+}
+
+enum ox_status vk_init(struct backend *b, const struct backend_sizes *z);
+void vk_release(struct backend *b);
+void *vk_alloc(struct backend *b, size_t bytes);
+void vk_free(struct backend *b, void *p);
+void vk_upload(struct backend *b, void *dst, const void *host, size_t bytes);
+enum ox_status vk_download(struct backend *b, void *host, const void *src, size_t bytes);
+
+#endif

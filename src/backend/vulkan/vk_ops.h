@@ -1,0 +1,33 @@
+/* vk_ops.h: the Vulkan backend's ops, as vk_backend.c puts them in the table. */
+#ifndef OX_BACKEND_VK_OPS_H
+#define OX_BACKEND_VK_OPS_H
+
+#include "backend/vulkan/vk_internal.h"
+
+bool vk_supports(enum backend_op op, enum ox_dtype type);
+enum ox_status vk_prepare_weight(struct backend_weights *bw, const struct backend_tensor *t,
+                                 const void **copy);
+void vk_release_weight(const void *copy);
+void vk_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+void vk_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
+void vk_add(struct backend *b, float *y, const float *x, size_t n);
+void vk_scale(struct backend *b, float *y, float s, size_t n);
+void vk_zero(struct backend *b, float *y, size_t n);
+void vk_axpy(struct backend *b, float *y, const float *x, float w, size_t n);
+void vk_gelu(struct backend *b, const float *x, float *y, size_t n);
+void vk_softcap(struct backend *b, float *y, float cap, size_t n);
+void vk_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,
+            size_t n);
+void vk_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
+                 float eps);
+void vk_layer_norm(struct backend *b, const float *x, const float *g, const float *bias, float *y,
+                   int n, int dim, float eps);
+void vk_softmax(struct backend *b, float *x, int n, int dim);
+void vk_add_row(struct backend *b, float *y, const float *row, int n, int dim);
+void vk_copy_rows(struct backend *b, float *dst, size_t dst_stride, const float *src,
+                  size_t src_stride, int rows, int cols);
+void vk_sigmoid_scale_rows(struct backend *b, float *y, const float *g, int n, int dim);
+void vk_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
+             const struct rope_params *p);
+
+#endif

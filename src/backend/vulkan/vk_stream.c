@@ -1,0 +1,192 @@
+/* vk_stream.c: a context's command stream: ops recorded into one command buffer in order (a
+ * barrier after each), uploads through a staging ring, and downloads that submit what was
+ * recorded, wait for it and report the first failure. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/vulkan/vk_internal.h"
+#include "core/status.h"
+
+enum { UP_BYTES = 4 << 20, DOWN_BYTES = 4 << 20 };
+
+void vk_note(struct vk_state *s, VkResult r, const char *what) {
+    if (r == VK_SUCCESS || s->err != OX_OK)
+        return;
+    s->err = OX_ERR_DEVICE;
+    snprintf(s->msg, sizeof s->msg, "vulkan: %s (VkResult %d)", what, (int)r);
+}
+
+static void begin(struct vk_state *s) {
+    if (s->recording)
+        return;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    vk_note(s, vkBeginCommandBuffer(s->cmd, &bi), "vkBeginCommandBuffer");
+    s->recording = true;
+}
+
+bool vk_flush(struct vk_state *s) {
+    if (!s->recording)
+        return s->err == OX_OK;
+    s->recording = false;
+    VkResult r = vkEndCommandBuffer(s->cmd);
+    vk_note(s, r, "vkEndCommandBuffer");
+    if (r == VK_SUCCESS && s->pending) {
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                           .commandBufferCount = 1,
+                           .pCommandBuffers = &s->cmd};
+        r = vkQueueSubmit(s->d->queue, 1, &si, s->fence);
+        vk_note(s, r, "vkQueueSubmit");
+        if (r == VK_SUCCESS) {
+            r = vkWaitForFences(s->d->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
+            vk_note(s, r, "vkWaitForFences");
+            vkResetFences(s->d->device, 1, &s->fence);
+        }
+    }
+    vkResetCommandBuffer(s->cmd, 0);
+    s->pending = false, s->up_used = 0;
+    return s->err == OX_OK;
+}
+
+/* Later commands see what the ones before wrote: shaders and copies alike. */
+static void barrier(struct vk_state *s) {
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    const VkPipelineStageFlags st =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(s->cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+uint32_t vk_groups(size_t n) {
+    size_t g = (n + 255) / 256;
+    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
+}
+
+void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes, uint32_t gx,
+                 uint32_t gy, uint32_t gz) {
+    VkPipeline p = vk_pipeline(s->d, sh);
+    if (!p) {
+        vk_note(s, VK_ERROR_INITIALIZATION_FAILED, "a shader's pipeline");
+        return;
+    }
+    begin(s);
+    vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    vkCmdPushConstants(s->cmd, s->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)bytes, args);
+    vkCmdDispatch(s->cmd, gx, gy, gz);
+    barrier(s);
+    s->pending = true;
+}
+
+void *vk_alloc(struct backend *b, size_t bytes) {
+    return vk_mem_alloc(vk_of(b)->d, bytes);
+}
+
+void vk_free(struct backend *b, void *p) {
+    vk_mem_free(vk_of(b)->d, p);
+}
+
+/* One copy between a buffer of ours and a staging one, in stream order. */
+static void copy(struct vk_state *s, VkBuffer from, VkDeviceSize from_off, VkBuffer to,
+                 VkDeviceSize to_off, size_t bytes) {
+    begin(s);
+    VkBufferCopy region = {from_off, to_off, bytes};
+    vkCmdCopyBuffer(s->cmd, from, to, 1, &region);
+    barrier(s);
+    s->pending = true;
+}
+
+void vk_upload(struct backend *b, void *dst, const void *host, size_t bytes) {
+    struct vk_state *s = vk_of(b);
+    for (size_t done = 0; done < bytes;) {
+        if (s->up_used == s->up_size && !vk_flush(s))
+            return;
+        size_t piece =
+            bytes - done < s->up_size - s->up_used ? bytes - done : s->up_size - s->up_used;
+        VkDeviceSize off;
+        VkBuffer to = vk_mem_find((const uint8_t *)dst + done, &off);
+        if (!to) {
+            vk_note(s, VK_ERROR_MEMORY_MAP_FAILED, "upload to memory that is not the device's");
+            return;
+        }
+        memcpy(s->up_map + s->up_used, (const uint8_t *)host + done, piece);
+        copy(s, s->up, s->up_used, to, off, piece);
+        size_t step = (piece + 15) / 16 * 16; /* the next piece 16-byte aligned */
+        s->up_used = step < s->up_size - s->up_used ? s->up_used + step : s->up_size;
+        done += piece;
+    }
+}
+
+enum ox_status vk_download(struct backend *b, void *host, const void *src, size_t bytes) {
+    struct vk_state *s = vk_of(b);
+    for (size_t done = 0; done < bytes && host;) {
+        size_t piece = bytes - done < s->down_size ? bytes - done : s->down_size;
+        VkDeviceSize off;
+        VkBuffer from = vk_mem_find((const uint8_t *)src + done, &off);
+        if (!from) {
+            vk_note(s, VK_ERROR_MEMORY_MAP_FAILED, "download from memory that is not the device's");
+            break;
+        }
+        copy(s, from, off, s->down, 0, piece);
+        if (!vk_flush(s))
+            break;
+        memcpy((uint8_t *)host + done, s->down_map, piece);
+        done += piece;
+    }
+    vk_flush(s);
+    enum ox_status st = s->err;
+    s->err = OX_OK;
+    return st == OX_OK ? OX_OK : ox_fail(st, "%s", s->msg);
+}
+
+enum ox_status vk_init(struct backend *b, const struct backend_sizes *z) {
+    (void)z;
+    struct vk_device *d = vk_device_get();
+    if (!d)
+        return OX_ERR_DEVICE;
+    struct vk_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return ox_fail(OX_ERR_OOM, "vulkan: out of host memory");
+    b->impl = s;
+    s->d = d;
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = d->family};
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    bool ok = vkCreateCommandPool(d->device, &pi, NULL, &s->pool) == VK_SUCCESS &&
+              vkCreateFence(d->device, &fi, NULL, &s->fence) == VK_SUCCESS;
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = s->pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    ok = ok && vkAllocateCommandBuffers(d->device, &ai, &s->cmd) == VK_SUCCESS;
+    s->up_size = UP_BYTES, s->down_size = DOWN_BYTES;
+    ok = ok &&
+         (s->up = vk_host_buffer(d, s->up_size, &s->up_mem, (void **)&s->up_map)) != VK_NULL_HANDLE;
+    ok = ok && (s->down = vk_host_buffer(d, s->down_size, &s->down_mem, (void **)&s->down_map)) !=
+                   VK_NULL_HANDLE;
+    b->own_bytes = 0;
+    return ok ? OX_OK : ox_fail(OX_ERR_DEVICE, "vulkan: cannot set up a context's command stream");
+}
+
+void vk_release(struct backend *b) {
+    struct vk_state *s = vk_of(b);
+    if (!s)
+        return;
+    VkDevice dev = s->d->device;
+    vk_flush(s);
+    if (s->up)
+        vkDestroyBuffer(dev, s->up, NULL), vkFreeMemory(dev, s->up_mem, NULL);
+    if (s->down)
+        vkDestroyBuffer(dev, s->down, NULL), vkFreeMemory(dev, s->down_mem, NULL);
+    if (s->fence)
+        vkDestroyFence(dev, s->fence, NULL);
+    if (s->pool)
+        vkDestroyCommandPool(dev, s->pool, NULL);
+    free(s);
+    b->impl = NULL;
+}

@@ -1,0 +1,286 @@
+/* test_vulkan_ops.c: the Vulkan backend's ops against the CPU backend's on random inputs (in CI
+ * on Mesa's lavapipe, the CPU Vulkan driver; on a GPU where there is one). Skipped (77) where
+ * there is no Vulkan device with what the shaders need. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/vulkan/vk_backend.h"
+#include "quant/dtype.h"
+#include "test.h"
+
+static struct backend cpu, vk;
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *random_floats(size_t n, float scale) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
+    return x;
+}
+
+static void *up(const void *host, size_t bytes) {
+    void *d = vk.ops->alloc(&vk, bytes);
+    CHECK(d != NULL);
+    if (d && bytes)
+        vk.ops->upload(&vk, d, host, bytes);
+    return d;
+}
+
+static float *down(const float *d, size_t n) {
+    float *h = calloc(n ? n : 1, sizeof *h);
+    CHECK_MSG(vk.ops->download(&vk, h, d, n * sizeof *h) == OX_OK, "download: %s", ox_last_error());
+    return h;
+}
+
+/* ||got - want|| / ||want||; a NaN on one side only counts as infinitely wrong. */
+static double rel_err(const float *got, const float *want, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]) != isnan(want[i]))
+            return INFINITY;
+        double d = (double)got[i] - want[i];
+        num += d * d, den += (double)want[i] * want[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void check_close(const char *what, const float *got, const float *want, size_t n,
+                        double tol) {
+    double e = rel_err(got, want, n);
+    CHECK_MSG(e <= tol, "%s: relative error %.3g, allowed %.3g", what, e, tol);
+}
+
+/* An op on n values of y (from y0) and x, z on both backends; y compared. */
+typedef void (*vec_op)(struct backend *b, float *y, const float *x, const float *z, size_t n);
+
+static void compare_vec(const char *name, vec_op op, size_t n, double tol) {
+    float *y0 = random_floats(n, 3.0f), *x = random_floats(n, 3.0f), *z = random_floats(n, 3.0f);
+    float *want = malloc(n * sizeof *want);
+    memcpy(want, y0, n * sizeof *want);
+    op(&cpu, want, x, z, n);
+    float *dy = up(y0, n * 4), *dx = up(x, n * 4), *dz = up(z, n * 4);
+    op(&vk, dy, dx, dz, n);
+    float *got = down(dy, n);
+    check_close(name, got, want, n, tol);
+    printf("  %-22s %8zu values: relative error %.2g\n", name, n, rel_err(got, want, n));
+    vk.ops->free(&vk, dy), vk.ops->free(&vk, dx), vk.ops->free(&vk, dz);
+    free(y0), free(x), free(z), free(want), free(got);
+}
+
+static void op_add(struct backend *b, float *y, const float *x, const float *z, size_t n) {
+    (void)z, b->ops->add(b, y, x, n);
+}
+static void op_scale(struct backend *b, float *y, const float *x, const float *z, size_t n) {
+    (void)x, (void)z, b->ops->scale(b, y, 0.37f, n);
+}
+static void op_zero(struct backend *b, float *y, const float *x, const float *z, size_t n) {
+    (void)x, (void)z, b->ops->zero(b, y, n);
+}
+static void op_axpy(struct backend *b, float *y, const float *x, const float *z, size_t n) {
+    (void)z, b->ops->axpy(b, y, x, -1.25f, n);
+}
+static void op_gelu(struct backend *b, float *y, const float *x, const float *z, size_t n) {
+    (void)z, b->ops->gelu(b, x, y, n);
+}
+static void op_softcap(struct backend *b, float *y, const float *x, const float *z, size_t n) {
+    (void)x, (void)z, b->ops->softcap(b, y, 2.5f, n);
+}
+static enum glu_kind glu_kind_now;
+static void op_glu(struct backend *b, float *y, const float *x, const float *z, size_t n) {
+    b->ops->glu(b, glu_kind_now, x, z, y, n);
+}
+
+static void test_vectors(void) {
+    static const size_t sizes[] = {1, 255, 4096, 1000003};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        compare_vec("add", op_add, n, 1e-7);
+        compare_vec("scale", op_scale, n, 1e-7);
+        compare_vec("zero", op_zero, n, 0.0);
+        compare_vec("axpy", op_axpy, n, 1e-6);
+        compare_vec("gelu", op_gelu, n, 2e-3); /* the CPU's from an f16 table, as ggml's */
+        compare_vec("softcap", op_softcap, n, 1e-5);
+        static const char *const names[] = {"glu silu", "glu gelu", "glu sigmoid", "glu oai"};
+        for (int g = 0; g <= GLU_SWIGLU_OAI; g++) {
+            glu_kind_now = (enum glu_kind)g;
+            compare_vec(names[g], op_glu, n, g == GLU_GELU ? 2e-3 : 1e-5);
+        }
+    }
+}
+
+/* Row ops over n rows of dim: norms (with and without a weight and bias), softmax, a bias row,
+ * a gate per row, rows copied with strides. */
+static void test_rows(int n, int dim) {
+    size_t all = (size_t)n * (size_t)dim;
+    float *x = random_floats(all, 4.0f), *g = random_floats((size_t)dim, 1.0f),
+          *bias = random_floats((size_t)dim, 1.0f), *gate = random_floats((size_t)n, 3.0f);
+    float *want = malloc(all * sizeof *want);
+    float *dx = up(x, all * 4), *dy = vk.ops->alloc(&vk, all * 4), *dg = up(g, (size_t)dim * 4),
+          *db = up(bias, (size_t)dim * 4), *dgate = up(gate, (size_t)n * 4);
+    for (int k = 0; k < 7; k++) {
+        const char *name = "";
+        memcpy(want, x, all * sizeof *want);
+        vk.ops->copy_rows(&vk, dy, (size_t)dim, dx, (size_t)dim, n, dim);
+        switch (k) {
+        case 0:
+            name = "rms_norm", cpu.ops->rms_norm(&cpu, x, g, want, n, dim, 1e-6f);
+            vk.ops->rms_norm(&vk, dx, dg, dy, n, dim, 1e-6f);
+            break;
+        case 1:
+            name = "rms_norm (no weight)", cpu.ops->rms_norm(&cpu, x, NULL, want, n, dim, 1e-5f);
+            vk.ops->rms_norm(&vk, dx, NULL, dy, n, dim, 1e-5f);
+            break;
+        case 2:
+            name = "layer_norm", cpu.ops->layer_norm(&cpu, x, g, bias, want, n, dim, 1e-5f);
+            vk.ops->layer_norm(&vk, dx, dg, db, dy, n, dim, 1e-5f);
+            break;
+        case 3:
+            name = "softmax", cpu.ops->softmax(&cpu, want, n, dim);
+            vk.ops->softmax(&vk, dy, n, dim);
+            break;
+        case 4:
+            name = "add_row", cpu.ops->add_row(&cpu, want, bias, n, dim);
+            vk.ops->add_row(&vk, dy, db, n, dim);
+            break;
+        case 5:
+            name = "sigmoid_scale_rows", cpu.ops->sigmoid_scale_rows(&cpu, want, gate, n, dim);
+            vk.ops->sigmoid_scale_rows(&vk, dy, dgate, n, dim);
+            break;
+        case 6:
+            name = "copy_rows (strided)"; /* the middle half of each row to its first half */
+            cpu.ops->copy_rows(&cpu, want, (size_t)dim, x + dim / 4, (size_t)dim, n, dim / 2);
+            vk.ops->copy_rows(&vk, dy, (size_t)dim, dx + dim / 4, (size_t)dim, n, dim / 2);
+            break;
+        }
+        float *got = down(dy, all);
+        check_close(name, got, want, all, 2e-6);
+        printf("  %-22s %4d x %-6d: relative error %.2g\n", name, n, dim, rel_err(got, want, all));
+        free(got);
+    }
+    vk.ops->free(&vk, dx), vk.ops->free(&vk, dy), vk.ops->free(&vk, dg), vk.ops->free(&vk, db);
+    vk.ops->free(&vk, dgate);
+    free(x), free(g), free(bias), free(gate), free(want);
+}
+
+/* RoPE of n tokens' heads at scattered positions: normal and NeoX pairs, partial rotation,
+ * YaRN, frequency factors. */
+static void test_rope(bool neox, int n_rot, float ext_factor, bool factors) {
+    enum { N = 5, HEADS = 4, HD = 128 };
+    int32_t pos[N] = {0, 1, 17, 600, 8191};
+    float *ff = factors ? random_floats((size_t)n_rot / 2, 0.5f) : NULL;
+    for (int i = 0; ff && i < n_rot / 2; i++)
+        ff[i] = 1.0f + fabsf(ff[i]) * 8.0f;
+    struct rope_params p = {.n_rot = n_rot,
+                            .neox = neox,
+                            .freq_base = 500000.0f,
+                            .freq_scale = ext_factor != 0.0f ? 0.25f : 1.0f,
+                            .ext_factor = ext_factor,
+                            .attn_factor = 1.0f,
+                            .corr_dims = {10.0f, 40.0f},
+                            .freq_factors = ff};
+    size_t all = (size_t)N * HEADS * HD;
+    float *x = random_floats(all, 2.0f), *want = malloc(all * sizeof *want);
+    memcpy(want, x, all * sizeof *want);
+    cpu.ops->rope(&cpu, want, pos, N, HEADS, HD, &p);
+    float *dx = up(x, all * 4);
+    int32_t *dpos = up(pos, sizeof pos);
+    float *dff = ff ? up(ff, (size_t)n_rot / 2 * 4) : NULL;
+    struct rope_params dp = p;
+    dp.freq_factors = dff;
+    vk.ops->rope(&vk, dx, dpos, N, HEADS, HD, &dp);
+    float *got = down(dx, all);
+    char name[64];
+    snprintf(name, sizeof name, "rope%s n_rot %d%s%s", neox ? " neox" : "", n_rot,
+             ext_factor != 0.0f ? " yarn" : "", factors ? " factors" : "");
+    check_close(name, got, want, all, 2e-5);
+    printf("  %-36s relative error %.2g\n", name, rel_err(got, want, all));
+    vk.ops->free(&vk, dx), vk.ops->free(&vk, dpos), vk.ops->free(&vk, dff);
+    free(x), free(want), free(got), free(ff);
+}
+
+/* y = W x and rows of W for f32 and f16 weights, batches of 1 to 9 tokens. */
+static void test_matmul(enum ox_dtype type, int rows, int cols, int n) {
+    size_t row_bytes = (size_t)cols * ox_dtype_type_size(type);
+    float *wf = random_floats((size_t)rows * (size_t)cols, 1.0f);
+    uint8_t *w = malloc(row_bytes * (size_t)rows);
+    CHECK(ox_quantize(type, wf, w, rows, cols, NULL) == OX_OK);
+    struct mat hm = {type, w, rows, cols, row_bytes, NULL, NULL};
+    struct mat dm = hm;
+    dm.data = up(w, row_bytes * (size_t)rows);
+    float *x = random_floats((size_t)n * (size_t)cols, 1.0f);
+    float *want = malloc((size_t)n * (size_t)rows * sizeof *want);
+    cpu.ops->matmul(&cpu, &hm, x, want, n);
+    float *dx = up(x, (size_t)n * (size_t)cols * 4), *dy = vk.ops->alloc(&vk, (size_t)n * rows * 4);
+    vk.ops->matmul(&vk, &dm, dx, dy, n);
+    float *got = down(dy, (size_t)n * (size_t)rows);
+    char name[64];
+    snprintf(name, sizeof name, "matmul %s %d x %d, %d tokens", ox_dtype_name(type), rows, cols, n);
+    /* the CPU rounds x to f16 for f16 weights, as ggml does; the shader multiplies it as it is */
+    check_close(name, got, want, (size_t)n * rows, type == OX_DTYPE_F16 ? 2e-3 : 1e-5);
+    printf("  %-36s relative error %.2g\n", name, rel_err(got, want, (size_t)n * rows));
+    int32_t ids[3] = {rows - 1, 0, rows / 2};
+    int32_t *dids = up(ids, sizeof ids);
+    float *rw = malloc(3 * (size_t)cols * sizeof *rw),
+          *drw = vk.ops->alloc(&vk, 3 * (size_t)cols * 4);
+    cpu.ops->get_rows(&cpu, &hm, ids, rw, 3);
+    vk.ops->get_rows(&vk, &dm, dids, drw, 3);
+    float *grw = down(drw, 3 * (size_t)cols);
+    CHECK_MSG(memcmp(grw, rw, 3 * (size_t)cols * sizeof *rw) == 0, "get_rows %s: not the rows",
+              ox_dtype_name(type));
+    vk.ops->free(&vk, (void *)dm.data), vk.ops->free(&vk, dx), vk.ops->free(&vk, dy);
+    vk.ops->free(&vk, dids), vk.ops->free(&vk, drw);
+    free(wf), free(w), free(x), free(want), free(got), free(rw), free(grw);
+}
+
+/* What a bad call leaves: a weight type without a shader is refused at load (supports) and
+ * fails the batch's download if called anyway. */
+static void test_refusals(void) {
+    CHECK(!vk.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_Q4_K));
+    CHECK(vk.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_F16));
+    struct mat m = {OX_DTYPE_Q4_K, vk.ops->alloc(&vk, 144), 1, 256, 144, NULL, NULL};
+    float *dx = vk.ops->alloc(&vk, 256 * 4), *dy = vk.ops->alloc(&vk, 4);
+    vk.ops->matmul(&vk, &m, dx, dy, 1);
+    CHECK(vk.ops->download(&vk, NULL, NULL, 0) != OX_OK);
+    CHECK(vk.ops->download(&vk, NULL, NULL, 0) == OX_OK); /* reported once, then cleared */
+    vk.ops->free(&vk, (void *)m.data), vk.ops->free(&vk, dx), vk.ops->free(&vk, dy);
+}
+
+int main(void) {
+    if (!backend_vulkan_ops.available()) {
+        printf("no Vulkan device with buffer device addresses and 16-bit floats: skipped\n");
+        return 77;
+    }
+    cpu.ops = &backend_cpu_ops, vk.ops = &backend_vulkan_ops;
+    struct backend_sizes z = {.n_batch = 64, .n_threads = 2, .max_cols = 8192};
+    if (cpu.ops->init(&cpu, &z) != OX_OK || vk.ops->init(&vk, &z) != OX_OK) {
+        fprintf(stderr, "setup: %s\n", ox_last_error());
+        return 1;
+    }
+    test_vectors();
+    test_rows(1, 4096);
+    test_rows(7, 5120);
+    test_rows(70000, 64); /* past 65535 rows: more than one dispatch */
+    for (int neox = 0; neox < 2; neox++) {
+        test_rope(neox, 128, 0.0f, false);
+        test_rope(neox, 64, 0.0f, false);
+        test_rope(neox, 128, 1.0f, false);
+        test_rope(neox, 128, 0.0f, true);
+    }
+    for (int n = 1; n <= 9; n += 4) {
+        test_matmul(OX_DTYPE_F32, 300, 1024, n);
+        test_matmul(OX_DTYPE_F16, 4096, 512, n);
+    }
+    test_matmul(OX_DTYPE_F16, 32, 5000, 17);
+    test_refusals();
+    vk.ops->release(&vk);
+    cpu.ops->release(&cpu);
+    return test_finish("test_vulkan_ops");
+}
