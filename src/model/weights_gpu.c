@@ -64,8 +64,8 @@ static enum ox_status fold_into(struct ox_model *m, const struct weight *norm,
  * normed rows nothing else reads (a parallel block's FFN does; a bias or a MoE router would). */
 static enum ox_status fold_norms(struct ox_model *m) {
     const struct arch_desc *d = m->cfg.arch;
-    if (d->norm != NORM_RMS || d->parallel || d->no_pre_norm)
-        return OX_OK;
+    if (d->norm != NORM_RMS || d->parallel || d->no_pre_norm || !m->gpu->fold_norm)
+        return OX_OK; /* (fold_norm is optional: a backend without it reads the norms' weights) */
     for (int32_t il = m->gpu_layer_begin; il < m->cfg.n_layer; il++) {
         struct layer_weights *l = &m->layers[il];
         const struct weight *attn[] = {l->wqkv, l->wq, l->wk, l->wv};

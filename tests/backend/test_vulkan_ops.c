@@ -240,6 +240,85 @@ static void test_matmul(enum ox_dtype type, int rows, int cols, int n) {
     free(wf), free(w), free(x), free(want), free(got), free(rw), free(grw);
 }
 
+/* KV cache rows stored to scattered cells and loaded back, f32 and f16, free cells skipped. */
+static void test_cache(enum ox_dtype type) {
+    enum { N = 5, DIM = 256, CELLS = 9 };
+    int32_t where[N] = {8, 0, 3, 4, 6}, cell_pos[CELLS] = {1, -1, -1, 2, 3, -1, 4, -1, 0};
+    size_t row_bytes = DIM * ox_dtype_type_size(type);
+    float *x = random_floats(N * DIM, 2.0f);
+    uint8_t *host = calloc(CELLS, row_bytes);
+    float *want = calloc(CELLS * DIM, sizeof *want);
+    cpu.ops->cache_store(&cpu, type, x, N, DIM, host, row_bytes, where);
+    cpu.ops->cache_load(&cpu, type, host, row_bytes, want, CELLS, DIM, cell_pos);
+    uint8_t *dcache = up(host, CELLS * row_bytes); /* the same zeros in the rows not stored */
+    vk.ops->zero(&vk, (float *)dcache, CELLS * row_bytes / 4);
+    float *dx = up(x, N * DIM * 4), *dy = up(want, CELLS * DIM * 4); /* free cells' rows kept */
+    int32_t *dwhere = up(where, sizeof where), *dpos = up(cell_pos, sizeof cell_pos);
+    vk.ops->cache_store(&vk, type, dx, N, DIM, dcache, row_bytes, dwhere);
+    vk.ops->cache_load(&vk, type, dcache, row_bytes, dy, CELLS, DIM, dpos);
+    float *got = down(dy, CELLS * DIM);
+    char name[48];
+    snprintf(name, sizeof name, "cache store and load %s", ox_dtype_name(type));
+    check_close(name, got, want, CELLS * DIM, 0.0);
+    printf("  %-36s relative error %.2g\n", name, rel_err(got, want, CELLS * DIM));
+    vk.ops->free(&vk, dcache), vk.ops->free(&vk, dx), vk.ops->free(&vk, dy);
+    vk.ops->free(&vk, dwhere), vk.ops->free(&vk, dpos);
+    free(x), free(host), free(want), free(got);
+}
+
+/* Attention of queries of two sequences over shared cells (GQA), causal or with a window, a soft
+ * cap, sinks, and a query that sees no cell. */
+static void test_attention(int window, float softcap, bool sinks, int hd) {
+    enum { NT = 6, CELLS = 300, HEADS = 8, KV_HEADS = 2 };
+    int32_t q_pos[NT] = {3, 150, 151, 152, 0, 290}, q_seq[NT] = {0, 0, 0, 0, 77, 5};
+    int32_t *cell_pos = malloc(CELLS * 4);
+    uint64_t *cell_seq = calloc((size_t)CELLS * SEQ_WORDS, 8);
+    for (int c = 0; c < CELLS; c++) { /* sequence 0 on the even cells, 77 on the odd ones */
+        cell_pos[c] = c / 2;
+        int s = c % 2 ? 77 : 0;
+        cell_seq[(size_t)c * SEQ_WORDS + s / 64] |= 1ull << (s % 64);
+    }
+    size_t nq = (size_t)NT * HEADS * hd, nk = (size_t)CELLS * KV_HEADS * hd;
+    float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
+    float *sk = random_floats(HEADS, 2.0f), *want = malloc(nq * sizeof *want);
+    struct attn_args a = {.q = q,
+                          .k = k,
+                          .v = v,
+                          .y = want,
+                          .n = NT,
+                          .n_cells = CELLS,
+                          .n_head = HEADS,
+                          .n_head_kv = KV_HEADS,
+                          .hd_k = hd,
+                          .hd_v = hd,
+                          .q_pos = q_pos,
+                          .q_seq = q_seq,
+                          .cell_pos = cell_pos,
+                          .cell_seq = cell_seq,
+                          .scale = 1.0f / sqrtf((float)hd),
+                          .softcap = softcap,
+                          .sinks = sinks ? sk : NULL,
+                          .window = window};
+    cpu.ops->attention(&cpu, &a);
+    struct attn_args d = a;
+    d.q = up(q, nq * 4), d.k = up(k, nk * 4), d.v = up(v, nk * 4);
+    d.y = vk.ops->alloc(&vk, nq * 4), d.q_pos = up(q_pos, sizeof q_pos);
+    d.q_seq = up(q_seq, sizeof q_seq), d.cell_pos = up(cell_pos, CELLS * 4);
+    d.cell_seq = up(cell_seq, (size_t)CELLS * SEQ_WORDS * 8),
+    d.sinks = sinks ? up(sk, HEADS * 4) : NULL;
+    vk.ops->attention(&vk, &d);
+    float *got = down(d.y, nq);
+    char name[64];
+    snprintf(name, sizeof name, "attention hd %d%s%s%s", hd, window ? " window" : "",
+             softcap != 0.0f ? " softcap" : "", sinks ? " sinks" : "");
+    check_close(name, got, want, nq, 2e-6);
+    printf("  %-36s relative error %.2g\n", name, rel_err(got, want, nq));
+    const void *dev[] = {d.q, d.k, d.v, d.y, d.q_pos, d.q_seq, d.cell_pos, d.cell_seq, d.sinks};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        vk.ops->free(&vk, (void *)dev[i]);
+    free(q), free(k), free(v), free(sk), free(want), free(got), free(cell_pos), free(cell_seq);
+}
+
 /* What a bad call leaves: a weight type without a shader is refused at load (supports) and
  * fails the batch's download if called anyway. */
 static void test_refusals(void) {
@@ -279,6 +358,12 @@ int main(void) {
         test_matmul(OX_DTYPE_F16, 4096, 512, n);
     }
     test_matmul(OX_DTYPE_F16, 32, 5000, 17);
+    test_cache(OX_DTYPE_F32);
+    test_cache(OX_DTYPE_F16);
+    test_attention(0, 0.0f, false, 128);
+    test_attention(0, 0.0f, false, 64);
+    test_attention(40, 0.0f, false, 128);
+    test_attention(0, 30.0f, true, 256);
     test_refusals();
     vk.ops->release(&vk);
     cpu.ops->release(&cpu);

@@ -51,9 +51,12 @@ const struct backend_ops backend_vulkan_ops = {
     .scale = vk_scale,
     .softmax = vk_softmax,
     .softcap = vk_softcap,
+    .attention = vk_attention,
     .sigmoid_scale_rows = vk_sigmoid_scale_rows,
     .copy_rows = vk_copy_rows,
     .axpy = vk_axpy,
     .zero = vk_zero,
+    .cache_store = vk_cache_store,
+    .cache_load = vk_cache_load,
     .devices = vk_devices,
 };

@@ -30,4 +30,10 @@ void vk_sigmoid_scale_rows(struct backend *b, float *y, const float *g, int n, i
 void vk_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
              const struct rope_params *p);
 
+void vk_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n, int dim,
+                    uint8_t *base, size_t row_bytes, const int32_t *cells);
+void vk_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
+                   float *y, int n_cells, int dim, const int32_t *cell_pos);
+void vk_attention(struct backend *b, const struct attn_args *a);
+
 #endif

@@ -1,0 +1,89 @@
+// attention.comp: one query token and head per workgroup over float keys and values (the cache
+// read back): scores of the visible cells 256 at a time, an online softmax (a gpt-oss sink joins
+// it last, with no value), the values accumulated in shared memory by dimension.
+#version 450
+#include "common.glsl"
+layout(local_size_x = 256) in;
+layout(push_constant) uniform Args {
+    Floats q, k, v, y;
+    Ints q_pos, q_seq, cell_pos;
+    uint64_t cell_seq; // [n_cells][SEQ_WORDS] 64-bit sets
+    Floats sinks;      // [n_head] or 0
+    uint n_cells, n_head, n_head_kv, hd_k, hd_v, seq_words;
+    float scale, softcap;
+    int window, ahead;
+} p;
+
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Words { uint64_t v[]; };
+
+shared float qs[512], acc[512], prob[256], part[256];
+
+float reduce(float v, bool take_max) {
+    uint t = gl_LocalInvocationID.x;
+    part[t] = v;
+    barrier();
+    for (uint s = 128; s > 0; s >>= 1) {
+        if (t < s)
+            part[t] = take_max ? max(part[t], part[t + s]) : part[t] + part[t + s];
+        barrier();
+    }
+    float r = part[0];
+    barrier();
+    return r;
+}
+
+bool visible(uint t, uint c) {
+    int qp = p.q_pos.v[t], kp = p.cell_pos.v[c], s = p.q_seq.v[t];
+    uint64_t w = Words(p.cell_seq).v[c * p.seq_words + uint(s) / 64];
+    bool in_seq = s >= 0 && ((w >> (uint(s) % 64)) & 1) != 0;
+    return in_seq && kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
+}
+
+void main() {
+    uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, th = gl_LocalInvocationID.x;
+    uint kvh = h / (p.n_head / p.n_head_kv);
+    uint qrow = (t * p.n_head + h) * p.hd_k;
+    for (uint i = th; i < p.hd_k; i += 256)
+        qs[i] = p.q.v[qrow + i];
+    for (uint i = th; i < p.hd_v; i += 256)
+        acc[i] = 0.0;
+    barrier();
+    float m = -1.0 / 0.0, sum = 0.0;
+    for (uint c0 = 0; c0 < p.n_cells; c0 += 256) {
+        uint c = c0 + th;
+        float s = -1.0 / 0.0;
+        if (c < p.n_cells && visible(t, c)) {
+            uint krow = (c * p.n_head_kv + kvh) * p.hd_k;
+            float dot = 0.0;
+            for (uint i = 0; i < p.hd_k; i++)
+                dot += qs[i] * p.k.v[krow + i];
+            s = p.softcap == 0.0 ? dot * p.scale : p.softcap * tanh(dot * (p.scale / p.softcap));
+        }
+        float m_new = max(m, reduce(s, true));
+        if (m_new == -1.0 / 0.0)
+            continue; // nothing visible yet
+        float alpha = exp(m - m_new), e = s == -1.0 / 0.0 ? 0.0 : exp(s - m_new);
+        prob[th] = e;
+        sum = sum * alpha + reduce(e, false);
+        m = m_new;
+        uint cells = min(256, p.n_cells - c0);
+        for (uint i = th; i < p.hd_v; i += 256) {
+            float a = acc[i] * alpha;
+            for (uint j = 0; j < cells; j++)
+                if (prob[j] != 0.0)
+                    a += prob[j] * p.v.v[((c0 + j) * p.n_head_kv + kvh) * p.hd_v + i];
+            acc[i] = a;
+        }
+        barrier();
+    }
+    if (uint64_t(p.sinks) != 0 && m != -1.0 / 0.0) {
+        float sink = p.sinks.v[h], m_new = max(m, sink), alpha = exp(m - m_new);
+        for (uint i = th; i < p.hd_v; i += 256)
+            acc[i] *= alpha;
+        sum = sum * alpha + exp(sink - m_new);
+    }
+    float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
+    uint yrow = (t * p.n_head + h) * p.hd_v;
+    for (uint i = th; i < p.hd_v; i += 256)
+        p.y.v[yrow + i] = acc[i] * inv;
+}

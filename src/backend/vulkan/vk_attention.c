@@ -1,0 +1,79 @@
+/* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32 and f16 rows) and the
+ * attention over them (attention.comp), as the op table names them. */
+#include "backend/vulkan/vk_ops.h"
+
+struct cache_args {
+    uint64_t x, base, cells;
+    uint32_t n, dim, row_bytes, half_rows, load;
+};
+
+static bool cache_type_ok(struct backend *b, enum ox_dtype type) {
+    if (type == OX_DTYPE_F32 || type == OX_DTYPE_F16)
+        return true;
+    vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "the KV cache: a type without a shader");
+    return false;
+}
+
+static void cache_op(struct backend *b, enum ox_dtype type, float *x, int n, int dim,
+                     const uint8_t *base, size_t row_bytes, const int32_t *cells, bool load) {
+    if (n <= 0 || dim <= 0 || !cache_type_ok(b, type))
+        return;
+    struct cache_args args = {vk_addr(x),    vk_addr(base),       vk_addr(cells),       (uint32_t)n,
+                              (uint32_t)dim, (uint32_t)row_bytes, type == OX_DTYPE_F16, load};
+    vk_dispatch(vk_of(b), VK_SHADER_cache, &args, sizeof args, vk_groups((size_t)n * (size_t)dim),
+                1, 1);
+}
+
+void vk_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n, int dim,
+                    uint8_t *base, size_t row_bytes, const int32_t *cells) {
+    cache_op(b, type, (float *)x, n, dim, base, row_bytes, cells, false);
+}
+
+void vk_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
+                   float *y, int n_cells, int dim, const int32_t *cell_pos) {
+    cache_op(b, type, y, n_cells, dim, base, row_bytes, cell_pos, true);
+}
+
+struct attention_args {
+    uint64_t q, k, v, y, q_pos, q_seq, cell_pos, cell_seq, sinks;
+    uint32_t n_cells, n_head, n_head_kv, hd_k, hd_v, seq_words;
+    float scale, softcap;
+    int32_t window, ahead;
+};
+
+void vk_attention(struct backend *b, const struct attn_args *a) {
+    if (a->n <= 0 || a->n_head <= 0)
+        return;
+    if (a->hd_k > 512 || a->hd_v > 512) {
+        vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "attention: heads wider than 512");
+        return;
+    }
+    struct attention_args args = {vk_addr(a->q),
+                                  vk_addr(a->k),
+                                  vk_addr(a->v),
+                                  vk_addr(a->y),
+                                  vk_addr(a->q_pos),
+                                  vk_addr(a->q_seq),
+                                  vk_addr(a->cell_pos),
+                                  vk_addr(a->cell_seq),
+                                  vk_addr(a->sinks),
+                                  (uint32_t)a->n_cells,
+                                  (uint32_t)a->n_head,
+                                  (uint32_t)a->n_head_kv,
+                                  (uint32_t)a->hd_k,
+                                  (uint32_t)a->hd_v,
+                                  SEQ_WORDS,
+                                  a->scale,
+                                  a->softcap,
+                                  a->window,
+                                  a->ahead};
+    for (int t0 = 0; t0 < a->n; t0 += 65535) { /* a workgroup row per token */
+        struct attention_args part = args;
+        int tokens = a->n - t0 < 65535 ? a->n - t0 : 65535;
+        part.q += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_k * sizeof(float);
+        part.y += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_v * sizeof(float);
+        part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
+        vk_dispatch(vk_of(b), VK_SHADER_attention, &part, sizeof part, (uint32_t)a->n_head,
+                    (uint32_t)tokens, 1);
+    }
+}
