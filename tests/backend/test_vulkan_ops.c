@@ -9,54 +9,8 @@
 #include "backend/backend.h"
 #include "backend/vulkan/vk_backend.h"
 #include "quant/dtype.h"
+#include "device_ops_common.h"
 #include "test.h"
-
-static struct backend cpu, vk;
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static float frand(void) { /* uniform in [-1, 1) */
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static float *random_floats(size_t n, float scale) {
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = frand() * scale;
-    return x;
-}
-
-static void *up(const void *host, size_t bytes) {
-    void *d = vk.ops->alloc(&vk, bytes);
-    CHECK(d != NULL);
-    if (d && bytes)
-        vk.ops->upload(&vk, d, host, bytes);
-    return d;
-}
-
-static float *down(const float *d, size_t n) {
-    float *h = calloc(n ? n : 1, sizeof *h);
-    CHECK_MSG(vk.ops->download(&vk, h, d, n * sizeof *h) == OX_OK, "download: %s", ox_last_error());
-    return h;
-}
-
-/* ||got - want|| / ||want||; a NaN on one side only counts as infinitely wrong. */
-static double rel_err(const float *got, const float *want, size_t n) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(got[i]) != isnan(want[i]))
-            return INFINITY;
-        double d = (double)got[i] - want[i];
-        num += d * d, den += (double)want[i] * want[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
-static void check_close(const char *what, const float *got, const float *want, size_t n,
-                        double tol) {
-    double e = rel_err(got, want, n);
-    CHECK_MSG(e <= tol, "%s: relative error %.3g, allowed %.3g", what, e, tol);
-}
 
 /* An op on n values of y (from y0) and x, z on both backends; y compared. */
 typedef void (*vec_op)(struct backend *b, float *y, const float *x, const float *z, size_t n);
@@ -67,11 +21,11 @@ static void compare_vec(const char *name, vec_op op, size_t n, double tol) {
     memcpy(want, y0, n * sizeof *want);
     op(&cpu, want, x, z, n);
     float *dy = up(y0, n * 4), *dx = up(x, n * 4), *dz = up(z, n * 4);
-    op(&vk, dy, dx, dz, n);
+    op(&gpu, dy, dx, dz, n);
     float *got = down(dy, n);
-    check_close(name, got, want, n, tol);
+    CHECK_CLOSE(got, want, n, tol, "%s", name);
     printf("  %-22s %8zu values: relative error %.2g\n", name, n, rel_err(got, want, n));
-    vk.ops->free(&vk, dy), vk.ops->free(&vk, dx), vk.ops->free(&vk, dz);
+    gpu.ops->free(&gpu, dy), gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dz);
     free(y0), free(x), free(z), free(want), free(got);
 }
 
@@ -106,12 +60,12 @@ static void test_vectors(void) {
         compare_vec("scale", op_scale, n, 1e-7);
         compare_vec("zero", op_zero, n, 0.0);
         compare_vec("axpy", op_axpy, n, 1e-6);
-        compare_vec("gelu", op_gelu, n, 2e-3); /* the CPU's from an f16 table, as ggml's */
+        compare_vec("gelu", op_gelu, n, 5e-3); /* the CPU's from an f16 table of x, as ggml's */
         compare_vec("softcap", op_softcap, n, 1e-5);
         static const char *const names[] = {"glu silu", "glu gelu", "glu sigmoid", "glu oai"};
         for (int g = 0; g <= GLU_SWIGLU_OAI; g++) {
             glu_kind_now = (enum glu_kind)g;
-            compare_vec(names[g], op_glu, n, g == GLU_GELU ? 2e-3 : 1e-5);
+            compare_vec(names[g], op_glu, n, g == GLU_GELU ? 5e-3 : 1e-5);
         }
     }
 }
@@ -123,50 +77,51 @@ static void test_rows(int n, int dim) {
     float *x = random_floats(all, 4.0f), *g = random_floats((size_t)dim, 1.0f),
           *bias = random_floats((size_t)dim, 1.0f), *gate = random_floats((size_t)n, 3.0f);
     float *want = malloc(all * sizeof *want);
-    float *dx = up(x, all * 4), *dy = vk.ops->alloc(&vk, all * 4), *dg = up(g, (size_t)dim * 4),
+    float *dx = up(x, all * 4), *dy = gpu.ops->alloc(&gpu, all * 4), *dg = up(g, (size_t)dim * 4),
           *db = up(bias, (size_t)dim * 4), *dgate = up(gate, (size_t)n * 4);
     for (int k = 0; k < 7; k++) {
         const char *name = "";
         memcpy(want, x, all * sizeof *want);
-        vk.ops->copy_rows(&vk, dy, (size_t)dim, dx, (size_t)dim, n, dim);
+        gpu.ops->copy_rows(&gpu, dy, (size_t)dim, dx, (size_t)dim, n, dim);
         switch (k) {
         case 0:
             name = "rms_norm", cpu.ops->rms_norm(&cpu, x, g, want, n, dim, 1e-6f);
-            vk.ops->rms_norm(&vk, dx, dg, dy, n, dim, 1e-6f);
+            gpu.ops->rms_norm(&gpu, dx, dg, dy, n, dim, 1e-6f);
             break;
         case 1:
             name = "rms_norm (no weight)", cpu.ops->rms_norm(&cpu, x, NULL, want, n, dim, 1e-5f);
-            vk.ops->rms_norm(&vk, dx, NULL, dy, n, dim, 1e-5f);
+            gpu.ops->rms_norm(&gpu, dx, NULL, dy, n, dim, 1e-5f);
             break;
         case 2:
             name = "layer_norm", cpu.ops->layer_norm(&cpu, x, g, bias, want, n, dim, 1e-5f);
-            vk.ops->layer_norm(&vk, dx, dg, db, dy, n, dim, 1e-5f);
+            gpu.ops->layer_norm(&gpu, dx, dg, db, dy, n, dim, 1e-5f);
             break;
         case 3:
             name = "softmax", cpu.ops->softmax(&cpu, want, n, dim);
-            vk.ops->softmax(&vk, dy, n, dim);
+            gpu.ops->softmax(&gpu, dy, n, dim);
             break;
         case 4:
             name = "add_row", cpu.ops->add_row(&cpu, want, bias, n, dim);
-            vk.ops->add_row(&vk, dy, db, n, dim);
+            gpu.ops->add_row(&gpu, dy, db, n, dim);
             break;
         case 5:
             name = "sigmoid_scale_rows", cpu.ops->sigmoid_scale_rows(&cpu, want, gate, n, dim);
-            vk.ops->sigmoid_scale_rows(&vk, dy, dgate, n, dim);
+            gpu.ops->sigmoid_scale_rows(&gpu, dy, dgate, n, dim);
             break;
         case 6:
             name = "copy_rows (strided)"; /* the middle half of each row to its first half */
             cpu.ops->copy_rows(&cpu, want, (size_t)dim, x + dim / 4, (size_t)dim, n, dim / 2);
-            vk.ops->copy_rows(&vk, dy, (size_t)dim, dx + dim / 4, (size_t)dim, n, dim / 2);
+            gpu.ops->copy_rows(&gpu, dy, (size_t)dim, dx + dim / 4, (size_t)dim, n, dim / 2);
             break;
         }
         float *got = down(dy, all);
-        check_close(name, got, want, all, 2e-6);
+        CHECK_CLOSE(got, want, all, 2e-6, "%s", name);
         printf("  %-22s %4d x %-6d: relative error %.2g\n", name, n, dim, rel_err(got, want, all));
         free(got);
     }
-    vk.ops->free(&vk, dx), vk.ops->free(&vk, dy), vk.ops->free(&vk, dg), vk.ops->free(&vk, db);
-    vk.ops->free(&vk, dgate);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy), gpu.ops->free(&gpu, dg),
+        gpu.ops->free(&gpu, db);
+    gpu.ops->free(&gpu, dgate);
     free(x), free(g), free(bias), free(gate), free(want);
 }
 
@@ -195,14 +150,14 @@ static void test_rope(bool neox, int n_rot, float ext_factor, bool factors) {
     float *dff = ff ? up(ff, (size_t)n_rot / 2 * 4) : NULL;
     struct rope_params dp = p;
     dp.freq_factors = dff;
-    vk.ops->rope(&vk, dx, dpos, N, HEADS, HD, &dp);
+    gpu.ops->rope(&gpu, dx, dpos, N, HEADS, HD, &dp);
     float *got = down(dx, all);
     char name[64];
     snprintf(name, sizeof name, "rope%s n_rot %d%s%s", neox ? " neox" : "", n_rot,
              ext_factor != 0.0f ? " yarn" : "", factors ? " factors" : "");
-    check_close(name, got, want, all, 2e-5);
+    CHECK_CLOSE(got, want, all, 2e-5, "%s", name);
     printf("  %-36s relative error %.2g\n", name, rel_err(got, want, all));
-    vk.ops->free(&vk, dx), vk.ops->free(&vk, dpos), vk.ops->free(&vk, dff);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dpos), gpu.ops->free(&gpu, dff);
     free(x), free(want), free(got), free(ff);
 }
 
@@ -218,25 +173,26 @@ static void test_matmul(enum ox_dtype type, int rows, int cols, int n) {
     float *x = random_floats((size_t)n * (size_t)cols, 1.0f);
     float *want = malloc((size_t)n * (size_t)rows * sizeof *want);
     cpu.ops->matmul(&cpu, &hm, x, want, n);
-    float *dx = up(x, (size_t)n * (size_t)cols * 4), *dy = vk.ops->alloc(&vk, (size_t)n * rows * 4);
-    vk.ops->matmul(&vk, &dm, dx, dy, n);
+    float *dx = up(x, (size_t)n * (size_t)cols * 4),
+          *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+    gpu.ops->matmul(&gpu, &dm, dx, dy, n);
     float *got = down(dy, (size_t)n * (size_t)rows);
     char name[64];
     snprintf(name, sizeof name, "matmul %s %d x %d, %d tokens", ox_dtype_name(type), rows, cols, n);
     /* the CPU rounds x to f16 for f16 weights, as ggml does; the shader multiplies it as it is */
-    check_close(name, got, want, (size_t)n * rows, type == OX_DTYPE_F16 ? 2e-3 : 1e-5);
+    CHECK_CLOSE(got, want, (size_t)n * rows, type == OX_DTYPE_F16 ? 2e-3 : 1e-5, "%s", name);
     printf("  %-36s relative error %.2g\n", name, rel_err(got, want, (size_t)n * rows));
     int32_t ids[3] = {rows - 1, 0, rows / 2};
     int32_t *dids = up(ids, sizeof ids);
     float *rw = malloc(3 * (size_t)cols * sizeof *rw),
-          *drw = vk.ops->alloc(&vk, 3 * (size_t)cols * 4);
+          *drw = gpu.ops->alloc(&gpu, 3 * (size_t)cols * 4);
     cpu.ops->get_rows(&cpu, &hm, ids, rw, 3);
-    vk.ops->get_rows(&vk, &dm, dids, drw, 3);
+    gpu.ops->get_rows(&gpu, &dm, dids, drw, 3);
     float *grw = down(drw, 3 * (size_t)cols);
     CHECK_MSG(memcmp(grw, rw, 3 * (size_t)cols * sizeof *rw) == 0, "get_rows %s: not the rows",
               ox_dtype_name(type));
-    vk.ops->free(&vk, (void *)dm.data), vk.ops->free(&vk, dx), vk.ops->free(&vk, dy);
-    vk.ops->free(&vk, dids), vk.ops->free(&vk, drw);
+    gpu.ops->free(&gpu, (void *)dm.data), gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
+    gpu.ops->free(&gpu, dids), gpu.ops->free(&gpu, drw);
     free(wf), free(w), free(x), free(want), free(got), free(rw), free(grw);
 }
 
@@ -251,18 +207,18 @@ static void test_cache(enum ox_dtype type) {
     cpu.ops->cache_store(&cpu, type, x, N, DIM, host, row_bytes, where);
     cpu.ops->cache_load(&cpu, type, host, row_bytes, want, CELLS, DIM, cell_pos);
     uint8_t *dcache = up(host, CELLS * row_bytes); /* the same zeros in the rows not stored */
-    vk.ops->zero(&vk, (float *)dcache, CELLS * row_bytes / 4);
+    gpu.ops->zero(&gpu, (float *)dcache, CELLS * row_bytes / 4);
     float *dx = up(x, N * DIM * 4), *dy = up(want, CELLS * DIM * 4); /* free cells' rows kept */
     int32_t *dwhere = up(where, sizeof where), *dpos = up(cell_pos, sizeof cell_pos);
-    vk.ops->cache_store(&vk, type, dx, N, DIM, dcache, row_bytes, dwhere);
-    vk.ops->cache_load(&vk, type, dcache, row_bytes, dy, CELLS, DIM, dpos);
+    gpu.ops->cache_store(&gpu, type, dx, N, DIM, dcache, row_bytes, dwhere);
+    gpu.ops->cache_load(&gpu, type, dcache, row_bytes, dy, CELLS, DIM, dpos);
     float *got = down(dy, CELLS * DIM);
     char name[48];
     snprintf(name, sizeof name, "cache store and load %s", ox_dtype_name(type));
-    check_close(name, got, want, CELLS * DIM, 0.0);
+    CHECK_CLOSE(got, want, CELLS * DIM, 0.0, "%s", name);
     printf("  %-36s relative error %.2g\n", name, rel_err(got, want, CELLS * DIM));
-    vk.ops->free(&vk, dcache), vk.ops->free(&vk, dx), vk.ops->free(&vk, dy);
-    vk.ops->free(&vk, dwhere), vk.ops->free(&vk, dpos);
+    gpu.ops->free(&gpu, dcache), gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
+    gpu.ops->free(&gpu, dwhere), gpu.ops->free(&gpu, dpos);
     free(x), free(host), free(want), free(got);
 }
 
@@ -302,34 +258,34 @@ static void test_attention(int window, float softcap, bool sinks, int hd) {
     cpu.ops->attention(&cpu, &a);
     struct attn_args d = a;
     d.q = up(q, nq * 4), d.k = up(k, nk * 4), d.v = up(v, nk * 4);
-    d.y = vk.ops->alloc(&vk, nq * 4), d.q_pos = up(q_pos, sizeof q_pos);
+    d.y = gpu.ops->alloc(&gpu, nq * 4), d.q_pos = up(q_pos, sizeof q_pos);
     d.q_seq = up(q_seq, sizeof q_seq), d.cell_pos = up(cell_pos, CELLS * 4);
     d.cell_seq = up(cell_seq, (size_t)CELLS * SEQ_WORDS * 8),
     d.sinks = sinks ? up(sk, HEADS * 4) : NULL;
-    vk.ops->attention(&vk, &d);
+    gpu.ops->attention(&gpu, &d);
     float *got = down(d.y, nq);
     char name[64];
     snprintf(name, sizeof name, "attention hd %d%s%s%s", hd, window ? " window" : "",
              softcap != 0.0f ? " softcap" : "", sinks ? " sinks" : "");
-    check_close(name, got, want, nq, 2e-6);
+    CHECK_CLOSE(got, want, nq, 2e-6, "%s", name);
     printf("  %-36s relative error %.2g\n", name, rel_err(got, want, nq));
     const void *dev[] = {d.q, d.k, d.v, d.y, d.q_pos, d.q_seq, d.cell_pos, d.cell_seq, d.sinks};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        vk.ops->free(&vk, (void *)dev[i]);
+        gpu.ops->free(&gpu, (void *)dev[i]);
     free(q), free(k), free(v), free(sk), free(want), free(got), free(cell_pos), free(cell_seq);
 }
 
 /* What a bad call leaves: a weight type without a shader is refused at load (supports) and
  * fails the batch's download if called anyway. */
 static void test_refusals(void) {
-    CHECK(!vk.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_Q4_K));
-    CHECK(vk.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_F16));
-    struct mat m = {OX_DTYPE_Q4_K, vk.ops->alloc(&vk, 144), 1, 256, 144, NULL, NULL};
-    float *dx = vk.ops->alloc(&vk, 256 * 4), *dy = vk.ops->alloc(&vk, 4);
-    vk.ops->matmul(&vk, &m, dx, dy, 1);
-    CHECK(vk.ops->download(&vk, NULL, NULL, 0) != OX_OK);
-    CHECK(vk.ops->download(&vk, NULL, NULL, 0) == OX_OK); /* reported once, then cleared */
-    vk.ops->free(&vk, (void *)m.data), vk.ops->free(&vk, dx), vk.ops->free(&vk, dy);
+    CHECK(!gpu.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_Q4_K));
+    CHECK(gpu.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_F16));
+    struct mat m = {OX_DTYPE_Q4_K, gpu.ops->alloc(&gpu, 144), 1, 256, 144, NULL, NULL};
+    float *dx = gpu.ops->alloc(&gpu, 256 * 4), *dy = gpu.ops->alloc(&gpu, 4);
+    gpu.ops->matmul(&gpu, &m, dx, dy, 1);
+    CHECK(gpu.ops->download(&gpu, NULL, NULL, 0) != OX_OK);
+    CHECK(gpu.ops->download(&gpu, NULL, NULL, 0) == OX_OK); /* reported once, then cleared */
+    gpu.ops->free(&gpu, (void *)m.data), gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
 }
 
 int main(void) {
@@ -337,9 +293,9 @@ int main(void) {
         printf("no Vulkan device with buffer device addresses and 16-bit floats: skipped\n");
         return 77;
     }
-    cpu.ops = &backend_cpu_ops, vk.ops = &backend_vulkan_ops;
+    cpu.ops = &backend_cpu_ops, gpu.ops = &backend_vulkan_ops;
     struct backend_sizes z = {.n_batch = 64, .n_threads = 2, .max_cols = 8192};
-    if (cpu.ops->init(&cpu, &z) != OX_OK || vk.ops->init(&vk, &z) != OX_OK) {
+    if (cpu.ops->init(&cpu, &z) != OX_OK || gpu.ops->init(&gpu, &z) != OX_OK) {
         fprintf(stderr, "setup: %s\n", ox_last_error());
         return 1;
     }
@@ -365,7 +321,7 @@ int main(void) {
     test_attention(40, 0.0f, false, 128);
     test_attention(0, 30.0f, true, 256);
     test_refusals();
-    vk.ops->release(&vk);
+    gpu.ops->release(&gpu);
     cpu.ops->release(&cpu);
     return test_finish("test_vulkan_ops");
 }
