@@ -113,6 +113,17 @@ enum ox_status model_upload_layers(struct ox_model *m, int32_t begin, int32_t en
     return OX_OK;
 }
 
+/* The first op this model's layers call that the device backend lacks, or NULL: the ops every
+ * model calls, then its recurrent layers'. */
+static const char *model_missing_op(const struct ox_model *m, const struct backend_ops *gpu) {
+    const char *missing = backend_missing_op(gpu);
+    if (!missing && m->cfg.arch->mamba2 && !gpu->mamba2)
+        missing = "mamba2";
+    if (!missing && m->cfg.arch->delta_net && !gpu->delta_net)
+        missing = "delta_net";
+    return missing;
+}
+
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
     const struct backend_ops *gpu = backend_device();
     if (n_gpu_layers == 0 || (n_gpu_layers < 0 && (!gpu || !gpu->available())))
@@ -120,12 +131,12 @@ enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
     if (!gpu)
         return ox_fail(OX_ERR_UNSUPPORTED,
                        "model: n_gpu_layers = %d, but this build has no GPU backend "
-                       "(build with make CUDA=1)",
+                       "(build with make CUDA=1 or VULKAN=1)",
                        n_gpu_layers);
     if (!gpu->available())
         return ox_fail(OX_ERR_DEVICE, "model: n_gpu_layers = %d but no %s GPU is usable",
                        n_gpu_layers, gpu->name);
-    const char *missing = backend_missing_op(gpu);
+    const char *missing = model_missing_op(m, gpu);
     if (missing)
         return ox_fail(OX_ERR_UNSUPPORTED,
                        "model: the %s backend cannot run a model's layers yet "

@@ -17,23 +17,6 @@
 #include "device_ops_common.h"
 #include "test.h"
 
-/* y = W x in double from the dequantized rows: what every matmul path must approach. */
-static inline void matmul_ref(enum ox_dtype type, const void *w, int rows, int cols, const float *x,
-                              int n, float *y) {
-    float *row = malloc((size_t)cols * sizeof *row);
-    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
-    for (int r = 0; r < rows; r++) {
-        ox_dequantize(type, (const uint8_t *)w + (size_t)r * row_bytes, row, cols);
-        for (int t = 0; t < n; t++) {
-            double s = 0.0;
-            for (int c = 0; c < cols; c++)
-                s += (double)row[c] * x[(size_t)t * cols + c];
-            y[(size_t)t * rows + r] = (float)s;
-        }
-    }
-    free(row);
-}
-
 /* Types whose batches of up to 8 take the integer GEMV: x is rounded to int8 blocks (q8_1)
  * first, as llama.cpp's kernels do, which leaves 0.4 to 1.2% relative error (the most for the
  * types with an offset, whose levels are all positive); llama.cpp's own test allows 2.2%. */

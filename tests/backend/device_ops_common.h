@@ -1,6 +1,7 @@
 /* device_ops_common.h: what the device backends' op tests share (test_cuda_ops.c,
  * test_cuda_matmul.c through cuda_ops_common.h, test_vulkan_ops.c): the CPU backend and the
- * device's, random inputs, device copies and the relative error. */
+ * device's, random inputs, device copies, the relative error and the double-precision matmul
+ * reference. */
 #ifndef OX_TESTS_DEVICE_OPS_COMMON_H
 #define OX_TESTS_DEVICE_OPS_COMMON_H
 
@@ -8,8 +9,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/backend.h"
+#include "oxidize.h"
+#include "quant/dtype.h"
 #include "test.h"
 
 static struct backend cpu, gpu;
@@ -61,5 +65,38 @@ static inline double rel_err(const float *got, const float *want, size_t n) {
         if (e_ > (tol))                                                                            \
             fprintf(stderr, "  relative error %.3g, allowed %.3g\n", e_, (double)(tol));           \
     } while (0)
+
+/* y = W x in double from the dequantized rows: what every matmul path must approach. */
+static inline void matmul_ref(enum ox_dtype type, const void *w, int rows, int cols, const float *x,
+                              int n, float *y) {
+    float *row = malloc((size_t)cols * sizeof *row);
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    for (int r = 0; r < rows; r++) {
+        ox_dequantize(type, (const uint8_t *)w + (size_t)r * row_bytes, row, cols);
+        for (int t = 0; t < n; t++) {
+            double s = 0.0;
+            for (int c = 0; c < cols; c++)
+                s += (double)row[c] * x[(size_t)t * cols + c];
+            y[(size_t)t * rows + r] = (float)s;
+        }
+    }
+    free(row);
+}
+
+/* Rows of a weight on the device (m; w: its host bytes) against the CPU's dequantization, bit
+ * for bit: the last, the first, one twice and the middle. */
+static inline void check_get_rows(const struct mat *m, const uint8_t *w) {
+    int rows = (int)m->n_rows, cols = (int)m->n_cols;
+    int32_t ids[5] = {0, rows - 1, 3, 3, rows / 2};
+    int32_t *dids = up(ids, sizeof ids);
+    float *dy = gpu.ops->alloc(&gpu, 5 * (size_t)cols * 4), *want = malloc(5 * (size_t)cols * 4);
+    gpu.ops->get_rows(&gpu, m, dids, dy, 5);
+    float *got = down(dy, 5 * (size_t)cols);
+    for (int t = 0; t < 5; t++)
+        ox_dequantize(m->type, w + (size_t)ids[t] * m->row_bytes, want + (size_t)t * cols, cols);
+    CHECK_MSG(!memcmp(got, want, 5 * (size_t)cols * 4), "get_rows %s", ox_dtype_name(m->type));
+    free(got), free(want);
+    gpu.ops->free(&gpu, dids), gpu.ops->free(&gpu, dy);
+}
 
 #endif

@@ -32,17 +32,9 @@ static void test_matmul_shape(enum ox_dtype type, int rows, int cols, const int 
         free(x), free(want), free(got);
         gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
     }
-    /* get_rows dequantizes exactly as the CPU does */
-    int32_t ids[5] = {0, rows - 1, 3, 3, rows / 2};
-    int32_t *dids = up(ids, sizeof ids);
-    float *dy = gpu.ops->alloc(&gpu, 5 * (size_t)cols * 4), *want = malloc(5 * (size_t)cols * 4);
-    gpu.ops->get_rows(&gpu, &m, dids, dy, 5);
-    float *got = down(dy, 5 * (size_t)cols);
-    for (int t = 0; t < 5; t++)
-        ox_dequantize(type, w + (size_t)ids[t] * row_bytes, want + (size_t)t * cols, cols);
-    CHECK_MSG(!memcmp(got, want, 5 * (size_t)cols * 4), "get_rows %s", ox_dtype_name(type));
-    free(got), free(want), free(wf), free(w);
-    gpu.ops->free(&gpu, dids), gpu.ops->free(&gpu, dy), gpu.ops->free(&gpu, dw);
+    check_get_rows(&m, w); /* get_rows dequantizes exactly as the CPU does */
+    free(wf), free(w);
+    gpu.ops->free(&gpu, dw);
 }
 
 /* Weights whose dot products take q8_K activations (llama.cpp's CPU: the k-quants, iq4_xs):

@@ -275,12 +275,70 @@ static void test_attention(int window, float softcap, bool sinks, int hd) {
     free(q), free(k), free(v), free(sk), free(want), free(got), free(cell_pos), free(cell_seq);
 }
 
+/* A weight type's products against the double product of its dequantized rows, for each batch
+ * size in ns (0 ends it: up to 8 take the matrix-vector shader, more the tiled one), and its row
+ * lookups against the CPU's dequantization, bit for bit. */
+static void test_weight_type(enum ox_dtype type, int rows, int cols, const int *ns) {
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    float *wf = random_floats((size_t)rows * cols, 1.0f);
+    uint8_t *w = malloc(row_bytes * rows);
+    CHECK(ox_quantize(type, wf, w, rows, cols, NULL) == OX_OK);
+    struct mat m = {type, up(w, row_bytes * rows), rows, cols, row_bytes, NULL, NULL};
+    double worst = 0.0;
+    for (size_t k = 0; ns[k]; k++) {
+        int n = ns[k];
+        float *x = random_floats((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * 4);
+        float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+        if (type == OX_DTYPE_BF16) { /* the shader rounds x to bf16, as ggml's CPU does */
+            uint16_t *h = malloc((size_t)n * cols * 2);
+            CHECK(ox_quantize(type, x, h, n, cols, NULL) == OX_OK);
+            CHECK(ox_dequantize(type, h, x, (int64_t)n * cols) == OX_OK);
+            free(h);
+        }
+        matmul_ref(type, w, rows, cols, x, n, want);
+        gpu.ops->matmul(&gpu, &m, dx, dy, n);
+        float *got = down(dy, (size_t)n * rows);
+        CHECK_CLOSE(got, want, (size_t)n * rows, 2e-5, "matmul %s %d x %d, n=%d",
+                    ox_dtype_name(type), rows, cols, n);
+        double e = rel_err(got, want, (size_t)n * rows);
+        worst = e > worst ? e : worst;
+        free(x), free(want), free(got);
+        gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
+    }
+    check_get_rows(&m, w);
+    printf("  matmul %-8s %4d x %4d: relative error %.2g\n", ox_dtype_name(type), rows, cols,
+           worst);
+    free(wf), free(w);
+    gpu.ops->free(&gpu, (void *)m.data);
+}
+
+/* Every weight type the backend takes that can be quantized here without an importance matrix:
+ * a few rows, then rows of many groups, then tiles of rows and tokens cut at both ends. */
+static void test_weight_types(void) {
+    static const int all[] = {1, 3, 8, 9, 70, 0}, one[] = {1, 2, 0}, wide[] = {130, 0};
+    int tested = 0;
+    for (int t = 0; t < 64; t++) {
+        enum ox_dtype type = (enum ox_dtype)t;
+        if (!ox_dtype_valid(t) || !gpu.ops->supports(BACKEND_OP_MATMUL, type))
+            continue;
+        bool float_type = t == OX_DTYPE_F32 || t == OX_DTYPE_F16 || t == OX_DTYPE_BF16;
+        if (!float_type && (!ox_dtype_can_quantize(type) || ox_dtype_needs_imatrix(type)))
+            continue;
+        test_weight_type(type, 67, 512, all);
+        test_weight_type(type, 37, 4608, one);
+        test_weight_type(type, 150, 256, wide);
+        tested++;
+    }
+    CHECK_MSG(tested >= 20, "only %d weight types tested", tested);
+    printf("matmul and get_rows: %d weight types\n", tested);
+}
+
 /* What a bad call leaves: a weight type without a shader is refused at load (supports) and
  * fails the batch's download if called anyway. */
 static void test_refusals(void) {
-    CHECK(!gpu.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_Q4_K));
-    CHECK(gpu.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_F16));
-    struct mat m = {OX_DTYPE_Q4_K, gpu.ops->alloc(&gpu, 144), 1, 256, 144, NULL, NULL};
+    CHECK(!gpu.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_IQ2_XXS));
+    CHECK(gpu.ops->supports(BACKEND_OP_MATMUL, OX_DTYPE_Q4_K));
+    struct mat m = {OX_DTYPE_IQ2_XXS, gpu.ops->alloc(&gpu, 66), 1, 256, 66, NULL, NULL};
     float *dx = gpu.ops->alloc(&gpu, 256 * 4), *dy = gpu.ops->alloc(&gpu, 4);
     gpu.ops->matmul(&gpu, &m, dx, dy, 1);
     CHECK(gpu.ops->download(&gpu, NULL, NULL, 0) != OX_OK);
@@ -314,6 +372,7 @@ int main(void) {
         test_matmul(OX_DTYPE_F16, 4096, 512, n);
     }
     test_matmul(OX_DTYPE_F16, 32, 5000, 17);
+    test_weight_types();
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
     test_attention(0, 0.0f, false, 128);

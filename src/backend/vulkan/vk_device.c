@@ -110,6 +110,7 @@ static bool make_device(void) {
     const char *missing = !f12.bufferDeviceAddress        ? "buffer device addresses"
                           : !f12.shaderFloat16            ? "16-bit float arithmetic"
                           : !f11.storageBuffer16BitAccess ? "16-bit storage"
+                          : !f12.storageBuffer8BitAccess  ? "8-bit storage"
                           : !f.features.shaderInt64       ? "64-bit integers"
                                                           : NULL;
     if (missing) {
@@ -121,7 +122,7 @@ static bool make_device(void) {
         .bufferDeviceAddress = VK_TRUE,
         .shaderFloat16 = VK_TRUE,
         .shaderInt8 = f12.shaderInt8,
-        .storageBuffer8BitAccess = f12.storageBuffer8BitAccess};
+        .storageBuffer8BitAccess = VK_TRUE};
     VkPhysicalDeviceVulkan11Features on11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
         .pNext = &on12,

@@ -25,6 +25,7 @@ struct vk_device {
     VkPhysicalDeviceProperties props;
     VkPipelineLayout layout;              /* one for all: the push constants alone */
     VkPipeline pipeline[VK_SHADER_COUNT]; /* made at their first use */
+    void *tables;                         /* dequant.glsl's lookup tables (vk_tables_ready) */
 };
 
 /* The device, made at the first call (NULL with the error set where there is none). */

@@ -1,14 +1,72 @@
-/* vk_matmul.c: products with a model's weights and rows looked up from them, for the weight types
- * the Vulkan backend has shaders for (f32, f16), and the weights' copies on the device. */
+/* vk_matmul.c: products with a model's weights and rows looked up from them, for every weight
+ * type the CUDA backend runs (dequant.glsl's), the weights' copies on the device and the lookup
+ * tables the table-coded types read. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/vulkan/vk_ops.h"
 #include "core/status.h"
+#include "quant/iq_tables.h"
+
+/* The weight types with shaders of their own (CMakeLists.txt's OX_VK_WEIGHT_TYPES): a
+ * matrix-vector product for up to 8 tokens, a tiled product for more, and row lookups. */
+#define VK_WEIGHT_TYPES(X)                                                                         \
+    X(F32)                                                                                         \
+    X(F16) X(BF16) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q1_0) X(Q2_0) X(Q2_K) X(Q3_K) X(Q4_K) \
+        X(Q5_K) X(Q6_K) X(IQ4_NL) X(IQ4_XS) X(IQ3_S) X(MXFP4) X(TQ1_0) X(TQ2_0)
+
+struct weight_shaders {
+    enum vk_shader matvec, gemm, get_rows;
+};
+
+static bool weight_shaders(enum ox_dtype type, struct weight_shaders *s) {
+    switch (type) {
+#define VK_CASE_(name)                                                                             \
+    case OX_DTYPE_##name:                                                                          \
+        *s = (struct weight_shaders){VK_SHADER_matvec_##name, VK_SHADER_gemm_##name,               \
+                                     VK_SHADER_get_rows_##name};                                   \
+        return true;
+        VK_WEIGHT_TYPES(VK_CASE_)
+#undef VK_CASE_
+    default: return false;
+    }
+}
 
 bool vk_supports(enum backend_op op, enum ox_dtype type) {
     (void)op;
-    return type == OX_DTYPE_F32 || type == OX_DTYPE_F16;
+    struct weight_shaders s;
+    return weight_shaders(type, &s);
+}
+
+/* The lookup tables dequant.glsl reads, as 32-bit integers: iq4_nl's levels at 0, e2m1's at 16,
+ * iq3_s's grid at 32. Uploaded once, by the first context made. */
+enum { TAB_IQ4NL = 0, TAB_E2M1 = 16, TAB_IQ3S = 32, TAB_WORDS = 32 + 512 };
+static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+
+enum ox_status vk_tables_ready(struct backend *b) {
+    struct vk_state *s = vk_of(b);
+    pthread_mutex_lock(&tables_lock);
+    enum ox_status st = OX_OK;
+    if (!s->d->tables) {
+        int32_t tab[TAB_WORDS];
+        for (int i = 0; i < 16; i++)
+            tab[TAB_IQ4NL + i] = iq4nl_values[i], tab[TAB_E2M1 + i] = fp4_e2m1_values[i];
+        memcpy(tab + TAB_IQ3S, iq3s_grid, sizeof iq3s_grid);
+        void *p = vk_mem_alloc(s->d, sizeof tab);
+        if (!p)
+            st = ox_fail(OX_ERR_OOM, "vulkan: no device memory for the lookup tables");
+        else {
+            vk_upload(b, p, tab, sizeof tab);
+            st = vk_download(b, NULL, NULL, 0);
+            if (st == OX_OK)
+                s->d->tables = p;
+            else
+                vk_mem_free(s->d, p);
+        }
+    }
+    pthread_mutex_unlock(&tables_lock);
+    return st;
 }
 
 struct matmul_args {
@@ -16,13 +74,8 @@ struct matmul_args {
     uint32_t rows, cols, n, row_elems;
 };
 
-void vk_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
-    if (n <= 0 || w->n_rows <= 0)
-        return;
-    if (!vk_supports(BACKEND_OP_MATMUL, w->type)) {
-        vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "matmul: a weight type without a shader");
-        return;
-    }
+/* The plain f32/f16 product, for rows that are not whole groups of 32. */
+static void matmul_plain(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
     bool half = w->type == OX_DTYPE_F16;
     struct matmul_args args = {vk_addr(w->data),
                                vk_addr(x),
@@ -45,25 +98,91 @@ void vk_matmul(struct backend *b, const struct mat *w, const float *x, float *y,
         }
 }
 
+struct quant_args {
+    uint64_t w, x, y, tab;
+    uint32_t rows, cols, n, row_bytes;
+};
+
+/* Up to 8 tokens a dispatch through the matrix-vector shader (4 rows a workgroup), more through
+ * the tiled one (64 x 64 a workgroup); dispatches split where a grid would pass 65535. */
+static void matmul_quant(struct backend *b, const struct mat *w, const struct weight_shaders *sh,
+                         const float *x, float *y, int n) {
+    struct vk_state *s = vk_of(b);
+    const int rows_step = n <= 8 ? 4 * 65535 : 64 * 65535, toks_step = n <= 8 ? 8 : 64 * 65535;
+    for (int r0 = 0; r0 < w->n_rows; r0 += rows_step)
+        for (int t0 = 0; t0 < n; t0 += toks_step) {
+            int rows = w->n_rows - r0 < rows_step ? (int)w->n_rows - r0 : rows_step;
+            int toks = n - t0 < toks_step ? n - t0 : toks_step;
+            struct quant_args a = {
+                vk_addr(w->data) + (uint64_t)r0 * w->row_bytes,
+                vk_addr(x) + (uint64_t)t0 * (uint64_t)w->n_cols * sizeof(float),
+                vk_addr(y) + ((uint64_t)t0 * (uint64_t)w->n_rows + (uint64_t)r0) * sizeof(float),
+                vk_addr(s->d->tables),
+                (uint32_t)w->n_rows,
+                (uint32_t)w->n_cols,
+                (uint32_t)toks,
+                (uint32_t)w->row_bytes};
+            if (n <= 8)
+                vk_dispatch(s, sh->matvec, &a, sizeof a, (uint32_t)(rows + 3) / 4, 1, 1);
+            else
+                vk_dispatch(s, sh->gemm, &a, sizeof a, (uint32_t)(rows + 63) / 64,
+                            (uint32_t)(toks + 63) / 64, 1);
+        }
+}
+
+void vk_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    if (n <= 0 || w->n_rows <= 0)
+        return;
+    struct weight_shaders sh;
+    if (!weight_shaders(w->type, &sh)) {
+        vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "matmul: a weight type without a shader");
+        return;
+    }
+    if (w->n_cols % 32 == 0)
+        matmul_quant(b, w, &sh, x, y, n);
+    else if (w->type == OX_DTYPE_F32 || w->type == OX_DTYPE_F16)
+        matmul_plain(b, w, x, y, n);
+    else
+        vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "matmul: rows not whole groups of 32");
+}
+
 struct get_rows_args {
     uint64_t w, ids, y;
     uint32_t cols, n, row_elems;
 };
 
+struct get_rows_quant_args {
+    uint64_t w, ids, y, tab;
+    uint32_t cols, n, row_bytes;
+};
+
 void vk_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n) {
     if (n <= 0)
         return;
-    if (!vk_supports(BACKEND_OP_GET_ROWS, w->type)) {
-        vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED,
-                "get_rows: a weight type without a shader");
+    struct vk_state *s = vk_of(b);
+    struct weight_shaders sh;
+    if (!weight_shaders(w->type, &sh)) {
+        vk_note(s, VK_ERROR_FORMAT_NOT_SUPPORTED, "get_rows: a weight type without a shader");
+        return;
+    }
+    if (w->n_cols % 32 == 0) {
+        struct get_rows_quant_args a = {vk_addr(w->data),      vk_addr(ids),        vk_addr(y),
+                                        vk_addr(s->d->tables), (uint32_t)w->n_cols, (uint32_t)n,
+                                        (uint32_t)w->row_bytes};
+        vk_dispatch(s, sh.get_rows, &a, sizeof a, vk_groups((size_t)n * (size_t)w->n_cols / 32), 1,
+                    1);
+        return;
+    }
+    if (w->type != OX_DTYPE_F32 && w->type != OX_DTYPE_F16) {
+        vk_note(s, VK_ERROR_FORMAT_NOT_SUPPORTED, "get_rows: rows not whole groups of 32");
         return;
     }
     bool half = w->type == OX_DTYPE_F16;
     struct get_rows_args args = {vk_addr(w->data), vk_addr(ids),
                                  vk_addr(y),       (uint32_t)w->n_cols,
                                  (uint32_t)n,      (uint32_t)(w->row_bytes / (half ? 2 : 4))};
-    vk_dispatch(vk_of(b), half ? VK_SHADER_get_rows_f16 : VK_SHADER_get_rows_f32, &args,
-                sizeof args, vk_groups((size_t)n * (size_t)w->n_cols), 1, 1);
+    vk_dispatch(s, half ? VK_SHADER_get_rows_f16 : VK_SHADER_get_rows_f32, &args, sizeof args,
+                vk_groups((size_t)n * (size_t)w->n_cols), 1, 1);
 }
 
 /* The loader's stream: weights go up through it, one at a time (a model loads on one thread,

@@ -5,6 +5,9 @@
 #include "backend/vulkan/vk_internal.h"
 
 bool vk_supports(enum backend_op op, enum ox_dtype type);
+/* The device's lookup tables for the table-coded weight types, uploaded through b the first
+ * time (every context's set-up calls it). */
+enum ox_status vk_tables_ready(struct backend *b);
 enum ox_status vk_prepare_weight(struct backend_weights *bw, const struct backend_tensor *t,
                                  const void **copy);
 void vk_release_weight(const void *copy);

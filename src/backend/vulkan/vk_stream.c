@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/vulkan/vk_internal.h"
+#include "backend/vulkan/vk_ops.h"
 #include "core/status.h"
 
 enum { UP_BYTES = 4 << 20, DOWN_BYTES = 4 << 20 };
@@ -170,7 +171,12 @@ enum ox_status vk_init(struct backend *b, const struct backend_sizes *z) {
     ok = ok && (s->down = vk_host_buffer(d, s->down_size, &s->down_mem, (void **)&s->down_map)) !=
                    VK_NULL_HANDLE;
     b->own_bytes = 0;
-    return ok ? OX_OK : ox_fail(OX_ERR_DEVICE, "vulkan: cannot set up a context's command stream");
+    if (!ok)
+        return ox_fail(OX_ERR_DEVICE, "vulkan: cannot set up a context's command stream");
+    enum ox_status st = vk_tables_ready(b);
+    if (st != OX_OK)
+        vk_release(b);
+    return st;
 }
 
 void vk_release(struct backend *b) {
