@@ -387,6 +387,10 @@ struct ox_model_params {
     const char *dist_addr;
     int32_t dist_rank, dist_world;
     int32_t dist_timeout_ms; /* the wait for the others to join, and for any message (0: 60 s) */
+    /* The GPU backend the layers go to: "cuda", "vulkan" (a discrete GPU first), "vulkan:N"
+     * (the N-th Vulkan device; one a process) or "none" (the CPU alone). NULL (default): the
+     * environment variable OX_DEVICE's, else CUDA in a build that has it. */
+    const char *device;
 };
 
 OX_API struct ox_model_params ox_model_params_default(void);
@@ -407,8 +411,8 @@ OX_API int32_t ox_model_n_ctx_train(const struct ox_model *model);
 OX_API int32_t ox_model_n_embd(const struct ox_model *model);
 OX_API int32_t ox_model_n_layer(const struct ox_model *model);
 OX_API uint64_t ox_model_n_params(const struct ox_model *model);
-/* Where the model runs: "CPU", "CUDA" when its weights were uploaded to a GPU, "CPU+CUDA" when
- * only its last layers were. */
+/* Where the model runs: "CPU", "CUDA" (or "VULKAN") when its weights were uploaded to a GPU,
+ * "CPU+CUDA" when only its last layers were. */
 OX_API const char *ox_model_backend(const struct ox_model *model);
 /* Bytes of GPU memory the model's weights take (0 on the CPU). */
 OX_API uint64_t ox_model_gpu_bytes(const struct ox_model *model);

@@ -45,7 +45,8 @@ void cmd_lora_named(int i, const char **path, float *scale);
 /* The adapters cmd_lora_load loaded and their scales (up to CMD_LORA_MAX); how many. */
 int cmd_lora_loaded(struct ox_lora **loras, float *scales);
 
-/* -sm / --split-mode, -ts / --tensor-split, -mg / --main-gpu (split_args.c): taken out of a
+/* -dev / --device, -sm / --split-mode, -ts / --tensor-split, -mg / --main-gpu (split_args.c):
+ * taken out of a
  * model command's arguments (-1 to go on, else an exit status after a message), then set in the
  * parameters its model loads with. */
 int cmd_split_args(const char *cmd, int *argc, char **argv);
@@ -54,6 +55,9 @@ void cmd_split_apply(struct ox_model_params *mp);
  * follows rank 0 until it ends; the exit status. -1 for any other process: run the command. */
 int cmd_split_follow(const char *cmd, int argc, char **argv);
 #define CMD_SPLIT_USAGE                                                                            \
+    "  -dev, --device D      the GPU backend: cuda, vulkan (a discrete GPU first), vulkan:N\n"      \
+    "                        (the N-th Vulkan device) or none (the CPU alone); default:\n"          \
+    "                        OX_DEVICE's, else CUDA in a build that has it\n"                      \
     "  -sm, --split-mode M   auto (default: row where the model splits so, else layer; one\n"      \
     "                        GPU where there is one), none (one GPU), layer (each GPU runs\n"      \
     "                        consecutive layers) or row (every layer's heads and FFN rows\n"       \

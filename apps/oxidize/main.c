@@ -75,7 +75,9 @@ static void usage(FILE *f) {
                "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nSeveral GPUs, with any command that loads a model:\n"
+    fprintf(f, "\nGPUs, with any command that loads a model:\n"
+               "  -dev, --device cuda|vulkan[:N]|none  the GPU backend (default: OX_DEVICE's, "
+               "else CUDA where built)\n"
                "  -sm, --split-mode auto|none|layer|row  auto (default): rows where the model "
                "splits so, else layers\n"
                "  -ts, --tensor-split A,B,...  the GPUs' shares     -mg, --main-gpu N  rank 0's "

@@ -1,7 +1,8 @@
-/* split_args.c: -sm / --split-mode auto|none|layer|row, -ts / --tensor-split A,B,... and -mg /
- * --main-gpu N among a model command's arguments (llama.cpp's spellings), and --dist-addr
- * HOST:PORT, --dist-rank R, --dist-world N (or torchrun's MASTER_ADDR, MASTER_PORT, RANK and
- * WORLD_SIZE) for a model split across processes: taken out before the command parses the
+/* split_args.c: where a model command's layers go: -dev / --device cuda|vulkan[:N]|none, -sm /
+ * --split-mode auto|none|layer|row, -ts / --tensor-split A,B,... and -mg / --main-gpu N among
+ * its arguments (llama.cpp's spellings), and --dist-addr HOST:PORT, --dist-rank R, --dist-world
+ * N (or torchrun's MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE) for a model split across
+ * processes: taken out before the command parses the
  * rest, then set in the parameters its model loads with. A rank other than 0 runs no command:
  * it loads the model and follows rank 0 (cmd_split_follow). */
 #include <stdio.h>
@@ -13,7 +14,7 @@
 static struct {
     int mode, main_gpu;
     float share[OX_MAX_DEVICES];
-    const char *addr;
+    const char *addr, *device;
     int rank, world;
     char env_addr[300];
 } split = {.mode = OX_SPLIT_AUTO};
@@ -51,6 +52,8 @@ static int take(const char *cmd, const char *opt, const char *v) {
     }
     if (!strcmp(opt, "--dist-addr"))
         return split.addr = v, -1;
+    if (!strcmp(opt, "-dev") || !strcmp(opt, "--device"))
+        return split.device = v, -1; /* checked where the model loads */
     if (!strcmp(opt, "--dist-rank") || !strcmp(opt, "--dist-world")) {
         if (!cmd_parse_number(v, 0, 65535, &x) || x != (int)x)
             return bad(cmd, "--dist-rank and --dist-world take a number, not", v);
@@ -92,8 +95,8 @@ static int from_env(const char *cmd) {
 
 static bool ours(const char *a) {
     static const char *const names[] = {
-        "-sm",        "--split-mode", "-ts",         "--tensor-split", "-mg",
-        "--main-gpu", "--dist-addr",  "--dist-rank", "--dist-world"};
+        "-sm",         "--split-mode", "-ts",          "--tensor-split", "-mg",     "--main-gpu",
+        "--dist-addr", "--dist-rank",  "--dist-world", "-dev",           "--device"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(a, names[i]))
             return true;
@@ -130,6 +133,7 @@ int cmd_split_args(const char *cmd, int *argc, char **argv) {
 void cmd_split_apply(struct ox_model_params *mp) {
     mp->split_mode = split.mode;
     mp->main_gpu = split.main_gpu;
+    mp->device = split.device;
     memcpy(mp->tensor_split, split.share, sizeof split.share);
     if (split.world > 1)
         mp->dist_addr = split.addr, mp->dist_rank = split.rank, mp->dist_world = split.world;

@@ -396,6 +396,11 @@ void backend_cpu_group_free(struct backend_group *g);
  * includes (NULL when it has none) that models offload their layers to. */
 const struct backend_ops *backend_host(void);
 const struct backend_ops *backend_device(void);
+/* The device the next model loads on: "cuda", "vulkan", "vulkan:N" or "none" (the CPU alone);
+ * NULL: OX_DEVICE's, else CUDA where built. A name this build cannot run is refused. */
+enum ox_status backend_choose_device(const char *spec);
+/* What was chosen, else OX_DEVICE, else "" (into buf). */
+const char *backend_device_spec(char *buf, size_t cap);
 
 /* The CPU reference attention, and the dispatcher that prefers a SIMD version of it
  * (backend/cpu/attention_ref.c). */

@@ -1,9 +1,11 @@
 /* registry.c: the backends this build has. A new backend registers here, and only here. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/status.h"
 #include "oxidize.h"
 #ifdef OX_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -16,13 +18,62 @@ const struct backend_ops *backend_host(void) {
     return &backend_cpu_ops;
 }
 
-/* The device backend a model's offloaded layers run on: Vulkan where OX_DEVICE names it
- * (vulkan[:N]: it is never picked unasked, lavapipe being a device too), else CUDA where it is
- * compiled in, else none. */
+/* The device a model being loaded asked for (ox_model_params.device); empty: OX_DEVICE's. */
+static char chosen[16];
+static pthread_mutex_t chosen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool is_vulkan(const char *spec) {
+    if (strncmp(spec, "vulkan", 6) != 0)
+        return false;
+    if (spec[6] == '\0')
+        return true;
+    if (spec[6] != ':' || !spec[7] || strlen(spec + 7) > 4)
+        return false;
+    return strspn(spec + 7, "0123456789") == strlen(spec + 7);
+}
+
+enum ox_status backend_choose_device(const char *spec) {
+    bool vulkan = spec && is_vulkan(spec), cuda = spec && !strcmp(spec, "cuda");
+    if (spec && !vulkan && !cuda && strcmp(spec, "none") != 0)
+        return ox_fail(OX_ERR_INVALID_ARG,
+                       "device '%s': not cuda, vulkan, vulkan:N (the N-th Vulkan device) or none",
+                       spec);
+#ifndef OX_HAVE_VULKAN
+    if (vulkan)
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "device '%s': this build has no Vulkan backend "
+                       "(build with make VULKAN=1)",
+                       spec);
+#endif
+#ifndef OX_HAVE_CUDA
+    if (cuda)
+        return ox_fail(OX_ERR_UNSUPPORTED,
+                       "device 'cuda': this build has no CUDA backend (build with make CUDA=1)");
+#endif
+    pthread_mutex_lock(&chosen_lock);
+    snprintf(chosen, sizeof chosen, "%s", spec ? spec : "");
+    pthread_mutex_unlock(&chosen_lock);
+    return OX_OK;
+}
+
+const char *backend_device_spec(char *buf, size_t cap) {
+    pthread_mutex_lock(&chosen_lock);
+    const char *env = getenv("OX_DEVICE");
+    snprintf(buf, cap, "%s", chosen[0] ? chosen : env ? env : "");
+    pthread_mutex_unlock(&chosen_lock);
+    return buf;
+}
+
+/* The device backend a model's offloaded layers run on: Vulkan where the device asked for
+ * names it (vulkan[:N]: it is never picked unasked, lavapipe being a device too), none where it
+ * is "none", else CUDA where it is compiled in, else none. */
 const struct backend_ops *backend_device(void) {
+    char spec[16];
+    backend_device_spec(spec, sizeof spec);
+    if (!strcmp(spec, "none"))
+        return NULL;
 #ifdef OX_HAVE_VULKAN
-    const char *want = getenv("OX_DEVICE");
-    if (want && strncmp(want, "vulkan", 6) == 0)
+    if (is_vulkan(spec))
         return &backend_vulkan_ops;
 #endif
 #ifdef OX_HAVE_CUDA

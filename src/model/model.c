@@ -149,6 +149,7 @@ enum ox_status ox_model_load(const char *path, const struct ox_model_params *par
     *out = NULL;
     OX_TRY(cpu_isa_check()); /* an OX_CPU_ISA this CPU cannot run is an error, not a fallback */
     struct ox_model_params p = params ? *params : ox_model_params_default();
+    OX_TRY(backend_choose_device(p.device));
     struct ox_model *m = calloc(1, sizeof *m);
     if (!m)
         return ox_fail(OX_ERR_OOM, "model: out of memory");

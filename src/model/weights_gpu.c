@@ -2,6 +2,7 @@
  * the model: all of them, or those of its last layers and the output (the file's copy stays). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "model/layer_ops.h"
@@ -126,16 +127,22 @@ static const char *model_missing_op(const struct ox_model *m, const struct backe
 
 enum ox_status model_upload_weights(struct ox_model *m, int32_t n_gpu_layers) {
     const struct backend_ops *gpu = backend_device();
-    if (n_gpu_layers == 0 || (n_gpu_layers < 0 && (!gpu || !gpu->available())))
+    char spec[16]; /* a device named (not "none") must be there, n_gpu_layers -1 or not */
+    bool named = backend_device_spec(spec, sizeof spec)[0] && strcmp(spec, "none") != 0;
+    if (n_gpu_layers == 0 || !strcmp(spec, "none") ||
+        (n_gpu_layers < 0 && !named && (!gpu || !gpu->available())))
         return OX_OK;
     if (!gpu)
         return ox_fail(OX_ERR_UNSUPPORTED,
                        "model: n_gpu_layers = %d, but this build has no GPU backend "
                        "(build with make CUDA=1 or VULKAN=1)",
                        n_gpu_layers);
-    if (!gpu->available())
-        return ox_fail(OX_ERR_DEVICE, "model: n_gpu_layers = %d but no %s GPU is usable",
-                       n_gpu_layers, gpu->name);
+    if (!gpu->available()) { /* its reason, where the backend kept one */
+        char why[400];
+        snprintf(why, sizeof why, "%s", ox_last_error());
+        return ox_fail(OX_ERR_DEVICE, "model: n_gpu_layers = %d but no %s GPU is usable%s%s",
+                       n_gpu_layers, gpu->name, named ? ": " : "", named ? why : "");
+    }
     const char *missing = model_missing_op(m, gpu);
     if (missing)
         return ox_fail(OX_ERR_UNSUPPORTED,

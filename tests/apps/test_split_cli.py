@@ -60,6 +60,26 @@ def test_run():
           rows.stderr[-200:])
 
 
+def test_device():
+    # --device: a name this build cannot run is refused before anything loads; none keeps the
+    # CPU whatever -ngl says; vulkan, where built and a device is there, gives the CPU's text
+    # for a float model (the CPU rounds a quantized model's activations to 8 bits, the shaders
+    # do not: kjv's text parts at a near tie)
+    whole = run(F32)
+    bad = run(F32, "--device", "metal")
+    check(bad.returncode == 1 and "not cuda, vulkan" in bad.stderr, "a bad device: %s" %
+          bad.stderr[-200:])
+    none = run(F32, "-ngl", "99", "--device", "none")
+    check(none.returncode == 0 and none.stdout == whole.stdout and "(CPU)" in none.stderr,
+          "--device none: %s" % none.stderr[-200:])
+    vk = run(F32, "-ngl", "99", "--device", "vulkan")
+    check((vk.returncode == 0 and vk.stdout == whole.stdout and "(VULKAN)" in vk.stderr) or
+          (vk.returncode == 1 and ("VULKAN=1" in vk.stderr or "no Vulkan" in vk.stderr)),
+          "--device vulkan: %r against %r (%s)" % (vk.stdout, whole.stdout, vk.stderr[-200:]))
+    usage = subprocess.run([OXIDIZE, "--help"], capture_output=True, text=True).stdout
+    check("--device cuda|vulkan[:N]|none" in usage, "the usage names --device")
+
+
 def test_prompt_cache(tmp):
     # the cache holds each rank's part; a later run with a longer prompt reuses it
     cache = os.path.join(tmp, "split.kv")
@@ -119,6 +139,7 @@ def main():
         test_prompt_cache(tmp)
         test_bench()
         test_serve()
+        test_device()
     return finish("test_split_cli")
 
 

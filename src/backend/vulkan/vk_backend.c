@@ -7,9 +7,9 @@
 #include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_ops.h"
 
-/* Whether a Vulkan device with what the shaders need is here (no error kept where not). */
+/* Whether a Vulkan device with what the shaders need is here (the reason kept where not). */
 static bool vk_available(void) {
-    return vk_device_ready();
+    return vk_device_get() != NULL;
 }
 
 static int vk_devices(void) {

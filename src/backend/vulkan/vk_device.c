@@ -1,6 +1,7 @@
-/* vk_device.c: the process's Vulkan device: the instance, the GPU picked (OX_DEVICE=vulkan:N, else
- * the first discrete GPU, else the first device), a compute queue, the features the shaders need
- * (buffer device addresses, 16-bit floats, 64-bit integers) and the shaders' pipelines. */
+/* vk_device.c: the process's Vulkan device: the instance, the GPU picked (vulkan:N as the model's
+ * device or OX_DEVICE, else the first discrete GPU, else the first device), a compute queue, the
+ * features the shaders need (buffer device addresses, 16-bit floats, 64-bit integers) and the
+ * shaders' pipelines. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -13,7 +14,8 @@
 static struct vk_device device;
 static enum ox_status made = OX_ERR_DEVICE; /* OX_OK once made */
 static char why[384];
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static long picked = -1; /* the index of the device made */
+static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t pipeline_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool fail(const char *what, VkResult r) {
@@ -32,7 +34,14 @@ static bool make_instance(void) {
     return r == VK_SUCCESS || fail("no Vulkan driver (vkCreateInstance)", r);
 }
 
-/* Which device: "vulkan:N" in OX_DEVICE picks the N-th; else a discrete GPU first. */
+/* The device index asked for ("vulkan:N"), or -1 where none is named. */
+static long wanted(void) {
+    char spec[16];
+    backend_device_spec(spec, sizeof spec);
+    return strncmp(spec, "vulkan:", 7) == 0 ? strtol(spec + 7, NULL, 10) : -1;
+}
+
+/* Which device: "vulkan:N" picks the N-th; else a discrete GPU first. */
 static bool pick_physical(void) {
     uint32_t n = 0;
     VkResult r = vkEnumeratePhysicalDevices(device.instance, &n, NULL);
@@ -42,14 +51,10 @@ static bool pick_physical(void) {
     if (!all)
         return fail("out of memory", VK_ERROR_OUT_OF_HOST_MEMORY);
     vkEnumeratePhysicalDevices(device.instance, &n, all);
-    const char *env = getenv("OX_DEVICE");
-    long want = -1;
-    if (env && strncmp(env, "vulkan:", 7) == 0)
-        want = strtol(env + 7, NULL, 10);
+    long want = wanted();
     if (want >= (long)n) {
         free(all);
-        snprintf(why, sizeof why, "vulkan: OX_DEVICE asks for device %ld, but there are %u", want,
-                 n);
+        snprintf(why, sizeof why, "vulkan: device vulkan:%ld asked for, but there are %u", want, n);
         return false;
     }
     uint32_t pick = want >= 0 ? (uint32_t)want : 0;
@@ -62,6 +67,7 @@ static bool pick_physical(void) {
         }
     }
     device.physical = all[pick];
+    picked = pick;
     free(all);
     vkGetPhysicalDeviceProperties(device.physical, &device.props);
     return true;
@@ -151,20 +157,35 @@ static bool make_device(void) {
     return r == VK_SUCCESS || fail("vkCreatePipelineLayout", r);
 }
 
+/* Made at the first use; a failure (no driver, an index past the last) is tried again at the
+ * next, so a bad choice does not leave the process without its device. */
 static void make(void) {
-    if (make_instance() && pick_physical() && pick_queue_and_memory() && make_device())
-        made = OX_OK;
-}
-
-bool vk_device_ready(void) {
-    pthread_once(&once, make);
-    return made == OX_OK;
+    pthread_mutex_lock(&make_lock);
+    if (made != OX_OK) {
+        if (make_instance() && pick_physical() && pick_queue_and_memory() && make_device())
+            made = OX_OK;
+        else if (device.instance) {
+            if (device.device)
+                vkDestroyDevice(device.device, NULL);
+            vkDestroyInstance(device.instance, NULL);
+            device = (struct vk_device){0};
+        }
+    }
+    pthread_mutex_unlock(&make_lock);
 }
 
 struct vk_device *vk_device_get(void) {
-    pthread_once(&once, make);
+    make();
     if (made != OX_OK) {
         ox_fail(OX_ERR_DEVICE, "%s", why);
+        return NULL;
+    }
+    long want = wanted();
+    if (want >= 0 && want != picked) {
+        ox_fail(OX_ERR_DEVICE,
+                "vulkan: vulkan:%ld asked for, but this process uses vulkan:%ld "
+                "(one Vulkan device a process)",
+                want, picked);
         return NULL;
     }
     return &device;

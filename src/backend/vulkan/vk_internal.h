@@ -30,7 +30,6 @@ struct vk_device {
 
 /* The device, made at the first call (NULL with the error set where there is none). */
 struct vk_device *vk_device_get(void);
-bool vk_device_ready(void); /* the same, without an error kept */
 VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s);
 
 /* Device memory: one pool of large buffers whose addresses the op table's pointers are. */
