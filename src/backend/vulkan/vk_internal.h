@@ -52,6 +52,7 @@ struct vk_state {
     uint8_t *up_map, *down_map;
     size_t up_size, up_used, down_size;
     bool recording, pending; /* commands recorded since the last submit */
+    struct vk_profile *prof; /* OX_VK_PROFILE's timings, or NULL (vk_profile.c) */
     enum ox_status err;
     char msg[256];
 };
@@ -74,6 +75,14 @@ uint32_t vk_groups(size_t n);
 static inline uint64_t vk_addr(const void *p) {
     return (uint64_t)(uintptr_t)p;
 }
+
+/* OX_VK_PROFILE (vk_profile.c): NULL when not asked for; timestamps around each dispatch (after:
+ * the one after it), read after each submission, printed when the context is released. */
+struct vk_profile *vk_profile_make(struct vk_device *d);
+void vk_profile_begin(struct vk_state *s);
+void vk_profile_dispatch(struct vk_state *s, enum vk_shader sh, bool after);
+void vk_profile_collect(struct vk_state *s);
+void vk_profile_release(struct vk_state *s);
 
 enum ox_status vk_init(struct backend *b, const struct backend_sizes *z);
 void vk_release(struct backend *b);

@@ -26,6 +26,7 @@ static void begin(struct vk_state *s) {
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     vk_note(s, vkBeginCommandBuffer(s->cmd, &bi), "vkBeginCommandBuffer");
     s->recording = true;
+    vk_profile_begin(s);
 }
 
 bool vk_flush(struct vk_state *s) {
@@ -43,6 +44,7 @@ bool vk_flush(struct vk_state *s) {
         if (r == VK_SUCCESS) {
             r = vkWaitForFences(s->d->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
             vk_note(s, r, "vkWaitForFences");
+            vk_profile_collect(s);
             vkResetFences(s->d->device, 1, &s->fence);
         }
     }
@@ -78,7 +80,9 @@ void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t
     begin(s);
     vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     vkCmdPushConstants(s->cmd, s->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)bytes, args);
+    vk_profile_dispatch(s, sh, false);
     vkCmdDispatch(s->cmd, gx, gy, gz);
+    vk_profile_dispatch(s, sh, true);
     barrier(s);
     s->pending = true;
 }
@@ -171,6 +175,7 @@ enum ox_status vk_init(struct backend *b, const struct backend_sizes *z) {
     ok = ok && (s->down = vk_host_buffer(d, s->down_size, &s->down_mem, (void **)&s->down_map)) !=
                    VK_NULL_HANDLE;
     b->own_bytes = 0;
+    s->prof = vk_profile_make(d);
     if (!ok)
         return ox_fail(OX_ERR_DEVICE, "vulkan: cannot set up a context's command stream");
     enum ox_status st = vk_tables_ready(b);
@@ -185,6 +190,7 @@ void vk_release(struct backend *b) {
         return;
     VkDevice dev = s->d->device;
     vk_flush(s);
+    vk_profile_release(s);
     if (s->up)
         vkDestroyBuffer(dev, s->up, NULL), vkFreeMemory(dev, s->up_mem, NULL);
     if (s->down)
