@@ -11,11 +11,13 @@
 
 /* The weight types with shaders of their own (CMakeLists.txt's OX_VK_WEIGHT_TYPES): a
  * matrix-vector product for up to 8 tokens, a tiled product for more, and row lookups. */
+/* clang-format off */
 #define VK_WEIGHT_TYPES(X)                                                                         \
-    X(F32)                                                                                         \
-    X(F16)                                                                                         \
-    X(BF16) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q1_0) X(Q2_0) X(Q2_K) X(Q3_K) X(Q4_K)        \
-        X(Q5_K) X(Q6_K) X(IQ4_NL) X(IQ4_XS) X(IQ3_S) X(MXFP4) X(TQ1_0) X(TQ2_0)
+    X(F32) X(F16) X(BF16)                                                                          \
+    X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q1_0) X(Q2_0)                                        \
+    X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)                                                        \
+    X(IQ4_NL) X(IQ4_XS) X(IQ3_S) X(MXFP4) X(TQ1_0) X(TQ2_0)
+/* clang-format on */
 
 struct weight_shaders {
     enum vk_shader matvec, gemm, get_rows;

@@ -39,4 +39,7 @@ void vk_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, s
                    float *y, int n_cells, int dim, const int32_t *cell_pos);
 void vk_attention(struct backend *b, const struct attn_args *a);
 
+void vk_delta_net(struct backend *b, const struct delta_net_args *a);
+void vk_mamba2(struct backend *b, const struct mamba2_args *a);
+
 #endif

@@ -73,14 +73,17 @@ float f16_at(uint64_t a, uint al) {
     return unpackHalf2x16(ld16(a, al)).x;
 }
 
-// An activation as ggml's CPU multiplies it with this weight type: rounded to bf16 (to nearest,
-// ties to even) for bf16 weights, whose dot products take bf16 pairs; as it is for the others.
+// An activation as ggml's CPU multiplies it with this weight type: rounded to f16 for f16
+// weights and to bf16 (to nearest, ties to even) for bf16 ones, whose dot products take pairs of
+// that type; as it is for the others.
 float x_as_weight(float v) {
 #if defined(TYPE_BF16)
     uint u = floatBitsToUint(v);
     if ((u & 0x7fffffffu) > 0x7f800000u)
         return v; // NaN stays NaN
     return uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+#elif defined(TYPE_F16)
+    return unpackHalf2x16(packHalf2x16(vec2(v, 0))).x;
 #else
     return v;
 #endif

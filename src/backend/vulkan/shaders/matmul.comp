@@ -1,5 +1,6 @@
-// matmul.comp: y[t] = W x[t] for f32 or f16 weights (HALF): a workgroup per row and block of up
-// to 8 tokens, its threads along the columns, their sums reduced in shared memory.
+// matmul.comp: y[t] = W x[t] for f32 or f16 weights (HALF) whose rows are not whole groups of 32
+// (matvec.comp and gemm.comp take the others): a workgroup per row and block of up to 8 tokens,
+// its threads along the columns, their sums reduced in shared memory.
 #version 450
 #include "common.glsl"
 layout(local_size_x = 256) in;
@@ -9,10 +10,12 @@ layout(push_constant) uniform Args {
     uint rows, cols, n, row_elems; // row_elems: a row's stride in weights
 } p;
 
-#ifdef HALF
+#ifdef HALF // x rounded to f16, as ggml's CPU multiplies it with f16 weights
 #define ROW Halves
 #define HALF_BYTES 2
+#define X_AS_WEIGHT(v) unpackHalf2x16(packHalf2x16(vec2(v, 0))).x
 #else
+#define X_AS_WEIGHT(v) (v)
 #define ROW Floats
 #define HALF_BYTES 4
 #endif
@@ -27,7 +30,7 @@ void main() {
     for (uint c = th; c < p.cols; c += 256) {
         float wv = float(w.v[c]);
         for (uint t = 0; t < nt; t++)
-            s[t] += wv * p.x.v[(t0 + t) * p.cols + c];
+            s[t] += wv * X_AS_WEIGHT(p.x.v[(t0 + t) * p.cols + c]);
     }
     for (uint t = 0; t < 8; t++)
         part[t][th] = s[t];
