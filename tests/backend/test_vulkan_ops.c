@@ -275,6 +275,17 @@ static void test_attention(int window, float softcap, bool sinks, int hd) {
     free(q), free(k), free(v), free(sk), free(want), free(got), free(cell_pos), free(cell_seq);
 }
 
+/* x rounded as the shaders round it for a weight type: to f16 or bf16 for those weights (as
+ * ggml's CPU does), as it is for the others. */
+static void round_like_weights(enum ox_dtype type, float *x, size_t count) {
+    if (type != OX_DTYPE_BF16 && type != OX_DTYPE_F16)
+        return;
+    uint16_t *h = malloc(count * 2);
+    CHECK(ox_quantize(type, x, h, 1, (int64_t)count, NULL) == OX_OK);
+    CHECK(ox_dequantize(type, h, x, (int64_t)count) == OX_OK);
+    free(h);
+}
+
 /* A weight type's products against the double product of its dequantized rows, for each batch
  * size in ns (0 ends it: up to 8 take the matrix-vector shader, more the tiled one), and its row
  * lookups against the CPU's dequantization, bit for bit. */
@@ -289,13 +300,7 @@ static void test_weight_type(enum ox_dtype type, int rows, int cols, const int *
         int n = ns[k];
         float *x = random_floats((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * 4);
         float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
-        if (type == OX_DTYPE_BF16 || type == OX_DTYPE_F16) { /* the shaders round x to the
-                                                                weight's type, as ggml's CPU */
-            uint16_t *h = malloc((size_t)n * cols * 2);
-            CHECK(ox_quantize(type, x, h, n, cols, NULL) == OX_OK);
-            CHECK(ox_dequantize(type, h, x, (int64_t)n * cols) == OX_OK);
-            free(h);
-        }
+        round_like_weights(type, x, (size_t)n * cols);
         matmul_ref(type, w, rows, cols, x, n, want);
         gpu.ops->matmul(&gpu, &m, dx, dy, n);
         float *got = down(dy, (size_t)n * rows);
@@ -332,6 +337,73 @@ static void test_weight_types(void) {
     }
     CHECK_MSG(tested >= 20, "only %d weight types tested", tested);
     printf("matmul and get_rows: %d weight types\n", tested);
+}
+
+/* A random weight of a type on the host and the device. */
+static struct mat random_weight(enum ox_dtype type, int rows, int cols, uint8_t **host) {
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    float *wf = random_floats((size_t)rows * cols, 1.0f);
+    *host = malloc(row_bytes * rows);
+    CHECK(ox_quantize(type, wf, *host, rows, cols, NULL) == OX_OK);
+    free(wf);
+    return (struct mat){type, up(*host, row_bytes * rows), rows, cols, row_bytes, NULL, NULL};
+}
+
+/* The fused products against the CPU's ops one at a time: y += W x (decode and prompt shapes),
+ * q, k and v in one dispatch (rows of the three in one grid), and the four GLUs of gate and up. */
+static void test_fusions(enum ox_dtype type, int n) {
+    const int cols = 512, rows[3] = {192, 64, 67};
+    uint8_t *hw[3];
+    struct mat dw[3];
+    for (int m = 0; m < 3; m++) {
+        dw[m] = random_weight(type, rows[m], cols, &hw[m]);
+    }
+    float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
+    round_like_weights(type, x, (size_t)n * cols); /* for the reference */
+    float *want[3], *dy[3];
+    for (int m = 0; m < 3; m++) {
+        want[m] = random_floats((size_t)n * rows[m], 1.0f); /* y += W x adds to these */
+        dy[m] = up(want[m], (size_t)n * rows[m] * 4);
+    }
+    float *tmp = malloc((size_t)n * rows[0] * 4);
+    matmul_ref(type, hw[0], rows[0], cols, x, n, tmp);
+    for (size_t i = 0; i < (size_t)n * rows[0]; i++)
+        want[0][i] += tmp[i];
+    CHECK(gpu.ops->matmul_add(&gpu, &dw[0], dx, dy[0], n));
+    float *got = down(dy[0], (size_t)n * rows[0]);
+    CHECK_CLOSE(got, want[0], (size_t)n * rows[0], 1e-4, "matmul_add %s n=%d", ox_dtype_name(type),
+                n);
+    free(got);
+    if (gpu.ops->matmul_multi(&gpu, 3, dw, dx, NULL, dy, n)) { /* decode shapes only */
+        for (int m = 0; m < 3; m++) {
+            matmul_ref(type, hw[m], rows[m], cols, x, n, want[m]);
+            got = down(dy[m], (size_t)n * rows[m]);
+            CHECK_CLOSE(got, want[m], (size_t)n * rows[m], 1e-4, "matmul_multi %s matrix %d n=%d",
+                        ox_dtype_name(type), m, n);
+            free(got);
+        }
+        free(hw[1]), gpu.ops->free(&gpu, (void *)dw[1].data); /* up: as many rows as the gate */
+        struct mat up_w = dw[1] = random_weight(type, rows[0], cols, &hw[1]);
+        float *gate = malloc((size_t)n * rows[0] * 4), *upv = malloc((size_t)n * rows[0] * 4);
+        matmul_ref(type, hw[0], rows[0], cols, x, n, gate);
+        matmul_ref(type, hw[1], rows[0], cols, x, n, upv);
+        for (int kind = GLU_SILU; kind <= GLU_SWIGLU_OAI; kind++) {
+            cpu.ops->glu(&cpu, (enum glu_kind)kind, gate, upv, tmp, (size_t)n * rows[0]);
+            CHECK(
+                gpu.ops->matmul_glu(&gpu, (enum glu_kind)kind, &dw[0], &up_w, dx, NULL, dy[0], n));
+            got = down(dy[0], (size_t)n * rows[0]);
+            /* the CPU's GELU is ggml's f16 table: 5e-3, as the GELU op's own test */
+            CHECK_CLOSE(got, tmp, (size_t)n * rows[0], kind == GLU_GELU ? 5e-3 : 1e-4,
+                        "matmul_glu %s kind %d n=%d", ox_dtype_name(type), kind, n);
+            free(got);
+        }
+        free(gate), free(upv);
+    }
+    printf("  fusions %-8s n=%d\n", ox_dtype_name(type), n);
+    for (int m = 0; m < 3; m++)
+        free(hw[m]), free(want[m]), gpu.ops->free(&gpu, (void *)dw[m].data),
+            gpu.ops->free(&gpu, dy[m]);
+    free(x), free(tmp), gpu.ops->free(&gpu, dx);
 }
 
 /* What a bad call leaves: a weight type without a shader is refused at load (supports) and
@@ -374,6 +446,9 @@ int main(void) {
     }
     test_matmul(OX_DTYPE_F16, 32, 5000, 17);
     test_weight_types();
+    for (int n = 1; n <= 20; n += 4) /* 1, 5: one dispatch; 9 and past: the tiled product */
+        test_fusions(OX_DTYPE_Q4_K, n), test_fusions(OX_DTYPE_F16, n),
+            test_fusions(OX_DTYPE_Q8_0, n);
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
     test_attention(0, 0.0f, false, 128);

@@ -1,5 +1,6 @@
 /* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32 and f16 rows) and the
- * attention over them (attention.comp), as the op table names them. */
+ * attention over them (attention.comp, which reads the cache's rows itself), as the op table
+ * names them. */
 #include "backend/vulkan/vk_ops.h"
 
 struct cache_args {
@@ -39,6 +40,7 @@ struct attention_args {
     uint32_t n_cells, n_head, n_head_kv, hd_k, hd_v, seq_words;
     float scale, softcap;
     int32_t window, ahead;
+    uint32_t k_stride, v_stride, half_rows; /* elements a row: the cache's, or the float rows' */
 };
 
 void vk_attention(struct backend *b, const struct attn_args *a) {
@@ -48,25 +50,34 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "attention: heads wider than 512");
         return;
     }
-    struct attention_args args = {vk_addr(a->q),
-                                  vk_addr(a->k),
-                                  vk_addr(a->v),
-                                  vk_addr(a->y),
-                                  vk_addr(a->q_pos),
-                                  vk_addr(a->q_seq),
-                                  vk_addr(a->cell_pos),
-                                  vk_addr(a->cell_seq),
-                                  vk_addr(a->sinks),
-                                  (uint32_t)a->n_cells,
-                                  (uint32_t)a->n_head,
-                                  (uint32_t)a->n_head_kv,
-                                  (uint32_t)a->hd_k,
-                                  (uint32_t)a->hd_v,
-                                  SEQ_WORDS,
-                                  a->scale,
-                                  a->softcap,
-                                  a->window,
-                                  a->ahead};
+    /* the cache's rows where it is given (attention_reads_cache), else rows of floats */
+    bool cache = a->k_cache != NULL, half = cache && a->cache_type == OX_DTYPE_F16;
+    if (cache && !cache_type_ok(b, a->cache_type))
+        return;
+    size_t esize = half ? 2 : 4;
+    struct attention_args args = {
+        vk_addr(a->q),
+        vk_addr(cache ? (const void *)a->k_cache : a->k),
+        vk_addr(cache ? (const void *)a->v_cache : a->v),
+        vk_addr(a->y),
+        vk_addr(a->q_pos),
+        vk_addr(a->q_seq),
+        vk_addr(a->cell_pos),
+        vk_addr(a->cell_seq),
+        vk_addr(a->sinks),
+        (uint32_t)a->n_cells,
+        (uint32_t)a->n_head,
+        (uint32_t)a->n_head_kv,
+        (uint32_t)a->hd_k,
+        (uint32_t)a->hd_v,
+        SEQ_WORDS,
+        a->scale,
+        a->softcap,
+        a->window,
+        a->ahead,
+        (uint32_t)(cache ? a->k_row / esize : (size_t)a->n_head_kv * (size_t)a->hd_k),
+        (uint32_t)(cache ? a->v_row / esize : (size_t)a->n_head_kv * (size_t)a->hd_v),
+        half};
     for (int t0 = 0; t0 < a->n; t0 += 65535) { /* a workgroup row per token */
         struct attention_args part = args;
         int tokens = a->n - t0 < 65535 ? a->n - t0 : 65535;

@@ -101,36 +101,67 @@ static void matmul_plain(struct backend *b, const struct mat *w, const float *x,
         }
 }
 
-struct quant_args {
-    uint64_t w, x, y, tab;
-    uint32_t rows, cols, n, row_bytes;
+/* matvec.comp's arguments: up to 3 matrices of one width and type, and what to do with them. */
+enum { MV_SET, MV_ADD, MV_GLU };
+struct matvec_args {
+    uint64_t w[3], y[3], x, tab;
+    uint32_t rows[3], row_bytes[3];
+    uint32_t cols, n, mode, glu_kind;
 };
 
-/* Up to 8 tokens a dispatch through the matrix-vector shader (4 rows a workgroup), more through
- * the tiled one (64 x 64 a workgroup); dispatches split where a grid would pass 65535. */
-static void matmul_quant(struct backend *b, const struct mat *w, const struct weight_shaders *sh,
-                         const float *x, float *y, int n) {
+struct gemm_args {
+    uint64_t w, x, y, tab;
+    uint32_t rows, cols, n, row_bytes, add;
+};
+
+/* Whether matvec.comp takes these tokens: up to 8, rows of x 16-byte aligned (read 16 bytes at
+ * a time), rows of whole groups. */
+static bool matvec_takes(const struct mat *w, const float *x, int n) {
+    return n <= 8 && vk_addr(x) % 16 == 0 && w->n_cols % 32 == 0;
+}
+
+/* One matvec.comp dispatch over count matrices' rows (groups: workgroups, 2D past 65535). */
+static void matvec(struct backend *b, enum vk_shader sh, int count, const struct mat *w,
+                   const float *x, float *const *y, int n, int mode, int glu_kind, size_t groups) {
     struct vk_state *s = vk_of(b);
-    const int rows_step = n <= 8 ? 4 * 65535 : 64 * 65535, toks_step = n <= 8 ? 8 : 64 * 65535;
-    for (int r0 = 0; r0 < w->n_rows; r0 += rows_step)
-        for (int t0 = 0; t0 < n; t0 += toks_step) {
-            int rows = w->n_rows - r0 < rows_step ? (int)w->n_rows - r0 : rows_step;
-            int toks = n - t0 < toks_step ? n - t0 : toks_step;
-            struct quant_args a = {
-                vk_addr(w->data) + (uint64_t)r0 * w->row_bytes,
-                vk_addr(x) + (uint64_t)t0 * (uint64_t)w->n_cols * sizeof(float),
-                vk_addr(y) + ((uint64_t)t0 * (uint64_t)w->n_rows + (uint64_t)r0) * sizeof(float),
-                vk_addr(s->d->tables),
-                (uint32_t)w->n_rows,
-                (uint32_t)w->n_cols,
-                (uint32_t)toks,
-                (uint32_t)w->row_bytes};
-            if (n <= 8)
-                vk_dispatch(s, sh->matvec, &a, sizeof a, (uint32_t)(rows + 3) / 4, 1, 1);
-            else
-                vk_dispatch(s, sh->gemm, &a, sizeof a, (uint32_t)(rows + 63) / 64,
-                            (uint32_t)(toks + 63) / 64, 1);
-        }
+    struct matvec_args a = {.x = vk_addr(x),
+                            .tab = vk_addr(s->d->tables),
+                            .cols = (uint32_t)w[0].n_cols,
+                            .n = (uint32_t)n,
+                            .mode = (uint32_t)mode,
+                            .glu_kind = (uint32_t)glu_kind};
+    for (int m = 0; m < count; m++) {
+        a.w[m] = vk_addr(w[m].data), a.y[m] = vk_addr(y[m]);
+        a.rows[m] = (uint32_t)w[m].n_rows, a.row_bytes[m] = (uint32_t)w[m].row_bytes;
+    }
+    uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups;
+    vk_dispatch(s, sh, &a, sizeof a, gx, (uint32_t)((groups + gx - 1) / gx), 1);
+}
+
+/* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (2 rows a workgroup), more
+ * through gemm.comp (64 x 64 a workgroup). */
+static void matmul_quant(struct backend *b, const struct mat *w, const struct weight_shaders *sh,
+                         const float *x, float *y, int n, bool add) {
+    struct vk_state *s = vk_of(b);
+    if (matvec_takes(w, x, n)) {
+        matvec(b, sh->matvec, 1, w, x, &y, n, add ? MV_ADD : MV_SET, 0,
+               ((size_t)w->n_rows + 1) / 2);
+        return;
+    }
+    for (int t0 = 0; t0 < n; t0 += 64 * 65535) {
+        int toks = n - t0 < 64 * 65535 ? n - t0 : 64 * 65535;
+        struct gemm_args a = {vk_addr(w->data),
+                              vk_addr(x) + (uint64_t)t0 * (uint64_t)w->n_cols * sizeof(float),
+                              vk_addr(y) + (uint64_t)t0 * (uint64_t)w->n_rows * sizeof(float),
+                              vk_addr(s->d->tables),
+                              (uint32_t)w->n_rows,
+                              (uint32_t)w->n_cols,
+                              (uint32_t)toks,
+                              (uint32_t)w->row_bytes,
+                              add};
+        vk_dispatch(s, sh->gemm, &a, sizeof a, (uint32_t)(w->n_rows + 63) / 64,
+                    (uint32_t)(toks + 63) / 64, 1);
+    }
 }
 
 void vk_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
@@ -142,11 +173,54 @@ void vk_matmul(struct backend *b, const struct mat *w, const float *x, float *y,
         return;
     }
     if (w->n_cols % 32 == 0)
-        matmul_quant(b, w, &sh, x, y, n);
+        matmul_quant(b, w, &sh, x, y, n, false);
     else if (w->type == OX_DTYPE_F32 || w->type == OX_DTYPE_F16)
         matmul_plain(b, w, x, y, n);
     else
         vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "matmul: rows not whole groups of 32");
+}
+
+bool vk_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n) {
+    struct weight_shaders sh;
+    if (n <= 0 || w->n_rows <= 0 || w->n_cols % 32 != 0 || !weight_shaders(w->type, &sh))
+        return false;
+    matmul_quant(b, w, &sh, x, y, n, true);
+    return true;
+}
+
+/* Whether count matrices go through one matvec.comp dispatch: one type and width. */
+static bool one_kind(int count, const struct mat *w, const float *x, int n,
+                     struct weight_shaders *sh) {
+    if (count < 1 || count > 3 || !weight_shaders(w[0].type, sh) || !matvec_takes(&w[0], x, n))
+        return false;
+    for (int m = 1; m < count; m++)
+        if (w[m].type != w[0].type || w[m].n_cols != w[0].n_cols)
+            return false;
+    return true;
+}
+
+bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
+                     const struct norm_in *norm, float *const *y, int n) {
+    struct weight_shaders sh;
+    if (norm || !one_kind(count, w, x, n, &sh)) /* the caller norms x first, then asks again */
+        return false;
+    size_t rows = 0;
+    for (int m = 0; m < count; m++)
+        rows += (size_t)w[m].n_rows;
+    matvec(b, sh.matvec, count, w, x, y, n, MV_SET, 0, (rows + 1) / 2);
+    return true;
+}
+
+bool vk_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                   const struct mat *up, const float *x, const struct norm_in *norm, float *y,
+                   int n) {
+    struct mat both[2] = {*gate, *up};
+    float *out[2] = {y, y};
+    struct weight_shaders sh;
+    if (norm || !one_kind(2, both, x, n, &sh) || gate->n_rows != up->n_rows)
+        return false;
+    matvec(b, sh.matvec, 2, both, x, out, n, MV_GLU, (int)kind, (size_t)gate->n_rows);
+    return true;
 }
 
 struct get_rows_args {

@@ -12,6 +12,12 @@ enum ox_status vk_prepare_weight(struct backend_weights *bw, const struct backen
                                  const void **copy);
 void vk_release_weight(const void *copy);
 void vk_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+bool vk_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
+bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
+                     const struct norm_in *norm, float *const *y, int n);
+bool vk_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
+                   const struct mat *up, const float *x, const struct norm_in *norm, float *y,
+                   int n);
 void vk_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, float *y, int n);
 void vk_add(struct backend *b, float *y, const float *x, size_t n);
 void vk_scale(struct backend *b, float *y, float s, size_t n);

@@ -73,6 +73,10 @@ uint32_t vk_groups(size_t n) {
 void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes, uint32_t gx,
                  uint32_t gy, uint32_t gz) {
     VkPipeline p = vk_pipeline(s->d, sh);
+    if (bytes > VK_PUSH_BYTES) {
+        vk_note(s, VK_ERROR_UNKNOWN, "a shader's arguments past the push constants' 128 bytes");
+        return;
+    }
     if (!p) {
         vk_note(s, VK_ERROR_INITIALIZATION_FAILED, "a shader's pipeline");
         return;

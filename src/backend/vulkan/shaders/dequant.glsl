@@ -4,11 +4,13 @@
 // 32g .. 32g+31 of the row that starts at address row. tab: the device's lookup tables (vk_tables:
 // iq4_nl levels at 0, e2m1 levels at 16, the iq3_s grid at 32).
 #extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
 
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer Bytes { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Shorts { uint16_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Words { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Table { int v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { uvec4 v[]; };
 
 #if defined(TYPE_F32)
 const uint QK = 1, BS = 4;
@@ -83,30 +85,60 @@ float x_as_weight(float v) {
         return v; // NaN stays NaN
     return uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
 #elif defined(TYPE_F16)
-    return unpackHalf2x16(packHalf2x16(vec2(v, 0))).x;
+    return round_to_f16(v);
 #else
     return v;
 #endif
 }
 
-// Byte j (0..31) of eight little-endian words; bit b of a word.
+// Byte j (0..31) of eight little-endian words.
 #define BYTE(w, j) (((w)[(j) >> 2] >> (8 * ((j)&3))) & 0xffu)
 
-// N words from address a whose alignment is al.
+// N little-endian words from address a whose alignment is al: word loads where a is 4-aligned;
+// where it is 2 mod 4, the N + 1 aligned words around it, shifted by 16 bits (the first starts 2
+// bytes before the field, inside the block or the one before; the last ends 2 bytes past it,
+// inside the block or the allocation's 256-byte rounding); byte by byte for 1-aligned fields.
 #define LOAD_WORDS(w, N, a, al)                                                                    \
-    for (uint i_ = 0; i_ < (N); i_++)                                                              \
-        w[i_] = ld32((a) + 4 * i_, al);
+    {                                                                                              \
+        uint64_t a_ = (a);                                                                         \
+        if ((al) % 4 == 0) {                                                                       \
+            [[unroll]] for (uint i_ = 0; i_ < (N); i_++) w[i_] = Words(a_ + 4 * i_).v[0];          \
+        } else if ((al) % 2 == 0 && (a_ & 3) == 0) {                                                \
+            [[unroll]] for (uint i_ = 0; i_ < (N); i_++) w[i_] = Words(a_ + 4 * i_).v[0];          \
+        } else if ((al) % 2 == 0) {                                                                \
+            uint prev_ = Words(a_ - 2).v[0];                                                       \
+            [[unroll]] for (uint i_ = 0; i_ < (N); i_++) {                                         \
+                uint next_ = Words(a_ + 2 + 4 * i_).v[0];                                          \
+                w[i_] = (prev_ >> 16) | (next_ << 16);                                             \
+                prev_ = next_;                                                                     \
+            }                                                                                      \
+        } else {                                                                                   \
+            [[unroll]] for (uint i_ = 0; i_ < (N); i_++) w[i_] = ld32(a_ + 4 * i_, 1);             \
+        }                                                                                          \
+    }
 
 #if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
+// A group is 32 consecutive values: 16-byte loads (rows of whole groups are 64-byte aligned).
 void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
-    uint64_t a = row + uint64_t(g) * (32 * BS);
-    for (uint j = 0; j < 32; j++)
+    Quads q = Quads(row + uint64_t(g) * (32 * BS));
 #if defined(TYPE_F32)
-        y[j] = uintBitsToFloat(Words(a).v[j]);
-#elif defined(TYPE_F16)
-        y[j] = unpackHalf2x16(uint(Shorts(a).v[j])).x;
+    [[unroll]] for (uint i = 0; i < 8; i++) {
+        uvec4 u = q.v[i];
+        y[4 * i] = uintBitsToFloat(u.x), y[4 * i + 1] = uintBitsToFloat(u.y);
+        y[4 * i + 2] = uintBitsToFloat(u.z), y[4 * i + 3] = uintBitsToFloat(u.w);
+    }
 #else
-        y[j] = uintBitsToFloat(uint(Shorts(a).v[j]) << 16);
+    [[unroll]] for (uint i = 0; i < 4; i++) {
+        uvec4 u = q.v[i];
+        [[unroll]] for (uint k = 0; k < 4; k++) {
+#if defined(TYPE_F16)
+            vec2 h = unpackHalf2x16(u[k]);
+#else
+            vec2 h = vec2(uintBitsToFloat(u[k] << 16), uintBitsToFloat(u[k] & 0xffff0000u));
+#endif
+            y[8 * i + 2 * k] = h.x, y[8 * i + 2 * k + 1] = h.y;
+        }
+    }
 #endif
 }
 
@@ -123,7 +155,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
 #endif
     uint w[4];
     LOAD_WORDS(w, 4, b + Q, al_at(Q));
-    for (uint j = 0; j < 16; j++) {
+    [[unroll]] for (uint j = 0; j < 16; j++) {
         uint q = BYTE(w, j);
 #if defined(TYPE_Q4_0)
         y[j] = float(int(q & 15) - 8) * d;
@@ -151,7 +183,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
 #endif
     uint qh = ld32(b + H, al_at(H)), w[4];
     LOAD_WORDS(w, 4, b + H + 4, al_at(H + 4));
-    for (uint j = 0; j < 16; j++) {
+    [[unroll]] for (uint j = 0; j < 16; j++) {
         uint q = BYTE(w, j);
         uint lo = (q & 15) | ((qh >> j) & 1) << 4, hi = (q >> 4) | ((qh >> (j + 16)) & 1) << 4;
 #if defined(TYPE_Q5_1)
@@ -170,7 +202,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     float d = f16_at(b, al_at(0));
     uint w[8];
     LOAD_WORDS(w, 8, b + 2, al_at(2));
-    for (uint j = 0; j < 32; j++)
+    [[unroll]] for (uint j = 0; j < 32; j++)
         y[j] = float(bitfieldExtract(int(w[j >> 2]), int(8 * (j & 3)), 8)) * d;
 }
 
@@ -180,7 +212,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     uint64_t b = row + uint64_t(g / 4) * BS;
     float d = f16_at(b, al_at(0));
     uint bits = ld32(b + 2 + 4 * (g % 4), al_at(2));
-    for (uint j = 0; j < 32; j++)
+    [[unroll]] for (uint j = 0; j < 32; j++)
         y[j] = ((bits >> j) & 1) != 0 ? d : -d;
 }
 
@@ -191,7 +223,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     float d = f16_at(b, al_at(0));
     uint w[2];
     LOAD_WORDS(w, 2, b + 2 + 8 * (g % 2), al_at(2));
-    for (uint j = 0; j < 32; j++)
+    [[unroll]] for (uint j = 0; j < 32; j++)
         y[j] = float(int((w[j / 16] >> (2 * (j % 16))) & 3) - 1) * d;
 }
 
@@ -204,10 +236,10 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     float d = f16_at(b + 80, al_at(80)), dmin = f16_at(b + 82, al_at(82));
     uint w[8];
     LOAD_WORDS(w, 8, b + 16 + 32 * h, al_at(16));
-    for (uint half_ = 0; half_ < 2; half_++) {
+    [[unroll]] for (uint half_ = 0; half_ < 2; half_++) {
         uint sc = ld8(b + 8 * h + 2 * j + half_);
         float dl = d * float(sc & 15), ml = dmin * float(sc >> 4);
-        for (uint l = 0; l < 16; l++)
+        [[unroll]] for (uint l = 0; l < 16; l++)
             y[16 * half_ + l] = dl * float((BYTE(w, 16 * half_ + l) >> (2 * j)) & 3) - ml;
     }
 }
@@ -229,9 +261,9 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     LOAD_WORDS(hm, 8, b, al_at(0));
     LOAD_WORDS(w, 8, b + 32 + 32 * h, al_at(32));
     uint hbit = 1u << (4 * h + j);
-    for (uint half_ = 0; half_ < 2; half_++) {
+    [[unroll]] for (uint half_ = 0; half_ < 2; half_++) {
         float dl = d * float(q3_K_scale(b + 96, 8 * h + 2 * j + half_));
-        for (uint l = 0; l < 16; l++) {
+        [[unroll]] for (uint l = 0; l < 16; l++) {
             uint i = 16 * half_ + l;
             int level = int((BYTE(w, i) >> (2 * j)) & 3) - ((BYTE(hm, i) & hbit) != 0 ? 0 : 4);
             y[i] = dl * float(level);
@@ -268,7 +300,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     uint w[8];
     LOAD_WORDS(w, 8, b + Q + 32 * (s / 2), al_at(Q));
     uint shift = 4 * (s % 2);
-    for (uint l = 0; l < 32; l++) {
+    [[unroll]] for (uint l = 0; l < 32; l++) {
         uint level = (BYTE(w, l) >> shift) & 15;
 #if defined(TYPE_Q5_K)
         level += ((BYTE(qh, l) >> s) & 1) * 16;
@@ -290,7 +322,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     uint sc = ld16(b + 192 + 8 * h + 2 * k, al_at(192));
     float ds[2] = float[2](d * float(bitfieldExtract(int(sc), 0, 8)),
                            d * float(bitfieldExtract(int(sc), 8, 8)));
-    for (uint l = 0; l < 32; l++) {
+    [[unroll]] for (uint l = 0; l < 32; l++) {
         uint lo = (BYTE(ql, l) >> (4 * (k / 2))) & 15;
         int level = int(lo | ((BYTE(qh, l) >> (2 * k)) & 3) << 4) - 32;
         y[l] = ds[l / 16] * float(level);
@@ -308,7 +340,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     float dl = d * float(int(ls) - 32);
     uint w[4];
     LOAD_WORDS(w, 4, b + 8 + 16 * ib, al_at(8));
-    for (uint j = 0; j < 16; j++) {
+    [[unroll]] for (uint j = 0; j < 16; j++) {
         uint q = BYTE(w, j);
         y[j] = dl * float(Table(tab).v[q & 15]);
         y[j + 16] = dl * float(Table(tab).v[q >> 4]);
@@ -321,7 +353,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     uint64_t b = row + uint64_t(g) * BS;
     uint e = ld8(b);
     float d = uintBitsToFloat(e < 2 ? 0x00200000u << e : (e - 1) << 23);
-    for (uint j = 0; j < 16; j++) {
+    [[unroll]] for (uint j = 0; j < 16; j++) {
         uint q = ld8(b + 1 + j);
         y[j] = float(Table(tab).v[16 + (q & 15)]) * d;
         y[j + 16] = float(Table(tab).v[16 + (q >> 4)]) * d;
@@ -344,19 +376,19 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     if (s < 5) {
         uint w[8];
         LOAD_WORDS(w, 8, b, al_at(0));
-        for (uint m = 0; m < 32; m++)
+        [[unroll]] for (uint m = 0; m < 32; m++)
             y[m] = float(trit(BYTE(w, m), s) - 1) * d;
         return;
     }
     uint w[4];
     LOAD_WORDS(w, 4, b + 32, al_at(32));
     if (s < 7) { // trits 2(s-5) and 2(s-5)+1 of qs[32..47]
-        for (uint i = 0; i < 32; i++)
+        [[unroll]] for (uint i = 0; i < 32; i++)
             y[i] = float(trit(BYTE(w, i % 16), 2 * (s - 5) + i / 16) - 1) * d;
         return;
     }
     uint qh = ld32(b + 48, al_at(48));
-    for (uint i = 0; i < 16; i++) { // trit 4 of qs[32..47], then the qh bytes' 4 trits, k-major
+    [[unroll]] for (uint i = 0; i < 16; i++) { // trit 4 of qs[32..47], then the qh bytes' 4 trits, k-major
         y[i] = float(trit(BYTE(w, i), 4) - 1) * d;
         y[16 + i] = float(trit((qh >> (8 * (i % 4))) & 255, i / 4) - 1) * d;
     }
@@ -370,7 +402,7 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     float d = f16_at(b + 64, al_at(64));
     uint w[8];
     LOAD_WORDS(w, 8, b + 32 * (s / 4), al_at(0));
-    for (uint m = 0; m < 32; m++)
+    [[unroll]] for (uint m = 0; m < 32; m++)
         y[m] = float(int((BYTE(w, m) >> (2 * (s % 4))) & 3) - 1) * d;
 }
 
@@ -386,10 +418,10 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     uint qs[2];
     LOAD_WORDS(qs, 2, b + 2 + 8 * ib, al_at(2));
     uint signs = ld32(b + 74 + 4 * ib, al_at(74)), qh = ld8(b + 66 + ib);
-    for (uint gi = 0; gi < 8; gi++) {
+    [[unroll]] for (uint gi = 0; gi < 8; gi++) {
         uint idx = BYTE(qs, gi) | ((qh >> gi) & 1) << 8;
         uint entry = uint(Table(tab).v[32 + idx]);
-        for (uint j = 0; j < 4; j++) {
+        [[unroll]] for (uint j = 0; j < 4; j++) {
             float mag = db * float((entry >> (8 * j)) & 255);
             y[4 * gi + j] = ((signs >> (4 * gi + j)) & 1) != 0 ? -mag : mag;
         }

@@ -20,12 +20,6 @@ layout(push_constant) uniform Args {
 #define OP_SIGM_GLU 8 // y = sigmoid(x) z
 #define OP_OAI_GLU 9  // gpt-oss's clamped SwiGLU
 
-// GELU's tanh form, as ggml's table holds it (computed in float).
-float gelu(float x) {
-    const float c = 0.79788456080286535587989211986876, a = 0.044715;
-    return 0.5 * x * (1.0 + tanh(c * x * (1.0 + a * x * x)));
-}
-
 void main() {
     GRID_STRIDE(i, p.n) {
         switch (p.op) {
@@ -35,18 +29,10 @@ void main() {
         case OP_AXPY: p.y.v[i] += p.a * p.x.v[i]; break;
         case OP_GELU: p.y.v[i] = gelu(p.x.v[i]); break;
         case OP_SOFTCAP: p.y.v[i] = tanh(p.y.v[i] / p.a) * p.a; break;
-        case OP_SILU_GLU: {
-            float g = p.x.v[i];
-            p.y.v[i] = g / (1.0 + exp(-g)) * p.z.v[i];
-            break;
-        }
-        case OP_GELU_GLU: p.y.v[i] = gelu(p.x.v[i]) * p.z.v[i]; break;
-        case OP_SIGM_GLU: p.y.v[i] = 1.0 / (1.0 + exp(-p.x.v[i])) * p.z.v[i]; break;
-        case OP_OAI_GLU: {
-            float g = min(p.x.v[i], 7.0), u = clamp(p.z.v[i], -7.0, 7.0);
-            p.y.v[i] = g / (1.0 + exp(-1.702 * g)) * (u + 1.0);
-            break;
-        }
+        case OP_SILU_GLU:
+        case OP_GELU_GLU:
+        case OP_SIGM_GLU:
+        case OP_OAI_GLU: p.y.v[i] = glu(p.op - OP_SILU_GLU, p.x.v[i], p.z.v[i]); break;
         }
     }
 }

@@ -1,4 +1,4 @@
-// gemm.comp: Y = W X for many tokens (prompts), W of the type dequant.glsl is built for and rows
+// gemm.comp: Y = W X (or Y += W X) for many tokens (prompts), W of the type dequant.glsl is built for and rows
 // of whole 32-value groups: a workgroup a tile of 64 rows by 64 tokens, each step bringing one
 // group of 32 columns of both into shared memory (the weights dequantized once), each thread
 // summing a 4 x 4 block of the tile.
@@ -10,7 +10,7 @@ layout(push_constant) uniform Args {
     uint64_t w;
     Floats x, y;
     uint64_t tab;
-    uint rows, cols, n, row_bytes;
+    uint rows, cols, n, row_bytes, add; // add: y += W X
 } p;
 
 const uint TILE = 64, K = 32;
@@ -51,7 +51,9 @@ void main() {
         if (t >= p.n)
             break;
         for (uint i = 0; i < 4; i++)
-            if (r0 + tr + i < p.rows)
-                p.y.v[t * p.rows + r0 + tr + i] = acc[i][j];
+            if (r0 + tr + i < p.rows) {
+                uint at = t * p.rows + r0 + tr + i;
+                p.y.v[at] = p.add != 0 ? p.y.v[at] + acc[i][j] : acc[i][j];
+            }
     }
 }

@@ -13,7 +13,7 @@ layout(push_constant) uniform Args {
 #ifdef HALF // x rounded to f16, as ggml's CPU multiplies it with f16 weights
 #define ROW Halves
 #define HALF_BYTES 2
-#define X_AS_WEIGHT(v) unpackHalf2x16(packHalf2x16(vec2(v, 0))).x
+#define X_AS_WEIGHT(v) round_to_f16(v)
 #else
 #define X_AS_WEIGHT(v) (v)
 #define ROW Floats
