@@ -352,7 +352,7 @@ static struct mat random_weight(enum ox_dtype type, int rows, int cols, uint8_t 
 /* The fused products against the CPU's ops one at a time: y += W x (decode and prompt shapes),
  * q, k and v in one dispatch (rows of the three in one grid), and the four GLUs of gate and up. */
 static void test_fusions(enum ox_dtype type, int n) {
-    const int cols = 512, rows[3] = {192, 64, 67};
+    const int cols = 512, rows[3] = {193, 64, 67};
     uint8_t *hw[3];
     struct mat dw[3];
     for (int m = 0; m < 3; m++) {

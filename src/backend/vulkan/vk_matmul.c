@@ -20,15 +20,15 @@
 /* clang-format on */
 
 struct weight_shaders {
-    enum vk_shader matvec, gemm, get_rows;
+    enum vk_shader matvec, matvec1, gemm, get_rows; /* matvec1: one token */
 };
 
 static bool weight_shaders(enum ox_dtype type, struct weight_shaders *s) {
     switch (type) {
 #define VK_CASE_(name)                                                                             \
     case OX_DTYPE_##name:                                                                          \
-        *s = (struct weight_shaders){VK_SHADER_matvec_##name, VK_SHADER_gemm_##name,               \
-                                     VK_SHADER_get_rows_##name};                                   \
+        *s = (struct weight_shaders){VK_SHADER_matvec_##name, VK_SHADER_matvec1_##name,            \
+                                     VK_SHADER_gemm_##name, VK_SHADER_get_rows_##name};            \
         return true;
         VK_WEIGHT_TYPES(VK_CASE_)
 #undef VK_CASE_
@@ -121,8 +121,9 @@ static bool matvec_takes(const struct mat *w, const float *x, int n) {
 }
 
 /* One matvec.comp dispatch over count matrices' rows (groups: workgroups, 2D past 65535). */
-static void matvec(struct backend *b, enum vk_shader sh, int count, const struct mat *w,
-                   const float *x, float *const *y, int n, int mode, int glu_kind, size_t groups) {
+static void matvec(struct backend *b, const struct weight_shaders *sh, int count,
+                   const struct mat *w, const float *x, float *const *y, int n, int mode,
+                   int glu_kind, size_t groups) {
     struct vk_state *s = vk_of(b);
     struct matvec_args a = {.x = vk_addr(x),
                             .tab = vk_addr(s->d->tables),
@@ -135,17 +136,18 @@ static void matvec(struct backend *b, enum vk_shader sh, int count, const struct
         a.rows[m] = (uint32_t)w[m].n_rows, a.row_bytes[m] = (uint32_t)w[m].row_bytes;
     }
     uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups;
-    vk_dispatch(s, sh, &a, sizeof a, gx, (uint32_t)((groups + gx - 1) / gx), 1);
+    vk_dispatch(s, n == 1 ? sh->matvec1 : sh->matvec, &a, sizeof a, gx,
+                (uint32_t)((groups + gx - 1) / gx), 1);
 }
 
-/* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (2 rows a workgroup), more
+/* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
  * through gemm.comp (64 x 64 a workgroup). */
 static void matmul_quant(struct backend *b, const struct mat *w, const struct weight_shaders *sh,
                          const float *x, float *y, int n, bool add) {
     struct vk_state *s = vk_of(b);
     if (matvec_takes(w, x, n)) {
-        matvec(b, sh->matvec, 1, w, x, &y, n, add ? MV_ADD : MV_SET, 0,
-               ((size_t)w->n_rows + 1) / 2);
+        matvec(b, sh, 1, w, x, &y, n, add ? MV_ADD : MV_SET, 0,
+               ((size_t)w->n_rows + 3) / 4);
         return;
     }
     for (int t0 = 0; t0 < n; t0 += 64 * 65535) {
@@ -207,7 +209,7 @@ bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const fl
     size_t rows = 0;
     for (int m = 0; m < count; m++)
         rows += (size_t)w[m].n_rows;
-    matvec(b, sh.matvec, count, w, x, y, n, MV_SET, 0, (rows + 1) / 2);
+    matvec(b, &sh, count, w, x, y, n, MV_SET, 0, (rows + 3) / 4);
     return true;
 }
 
@@ -219,7 +221,7 @@ bool vk_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate
     struct weight_shaders sh;
     if (norm || !one_kind(2, both, x, n, &sh) || gate->n_rows != up->n_rows)
         return false;
-    matvec(b, sh.matvec, 2, both, x, out, n, MV_GLU, (int)kind, (size_t)gate->n_rows);
+    matvec(b, &sh, 2, both, x, out, n, MV_GLU, (int)kind, ((size_t)gate->n_rows + 1) / 2);
     return true;
 }
 

@@ -75,13 +75,28 @@ void main() {
         sum = sum * alpha + reduce(e, false);
         m = m_new;
         uint cells = min(256, p.n_cells - c0);
-        for (uint i = th; i < p.hd_v; i += 256) {
-            float a = acc[i] * alpha;
-            for (uint j = 0; j < cells; j++)
+        if (p.hd_v < 256) { // the tile's cells split among 256 / hd_v threads a dimension
+            uint pieces = 256 / p.hd_v, i = th % p.hd_v, piece = th / p.hd_v;
+            float a = 0.0;
+            for (uint j = piece; piece < pieces && j < cells; j += pieces)
                 if (prob[j] != 0.0)
                     a += prob[j] * kv_at(p.v, (c0 + j) * p.v_stride + kvh * p.hd_v + i);
-            acc[i] = a;
-        }
+            part[th] = a;
+            barrier();
+            if (piece == 0) {
+                a = acc[i] * alpha;
+                for (uint q = 0; q < pieces; q++)
+                    a += part[q * p.hd_v + i];
+                acc[i] = a;
+            }
+        } else
+            for (uint i = th; i < p.hd_v; i += 256) {
+                float a = acc[i] * alpha;
+                for (uint j = 0; j < cells; j++)
+                    if (prob[j] != 0.0)
+                        a += prob[j] * kv_at(p.v, (c0 + j) * p.v_stride + kvh * p.hd_v + i);
+                acc[i] = a;
+            }
         barrier();
     }
     if (uint64_t(p.sinks) != 0 && m != -1.0 / 0.0) {

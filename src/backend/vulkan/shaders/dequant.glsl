@@ -6,11 +6,12 @@
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
 
-layout(buffer_reference, std430, buffer_reference_align = 1) buffer Bytes { uint8_t v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 2) buffer Shorts { uint16_t v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer Words { uint v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer Table { int v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { uvec4 v[]; };
+// Weights are only read (readonly: the read-only data path's loads where the driver has one).
+layout(buffer_reference, std430, buffer_reference_align = 1) readonly buffer Bytes { uint8_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer Shorts { uint16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Words { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Table { int v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Quads { uvec4 v[]; };
 
 #if defined(TYPE_F32)
 const uint QK = 1, BS = 4;
@@ -94,14 +95,20 @@ float x_as_weight(float v) {
 // Byte j (0..31) of eight little-endian words.
 #define BYTE(w, j) (((w)[(j) >> 2] >> (8 * ((j)&3))) & 0xffu)
 
-// N little-endian words from address a whose alignment is al: word loads where a is 4-aligned;
+// N little-endian words from address a whose alignment is al: 16-byte loads where a is 16-aligned,
+// word loads where it is 4-aligned;
 // where it is 2 mod 4, the N + 1 aligned words around it, shifted by 16 bits (the first starts 2
 // bytes before the field, inside the block or the one before; the last ends 2 bytes past it,
 // inside the block or the allocation's 256-byte rounding); byte by byte for 1-aligned fields.
 #define LOAD_WORDS(w, N, a, al)                                                                    \
     {                                                                                              \
         uint64_t a_ = (a);                                                                         \
-        if ((al) % 4 == 0) {                                                                       \
+        if ((al) % 16 == 0 && (N) % 4 == 0) {                                                      \
+            [[unroll]] for (uint i_ = 0; i_ < (N) / 4; i_++) {                                     \
+                uvec4 q_ = Quads(a_ + 16 * i_).v[0];                                               \
+                [[unroll]] for (uint k_ = 0; k_ < 4; k_++) w[4 * i_ + k_] = q_[k_];                 \
+            }                                                                                      \
+        } else if ((al) % 4 == 0) {                                                                \
             [[unroll]] for (uint i_ = 0; i_ < (N); i_++) w[i_] = Words(a_ + 4 * i_).v[0];          \
         } else if ((al) % 2 == 0 && (a_ & 3) == 0) {                                                \
             [[unroll]] for (uint i_ = 0; i_ < (N); i_++) w[i_] = Words(a_ + 4 * i_).v[0];          \

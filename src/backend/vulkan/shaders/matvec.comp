@@ -1,15 +1,15 @@
 // matvec.comp: y = W x for up to 8 tokens (decode), W of the type dequant.glsl is built for and
-// rows of whole 32-value groups: a team of 64 threads a row, each thread dequantizing whole groups
-// once and using them for every token (x read 16 bytes at a time: vk_matmul.c sends rows of x
-// that are not 16-byte aligned to gemm.comp), the team's sums added in shared memory. The rows
-// are those of up to 3 matrices of one width and type in turn (q, k and v: one dispatch), and
-// mode asks for y = W x, y += W x, or a GLU: the two teams of a workgroup take row r of the gate
-// and of the up matrix, and y[r] = act(gate x) * (up x).
+// rows of whole 32-value groups: a team of 64 threads two rows, each thread dequantizing whole
+// groups once and using them for every token (x read 16 bytes at a time, once for both rows:
+// vk_matmul.c sends rows of x that are not 16-byte aligned to gemm.comp), the team's sums added
+// in shared memory. The rows are those of up to 3 matrices of one width and type in turn (q, k
+// and v: one dispatch), and mode asks for y = W x, y += W x, or a GLU: team 0 takes rows 2 wg and
+// 2 wg + 1 of the gate, team 1 the same rows of up, and y[r] = act(gate x) * (up x).
 #version 450
 #include "common.glsl"
 #include "dequant.glsl"
 layout(local_size_x = 128) in;
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4s { vec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Vec4s { vec4 v[]; };
 layout(push_constant) uniform Args {
     uint64_t w[3], y[3]; // matrices and their outputs; rows[m] 0 past the last
     uint64_t x, tab;
@@ -21,69 +21,90 @@ layout(push_constant) uniform Args {
 #define MODE_ADD 1
 #define MODE_GLU 2
 
-const uint TEAM = 64, TEAMS = 2, NT = 8;
-shared float part[TEAMS][NT][TEAM + 1], sums[TEAMS][NT];
+// SLOTS: rows a workgroup, 2 a team; NT: the most tokens (ONE_TOKEN: the decode of one
+// sequence, whose sums then take 16 registers rather than 128)
+#ifdef ONE_TOKEN
+const uint NT = 1;
+#else
+const uint NT = 8;
+#endif
+const uint TEAM = 64, TEAMS = 2, SLOTS = 4;
+shared float part[SLOTS][NT][TEAM + 1], sums[SLOTS][NT];
 
-// Row r of matrix m times the tokens' x, into s.
-void row_times_x(uint m, uint r, uint lane, inout float s[NT]) {
+// Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two): the two
+// rows' loads issued together, each x read once for both.
+void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
     uint64_t base = p.w[m] + uint64_t(r) * p.row_bytes[m];
     for (uint g = lane; g < p.cols / 32; g += TEAM) {
-        float v[32];
+        float v[32], u[32];
         dq_group(base, g, p.tab, v);
+        if (two)
+            dq_group(base + p.row_bytes[m], g, p.tab, u);
         [[unroll]] for (uint t = 0; t < NT; t++) {
             if (t < p.n) {
                 Vec4s xv = Vec4s(p.x + (uint64_t(t) * p.cols + 32 * g) * 4);
-                float acc = 0;
+                float a0 = 0, a1 = 0;
                 [[unroll]] for (uint q = 0; q < 8; q++) {
                     vec4 xq = xv.v[q];
-                    acc += v[4 * q] * x_as_weight(xq.x) + v[4 * q + 1] * x_as_weight(xq.y) +
-                           v[4 * q + 2] * x_as_weight(xq.z) + v[4 * q + 3] * x_as_weight(xq.w);
+                    xq = vec4(x_as_weight(xq.x), x_as_weight(xq.y), x_as_weight(xq.z),
+                              x_as_weight(xq.w));
+                    a0 += dot(vec4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]), xq);
+                    if (two)
+                        a1 += dot(vec4(u[4 * q], u[4 * q + 1], u[4 * q + 2], u[4 * q + 3]), xq);
                 }
-                s[t] += acc;
+                s0[t] += a0, s1[t] += a1;
             }
         }
     }
 }
 
-void main() {
-    uint team = gl_LocalInvocationID.x / TEAM, lane = gl_LocalInvocationID.x % TEAM;
-    // this team's matrix and row: a GLU's workgroup is one row of the gate (team 0) and of up
-    uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; // past 65535 in x
-    uint m = 0, r = wg * TEAMS + team;
-    if (p.mode == MODE_GLU)
-        m = team, r = wg;
+// Row slot k of workgroup wg (k < SLOTS): its matrix and row, false past the last.
+bool slot_row(uint wg, uint k, out uint m, out uint r) {
+    m = 0, r = wg * SLOTS + k;
+    if (p.mode == MODE_GLU) // slots 0, 1: rows 2 wg, 2 wg + 1 of the gate; 2, 3: of up
+        m = k / 2, r = wg * 2 + k % 2;
     else
         for (; m < 2 && r >= p.rows[m]; m++)
             r -= p.rows[m];
-    float s[NT] = float[NT](0, 0, 0, 0, 0, 0, 0, 0);
-    if (r < p.rows[m])
-        row_times_x(m, r, lane, s);
+    return r < p.rows[m];
+}
+
+void main() {
+    uint team = gl_LocalInvocationID.x / TEAM, lane = gl_LocalInvocationID.x % TEAM;
+    uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; // past 65535 in x
+    uint m0, r0, m1, r1;
+    bool has0 = slot_row(wg, 2 * team, m0, r0), has1 = slot_row(wg, 2 * team + 1, m1, r1);
+    float s0[NT], s1[NT];
+    [[unroll]] for (uint t = 0; t < NT; t++)
+        s0[t] = 0, s1[t] = 0;
+    if (has0 && has1 && m1 == m0) // this team's two rows, one after the other
+        rows_times_x(m0, r0, true, lane, s0, s1);
+    else if (has0) // the last row of a matrix: the next one's first apart
+        rows_times_x(m0, r0, false, lane, s0, s1);
+    if (has1 && m1 != m0)
+        rows_times_x(m1, r1, false, lane, s1, s0);
     [[unroll]] for (uint t = 0; t < NT; t++)
         if (t < p.n)
-            part[team][t][lane] = s[t];
+            part[2 * team][t][lane] = s0[t], part[2 * team + 1][t][lane] = s1[t];
     barrier();
-    uint i = gl_LocalInvocationID.x, tm = i / NT, t = i % NT; // thread i < 16: team tm, token t
-    bool summing = i < TEAMS * NT && t < p.n;
+    uint i = gl_LocalInvocationID.x, k = i / NT, t = i % NT; // thread i < 32: slot k, token t
+    bool summing = i < SLOTS * NT && t < p.n;
     if (summing) {
         float sum = 0;
         for (uint l = 0; l < TEAM; l++)
-            sum += part[tm][t][l];
-        sums[tm][t] = sum;
+            sum += part[k][t][l];
+        sums[k][t] = sum;
     }
     barrier();
-    if (!summing)
+    uint m, r;
+    if (!summing || !slot_row(wg, k, m, r))
         return;
-    if (p.mode == MODE_GLU) { // team 0's thread for token t, with team 1's sum
-        if (tm == 0 && wg < p.rows[0])
-            Floats(p.y[0]).v[t * p.rows[0] + wg] = glu(p.glu_kind, sums[0][t], sums[1][t]);
+    if (p.mode == MODE_GLU) { // the gate's slots, each with its up row's sum
+        if (k < 2)
+            Floats(p.y[0]).v[t * p.rows[0] + r] = glu(p.glu_kind, sums[k][t], sums[k + 2][t]);
         return;
     }
-    uint m2 = 0, r2 = wg * TEAMS + tm;
-    for (; m2 < 2 && r2 >= p.rows[m2]; m2++)
-        r2 -= p.rows[m2];
-    if (r2 < p.rows[m2]) {
-        Floats y = Floats(p.y[m2]);
-        uint at = t * p.rows[m2] + r2;
-        y.v[at] = p.mode == MODE_ADD ? y.v[at] + sums[tm][t] : sums[tm][t];
-    }
+    Floats y = Floats(p.y[m]);
+    uint at = t * p.rows[m] + r;
+    y.v[at] = p.mode == MODE_ADD ? y.v[at] + sums[k][t] : sums[k][t];
 }
