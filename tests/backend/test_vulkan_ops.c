@@ -333,6 +333,9 @@ static void test_weight_types(void) {
         test_weight_type(type, 67, 512, all);
         test_weight_type(type, 37, 4608, one);
         test_weight_type(type, 150, 256, wide);
+        static const int tail[] = {1, 20, 0}; /* 7 groups: the tiled product's last step half */
+        if (ox_dtype_block_size(type) <= 32)
+            test_weight_type(type, 45, 224, tail);
         tested++;
     }
     CHECK_MSG(tested >= 20, "only %d weight types tested", tested);
