@@ -279,31 +279,24 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
 }
 
 #elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
-// Byte j of the 12 packed scale bytes, which follow d and dmin in a block's first 16 bytes.
-uint k4_byte(uvec4 head, uint j) {
-    return (head[1 + j / 4] >> (8 * (j % 4))) & 255;
-}
-
 // q4_K / q5_K's six-bit scale and min of sub-block s (dequant_k.c's k4_scale_min).
-void k4_scale_min(uvec4 head, uint s, out uint sc, out uint mn) {
+void k4_scale_min(uint64_t packed, uint s, out uint sc, out uint mn) {
     if (s < 4) {
-        sc = k4_byte(head, s) & 63;
-        mn = k4_byte(head, s + 4) & 63;
+        sc = ld8(packed + s) & 63;
+        mn = ld8(packed + s + 4) & 63;
     } else {
-        sc = (k4_byte(head, s + 4) & 15) | (k4_byte(head, s - 4) >> 6) << 4;
-        mn = (k4_byte(head, s + 4) >> 4) | (k4_byte(head, s) >> 6) << 4;
+        sc = (ld8(packed + s + 4) & 15) | (ld8(packed + s - 4) >> 6) << 4;
+        mn = (ld8(packed + s + 4) >> 4) | (ld8(packed + s) >> 6) << 4;
     }
 }
 
 // Group s is nibble s%2 of qs[32(s/2) .. +31]; q5_K's 5th bit of element l is bit s of qh[l].
-// The block's first 16 bytes (d, dmin, the scales) are one load: blocks are 16-byte aligned.
 void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
     uint64_t b = row + uint64_t(g / 8) * BS;
     uint s = g % 8, sc, mn;
-    uvec4 head = Quads(b).v[0];
-    vec2 dmin = unpackHalf2x16(head.x);
-    k4_scale_min(head, s, sc, mn);
-    float dl = dmin.x * float(sc), ml = dmin.y * float(mn);
+    float d = f16_at(b, al_at(0)), dmin = f16_at(b + 2, al_at(2));
+    k4_scale_min(b + 4, s, sc, mn);
+    float dl = d * float(sc), ml = dmin * float(mn);
 #if defined(TYPE_Q5_K)
     const uint Q = 48;
     uint qh[8];
