@@ -200,7 +200,7 @@ static void test_matmul(enum ox_dtype type, int rows, int cols, int n) {
 static void test_cache(enum ox_dtype type) {
     enum { N = 5, DIM = 256, CELLS = 9 };
     int32_t where[N] = {8, 0, 3, 4, 6}, cell_pos[CELLS] = {1, -1, -1, 2, 3, -1, 4, -1, 0};
-    size_t row_bytes = DIM * ox_dtype_type_size(type);
+    size_t row_bytes = DIM / ox_dtype_block_size(type) * ox_dtype_type_size(type);
     float *x = random_floats(N * DIM, 2.0f);
     uint8_t *host = calloc(CELLS, row_bytes);
     float *want = calloc(CELLS * DIM, sizeof *want);
@@ -223,8 +223,10 @@ static void test_cache(enum ox_dtype type) {
 }
 
 /* Attention of queries of two sequences over shared cells (GQA), causal or with a window, a soft
- * cap, sinks, and a query that sees no cell. */
-static void test_attention(int window, float softcap, bool sinks, int hd) {
+ * cap, sinks, and a query that sees no cell; over rows of floats, or (cache f16 or q8_0) read
+ * from the cache's rows as the model's layers give them, against the CPU over the same rows
+ * loaded back as floats. */
+static void test_attention(int window, float softcap, bool sinks, int hd, enum ox_dtype cache) {
     enum { NT = 6, CELLS = 300, HEADS = 8, KV_HEADS = 2 };
     int32_t q_pos[NT] = {3, 150, 151, 152, 0, 290}, q_seq[NT] = {0, 0, 0, 0, 77, 5};
     int32_t *cell_pos = malloc(CELLS * 4);
@@ -237,6 +239,18 @@ static void test_attention(int window, float softcap, bool sinks, int hd) {
     size_t nq = (size_t)NT * HEADS * hd, nk = (size_t)CELLS * KV_HEADS * hd;
     float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
     float *sk = random_floats(HEADS, 2.0f), *want = malloc(nq * sizeof *want);
+    size_t row = (size_t)KV_HEADS * hd / ox_dtype_block_size(cache) * ox_dtype_type_size(cache);
+    uint8_t *kc = malloc(CELLS * row), *vc = malloc(CELLS * row);
+    if (cache != OX_DTYPE_F32) { /* the rows the cache holds, and the floats they stand for */
+        int32_t *all = malloc(CELLS * 4);
+        for (int c = 0; c < CELLS; c++)
+            all[c] = c;
+        cpu.ops->cache_store(&cpu, cache, k, CELLS, KV_HEADS * hd, kc, row, all);
+        cpu.ops->cache_store(&cpu, cache, v, CELLS, KV_HEADS * hd, vc, row, all);
+        cpu.ops->cache_load(&cpu, cache, kc, row, k, CELLS, KV_HEADS * hd, NULL);
+        cpu.ops->cache_load(&cpu, cache, vc, row, v, CELLS, KV_HEADS * hd, NULL);
+        free(all);
+    }
     struct attn_args a = {.q = q,
                           .k = k,
                           .v = v,
@@ -258,6 +272,12 @@ static void test_attention(int window, float softcap, bool sinks, int hd) {
     cpu.ops->attention(&cpu, &a);
     struct attn_args d = a;
     d.q = up(q, nq * 4), d.k = up(k, nk * 4), d.v = up(v, nk * 4);
+    if (cache != OX_DTYPE_F32) { /* k and v from the cache's rows instead */
+        d.k_cache = up(kc, CELLS * row), d.v_cache = up(vc, CELLS * row);
+        d.cache_type = cache, d.k_row = d.v_row = row;
+        gpu.ops->free(&gpu, (void *)d.k), gpu.ops->free(&gpu, (void *)d.v);
+        d.k = d.v = NULL;
+    }
     d.y = gpu.ops->alloc(&gpu, nq * 4), d.q_pos = up(q_pos, sizeof q_pos);
     d.q_seq = up(q_seq, sizeof q_seq), d.cell_pos = up(cell_pos, CELLS * 4);
     d.cell_seq = up(cell_seq, (size_t)CELLS * SEQ_WORDS * 8),
@@ -265,14 +285,18 @@ static void test_attention(int window, float softcap, bool sinks, int hd) {
     gpu.ops->attention(&gpu, &d);
     float *got = down(d.y, nq);
     char name[64];
-    snprintf(name, sizeof name, "attention hd %d%s%s%s", hd, window ? " window" : "",
-             softcap != 0.0f ? " softcap" : "", sinks ? " sinks" : "");
+    snprintf(name, sizeof name, "attention hd %d%s%s%s%s%s", hd, window ? " window" : "",
+             softcap != 0.0f ? " softcap" : "", sinks ? " sinks" : "",
+             cache != OX_DTYPE_F32 ? " cache " : "",
+             cache != OX_DTYPE_F32 ? ox_dtype_name(cache) : "");
     CHECK_CLOSE(got, want, nq, 2e-6, "%s", name);
     printf("  %-36s relative error %.2g\n", name, rel_err(got, want, nq));
-    const void *dev[] = {d.q, d.k, d.v, d.y, d.q_pos, d.q_seq, d.cell_pos, d.cell_seq, d.sinks};
+    const void *dev[] = {d.q,        d.k,        d.v,     d.y,       d.q_pos,  d.q_seq,
+                         d.cell_pos, d.cell_seq, d.sinks, d.k_cache, d.v_cache};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         gpu.ops->free(&gpu, (void *)dev[i]);
     free(q), free(k), free(v), free(sk), free(want), free(got), free(cell_pos), free(cell_seq);
+    free(kc), free(vc);
 }
 
 /* x rounded as the shaders round it for a weight type: to f16 or bf16 for those weights (as
@@ -454,10 +478,13 @@ int main(void) {
             test_fusions(OX_DTYPE_Q8_0, n);
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
-    test_attention(0, 0.0f, false, 128);
-    test_attention(0, 0.0f, false, 64);
-    test_attention(40, 0.0f, false, 128);
-    test_attention(0, 30.0f, true, 256);
+    test_cache(OX_DTYPE_Q8_0);
+    test_attention(0, 0.0f, false, 128, OX_DTYPE_F32);
+    test_attention(0, 0.0f, false, 64, OX_DTYPE_F32);
+    test_attention(40, 0.0f, false, 128, OX_DTYPE_F32);
+    test_attention(0, 30.0f, true, 256, OX_DTYPE_F32);
+    test_attention(0, 0.0f, false, 128, OX_DTYPE_F16);
+    test_attention(40, 0.0f, true, 64, OX_DTYPE_Q8_0);
     test_refusals();
     gpu.ops->release(&gpu);
     cpu.ops->release(&cpu);

@@ -1,28 +1,36 @@
-/* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32 and f16 rows) and the
- * attention over them (attention.comp, which reads the cache's rows itself), as the op table
+/* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32, f16 and q8_0 rows) and
+ * the attention over them (attention.comp, which reads the cache's rows itself), as the op table
  * names them. */
 #include "backend/vulkan/vk_ops.h"
 
+/* common.glsl's ROW_* codes. */
+enum { ROW_F32, ROW_F16, ROW_Q8_0 };
+
 struct cache_args {
     uint64_t x, base, cells;
-    uint32_t n, dim, row_bytes, half_rows, load;
+    uint32_t n, dim, row_bytes, type, load;
 };
 
-static bool cache_type_ok(struct backend *b, enum ox_dtype type) {
+/* The row code of a cache type, or -1 (noted) for one without a shader or q8_0 rows that are not
+ * whole blocks. */
+static int row_type(struct backend *b, enum ox_dtype type, int dim) {
     if (type == OX_DTYPE_F32 || type == OX_DTYPE_F16)
-        return true;
+        return type == OX_DTYPE_F16 ? ROW_F16 : ROW_F32;
+    if (type == OX_DTYPE_Q8_0 && dim % 32 == 0)
+        return ROW_Q8_0;
     vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "the KV cache: a type without a shader");
-    return false;
+    return -1;
 }
 
 static void cache_op(struct backend *b, enum ox_dtype type, float *x, int n, int dim,
                      const uint8_t *base, size_t row_bytes, const int32_t *cells, bool load) {
-    if (n <= 0 || dim <= 0 || !cache_type_ok(b, type))
+    int rt = n > 0 && dim > 0 ? row_type(b, type, dim) : -1;
+    if (rt < 0)
         return;
-    struct cache_args args = {vk_addr(x),    vk_addr(base),       vk_addr(cells),       (uint32_t)n,
-                              (uint32_t)dim, (uint32_t)row_bytes, type == OX_DTYPE_F16, load};
-    vk_dispatch(vk_of(b), VK_SHADER_cache, &args, sizeof args, vk_groups((size_t)n * (size_t)dim),
-                1, 1);
+    struct cache_args args = {vk_addr(x),    vk_addr(base),       vk_addr(cells), (uint32_t)n,
+                              (uint32_t)dim, (uint32_t)row_bytes, (uint32_t)rt,   load};
+    size_t work = (size_t)n * (size_t)(rt == ROW_Q8_0 && !load ? dim / 32 : dim);
+    vk_dispatch(vk_of(b), VK_SHADER_cache, &args, sizeof args, vk_groups(work), 1, 1);
 }
 
 void vk_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n, int dim,
@@ -40,7 +48,7 @@ struct attention_args {
     uint32_t n_cells, n_head, n_head_kv, hd_k, hd_v, seq_words;
     float scale, softcap;
     int32_t window, ahead;
-    uint32_t k_stride, v_stride, half_rows; /* elements a row: the cache's, or the float rows' */
+    uint32_t k_row, v_row, row_type; /* bytes a row: the cache's, or the float rows' */
 };
 
 void vk_attention(struct backend *b, const struct attn_args *a) {
@@ -51,10 +59,10 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         return;
     }
     /* the cache's rows where it is given (attention_reads_cache), else rows of floats */
-    bool cache = a->k_cache != NULL, half = cache && a->cache_type == OX_DTYPE_F16;
-    if (cache && !cache_type_ok(b, a->cache_type))
+    bool cache = a->k_cache != NULL;
+    int rt = cache ? row_type(b, a->cache_type, a->n_head_kv * a->hd_k) : ROW_F32;
+    if (rt < 0 || (cache && row_type(b, a->cache_type, a->n_head_kv * a->hd_v) < 0))
         return;
-    size_t esize = half ? 2 : 4;
     struct attention_args args = {
         vk_addr(a->q),
         vk_addr(cache ? (const void *)a->k_cache : a->k),
@@ -75,9 +83,9 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         a->softcap,
         a->window,
         a->ahead,
-        (uint32_t)(cache ? a->k_row / esize : (size_t)a->n_head_kv * (size_t)a->hd_k),
-        (uint32_t)(cache ? a->v_row / esize : (size_t)a->n_head_kv * (size_t)a->hd_v),
-        half};
+        (uint32_t)(cache ? a->k_row : (size_t)a->n_head_kv * (size_t)a->hd_k * sizeof(float)),
+        (uint32_t)(cache ? a->v_row : (size_t)a->n_head_kv * (size_t)a->hd_v * sizeof(float)),
+        (uint32_t)rt};
     for (int t0 = 0; t0 < a->n; t0 += 65535) { /* a workgroup row per token */
         struct attention_args part = args;
         int tokens = a->n - t0 < 65535 ? a->n - t0 : 65535;

@@ -1,5 +1,5 @@
 // attention.comp: one query token and head per workgroup over keys and values read from the KV
-// cache's f32 or f16 rows (or float rows given as such): scores of the visible cells 256 at a
+// cache's f32, f16 or q8_0 rows (or float rows given as such): scores of the visible cells 256 at a
 // time, an online softmax (a gpt-oss sink joins it last, with no value), the values accumulated
 // in shared memory by dimension.
 #version 450
@@ -7,7 +7,7 @@
 layout(local_size_x = 256) in;
 layout(push_constant) uniform Args {
     Floats q;
-    uint64_t k, v; // row c's head h at element c * k_stride + h * hd_k (f16 where half_rows)
+    uint64_t k, v; // row c at k + c * k_row bytes, head h from its element h * hd_k
     Floats y;
     Ints q_pos, q_seq, cell_pos;
     uint64_t cell_seq; // [n_cells][SEQ_WORDS] 64-bit sets
@@ -15,7 +15,7 @@ layout(push_constant) uniform Args {
     uint n_cells, n_head, n_head_kv, hd_k, hd_v, seq_words;
     float scale, softcap;
     int window, ahead;
-    uint k_stride, v_stride, half_rows;
+    uint k_row, v_row, row_type; // row_type: common.glsl's ROW_*
 } p;
 
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Words { uint64_t v[]; };
@@ -34,10 +34,6 @@ float reduce(float v, bool take_max) {
     float r = part[0];
     barrier();
     return r;
-}
-
-float kv_at(uint64_t base, uint i) {
-    return p.half_rows != 0 ? float(Halves(base).v[i]) : Floats(base).v[i];
 }
 
 bool visible(uint t, uint c) {
@@ -61,10 +57,10 @@ void main() {
         uint c = c0 + th;
         float s = -1.0 / 0.0;
         if (c < p.n_cells && visible(t, c)) {
-            uint krow = c * p.k_stride + kvh * p.hd_k;
+            uint64_t krow = p.k + uint64_t(c) * p.k_row;
             float dot = 0.0;
             for (uint i = 0; i < p.hd_k; i++)
-                dot += qs[i] * kv_at(p.k, krow + i);
+                dot += qs[i] * row_at(krow, p.row_type, kvh * p.hd_k + i);
             s = p.softcap == 0.0 ? dot * p.scale : p.softcap * tanh(dot * (p.scale / p.softcap));
         }
         float m_new = max(m, reduce(s, true));
@@ -80,7 +76,7 @@ void main() {
             float a = 0.0;
             for (uint j = piece; piece < pieces && j < cells; j += pieces)
                 if (prob[j] != 0.0)
-                    a += prob[j] * kv_at(p.v, (c0 + j) * p.v_stride + kvh * p.hd_v + i);
+                    a += prob[j] * row_at(p.v + uint64_t(c0 + j) * p.v_row, p.row_type, kvh * p.hd_v + i);
             part[th] = a;
             barrier();
             if (piece == 0) {
@@ -94,7 +90,7 @@ void main() {
                 float a = acc[i] * alpha;
                 for (uint j = 0; j < cells; j++)
                     if (prob[j] != 0.0)
-                        a += prob[j] * kv_at(p.v, (c0 + j) * p.v_stride + kvh * p.hd_v + i);
+                        a += prob[j] * row_at(p.v + uint64_t(c0 + j) * p.v_row, p.row_type, kvh * p.hd_v + i);
                 acc[i] = a;
             }
         barrier();

@@ -3,11 +3,29 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_8bit_storage : require
 
 // Activations, indices and f16 rows where the pointers the op table passes point.
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Ints { int v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Halves { float16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 1) buffer Int8s { int8_t v[]; };
+
+// The KV cache's row types (vk_attention.c's enum): f32, f16, and q8_0's blocks of 32 (an f16
+// scale, then 32 signed bytes: 34 bytes).
+#define ROW_F32 0
+#define ROW_F16 1
+#define ROW_Q8_0 2
+
+// Element i of a cache row of that type starting at address row.
+float row_at(uint64_t row, uint type, uint i) {
+    if (type == ROW_F32)
+        return Floats(row).v[i];
+    if (type == ROW_F16)
+        return float(Halves(row).v[i]);
+    uint64_t block = row + uint64_t(i / 32) * 34;
+    return float(Halves(block).v[0]) * float(int(Int8s(block + 2 + i % 32).v[0]));
+}
 
 // The threads of a grid-stride loop over n values: each dispatch caps its groups.
 #define GRID_STRIDE(i, n)                                                                          \
