@@ -125,11 +125,16 @@ test-cuda:
 	cmake --build $(CUDA_BUILD) -j $(JOBS) -- --no-print-directory
 	cd $(CUDA_BUILD) && OX_TESTDATA=$(TESTDATA) ctest --output-on-failure -R cuda
 
+# With the Vulkan backend where it is built: its op tests run here too (the model tests on it,
+# named @vulkan, run in the release build only: under ASan they would add minutes, not checks).
 test-asan:
-	CC=clang CXX=clang++ cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DOX_SANITIZE=ON >/dev/null
+	CC=clang CXX=clang++ cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DOX_SANITIZE=ON \
+	  -DOX_VULKAN=$(if $(filter 1,$(VULKAN)),ON,OFF) >/dev/null
 	cmake --build $(ASAN) -j $(JOBS) -- --no-print-directory
 	cd $(ASAN) && OX_TESTDATA=$(TESTDATA) ASAN_OPTIONS=detect_leaks=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -E '@vulkan'
+
 
 # libFuzzer targets (clang), each run for FUZZ_SECONDS from a seed corpus of the shared models.
 fuzz:

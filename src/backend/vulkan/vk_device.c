@@ -31,6 +31,8 @@ static bool make_instance(void) {
     VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                .pApplicationInfo = &app};
     VkResult r = vkCreateInstance(&ci, NULL, &device.instance);
+    if (r != VK_SUCCESS)
+        device.instance = VK_NULL_HANDLE;
     return r == VK_SUCCESS || fail("no Vulkan driver (vkCreateInstance)", r);
 }
 
@@ -158,17 +160,17 @@ static bool make_device(void) {
 }
 
 /* Made at the first use; a failure (no driver, an index past the last) is tried again at the
- * next, so a bad choice does not leave the process without its device. */
+ * next, so a bad choice does not leave the process without its device. The instance stays once
+ * made: destroying it unloads the driver, which then leaves what it allocated behind. */
 static void make(void) {
     pthread_mutex_lock(&make_lock);
     if (made != OX_OK) {
-        if (make_instance() && pick_physical() && pick_queue_and_memory() && make_device())
+        if ((device.instance || make_instance()) && pick_physical() && pick_queue_and_memory() &&
+            make_device())
             made = OX_OK;
-        else if (device.instance) {
-            if (device.device)
-                vkDestroyDevice(device.device, NULL);
-            vkDestroyInstance(device.instance, NULL);
-            device = (struct vk_device){0};
+        else if (device.device) {
+            vkDestroyDevice(device.device, NULL);
+            device.device = VK_NULL_HANDLE;
         }
     }
     pthread_mutex_unlock(&make_lock);
