@@ -389,7 +389,9 @@ struct ox_model_params {
     int32_t dist_timeout_ms; /* the wait for the others to join, and for any message (0: 60 s) */
     /* The GPU backend the layers go to: "cuda", "vulkan" (a discrete GPU first), "vulkan:N"
      * (the N-th Vulkan device; one a process) or "none" (the CPU alone). NULL (default): the
-     * environment variable OX_DEVICE's, else CUDA in a build that has it. */
+     * environment variable OX_DEVICE's, else CUDA in a build that has it. The choice holds
+     * for the process until the next load: loads that ask for different devices must not
+     * run at the same time. */
     const char *device;
 };
 

@@ -32,24 +32,33 @@ static bool is_vulkan(const char *spec) {
     return strspn(spec + 7, "0123456789") == strlen(spec + 7);
 }
 
-enum ox_status backend_choose_device(const char *spec) {
-    bool vulkan = spec && is_vulkan(spec), cuda = spec && !strcmp(spec, "cuda");
-    if (spec && !vulkan && !cuda && strcmp(spec, "none") != 0)
+/* Whether this build can run the device name (what names it when it came from OX_DEVICE). */
+static enum ox_status check_name(const char *name, const char *from) {
+    bool vulkan = is_vulkan(name), cuda = !strcmp(name, "cuda");
+    if (!vulkan && !cuda && strcmp(name, "none") != 0)
         return ox_fail(OX_ERR_INVALID_ARG,
-                       "device '%s': not cuda, vulkan, vulkan:N (the N-th Vulkan device) or none",
-                       spec);
+                       "%s '%s': not cuda, vulkan, vulkan:N (the N-th Vulkan device) or none", from,
+                       name);
 #ifndef OX_HAVE_VULKAN
     if (vulkan)
         return ox_fail(OX_ERR_UNSUPPORTED,
-                       "device '%s': this build has no Vulkan backend "
-                       "(build with make VULKAN=1)",
-                       spec);
+                       "%s '%s': this build has no Vulkan backend (build with make VULKAN=1)", from,
+                       name);
 #endif
 #ifndef OX_HAVE_CUDA
     if (cuda)
         return ox_fail(OX_ERR_UNSUPPORTED,
-                       "device 'cuda': this build has no CUDA backend (build with make CUDA=1)");
+                       "%s 'cuda': this build has no CUDA backend (build with make CUDA=1)", from);
 #endif
+    return OX_OK;
+}
+
+enum ox_status backend_choose_device(const char *spec) {
+    const char *env = getenv("OX_DEVICE");
+    if (spec)
+        OX_TRY(check_name(spec, "device"));
+    else if (env && *env)
+        OX_TRY(check_name(env, "OX_DEVICE"));
     pthread_mutex_lock(&chosen_lock);
     snprintf(chosen, sizeof chosen, "%s", spec ? spec : "");
     pthread_mutex_unlock(&chosen_lock);

@@ -2,7 +2,9 @@
  * ("cuda", "vulkan", "vulkan:N", "none"): names this build cannot run and devices that are not
  * there are refused with a message, never a silent fall back to the CPU; "none" keeps the CPU;
  * a model loaded on a device gives the CPU's greedy tokens. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "oxidize.h"
@@ -55,6 +57,10 @@ int main(void) {
     CHECK(strstr(ox_last_error(), "metal") != NULL);
     CHECK_EQ(load("vulkan:x", NULL), OX_ERR_INVALID_ARG);
     CHECK_EQ(load("vulkan:", NULL), OX_ERR_INVALID_ARG);
+    setenv("OX_DEVICE", "Vulkan", 1); /* the environment's name is checked the same way */
+    CHECK_MSG(load(NULL, NULL) == OX_ERR_INVALID_ARG && strstr(ox_last_error(), "OX_DEVICE"),
+              "OX_DEVICE=Vulkan: %s", ox_last_error());
+    unsetenv("OX_DEVICE");
     /* a backend named: run there, refused as not built (saying how to build it), or refused
      * as not usable here; never the CPU instead */
     enum ox_status cuda = load("cuda", NULL);

@@ -9,7 +9,7 @@
 
 /* Whether a Vulkan device with what the shaders need is here (the reason kept where not). */
 static bool vk_available(void) {
-    return vk_device_get() != NULL;
+    return vk_device_for_load() != NULL;
 }
 
 static int vk_devices(void) {

@@ -182,15 +182,20 @@ struct vk_device *vk_device_get(void) {
         ox_fail(OX_ERR_DEVICE, "%s", why);
         return NULL;
     }
+    return &device;
+}
+
+struct vk_device *vk_device_for_load(void) {
+    struct vk_device *d = vk_device_get();
     long want = wanted();
-    if (want >= 0 && want != picked) {
+    if (d && want >= 0 && want != picked) {
         ox_fail(OX_ERR_DEVICE,
                 "vulkan: vulkan:%ld asked for, but this process uses vulkan:%ld "
                 "(one Vulkan device a process)",
                 want, picked);
         return NULL;
     }
-    return &device;
+    return d;
 }
 
 VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s) {

@@ -30,6 +30,9 @@ struct vk_device {
 
 /* The device, made at the first call (NULL with the error set where there is none). */
 struct vk_device *vk_device_get(void);
+/* The same for a model being placed: NULL (the error set) where the device it asks for
+ * (vulkan:N) is not the one this process made; frees and contexts take vk_device_get's. */
+struct vk_device *vk_device_for_load(void);
 VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s);
 
 /* Device memory: one pool of large buffers whose addresses the op table's pointers are. */

@@ -2,6 +2,7 @@
  * type the CUDA backend runs (dequant.glsl's), the weights' copies on the device and the lookup
  * tables the table-coded types read. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,12 +147,14 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                          const float *x, float *y, int n, bool add) {
     struct vk_state *s = vk_of(b);
     if (matvec_takes(w, x, n)) {
-        matvec(b, sh, 1, w, x, &y, n, add ? MV_ADD : MV_SET, 0,
-               ((size_t)w->n_rows + 3) / 4);
+        matvec(b, sh, 1, w, x, &y, n, add ? MV_ADD : MV_SET, 0, ((size_t)w->n_rows + 3) / 4);
         return;
     }
-    for (int t0 = 0; t0 < n; t0 += 64 * 65535) {
-        int toks = n - t0 < 64 * 65535 ? n - t0 : 64 * 65535;
+    /* token rows past 2^31 floats of x or y would pass the shader's 32-bit indices */
+    int64_t widest = w->n_rows > w->n_cols ? w->n_rows : w->n_cols;
+    int step = (int64_t)INT32_MAX / widest < 64 * 65535 ? (int)(INT32_MAX / widest) : 64 * 65535;
+    for (int t0 = 0; t0 < n; t0 += step) {
+        int toks = n - t0 < step ? n - t0 : step;
         struct gemm_args a = {vk_addr(w->data),
                               vk_addr(x) + (uint64_t)t0 * (uint64_t)w->n_cols * sizeof(float),
                               vk_addr(y) + (uint64_t)t0 * (uint64_t)w->n_rows * sizeof(float),

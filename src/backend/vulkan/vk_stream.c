@@ -180,8 +180,10 @@ enum ox_status vk_init(struct backend *b, const struct backend_sizes *z) {
                    VK_NULL_HANDLE;
     b->own_bytes = 0;
     s->prof = vk_profile_make(d);
-    if (!ok)
+    if (!ok) {
+        vk_release(b); /* nothing half made stays behind in b */
         return ox_fail(OX_ERR_DEVICE, "vulkan: cannot set up a context's command stream");
+    }
     enum ox_status st = vk_tables_ready(b);
     if (st != OX_OK)
         vk_release(b);

@@ -53,7 +53,8 @@ const uint QK = 256, BS = 66;
 #error "dequant.glsl: no TYPE_* defined"
 #endif
 
-// The alignment of a block (rows start 256-aligned and are whole blocks; 16 at most is used),
+// The alignment of a block (tensors start 256-aligned; rows, and the column slices a sliced FFN
+// reads, start at whole blocks; 16 at most is used),
 // and of a field at byte offset off in it: the loads below are as wide as that allows.
 const uint BA = min(16u, BS & (~BS + 1u));
 uint al_at(uint off) {
