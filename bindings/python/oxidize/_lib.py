@@ -39,7 +39,8 @@ class ModelParams(Structure):
     _fields_ = [("use_mmap", c_bool), ("progress", LOAD_PROGRESS), ("progress_user", c_void_p),
                 ("n_gpu_layers", c_int32), ("split_mode", c_int32), ("main_gpu", c_int32),
                 ("tensor_split", c_float * 16), ("dist_addr", c_char_p), ("dist_rank", c_int32),
-                ("dist_world", c_int32), ("dist_timeout_ms", c_int32)]
+                ("dist_world", c_int32), ("dist_timeout_ms", c_int32),
+                ("device", c_char_p)]  # NULL: OX_DEVICE's, as the C default
 
 
 class ContextParams(Structure):
