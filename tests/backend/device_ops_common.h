@@ -31,6 +31,22 @@ static inline float *random_floats(size_t n, float scale) {
     return x;
 }
 
+/* The CPU backend on 2 threads and a device backend (dev, named name): 0 to go on, 77
+ * (skipped) where it has no device, 1 on a failure. */
+static inline int device_open(const struct backend_ops *dev, const char *name) {
+    if (!dev->available()) {
+        printf("no %s device usable here (%s): skipped\n", name, ox_last_error());
+        return 77;
+    }
+    cpu.ops = &backend_cpu_ops, gpu.ops = dev;
+    struct backend_sizes z = {.n_batch = 64, .n_threads = 2, .max_cols = 8192};
+    if (cpu.ops->init(&cpu, &z) != OX_OK || gpu.ops->init(&gpu, &z) != OX_OK) {
+        fprintf(stderr, "setup: %s\n", ox_last_error());
+        return 1;
+    }
+    return 0;
+}
+
 /* Device copy of host bytes. */
 static inline void *up(const void *host, size_t bytes) {
     void *d = gpu.ops->alloc(&gpu, bytes);

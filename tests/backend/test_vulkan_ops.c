@@ -447,16 +447,9 @@ static void test_refusals(void) {
 }
 
 int main(void) {
-    if (!backend_vulkan_ops.available()) {
-        printf("no Vulkan device with buffer device addresses and 16-bit floats: skipped\n");
-        return 77;
-    }
-    cpu.ops = &backend_cpu_ops, gpu.ops = &backend_vulkan_ops;
-    struct backend_sizes z = {.n_batch = 64, .n_threads = 2, .max_cols = 8192};
-    if (cpu.ops->init(&cpu, &z) != OX_OK || gpu.ops->init(&gpu, &z) != OX_OK) {
-        fprintf(stderr, "setup: %s\n", ox_last_error());
-        return 1;
-    }
+    int rc = device_open(&backend_vulkan_ops, "Vulkan");
+    if (rc)
+        return rc;
     test_vectors();
     test_rows(1, 4096);
     test_rows(7, 5120);

@@ -155,16 +155,9 @@ static void test_mamba2(const int32_t *slot, int n, int n_head, int hd, int n_gr
 }
 
 int main(void) {
-    if (!backend_vulkan_ops.available()) {
-        printf("no Vulkan device with buffer device addresses and 16-bit floats: skipped\n");
-        return 77;
-    }
-    cpu.ops = &backend_cpu_ops, gpu.ops = &backend_vulkan_ops;
-    struct backend_sizes z = {.n_batch = 64, .n_threads = 2, .max_cols = 8192};
-    if (cpu.ops->init(&cpu, &z) != OX_OK || gpu.ops->init(&gpu, &z) != OX_OK) {
-        fprintf(stderr, "setup: %s\n", ox_last_error());
-        return 1;
-    }
+    int rc = device_open(&backend_vulkan_ops, "Vulkan");
+    if (rc)
+        return rc;
     static const int32_t one[] = {1}, mixed[] = {0, 2, 0, 0, 1, 2, 1}, same[] = {2, 2, 2};
     test_delta_net(one, 1, 128, 2, 4, 4);
     test_delta_net(mixed, 7, 128, 2, 4, 4);

@@ -14,7 +14,8 @@ struct vk_profile {
     enum vk_shader shader[PROFILE_SLOTS]; /* which shader each was */
     double ns[VK_SHADER_COUNT];           /* summed time by shader */
     uint64_t calls[VK_SHADER_COUNT];
-    double period; /* nanoseconds a timestamp tick */
+    double period;                     /* nanoseconds a timestamp tick */
+    uint64_t ticks[2 * PROFILE_SLOTS]; /* the last submission's, read back */
 };
 
 struct vk_profile *vk_profile_make(struct vk_device *d) {
@@ -56,15 +57,14 @@ void vk_profile_collect(struct vk_state *s) {
     struct vk_profile *p = s->prof;
     if (!p || !p->used)
         return;
-    uint64_t *t = malloc(2 * p->used * sizeof *t);
-    if (t && vkGetQueryPoolResults(s->d->device, p->pool, 0, 2 * p->used, 2 * p->used * sizeof *t,
-                                   t, sizeof *t,
-                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+    uint64_t *t = p->ticks;
+    if (vkGetQueryPoolResults(s->d->device, p->pool, 0, 2 * p->used, 2 * p->used * sizeof *t, t,
+                              sizeof *t,
+                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
         for (uint32_t i = 0; i < p->used; i++) {
             p->ns[p->shader[i]] += (double)(t[2 * i + 1] - t[2 * i]) * p->period;
             p->calls[p->shader[i]]++;
         }
-    free(t);
     p->used = 0;
 }
 
