@@ -222,13 +222,17 @@ static void test_cache(enum ox_dtype type) {
     free(x), free(host), free(want), free(got);
 }
 
-/* Attention of queries of two sequences over shared cells (GQA), causal or with a window, a soft
- * cap, sinks, and a query that sees no cell; over rows of floats, or (cache f16 or q8_0) read
- * from the cache's rows as the model's layers give them, against the CPU over the same rows
- * loaded back as floats. */
-static void test_attention(int window, float softcap, bool sinks, int hd, enum ox_dtype cache) {
-    enum { NT = 6, CELLS = 300, HEADS = 8, KV_HEADS = 2 };
+/* Attention of nt queries of two sequences over shared cells (GQA), causal or with a window, a
+ * soft cap, sinks, and a query that sees no cell; over rows of floats, or (cache f16 or q8_0)
+ * read from the cache's rows as the model's layers give them, against the CPU over the same rows
+ * loaded back as floats. Past 6 queries (a prompt's shape: the shader 16 at a time), a run of
+ * positions from 100 in both sequences. */
+static void test_attention(int nt, int window, float softcap, bool sinks, int hd,
+                           enum ox_dtype cache) {
+    enum { NT = 40, CELLS = 300, HEADS = 8, KV_HEADS = 2 };
     int32_t q_pos[NT] = {3, 150, 151, 152, 0, 290}, q_seq[NT] = {0, 0, 0, 0, 77, 5};
+    for (int i = 6; i < NT; i++)
+        q_pos[i] = 100 + i, q_seq[i] = i % 3 == 0 ? 77 : 0;
     int32_t *cell_pos = malloc(CELLS * 4);
     uint64_t *cell_seq = calloc((size_t)CELLS * SEQ_WORDS, 8);
     for (int c = 0; c < CELLS; c++) { /* sequence 0 on the even cells, 77 on the odd ones */
@@ -236,7 +240,7 @@ static void test_attention(int window, float softcap, bool sinks, int hd, enum o
         int s = c % 2 ? 77 : 0;
         cell_seq[(size_t)c * SEQ_WORDS + s / 64] |= 1ull << (s % 64);
     }
-    size_t nq = (size_t)NT * HEADS * hd, nk = (size_t)CELLS * KV_HEADS * hd;
+    size_t nq = (size_t)nt * HEADS * hd, nk = (size_t)CELLS * KV_HEADS * hd;
     float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
     float *sk = random_floats(HEADS, 2.0f), *want = malloc(nq * sizeof *want);
     size_t row = (size_t)KV_HEADS * hd / ox_dtype_block_size(cache) * ox_dtype_type_size(cache);
@@ -255,7 +259,7 @@ static void test_attention(int window, float softcap, bool sinks, int hd, enum o
                           .k = k,
                           .v = v,
                           .y = want,
-                          .n = NT,
+                          .n = nt,
                           .n_cells = CELLS,
                           .n_head = HEADS,
                           .n_head_kv = KV_HEADS,
@@ -285,7 +289,7 @@ static void test_attention(int window, float softcap, bool sinks, int hd, enum o
     gpu.ops->attention(&gpu, &d);
     float *got = down(d.y, nq);
     char name[64];
-    snprintf(name, sizeof name, "attention hd %d%s%s%s%s%s", hd, window ? " window" : "",
+    snprintf(name, sizeof name, "attention %d x hd %d%s%s%s%s%s", nt, hd, window ? " window" : "",
              softcap != 0.0f ? " softcap" : "", sinks ? " sinks" : "",
              cache != OX_DTYPE_F32 ? " cache " : "",
              cache != OX_DTYPE_F32 ? ox_dtype_name(cache) : "");
@@ -310,6 +314,35 @@ static void round_like_weights(enum ox_dtype type, float *x, size_t count) {
     free(h);
 }
 
+/* Whether the tiled product of n tokens runs on cooperative matrices (gemm_cm.comp), which take
+ * weights and activations as f16. */
+static bool on_coopmat(enum ox_dtype type, int n) {
+    return n > 8 && type != OX_DTYPE_F32 && type != OX_DTYPE_BF16 && vk_backend_coopmat();
+}
+
+/* matmul_ref for the cooperative-matrix product: the dequantized rows and x rounded to f16 first
+ * (to nearest, as the shader's conversions). */
+static void matmul_ref_f16(enum ox_dtype type, const void *w, int rows, int cols, const float *x,
+                           int n, float *y) {
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    float *wf = malloc((size_t)rows * cols * 4), *xf = malloc((size_t)n * cols * 4);
+    uint16_t *f16 = malloc((size_t)rows * cols * 2);
+    for (int r = 0; r < rows; r++)
+        ox_dequantize(type, (const uint8_t *)w + (size_t)r * row_bytes, wf + (size_t)r * cols,
+                      cols);
+    CHECK(ox_quantize(OX_DTYPE_F16, wf, f16, rows, cols, NULL) == OX_OK);
+    memcpy(xf, x, (size_t)n * cols * 4);
+    round_like_weights(OX_DTYPE_F16, xf, (size_t)n * cols);
+    matmul_ref(OX_DTYPE_F16, f16, rows, cols, xf, n, y);
+    free(wf), free(xf), free(f16);
+}
+
+/* The product the device computes, in double: matmul_ref, or matmul_ref_f16 on coopmat. */
+static void device_ref(enum ox_dtype type, const void *w, int rows, int cols, const float *x, int n,
+                       float *y) {
+    (on_coopmat(type, n) ? matmul_ref_f16 : matmul_ref)(type, w, rows, cols, x, n, y);
+}
+
 /* A weight type's products against the double product of its dequantized rows, for each batch
  * size in ns (0 ends it: up to 8 take the matrix-vector shader, more the tiled one), and its row
  * lookups against the CPU's dequantization, bit for bit. */
@@ -325,7 +358,7 @@ static void test_weight_type(enum ox_dtype type, int rows, int cols, const int *
         float *x = random_floats((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * 4);
         float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
         round_like_weights(type, x, (size_t)n * cols);
-        matmul_ref(type, w, rows, cols, x, n, want);
+        device_ref(type, w, rows, cols, x, n, want);
         gpu.ops->matmul(&gpu, &m, dx, dy, n);
         float *got = down(dy, (size_t)n * rows);
         CHECK_CLOSE(got, want, (size_t)n * rows, 2e-5, "matmul %s %d x %d, n=%d",
@@ -393,7 +426,7 @@ static void test_fusions(enum ox_dtype type, int n) {
         dy[m] = up(want[m], (size_t)n * rows[m] * 4);
     }
     float *tmp = malloc((size_t)n * rows[0] * 4);
-    matmul_ref(type, hw[0], rows[0], cols, x, n, tmp);
+    device_ref(type, hw[0], rows[0], cols, x, n, tmp);
     for (size_t i = 0; i < (size_t)n * rows[0]; i++)
         want[0][i] += tmp[i];
     CHECK(gpu.ops->matmul_add(&gpu, &dw[0], dx, dy[0], n));
@@ -472,12 +505,15 @@ int main(void) {
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
     test_cache(OX_DTYPE_Q8_0);
-    test_attention(0, 0.0f, false, 128, OX_DTYPE_F32);
-    test_attention(0, 0.0f, false, 64, OX_DTYPE_F32);
-    test_attention(40, 0.0f, false, 128, OX_DTYPE_F32);
-    test_attention(0, 30.0f, true, 256, OX_DTYPE_F32);
-    test_attention(0, 0.0f, false, 128, OX_DTYPE_F16);
-    test_attention(40, 0.0f, true, 64, OX_DTYPE_Q8_0);
+    for (int nt = 6; nt <= 40; nt += 34) { /* decode's shape, then a prompt's */
+        test_attention(nt, 0, 0.0f, false, 128, OX_DTYPE_F32);
+        test_attention(nt, 0, 0.0f, false, 64, OX_DTYPE_F32);
+        test_attention(nt, 40, 0.0f, false, 128, OX_DTYPE_F32);
+        test_attention(nt, 0, 30.0f, true, 256, OX_DTYPE_F32);
+        test_attention(nt, 0, 30.0f, true, 80, OX_DTYPE_F32);
+        test_attention(nt, 0, 0.0f, false, 128, OX_DTYPE_F16);
+        test_attention(nt, 40, 0.0f, true, 64, OX_DTYPE_Q8_0);
+    }
     test_refusals();
     gpu.ops->release(&gpu);
     cpu.ops->release(&cpu);

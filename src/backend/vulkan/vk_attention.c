@@ -1,6 +1,6 @@
 /* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32, f16 and q8_0 rows) and
- * the attention over them (attention.comp, which reads the cache's rows itself), as the op table
- * names them. */
+ * the attention over them (attention.comp a query at a time, attention_block.comp 16 at a time
+ * for prompts; both read the cache's rows themselves), as the op table names them. */
 #include "backend/vulkan/vk_ops.h"
 
 /* common.glsl's ROW_* codes. */
@@ -49,7 +49,12 @@ struct attention_args {
     float scale, softcap;
     int32_t window, ahead;
     uint32_t k_row, v_row, row_type; /* bytes a row: the cache's, or the float rows' */
+    uint32_t n_q;                    /* query tokens */
 };
+
+/* Prompts of at least this many tokens, with heads up to 128 wide, go through
+ * attention_block.comp (16 queries a workgroup sharing each tile of keys and values). */
+enum { BLOCK_MIN_TOKENS = 16, BLOCK_TOKENS = 16, BLOCK_MAX_HEAD = 128 };
 
 void vk_attention(struct backend *b, const struct attn_args *a) {
     if (a->n <= 0 || a->n_head <= 0)
@@ -85,14 +90,19 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         a->ahead,
         (uint32_t)(cache ? a->k_row : (size_t)a->n_head_kv * (size_t)a->hd_k * sizeof(float)),
         (uint32_t)(cache ? a->v_row : (size_t)a->n_head_kv * (size_t)a->hd_v * sizeof(float)),
-        (uint32_t)rt};
-    for (int t0 = 0; t0 < a->n; t0 += 65535) { /* a workgroup row per token */
+        (uint32_t)rt,
+        0};
+    bool block = a->n >= BLOCK_MIN_TOKENS && a->hd_k <= BLOCK_MAX_HEAD && a->hd_v <= BLOCK_MAX_HEAD;
+    int per_group = block ? BLOCK_TOKENS : 1, chunk = 65535 * per_group;
+    for (int t0 = 0; t0 < a->n; t0 += chunk) { /* a workgroup row per token (or block) */
         struct attention_args part = args;
-        int tokens = a->n - t0 < 65535 ? a->n - t0 : 65535;
+        int tokens = a->n - t0 < chunk ? a->n - t0 : chunk;
         part.q += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_k * sizeof(float);
         part.y += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_v * sizeof(float);
         part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
-        vk_dispatch(vk_of(b), VK_SHADER_attention, &part, sizeof part, (uint32_t)a->n_head,
-                    (uint32_t)tokens, 1);
+        part.n_q = (uint32_t)tokens;
+        vk_dispatch(vk_of(b), block ? VK_SHADER_attention_block : VK_SHADER_attention, &part,
+                    sizeof part, (uint32_t)a->n_head,
+                    (uint32_t)((tokens + per_group - 1) / per_group), 1);
     }
 }

@@ -66,3 +66,8 @@ const struct backend_ops backend_vulkan_ops = {
     .cache_load = vk_cache_load,
     .devices = vk_devices,
 };
+
+bool vk_backend_coopmat(void) {
+    struct vk_device *d = vk_device_get();
+    return d && d->coopmat;
+}

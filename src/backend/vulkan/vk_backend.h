@@ -3,8 +3,14 @@
 #ifndef OX_BACKEND_VK_BACKEND_H
 #define OX_BACKEND_VK_BACKEND_H
 
+#include <stdbool.h>
+
 #include "backend/backend.h"
 
 extern const struct backend_ops backend_vulkan_ops;
+
+/* Whether the process's device runs prompts' products on cooperative matrices (gemm_cm.comp:
+ * weights and activations as f16, summed in f32); false where there is no device. */
+bool vk_backend_coopmat(void);
 
 #endif

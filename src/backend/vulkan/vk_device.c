@@ -1,7 +1,7 @@
 /* vk_device.c: the process's Vulkan device: the instance, the GPU picked (vulkan:N as the model's
  * device or OX_DEVICE, else the first discrete GPU, else the first device), a compute queue, the
- * features the shaders need (buffer device addresses, 16-bit floats, 64-bit integers) and the
- * shaders' pipelines. */
+ * features the shaders need (buffer device addresses, 16-bit floats, 64-bit integers; cooperative
+ * matrices where vk_coopmat.c finds them usable) and the shaders' pipelines. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -125,12 +125,17 @@ static bool make_device(void) {
         snprintf(why, sizeof why, "vulkan: %s has no %s", device.props.deviceName, missing);
         return false;
     }
+    device.coopmat = vk_coopmat_usable(device.instance, device.physical, f12.vulkanMemoryModel);
+    struct vk_coopmat_features cm;
+    const char *cm_name = vk_coopmat_extension();
     VkPhysicalDeviceVulkan12Features on12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = device.coopmat ? vk_coopmat_enable(&cm, NULL) : NULL,
         .bufferDeviceAddress = VK_TRUE,
         .shaderFloat16 = VK_TRUE,
         .shaderInt8 = f12.shaderInt8,
-        .storageBuffer8BitAccess = VK_TRUE};
+        .storageBuffer8BitAccess = VK_TRUE,
+        .vulkanMemoryModel = device.coopmat};
     VkPhysicalDeviceVulkan11Features on11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
         .pNext = &on12,
@@ -146,7 +151,9 @@ static bool make_device(void) {
     VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                              .pNext = &on,
                              .queueCreateInfoCount = 1,
-                             .pQueueCreateInfos = &qi};
+                             .pQueueCreateInfos = &qi,
+                             .enabledExtensionCount = device.coopmat ? 1 : 0,
+                             .ppEnabledExtensionNames = &cm_name};
     VkResult r = vkCreateDevice(device.physical, &ci, NULL, &device.device);
     if (r != VK_SUCCESS)
         return fail("cannot open the device (vkCreateDevice)", r);

@@ -26,6 +26,7 @@ struct vk_device {
     VkPipelineLayout layout;              /* one for all: the push constants alone */
     VkPipeline pipeline[VK_SHADER_COUNT]; /* made at their first use */
     void *tables;                         /* dequant.glsl's lookup tables (vk_tables_ready) */
+    bool coopmat;                         /* prompts' products on gemm_cm.comp (vk_coopmat.c) */
 };
 
 /* The device, made at the first call (NULL with the error set where there is none). */
@@ -34,6 +35,20 @@ struct vk_device *vk_device_get(void);
  * (vulkan:N) is not the one this process made; frees and contexts take vk_device_get's. */
 struct vk_device *vk_device_for_load(void);
 VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s);
+
+/* Cooperative matrices (vk_coopmat.c): whether gemm_cm.comp can run on this device (this build
+ * has it, the device has the extension, its block shape, subgroups of 32 and, as memory_model
+ * says, the Vulkan memory model); OX_VK_COOPMAT=0 says no. */
+bool vk_coopmat_usable(VkInstance inst, VkPhysicalDevice pd, bool memory_model);
+/* VkPhysicalDeviceCooperativeMatrixFeaturesKHR, for headers older than the extension. */
+struct vk_coopmat_features {
+    VkStructureType type;
+    void *next;
+    VkBool32 on, robust;
+};
+/* f filled in to turn the feature on, chained before next; f returned. */
+void *vk_coopmat_enable(struct vk_coopmat_features *f, void *next);
+const char *vk_coopmat_extension(void);
 
 /* Device memory: one pool of large buffers whose addresses the op table's pointers are. */
 void *vk_mem_alloc(struct vk_device *d, size_t bytes);

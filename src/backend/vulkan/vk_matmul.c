@@ -18,18 +18,41 @@
     X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q1_0) X(Q2_0)                                        \
     X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)                                                        \
     X(IQ4_NL) X(IQ4_XS) X(IQ3_S) X(MXFP4) X(TQ1_0) X(TQ2_0)
+/* The types with a cooperative-matrix product too (CMakeLists.txt's OX_VK_COOPMAT_TYPES, built
+ * where glslc can): all but f32 and bf16, whose values f16 blocks would round. */
+#ifdef OX_VK_COOPMAT
+#define VK_COOPMAT_TYPES(X)                                                                        \
+    X(F16)                                                                                         \
+    X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q1_0) X(Q2_0)                                        \
+    X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)                                                        \
+    X(IQ4_NL) X(IQ4_XS) X(IQ3_S) X(MXFP4) X(TQ1_0) X(TQ2_0)
+#else
+#define VK_COOPMAT_TYPES(X)
+#endif
 /* clang-format on */
 
 struct weight_shaders {
     enum vk_shader matvec, matvec1, gemm, get_rows; /* matvec1: one token */
+    enum vk_shader gemm_cm; /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
 };
+
+static enum vk_shader coopmat_shader(enum ox_dtype type) {
+    switch (type) {
+#define VK_CASE_(name)                                                                             \
+    case OX_DTYPE_##name: return VK_SHADER_gemm_cm_##name;
+        VK_COOPMAT_TYPES(VK_CASE_)
+#undef VK_CASE_
+    default: return VK_SHADER_COUNT;
+    }
+}
 
 static bool weight_shaders(enum ox_dtype type, struct weight_shaders *s) {
     switch (type) {
 #define VK_CASE_(name)                                                                             \
     case OX_DTYPE_##name:                                                                          \
         *s = (struct weight_shaders){VK_SHADER_matvec_##name, VK_SHADER_matvec1_##name,            \
-                                     VK_SHADER_gemm_##name, VK_SHADER_get_rows_##name};            \
+                                     VK_SHADER_gemm_##name, VK_SHADER_get_rows_##name,             \
+                                     coopmat_shader(type)};                                        \
         return true;
         VK_WEIGHT_TYPES(VK_CASE_)
 #undef VK_CASE_
@@ -142,7 +165,8 @@ static void matvec(struct backend *b, const struct weight_shaders *sh, int count
 }
 
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
- * through gemm.comp (64 x 64 a workgroup). */
+ * through gemm_cm.comp (128 x 64 a workgroup) where the device has cooperative matrices, else
+ * gemm.comp (64 x 64). */
 static void matmul_quant(struct backend *b, const struct mat *w, const struct weight_shaders *sh,
                          const float *x, float *y, int n, bool add) {
     struct vk_state *s = vk_of(b);
@@ -164,7 +188,9 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                               (uint32_t)toks,
                               (uint32_t)w->row_bytes,
                               add};
-        vk_dispatch(s, sh->gemm, &a, sizeof a, (uint32_t)(w->n_rows + 63) / 64,
+        bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
+        vk_dispatch(s, cm ? sh->gemm_cm : sh->gemm, &a, sizeof a,
+                    (uint32_t)(w->n_rows + (cm ? 127 : 63)) / (cm ? 128 : 64),
                     (uint32_t)(toks + 63) / 64, 1);
     }
 }

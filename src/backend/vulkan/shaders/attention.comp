@@ -5,20 +5,7 @@
 #version 450
 #include "common.glsl"
 layout(local_size_x = 256) in;
-layout(push_constant) uniform Args {
-    Floats q;
-    uint64_t k, v; // row c at k + c * k_row bytes, head h from its element h * hd_k
-    Floats y;
-    Ints q_pos, q_seq, cell_pos;
-    uint64_t cell_seq; // [n_cells][SEQ_WORDS] 64-bit sets
-    Floats sinks;      // [n_head] or 0
-    uint n_cells, n_head, n_head_kv, hd_k, hd_v, seq_words;
-    float scale, softcap;
-    int window, ahead;
-    uint k_row, v_row, row_type; // row_type: common.glsl's ROW_*
-} p;
-
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer Words { uint64_t v[]; };
+#include "attention_args.glsl"
 
 shared float qs[512], acc[512], prob[256], part[256];
 
@@ -34,13 +21,6 @@ float reduce(float v, bool take_max) {
     float r = part[0];
     barrier();
     return r;
-}
-
-bool visible(uint t, uint c) {
-    int qp = p.q_pos.v[t], kp = p.cell_pos.v[c], s = p.q_seq.v[t];
-    uint64_t w = Words(p.cell_seq).v[c * p.seq_words + uint(s) / 64];
-    bool in_seq = s >= 0 && ((w >> (uint(s) % 64)) & 1) != 0;
-    return in_seq && kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
 }
 
 void main() {

@@ -1,0 +1,94 @@
+/* vk_coopmat.c: whether prompts' products run on cooperative matrices (VK_KHR_cooperative_matrix,
+ * the tensor cores) as gemm_cm.comp asks for them: 16x16x16 blocks of f16 summed in f32 by a
+ * subgroup of 32, the Vulkan memory model (the extension's shaders declare it). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/vulkan/vk_internal.h"
+
+/* The extension's name, structure types, component types and scope as vulkan_core.h (1.3.255
+ * and later) defines them, for headers older than the extension (Debian 12's 1.3.239). */
+#define COOPMAT_EXTENSION "VK_KHR_cooperative_matrix"
+enum {
+    COOPMAT_FEATURES_TYPE = 1000506000,
+    COOPMAT_PROPERTIES_TYPE = 1000506001,
+    COMPONENT_FLOAT16 = 0,
+    COMPONENT_FLOAT32 = 1,
+    SCOPE_SUBGROUP = 3
+};
+struct coopmat_properties { /* VkCooperativeMatrixPropertiesKHR */
+    VkStructureType type;
+    void *next;
+    uint32_t m, n, k;
+    int32_t a_type, b_type, c_type, result_type; /* VkComponentTypeKHR */
+    VkBool32 saturating;
+    int32_t scope; /* VkScopeKHR */
+};
+typedef VkResult(VKAPI_PTR *list_shapes_fn)(VkPhysicalDevice, uint32_t *,
+                                            struct coopmat_properties *);
+
+static bool has_extension(VkPhysicalDevice pd, const char *name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkExtensionProperties *all = calloc(n, sizeof *all);
+    bool found = false;
+    if (all && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, all) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(all[i].extensionName, name) == 0;
+    free(all);
+    return found;
+}
+
+/* Whether the device lists gemm_cm.comp's block shape. */
+static bool has_shape(VkInstance inst, VkPhysicalDevice pd) {
+    list_shapes_fn list = (list_shapes_fn)vkGetInstanceProcAddr(
+        inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+    uint32_t n = 0;
+    if (!list || list(pd, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    struct coopmat_properties *all = calloc(n, sizeof *all);
+    bool found = false;
+    for (uint32_t i = 0; all && i < n; i++)
+        all[i].type = (VkStructureType)COOPMAT_PROPERTIES_TYPE;
+    if (all && list(pd, &n, all) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) {
+            const struct coopmat_properties *c = &all[i];
+            found = c->m == 16 && c->n == 16 && c->k == 16 && c->a_type == COMPONENT_FLOAT16 &&
+                    c->b_type == COMPONENT_FLOAT16 && c->c_type == COMPONENT_FLOAT32 &&
+                    c->result_type == COMPONENT_FLOAT32 && c->scope == SCOPE_SUBGROUP;
+        }
+    free(all);
+    return found;
+}
+
+/* Whether this build has gemm_cm.comp (its glslc could compile it). */
+#ifdef OX_VK_COOPMAT
+enum { BUILT = 1 };
+#else
+enum { BUILT = 0 };
+#endif
+
+bool vk_coopmat_usable(VkInstance inst, VkPhysicalDevice pd, bool memory_model) {
+    const char *off = getenv("OX_VK_COOPMAT"); /* =0: the path without, to compare the two */
+    if (!BUILT || (off && strcmp(off, "0") == 0) || !memory_model ||
+        !has_extension(pd, COOPMAT_EXTENSION))
+        return false;
+    VkPhysicalDeviceSubgroupProperties sub = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 pr = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &sub};
+    vkGetPhysicalDeviceProperties2(pd, &pr);
+    return sub.subgroupSize == 32 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+           has_shape(inst, pd);
+}
+
+void *vk_coopmat_enable(struct vk_coopmat_features *f, void *next) {
+    *f = (struct vk_coopmat_features){(VkStructureType)COOPMAT_FEATURES_TYPE, next, VK_TRUE,
+                                      VK_FALSE};
+    return f;
+}
+
+const char *vk_coopmat_extension(void) {
+    return COOPMAT_EXTENSION;
+}
