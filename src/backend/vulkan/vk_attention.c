@@ -92,7 +92,8 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         (uint32_t)(cache ? a->v_row : (size_t)a->n_head_kv * (size_t)a->hd_v * sizeof(float)),
         (uint32_t)rt,
         0};
-    bool block = a->n >= BLOCK_MIN_TOKENS && a->hd_k <= BLOCK_MAX_HEAD && a->hd_v <= BLOCK_MAX_HEAD;
+    bool block = a->n >= BLOCK_MIN_TOKENS && a->hd_k <= BLOCK_MAX_HEAD &&
+                 a->hd_v <= BLOCK_MAX_HEAD && a->hd_k % 4 == 0 && a->hd_v % 4 == 0;
     int per_group = block ? BLOCK_TOKENS : 1, chunk = 65535 * per_group;
     for (int t0 = 0; t0 < a->n; t0 += chunk) { /* a workgroup row per token (or block) */
         struct attention_args part = args;

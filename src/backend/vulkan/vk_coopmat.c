@@ -1,6 +1,7 @@
 /* vk_coopmat.c: whether prompts' products run on cooperative matrices (VK_KHR_cooperative_matrix,
  * the tensor cores) as gemm_cm.comp asks for them: 16x16x16 blocks of f16 summed in f32 by a
- * subgroup of 32, the Vulkan memory model (the extension's shaders declare it). */
+ * subgroup of 32, its shared memory, the Vulkan memory model (the extension's shaders declare
+ * it). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,9 @@ enum {
     COMPONENT_FLOAT32 = 1,
     SCOPE_SUBGROUP = 3
 };
+/* gemm_cm.comp's shared memory: 64 weight rows and 64 tokens by 128 (+8) f16 columns, and eight
+ * 16x16 f32 staging blocks. */
+enum { GEMM_CM_SHARED_BYTES = (64 + 64) * 136 * 2 + 8 * 256 * 4 };
 struct coopmat_properties { /* VkCooperativeMatrixPropertiesKHR */
     VkStructureType type;
     void *next;
@@ -80,6 +84,7 @@ bool vk_coopmat_usable(VkInstance inst, VkPhysicalDevice pd, bool memory_model) 
                                       .pNext = &sub};
     vkGetPhysicalDeviceProperties2(pd, &pr);
     return sub.subgroupSize == 32 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+           pr.properties.limits.maxComputeSharedMemorySize >= GEMM_CM_SHARED_BYTES &&
            has_shape(inst, pd);
 }
 

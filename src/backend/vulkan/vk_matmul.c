@@ -165,8 +165,8 @@ static void matvec(struct backend *b, const struct weight_shaders *sh, int count
 }
 
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
- * through gemm_cm.comp (128 x 64 a workgroup) where the device has cooperative matrices, else
- * gemm.comp (64 x 64). */
+ * through gemm_cm.comp where the device has cooperative matrices, else gemm.comp (both 64 x 64
+ * a workgroup). */
 static void matmul_quant(struct backend *b, const struct mat *w, const struct weight_shaders *sh,
                          const float *x, float *y, int n, bool add) {
     struct vk_state *s = vk_of(b);
@@ -189,8 +189,7 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                               (uint32_t)w->row_bytes,
                               add};
         bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
-        vk_dispatch(s, cm ? sh->gemm_cm : sh->gemm, &a, sizeof a,
-                    (uint32_t)(w->n_rows + (cm ? 127 : 63)) / (cm ? 128 : 64),
+        vk_dispatch(s, cm ? sh->gemm_cm : sh->gemm, &a, sizeof a, (uint32_t)(w->n_rows + 63) / 64,
                     (uint32_t)(toks + 63) / 64, 1);
     }
 }

@@ -16,9 +16,14 @@ layout(push_constant) uniform Args {
 
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Words { uint64_t v[]; };
 
-bool visible(uint t, uint c) {
-    int qp = p.q_pos.v[t], kp = p.cell_pos.v[c], s = p.q_seq.v[t];
+// Whether a query at position qp of sequence s sees cell c.
+bool visible_from(int qp, int s, uint c) {
+    int kp = p.cell_pos.v[c];
     uint64_t w = Words(p.cell_seq).v[c * p.seq_words + uint(s) / 64];
     bool in_seq = s >= 0 && ((w >> (uint(s) % 64)) & 1) != 0;
     return in_seq && kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
+}
+
+bool visible(uint t, uint c) {
+    return visible_from(p.q_pos.v[t], p.q_seq.v[t], c);
 }

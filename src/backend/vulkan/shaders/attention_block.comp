@@ -1,35 +1,47 @@
 // attention_block.comp: attention.comp for prompts: a workgroup a head and 16 query tokens, over
 // the cells 16 at a time: their keys and values brought into shared memory once for the 16
 // queries (and not at all where none of them sees a cell of the 16), a score a thread, an online
-// softmax per query, each of a query's 16 threads summing the values of every 16th dimension.
-// Heads up to 128 wide; the arguments are attention.comp's.
+// softmax per query, each of a query's 16 threads summing every 16th group of 4 of the value
+// dimensions. Shared rows are vec4s: a load brings 4 values. Heads up to 128 wide, multiples of
+// 4 (vk_attention.c); the arguments are attention.comp's.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 layout(local_size_x = 256) in;
 #include "attention_args.glsl"
 
-const uint BQ = 16, BC = 16, HD = 128, PER = HD / 16; // PER: a thread's value dimensions
+const uint BQ = 16, BC = 16, HD4 = 128 / 4, PER = HD4 / 16; // PER: a thread's vec4s of values
 const float NONE = -1.0 / 0.0;
-shared float qs[BQ][HD], ks[BC][HD + 1], vs[BC][HD], ss[BQ][BC + 1], ps[BQ][BC + 1];
+shared vec4 qs[BQ][HD4], ks[BC][HD4 + 1], vs[BC][HD4]; // ks padded: rows in other banks
+shared float ss[BQ][BC + 1], ps[BQ][BC + 1];
 shared uint seen[3]; // whether any query sees a cell of the tile: three in turn (see below)
+
+// Elements 4i .. 4i + 3 of head kvh in a row of keys or values (hd: the head's width).
+vec4 row4(uint64_t row, uint kvh, uint hd, uint i) {
+    uint at = kvh * hd + 4 * i;
+    return vec4(row_at(row, p.row_type, at), row_at(row, p.row_type, at + 1),
+                row_at(row, p.row_type, at + 2), row_at(row, p.row_type, at + 3));
+}
 
 void main() {
     uint h = gl_WorkGroupID.x, th = gl_LocalInvocationID.x, qi = th / 16, l = th % 16;
     uint t0 = gl_WorkGroupID.y * BQ, t = t0 + qi, kvh = h / (p.n_head / p.n_head_kv);
-    for (uint e = th; e < BQ * p.hd_k; e += 256) {
-        uint i = e / p.hd_k, d = e % p.hd_k;
-        qs[i][d] = t0 + i < p.n_q ? p.q.v[((t0 + i) * p.n_head + h) * p.hd_k + d] : 0.0;
+    uint k4 = p.hd_k / 4, v4 = p.hd_v / 4;
+    for (uint e = th; e < BQ * k4; e += 256) {
+        uint i = e / k4, d = e % k4, at = ((t0 + i) * p.n_head + h) * p.hd_k + 4 * d;
+        bool in_q = t0 + i < p.n_q;
+        qs[i][d] = in_q ? vec4(p.q.v[at], p.q.v[at + 1], p.q.v[at + 2], p.q.v[at + 3]) : vec4(0.0);
     }
     if (th < 3)
         seen[th] = 0;
-    float acc[PER];
+    vec4 acc[PER];
     [[unroll]] for (uint k = 0; k < PER; k++)
-        acc[k] = 0.0;
+        acc[k] = vec4(0.0);
     float m = NONE, sum = 0.0;
+    int qp = t < p.n_q ? p.q_pos.v[t] : 0, qseq = t < p.n_q ? p.q_seq.v[t] : -1; // read once
     barrier();
     for (uint c0 = 0, step = 0; c0 < p.n_cells; c0 += BC, step++) {
-        bool vis = t < p.n_q && c0 + l < p.n_cells && visible(t, c0 + l);
+        bool vis = qseq >= 0 && c0 + l < p.n_cells && visible_from(qp, qseq, c0 + l);
         if (vis)
             seen[step % 3] = 1;
         barrier();
@@ -41,20 +53,22 @@ void main() {
         if (!any)
             continue;
         uint64_t kb = p.k + uint64_t(c0) * p.k_row, vb = p.v + uint64_t(c0) * p.v_row;
-        for (uint e = th; e < BC * p.hd_k; e += 256) {
-            uint j = e / p.hd_k, d = e % p.hd_k;
-            ks[j][d] = c0 + j < p.n_cells ? row_at(kb + j * p.k_row, p.row_type, kvh * p.hd_k + d) : 0.0;
+        for (uint e = th; e < BC * k4; e += 256) {
+            uint j = e / k4, d = e % k4;
+            ks[j][d] = c0 + j < p.n_cells ? row4(kb + j * p.k_row, kvh, p.hd_k, d) : vec4(0.0);
         }
-        for (uint e = th; e < BC * p.hd_v; e += 256) {
-            uint j = e / p.hd_v, d = e % p.hd_v;
-            vs[j][d] = c0 + j < p.n_cells ? row_at(vb + j * p.v_row, p.row_type, kvh * p.hd_v + d) : 0.0;
+        for (uint e = th; e < BC * v4; e += 256) {
+            uint j = e / v4, d = e % v4;
+            vs[j][d] = c0 + j < p.n_cells ? row4(vb + j * p.v_row, kvh, p.hd_v, d) : vec4(0.0);
         }
         barrier();
         float s = NONE;
         if (vis) {
-            float dot = 0.0;
-            for (uint d = 0; d < p.hd_k; d++)
-                dot += qs[qi][d] * ks[l][d];
+            vec4 part = vec4(0.0); // four sums in turn: the loads pipelined, not one chain
+            [[unroll]] for (uint d = 0; d < HD4; d++)
+                if (d < k4)
+                    part += qs[qi][d] * ks[l][d];
+            float dot = (part.x + part.y) + (part.z + part.w);
             s = p.softcap == 0.0 ? dot * p.scale : p.softcap * tanh(dot * (p.scale / p.softcap));
         }
         ss[qi][l] = s;
@@ -72,8 +86,8 @@ void main() {
         m = m_new;
         [[unroll]] for (uint k = 0; k < PER; k++) {
             uint d = l + 16 * k;
-            if (d < p.hd_v) {
-                float a = acc[k] * alpha;
+            if (d < v4) {
+                vec4 a = acc[k] * alpha;
                 [[unroll]] for (uint j = 0; j < BC; j++)
                     a += ps[qi][j] * vs[j][d];
                 acc[k] = a;
@@ -91,7 +105,10 @@ void main() {
     }
     float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
     uint yrow = (t * p.n_head + h) * p.hd_v;
-    [[unroll]] for (uint k = 0; k < PER; k++)
-        if (l + 16 * k < p.hd_v)
-            p.y.v[yrow + l + 16 * k] = acc[k] * inv;
+    [[unroll]] for (uint k = 0; k < PER; k++) {
+        uint d = l + 16 * k;
+        if (d < v4)
+            [[unroll]] for (uint c = 0; c < 4; c++)
+                p.y.v[yrow + 4 * d + c] = acc[k][c] * inv;
+    }
 }
