@@ -71,6 +71,8 @@ struct vk_state {
     size_t up_size, up_used, down_size;
     bool recording, pending; /* commands recorded since the last submit */
     struct vk_profile *prof; /* OX_VK_PROFILE's timings, or NULL (vk_profile.c) */
+    void *halves;            /* gemm_cm.comp's activations as f16 (vk_matmul.c), grown on use */
+    size_t halves_bytes;
     enum ox_status err;
     char msg[256];
 };

@@ -164,6 +164,32 @@ static void matvec(struct backend *b, const struct weight_shaders *sh, int count
                 (uint32_t)((groups + gx - 1) / gx), 1);
 }
 
+struct halves_args {
+    uint64_t x, y;
+    uint32_t n;
+};
+
+/* The count floats of x as f16 in the context's buffer for them (grown where too small, after
+ * what was recorded ran: it may read the old one), or NULL (noted). */
+static const void *x_as_halves(struct vk_state *s, uint64_t x, size_t count) {
+    if (count * 2 > s->halves_bytes) {
+        if (!vk_flush(s))
+            return NULL;
+        size_t bytes = count * 2 > (8u << 20) ? count * 2 : 8u << 20;
+        if (s->halves)
+            vk_mem_free(s->d, s->halves);
+        s->halves = vk_mem_alloc(s->d, bytes);
+        s->halves_bytes = s->halves ? bytes : 0;
+        if (!s->halves) {
+            vk_note(s, VK_ERROR_OUT_OF_DEVICE_MEMORY, "matmul: activations as f16");
+            return NULL;
+        }
+    }
+    struct halves_args a = {x, vk_addr(s->halves), (uint32_t)count};
+    vk_dispatch(s, VK_SHADER_halves, &a, sizeof a, vk_groups(count), 1, 1);
+    return s->halves;
+}
+
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
  * through gemm_cm.comp where the device has cooperative matrices, else gemm.comp (both 64 x 64
  * a workgroup). */
@@ -189,6 +215,12 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                               (uint32_t)w->row_bytes,
                               add};
         bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
+        if (cm) { /* gemm_cm.comp reads x as f16 */
+            const void *x16 = x_as_halves(s, a.x, (size_t)toks * (size_t)w->n_cols);
+            if (!x16)
+                return;
+            a.x = vk_addr(x16);
+        }
         vk_dispatch(s, cm ? sh->gemm_cm : sh->gemm, &a, sizeof a, (uint32_t)(w->n_rows + 63) / 64,
                     (uint32_t)(toks + 63) / 64, 1);
     }

@@ -3,9 +3,10 @@
 // summed in f32 and subgroups of 32: a workgroup of 8 subgroups a tile of 64 rows by 64 tokens,
 // 128 columns a step in shared memory as f16 pairs. Each thread dequantizes one group of a row,
 // four consecutive threads a row's four (a subgroup's weight reads: 8 runs of a row, not 32
-// scattered rows), and reads 32 of the tokens' values; the next step is read into registers
-// while the subgroups multiply this one's blocks. Each subgroup sums the blocks of a 16-row by
-// 32-token corner, then writes them out through a 16x16 staging block of its own.
+// scattered rows), and reads 32 of the tokens' values, which halves.comp made f16 (16 bytes a
+// read); the next step is read into registers while the subgroups multiply this one's blocks.
+// Each subgroup sums the blocks of a 16-row by 32-token corner, then writes them out through a
+// 16x16 staging block of its own.
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -15,7 +16,8 @@
 layout(local_size_x = 256) in;
 layout(push_constant) uniform Args {
     uint64_t w;
-    Floats x, y;
+    uint64_t x; // f16 [n][cols], 16-byte aligned rows
+    Floats y;
     uint64_t tab;
     uint rows, cols, n, row_bytes, add; // add: y += W X
 } p;
@@ -30,30 +32,30 @@ shared float staging[8 * 256];
 #define MAT_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 
 // This thread's part of the step at column c0: group th % 4 of the step's four in row th / 4
-// (zeros past the row's last), and 16 pairs of the tokens' 64 x 128 values (consecutive
-// threads: consecutive pairs of a token's columns).
-void fetch(uint th, uint64_t row, uint t0, uint c0, out float w[32], out vec2 x[16]) {
+// (zeros past the row's last), and 4 runs of 8 of the tokens' 64 x 128 values (consecutive
+// threads: consecutive runs of a token's columns).
+void fetch(uint th, uint64_t row, uint t0, uint c0, out float w[32], out uvec4 x[4]) {
     uint g = c0 / 32 + th % 4;
     if (g < p.cols / 32)
         dq_group(row, g, p.tab, w);
     else
         [[unroll]] for (uint k = 0; k < 32; k++)
             w[k] = 0.0;
-    [[unroll]] for (uint i = 0; i < 16; i++) {
-        uint e = th + 256 * i, t = e / (K / 2), c = c0 + e % (K / 2) * 2;
-        bool in_x = t0 + t < p.n && c < p.cols; // c even, cols a multiple of 32: c + 1 too
-        uint at = (t0 + t) * p.cols + c;
-        x[i] = in_x ? vec2(x_as_weight(p.x.v[at]), x_as_weight(p.x.v[at + 1])) : vec2(0.0);
+    [[unroll]] for (uint i = 0; i < 4; i++) {
+        uint e = th + 256 * i, t = e / (K / 8), c = c0 + e % (K / 8) * 8;
+        bool in_x = t0 + t < p.n && c < p.cols; // c a multiple of 8, cols of 32: c + 7 too
+        x[i] = in_x ? Quads(p.x + (uint64_t(t0 + t) * p.cols + c) * 2).v[0] : uvec4(0);
     }
 }
 
-void store(uint th, float w[32], vec2 x[16]) {
+void store(uint th, float w[32], uvec4 x[4]) {
     uint at = th / 4 * S + th % 4 * 16;
     [[unroll]] for (uint k = 0; k < 16; k++)
         ws[at + k] = f16vec2(w[2 * k], w[2 * k + 1]);
-    [[unroll]] for (uint i = 0; i < 16; i++) {
-        uint e = th + 256 * i;
-        xs[e / (K / 2) * S + e % (K / 2)] = f16vec2(x[i]);
+    [[unroll]] for (uint i = 0; i < 4; i++) {
+        uint e = th + 256 * i, base = e / (K / 8) * S + e % (K / 8) * 4;
+        [[unroll]] for (uint q = 0; q < 4; q++)
+            xs[base + q] = unpackFloat2x16(x[i][q]);
     }
 }
 
@@ -64,7 +66,7 @@ void main() {
     MAT_C acc[2] = {MAT_C(0.0), MAT_C(0.0)};
     uint64_t row = p.w + uint64_t(min(r0 + th / 4, p.rows - 1)) * p.row_bytes;
     float w[32];
-    vec2 x[16];
+    uvec4 x[4];
     fetch(th, row, t0, 0, w, x);
     store(th, w, x);
     barrier();
