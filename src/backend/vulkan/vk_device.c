@@ -166,10 +166,11 @@ static bool make_device(void) {
     return r == VK_SUCCESS || fail("vkCreatePipelineLayout", r);
 }
 
-/* Made at the first use; a failure (no driver, an index past the last) is tried again at the
- * next, so a bad choice does not leave the process without its device. The instance stays once
- * made: destroying it unloads the driver, which then leaves what it allocated behind. */
-static void make(void) {
+/* Made at the first use (false, the reason set as the error, where it cannot be); a failure (no
+ * driver, an index past the last) is tried again at the next, so a bad choice does not leave the
+ * process without its device. The instance stays once made: destroying it unloads the driver, which
+ * then leaves what it allocated behind. */
+static bool make(void) {
     pthread_mutex_lock(&make_lock);
     if (made != OX_OK) {
         if ((device.instance || make_instance()) && pick_physical() && pick_queue_and_memory() &&
@@ -180,16 +181,15 @@ static void make(void) {
             device.device = VK_NULL_HANDLE;
         }
     }
+    bool ok = made == OX_OK;
+    if (!ok) /* the reason read under the lock: another thread's failed try writes it */
+        ox_fail(OX_ERR_DEVICE, "%s", why);
     pthread_mutex_unlock(&make_lock);
+    return ok;
 }
 
 struct vk_device *vk_device_get(void) {
-    make();
-    if (made != OX_OK) {
-        ox_fail(OX_ERR_DEVICE, "%s", why);
-        return NULL;
-    }
-    return &device;
+    return make() ? &device : NULL;
 }
 
 struct vk_device *vk_device_for_load(void) {

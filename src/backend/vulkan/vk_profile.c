@@ -15,13 +15,28 @@ struct vk_profile {
     double ns[VK_SHADER_COUNT];           /* summed time by shader */
     uint64_t calls[VK_SHADER_COUNT];
     double period;                     /* nanoseconds a timestamp tick */
+    uint64_t mask;                     /* the bits a timestamp has: differences wrap there */
     uint64_t ticks[2 * PROFILE_SLOTS]; /* the last submission's, read back */
 };
 
+/* The bits of the timestamps the device's queue writes (0: none). */
+static uint32_t timestamp_bits(struct vk_device *d) {
+    VkQueueFamilyProperties q[32];
+    uint32_t n = 32;
+    vkGetPhysicalDeviceQueueFamilyProperties(d->physical, &n, q);
+    return d->family < n ? q[d->family].timestampValidBits : 0;
+}
+
 struct vk_profile *vk_profile_make(struct vk_device *d) {
     const char *env = getenv("OX_VK_PROFILE");
-    if (!env || !*env || *env == '0' || d->props.limits.timestampPeriod <= 0.0f)
+    if (!env || !*env || *env == '0')
         return NULL;
+    uint32_t bits = timestamp_bits(d);
+    if (bits == 0 || d->props.limits.timestampPeriod <= 0.0f) {
+        fprintf(stderr, "vulkan profile: %s writes no timestamps on its compute queue\n",
+                d->props.deviceName);
+        return NULL;
+    }
     struct vk_profile *p = calloc(1, sizeof *p);
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
@@ -30,8 +45,10 @@ struct vk_profile *vk_profile_make(struct vk_device *d) {
         free(p);
         return NULL;
     }
-    if (p)
+    if (p) {
         p->period = d->props.limits.timestampPeriod;
+        p->mask = bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+    }
     return p;
 }
 
@@ -62,7 +79,7 @@ void vk_profile_collect(struct vk_state *s) {
                               sizeof *t,
                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
         for (uint32_t i = 0; i < p->used; i++) {
-            p->ns[p->shader[i]] += (double)(t[2 * i + 1] - t[2 * i]) * p->period;
+            p->ns[p->shader[i]] += (double)((t[2 * i + 1] - t[2 * i]) & p->mask) * p->period;
             p->calls[p->shader[i]]++;
         }
     p->used = 0;
