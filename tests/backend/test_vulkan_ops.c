@@ -303,9 +303,47 @@ static void test_attention(int nt, int window, float softcap, bool sinks, int hd
     free(kc), free(vc);
 }
 
-/* x rounded as the shaders round it for a weight type: to f16 or bf16 for those weights (as
- * ggml's CPU does), as it is for the others. */
-static void round_like_weights(enum ox_dtype type, float *x, size_t count) {
+/* Whether n tokens' products with this weight type take integer dot products (matvec.comp's
+ * X_Q8): x made int8 first. */
+static bool on_dot8(enum ox_dtype type, int n) {
+    return n <= 8 && vk_backend_dot8() && vk_backend_q8_type(type);
+}
+
+/* Each group of 32 of x with its scale d = max|x| / 127 and reciprocal, as quantize_q8.comp
+ * computes them. */
+static void group_scale(const float *v, float *d, float *id) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++)
+        amax = fmaxf(amax, fabsf(v[i]));
+    *d = amax / 127.0f, *id = *d != 0.0f ? 1.0f / *d : 0.0f;
+}
+
+/* x's values moved off the rounding ties of quantize_q8.comp (|x| / d within 1e-3 of a half):
+ * Vulkan lets the device's division be 2.5 ulp off, so near a tie its level could differ from
+ * the host's. The largest of a group is 127 levels, never near one, so d stays. */
+static void clear_of_ties(float *x, size_t count) {
+    for (size_t g = 0; g < count / 32; g++) {
+        float *v = x + 32 * g, d, id;
+        group_scale(v, &d, &id);
+        for (int i = 0; i < 32; i++)
+            while (fabsf(fabsf(v[i]) * id - floorf(fabsf(v[i]) * id) - 0.5f) < 1e-3f)
+                v[i] *= 0.99f;
+    }
+}
+
+/* x rounded as the shaders round it for n tokens' products with a weight type: to int8 levels
+ * times their group's scale on the integer path, to f16 or bf16 for those weights (as ggml's
+ * CPU does), as it is for the others. */
+static void round_like_weights(enum ox_dtype type, int n, float *x, size_t count) {
+    if (on_dot8(type, n)) {
+        for (size_t g = 0; g < count / 32; g++) {
+            float *v = x + 32 * g, d, id;
+            group_scale(v, &d, &id);
+            for (int i = 0; i < 32; i++)
+                v[i] = copysignf(floorf(fabsf(v[i]) * id + 0.5f), v[i]) * d;
+        }
+        return;
+    }
     if (type != OX_DTYPE_BF16 && type != OX_DTYPE_F16)
         return;
     uint16_t *h = malloc(count * 2);
@@ -332,7 +370,7 @@ static void matmul_ref_f16(enum ox_dtype type, const void *w, int rows, int cols
                       cols);
     CHECK(ox_quantize(OX_DTYPE_F16, wf, f16, rows, cols, NULL) == OX_OK);
     memcpy(xf, x, (size_t)n * cols * 4);
-    round_like_weights(OX_DTYPE_F16, xf, (size_t)n * cols);
+    round_like_weights(OX_DTYPE_F16, n, xf, (size_t)n * cols);
     matmul_ref(OX_DTYPE_F16, f16, rows, cols, xf, n, y);
     free(wf), free(xf), free(f16);
 }
@@ -356,8 +394,9 @@ static void test_weight_type(enum ox_dtype type, int rows, int cols, const int *
     for (size_t k = 0; ns[k]; k++) {
         int n = ns[k];
         float *x = random_floats((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * 4);
+        clear_of_ties(x, (size_t)n * cols);
         float *dx = up(x, (size_t)n * cols * 4), *dy = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
-        round_like_weights(type, x, (size_t)n * cols);
+        round_like_weights(type, n, x, (size_t)n * cols);
         device_ref(type, w, rows, cols, x, n, want);
         gpu.ops->matmul(&gpu, &m, dx, dy, n);
         float *got = down(dy, (size_t)n * rows);
@@ -410,16 +449,19 @@ static struct mat random_weight(enum ox_dtype type, int rows, int cols, uint8_t 
 }
 
 /* The fused products against the CPU's ops one at a time: y += W x (decode and prompt shapes),
- * q, k and v in one dispatch (rows of the three in one grid), and the four GLUs of gate and up. */
-static void test_fusions(enum ox_dtype type, int n) {
-    const int cols = 512, rows[3] = {193, 64, 67};
+ * q, k and v in one dispatch (rows of the three in one grid, a pair of rows across two), and the
+ * four GLUs of gate and up (as many rows as rows[0]). */
+static void test_fusions(enum ox_dtype type, int n, const int rows[3]) {
+    const int cols = 512;
     uint8_t *hw[3];
     struct mat dw[3];
     for (int m = 0; m < 3; m++) {
         dw[m] = random_weight(type, rows[m], cols, &hw[m]);
     }
-    float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
-    round_like_weights(type, x, (size_t)n * cols); /* for the reference */
+    float *x = random_floats((size_t)n * cols, 1.0f);
+    clear_of_ties(x, (size_t)n * cols);
+    float *dx = up(x, (size_t)n * cols * 4);
+    round_like_weights(type, n, x, (size_t)n * cols); /* for the reference */
     float *want[3], *dy[3];
     for (int m = 0; m < 3; m++) {
         want[m] = random_floats((size_t)n * rows[m], 1.0f); /* y += W x adds to these */
@@ -459,7 +501,8 @@ static void test_fusions(enum ox_dtype type, int n) {
         }
         free(gate), free(upv);
     }
-    printf("  fusions %-8s n=%d\n", ox_dtype_name(type), n);
+    printf("  fusions %-8s n=%d, rows %d %d %d\n", ox_dtype_name(type), n, rows[0], rows[1],
+           rows[2]);
     for (int m = 0; m < 3; m++)
         free(hw[m]), free(want[m]), gpu.ops->free(&gpu, (void *)dw[m].data),
             gpu.ops->free(&gpu, dy[m]);
@@ -499,9 +542,11 @@ int main(void) {
     }
     test_matmul(OX_DTYPE_F16, 32, 5000, 17);
     test_weight_types();
+    static const int rows[3] = {193, 64, 67}, many[3] = {2051, 1024, 1027};
     for (int n = 1; n <= 20; n += 4) /* 1, 5: one dispatch; 9 and past: the tiled product */
-        test_fusions(OX_DTYPE_Q4_K, n), test_fusions(OX_DTYPE_F16, n),
-            test_fusions(OX_DTYPE_Q8_0, n);
+        test_fusions(OX_DTYPE_Q4_K, n, rows), test_fusions(OX_DTYPE_F16, n, rows),
+            test_fusions(OX_DTYPE_Q8_0, n, rows);
+    test_fusions(OX_DTYPE_Q4_K, 1, many); /* matvec1.comp: several pairs of rows a workgroup */
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
     test_cache(OX_DTYPE_Q8_0);

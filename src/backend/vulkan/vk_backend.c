@@ -71,3 +71,8 @@ bool vk_backend_coopmat(void) {
     struct vk_device *d = vk_device_get();
     return d && d->coopmat;
 }
+
+bool vk_backend_dot8(void) {
+    struct vk_device *d = vk_device_get();
+    return d && d->dot8;
+}

@@ -31,19 +31,6 @@ struct coopmat_properties { /* VkCooperativeMatrixPropertiesKHR */
 typedef VkResult(VKAPI_PTR *list_shapes_fn)(VkPhysicalDevice, uint32_t *,
                                             struct coopmat_properties *);
 
-static bool has_extension(VkPhysicalDevice pd, const char *name) {
-    uint32_t n = 0;
-    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
-        return false;
-    VkExtensionProperties *all = calloc(n, sizeof *all);
-    bool found = false;
-    if (all && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, all) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n && !found; i++)
-            found = strcmp(all[i].extensionName, name) == 0;
-    free(all);
-    return found;
-}
-
 /* Whether the device lists gemm_cm.comp's block shape. */
 static bool has_shape(VkInstance inst, VkPhysicalDevice pd) {
     list_shapes_fn list = (list_shapes_fn)vkGetInstanceProcAddr(
@@ -76,7 +63,7 @@ enum { BUILT = 0 };
 bool vk_coopmat_usable(VkInstance inst, VkPhysicalDevice pd, bool memory_model) {
     const char *off = getenv("OX_VK_COOPMAT"); /* =0: the path without, to compare the two */
     if (!BUILT || (off && strcmp(off, "0") == 0) || !memory_model ||
-        !has_extension(pd, COOPMAT_EXTENSION))
+        !vk_has_extension(pd, COOPMAT_EXTENSION))
         return false;
     VkPhysicalDeviceSubgroupProperties sub = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};

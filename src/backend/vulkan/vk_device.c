@@ -1,7 +1,8 @@
 /* vk_device.c: the process's Vulkan device: the instance, the GPU picked (vulkan:N as the model's
  * device or OX_DEVICE, else the first discrete GPU, else the first device), a compute queue, the
  * features the shaders need (buffer device addresses, 16-bit floats, 64-bit integers; cooperative
- * matrices where vk_coopmat.c finds them usable) and the shaders' pipelines. */
+ * matrices where vk_coopmat.c finds them usable, integer dot products where the device has them)
+ * and the shaders' pipelines. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -105,32 +106,77 @@ static bool pick_queue_and_memory(void) {
     return true;
 }
 
-/* The device with the features every shader uses; a device without them is refused, saying
- * which. */
-static bool make_device(void) {
-    VkPhysicalDeviceVulkan12Features f12 = {
+bool vk_has_extension(VkPhysicalDevice pd, const char *name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkExtensionProperties *all = calloc(n, sizeof *all);
+    bool found = false;
+    if (all && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, all) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(all[i].extensionName, name) == 0;
+    free(all);
+    return found;
+}
+
+/* Whether decode's products can take integer dot products of packed bytes (matvec.comp's X_Q8:
+ * VK_KHR_shader_integer_dot_product, core in Vulkan 1.3); OX_VK_Q8=0 says no, to compare. */
+static bool dot8_usable(VkPhysicalDevice pd) {
+    const char *off = getenv("OX_VK_Q8");
+    if ((off && strcmp(off, "0") == 0) ||
+        !vk_has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+        return false;
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                   .pNext = &dot};
+    vkGetPhysicalDeviceFeatures2(pd, &f);
+    return dot.shaderIntegerDotProduct;
+}
+
+/* Whether the device has the features every shader uses (false, saying which it lacks, where
+ * not); *has12 its Vulkan 1.2 features. */
+static bool has_required(VkPhysicalDeviceVulkan12Features *has12) {
+    *has12 = (VkPhysicalDeviceVulkan12Features){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     VkPhysicalDeviceVulkan11Features f11 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = has12};
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                    .pNext = &f11};
     vkGetPhysicalDeviceFeatures2(device.physical, &f);
-    const char *missing = !f12.bufferDeviceAddress        ? "buffer device addresses"
-                          : !f12.shaderFloat16            ? "16-bit float arithmetic"
-                          : !f11.storageBuffer16BitAccess ? "16-bit storage"
-                          : !f12.storageBuffer8BitAccess  ? "8-bit storage"
-                          : !f.features.shaderInt64       ? "64-bit integers"
-                                                          : NULL;
-    if (missing) {
+    const char *missing = !has12->bufferDeviceAddress       ? "buffer device addresses"
+                          : !has12->shaderFloat16           ? "16-bit float arithmetic"
+                          : !f11.storageBuffer16BitAccess   ? "16-bit storage"
+                          : !has12->storageBuffer8BitAccess ? "8-bit storage"
+                          : !f.features.shaderInt64         ? "64-bit integers"
+                                                            : NULL;
+    if (missing)
         snprintf(why, sizeof why, "vulkan: %s has no %s", device.props.deviceName, missing);
+    return !missing;
+}
+
+/* The device with the features every shader uses, and the optional ones it has; a device
+ * without the first is refused, saying which. */
+static bool make_device(void) {
+    VkPhysicalDeviceVulkan12Features f12;
+    if (!has_required(&f12))
         return false;
-    }
     device.coopmat = vk_coopmat_usable(device.instance, device.physical, f12.vulkanMemoryModel);
+    device.dot8 = dot8_usable(device.physical);
     struct vk_coopmat_features cm;
-    const char *cm_name = vk_coopmat_extension();
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+        .pNext = device.coopmat ? vk_coopmat_enable(&cm, NULL) : NULL,
+        .shaderIntegerDotProduct = VK_TRUE};
+    const char *names[2];
+    uint32_t n_names = 0;
+    if (device.coopmat)
+        names[n_names++] = vk_coopmat_extension();
+    if (device.dot8)
+        names[n_names++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     VkPhysicalDeviceVulkan12Features on12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = device.coopmat ? vk_coopmat_enable(&cm, NULL) : NULL,
+        .pNext = device.dot8 ? (void *)&dot : dot.pNext,
         .bufferDeviceAddress = VK_TRUE,
         .shaderFloat16 = VK_TRUE,
         .shaderInt8 = f12.shaderInt8,
@@ -152,17 +198,22 @@ static bool make_device(void) {
                              .pNext = &on,
                              .queueCreateInfoCount = 1,
                              .pQueueCreateInfos = &qi,
-                             .enabledExtensionCount = device.coopmat ? 1 : 0,
-                             .ppEnabledExtensionNames = &cm_name};
+                             .enabledExtensionCount = n_names,
+                             .ppEnabledExtensionNames = names};
     VkResult r = vkCreateDevice(device.physical, &ci, NULL, &device.device);
     if (r != VK_SUCCESS)
         return fail("cannot open the device (vkCreateDevice)", r);
     vkGetDeviceQueue(device.device, device.family, 0, &device.queue);
+    return true;
+}
+
+/* The one pipeline layout: the push constants alone. */
+static bool make_layout(void) {
     VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES};
     VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                      .pushConstantRangeCount = 1,
                                      .pPushConstantRanges = &range};
-    r = vkCreatePipelineLayout(device.device, &li, NULL, &device.layout);
+    VkResult r = vkCreatePipelineLayout(device.device, &li, NULL, &device.layout);
     return r == VK_SUCCESS || fail("vkCreatePipelineLayout", r);
 }
 
@@ -174,7 +225,7 @@ static bool make(void) {
     pthread_mutex_lock(&make_lock);
     if (made != OX_OK) {
         if ((device.instance || make_instance()) && pick_physical() && pick_queue_and_memory() &&
-            make_device())
+            make_device() && make_layout())
             made = OX_OK;
         else if (device.device) {
             vkDestroyDevice(device.device, NULL);

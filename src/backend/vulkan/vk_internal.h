@@ -27,6 +27,7 @@ struct vk_device {
     VkPipeline pipeline[VK_SHADER_COUNT]; /* made at their first use */
     void *tables;                         /* dequant.glsl's lookup tables (vk_tables_ready) */
     bool coopmat;                         /* prompts' products on gemm_cm.comp (vk_coopmat.c) */
+    bool dot8; /* decode's products on int8 activations (matvec.comp's X_Q8: vk_device.c) */
 };
 
 /* The device, made at the first call (NULL with the error set where there is none). */
@@ -35,6 +36,9 @@ struct vk_device *vk_device_get(void);
  * (vulkan:N) is not the one this process made; frees and contexts take vk_device_get's. */
 struct vk_device *vk_device_for_load(void);
 VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s);
+
+/* Whether the device lists the extension. */
+bool vk_has_extension(VkPhysicalDevice pd, const char *name);
 
 /* Cooperative matrices (vk_coopmat.c): whether gemm_cm.comp can run on this device (this build
  * has it, the device has the extension, its block shape, subgroups of 32 and, as memory_model
@@ -71,8 +75,8 @@ struct vk_state {
     size_t up_size, up_used, down_size;
     bool recording, pending; /* commands recorded since the last submit */
     struct vk_profile *prof; /* OX_VK_PROFILE's timings, or NULL (vk_profile.c) */
-    void *halves;            /* gemm_cm.comp's activations as f16 (vk_matmul.c), grown on use */
-    size_t halves_bytes;
+    void *scratch;           /* activations converted for a product (vk_matmul.c), grown on use */
+    size_t scratch_bytes;
     enum ox_status err;
     char msg[256];
 };

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_ops.h"
 #include "core/status.h"
 #include "quant/iq_tables.h"
@@ -29,12 +30,30 @@
 #else
 #define VK_COOPMAT_TYPES(X)
 #endif
+/* The types whose decode products have an integer form too (CMakeLists.txt's OX_VK_Q8_TYPES):
+ * dequant_q8.glsl's levels as bytes against x made int8. */
+#define VK_Q8_TYPES(X)                                                                             \
+    X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
 /* clang-format on */
 
 struct weight_shaders {
     enum vk_shader matvec, matvec1, gemm, get_rows; /* matvec1: one token */
-    enum vk_shader gemm_cm; /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
+    enum vk_shader gemm_cm;           /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
+    enum vk_shader matvecq, matvecq1; /* matvec(1) on int8 x, or VK_SHADER_COUNT: none */
 };
+
+static void q8_shaders(enum ox_dtype type, struct weight_shaders *s) {
+    s->matvecq = s->matvecq1 = VK_SHADER_COUNT;
+    switch (type) {
+#define VK_CASE_(name)                                                                             \
+    case OX_DTYPE_##name:                                                                          \
+        s->matvecq = VK_SHADER_matvecq_##name, s->matvecq1 = VK_SHADER_matvecq1_##name;            \
+        break;
+        VK_Q8_TYPES(VK_CASE_)
+#undef VK_CASE_
+    default: break;
+    }
+}
 
 static enum vk_shader coopmat_shader(enum ox_dtype type) {
     switch (type) {
@@ -51,13 +70,20 @@ static bool weight_shaders(enum ox_dtype type, struct weight_shaders *s) {
 #define VK_CASE_(name)                                                                             \
     case OX_DTYPE_##name:                                                                          \
         *s = (struct weight_shaders){VK_SHADER_matvec_##name, VK_SHADER_matvec1_##name,            \
-                                     VK_SHADER_gemm_##name, VK_SHADER_get_rows_##name,             \
-                                     coopmat_shader(type)};                                        \
+                                     VK_SHADER_gemm_##name,   VK_SHADER_get_rows_##name,           \
+                                     coopmat_shader(type),    VK_SHADER_COUNT,                     \
+                                     VK_SHADER_COUNT};                                             \
+        q8_shaders(type, s);                                                                       \
         return true;
         VK_WEIGHT_TYPES(VK_CASE_)
 #undef VK_CASE_
     default: return false;
     }
+}
+
+bool vk_backend_q8_type(enum ox_dtype type) {
+    struct weight_shaders s;
+    return weight_shaders(type, &s) && s.matvecq != VK_SHADER_COUNT;
 }
 
 bool vk_supports(enum backend_op op, enum ox_dtype type) {
@@ -125,6 +151,55 @@ static void matmul_plain(struct backend *b, const struct mat *w, const float *x,
         }
 }
 
+/* The context's scratch buffer for activations converted for a product (f16 for gemm_cm.comp,
+ * int8 for matvec.comp's integer form), at least bytes long: grown where too small, after what
+ * was recorded ran (it may read the old one); NULL (noted) where there is no memory for it. */
+static void *scratch(struct vk_state *s, size_t bytes) {
+    if (bytes > s->scratch_bytes) {
+        if (!vk_flush(s))
+            return NULL;
+        size_t want = bytes > (8u << 20) ? bytes : 8u << 20;
+        if (s->scratch)
+            vk_mem_free(s->d, s->scratch);
+        s->scratch = vk_mem_alloc(s->d, want);
+        s->scratch_bytes = s->scratch ? want : 0;
+        if (!s->scratch)
+            vk_note(s, VK_ERROR_OUT_OF_DEVICE_MEMORY, "matmul: activations converted");
+    }
+    return s->scratch;
+}
+
+struct halves_args {
+    uint64_t x, y;
+    uint32_t n;
+};
+
+/* The count floats of x as f16 in the scratch buffer, or NULL (noted). */
+static const void *x_as_halves(struct vk_state *s, uint64_t x, size_t count) {
+    void *y = scratch(s, count * 2);
+    if (!y)
+        return NULL;
+    struct halves_args a = {x, vk_addr(y), (uint32_t)count};
+    vk_dispatch(s, VK_SHADER_halves, &a, sizeof a, vk_groups(count), 1, 1);
+    return y;
+}
+
+struct quantize_args {
+    uint64_t x, q, m;
+    uint32_t groups;
+};
+
+/* The count floats of x (whole groups of 32) as quantize_q8.comp's bytes and then their groups'
+ * scales and sums, in the scratch buffer; NULL (noted) where there is no room. */
+static const void *x_as_bytes(struct vk_state *s, uint64_t x, size_t count) {
+    uint8_t *y = scratch(s, count + count / 32 * 16);
+    if (!y)
+        return NULL;
+    struct quantize_args a = {x, vk_addr(y), vk_addr(y + count), (uint32_t)(count / 32)};
+    vk_dispatch(s, VK_SHADER_quantize_q8, &a, sizeof a, vk_groups(count / 32), 1, 1);
+    return y;
+}
+
 /* matvec.comp's arguments: up to 3 matrices of one width and type, and what to do with them. */
 enum { MV_SET, MV_ADD, MV_GLU };
 struct matvec_args {
@@ -159,35 +234,15 @@ static void matvec(struct backend *b, const struct weight_shaders *sh, int count
         a.w[m] = vk_addr(w[m].data), a.y[m] = vk_addr(y[m]);
         a.rows[m] = (uint32_t)w[m].n_rows, a.row_bytes[m] = (uint32_t)w[m].row_bytes;
     }
-    uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups;
-    vk_dispatch(s, n == 1 ? sh->matvec1 : sh->matvec, &a, sizeof a, gx,
-                (uint32_t)((groups + gx - 1) / gx), 1);
-}
-
-struct halves_args {
-    uint64_t x, y;
-    uint32_t n;
-};
-
-/* The count floats of x as f16 in the context's buffer for them (grown where too small, after
- * what was recorded ran: it may read the old one), or NULL (noted). */
-static const void *x_as_halves(struct vk_state *s, uint64_t x, size_t count) {
-    if (count * 2 > s->halves_bytes) {
-        if (!vk_flush(s))
-            return NULL;
-        size_t bytes = count * 2 > (8u << 20) ? count * 2 : 8u << 20;
-        if (s->halves)
-            vk_mem_free(s->d, s->halves);
-        s->halves = vk_mem_alloc(s->d, bytes);
-        s->halves_bytes = s->halves ? bytes : 0;
-        if (!s->halves) {
-            vk_note(s, VK_ERROR_OUT_OF_DEVICE_MEMORY, "matmul: activations as f16");
-            return NULL;
-        }
+    enum vk_shader shader = n == 1 ? sh->matvec1 : sh->matvec;
+    if (s->d->dot8 && sh->matvecq != VK_SHADER_COUNT) { /* x as bytes: the integer form */
+        const void *xq = x_as_bytes(s, a.x, (size_t)n * (size_t)a.cols);
+        if (!xq)
+            return;
+        a.x = vk_addr(xq), shader = n == 1 ? sh->matvecq1 : sh->matvecq;
     }
-    struct halves_args a = {x, vk_addr(s->halves), (uint32_t)count};
-    vk_dispatch(s, VK_SHADER_halves, &a, sizeof a, vk_groups(count), 1, 1);
-    return s->halves;
+    uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups;
+    vk_dispatch(s, shader, &a, sizeof a, gx, (uint32_t)((groups + gx - 1) / gx), 1);
 }
 
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more

@@ -197,8 +197,8 @@ void vk_release(struct backend *b) {
     VkDevice dev = s->d->device;
     vk_flush(s);
     vk_profile_release(s);
-    if (s->halves)
-        vk_mem_free(s->d, s->halves);
+    if (s->scratch)
+        vk_mem_free(s->d, s->scratch);
     if (s->up)
         vkDestroyBuffer(dev, s->up, NULL), vkFreeMemory(dev, s->up_mem, NULL);
     if (s->down)

@@ -151,20 +151,33 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
 }
 
 #elif defined(TYPE_Q4_0) || defined(TYPE_Q4_1) || defined(TYPE_IQ4_NL)
-// Byte j of the 16 quant bytes holds element j (low nibble) and j + 16.
-void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+// Byte j of the 16 quant bytes holds element j (low nibble) and j + 16. A group's fields as
+// loaded (load_group: dq_group's and dequant_q8.glsl's): d, q4_1's m, the quant bytes.
+struct Group {
+    float d, m;
+    uint w[4];
+};
+
+Group load_group(uint64_t row, uint g) {
+    Group r;
     uint64_t b = row + uint64_t(g) * BS;
-    float d = f16_at(b, al_at(0));
+    r.d = f16_at(b, al_at(0));
 #if defined(TYPE_Q4_1)
     const uint Q = 4;
-    float m = f16_at(b + 2, al_at(2));
+    r.m = f16_at(b + 2, al_at(2));
 #else
     const uint Q = 2;
+    r.m = 0;
 #endif
-    uint w[4];
-    LOAD_WORDS(w, 4, b + Q, al_at(Q));
+    LOAD_WORDS(r.w, 4, b + Q, al_at(Q));
+    return r;
+}
+
+void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+    Group r = load_group(row, g);
+    float d = r.d, m = r.m;
     [[unroll]] for (uint j = 0; j < 16; j++) {
-        uint q = BYTE(w, j);
+        uint q = BYTE(r.w, j);
 #if defined(TYPE_Q4_0)
         y[j] = float(int(q & 15) - 8) * d;
         y[j + 16] = float(int(q >> 4) - 8) * d;
@@ -180,19 +193,33 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
 
 #elif defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
 // As q4, with bit j of the little-endian qh word the 5th bit of element j.
-void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+struct Group {
+    float d, m;
+    uint qh, w[4];
+};
+
+Group load_group(uint64_t row, uint g) {
+    Group r;
     uint64_t b = row + uint64_t(g) * BS;
-    float d = f16_at(b, al_at(0));
+    r.d = f16_at(b, al_at(0));
 #if defined(TYPE_Q5_1)
     const uint H = 4;
-    float m = f16_at(b + 2, al_at(2));
+    r.m = f16_at(b + 2, al_at(2));
 #else
     const uint H = 2;
+    r.m = 0;
 #endif
-    uint qh = ld32(b + H, al_at(H)), w[4];
-    LOAD_WORDS(w, 4, b + H + 4, al_at(H + 4));
+    r.qh = ld32(b + H, al_at(H));
+    LOAD_WORDS(r.w, 4, b + H + 4, al_at(H + 4));
+    return r;
+}
+
+void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+    Group r = load_group(row, g);
+    float d = r.d, m = r.m;
+    uint qh = r.qh;
     [[unroll]] for (uint j = 0; j < 16; j++) {
-        uint q = BYTE(w, j);
+        uint q = BYTE(r.w, j);
         uint lo = (q & 15) | ((qh >> j) & 1) << 4, hi = (q >> 4) | ((qh >> (j + 16)) & 1) << 4;
 #if defined(TYPE_Q5_1)
         y[j] = float(lo) * d + m;
@@ -238,18 +265,32 @@ void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
 #elif defined(TYPE_Q2_K)
 // Group s = 4h + j takes bit pair j of qs[32h .. 32h+31]; scale bytes 8h+2j and 8h+2j+1 (scale
 // in the low nibble, min in the high) cover its two halves of 16.
-void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+// A group's fields: the halves' scales times d and mins times dmin, the 32 bytes and the bit
+// pair (shift) of them that is its levels.
+struct Group {
+    vec2 dl, ml;
+    uint shift, w[8];
+};
+
+Group load_group(uint64_t row, uint g) {
+    Group r;
     uint64_t b = row + uint64_t(g / 8) * BS;
     uint s = g % 8, h = s / 4, j = s % 4;
     float d = f16_at(b + 80, al_at(80)), dmin = f16_at(b + 82, al_at(82));
-    uint w[8];
-    LOAD_WORDS(w, 8, b + 16 + 32 * h, al_at(16));
-    [[unroll]] for (uint half_ = 0; half_ < 2; half_++) {
-        uint sc = ld8(b + 8 * h + 2 * j + half_);
-        float dl = d * float(sc & 15), ml = dmin * float(sc >> 4);
+    LOAD_WORDS(r.w, 8, b + 16 + 32 * h, al_at(16));
+    uint sc = ld16(b + 8 * h + 2 * j, al_at(2));
+    r.dl = d * vec2(float(sc & 15), float((sc >> 8) & 15));
+    r.ml = dmin * vec2(float((sc >> 4) & 15), float(sc >> 12));
+    r.shift = 2 * j;
+    return r;
+}
+
+void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+    Group r = load_group(row, g);
+    [[unroll]] for (uint half_ = 0; half_ < 2; half_++)
         [[unroll]] for (uint l = 0; l < 16; l++)
-            y[16 * half_ + l] = dl * float((BYTE(w, 16 * half_ + l) >> (2 * j)) & 3) - ml;
-    }
+            y[16 * half_ + l] =
+                r.dl[half_] * float((BYTE(r.w, 16 * half_ + l) >> r.shift) & 3) - r.ml[half_];
 }
 
 #elif defined(TYPE_Q3_K)
@@ -261,21 +302,31 @@ int q3_K_scale(uint64_t packed, uint s) {
 }
 
 // As q2_K, plus the high bit of element i of the group in bit 4h+j of hmask[i] (clear: minus 4).
-void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+// A group's fields: its halves' scales times d, the bytes, the bit pair (2 j) and the high bit.
+struct Group {
+    vec2 dl;
+    uint j, hb, hm[8], w[8];
+};
+
+Group load_group(uint64_t row, uint g) {
+    Group r;
     uint64_t b = row + uint64_t(g / 8) * BS;
-    uint s = g % 8, h = s / 4, j = s % 4;
+    uint s = g % 8, h = s / 4;
+    r.j = s % 4, r.hb = 4 * h + r.j;
     float d = f16_at(b + 108, al_at(108));
-    uint hm[8], w[8];
-    LOAD_WORDS(hm, 8, b, al_at(0));
-    LOAD_WORDS(w, 8, b + 32 + 32 * h, al_at(32));
-    uint hbit = 1u << (4 * h + j);
-    [[unroll]] for (uint half_ = 0; half_ < 2; half_++) {
-        float dl = d * float(q3_K_scale(b + 96, 8 * h + 2 * j + half_));
-        [[unroll]] for (uint l = 0; l < 16; l++) {
-            uint i = 16 * half_ + l;
-            int level = int((BYTE(w, i) >> (2 * j)) & 3) - ((BYTE(hm, i) & hbit) != 0 ? 0 : 4);
-            y[i] = dl * float(level);
-        }
+    LOAD_WORDS(r.hm, 8, b, al_at(0));
+    LOAD_WORDS(r.w, 8, b + 32 + 32 * h, al_at(32));
+    r.dl = d * vec2(float(q3_K_scale(b + 96, 8 * h + 2 * r.j)),
+                    float(q3_K_scale(b + 96, 8 * h + 2 * r.j + 1)));
+    return r;
+}
+
+void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+    Group r = load_group(row, g);
+    [[unroll]] for (uint i = 0; i < 32; i++) {
+        uint high = (BYTE(r.hm, i) >> r.hb) & 1;
+        int level = int((BYTE(r.w, i) >> (2 * r.j)) & 3) - (high != 0 ? 0 : 4);
+        y[i] = r.dl[i / 16] * float(level);
     }
 }
 
@@ -292,48 +343,72 @@ void k4_scale_min(uint64_t packed, uint s, out uint sc, out uint mn) {
 }
 
 // Group s is nibble s%2 of qs[32(s/2) .. +31]; q5_K's 5th bit of element l is bit s of qh[l].
-void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+// A group's fields: its scale times d, min times dmin, s, the bytes (and q5_K's qh).
+struct Group {
+    float dl, ml;
+    uint s, w[8];
+#if defined(TYPE_Q5_K)
+    uint qh[8];
+#endif
+};
+
+Group load_group(uint64_t row, uint g) {
+    Group r;
     uint64_t b = row + uint64_t(g / 8) * BS;
-    uint s = g % 8, sc, mn;
-    float d = f16_at(b, al_at(0)), dmin = f16_at(b + 2, al_at(2));
-    k4_scale_min(b + 4, s, sc, mn);
-    float dl = d * float(sc), ml = dmin * float(mn);
+    uint sc, mn;
+    r.s = g % 8;
+    k4_scale_min(b + 4, r.s, sc, mn);
+    r.dl = f16_at(b, al_at(0)) * float(sc), r.ml = f16_at(b + 2, al_at(2)) * float(mn);
 #if defined(TYPE_Q5_K)
     const uint Q = 48;
-    uint qh[8];
-    LOAD_WORDS(qh, 8, b + 16, al_at(16));
+    LOAD_WORDS(r.qh, 8, b + 16, al_at(16));
 #else
     const uint Q = 16;
 #endif
-    uint w[8];
-    LOAD_WORDS(w, 8, b + Q + 32 * (s / 2), al_at(Q));
-    uint shift = 4 * (s % 2);
+    LOAD_WORDS(r.w, 8, b + Q + 32 * (r.s / 2), al_at(Q));
+    return r;
+}
+
+void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+    Group r = load_group(row, g);
+    uint shift = 4 * (r.s % 2);
     [[unroll]] for (uint l = 0; l < 32; l++) {
-        uint level = (BYTE(w, l) >> shift) & 15;
+        uint level = (BYTE(r.w, l) >> shift) & 15;
 #if defined(TYPE_Q5_K)
-        level += ((BYTE(qh, l) >> s) & 1) * 16;
+        level += ((BYTE(r.qh, l) >> r.s) & 1) * 16;
 #endif
-        y[l] = dl * float(level) - ml;
+        y[l] = r.dl * float(level) - r.ml;
     }
 }
 
 #elif defined(TYPE_Q6_K)
 // Group s = 4h + k: low nibble k/2 of ql[64h + 32(k%2) + l], bit pair k of qh[32h + l], signed
 // scale bytes 192 + 8h + 2k (+1) for its halves.
-void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+// A group's fields: its halves' scales times d, k, the ql and qh bytes.
+struct Group {
+    vec2 ds;
+    uint k, ql[8], qh[8];
+};
+
+Group load_group(uint64_t row, uint g) {
+    Group r;
     uint64_t b = row + uint64_t(g / 8) * BS;
-    uint s = g % 8, h = s / 4, k = s % 4;
+    uint s = g % 8, h = s / 4;
+    r.k = s % 4;
     float d = f16_at(b + 208, al_at(208));
-    uint ql[8], qh[8];
-    LOAD_WORDS(ql, 8, b + 64 * h + 32 * (k % 2), al_at(32));
-    LOAD_WORDS(qh, 8, b + 128 + 32 * h, al_at(128));
-    uint sc = ld16(b + 192 + 8 * h + 2 * k, al_at(192));
-    float ds[2] = float[2](d * float(bitfieldExtract(int(sc), 0, 8)),
-                           d * float(bitfieldExtract(int(sc), 8, 8)));
+    LOAD_WORDS(r.ql, 8, b + 64 * h + 32 * (r.k % 2), al_at(32));
+    LOAD_WORDS(r.qh, 8, b + 128 + 32 * h, al_at(128));
+    uint sc = ld16(b + 192 + 8 * h + 2 * r.k, al_at(192));
+    r.ds = d * vec2(float(bitfieldExtract(int(sc), 0, 8)), float(bitfieldExtract(int(sc), 8, 8)));
+    return r;
+}
+
+void dq_group(uint64_t row, uint g, uint64_t tab, precise out float y[32]) {
+    Group r = load_group(row, g);
     [[unroll]] for (uint l = 0; l < 32; l++) {
-        uint lo = (BYTE(ql, l) >> (4 * (k / 2))) & 15;
-        int level = int(lo | ((BYTE(qh, l) >> (2 * k)) & 3) << 4) - 32;
-        y[l] = ds[l / 16] * float(level);
+        uint lo = (BYTE(r.ql, l) >> (4 * (r.k / 2))) & 15;
+        int level = int(lo | ((BYTE(r.qh, l) >> (2 * r.k)) & 3) << 4) - 32;
+        y[l] = r.ds[l / 16] * float(level);
     }
 }
 

@@ -5,9 +5,16 @@
 // in shared memory. The rows are those of up to 3 matrices of one width and type in turn (q, k
 // and v: one dispatch), and mode asks for y = W x, y += W x, or a GLU: team 0 takes rows 2 wg and
 // 2 wg + 1 of the gate, team 1 the same rows of up, and y[r] = act(gate x) * (up x).
+//
+// X_Q8: x as quantize_q8.comp made it (x: each token's bytes, cols of them, then every token's
+// groups' (d, sums) at x + n cols) and the weights as dequant_q8.glsl's bytes: integer dot
+// products.
 #version 450
 #include "common.glsl"
 #include "dequant.glsl"
+#ifdef X_Q8
+#include "dequant_q8.glsl"
+#endif
 layout(local_size_x = 128) in;
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Vec4s { vec4 v[]; };
 layout(push_constant) uniform Args {
@@ -31,6 +38,37 @@ const uint NT = 8;
 const uint TEAM = 64, TEAMS = 2, SLOTS = 4;
 shared float part[SLOTS][NT][TEAM + 1], sums[SLOTS][NT];
 
+#ifdef X_Q8
+// A token's group as bytes (xa, xb; scale and sums xm) times a row's (levels q, scales ab).
+float group_dot(uvec4 xa, uvec4 xb, vec4 xm, uint q[8], vec4 ab) {
+    int lo = sdot4(q[0], xa.x) + sdot4(q[1], xa.y) + sdot4(q[2], xa.z) + sdot4(q[3], xa.w);
+    int hi = sdot4(q[4], xb.x) + sdot4(q[5], xb.y) + sdot4(q[6], xb.z) + sdot4(q[7], xb.w);
+    return xm.x * (ab.x * float(lo) + ab.y * float(hi) + ab.z * xm.y + ab.w * xm.z);
+}
+
+// Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two).
+void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
+    uint64_t base = p.w[m] + uint64_t(r) * p.row_bytes[m];
+    uint64_t metas = p.x + uint64_t(p.n) * p.cols;
+    for (uint g = lane; g < p.cols / 32; g += TEAM) {
+        uint q0[8], q1[8];
+        vec4 ab0, ab1;
+        q8_group(base, g, p.tab, q0, ab0);
+        if (two)
+            q8_group(base + p.row_bytes[m], g, p.tab, q1, ab1);
+        [[unroll]] for (uint t = 0; t < NT; t++) {
+            if (t < p.n) {
+                Quads xq = Quads(p.x + uint64_t(t) * p.cols + 32 * g);
+                uvec4 xa = xq.v[0], xb = xq.v[1];
+                vec4 xm = Vec4s(metas + (uint64_t(t) * (p.cols / 32) + g) * 16).v[0];
+                s0[t] += group_dot(xa, xb, xm, q0, ab0);
+                if (two)
+                    s1[t] += group_dot(xa, xb, xm, q1, ab1);
+            }
+        }
+    }
+}
+#else
 // Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two): the two
 // rows' loads issued together, each x read once for both.
 void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
@@ -57,6 +95,7 @@ void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout
         }
     }
 }
+#endif
 
 // Row slot k of workgroup wg (k < SLOTS): its matrix and row, false past the last.
 bool slot_row(uint wg, uint k, out uint m, out uint r) {
