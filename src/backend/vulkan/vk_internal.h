@@ -62,13 +62,18 @@ VkBuffer vk_mem_find(const void *p, VkDeviceSize *offset);
 /* A host-visible, coherent buffer of bytes, mapped at *map (staging). */
 VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, VkDeviceMemory *mem, void **map);
 
-/* A context's state: a command buffer being recorded, its fence, the staging for uploads (a
- * ring, flushed when full) and for downloads, the first failure since the last download. */
+/* A context's state: the command buffer being recorded (one of a ring: a long batch goes to the
+ * GPU in parts while the rest is recorded), each one's fence, the staging for uploads (a ring,
+ * flushed when full) and for downloads, the first failure since the last download. */
+enum { VK_RING = 8 };
 struct vk_state {
     struct vk_device *d;
     VkCommandPool pool;
-    VkCommandBuffer cmd;
-    VkFence fence;
+    VkCommandBuffer cmd; /* ring[at] while recording */
+    VkCommandBuffer ring[VK_RING];
+    VkFence fence[VK_RING];
+    bool in_flight[VK_RING]; /* submitted, its fence not yet waited for */
+    int at, dispatches;      /* the ring's buffer being recorded, the dispatches in it */
     VkBuffer up, down;
     VkDeviceMemory up_mem, down_mem;
     uint8_t *up_map, *down_map;

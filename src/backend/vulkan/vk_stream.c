@@ -1,6 +1,6 @@
-/* vk_stream.c: a context's command stream: ops recorded into one command buffer in order (a
- * barrier after each), uploads through a staging ring, and downloads that submit what was
- * recorded, wait for it and report the first failure. */
+/* vk_stream.c: a context's command stream: ops recorded in order (a barrier after each) into a
+ * ring of command buffers, each submitted once it holds 32 dispatches, uploads through a staging
+ * ring, and downloads that submit the rest, wait for all of it and report the first failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,36 +19,55 @@ void vk_note(struct vk_state *s, VkResult r, const char *what) {
     snprintf(s->msg, sizeof s->msg, "vulkan: %s (VkResult %d)", what, (int)r);
 }
 
+/* A ring buffer's last submission waited for, where it is in flight. */
+static void settle(struct vk_state *s, int i) {
+    if (!s->in_flight[i])
+        return;
+    vk_note(s, vkWaitForFences(s->d->device, 1, &s->fence[i], VK_TRUE, UINT64_MAX),
+            "vkWaitForFences");
+    vkResetFences(s->d->device, 1, &s->fence[i]);
+    s->in_flight[i] = false;
+}
+
 static void begin(struct vk_state *s) {
     if (s->recording)
         return;
+    settle(s, s->at);
+    s->cmd = s->ring[s->at];
+    vkResetCommandBuffer(s->cmd, 0);
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     vk_note(s, vkBeginCommandBuffer(s->cmd, &bi), "vkBeginCommandBuffer");
-    s->recording = true;
+    s->recording = true, s->dispatches = 0;
     vk_profile_begin(s);
 }
 
-bool vk_flush(struct vk_state *s) {
-    if (!s->recording)
-        return s->err == OX_OK;
+/* What is being recorded, ended and submitted without waiting; the ring moves on. */
+static void submit(struct vk_state *s) {
     s->recording = false;
     VkResult r = vkEndCommandBuffer(s->cmd);
     vk_note(s, r, "vkEndCommandBuffer");
-    if (r == VK_SUCCESS && s->pending) {
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                           .commandBufferCount = 1,
-                           .pCommandBuffers = &s->cmd};
-        r = vkQueueSubmit(s->d->queue, 1, &si, s->fence);
-        vk_note(s, r, "vkQueueSubmit");
-        if (r == VK_SUCCESS) {
-            r = vkWaitForFences(s->d->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
-            vk_note(s, r, "vkWaitForFences");
-            vk_profile_collect(s);
-            vkResetFences(s->d->device, 1, &s->fence);
-        }
-    }
-    vkResetCommandBuffer(s->cmd, 0);
+    if (r != VK_SUCCESS)
+        return;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &s->cmd};
+    r = vkQueueSubmit(s->d->queue, 1, &si, s->fence[s->at]);
+    vk_note(s, r, "vkQueueSubmit");
+    s->in_flight[s->at] = r == VK_SUCCESS;
+    s->at = (s->at + 1) % VK_RING;
+}
+
+bool vk_flush(struct vk_state *s) {
+    if (s->recording && s->pending)
+        submit(s);
+    else if (s->recording) /* nothing recorded: nothing to run */
+        s->recording = false, vkEndCommandBuffer(s->cmd);
+    bool waited = false;
+    for (int i = 0; i < VK_RING; i++) /* in submission order: the last waits for the others */
+        waited |= s->in_flight[i], settle(s, i);
+    if (waited)
+        vk_profile_collect(s);
     s->pending = false, s->up_used = 0;
     return s->err == OX_OK;
 }
@@ -89,6 +108,10 @@ void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t
     vk_profile_dispatch(s, sh, true);
     barrier(s);
     s->pending = true;
+    /* a long batch (a decode step: hundreds) goes to the GPU in parts, so it runs while the rest
+     * is recorded; the profiler's timestamps stay in one buffer */
+    if (++s->dispatches >= 32 && !s->prof)
+        submit(s);
 }
 
 void *vk_alloc(struct backend *b, size_t bytes) {
@@ -166,13 +189,14 @@ enum ox_status vk_init(struct backend *b, const struct backend_sizes *z) {
                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                   .queueFamilyIndex = d->family};
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    bool ok = vkCreateCommandPool(d->device, &pi, NULL, &s->pool) == VK_SUCCESS &&
-              vkCreateFence(d->device, &fi, NULL, &s->fence) == VK_SUCCESS;
+    bool ok = vkCreateCommandPool(d->device, &pi, NULL, &s->pool) == VK_SUCCESS;
+    for (int i = 0; i < VK_RING; i++)
+        ok = ok && vkCreateFence(d->device, &fi, NULL, &s->fence[i]) == VK_SUCCESS;
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                       .commandPool = s->pool,
                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                      .commandBufferCount = 1};
-    ok = ok && vkAllocateCommandBuffers(d->device, &ai, &s->cmd) == VK_SUCCESS;
+                                      .commandBufferCount = VK_RING};
+    ok = ok && vkAllocateCommandBuffers(d->device, &ai, s->ring) == VK_SUCCESS;
     s->up_size = UP_BYTES, s->down_size = DOWN_BYTES;
     ok = ok &&
          (s->up = vk_host_buffer(d, s->up_size, &s->up_mem, (void **)&s->up_map)) != VK_NULL_HANDLE;
@@ -203,8 +227,9 @@ void vk_release(struct backend *b) {
         vkDestroyBuffer(dev, s->up, NULL), vkFreeMemory(dev, s->up_mem, NULL);
     if (s->down)
         vkDestroyBuffer(dev, s->down, NULL), vkFreeMemory(dev, s->down_mem, NULL);
-    if (s->fence)
-        vkDestroyFence(dev, s->fence, NULL);
+    for (int i = 0; i < VK_RING; i++)
+        if (s->fence[i])
+            vkDestroyFence(dev, s->fence[i], NULL);
     if (s->pool)
         vkDestroyCommandPool(dev, s->pool, NULL);
     free(s);
