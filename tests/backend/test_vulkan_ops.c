@@ -509,6 +509,62 @@ static void test_fusions(enum ox_dtype type, int n, const int rows[3]) {
     free(x), free(tmp), gpu.ops->free(&gpu, dx);
 }
 
+/* q, k and v of two types (q4_K, q4_K, q6_K, as Q4_K_M files have them) and a GLU with the
+ * RMSNorm given to the op: the same as the device's norm then the op (on the integer form the
+ * norm writes bytes in the op; without, the op declines and the caller norms), and q, k and v one
+ * at a time (the integer form makes x bytes once for the three) as the double product. */
+static void test_norm_fusions(int n) {
+    const int cols = 512, rows[3] = {96, 32, 32};
+    const enum ox_dtype types[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
+    uint8_t *hw[3];
+    struct mat dw[3];
+    float *dy[3], *dz[3];
+    for (int m = 0; m < 3; m++) {
+        dw[m] = random_weight(types[m], rows[m], cols, &hw[m]);
+        dy[m] = gpu.ops->alloc(&gpu, (size_t)n * rows[m] * 4);
+        dz[m] = gpu.ops->alloc(&gpu, (size_t)n * rows[m] * 4);
+    }
+    float *x = random_floats((size_t)n * cols, 1.0f), *g = random_floats(cols, 1.0f);
+    clear_of_ties(x, (size_t)n * cols);
+    float *dx = up(x, (size_t)n * cols * 4), *dxn = gpu.ops->alloc(&gpu, (size_t)n * cols * 4);
+    const struct norm_in norm = {up(g, cols * 4), 1e-6f};
+    if (!gpu.ops->matmul_multi(&gpu, 3, dw, dx, &norm, dy, n)) {
+        gpu.ops->rms_norm(&gpu, dx, norm.w, dxn, n, cols, norm.eps);
+        CHECK(gpu.ops->matmul_multi(&gpu, 3, dw, dxn, NULL, dy, n) || !vk_backend_dot8());
+    }
+    gpu.ops->rms_norm(&gpu, dx, norm.w, dxn, n, cols, norm.eps);
+    if (gpu.ops->matmul_multi(&gpu, 3, dw, dxn, NULL, dz, n))
+        for (int m = 0; m < 3; m++) {
+            float *got = down(dy[m], (size_t)n * rows[m]), *want = down(dz[m], (size_t)n * rows[m]);
+            CHECK_CLOSE(got, want, (size_t)n * rows[m], 1e-6, "matmul_multi with its norm %d", m);
+            free(got), free(want);
+        }
+    for (int m = 0; m < 3; m++) { /* one at a time, from x itself */
+        float *want = malloc((size_t)n * rows[m] * 4), *xr = malloc((size_t)n * cols * 4);
+        memcpy(xr, x, (size_t)n * cols * 4);
+        round_like_weights(types[m], n, xr, (size_t)n * cols);
+        matmul_ref(types[m], hw[m], rows[m], cols, xr, n, want);
+        gpu.ops->matmul(&gpu, &dw[m], dx, dz[m], n);
+        float *got = down(dz[m], (size_t)n * rows[m]);
+        CHECK_CLOSE(got, want, (size_t)n * rows[m], 2e-5, "matmul %d of q, k, v n=%d", m, n);
+        free(got), free(want), free(xr);
+    }
+    free(hw[1]), gpu.ops->free(&gpu, (void *)dw[1].data); /* up: the gate's shape and type */
+    dw[1] = random_weight(OX_DTYPE_Q4_K, rows[0], cols, &hw[1]);
+    if (gpu.ops->matmul_glu(&gpu, GLU_SILU, &dw[0], &dw[1], dx, &norm, dy[0], n)) {
+        CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &dw[0], &dw[1], dxn, NULL, dz[0], n));
+        float *got = down(dy[0], (size_t)n * rows[0]), *want = down(dz[0], (size_t)n * rows[0]);
+        CHECK_CLOSE(got, want, (size_t)n * rows[0], 1e-6, "matmul_glu with its norm n=%d", n);
+        free(got), free(want);
+    }
+    printf("  norm fusions q4_K q4_K q6_K n=%d\n", n);
+    for (int m = 0; m < 3; m++)
+        free(hw[m]), gpu.ops->free(&gpu, (void *)dw[m].data), gpu.ops->free(&gpu, dy[m]),
+            gpu.ops->free(&gpu, dz[m]);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dxn), gpu.ops->free(&gpu, (void *)norm.w);
+    free(x), free(g);
+}
+
 /* What a bad call leaves: a weight type without a shader is refused at load (supports) and
  * fails the batch's download if called anyway. */
 static void test_refusals(void) {
@@ -546,7 +602,8 @@ int main(void) {
     for (int n = 1; n <= 20; n += 4) /* 1, 5: one dispatch; 9 and past: the tiled product */
         test_fusions(OX_DTYPE_Q4_K, n, rows), test_fusions(OX_DTYPE_F16, n, rows),
             test_fusions(OX_DTYPE_Q8_0, n, rows);
-    test_fusions(OX_DTYPE_Q4_K, 1, many); /* matvec1.comp: several pairs of rows a workgroup */
+    test_fusions(OX_DTYPE_Q4_K, 1, many); /* rows past one workgroup's tile */
+    test_norm_fusions(1), test_norm_fusions(3);
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
     test_cache(OX_DTYPE_Q8_0);

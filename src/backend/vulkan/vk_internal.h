@@ -82,6 +82,9 @@ struct vk_state {
     struct vk_profile *prof; /* OX_VK_PROFILE's timings, or NULL (vk_profile.c) */
     void *scratch;           /* activations converted for a product (vk_matmul.c), grown on use */
     size_t scratch_bytes;
+    uint64_t serial;                 /* the dispatches and copies recorded */
+    uint64_t bytes_of, bytes_serial; /* scratch holds x's bytes (vk_matmul.c) while serial is */
+    size_t bytes_count;              /* bytes_serial; bytes_of 0: a norm's, not x's */
     enum ox_status err;
     char msg[256];
 };

@@ -189,17 +189,6 @@ struct quantize_args {
     uint32_t groups;
 };
 
-/* The count floats of x (whole groups of 32) as quantize_q8.comp's bytes and then their groups'
- * scales and sums, in the scratch buffer; NULL (noted) where there is no room. */
-static const void *x_as_bytes(struct vk_state *s, uint64_t x, size_t count) {
-    uint8_t *y = scratch(s, count + count / 32 * 16);
-    if (!y)
-        return NULL;
-    struct quantize_args a = {x, vk_addr(y), vk_addr(y + count), (uint32_t)(count / 32)};
-    vk_dispatch(s, VK_SHADER_quantize_q8, &a, sizeof a, vk_groups(count / 32), 1, 1);
-    return y;
-}
-
 /* matvec.comp's arguments: up to 3 matrices of one width and type, and what to do with them. */
 enum { MV_SET, MV_ADD, MV_GLU };
 struct matvec_args {
@@ -219,30 +208,60 @@ static bool matvec_takes(const struct mat *w, const float *x, int n) {
     return n <= 8 && vk_addr(x) % 16 == 0 && w->n_cols % 32 == 0;
 }
 
-/* One matvec.comp dispatch over count matrices' rows (groups: workgroups, 2D past 65535). */
-static void matvec(struct backend *b, const struct weight_shaders *sh, int count,
-                   const struct mat *w, const float *x, float *const *y, int n, int mode,
-                   int glu_kind, size_t groups) {
-    struct vk_state *s = vk_of(b);
-    struct matvec_args a = {.x = vk_addr(x),
+/* Whether products with these weights take the integer form on this device. */
+static bool on_bytes(const struct vk_state *s, const struct weight_shaders *sh) {
+    return s->d->dot8 && sh->matvecq != VK_SHADER_COUNT;
+}
+
+/* x as a matvec takes it: its bytes for the integer form (RMSNorm'd first where norm is given:
+ * one op; kept from the last product where that was of the same x and nothing ran since: q, k
+ * and v of two types read one), else x itself (norm then NULL); 0 (noted) where there is no
+ * room. */
+static uint64_t matvec_input(struct vk_state *s, bool bytes, const float *x,
+                             const struct norm_in *norm, int n, int64_t cols) {
+    if (!bytes)
+        return vk_addr(x);
+    size_t count = (size_t)n * (size_t)cols;
+    if (!norm && s->bytes_of == vk_addr(x) && s->bytes_count == count &&
+        s->bytes_serial == s->serial)
+        return vk_addr(s->scratch);
+    uint8_t *q = scratch(s, count + count / 32 * 16);
+    if (!q)
+        return 0;
+    if (norm)
+        vk_rms_norm_bytes(s, x, norm->w, norm->eps, n, (int)cols, q);
+    else {
+        struct quantize_args a = {vk_addr(x), vk_addr(q), vk_addr(q + count),
+                                  (uint32_t)(count / 32)};
+        vk_dispatch(s, VK_SHADER_quantize_q8, &a, sizeof a, vk_groups(count / 32), 1, 1);
+    }
+    s->bytes_of = norm ? 0 : vk_addr(x), s->bytes_count = count;
+    return vk_addr(q);
+}
+
+/* One matvec.comp dispatch over count matrices' rows (of one type: sh's) with x as matvec_input
+ * gave it (bytes: the integer form), 4 rows a workgroup (a GLU: 2 of the gate, 2 of up). */
+static void matvec(struct vk_state *s, const struct weight_shaders *sh, int count,
+                   const struct mat *w, uint64_t x, bool bytes, float *const *y, int n, int mode,
+                   int glu_kind) {
+    struct matvec_args a = {.x = x,
                             .tab = vk_addr(s->d->tables),
                             .cols = (uint32_t)w[0].n_cols,
                             .n = (uint32_t)n,
                             .mode = (uint32_t)mode,
                             .glu_kind = (uint32_t)glu_kind};
+    size_t rows = 0;
     for (int m = 0; m < count; m++) {
         a.w[m] = vk_addr(w[m].data), a.y[m] = vk_addr(y[m]);
         a.rows[m] = (uint32_t)w[m].n_rows, a.row_bytes[m] = (uint32_t)w[m].row_bytes;
+        rows += (size_t)w[m].n_rows;
     }
-    enum vk_shader shader = n == 1 ? sh->matvec1 : sh->matvec;
-    if (s->d->dot8 && sh->matvecq != VK_SHADER_COUNT) { /* x as bytes: the integer form */
-        const void *xq = x_as_bytes(s, a.x, (size_t)n * (size_t)a.cols);
-        if (!xq)
-            return;
-        a.x = vk_addr(xq), shader = n == 1 ? sh->matvecq1 : sh->matvecq;
-    }
+    size_t groups = mode == MV_GLU ? (a.rows[0] + 1) / 2 : (rows + 3) / 4;
+    enum vk_shader shader =
+        bytes ? (n == 1 ? sh->matvecq1 : sh->matvecq) : (n == 1 ? sh->matvec1 : sh->matvec);
     uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups;
     vk_dispatch(s, shader, &a, sizeof a, gx, (uint32_t)((groups + gx - 1) / gx), 1);
+    s->bytes_serial = s->serial; /* a matvec writes no x: the bytes stay x's */
 }
 
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
@@ -252,7 +271,9 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                          const float *x, float *y, int n, bool add) {
     struct vk_state *s = vk_of(b);
     if (matvec_takes(w, x, n)) {
-        matvec(b, sh, 1, w, x, &y, n, add ? MV_ADD : MV_SET, 0, ((size_t)w->n_rows + 3) / 4);
+        uint64_t in = matvec_input(s, on_bytes(s, sh), x, NULL, n, w->n_cols);
+        if (in)
+            matvec(s, sh, 1, w, in, on_bytes(s, sh), &y, n, add ? MV_ADD : MV_SET, 0);
         return;
     }
     /* token rows past 2^31 floats of x or y would pass the shader's 32-bit indices */
@@ -305,38 +326,55 @@ bool vk_matmul_add(struct backend *b, const struct mat *w, const float *x, float
     return true;
 }
 
-/* Whether count matrices go through one matvec.comp dispatch: one type and width. */
-static bool one_kind(int count, const struct mat *w, const float *x, int n,
-                     struct weight_shaders *sh) {
-    if (count < 1 || count > 3 || !weight_shaders(w[0].type, sh) || !matvec_takes(&w[0], x, n))
+/* Whether count matrices (up to 3) of one width go through matvec.comp: one dispatch where they
+ * are of one type; on the integer form a dispatch for each run of one type, x made bytes once
+ * (RMSNorm'd in the same op where norm is given: the float form leaves that to the caller). */
+static bool matvec_fuses(struct vk_state *s, int count, const struct mat *w, const float *x,
+                         const struct norm_in *norm, int n) {
+    struct weight_shaders sh;
+    if (count < 1 || count > 3 || !matvec_takes(&w[0], x, n))
         return false;
-    for (int m = 1; m < count; m++)
-        if (w[m].type != w[0].type || w[m].n_cols != w[0].n_cols)
+    bool one_type = true, bytes = true;
+    for (int m = 0; m < count; m++) {
+        if (!weight_shaders(w[m].type, &sh) || w[m].n_cols != w[0].n_cols)
             return false;
-    return true;
+        one_type = one_type && w[m].type == w[0].type, bytes = bytes && on_bytes(s, &sh);
+    }
+    return bytes || (one_type && !norm);
 }
 
 bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
                      const struct norm_in *norm, float *const *y, int n) {
-    struct weight_shaders sh;
-    if (norm || !one_kind(count, w, x, n, &sh)) /* the caller norms x first, then asks again */
+    struct vk_state *s = vk_of(b);
+    if (!matvec_fuses(s, count, w, x, norm, n))
         return false;
-    size_t rows = 0;
-    for (int m = 0; m < count; m++)
-        rows += (size_t)w[m].n_rows;
-    matvec(b, &sh, count, w, x, y, n, MV_SET, 0, (rows + 3) / 4);
+    struct weight_shaders sh;
+    weight_shaders(w[0].type, &sh);
+    bool bytes = on_bytes(s, &sh);
+    uint64_t in = matvec_input(s, bytes, x, norm, n, w[0].n_cols);
+    for (int m = 0, run; in && m < count; m += run) {
+        for (run = 1; m + run < count && w[m + run].type == w[m].type; run++)
+            ;
+        weight_shaders(w[m].type, &sh);
+        matvec(s, &sh, run, w + m, in, bytes, y + m, n, MV_SET, 0);
+    }
     return true;
 }
 
 bool vk_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate,
                    const struct mat *up, const float *x, const struct norm_in *norm, float *y,
                    int n) {
+    struct vk_state *s = vk_of(b);
     struct mat both[2] = {*gate, *up};
     float *out[2] = {y, y};
     struct weight_shaders sh;
-    if (norm || !one_kind(2, both, x, n, &sh) || gate->n_rows != up->n_rows)
+    if (gate->type != up->type || gate->n_rows != up->n_rows ||
+        !matvec_fuses(s, 2, both, x, norm, n))
         return false;
-    matvec(b, &sh, 2, both, x, out, n, MV_GLU, (int)kind, ((size_t)gate->n_rows + 1) / 2);
+    weight_shaders(gate->type, &sh);
+    uint64_t in = matvec_input(s, on_bytes(s, &sh), x, norm, n, gate->n_cols);
+    if (in)
+        matvec(s, &sh, 2, both, in, on_bytes(s, &sh), out, n, MV_GLU, (int)kind);
     return true;
 }
 

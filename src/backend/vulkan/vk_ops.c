@@ -71,12 +71,13 @@ void vk_glu(struct backend *b, enum glu_kind kind, const float *gate, const floa
 }
 
 /* rows.comp's ops */
-enum { ROWS_RMS_NORM, ROWS_LAYER_NORM, ROWS_SOFTMAX };
+enum { ROWS_RMS_NORM, ROWS_LAYER_NORM, ROWS_SOFTMAX, ROWS_RMS_NORM_BYTES };
 
 struct rows_args {
     uint64_t y, x, g, bias;
     uint32_t dim, op;
     float eps;
+    uint64_t meta;
 };
 
 static void rows(struct backend *b, int op, const float *x, const float *g, const float *bias,
@@ -84,7 +85,7 @@ static void rows(struct backend *b, int op, const float *x, const float *g, cons
     if (n <= 0 || dim <= 0)
         return;
     struct rows_args args = {vk_addr(y),    vk_addr(x),   vk_addr(g), vk_addr(bias),
-                             (uint32_t)dim, (uint32_t)op, eps};
+                             (uint32_t)dim, (uint32_t)op, eps,        0};
     for (int r0 = 0; r0 < n; r0 += 65535) { /* a workgroup a row, at most 65535 a dispatch */
         int part = n - r0 < 65535 ? n - r0 : 65535;
         size_t skip = (size_t)r0 * (size_t)dim * sizeof(float);
@@ -97,6 +98,14 @@ static void rows(struct backend *b, int op, const float *x, const float *g, cons
 void vk_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
                  float eps) {
     rows(b, ROWS_RMS_NORM, x, g, NULL, y, n, dim, eps);
+}
+
+void vk_rms_norm_bytes(struct vk_state *s, const float *x, const float *g, float eps, int n,
+                       int dim, uint8_t *q) {
+    struct rows_args a = {
+        vk_addr(q),    vk_addr(x),          vk_addr(g), 0,
+        (uint32_t)dim, ROWS_RMS_NORM_BYTES, eps,        vk_addr(q + (size_t)n * (size_t)dim)};
+    vk_dispatch(s, VK_SHADER_rows, &a, sizeof a, (uint32_t)n, 1, 1);
 }
 
 void vk_layer_norm(struct backend *b, const float *x, const float *g, const float *bias, float *y,

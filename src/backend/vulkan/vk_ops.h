@@ -29,6 +29,10 @@ void vk_glu(struct backend *b, enum glu_kind kind, const float *gate, const floa
             size_t n);
 void vk_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
                  float eps);
+/* RMSNorm of n rows (up to 8) into the int8 groups matvec.comp's integer form reads: q the rows'
+ * bytes, then their groups' (d, sums) (quantize_group.glsl). */
+void vk_rms_norm_bytes(struct vk_state *s, const float *x, const float *g, float eps, int n,
+                       int dim, uint8_t *q);
 void vk_layer_norm(struct backend *b, const float *x, const float *g, const float *bias, float *y,
                    int n, int dim, float eps);
 void vk_softmax(struct backend *b, float *x, int n, int dim);

@@ -107,7 +107,7 @@ void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t
     vkCmdDispatch(s->cmd, gx, gy, gz);
     vk_profile_dispatch(s, sh, true);
     barrier(s);
-    s->pending = true;
+    s->pending = true, s->serial++;
     /* a long batch (a decode step: hundreds) goes to the GPU in parts, so it runs while the rest
      * is recorded; the profiler's timestamps stay in one buffer */
     if (++s->dispatches >= 32 && !s->prof)
@@ -129,7 +129,7 @@ static void copy(struct vk_state *s, VkBuffer from, VkDeviceSize from_off, VkBuf
     VkBufferCopy region = {from_off, to_off, bytes};
     vkCmdCopyBuffer(s->cmd, from, to, 1, &region);
     barrier(s);
-    s->pending = true;
+    s->pending = true, s->serial++;
 }
 
 void vk_upload(struct backend *b, void *dst, const void *host, size_t bytes) {

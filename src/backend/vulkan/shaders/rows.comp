@@ -1,18 +1,24 @@
-// rows.comp: the ops that read a whole row first (RMSNorm, LayerNorm, softmax): one workgroup a
-// row, its sums reduced in shared memory.
+// rows.comp: the ops that read a whole row first (RMSNorm, LayerNorm, softmax, and RMSNorm into
+// int8 groups for matvec.comp's integer products): one workgroup a row, its sums reduced in
+// shared memory.
 #version 450
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
+#include "quantize_group.glsl"
 layout(local_size_x = 256) in;
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Metas { vec4 v[]; };
 layout(push_constant) uniform Args {
     Floats y, x, g, bias; // g, bias: 0 where the op has none
     uint dim, op;
     float eps;
+    uint64_t meta; // OP_RMS_NORM_Q8: y the rows' bytes (dim a row), meta their groups' (d, sums)
 } p;
 
 #define OP_RMS_NORM 0
 #define OP_LAYER_NORM 1
 #define OP_SOFTMAX 2
+#define OP_RMS_NORM_Q8 3
 
 shared float part[256];
 
@@ -80,6 +86,19 @@ void main() {
         q += dot(d, d);
     }
     float scale = 1.0 / sqrt(reduce(q, false) / float(p.dim) + p.eps);
+    if (p.op == OP_RMS_NORM_Q8) { // each group of 32 normed as below, then made bytes
+        Quads bytes = Quads(uint64_t(p.y) + uint64_t(row) * p.dim);
+        Metas metas = Metas(p.meta + uint64_t(row) * (p.dim / 32) * 16);
+        for (uint gi = t; gi < p.dim / 32; gi += 256) {
+            vec4 v[8];
+            [[unroll]] for (uint k = 0; k < 32; k++) {
+                float e = x.v[32 * gi + k] * scale;
+                v[k / 4][k % 4] = has_g ? e * p.g.v[32 * gi + k] : e;
+            }
+            quantize_group(v, bytes.v[2 * gi], bytes.v[2 * gi + 1], metas.v[gi]);
+        }
+        return;
+    }
     for (uint i = t; i < p.dim; i += 4 * 256) {
         vec4 v = (four(x, i) - mean) * scale;
         v = has_g ? v * four(p.g, i) : v;
