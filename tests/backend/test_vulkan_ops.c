@@ -222,6 +222,72 @@ static void test_cache(enum ox_dtype type) {
     free(x), free(host), free(want), free(got);
 }
 
+/* rope_store (RoPE of q and k, k and v into the cache's rows, one op) against the CPU's rope and
+ * cache_store one at a time: partial rotation, NeoX pairs, f32 and f16 rows; q8_0 rows are
+ * declined (the caller's ops then). */
+static void test_rope_store(enum ox_dtype type, int n_rot, bool neox) {
+    enum { N = 3, HEADS = 4, KV = 2, HD_K = 64, HD_V = 48, CELLS = 8 };
+    int32_t pos[N] = {0, 9, 700}, cells[N] = {5, 1, 7};
+    struct rope_params rp = {.n_rot = n_rot,
+                             .neox = neox,
+                             .freq_base = 10000.0f,
+                             .freq_scale = 1.0f,
+                             .attn_factor = 1.0f};
+    size_t nq = (size_t)N * HEADS * HD_K, nk = (size_t)N * KV * HD_K, nv = (size_t)N * KV * HD_V;
+    size_t k_row = KV * HD_K * ox_dtype_type_size(type) / ox_dtype_block_size(type);
+    size_t v_row = KV * HD_V * ox_dtype_type_size(type) / ox_dtype_block_size(type);
+    float *q = random_floats(nq, 2.0f), *k = random_floats(nk, 2.0f), *v = random_floats(nv, 2.0f);
+    uint8_t *kc = calloc(CELLS, k_row), *vc = calloc(CELLS, v_row);
+    struct rope_store_args d = {up(q, nq * 4),
+                                up(k, nk * 4),
+                                up(v, nv * 4),
+                                up(pos, sizeof pos),
+                                N,
+                                HEADS,
+                                KV,
+                                HD_K,
+                                HD_V,
+                                &rp,
+                                type,
+                                up(kc, CELLS * k_row),
+                                up(vc, CELLS * v_row),
+                                k_row,
+                                v_row,
+                                up(cells, sizeof cells)};
+    bool took = gpu.ops->rope_store(&gpu, &d);
+    CHECK_MSG(took == (type != OX_DTYPE_Q8_0), "rope_store %s taken: %d", ox_dtype_name(type),
+              took);
+    if (took) {
+        cpu.ops->rope(&cpu, q, pos, N, HEADS, HD_K, &rp),
+            cpu.ops->rope(&cpu, k, pos, N, KV, HD_K, &rp);
+        cpu.ops->cache_store(&cpu, type, k, N, KV * HD_K, kc, k_row, cells);
+        cpu.ops->cache_store(&cpu, type, v, N, KV * HD_V, vc, v_row, cells);
+        float *gq = down(d.q, nq), *gk = down(d.k, nk);
+        uint8_t *gkc = malloc(CELLS * k_row), *gvc = malloc(CELLS * v_row);
+        CHECK(gpu.ops->download(&gpu, gkc, d.k_cache, CELLS * k_row) == OX_OK);
+        CHECK(gpu.ops->download(&gpu, gvc, d.v_cache, CELLS * v_row) == OX_OK);
+        char name[64];
+        snprintf(name, sizeof name, "rope_store %s n_rot %d%s", ox_dtype_name(type), n_rot,
+                 neox ? " neox" : "");
+        CHECK_CLOSE(gq, q, nq, 2e-5, "%s q", name);
+        CHECK_CLOSE(gk, k, nk, 2e-5, "%s k", name);
+        /* the rotated k rows: an ulp apart in float can round to f16 either way */
+        int32_t all[CELLS] = {0};
+        float *want_k = malloc(CELLS * KV * HD_K * 4), *got_k = malloc(CELLS * KV * HD_K * 4);
+        cpu.ops->cache_load(&cpu, type, kc, k_row, want_k, CELLS, KV * HD_K, all);
+        cpu.ops->cache_load(&cpu, type, gkc, k_row, got_k, CELLS, KV * HD_K, all);
+        CHECK_CLOSE(got_k, want_k, CELLS * KV * HD_K, 1e-3, "%s k rows", name);
+        free(want_k), free(got_k);
+        CHECK_MSG(memcmp(gvc, vc, CELLS * v_row) == 0, "%s v rows", name);
+        printf("  %-36s relative error %.2g\n", name, rel_err(gk, k, nk));
+        free(gq), free(gk), free(gkc), free(gvc);
+    }
+    const void *dev[] = {d.q, d.k, d.v, d.pos, d.k_cache, d.v_cache, d.cells};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        gpu.ops->free(&gpu, (void *)dev[i]);
+    free(q), free(k), free(v), free(kc), free(vc);
+}
+
 /* Attention of nt queries of two sequences over shared cells (GQA), causal or with a window, a
  * soft cap, sinks, and a query that sees no cell; over rows of floats, or (cache f16 or q8_0)
  * read from the cache's rows as the model's layers give them, against the CPU over the same rows
@@ -607,6 +673,8 @@ int main(void) {
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
     test_cache(OX_DTYPE_Q8_0);
+    test_rope_store(OX_DTYPE_F32, 64, false), test_rope_store(OX_DTYPE_F16, 32, true);
+    test_rope_store(OX_DTYPE_F16, 64, false), test_rope_store(OX_DTYPE_Q8_0, 64, false);
     for (int nt = 6; nt <= 40; nt += 34) { /* decode's shape, then a prompt's */
         test_attention(nt, 0, 0.0f, false, 128, OX_DTYPE_F32);
         test_attention(nt, 0, 0.0f, false, 64, OX_DTYPE_F32);

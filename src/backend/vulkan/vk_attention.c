@@ -1,6 +1,8 @@
 /* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32, f16 and q8_0 rows) and
  * the attention over them (attention.comp a query at a time, attention_block.comp 16 at a time
  * for prompts; both read the cache's rows themselves), as the op table names them. */
+#include <math.h>
+
 #include "backend/vulkan/vk_ops.h"
 
 /* common.glsl's ROW_* codes. */
@@ -41,6 +43,53 @@ void vk_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n
 void vk_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
                    float *y, int n_cells, int dim, const int32_t *cell_pos) {
     cache_op(b, type, y, n_cells, dim, base, row_bytes, cell_pos, true);
+}
+
+struct rope_store_args_ {
+    uint64_t q, k, v, pos, ff, k_cache, v_cache, cells;
+    uint32_t n, n_head, n_head_kv, hd_k, hd_v, n_rot, neox, half_rows;
+    float theta_scale, freq_scale, ext_factor, attn_factor, corr0, corr1;
+    uint32_t k_row, v_row;
+};
+
+/* RoPE of q and k and the stores of k and v in one dispatch (rope_store.comp), for f32 and f16
+ * cache rows; false for q8_0's (whose blocks the caller's cache_store rounds). */
+bool vk_rope_store(struct backend *b, const struct rope_store_args *a) {
+    const struct rope_params *r = a->rope;
+    if ((a->cache_type != OX_DTYPE_F32 && a->cache_type != OX_DTYPE_F16) || r->n_rot <= 0 ||
+        r->n_rot > a->hd_k || a->k_row > UINT32_MAX || a->v_row > UINT32_MAX)
+        return false;
+    if (a->n <= 0)
+        return true;
+    struct rope_store_args_ args = {vk_addr(a->q),
+                                    vk_addr(a->k),
+                                    vk_addr(a->v),
+                                    vk_addr(a->pos),
+                                    vk_addr(r->freq_factors),
+                                    vk_addr(a->k_cache),
+                                    vk_addr(a->v_cache),
+                                    vk_addr(a->cells),
+                                    (uint32_t)a->n,
+                                    (uint32_t)a->n_head,
+                                    (uint32_t)a->n_head_kv,
+                                    (uint32_t)a->hd_k,
+                                    (uint32_t)a->hd_v,
+                                    (uint32_t)r->n_rot,
+                                    r->neox,
+                                    a->cache_type == OX_DTYPE_F16,
+                                    powf(r->freq_base, -2.0f / (float)r->n_rot),
+                                    r->freq_scale,
+                                    r->ext_factor,
+                                    r->attn_factor,
+                                    r->corr_dims[0],
+                                    r->corr_dims[1],
+                                    (uint32_t)a->k_row,
+                                    (uint32_t)a->v_row};
+    size_t n = (size_t)a->n,
+           pairs = n * (size_t)(a->n_head + a->n_head_kv) * (size_t)(r->n_rot / 2);
+    size_t rest = n * (size_t)a->n_head_kv * (size_t)(a->hd_k - r->n_rot + a->hd_v);
+    vk_dispatch(vk_of(b), VK_SHADER_rope_store, &args, sizeof args, vk_groups(pairs + rest), 1, 1);
+    return true;
 }
 
 struct attention_args {

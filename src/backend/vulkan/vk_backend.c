@@ -47,6 +47,7 @@ const struct backend_ops backend_vulkan_ops = {
     .rms_norm = vk_rms_norm,
     .layer_norm = vk_layer_norm,
     .rope = vk_rope,
+    .rope_store = vk_rope_store,
     .glu = vk_glu,
     .gelu = vk_gelu,
     .add = vk_add,

@@ -42,6 +42,7 @@ void vk_copy_rows(struct backend *b, float *dst, size_t dst_stride, const float 
 void vk_sigmoid_scale_rows(struct backend *b, float *y, const float *g, int n, int dim);
 void vk_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
              const struct rope_params *p);
+bool vk_rope_store(struct backend *b, const struct rope_store_args *a);
 
 void vk_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n, int dim,
                     uint8_t *base, size_t row_bytes, const int32_t *cells);

@@ -4,6 +4,7 @@
 // in shared memory by dimension.
 #version 450
 #include "common.glsl"
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 256) in;
 #include "attention_args.glsl"
 
@@ -39,8 +40,14 @@ void main() {
         if (c < p.n_cells && visible(t, c)) {
             uint64_t krow = p.k + uint64_t(c) * p.k_row;
             float dot = 0.0;
-            for (uint i = 0; i < p.hd_k; i++)
-                dot += qs[i] * row_at(krow, p.row_type, kvh * p.hd_k + i);
+            for (uint i = 0; i < p.hd_k; i += 4) { // four loads issued, then summed in order
+                float kv[4];
+                [[unroll]] for (uint u = 0; u < 4; u++)
+                    kv[u] = i + u < p.hd_k ? row_at(krow, p.row_type, kvh * p.hd_k + i + u) : 0.0;
+                [[unroll]] for (uint u = 0; u < 4; u++)
+                    if (i + u < p.hd_k)
+                        dot += qs[i + u] * kv[u];
+            }
             s = p.softcap == 0.0 ? dot * p.scale : p.softcap * tanh(dot * (p.scale / p.softcap));
         }
         float m_new = max(m, reduce(s, true));
@@ -54,9 +61,19 @@ void main() {
         if (p.hd_v < 256) { // the tile's cells split among 256 / hd_v threads a dimension
             uint pieces = 256 / p.hd_v, i = th % p.hd_v, piece = th / p.hd_v;
             float a = 0.0;
-            for (uint j = piece; piece < pieces && j < cells; j += pieces)
-                if (prob[j] != 0.0)
-                    a += prob[j] * row_at(p.v + uint64_t(c0 + j) * p.v_row, p.row_type, kvh * p.hd_v + i);
+            for (uint j = piece; piece < pieces && j < cells; j += 4 * pieces) {
+                float w[4], vv[4]; // four cells' loads issued, then summed in order
+                [[unroll]] for (uint u = 0; u < 4; u++) {
+                    uint jj = j + u * pieces;
+                    w[u] = jj < cells ? prob[jj] : 0.0;
+                    vv[u] = w[u] != 0.0 ? row_at(p.v + uint64_t(c0 + jj) * p.v_row, p.row_type,
+                                                 kvh * p.hd_v + i)
+                                        : 0.0;
+                }
+                [[unroll]] for (uint u = 0; u < 4; u++)
+                    if (w[u] != 0.0)
+                        a += w[u] * vv[u];
+            }
             part[th] = a;
             barrier();
             if (piece == 0) {

@@ -37,8 +37,10 @@ float reduce(float v, bool take_max) {
     return r;
 }
 
-// Elements i, i + 256, i + 512 and i + 768 of a row (0 past its end): the norms' loops take four
-// at a step, their loads issued together rather than one latency a step.
+// Elements i, i + 256, i + 512 and i + 768 of a row (0 past its end). The norms' sums take STEP
+// elements a step (16 a thread: a 4096-wide row in one), their loads issued together rather than
+// one latency a step.
+const uint STEP = 4096;
 vec4 four(Floats x, uint i) {
     vec4 v = vec4(0);
     [[unroll]] for (uint k = 0; k < 4; k++)
@@ -76,15 +78,17 @@ void main() {
     float mean = 0.0;
     if (p.op == OP_LAYER_NORM) {
         float s = 0.0;
-        for (uint i = t; i < p.dim; i += 4 * 256)
-            s += dot(four(x, i), vec4(1));
+        for (uint i = t; i < p.dim; i += STEP)
+            [[unroll]] for (uint u = 0; u < STEP; u += 1024)
+                s += dot(four(x, i + u), vec4(1));
         mean = reduce(s, false) / float(p.dim);
     }
     float q = 0.0;
-    for (uint i = t; i < p.dim; i += 4 * 256) {
-        vec4 d = (four(x, i) - mean) * in_row(i);
-        q += dot(d, d);
-    }
+    for (uint i = t; i < p.dim; i += STEP)
+        [[unroll]] for (uint u = 0; u < STEP; u += 1024) {
+            vec4 d = (four(x, i + u) - mean) * in_row(i + u);
+            q += dot(d, d);
+        }
     float scale = 1.0 / sqrt(reduce(q, false) / float(p.dim) + p.eps);
     if (p.op == OP_RMS_NORM_Q8) { // each group of 32 normed as below, then made bytes
         Quads bytes = Quads(uint64_t(p.y) + uint64_t(row) * p.dim);
