@@ -683,6 +683,8 @@ int main(void) {
         test_attention(nt, 0, 30.0f, true, 80, OX_DTYPE_F32);
         test_attention(nt, 0, 0.0f, false, 128, OX_DTYPE_F16);
         test_attention(nt, 40, 0.0f, true, 64, OX_DTYPE_Q8_0);
+        test_attention(nt, 0, 30.0f, true, 256, OX_DTYPE_F16); /* f16 rows' split sums */
+        test_attention(nt, 40, 0.0f, false, 64, OX_DTYPE_F16);
     }
     test_refusals();
     gpu.ops->release(&gpu);

@@ -1,7 +1,7 @@
 // attention.comp: one query token and head per workgroup over keys and values read from the KV
 // cache's f32, f16 or q8_0 rows (or float rows given as such): scores of the visible cells 256 at a
 // time, an online softmax (a gpt-oss sink joins it last, with no value), the values accumulated
-// in shared memory by dimension.
+// in shared memory by dimension; f16 rows split each dot product and sum among threads.
 #version 450
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
@@ -9,6 +9,87 @@ layout(local_size_x = 256) in;
 #include "attention_args.glsl"
 
 shared float qs[512], acc[512], prob[256], part[256];
+// f16 rows of heads a multiple of 64 wide, up to 256 (the usual cache): the scores' dot products
+// and the values' sums split among threads, 16-byte loads all issued at once (a thread a cell
+// and a dimension at a time waited for one load after another): partials for 256 cells by 8
+// eighths of a head, or for 8 dimensions by 2048 / hd_v groups of cells.
+shared float split[2048];
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Rows16 { uvec4 v[]; };
+
+bool f16_split(uint hd) {
+    return p.row_type == ROW_F16 && hd % 64 == 0 && hd <= 256;
+}
+
+// The dot product of 8 halves (a uvec4) with qs[at .. at + 7].
+float dot8(uvec4 u, uint at) {
+    float d = 0.0;
+    [[unroll]] for (uint k = 0; k < 4; k++) {
+        vec2 h = unpackHalf2x16(u[k]);
+        d += qs[at + 2 * k] * h.x + qs[at + 2 * k + 1] * h.y;
+    }
+    return d;
+}
+
+// The scores' dot products of the tile's cells (from c0, count of them), each into split[cell]:
+// thread th takes eighth th % 8 of cell th / 8 + 32 j for every j, then sums a cell's eighths.
+float split_dot(uint c0, uint count, uint th, uint kvh) {
+    uint eighth = th % 8, lanes = p.hd_k / 64; // uvec4 loads an eighth
+    float part8[8];
+    [[unroll]] for (uint j = 0; j < 8; j++) {
+        uint c = c0 + th / 8 + 32 * j;
+        part8[j] = 0.0;
+        if (th / 8 + 32 * j < count) {
+            uint dim0 = kvh * p.hd_k + eighth * 8 * lanes;
+            Rows16 r = Rows16(p.k + uint64_t(c) * p.k_row + dim0 * 2);
+            [[unroll]] for (uint l = 0; l < 4; l++)
+                if (l < lanes)
+                    part8[j] += dot8(r.v[l], eighth * 8 * lanes + 8 * l);
+        }
+    }
+    barrier();
+    [[unroll]] for (uint j = 0; j < 8; j++)
+        split[(th / 8 + 32 * j) * 8 + eighth] = part8[j];
+    barrier();
+    float d = 0.0;
+    [[unroll]] for (uint e = 0; e < 8; e++)
+        d += split[th * 8 + e];
+    return d;
+}
+
+// The tile's values weighted by prob, added to acc (scaled by alpha first): thread th sums
+// dimensions 8 (th % w) .. + 7 (w = hd_v / 8) over cells th / w, + 256 / w, ..., then the groups'
+// sums are added.
+void split_values(uint c0, uint count, uint th, uint kvh, float alpha) {
+    uint w = p.hd_v / 8, groups = 256 / w, chunk = th % w, g = th / w;
+    float a[8] = float[8](0, 0, 0, 0, 0, 0, 0, 0);
+    for (uint j = g; j < count; j += 4 * groups) {
+        uvec4 u[4];
+        float pj[4];
+        [[unroll]] for (uint k = 0; k < 4; k++) { // four cells' loads issued together
+            uint jj = j + k * groups;
+            pj[k] = jj < count ? prob[jj] : 0.0;
+            if (pj[k] != 0.0) {
+                uint64_t row = p.v + uint64_t(c0 + jj) * p.v_row;
+                u[k] = Rows16(row + (kvh * p.hd_v + 8 * chunk) * 2).v[0];
+            }
+        }
+        [[unroll]] for (uint k = 0; k < 4; k++)
+            if (pj[k] != 0.0)
+                [[unroll]] for (uint e = 0; e < 4; e++) {
+                    vec2 h = unpackHalf2x16(u[k][e]);
+                    a[2 * e] += pj[k] * h.x, a[2 * e + 1] += pj[k] * h.y;
+                }
+    }
+    [[unroll]] for (uint e = 0; e < 8; e++)
+        split[g * p.hd_v + 8 * chunk + e] = a[e];
+    barrier();
+    for (uint i = th; i < p.hd_v; i += 256) {
+        float sum = acc[i] * alpha;
+        for (uint q = 0; q < groups; q++)
+            sum += split[q * p.hd_v + i];
+        acc[i] = sum;
+    }
+}
 
 float reduce(float v, bool take_max) {
     uint t = gl_LocalInvocationID.x;
@@ -34,10 +115,15 @@ void main() {
         acc[i] = 0.0;
     barrier();
     float m = -1.0 / 0.0, sum = 0.0;
+    bool split_k = f16_split(p.hd_k), split_v = f16_split(p.hd_v);
     for (uint c0 = 0; c0 < p.n_cells; c0 += 256) {
         uint c = c0 + th;
         float s = -1.0 / 0.0;
-        if (c < p.n_cells && visible(t, c)) {
+        float split_d = split_k ? split_dot(c0, min(256, p.n_cells - c0), th, kvh) : 0.0;
+        if (c < p.n_cells && visible(t, c) && split_k) {
+            float dot = split_d;
+            s = p.softcap == 0.0 ? dot * p.scale : p.softcap * tanh(dot * (p.scale / p.softcap));
+        } else if (c < p.n_cells && visible(t, c)) {
             uint64_t krow = p.k + uint64_t(c) * p.k_row;
             float dot = 0.0;
             for (uint i = 0; i < p.hd_k; i += 4) { // four loads issued, then summed in order
@@ -58,7 +144,10 @@ void main() {
         sum = sum * alpha + reduce(e, false);
         m = m_new;
         uint cells = min(256, p.n_cells - c0);
-        if (p.hd_v < 256) { // the tile's cells split among 256 / hd_v threads a dimension
+        if (split_v) {
+            barrier(); // prob written
+            split_values(c0, cells, th, kvh, alpha);
+        } else if (p.hd_v < 256) { // the tile's cells split among 256 / hd_v threads a dimension
             uint pieces = 256 / p.hd_v, i = th % p.hd_v, piece = th / p.hd_v;
             float a = 0.0;
             for (uint j = piece; piece < pieces && j < cells; j += 4 * pieces) {
