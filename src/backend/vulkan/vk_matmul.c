@@ -213,14 +213,24 @@ static bool on_bytes(const struct vk_state *s, const struct weight_shaders *sh) 
     return s->d->dot8 && sh->matvecq != VK_SHADER_COUNT;
 }
 
+/* How a matvec of these weights takes x: as it is, as bytes (the integer form), or as f16 (f16
+ * weights: matvec.comp's X_F16). */
+enum x_form { X_AS_IS, X_BYTES, X_HALVES };
+static enum x_form x_form(const struct vk_state *s, const struct weight_shaders *sh,
+                          enum ox_dtype type) {
+    return on_bytes(s, sh) ? X_BYTES : type == OX_DTYPE_F16 ? X_HALVES : X_AS_IS;
+}
+
 /* x as a matvec takes it: its bytes for the integer form (RMSNorm'd first where norm is given:
  * one op; kept from the last product where that was of the same x and nothing ran since: q, k
- * and v of two types read one), else x itself (norm then NULL); 0 (noted) where there is no
- * room. */
-static uint64_t matvec_input(struct vk_state *s, bool bytes, const float *x,
+ * and v of two types read one), its halves, or x itself (norm NULL for both); 0 (noted) where
+ * there is no room. */
+static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *x,
                              const struct norm_in *norm, int n, int64_t cols) {
-    if (!bytes)
+    if (form == X_AS_IS)
         return vk_addr(x);
+    if (form == X_HALVES)
+        return vk_addr(x_as_halves(s, vk_addr(x), (size_t)n * (size_t)cols));
     size_t count = (size_t)n * (size_t)cols;
     if (!norm && s->bytes_of == vk_addr(x) && s->bytes_count == count &&
         s->bytes_serial == s->serial)
@@ -271,7 +281,7 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                          const float *x, float *y, int n, bool add) {
     struct vk_state *s = vk_of(b);
     if (matvec_takes(w, x, n)) {
-        uint64_t in = matvec_input(s, on_bytes(s, sh), x, NULL, n, w->n_cols);
+        uint64_t in = matvec_input(s, x_form(s, sh, w->type), x, NULL, n, w->n_cols);
         if (in)
             matvec(s, sh, 1, w, in, on_bytes(s, sh), &y, n, add ? MV_ADD : MV_SET, 0);
         return;
@@ -351,7 +361,7 @@ bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const fl
     struct weight_shaders sh;
     weight_shaders(w[0].type, &sh);
     bool bytes = on_bytes(s, &sh);
-    uint64_t in = matvec_input(s, bytes, x, norm, n, w[0].n_cols);
+    uint64_t in = matvec_input(s, x_form(s, &sh, w[0].type), x, norm, n, w[0].n_cols);
     for (int m = 0, run; in && m < count; m += run) {
         for (run = 1; m + run < count && w[m + run].type == w[m].type; run++)
             ;
@@ -372,7 +382,7 @@ bool vk_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate
         !matvec_fuses(s, 2, both, x, norm, n))
         return false;
     weight_shaders(gate->type, &sh);
-    uint64_t in = matvec_input(s, on_bytes(s, &sh), x, norm, n, gate->n_cols);
+    uint64_t in = matvec_input(s, x_form(s, &sh, gate->type), x, norm, n, gate->n_cols);
     if (in)
         matvec(s, &sh, 2, both, in, on_bytes(s, &sh), out, n, MV_GLU, (int)kind);
     return true;

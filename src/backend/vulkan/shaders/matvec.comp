@@ -6,6 +6,8 @@
 // and v: one dispatch), and mode asks for y = W x, y += W x, or a GLU: team 0 takes rows 2 wg and
 // 2 wg + 1 of the gate, team 1 the same rows of up, and y[r] = act(gate x) * (up x).
 //
+// X_F16 (f16 weights): x as halves.comp made it, f16 to nearest once a product rather than in
+// every lane that reads it.
 // X_Q8: x as quantize_q8.comp made it (x: each token's bytes, cols of them, then every token's
 // groups' (d, sums) at x + n cols) and the weights as dequant_q8.glsl's bytes: integer dot
 // products.
@@ -80,12 +82,22 @@ void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout
             dq_group(base + p.row_bytes[m], g, p.tab, u);
         [[unroll]] for (uint t = 0; t < NT; t++) {
             if (t < p.n) {
+#ifdef X_F16
+                Quads xh = Quads(p.x + (uint64_t(t) * p.cols + 32 * g) * 2);
+                uvec4 h[4] = uvec4[4](xh.v[0], xh.v[1], xh.v[2], xh.v[3]);
+#else
                 Vec4s xv = Vec4s(p.x + (uint64_t(t) * p.cols + 32 * g) * 4);
+#endif
                 float a0 = 0, a1 = 0;
                 [[unroll]] for (uint q = 0; q < 8; q++) {
+#ifdef X_F16
+                    vec4 xq = vec4(unpackHalf2x16(h[q / 2][2 * (q % 2)]),
+                                   unpackHalf2x16(h[q / 2][2 * (q % 2) + 1]));
+#else
                     vec4 xq = xv.v[q];
                     xq = vec4(x_as_weight(xq.x), x_as_weight(xq.y), x_as_weight(xq.z),
                               x_as_weight(xq.w));
+#endif
                     a0 += dot(vec4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]), xq);
                     if (two)
                         a1 += dot(vec4(u[4 * q], u[4 * q + 1], u[4 * q + 2], u[4 * q + 3]), xq);
