@@ -575,13 +575,13 @@ static void test_fusions(enum ox_dtype type, int n, const int rows[3]) {
     free(x), free(tmp), gpu.ops->free(&gpu, dx);
 }
 
-/* q, k and v of two types (q4_K, q4_K, q6_K, as Q4_K_M files have them) and a GLU with the
- * RMSNorm given to the op: the same as the device's norm then the op (on the integer form the
- * norm writes bytes in the op; without, the op declines and the caller norms), and q, k and v one
- * at a time (the integer form makes x bytes once for the three) as the double product. */
-static void test_norm_fusions(int n) {
+/* q, k and v (of two types: q4_K, q4_K, q6_K, as Q4_K_M files have them; or f16) and a GLU
+ * with the RMSNorm given to the op: the same as the device's norm then the op (the norm writes
+ * the integer form's bytes, or f16 weights' halves, in the op; else the op declines and the
+ * caller norms), and q, k and v one at a time (the integer form makes x bytes once for the three)
+ * as the double product. */
+static void test_norm_fusions(int n, const enum ox_dtype types[3]) {
     const int cols = 512, rows[3] = {96, 32, 32};
-    const enum ox_dtype types[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
     uint8_t *hw[3];
     struct mat dw[3];
     float *dy[3], *dz[3];
@@ -596,7 +596,7 @@ static void test_norm_fusions(int n) {
     const struct norm_in norm = {up(g, cols * 4), 1e-6f};
     if (!gpu.ops->matmul_multi(&gpu, 3, dw, dx, &norm, dy, n)) {
         gpu.ops->rms_norm(&gpu, dx, norm.w, dxn, n, cols, norm.eps);
-        CHECK(gpu.ops->matmul_multi(&gpu, 3, dw, dxn, NULL, dy, n) || !vk_backend_dot8());
+        CHECK(gpu.ops->matmul_multi(&gpu, 3, dw, dxn, NULL, dy, n) || types[2] != types[0]);
     }
     gpu.ops->rms_norm(&gpu, dx, norm.w, dxn, n, cols, norm.eps);
     if (gpu.ops->matmul_multi(&gpu, 3, dw, dxn, NULL, dz, n))
@@ -616,14 +616,15 @@ static void test_norm_fusions(int n) {
         free(got), free(want), free(xr);
     }
     free(hw[1]), gpu.ops->free(&gpu, (void *)dw[1].data); /* up: the gate's shape and type */
-    dw[1] = random_weight(OX_DTYPE_Q4_K, rows[0], cols, &hw[1]);
+    dw[1] = random_weight(types[0], rows[0], cols, &hw[1]);
     if (gpu.ops->matmul_glu(&gpu, GLU_SILU, &dw[0], &dw[1], dx, &norm, dy[0], n)) {
         CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &dw[0], &dw[1], dxn, NULL, dz[0], n));
         float *got = down(dy[0], (size_t)n * rows[0]), *want = down(dz[0], (size_t)n * rows[0]);
         CHECK_CLOSE(got, want, (size_t)n * rows[0], 1e-6, "matmul_glu with its norm n=%d", n);
         free(got), free(want);
     }
-    printf("  norm fusions q4_K q4_K q6_K n=%d\n", n);
+    printf("  norm fusions %s %s %s n=%d\n", ox_dtype_name(types[0]), ox_dtype_name(types[1]),
+           ox_dtype_name(types[2]), n);
     for (int m = 0; m < 3; m++)
         free(hw[m]), gpu.ops->free(&gpu, (void *)dw[m].data), gpu.ops->free(&gpu, dy[m]),
             gpu.ops->free(&gpu, dz[m]);
@@ -669,7 +670,9 @@ int main(void) {
         test_fusions(OX_DTYPE_Q4_K, n, rows), test_fusions(OX_DTYPE_F16, n, rows),
             test_fusions(OX_DTYPE_Q8_0, n, rows);
     test_fusions(OX_DTYPE_Q4_K, 1, many); /* rows past one workgroup's tile */
-    test_norm_fusions(1), test_norm_fusions(3);
+    static const enum ox_dtype km[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K},
+                               f16[3] = {OX_DTYPE_F16, OX_DTYPE_F16, OX_DTYPE_F16};
+    test_norm_fusions(1, km), test_norm_fusions(3, km), test_norm_fusions(1, f16);
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
     test_cache(OX_DTYPE_Q8_0);

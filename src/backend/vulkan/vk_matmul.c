@@ -221,14 +221,20 @@ static enum x_form x_form(const struct vk_state *s, const struct weight_shaders 
     return on_bytes(s, sh) ? X_BYTES : type == OX_DTYPE_F16 ? X_HALVES : X_AS_IS;
 }
 
-/* x as a matvec takes it: its bytes for the integer form (RMSNorm'd first where norm is given:
- * one op; kept from the last product where that was of the same x and nothing ran since: q, k
- * and v of two types read one), its halves, or x itself (norm NULL for both); 0 (noted) where
+/* x as a matvec takes it: its bytes for the integer form or its halves (RMSNorm'd first where
+ * norm is given: one op; bytes kept from the last product where that was of the same x and
+ * nothing ran since: q, k and v of two types read one), or x itself (norm NULL); 0 (noted) where
  * there is no room. */
 static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *x,
                              const struct norm_in *norm, int n, int64_t cols) {
     if (form == X_AS_IS)
         return vk_addr(x);
+    if (form == X_HALVES && norm) { /* the RMSNorm writes the halves: one op */
+        void *y = scratch(s, (size_t)n * (size_t)cols * 2);
+        if (y)
+            vk_rms_norm_halves(s, x, norm->w, norm->eps, n, (int)cols, y);
+        return vk_addr(y);
+    }
     if (form == X_HALVES)
         return vk_addr(x_as_halves(s, vk_addr(x), (size_t)n * (size_t)cols));
     size_t count = (size_t)n * (size_t)cols;
@@ -338,7 +344,8 @@ bool vk_matmul_add(struct backend *b, const struct mat *w, const float *x, float
 
 /* Whether count matrices (up to 3) of one width go through matvec.comp: one dispatch where they
  * are of one type; on the integer form a dispatch for each run of one type, x made bytes once
- * (RMSNorm'd in the same op where norm is given: the float form leaves that to the caller). */
+ * (RMSNorm'd in the same op where norm is given, as f16 weights' halves are: the float form leaves
+ * that to the caller). */
 static bool matvec_fuses(struct vk_state *s, int count, const struct mat *w, const float *x,
                          const struct norm_in *norm, int n) {
     struct weight_shaders sh;
@@ -350,7 +357,7 @@ static bool matvec_fuses(struct vk_state *s, int count, const struct mat *w, con
             return false;
         one_type = one_type && w[m].type == w[0].type, bytes = bytes && on_bytes(s, &sh);
     }
-    return bytes || (one_type && !norm);
+    return bytes || (one_type && (!norm || w[0].type == OX_DTYPE_F16));
 }
 
 bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,

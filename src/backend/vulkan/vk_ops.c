@@ -71,7 +71,7 @@ void vk_glu(struct backend *b, enum glu_kind kind, const float *gate, const floa
 }
 
 /* rows.comp's ops */
-enum { ROWS_RMS_NORM, ROWS_LAYER_NORM, ROWS_SOFTMAX, ROWS_RMS_NORM_BYTES };
+enum { ROWS_RMS_NORM, ROWS_LAYER_NORM, ROWS_SOFTMAX, ROWS_RMS_NORM_BYTES, ROWS_RMS_NORM_HALVES };
 
 struct rows_args {
     uint64_t y, x, g, bias;
@@ -105,6 +105,13 @@ void vk_rms_norm_bytes(struct vk_state *s, const float *x, const float *g, float
     struct rows_args a = {
         vk_addr(q),    vk_addr(x),          vk_addr(g), 0,
         (uint32_t)dim, ROWS_RMS_NORM_BYTES, eps,        vk_addr(q + (size_t)n * (size_t)dim)};
+    vk_dispatch(s, VK_SHADER_rows, &a, sizeof a, (uint32_t)n, 1, 1);
+}
+
+void vk_rms_norm_halves(struct vk_state *s, const float *x, const float *g, float eps, int n,
+                        int dim, void *y) {
+    struct rows_args a = {vk_addr(y),    vk_addr(x),           vk_addr(g), 0,
+                          (uint32_t)dim, ROWS_RMS_NORM_HALVES, eps,        0};
     vk_dispatch(s, VK_SHADER_rows, &a, sizeof a, (uint32_t)n, 1, 1);
 }
 

@@ -33,6 +33,9 @@ void vk_rms_norm(struct backend *b, const float *x, const float *g, float *y, in
  * bytes, then their groups' (d, sums) (quantize_group.glsl). */
 void vk_rms_norm_bytes(struct vk_state *s, const float *x, const float *g, float eps, int n,
                        int dim, uint8_t *q);
+/* RMSNorm of n rows (up to 8) into f16, to nearest (what f16 weights' matvec.comp reads). */
+void vk_rms_norm_halves(struct vk_state *s, const float *x, const float *g, float eps, int n,
+                        int dim, void *y);
 void vk_layer_norm(struct backend *b, const float *x, const float *g, const float *bias, float *y,
                    int n, int dim, float eps);
 void vk_softmax(struct backend *b, float *x, int n, int dim);

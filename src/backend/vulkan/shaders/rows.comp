@@ -1,6 +1,6 @@
 // rows.comp: the ops that read a whole row first (RMSNorm, LayerNorm, softmax, and RMSNorm into
-// int8 groups for matvec.comp's integer products): one workgroup a row, its sums reduced in
-// shared memory.
+// int8 groups for matvec.comp's integer products or into f16 for f16 weights'): one workgroup a
+// row, its sums reduced in shared memory.
 #version 450
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
@@ -19,6 +19,7 @@ layout(push_constant) uniform Args {
 #define OP_LAYER_NORM 1
 #define OP_SOFTMAX 2
 #define OP_RMS_NORM_Q8 3
+#define OP_RMS_NORM_F16 4 // y the rows as f16 (to nearest), what f16 weights' matvec.comp reads
 
 shared float part[256];
 
@@ -103,12 +104,15 @@ void main() {
         }
         return;
     }
+    Halves halves = Halves(uint64_t(p.y) + uint64_t(row) * p.dim * 2);
     for (uint i = t; i < p.dim; i += 4 * 256) {
         vec4 v = (four(x, i) - mean) * scale;
         v = has_g ? v * four(p.g, i) : v;
         v = has_b ? v + four(p.bias, i) : v;
         [[unroll]] for (uint k = 0; k < 4; k++)
-            if (i + 256 * k < p.dim)
+            if (i + 256 * k < p.dim && p.op == OP_RMS_NORM_F16)
+                halves.v[i + 256 * k] = float16_t(round_to_f16(v[k]));
+            else if (i + 256 * k < p.dim)
                 y.v[i + 256 * k] = v[k];
     }
 }
