@@ -45,7 +45,7 @@ void vk_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, s
     cache_op(b, type, y, n_cells, dim, base, row_bytes, cell_pos, true);
 }
 
-struct rope_store_args_ {
+struct rope_store_push {
     uint64_t q, k, v, pos, ff, k_cache, v_cache, cells;
     uint32_t n, n_head, n_head_kv, hd_k, hd_v, n_rot, neox, half_rows;
     float theta_scale, freq_scale, ext_factor, attn_factor, corr0, corr1;
@@ -61,30 +61,30 @@ bool vk_rope_store(struct backend *b, const struct rope_store_args *a) {
         return false;
     if (a->n <= 0)
         return true;
-    struct rope_store_args_ args = {vk_addr(a->q),
-                                    vk_addr(a->k),
-                                    vk_addr(a->v),
-                                    vk_addr(a->pos),
-                                    vk_addr(r->freq_factors),
-                                    vk_addr(a->k_cache),
-                                    vk_addr(a->v_cache),
-                                    vk_addr(a->cells),
-                                    (uint32_t)a->n,
-                                    (uint32_t)a->n_head,
-                                    (uint32_t)a->n_head_kv,
-                                    (uint32_t)a->hd_k,
-                                    (uint32_t)a->hd_v,
-                                    (uint32_t)r->n_rot,
-                                    r->neox,
-                                    a->cache_type == OX_DTYPE_F16,
-                                    powf(r->freq_base, -2.0f / (float)r->n_rot),
-                                    r->freq_scale,
-                                    r->ext_factor,
-                                    r->attn_factor,
-                                    r->corr_dims[0],
-                                    r->corr_dims[1],
-                                    (uint32_t)a->k_row,
-                                    (uint32_t)a->v_row};
+    struct rope_store_push args = {vk_addr(a->q),
+                                   vk_addr(a->k),
+                                   vk_addr(a->v),
+                                   vk_addr(a->pos),
+                                   vk_addr(r->freq_factors),
+                                   vk_addr(a->k_cache),
+                                   vk_addr(a->v_cache),
+                                   vk_addr(a->cells),
+                                   (uint32_t)a->n,
+                                   (uint32_t)a->n_head,
+                                   (uint32_t)a->n_head_kv,
+                                   (uint32_t)a->hd_k,
+                                   (uint32_t)a->hd_v,
+                                   (uint32_t)r->n_rot,
+                                   r->neox,
+                                   a->cache_type == OX_DTYPE_F16,
+                                   powf(r->freq_base, -2.0f / (float)r->n_rot),
+                                   r->freq_scale,
+                                   r->ext_factor,
+                                   r->attn_factor,
+                                   r->corr_dims[0],
+                                   r->corr_dims[1],
+                                   (uint32_t)a->k_row,
+                                   (uint32_t)a->v_row};
     size_t n = (size_t)a->n,
            pairs = n * (size_t)(a->n_head + a->n_head_kv) * (size_t)(r->n_rot / 2);
     size_t rest = n * (size_t)a->n_head_kv * (size_t)(a->hd_k - r->n_rot + a->hd_v);

@@ -3,7 +3,6 @@
  * subgroup of 32, its shared memory, the Vulkan memory model (the extension's shaders declare
  * it). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend/vulkan/vk_internal.h"
 
@@ -61,9 +60,7 @@ enum { BUILT = 0 };
 #endif
 
 bool vk_coopmat_usable(VkInstance inst, VkPhysicalDevice pd, bool memory_model) {
-    const char *off = getenv("OX_VK_COOPMAT"); /* =0: the path without, to compare the two */
-    if (!BUILT || (off && strcmp(off, "0") == 0) || !memory_model ||
-        !vk_has_extension(pd, COOPMAT_EXTENSION))
+    if (!BUILT || !memory_model || !vk_optional_wanted(pd, COOPMAT_EXTENSION, "OX_VK_COOPMAT"))
         return false;
     VkPhysicalDeviceSubgroupProperties sub = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};

@@ -119,12 +119,15 @@ bool vk_has_extension(VkPhysicalDevice pd, const char *name) {
     return found;
 }
 
+bool vk_optional_wanted(VkPhysicalDevice pd, const char *extension, const char *off_env) {
+    const char *off = getenv(off_env);
+    return !(off && strcmp(off, "0") == 0) && vk_has_extension(pd, extension);
+}
+
 /* Whether decode's products can take integer dot products of packed bytes (matvec.comp's X_Q8:
  * VK_KHR_shader_integer_dot_product, core in Vulkan 1.3); OX_VK_Q8=0 says no, to compare. */
 static bool dot8_usable(VkPhysicalDevice pd) {
-    const char *off = getenv("OX_VK_Q8");
-    if ((off && strcmp(off, "0") == 0) ||
-        !vk_has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+    if (!vk_optional_wanted(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME, "OX_VK_Q8"))
         return false;
     VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};

@@ -39,6 +39,9 @@ VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s);
 
 /* Whether the device lists the extension. */
 bool vk_has_extension(VkPhysicalDevice pd, const char *name);
+/* Whether an optional path's extension is there and its environment variable (off_env=0, to
+ * compare with the path without) does not turn it off. */
+bool vk_optional_wanted(VkPhysicalDevice pd, const char *extension, const char *off_env);
 
 /* Cooperative matrices (vk_coopmat.c): whether gemm_cm.comp can run on this device (this build
  * has it, the device has the extension, its block shape, subgroups of 32 and, as memory_model
