@@ -94,7 +94,9 @@ bool vk_rope_store(struct backend *b, const struct rope_store_args *a) {
 
 struct attention_args {
     uint64_t q, k, v, y, q_pos, q_seq, cell_pos, cell_seq, sinks;
-    uint32_t n_cells, n_head, n_head_kv, hd_k, hd_v, seq_words;
+    uint64_t n_cells_at;           /* the count in device memory, or 0: n_cells */
+    uint32_t n_cells, heads, dims; /* heads: n_head | n_head_kv << 16, dims: hd_k | hd_v << 16 */
+    uint32_t seq_words;
     float scale, softcap;
     int32_t window, ahead;
     uint32_t k_row, v_row, row_type; /* bytes a row: the cache's, or the float rows' */
@@ -112,6 +114,10 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "attention: heads wider than 512");
         return;
     }
+    if (a->n_head > 65535) { /* a workgroup column a head; the counts share a word */
+        vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "attention: more than 65535 heads");
+        return;
+    }
     /* the cache's rows where it is given (attention_reads_cache), else rows of floats */
     bool cache = a->k_cache != NULL;
     int rt = cache ? row_type(b, a->cache_type, a->n_head_kv * a->hd_k) : ROW_F32;
@@ -127,11 +133,10 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         vk_addr(a->cell_pos),
         vk_addr(a->cell_seq),
         vk_addr(a->sinks),
+        vk_addr(a->n_cells_now),
         (uint32_t)a->n_cells,
-        (uint32_t)a->n_head,
-        (uint32_t)a->n_head_kv,
-        (uint32_t)a->hd_k,
-        (uint32_t)a->hd_v,
+        (uint32_t)a->n_head | (uint32_t)a->n_head_kv << 16,
+        (uint32_t)a->hd_k | (uint32_t)a->hd_v << 16,
         SEQ_WORDS,
         a->scale,
         a->softcap,

@@ -65,6 +65,10 @@ const struct backend_ops backend_vulkan_ops = {
     .zero = vk_zero,
     .cache_store = vk_cache_store,
     .cache_load = vk_cache_load,
+    .graph_begin = vk_graph_begin,
+    .graph_end = vk_graph_end,
+    .graph_max_tokens = 1, /* a sequence's next token, */
+    .graph_max_seqs = 8,   /* or those of up to as many sequences as matvec.comp takes */
     .devices = vk_devices,
 };
 

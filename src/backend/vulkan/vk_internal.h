@@ -65,9 +65,21 @@ VkBuffer vk_mem_find(const void *p, VkDeviceSize *offset);
 /* A host-visible, coherent buffer of bytes, mapped at *map (staging). */
 VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, VkDeviceMemory *mem, void **map);
 
+/* A decode step recorded once and replayed (vk_graph.c): its key (the op table's graph_begin),
+ * whether it may be replayed (recorded whole, nothing uploaded inside, over the scratch buffer
+ * of its epoch), its last use. */
+enum { VK_GRAPHS = 4 };
+struct vk_graph {
+    VkCommandBuffer cmd;
+    VkFence fence;
+    uint64_t key, epoch, used;
+    bool valid, in_flight;
+};
+
 /* A context's state: the command buffer being recorded (one of a ring: a long batch goes to the
- * GPU in parts while the rest is recorded), each one's fence, the staging for uploads (a ring,
- * flushed when full) and for downloads, the first failure since the last download. */
+ * GPU in parts while the rest is recorded; or a decode step's recording), each one's fence, the
+ * staging for uploads (a ring, flushed when full) and for downloads, the first failure since the
+ * last download. */
 enum { VK_RING = 8 };
 struct vk_state {
     struct vk_device *d;
@@ -88,6 +100,11 @@ struct vk_state {
     uint64_t serial;                 /* the dispatches and copies recorded */
     uint64_t bytes_of, bytes_serial; /* scratch holds x's bytes (vk_matmul.c) while serial is */
     size_t bytes_count;              /* bytes_serial; bytes_of 0: a norm's, not x's */
+    struct vk_graph graph[VK_GRAPHS];
+    struct vk_graph *capture; /* the graph being recorded, or NULL */
+    bool capture_spoiled;     /* something was uploaded while it was: not to be replayed */
+    uint64_t epoch;           /* the scratch buffer's reallocations (a recording reads it) */
+    uint64_t graph_clock;     /* graph_end's calls: the graphs' last use */
     enum ox_status err;
     char msg[256];
 };
@@ -100,6 +117,22 @@ static inline struct vk_state *vk_of(struct backend *b) {
 void vk_note(struct vk_state *s, VkResult r, const char *what);
 /* Runs what was recorded and waits for it; false on a failure (noted). */
 bool vk_flush(struct vk_state *s);
+/* What the ring holds sent to the GPU, without waiting. */
+void vk_submit_recorded(struct vk_state *s);
+/* cb submitted with fence f (ended first where end says), not waited for; false on a failure
+ * (noted). */
+bool vk_queue_submit(struct vk_state *s, VkCommandBuffer cb, VkFence f, bool end);
+/* f waited for and reset where *in_flight, which then turns false. */
+void vk_settle(struct vk_state *s, VkFence f, bool *in_flight);
+
+/* Decode steps recorded and replayed (vk_graph.c): the op table's graph_begin and graph_end; a
+ * recording cut short by a flush runs once and is not kept (vk_graph_abort); the graphs waited
+ * for, and released. */
+bool vk_graph_begin(struct backend *b, uint64_t key);
+void vk_graph_end(struct backend *b);
+void vk_graph_abort(struct vk_state *s);
+void vk_graphs_settle(struct vk_state *s);
+void vk_graphs_release(struct vk_state *s);
 /* One dispatch of shader s with push constants args (bytes of them), then a barrier so the
  * next op sees its writes. */
 void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes, uint32_t gx,

@@ -163,6 +163,7 @@ static void *scratch(struct vk_state *s, size_t bytes) {
             vk_mem_free(s->d, s->scratch);
         s->scratch = vk_mem_alloc(s->d, want);
         s->scratch_bytes = s->scratch ? want : 0;
+        s->epoch++; /* the recorded steps read the old one */
         if (!s->scratch)
             vk_note(s, VK_ERROR_OUT_OF_DEVICE_MEMORY, "matmul: activations converted");
     }

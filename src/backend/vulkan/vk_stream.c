@@ -1,6 +1,7 @@
 /* vk_stream.c: a context's command stream: ops recorded in order (a barrier after each) into a
- * ring of command buffers, each submitted once it holds 32 dispatches, uploads through a staging
- * ring, and downloads that submit the rest, wait for all of it and report the first failure. */
+ * ring of command buffers, each submitted once it holds 32 dispatches (or into a decode step's
+ * recording: vk_graph.c), uploads through a staging ring, and downloads that submit the rest,
+ * wait for all of it and report the first failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,20 +20,18 @@ void vk_note(struct vk_state *s, VkResult r, const char *what) {
     snprintf(s->msg, sizeof s->msg, "vulkan: %s (VkResult %d)", what, (int)r);
 }
 
-/* A ring buffer's last submission waited for, where it is in flight. */
-static void settle(struct vk_state *s, int i) {
-    if (!s->in_flight[i])
+void vk_settle(struct vk_state *s, VkFence f, bool *in_flight) {
+    if (!*in_flight)
         return;
-    vk_note(s, vkWaitForFences(s->d->device, 1, &s->fence[i], VK_TRUE, UINT64_MAX),
-            "vkWaitForFences");
-    vkResetFences(s->d->device, 1, &s->fence[i]);
-    s->in_flight[i] = false;
+    vk_note(s, vkWaitForFences(s->d->device, 1, &f, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    vkResetFences(s->d->device, 1, &f);
+    *in_flight = false;
 }
 
 static void begin(struct vk_state *s) {
     if (s->recording)
         return;
-    settle(s, s->at);
+    vk_settle(s, s->fence[s->at], &s->in_flight[s->at]);
     s->cmd = s->ring[s->at];
     vkResetCommandBuffer(s->cmd, 0);
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
@@ -42,33 +41,44 @@ static void begin(struct vk_state *s) {
     vk_profile_begin(s);
 }
 
+bool vk_queue_submit(struct vk_state *s, VkCommandBuffer cb, VkFence f, bool end) {
+    VkResult r = end ? vkEndCommandBuffer(cb) : VK_SUCCESS;
+    vk_note(s, r, "vkEndCommandBuffer");
+    if (r != VK_SUCCESS)
+        return false;
+    VkSubmitInfo si = {
+        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
+    r = vkQueueSubmit(s->d->queue, 1, &si, f);
+    vk_note(s, r, "vkQueueSubmit");
+    return r == VK_SUCCESS;
+}
+
 /* What is being recorded, ended and submitted without waiting; the ring moves on. */
 static void submit(struct vk_state *s) {
     s->recording = false;
-    VkResult r = vkEndCommandBuffer(s->cmd);
-    vk_note(s, r, "vkEndCommandBuffer");
-    if (r != VK_SUCCESS)
-        return;
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                       .commandBufferCount = 1,
-                       .pCommandBuffers = &s->cmd};
-    r = vkQueueSubmit(s->d->queue, 1, &si, s->fence[s->at]);
-    vk_note(s, r, "vkQueueSubmit");
-    s->in_flight[s->at] = r == VK_SUCCESS;
+    s->in_flight[s->at] = vk_queue_submit(s, s->cmd, s->fence[s->at], true);
     s->at = (s->at + 1) % VK_RING;
 }
 
-bool vk_flush(struct vk_state *s) {
+void vk_submit_recorded(struct vk_state *s) {
     if (s->recording && s->pending)
         submit(s);
     else if (s->recording) /* nothing recorded: nothing to run */
         s->recording = false, vkEndCommandBuffer(s->cmd);
+    s->pending = false;
+}
+
+bool vk_flush(struct vk_state *s) {
+    if (s->capture) /* a recording cut short runs as it is */
+        vk_graph_abort(s);
+    vk_submit_recorded(s);
     bool waited = false;
     for (int i = 0; i < VK_RING; i++) /* in submission order: the last waits for the others */
-        waited |= s->in_flight[i], settle(s, i);
+        waited |= s->in_flight[i], vk_settle(s, s->fence[i], &s->in_flight[i]);
+    vk_graphs_settle(s);
     if (waited)
         vk_profile_collect(s);
-    s->pending = false, s->up_used = 0;
+    s->up_used = 0;
     return s->err == OX_OK;
 }
 
@@ -109,8 +119,8 @@ void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t
     barrier(s);
     s->pending = true, s->serial++;
     /* a long batch (a decode step: hundreds) goes to the GPU in parts, so it runs while the rest
-     * is recorded; the profiler's timestamps stay in one buffer */
-    if (++s->dispatches >= 32 && !s->prof)
+     * is recorded; the profiler's timestamps stay in one buffer, a recording in its own */
+    if (++s->dispatches >= 32 && !s->prof && !s->capture)
         submit(s);
 }
 
@@ -134,6 +144,7 @@ static void copy(struct vk_state *s, VkBuffer from, VkDeviceSize from_off, VkBuf
 
 void vk_upload(struct backend *b, void *dst, const void *host, size_t bytes) {
     struct vk_state *s = vk_of(b);
+    s->capture_spoiled |= s->capture != NULL; /* a replay would copy what staging holds then */
     for (size_t done = 0; done < bytes;) {
         if (s->up_used == s->up_size && !vk_flush(s))
             return;
@@ -220,6 +231,7 @@ void vk_release(struct backend *b) {
         return;
     VkDevice dev = s->d->device;
     vk_flush(s);
+    vk_graphs_release(s);
     vk_profile_release(s);
     if (s->scratch)
         vk_mem_free(s->d, s->scratch);

@@ -33,13 +33,13 @@ float dot8(uvec4 u, uint at) {
 // The scores' dot products of the tile's cells (from c0, count of them), each into split[cell]:
 // thread th takes eighth th % 8 of cell th / 8 + 32 j for every j, then sums a cell's eighths.
 float split_dot(uint c0, uint count, uint th, uint kvh) {
-    uint eighth = th % 8, lanes = p.hd_k / 64; // uvec4 loads an eighth
+    uint eighth = th % 8, lanes = HD_K / 64; // uvec4 loads an eighth
     float part8[8];
     [[unroll]] for (uint j = 0; j < 8; j++) {
         uint c = c0 + th / 8 + 32 * j;
         part8[j] = 0.0;
         if (th / 8 + 32 * j < count) {
-            uint dim0 = kvh * p.hd_k + eighth * 8 * lanes;
+            uint dim0 = kvh * HD_K + eighth * 8 * lanes;
             Rows16 r = Rows16(p.k + uint64_t(c) * p.k_row + dim0 * 2);
             [[unroll]] for (uint l = 0; l < 4; l++)
                 if (l < lanes)
@@ -60,7 +60,7 @@ float split_dot(uint c0, uint count, uint th, uint kvh) {
 // dimensions 8 (th % w) .. + 7 (w = hd_v / 8) over cells th / w, + 256 / w, ..., then the groups'
 // sums are added.
 void split_values(uint c0, uint count, uint th, uint kvh, float alpha) {
-    uint w = p.hd_v / 8, groups = 256 / w, chunk = th % w, g = th / w;
+    uint w = HD_V / 8, groups = 256 / w, chunk = th % w, g = th / w;
     float a[8] = float[8](0, 0, 0, 0, 0, 0, 0, 0);
     for (uint j = g; j < count; j += 4 * groups) {
         uvec4 u[4];
@@ -70,7 +70,7 @@ void split_values(uint c0, uint count, uint th, uint kvh, float alpha) {
             pj[k] = jj < count ? prob[jj] : 0.0;
             if (pj[k] != 0.0) {
                 uint64_t row = p.v + uint64_t(c0 + jj) * p.v_row;
-                u[k] = Rows16(row + (kvh * p.hd_v + 8 * chunk) * 2).v[0];
+                u[k] = Rows16(row + (kvh * HD_V + 8 * chunk) * 2).v[0];
             }
         }
         [[unroll]] for (uint k = 0; k < 4; k++)
@@ -81,12 +81,12 @@ void split_values(uint c0, uint count, uint th, uint kvh, float alpha) {
                 }
     }
     [[unroll]] for (uint e = 0; e < 8; e++)
-        split[g * p.hd_v + 8 * chunk + e] = a[e];
+        split[g * HD_V + 8 * chunk + e] = a[e];
     barrier();
-    for (uint i = th; i < p.hd_v; i += 256) {
+    for (uint i = th; i < HD_V; i += 256) {
         float sum = acc[i] * alpha;
         for (uint q = 0; q < groups; q++)
-            sum += split[q * p.hd_v + i];
+            sum += split[q * HD_V + i];
         acc[i] = sum;
     }
 }
@@ -106,32 +106,33 @@ float reduce(float v, bool take_max) {
 }
 
 void main() {
+    cells_in_use();
     uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, th = gl_LocalInvocationID.x;
-    uint kvh = h / (p.n_head / p.n_head_kv);
-    uint qrow = (t * p.n_head + h) * p.hd_k;
-    for (uint i = th; i < p.hd_k; i += 256)
+    uint kvh = h / (N_HEAD / N_HEAD_KV);
+    uint qrow = (t * N_HEAD + h) * HD_K;
+    for (uint i = th; i < HD_K; i += 256)
         qs[i] = p.q.v[qrow + i];
-    for (uint i = th; i < p.hd_v; i += 256)
+    for (uint i = th; i < HD_V; i += 256)
         acc[i] = 0.0;
     barrier();
     float m = -1.0 / 0.0, sum = 0.0;
-    bool split_k = f16_split(p.hd_k), split_v = f16_split(p.hd_v);
-    for (uint c0 = 0; c0 < p.n_cells; c0 += 256) {
+    bool split_k = f16_split(HD_K), split_v = f16_split(HD_V);
+    for (uint c0 = 0; c0 < n_cells; c0 += 256) {
         uint c = c0 + th;
         float s = -1.0 / 0.0;
-        float split_d = split_k ? split_dot(c0, min(256, p.n_cells - c0), th, kvh) : 0.0;
-        if (c < p.n_cells && visible(t, c) && split_k) {
+        float split_d = split_k ? split_dot(c0, min(256, n_cells - c0), th, kvh) : 0.0;
+        if (c < n_cells && visible(t, c) && split_k) {
             float dot = split_d;
             s = p.softcap == 0.0 ? dot * p.scale : p.softcap * tanh(dot * (p.scale / p.softcap));
-        } else if (c < p.n_cells && visible(t, c)) {
+        } else if (c < n_cells && visible(t, c)) {
             uint64_t krow = p.k + uint64_t(c) * p.k_row;
             float dot = 0.0;
-            for (uint i = 0; i < p.hd_k; i += 4) { // four loads issued, then summed in order
+            for (uint i = 0; i < HD_K; i += 4) { // four loads issued, then summed in order
                 float kv[4];
                 [[unroll]] for (uint u = 0; u < 4; u++)
-                    kv[u] = i + u < p.hd_k ? row_at(krow, p.row_type, kvh * p.hd_k + i + u) : 0.0;
+                    kv[u] = i + u < HD_K ? row_at(krow, p.row_type, kvh * HD_K + i + u) : 0.0;
                 [[unroll]] for (uint u = 0; u < 4; u++)
-                    if (i + u < p.hd_k)
+                    if (i + u < HD_K)
                         dot += qs[i + u] * kv[u];
             }
             s = p.softcap == 0.0 ? dot * p.scale : p.softcap * tanh(dot * (p.scale / p.softcap));
@@ -143,12 +144,12 @@ void main() {
         prob[th] = e;
         sum = sum * alpha + reduce(e, false);
         m = m_new;
-        uint cells = min(256, p.n_cells - c0);
+        uint cells = min(256, n_cells - c0);
         if (split_v) {
             barrier(); // prob written
             split_values(c0, cells, th, kvh, alpha);
-        } else if (p.hd_v < 256) { // the tile's cells split among 256 / hd_v threads a dimension
-            uint pieces = 256 / p.hd_v, i = th % p.hd_v, piece = th / p.hd_v;
+        } else if (HD_V < 256) { // the tile's cells split among 256 / hd_v threads a dimension
+            uint pieces = 256 / HD_V, i = th % HD_V, piece = th / HD_V;
             float a = 0.0;
             for (uint j = piece; piece < pieces && j < cells; j += 4 * pieces) {
                 float w[4], vv[4]; // four cells' loads issued, then summed in order
@@ -156,7 +157,7 @@ void main() {
                     uint jj = j + u * pieces;
                     w[u] = jj < cells ? prob[jj] : 0.0;
                     vv[u] = w[u] != 0.0 ? row_at(p.v + uint64_t(c0 + jj) * p.v_row, p.row_type,
-                                                 kvh * p.hd_v + i)
+                                                 kvh * HD_V + i)
                                         : 0.0;
                 }
                 [[unroll]] for (uint u = 0; u < 4; u++)
@@ -168,27 +169,27 @@ void main() {
             if (piece == 0) {
                 a = acc[i] * alpha;
                 for (uint q = 0; q < pieces; q++)
-                    a += part[q * p.hd_v + i];
+                    a += part[q * HD_V + i];
                 acc[i] = a;
             }
         } else
-            for (uint i = th; i < p.hd_v; i += 256) {
+            for (uint i = th; i < HD_V; i += 256) {
                 float a = acc[i] * alpha;
                 for (uint j = 0; j < cells; j++)
                     if (prob[j] != 0.0)
-                        a += prob[j] * row_at(p.v + uint64_t(c0 + j) * p.v_row, p.row_type, kvh * p.hd_v + i);
+                        a += prob[j] * row_at(p.v + uint64_t(c0 + j) * p.v_row, p.row_type, kvh * HD_V + i);
                 acc[i] = a;
             }
         barrier();
     }
     if (uint64_t(p.sinks) != 0 && m != -1.0 / 0.0) {
         float sink = p.sinks.v[h], m_new = max(m, sink), alpha = exp(m - m_new);
-        for (uint i = th; i < p.hd_v; i += 256)
+        for (uint i = th; i < HD_V; i += 256)
             acc[i] *= alpha;
         sum = sum * alpha + exp(sink - m_new);
     }
     float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
-    uint yrow = (t * p.n_head + h) * p.hd_v;
-    for (uint i = th; i < p.hd_v; i += 256)
+    uint yrow = (t * N_HEAD + h) * HD_V;
+    for (uint i = th; i < HD_V; i += 256)
         p.y.v[yrow + i] = acc[i] * inv;
 }

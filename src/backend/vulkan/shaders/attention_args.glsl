@@ -1,5 +1,5 @@
 // attention_args.glsl: what attention.comp and attention_block.comp share: their arguments (one
-// C struct, vk_attention.c's) and which cells a query token sees.
+// C struct, vk_attention.c's), the cells in use and which of them a query token sees.
 layout(push_constant) uniform Args {
     Floats q;
     uint64_t k, v; // row c at k + c * k_row bytes, head h from its element h * hd_k
@@ -7,7 +7,9 @@ layout(push_constant) uniform Args {
     Ints q_pos, q_seq, cell_pos;
     uint64_t cell_seq; // [n_cells][SEQ_WORDS] 64-bit sets
     Floats sinks;      // [n_head] or 0
-    uint n_cells, n_head, n_head_kv, hd_k, hd_v, seq_words;
+    Ints n_cells_at;   // the cells in use, where the context keeps their count (else n_cells):
+                       // a recorded decode step replayed later reads it then (vk_graph.c)
+    uint n_cells, heads, dims, seq_words; // heads: n_head | n_head_kv << 16; dims: hd_k | hd_v << 16
     float scale, softcap;
     int window, ahead;
     uint k_row, v_row, row_type; // row_type: common.glsl's ROW_*
@@ -15,6 +17,17 @@ layout(push_constant) uniform Args {
 } p;
 
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Words { uint64_t v[]; };
+
+#define N_HEAD (p.heads & 0xffffu)
+#define N_HEAD_KV (p.heads >> 16)
+#define HD_K (p.dims & 0xffffu)
+#define HD_V (p.dims >> 16)
+
+uint n_cells; // set by cells_in_use() at the start of main
+
+void cells_in_use() {
+    n_cells = uint64_t(p.n_cells_at) != 0 ? uint(p.n_cells_at.v[0]) : p.n_cells;
+}
 
 // Whether a query at position qp of sequence s sees cell c.
 bool visible_from(int qp, int s, uint c) {

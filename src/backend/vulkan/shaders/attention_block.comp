@@ -24,11 +24,12 @@ vec4 row4(uint64_t row, uint kvh, uint hd, uint i) {
 }
 
 void main() {
+    cells_in_use();
     uint h = gl_WorkGroupID.x, th = gl_LocalInvocationID.x, qi = th / 16, l = th % 16;
-    uint t0 = gl_WorkGroupID.y * BQ, t = t0 + qi, kvh = h / (p.n_head / p.n_head_kv);
-    uint k4 = p.hd_k / 4, v4 = p.hd_v / 4;
+    uint t0 = gl_WorkGroupID.y * BQ, t = t0 + qi, kvh = h / (N_HEAD / N_HEAD_KV);
+    uint k4 = HD_K / 4, v4 = HD_V / 4;
     for (uint e = th; e < BQ * k4; e += 256) {
-        uint i = e / k4, d = e % k4, at = ((t0 + i) * p.n_head + h) * p.hd_k + 4 * d;
+        uint i = e / k4, d = e % k4, at = ((t0 + i) * N_HEAD + h) * HD_K + 4 * d;
         bool in_q = t0 + i < p.n_q;
         qs[i][d] = in_q ? vec4(p.q.v[at], p.q.v[at + 1], p.q.v[at + 2], p.q.v[at + 3]) : vec4(0.0);
     }
@@ -40,8 +41,8 @@ void main() {
     float m = NONE, sum = 0.0;
     int qp = t < p.n_q ? p.q_pos.v[t] : 0, qseq = t < p.n_q ? p.q_seq.v[t] : -1; // read once
     barrier();
-    for (uint c0 = 0, step = 0; c0 < p.n_cells; c0 += BC, step++) {
-        bool vis = qseq >= 0 && c0 + l < p.n_cells && visible_from(qp, qseq, c0 + l);
+    for (uint c0 = 0, step = 0; c0 < n_cells; c0 += BC, step++) {
+        bool vis = qseq >= 0 && c0 + l < n_cells && visible_from(qp, qseq, c0 + l);
         if (vis)
             seen[step % 3] = 1;
         barrier();
@@ -55,11 +56,11 @@ void main() {
         uint64_t kb = p.k + uint64_t(c0) * p.k_row, vb = p.v + uint64_t(c0) * p.v_row;
         for (uint e = th; e < BC * k4; e += 256) {
             uint j = e / k4, d = e % k4;
-            ks[j][d] = c0 + j < p.n_cells ? row4(kb + j * p.k_row, kvh, p.hd_k, d) : vec4(0.0);
+            ks[j][d] = c0 + j < n_cells ? row4(kb + j * p.k_row, kvh, HD_K, d) : vec4(0.0);
         }
         for (uint e = th; e < BC * v4; e += 256) {
             uint j = e / v4, d = e % v4;
-            vs[j][d] = c0 + j < p.n_cells ? row4(vb + j * p.v_row, kvh, p.hd_v, d) : vec4(0.0);
+            vs[j][d] = c0 + j < n_cells ? row4(vb + j * p.v_row, kvh, HD_V, d) : vec4(0.0);
         }
         barrier();
         float s = NONE;
@@ -104,7 +105,7 @@ void main() {
         sum = sum * alpha + exp(sink - m_new);
     }
     float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
-    uint yrow = (t * p.n_head + h) * p.hd_v;
+    uint yrow = (t * N_HEAD + h) * HD_V;
     [[unroll]] for (uint k = 0; k < PER; k++) {
         uint d = l + 16 * k;
         if (d < v4)

@@ -85,6 +85,41 @@ void q8_group(uint64_t row, uint g, uint64_t tab, out uint q[8], out vec4 ab) {
     ab = vec4(r.dl, r.dl, -r.ml, -r.ml);
 }
 
+// Q8_PAIRS: q8_pair(row, c, q0, q1, ab0, ab1) gives groups 2c and 2c + 1 at once, whose levels
+// are the low and high nibbles of the same 32 bytes: each byte loaded once, and the superblock's
+// head (d, dmin and the twelve bytes of packed scales) in one 16-byte load (blocks of 144 and
+// 176 bytes: 16-aligned), the scales taken out of its words without indexing a vector.
+#define Q8_PAIRS
+void k4_pair_scales(uvec4 h, uint s, out uint sc, out uint mn) {
+    uint sh = 8 * (s % 4), by = (h.y >> sh) & 255, bz = (h.z >> sh) & 255, bw = (h.w >> sh) & 255;
+    sc = s < 4 ? by & 63 : (bw & 15) | (by >> 6) << 4;
+    mn = s < 4 ? bz & 63 : (bw >> 4) | (bz >> 6) << 4;
+}
+
+void q8_pair(uint64_t row, uint c, out uint q0[8], out uint q1[8], out vec4 ab0, out vec4 ab1) {
+    uint64_t b = row + uint64_t(c / 4) * BS;
+    uvec4 h = Quads(b).v[0];
+#if defined(TYPE_Q5_K)
+    const uint Q = 48;
+    uvec4 hb[2] = uvec4[2](Quads(b + 16).v[0], Quads(b + 32).v[0]);
+#else
+    const uint Q = 16;
+#endif
+    uvec4 w[2] = uvec4[2](Quads(b + Q + 32 * (c % 4)).v[0], Quads(b + Q + 32 * (c % 4) + 16).v[0]);
+    uint s0 = 2 * (c % 4), sc0, mn0, sc1, mn1;
+    [[unroll]] for (uint i = 0; i < 8; i++) {
+        q0[i] = w[i / 4][i % 4] & 0x0f0f0f0fu, q1[i] = (w[i / 4][i % 4] >> 4) & 0x0f0f0f0fu;
+#if defined(TYPE_Q5_K)
+        q0[i] |= ((hb[i / 4][i % 4] >> s0) & 0x01010101u) << 4;
+        q1[i] |= ((hb[i / 4][i % 4] >> (s0 + 1)) & 0x01010101u) << 4;
+#endif
+    }
+    k4_pair_scales(h, s0, sc0, mn0), k4_pair_scales(h, s0 + 1, sc1, mn1);
+    vec2 dm = unpackHalf2x16(h.x);
+    ab0 = vec4(dm.x * float(sc0), dm.x * float(sc0), -dm.y * float(mn0), -dm.y * float(mn0));
+    ab1 = vec4(dm.x * float(sc1), dm.x * float(sc1), -dm.y * float(mn1), -dm.y * float(mn1));
+}
+
 #elif defined(TYPE_Q6_K)
 // Levels 0..63, minus 32.
 void q8_group(uint64_t row, uint g, uint64_t tab, out uint q[8], out vec4 ab) {

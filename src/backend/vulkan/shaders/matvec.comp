@@ -48,6 +48,32 @@ float group_dot(uvec4 xa, uvec4 xb, vec4 xm, uint q[8], vec4 ab) {
     return xm.x * (ab.x * float(lo) + ab.y * float(hi) + ab.z * xm.y + ab.w * xm.z);
 }
 
+#ifdef Q8_PAIRS
+// Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two), a lane
+// taking groups 2c and 2c + 1 (dequant_q8.glsl's q8_pair) and x's 64 bytes for them.
+void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
+    uint64_t base = p.w[m] + uint64_t(r) * p.row_bytes[m];
+    uint64_t metas = p.x + uint64_t(p.n) * p.cols;
+    for (uint c = lane; c < p.cols / 64; c += TEAM) {
+        uint q0[8], q1[8], u0[8], u1[8];
+        vec4 ab0, ab1, cd0, cd1;
+        q8_pair(base, c, q0, q1, ab0, ab1);
+        if (two)
+            q8_pair(base + p.row_bytes[m], c, u0, u1, cd0, cd1);
+        [[unroll]] for (uint t = 0; t < NT; t++) {
+            if (t < p.n) {
+                Quads xq = Quads(p.x + uint64_t(t) * p.cols + 64 * c);
+                uvec4 xa = xq.v[0], xb = xq.v[1], xc = xq.v[2], xd = xq.v[3];
+                Vec4s xv = Vec4s(metas + (uint64_t(t) * (p.cols / 32) + 2 * c) * 16);
+                vec4 xm = xv.v[0], xn = xv.v[1];
+                s0[t] += group_dot(xa, xb, xm, q0, ab0) + group_dot(xc, xd, xn, q1, ab1);
+                if (two)
+                    s1[t] += group_dot(xa, xb, xm, u0, cd0) + group_dot(xc, xd, xn, u1, cd1);
+            }
+        }
+    }
+}
+#else
 // Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two).
 void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
     uint64_t base = p.w[m] + uint64_t(r) * p.row_bytes[m];
@@ -70,6 +96,7 @@ void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout
         }
     }
 }
+#endif
 #else
 // Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two): the two
 // rows' loads issued together, each x read once for both.
