@@ -632,6 +632,54 @@ static void test_norm_fusions(int n, const enum ox_dtype types[3]) {
     free(x), free(g);
 }
 
+/* A decode step's attention makes its output the integer form's bytes for the product after it
+ * (the o projection): that product gives what it gives where an op between makes it quantize
+ * the output itself. */
+static void test_attention_bytes(int n, int hd) {
+    enum { CELLS = 40, HEADS = 8, KV_HEADS = 2, ROWS = 96 };
+    int32_t q_pos[8], q_seq[8] = {0}, *cell_pos = malloc(CELLS * 4);
+    uint64_t *cell_seq = calloc((size_t)CELLS * SEQ_WORDS, 8);
+    for (int c = 0; c < CELLS; c++)
+        cell_pos[c] = c, cell_seq[(size_t)c * SEQ_WORDS] = 1;
+    for (int t = 0; t < n; t++)
+        q_pos[t] = CELLS - n + t;
+    size_t nq = (size_t)n * HEADS * hd, nk = (size_t)CELLS * KV_HEADS * hd;
+    uint8_t *hw;
+    struct mat w = random_weight(OX_DTYPE_Q4_K, ROWS, HEADS * hd, &hw);
+    float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
+    struct attn_args a = {.q = up(q, nq * 4),
+                          .k = up(k, nk * 4),
+                          .v = up(v, nk * 4),
+                          .y = gpu.ops->alloc(&gpu, nq * 4),
+                          .n = n,
+                          .n_cells = CELLS,
+                          .n_head = HEADS,
+                          .n_head_kv = KV_HEADS,
+                          .hd_k = hd,
+                          .hd_v = hd,
+                          .q_pos = up(q_pos, sizeof q_pos),
+                          .q_seq = up(q_seq, sizeof q_seq),
+                          .cell_pos = up(cell_pos, CELLS * 4),
+                          .cell_seq = up(cell_seq, (size_t)CELLS * SEQ_WORDS * 8),
+                          .scale = 1.0f / sqrtf((float)hd)};
+    float *dz[2] = {gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4),
+                    gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4)};
+    for (int apart = 0; apart < 2; apart++) {
+        gpu.ops->attention(&gpu, &a);
+        if (apart) /* an op between: the product quantizes the output itself */
+            gpu.ops->scale(&gpu, a.y, 1.0f, nq);
+        gpu.ops->matmul(&gpu, &w, a.y, dz[apart], n);
+    }
+    float *fused = down(dz[0], (size_t)n * ROWS), *apart = down(dz[1], (size_t)n * ROWS);
+    CHECK_CLOSE(fused, apart, (size_t)n * ROWS, 0.0, "attention's bytes, n=%d hd %d", n, hd);
+    printf("  attention's bytes n=%d hd %d\n", n, hd);
+    const void *dev[] = {a.q,        a.k,        a.v,   a.y,   a.q_pos, a.q_seq,
+                         a.cell_pos, a.cell_seq, dz[0], dz[1], w.data};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        gpu.ops->free(&gpu, (void *)dev[i]);
+    free(q), free(k), free(v), free(cell_pos), free(cell_seq), free(hw), free(fused), free(apart);
+}
+
 /* What a bad call leaves: a weight type without a shader is refused at load (supports) and
  * fails the batch's download if called anyway. */
 static void test_refusals(void) {
@@ -689,6 +737,7 @@ int main(void) {
         test_attention(nt, 0, 30.0f, true, 256, OX_DTYPE_F16); /* f16 rows' split sums */
         test_attention(nt, 40, 0.0f, false, 64, OX_DTYPE_F16);
     }
+    test_attention_bytes(1, 128), test_attention_bytes(3, 64), test_attention_bytes(1, 256);
     test_refusals();
     gpu.ops->release(&gpu);
     cpu.ops->release(&cpu);

@@ -95,59 +95,74 @@ bool vk_rope_store(struct backend *b, const struct rope_store_args *a) {
 struct attention_args {
     uint64_t q, k, v, y, q_pos, q_seq, cell_pos, cell_seq, sinks;
     uint64_t n_cells_at;           /* the count in device memory, or 0: n_cells */
+    uint64_t bytes;                /* or 0: y also as int8 groups (a decode step's) */
     uint32_t n_cells, heads, dims; /* heads: n_head | n_head_kv << 16, dims: hd_k | hd_v << 16 */
-    uint32_t seq_words;
+    uint32_t words;                /* SEQ_WORDS | row_type << 8 | query tokens << 12 */
     float scale, softcap;
     int32_t window, ahead;
-    uint32_t k_row, v_row, row_type; /* bytes a row: the cache's, or the float rows' */
-    uint32_t n_q;                    /* query tokens */
+    uint32_t k_row, v_row; /* bytes a row: the cache's, or the float rows' */
 };
+
+_Static_assert(SEQ_WORDS < 256, "attention_args.glsl takes SEQ_WORDS in 8 bits");
 
 /* Prompts of at least this many tokens, with heads up to 128 wide, go through
  * attention_block.comp (16 queries a workgroup sharing each tile of keys and values). */
 enum { BLOCK_MIN_TOKENS = 16, BLOCK_TOKENS = 16, BLOCK_MAX_HEAD = 128 };
 
-void vk_attention(struct backend *b, const struct attn_args *a) {
-    if (a->n <= 0 || a->n_head <= 0)
-        return;
+/* The push constants but for the query tokens (words' top bits) and the bytes. */
+static struct attention_args attention_push(const struct attn_args *a, bool cache, int rt) {
+    return (struct attention_args){
+        .q = vk_addr(a->q),
+        .k = vk_addr(cache ? (const void *)a->k_cache : a->k),
+        .v = vk_addr(cache ? (const void *)a->v_cache : a->v),
+        .y = vk_addr(a->y),
+        .q_pos = vk_addr(a->q_pos),
+        .q_seq = vk_addr(a->q_seq),
+        .cell_pos = vk_addr(a->cell_pos),
+        .cell_seq = vk_addr(a->cell_seq),
+        .sinks = vk_addr(a->sinks),
+        .n_cells_at = vk_addr(a->n_cells_now),
+        .n_cells = (uint32_t)a->n_cells,
+        .heads = (uint32_t)a->n_head | (uint32_t)a->n_head_kv << 16,
+        .dims = (uint32_t)a->hd_k | (uint32_t)a->hd_v << 16,
+        .words = SEQ_WORDS | (uint32_t)rt << 8,
+        .scale = a->scale,
+        .softcap = a->softcap,
+        .window = a->window,
+        .ahead = a->ahead,
+        .k_row = (uint32_t)(cache ? a->k_row : (size_t)a->n_head_kv * (size_t)a->hd_k * 4),
+        .v_row = (uint32_t)(cache ? a->v_row : (size_t)a->n_head_kv * (size_t)a->hd_v * 4)};
+}
+
+/* Whether attention's arguments are ones the shaders take (else noted). */
+static bool attention_takes(struct backend *b, const struct attn_args *a) {
     if (a->hd_k > 512 || a->hd_v > 512) {
         vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "attention: heads wider than 512");
-        return;
+        return false;
     }
     if (a->n_head > 65535) { /* a workgroup column a head; the counts share a word */
         vk_note(vk_of(b), VK_ERROR_FORMAT_NOT_SUPPORTED, "attention: more than 65535 heads");
-        return;
+        return false;
     }
+    return true;
+}
+
+void vk_attention(struct backend *b, const struct attn_args *a) {
+    if (a->n <= 0 || a->n_head <= 0 || !attention_takes(b, a))
+        return;
     /* the cache's rows where it is given (attention_reads_cache), else rows of floats */
     bool cache = a->k_cache != NULL;
     int rt = cache ? row_type(b, a->cache_type, a->n_head_kv * a->hd_k) : ROW_F32;
     if (rt < 0 || (cache && row_type(b, a->cache_type, a->n_head_kv * a->hd_v) < 0))
         return;
-    struct attention_args args = {
-        vk_addr(a->q),
-        vk_addr(cache ? (const void *)a->k_cache : a->k),
-        vk_addr(cache ? (const void *)a->v_cache : a->v),
-        vk_addr(a->y),
-        vk_addr(a->q_pos),
-        vk_addr(a->q_seq),
-        vk_addr(a->cell_pos),
-        vk_addr(a->cell_seq),
-        vk_addr(a->sinks),
-        vk_addr(a->n_cells_now),
-        (uint32_t)a->n_cells,
-        (uint32_t)a->n_head | (uint32_t)a->n_head_kv << 16,
-        (uint32_t)a->hd_k | (uint32_t)a->hd_v << 16,
-        SEQ_WORDS,
-        a->scale,
-        a->softcap,
-        a->window,
-        a->ahead,
-        (uint32_t)(cache ? a->k_row : (size_t)a->n_head_kv * (size_t)a->hd_k * sizeof(float)),
-        (uint32_t)(cache ? a->v_row : (size_t)a->n_head_kv * (size_t)a->hd_v * sizeof(float)),
-        (uint32_t)rt,
-        0};
+    struct vk_state *s = vk_of(b);
+    struct attention_args args = attention_push(a, cache, rt);
     bool block = a->n >= BLOCK_MIN_TOKENS && a->hd_k <= BLOCK_MAX_HEAD &&
                  a->hd_v <= BLOCK_MAX_HEAD && a->hd_k % 4 == 0 && a->hd_v % 4 == 0;
+    /* a decode step's output as the next product's integer form takes it (vk_matmul.c) */
+    size_t count = (size_t)a->n * (size_t)a->n_head * (size_t)a->hd_v;
+    uint8_t *bytes = !block && a->n <= 8 && a->hd_v % 32 == 0 ? vk_bytes_target(s, count) : NULL;
+    args.bytes = vk_addr(bytes);
     int per_group = block ? BLOCK_TOKENS : 1, chunk = 65535 * per_group;
     for (int t0 = 0; t0 < a->n; t0 += chunk) { /* a workgroup row per token (or block) */
         struct attention_args part = args;
@@ -155,9 +170,10 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         part.q += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_k * sizeof(float);
         part.y += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_v * sizeof(float);
         part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
-        part.n_q = (uint32_t)tokens;
-        vk_dispatch(vk_of(b), block ? VK_SHADER_attention_block : VK_SHADER_attention, &part,
-                    sizeof part, (uint32_t)a->n_head,
-                    (uint32_t)((tokens + per_group - 1) / per_group), 1);
+        part.words |= (uint32_t)tokens << 12;
+        vk_dispatch(s, block ? VK_SHADER_attention_block : VK_SHADER_attention, &part, sizeof part,
+                    (uint32_t)a->n_head, (uint32_t)((tokens + per_group - 1) / per_group), 1);
     }
+    if (bytes)
+        vk_bytes_made(s, a->y, count);
 }

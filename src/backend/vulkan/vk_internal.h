@@ -125,6 +125,14 @@ bool vk_queue_submit(struct vk_state *s, VkCommandBuffer cb, VkFence f, bool end
 /* f waited for and reset where *in_flight, which then turns false. */
 void vk_settle(struct vk_state *s, VkFence f, bool *in_flight);
 
+/* The integer form of count activations (vk_matmul.c: matvec.comp's X_Q8 bytes and groups'
+ * scales) made by another op for the product after it: where to write it (the scratch buffer,
+ * or NULL where the device has no integer products or no memory for them), and, once the
+ * dispatch that writes it is recorded, that it is x's (the next product of x takes it, where
+ * nothing ran between). */
+uint8_t *vk_bytes_target(struct vk_state *s, size_t count);
+void vk_bytes_made(struct vk_state *s, const float *x, size_t count);
+
 /* Decode steps recorded and replayed (vk_graph.c): the op table's graph_begin and graph_end; a
  * recording cut short by a flush runs once and is not kept (vk_graph_abort); the graphs waited
  * for, and released. */

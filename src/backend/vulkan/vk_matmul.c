@@ -170,6 +170,14 @@ static void *scratch(struct vk_state *s, size_t bytes) {
     return s->scratch;
 }
 
+uint8_t *vk_bytes_target(struct vk_state *s, size_t count) {
+    return s->d->dot8 && count % 32 == 0 ? scratch(s, count + count / 32 * 16) : NULL;
+}
+
+void vk_bytes_made(struct vk_state *s, const float *x, size_t count) {
+    s->bytes_of = vk_addr(x), s->bytes_count = count, s->bytes_serial = s->serial;
+}
+
 struct halves_args {
     uint64_t x, y;
     uint32_t n;

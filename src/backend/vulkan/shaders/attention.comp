@@ -1,7 +1,8 @@
 // attention.comp: one query token and head per workgroup over keys and values read from the KV
 // cache's f32, f16 or q8_0 rows (or float rows given as such): scores of the visible cells 256 at a
 // time, an online softmax (a gpt-oss sink joins it last, with no value), the values accumulated
-// in shared memory by dimension; f16 rows split each dot product and sum among threads.
+// in shared memory by dimension; f16 rows split each dot product and sum among threads. A decode
+// step's output is also made int8 groups for the next product (bytes), one op where two ran.
 #version 450
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
@@ -15,9 +16,12 @@ shared float qs[512], acc[512], prob[256], part[256];
 // eighths of a head, or for 8 dimensions by 2048 / hd_v groups of cells.
 shared float split[2048];
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Rows16 { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Metas { vec4 v[]; };
+#include "quantize_group.glsl"
 
 bool f16_split(uint hd) {
-    return p.row_type == ROW_F16 && hd % 64 == 0 && hd <= 256;
+    return ROW_TYPE == ROW_F16 && hd % 64 == 0 && hd <= 256;
 }
 
 // The dot product of 8 halves (a uvec4) with qs[at .. at + 7].
@@ -105,6 +109,21 @@ float reduce(float v, bool take_max) {
     return r;
 }
 
+// The head's output (acc) as int8 groups: group g0 + i of y's by thread i, bytes at 32 a group,
+// then the query tokens' (d, sums) at N_Q * n_head * hd_v.
+void head_bytes(uint th, uint g0) {
+    barrier();
+    if (th >= HD_V / 32)
+        return;
+    vec4 v[8];
+    [[unroll]] for (uint k = 0; k < 32; k++)
+        v[k / 4][k % 4] = acc[32 * th + k];
+    uint g = g0 + th;
+    Quads q = Quads(p.bytes + 32 * uint64_t(g));
+    Metas m = Metas(p.bytes + uint64_t(N_Q) * N_HEAD * HD_V + 16 * uint64_t(g));
+    quantize_group(v, q.v[0], q.v[1], m.v[0]);
+}
+
 void main() {
     cells_in_use();
     uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, th = gl_LocalInvocationID.x;
@@ -130,7 +149,7 @@ void main() {
             for (uint i = 0; i < HD_K; i += 4) { // four loads issued, then summed in order
                 float kv[4];
                 [[unroll]] for (uint u = 0; u < 4; u++)
-                    kv[u] = i + u < HD_K ? row_at(krow, p.row_type, kvh * HD_K + i + u) : 0.0;
+                    kv[u] = i + u < HD_K ? row_at(krow, ROW_TYPE, kvh * HD_K + i + u) : 0.0;
                 [[unroll]] for (uint u = 0; u < 4; u++)
                     if (i + u < HD_K)
                         dot += qs[i + u] * kv[u];
@@ -156,7 +175,7 @@ void main() {
                 [[unroll]] for (uint u = 0; u < 4; u++) {
                     uint jj = j + u * pieces;
                     w[u] = jj < cells ? prob[jj] : 0.0;
-                    vv[u] = w[u] != 0.0 ? row_at(p.v + uint64_t(c0 + jj) * p.v_row, p.row_type,
+                    vv[u] = w[u] != 0.0 ? row_at(p.v + uint64_t(c0 + jj) * p.v_row, ROW_TYPE,
                                                  kvh * HD_V + i)
                                         : 0.0;
                 }
@@ -177,7 +196,7 @@ void main() {
                 float a = acc[i] * alpha;
                 for (uint j = 0; j < cells; j++)
                     if (prob[j] != 0.0)
-                        a += prob[j] * row_at(p.v + uint64_t(c0 + j) * p.v_row, p.row_type, kvh * HD_V + i);
+                        a += prob[j] * row_at(p.v + uint64_t(c0 + j) * p.v_row, ROW_TYPE, kvh * HD_V + i);
                 acc[i] = a;
             }
         barrier();
@@ -191,5 +210,7 @@ void main() {
     float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
     uint yrow = (t * N_HEAD + h) * HD_V;
     for (uint i = th; i < HD_V; i += 256)
-        p.y.v[yrow + i] = acc[i] * inv;
+        p.y.v[yrow + i] = acc[i] *= inv;
+    if (p.bytes != 0) // the head's groups of 32, as quantize_q8.comp makes y's
+        head_bytes(th, yrow / 32);
 }

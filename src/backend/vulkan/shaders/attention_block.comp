@@ -19,8 +19,8 @@ shared uint seen[3]; // whether any query sees a cell of the tile: three in turn
 // Elements 4i .. 4i + 3 of head kvh in a row of keys or values (hd: the head's width).
 vec4 row4(uint64_t row, uint kvh, uint hd, uint i) {
     uint at = kvh * hd + 4 * i;
-    return vec4(row_at(row, p.row_type, at), row_at(row, p.row_type, at + 1),
-                row_at(row, p.row_type, at + 2), row_at(row, p.row_type, at + 3));
+    return vec4(row_at(row, ROW_TYPE, at), row_at(row, ROW_TYPE, at + 1),
+                row_at(row, ROW_TYPE, at + 2), row_at(row, ROW_TYPE, at + 3));
 }
 
 void main() {
@@ -30,7 +30,7 @@ void main() {
     uint k4 = HD_K / 4, v4 = HD_V / 4;
     for (uint e = th; e < BQ * k4; e += 256) {
         uint i = e / k4, d = e % k4, at = ((t0 + i) * N_HEAD + h) * HD_K + 4 * d;
-        bool in_q = t0 + i < p.n_q;
+        bool in_q = t0 + i < N_Q;
         qs[i][d] = in_q ? vec4(p.q.v[at], p.q.v[at + 1], p.q.v[at + 2], p.q.v[at + 3]) : vec4(0.0);
     }
     if (th < 3)
@@ -39,7 +39,7 @@ void main() {
     [[unroll]] for (uint k = 0; k < PER; k++)
         acc[k] = vec4(0.0);
     float m = NONE, sum = 0.0;
-    int qp = t < p.n_q ? p.q_pos.v[t] : 0, qseq = t < p.n_q ? p.q_seq.v[t] : -1; // read once
+    int qp = t < N_Q ? p.q_pos.v[t] : 0, qseq = t < N_Q ? p.q_seq.v[t] : -1; // read once
     barrier();
     for (uint c0 = 0, step = 0; c0 < n_cells; c0 += BC, step++) {
         bool vis = qseq >= 0 && c0 + l < n_cells && visible_from(qp, qseq, c0 + l);
@@ -96,7 +96,7 @@ void main() {
         }
         // the next step's first barrier keeps its tiles from these reads
     }
-    if (t >= p.n_q)
+    if (t >= N_Q)
         return;
     if (uint64_t(p.sinks) != 0 && m != NONE) {
         float sink = p.sinks.v[h], m_new = max(m, sink), alpha = exp(m - m_new);

@@ -8,6 +8,7 @@
 layout(local_size_x = 256) in;
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Metas { vec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Vec4s { vec4 v[]; };
 layout(push_constant) uniform Args {
     Floats y, x, g, bias; // g, bias: 0 where the op has none
     uint dim, op;
@@ -55,6 +56,51 @@ vec4 in_row(uint i) {
     return vec4(lessThan(uvec4(i) + uvec4(0, 256, 512, 768), uvec4(p.dim)));
 }
 
+// Elements at..at + 3 of a row (vec: 16-byte loads).
+vec4 load4(Floats a, uint at, bool vec) {
+    if (vec)
+        return Vec4s(uint64_t(a) + 4 * uint64_t(at)).v[0];
+    return vec4(a.v[at], a.v[at + 1], a.v[at + 2], a.v[at + 3]);
+}
+
+// The row x times scale (and g) as int8 groups: a thread each half of a group, its 16 values
+// loaded at once, the halves' maxima and sums met in shared memory; the same bytes and (d, sums)
+// as quantize_group.
+void norm_to_bytes(Floats x, float scale, bool has_g) {
+    uint t = gl_LocalInvocationID.x, row = gl_WorkGroupID.x;
+    Quads bytes = Quads(uint64_t(p.y) + uint64_t(row) * p.dim);
+    Metas metas = Metas(p.meta + uint64_t(row) * (p.dim / 32) * 16);
+    bool vec = ((uint64_t(x) | uint64_t(p.g)) & 15) == 0;
+    for (uint h0 = 0; h0 < p.dim / 16; h0 += 256) { // every thread: the barriers
+        uint h = h0 + t;                             // half h % 2 of group h / 2
+        bool in_row = h < p.dim / 16;
+        vec4 v[4] = vec4[4](vec4(0), vec4(0), vec4(0), vec4(0));
+        float amax = 0.0;
+        if (in_row)
+            [[unroll]] for (uint k = 0; k < 4; k++) {
+                vec4 e = load4(x, 16 * h + 4 * k, vec) * scale;
+                v[k] = has_g ? e * load4(p.g, 16 * h + 4 * k, vec) : e;
+                amax = max(amax, abs_max4(v[k]));
+            }
+        part[t] = amax;
+        barrier();
+        float d = max(amax, part[t ^ 1]) / 127.0, id = d != 0 ? 1.0 / d : 0.0;
+        int sum = 0;
+        uvec4 w;
+        [[unroll]] for (uint k = 0; k < 4; k++)
+            w[k] = levels4(v[k], id, sum);
+        barrier();
+        part[t] = float(sum);
+        barrier();
+        if (in_row) {
+            bytes.v[h] = w;
+            if (t % 2 == 0)
+                metas.v[h / 2] = vec4(d, float(sum), part[t + 1], 0);
+        }
+        barrier();
+    }
+}
+
 void main() {
     uint row = gl_WorkGroupID.x, t = gl_LocalInvocationID.x;
     uint64_t off = uint64_t(row) * p.dim * 4;
@@ -91,17 +137,8 @@ void main() {
             q += dot(d, d);
         }
     float scale = 1.0 / sqrt(reduce(q, false) / float(p.dim) + p.eps);
-    if (p.op == OP_RMS_NORM_Q8) { // each group of 32 normed as below, then made bytes
-        Quads bytes = Quads(uint64_t(p.y) + uint64_t(row) * p.dim);
-        Metas metas = Metas(p.meta + uint64_t(row) * (p.dim / 32) * 16);
-        for (uint gi = t; gi < p.dim / 32; gi += 256) {
-            vec4 v[8];
-            [[unroll]] for (uint k = 0; k < 32; k++) {
-                float e = x.v[32 * gi + k] * scale;
-                v[k / 4][k % 4] = has_g ? e * p.g.v[32 * gi + k] : e;
-            }
-            quantize_group(v, bytes.v[2 * gi], bytes.v[2 * gi + 1], metas.v[gi]);
-        }
+    if (p.op == OP_RMS_NORM_Q8) { // normed as below, then made bytes as quantize_group does
+        norm_to_bytes(x, scale, has_g);
         return;
     }
     Halves halves = Halves(uint64_t(p.y) + uint64_t(row) * p.dim * 2);
