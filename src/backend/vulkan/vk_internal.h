@@ -68,7 +68,7 @@ VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, VkDeviceMemory *mem, 
 /* A decode step recorded once and replayed (vk_graph.c): its key (the op table's graph_begin),
  * whether it may be replayed (recorded whole, nothing uploaded inside, over the scratch buffer
  * of its epoch), its last use. */
-enum { VK_GRAPHS = 4 };
+enum { VK_GRAPHS = 8 }; /* a server's steps of 1 to 8 sequences each keep theirs */
 struct vk_graph {
     VkCommandBuffer cmd;
     VkFence fence;
