@@ -632,6 +632,61 @@ static void test_norm_fusions(int n, const enum ox_dtype types[3]) {
     free(x), free(g);
 }
 
+/* Attention over a cache whose sequences hold runs of cells, given each sequence's span (the
+ * device looks at those cells alone): 20 sequences' next tokens at once (one_per_seq: a
+ * workgroup each), and 20 queries of one sequence (the prompt path, over the union of their
+ * spans), against the CPU's attention over every cell. */
+static void test_attention_spans(bool one_per_seq) {
+    enum { SEQS = 20, RUN = 15, CELLS = SEQS * RUN, HEADS = 4, HD = 64, NQ = 20 };
+    int32_t q_pos[NQ], q_seq[NQ], *cell_pos = malloc(CELLS * 4);
+    int32_t *span = calloc(2 * OX_SEQ_MAX, sizeof *span);
+    uint64_t *cell_seq = calloc((size_t)CELLS * SEQ_WORDS, 8);
+    for (int c = 0; c < CELLS; c++) { /* sequence 3 i in cells 15 i .. 15 i + 14 */
+        int sq = 3 * (c / RUN);
+        cell_pos[c] = c % RUN, cell_seq[(size_t)c * SEQ_WORDS + sq / 64] |= 1ull << (sq % 64);
+        if (c % RUN == 0)
+            span[2 * sq] = c;
+        span[2 * sq + 1] = c + 1;
+    }
+    for (int t = 0; t < NQ; t++) /* each sequence's next token, or sequence 30's 5 .. 24 */
+        q_seq[t] = one_per_seq ? 3 * t : 30, q_pos[t] = one_per_seq ? RUN : 5 + t;
+    size_t nq = (size_t)NQ * HEADS * HD, nk = (size_t)CELLS * HEADS * HD;
+    float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
+    float *want = malloc(nq * 4);
+    struct attn_args a = {.q = q,
+                          .k = k,
+                          .v = v,
+                          .y = want,
+                          .n = NQ,
+                          .n_cells = CELLS,
+                          .n_head = HEADS,
+                          .n_head_kv = HEADS,
+                          .hd_k = HD,
+                          .hd_v = HD,
+                          .q_pos = q_pos,
+                          .q_seq = q_seq,
+                          .cell_pos = cell_pos,
+                          .cell_seq = cell_seq,
+                          .scale = 0.125f,
+                          .one_per_seq = one_per_seq};
+    cpu.ops->attention(&cpu, &a);
+    struct attn_args d = a;
+    d.q = up(q, nq * 4), d.k = up(k, nk * 4), d.v = up(v, nk * 4),
+    d.y = gpu.ops->alloc(&gpu, nq * 4);
+    d.q_pos = up(q_pos, sizeof q_pos), d.q_seq = up(q_seq, sizeof q_seq);
+    d.cell_pos = up(cell_pos, CELLS * 4), d.cell_seq = up(cell_seq, (size_t)CELLS * SEQ_WORDS * 8);
+    d.seq_span = up(span, 2 * OX_SEQ_MAX * sizeof *span);
+    gpu.ops->attention(&gpu, &d);
+    float *got = down(d.y, nq);
+    CHECK_CLOSE(got, want, nq, 2e-6, "attention over spans, %s",
+                one_per_seq ? "a query a sequence" : "one sequence");
+    printf("  attention over spans, %s\n", one_per_seq ? "a query a sequence" : "one sequence");
+    const void *dev[] = {d.q, d.k, d.v, d.y, d.q_pos, d.q_seq, d.cell_pos, d.cell_seq, d.seq_span};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        gpu.ops->free(&gpu, (void *)dev[i]);
+    free(q), free(k), free(v), free(want), free(got), free(cell_pos), free(cell_seq), free(span);
+}
+
 /* A decode step's attention makes its output the integer form's bytes for the product after it
  * (the o projection): that product gives what it gives where an op between makes it quantize
  * the output itself. */
@@ -738,6 +793,7 @@ int main(void) {
         test_attention(nt, 40, 0.0f, false, 64, OX_DTYPE_F16);
     }
     test_attention_bytes(1, 128), test_attention_bytes(3, 64), test_attention_bytes(1, 256);
+    test_attention_spans(true), test_attention_spans(false);
     test_refusals();
     gpu.ops->release(&gpu);
     cpu.ops->release(&cpu);

@@ -94,16 +94,20 @@ bool vk_rope_store(struct backend *b, const struct rope_store_args *a) {
 
 struct attention_args {
     uint64_t q, k, v, y, q_pos, q_seq, cell_pos, cell_seq, sinks;
-    uint64_t n_cells_at;           /* the count in device memory, or 0: n_cells */
+    uint64_t n_cells_at;           /* the count in device memory (or 0: n_cells), or the
+                                      sequences' spans of cells (WORDS_SPANS) */
     uint64_t bytes;                /* or 0: y also as int8 groups (a decode step's) */
     uint32_t n_cells, heads, dims; /* heads: n_head | n_head_kv << 16, dims: hd_k | hd_v << 16 */
-    uint32_t words;                /* SEQ_WORDS | row_type << 8 | query tokens << 12 */
+    uint32_t words;                /* SEQ_WORDS | row_type << 8 | WORDS_SPANS | tokens << 12 */
     float scale, softcap;
     int32_t window, ahead;
     uint32_t k_row, v_row; /* bytes a row: the cache's, or the float rows' */
 };
 
 _Static_assert(SEQ_WORDS < 256, "attention_args.glsl takes SEQ_WORDS in 8 bits");
+/* attention_args.glsl's SPANS: n_cells_at holds each sequence's first and one past its last
+ * cell (attn_args' seq_span), and a query looks at its own sequence's cells alone. */
+enum { WORDS_SPANS = 0x800 };
 
 /* Prompts of at least this many tokens, with heads up to 128 wide, go through
  * attention_block.comp (16 queries a workgroup sharing each tile of keys and values). */
@@ -121,11 +125,11 @@ static struct attention_args attention_push(const struct attn_args *a, bool cach
         .cell_pos = vk_addr(a->cell_pos),
         .cell_seq = vk_addr(a->cell_seq),
         .sinks = vk_addr(a->sinks),
-        .n_cells_at = vk_addr(a->n_cells_now),
+        .n_cells_at = vk_addr(a->seq_span ? a->seq_span : a->n_cells_now),
         .n_cells = (uint32_t)a->n_cells,
         .heads = (uint32_t)a->n_head | (uint32_t)a->n_head_kv << 16,
         .dims = (uint32_t)a->hd_k | (uint32_t)a->hd_v << 16,
-        .words = SEQ_WORDS | (uint32_t)rt << 8,
+        .words = SEQ_WORDS | (uint32_t)rt << 8 | (a->seq_span ? WORDS_SPANS : 0),
         .scale = a->scale,
         .softcap = a->softcap,
         .window = a->window,
@@ -157,7 +161,8 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         return;
     struct vk_state *s = vk_of(b);
     struct attention_args args = attention_push(a, cache, rt);
-    bool block = a->n >= BLOCK_MIN_TOKENS && a->hd_k <= BLOCK_MAX_HEAD &&
+    /* queries of one sequence each share no cells: each its own workgroup, over its span */
+    bool block = !a->one_per_seq && a->n >= BLOCK_MIN_TOKENS && a->hd_k <= BLOCK_MAX_HEAD &&
                  a->hd_v <= BLOCK_MAX_HEAD && a->hd_k % 4 == 0 && a->hd_v % 4 == 0;
     /* a decode step's output as the next product's integer form takes it (vk_matmul.c) */
     size_t count = (size_t)a->n * (size_t)a->n_head * (size_t)a->hd_v;

@@ -125,8 +125,8 @@ void head_bytes(uint th, uint g0) {
 }
 
 void main() {
-    cells_in_use();
-    uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, th = gl_LocalInvocationID.x;
+    uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, th = gl_LocalInvocationID.x, first;
+    cell_range(p.q_seq.v[t], 256, first, n_cells);
     uint kvh = h / (N_HEAD / N_HEAD_KV);
     uint qrow = (t * N_HEAD + h) * HD_K;
     for (uint i = th; i < HD_K; i += 256)
@@ -136,7 +136,7 @@ void main() {
     barrier();
     float m = -1.0 / 0.0, sum = 0.0;
     bool split_k = f16_split(HD_K), split_v = f16_split(HD_V);
-    for (uint c0 = 0; c0 < n_cells; c0 += 256) {
+    for (uint c0 = first; c0 < n_cells; c0 += 256) {
         uint c = c0 + th;
         float s = -1.0 / 0.0;
         float split_d = split_k ? split_dot(c0, min(256, n_cells - c0), th, kvh) : 0.0;

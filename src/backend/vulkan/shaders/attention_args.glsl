@@ -7,11 +7,12 @@ layout(push_constant) uniform Args {
     Ints q_pos, q_seq, cell_pos;
     uint64_t cell_seq; // [n_cells][SEQ_WORDS] 64-bit sets
     Floats sinks;      // [n_head] or 0
-    Ints n_cells_at;   // the cells in use, where the context keeps their count (else n_cells):
-                       // a recorded decode step replayed later reads it then (vk_graph.c)
+    Ints n_cells_at;   // the cells in use, where the context keeps their count (else n_cells),
+                       // or with SPANS each sequence's first and one past its last cell: what
+                       // a recorded decode step replayed later reads then (vk_graph.c)
     uint64_t bytes;    // or 0: y also as int8 groups (attention.comp; matvec.comp's X_Q8 layout)
     uint n_cells, heads, dims; // heads: n_head | n_head_kv << 16; dims: hd_k | hd_v << 16
-    uint words;                // seq_words | row_type << 8 (common.glsl's ROW_*) | query tokens << 12
+    uint words; // seq_words | row_type << 8 (common.glsl's ROW_*) | SPANS | query tokens << 12
     float scale, softcap;
     int window, ahead;
     uint k_row, v_row;
@@ -24,13 +25,22 @@ layout(buffer_reference, std430, buffer_reference_align = 8) buffer Words { uint
 #define HD_K (p.dims & 0xffffu)
 #define HD_V (p.dims >> 16)
 #define SEQ_WORDS (p.words & 255u)
-#define ROW_TYPE ((p.words >> 8) & 15u)
+#define ROW_TYPE ((p.words >> 8) & 7u)
+#define SPANS ((p.words & 0x800u) != 0)
 #define N_Q (p.words >> 12)
 
-uint n_cells; // set by cells_in_use() at the start of main
+uint n_cells; // one past the last cell a workgroup looks at (cell_range)
 
-void cells_in_use() {
-    n_cells = uint64_t(p.n_cells_at) != 0 ? uint(p.n_cells_at.v[0]) : p.n_cells;
+// The cells a query of sequence s looks at, [first, end): its sequence's span where the context
+// gives them (a decode step of many sequences then reads a few hundred cells of its own, not all
+// of theirs), else every cell in use. first is a multiple of tile, so the tiles are those from
+// cell 0 and the ones skipped hold none of its cells: the same sums.
+void cell_range(int s, uint tile, out uint first, out uint end) {
+    first = 0, end = 0;
+    if (!SPANS)
+        end = uint64_t(p.n_cells_at) != 0 ? uint(p.n_cells_at.v[0]) : p.n_cells;
+    else if (s >= 0 && uint(s) < SEQ_WORDS * 64)
+        first = uint(p.n_cells_at.v[2 * s]) / tile * tile, end = uint(p.n_cells_at.v[2 * s + 1]);
 }
 
 // Whether a query at position qp of sequence s sees cell c.

@@ -15,6 +15,7 @@ const float NONE = -1.0 / 0.0;
 shared vec4 qs[BQ][HD4], ks[BC][HD4 + 1], vs[BC][HD4]; // ks padded: rows in other banks
 shared float ss[BQ][BC + 1], ps[BQ][BC + 1];
 shared uint seen[3]; // whether any query sees a cell of the tile: three in turn (see below)
+shared uint range_first, range_end; // the union of the queries' cell_range
 
 // Elements 4i .. 4i + 3 of head kvh in a row of keys or values (hd: the head's width).
 vec4 row4(uint64_t row, uint kvh, uint hd, uint i) {
@@ -24,7 +25,6 @@ vec4 row4(uint64_t row, uint kvh, uint hd, uint i) {
 }
 
 void main() {
-    cells_in_use();
     uint h = gl_WorkGroupID.x, th = gl_LocalInvocationID.x, qi = th / 16, l = th % 16;
     uint t0 = gl_WorkGroupID.y * BQ, t = t0 + qi, kvh = h / (N_HEAD / N_HEAD_KV);
     uint k4 = HD_K / 4, v4 = HD_V / 4;
@@ -35,13 +35,21 @@ void main() {
     }
     if (th < 3)
         seen[th] = 0;
+    if (th == 0)
+        range_first = 0xffffffffu, range_end = 0;
     vec4 acc[PER];
     [[unroll]] for (uint k = 0; k < PER; k++)
         acc[k] = vec4(0.0);
     float m = NONE, sum = 0.0;
     int qp = t < N_Q ? p.q_pos.v[t] : 0, qseq = t < N_Q ? p.q_seq.v[t] : -1; // read once
     barrier();
-    for (uint c0 = 0, step = 0; c0 < n_cells; c0 += BC, step++) {
+    uint first, end;
+    cell_range(qseq, BC, first, end);
+    if (l == 0 && end > first)
+        atomicMin(range_first, first), atomicMax(range_end, end);
+    barrier();
+    n_cells = range_end;
+    for (uint c0 = range_first, step = 0; c0 < n_cells; c0 += BC, step++) {
         bool vis = qseq >= 0 && c0 + l < n_cells && visible_from(qp, qseq, c0 + l);
         if (vis)
             seen[step % 3] = 1;
