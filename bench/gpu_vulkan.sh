@@ -13,7 +13,8 @@
 #   bench/gpu_vulkan.sh [PRESET:TYPE ...]   (default: llama-3.2-1b:q4_k_m llama-3.2-1b:f16
 #                                            llama-3-8b:q4_k_m)
 #
-# Environment: REPS (3), BATCHES (1,8,32), TESTS=0 (skip the tests), SERVE=1, SERVE_CLIENTS.
+# Environment: REPS (3), PP (512) and TG (128) tokens, BATCHES (1,8,32), TESTS=0 (skip the
+# tests), CUDA=0 (no CUDA build: also where there is no nvcc), SERVE=1, SERVE_CLIENTS.
 set -eu
 cd "$(dirname "$0")/.."
 R=$(pwd)
@@ -50,7 +51,9 @@ build() { # SRC BUILD CMAKE-OPTION TARGETS...
     cmake --build "$b" -j "$J" --target "$@" >"$b.log" 2>&1 ||
     { echo "build of $b failed:"; grep -iE "error" "$b.log" "$b.cfg.log" | head -20; exit 1; }
 }
-(build "$R" /tmp/ox-cuda -DOX_CUDA=ON oxidize_cli && touch /tmp/ox-cuda.done) >"$LOG/cuda-build.txt" 2>&1 &
+rm -f /tmp/ox-cuda.done
+[ "${CUDA:-1}" != 0 ] && [ -x /usr/local/cuda/bin/nvcc ] &&
+  { (build "$R" /tmp/ox-cuda -DOX_CUDA=ON oxidize_cli && touch /tmp/ox-cuda.done) >"$LOG/cuda-build.txt" 2>&1 & }
 build "$R" /tmp/ox-vk -DOX_VULKAN=ON oxidize_cli gen-model test_vulkan_ops test_vulkan_graph \
   test_vulkan_recurrent test_reference test_decode
 BASE=
@@ -71,27 +74,29 @@ if [ "${TESTS:-1}" != 0 ]; then
   cat "$LOG/tests.txt"
 fi
 wait
-[ -f /tmp/ox-cuda.done ] || { echo "the CUDA build failed:"; tail -5 "$LOG/cuda-build.txt"; }
+[ -f /tmp/ox-cuda.done ] || [ ! -f "$LOG/cuda-build.txt" ] ||
+  { echo "the CUDA build failed:"; tail -5 "$LOG/cuda-build.txt"; }
 
 OX=/tmp/ox-vk/apps/oxidize/oxidize
-P="-ngl 99 -p 512 -n 128 -r ${REPS:-3} -o json"
+PP=${PP:-512} TG=${TG:-128}
+P="-ngl 99 -p $PP -n $TG -r ${REPS:-3} -o json"
 for m in $MODELS; do
   b=${m%%:*}-${m##*:} f=bench/models/${m%%:*}-${m##*:}.gguf
-  "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 16 -r 1 >/dev/null 2>&1 || true # warm-up
+  "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p "$PP" -n 16 -r 1 >/dev/null 2>&1 || true # warm-up
   # shellcheck disable=SC2086
   OX_DEVICE=vulkan $OX bench -m "$f" $P >"$LOG/vk-$b.json" 2>>"$LOG/bench.log"
   # shellcheck disable=SC2086
   "$LL/llama-bench" -m "$f" -fa 1 $P >"$LOG/llama-$b.json" 2>>"$LOG/llama.log"
-  [ -n "$BASE" ] && OX_DEVICE=vulkan $BASE bench -m "$f" -ngl 99 -p 0 -n 128 -r "${REPS:-3}" -o json \
+  [ -n "$BASE" ] && OX_DEVICE=vulkan $BASE bench -m "$f" -ngl 99 -p 0 -n "$TG" -r "${REPS:-3}" -o json \
     >"$LOG/base-$b.json" 2>>"$LOG/bench.log"
   # shellcheck disable=SC2086
   [ -f /tmp/ox-cuda.done ] && OX_DEVICE=cuda /tmp/ox-cuda/apps/oxidize/oxidize bench -m "$f" $P \
     >"$LOG/cuda-$b.json" 2>>"$LOG/bench.log"
 done
 first=bench/models/$(echo "$MODELS" | awk '{print $1}' | sed 's/:/-/').gguf
-OX_DEVICE=vulkan $OX bench -m "$first" -ngl 99 -p 0 -n 128 --batch "${BATCHES:-1,8,32}" -r 2 \
+OX_DEVICE=vulkan $OX bench -m "$first" -ngl 99 -p 0 -n "$TG" --batch "${BATCHES:-1,8,32}" -r 2 \
   >"$LOG/batched-vk.md" 2>>"$LOG/bench.log"
-"$LL/llama-batched-bench" -m "$first" -ngl 99 -fa on -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 \
+"$LL/llama-batched-bench" -m "$first" -ngl 99 -fa on -c 16384 -b 2048 -ub 512 -npp 128 -ntg "$TG" \
   -npl "${BATCHES:-1,8,32}" >"$LOG/batched-llama.md" 2>&1
 last=bench/models/$(echo "$MODELS" | awk '{print $NF}' | sed 's/:/-/').gguf
 OX_VK_PROFILE=1 OX_DEVICE=vulkan $OX bench -m "$last" -ngl 99 -p 0 -n 32 -r 1 >"$LOG/profile.txt" 2>&1
@@ -101,7 +106,7 @@ if [ "${SERVE:-0}" = 1 ]; then
     --log "$LOG/serve-servers.log" >"$LOG/serve.md" 2>&1 || true
 fi
 cat "$LOG/batched-vk.md" "$LOG/batched-llama.md" | grep "|"
-python3 - "$LOG" <<'EOF' | tee "$LOG/table.md"
+python3 - "$LOG" "pp$PP" "tg$TG" <<'EOF' | tee "$LOG/table.md"
 import glob, json, os, sys
 # one row per model and test: oxidize Vulkan, llama.cpp Vulkan, oxidize CUDA, the base's decode
 def rows(path):
@@ -124,7 +129,7 @@ for vk_path in sorted(glob.glob(os.path.join(sys.argv[1], "vk-*.json"))):
     for r in json.load(open(os.path.join(sys.argv[1], "llama-%s.json" % name))) if os.path.exists(
             os.path.join(sys.argv[1], "llama-%s.json" % name)) else []:
         llama["pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]] = r
-    for test in ("pp512", "tg128"):
+    for test in sys.argv[2:]:
         v, l, c, b = vk.get(test), llama.get(test), cu.get(test), base.get(test)
         print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (name, test, ts(v), ts(l), ts(c), ts(b),
                                                           ratio(v, l), ratio(v, c)))
