@@ -293,6 +293,27 @@ static void test_rope_store(enum ox_dtype type, int n_rot, bool neox) {
  * read from the cache's rows as the model's layers give them, against the CPU over the same rows
  * loaded back as floats. Past 6 queries (a prompt's shape: the shader 16 at a time), a run of
  * positions from 100 in both sequences. */
+/* a's host arrays copied to the device (its n queries, n_cells cells of keys and values, the
+ * sinks), y allocated there; attn_free frees every device array of it. */
+static struct attn_args attn_up(const struct attn_args *a) {
+    size_t nq = (size_t)a->n * a->n_head * a->hd_k, ny = (size_t)a->n * a->n_head * a->hd_v;
+    size_t kv = (size_t)a->n_cells * a->n_head_kv, cells = (size_t)a->n_cells;
+    struct attn_args d = *a;
+    d.q = up(a->q, nq * 4), d.k = up(a->k, kv * a->hd_k * 4), d.v = up(a->v, kv * a->hd_v * 4);
+    d.y = gpu.ops->alloc(&gpu, ny * 4);
+    d.q_pos = up(a->q_pos, (size_t)a->n * 4), d.q_seq = up(a->q_seq, (size_t)a->n * 4);
+    d.cell_pos = up(a->cell_pos, cells * 4), d.cell_seq = up(a->cell_seq, cells * SEQ_WORDS * 8);
+    d.sinks = a->sinks ? up(a->sinks, (size_t)a->n_head * 4) : NULL;
+    return d;
+}
+
+static void attn_free(const struct attn_args *d) {
+    const void *dev[] = {d->q,        d->k,        d->v,     d->y,       d->q_pos,   d->q_seq,
+                         d->cell_pos, d->cell_seq, d->sinks, d->k_cache, d->v_cache, d->seq_span};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        gpu.ops->free(&gpu, (void *)dev[i]);
+}
+
 static void test_attention(int nt, int window, float softcap, bool sinks, int hd,
                            enum ox_dtype cache) {
     enum { NT = 40, CELLS = 300, HEADS = 8, KV_HEADS = 2 };
@@ -340,18 +361,13 @@ static void test_attention(int nt, int window, float softcap, bool sinks, int hd
                           .sinks = sinks ? sk : NULL,
                           .window = window};
     cpu.ops->attention(&cpu, &a);
-    struct attn_args d = a;
-    d.q = up(q, nq * 4), d.k = up(k, nk * 4), d.v = up(v, nk * 4);
+    struct attn_args d = attn_up(&a);
     if (cache != OX_DTYPE_F32) { /* k and v from the cache's rows instead */
         d.k_cache = up(kc, CELLS * row), d.v_cache = up(vc, CELLS * row);
         d.cache_type = cache, d.k_row = d.v_row = row;
         gpu.ops->free(&gpu, (void *)d.k), gpu.ops->free(&gpu, (void *)d.v);
         d.k = d.v = NULL;
     }
-    d.y = gpu.ops->alloc(&gpu, nq * 4), d.q_pos = up(q_pos, sizeof q_pos);
-    d.q_seq = up(q_seq, sizeof q_seq), d.cell_pos = up(cell_pos, CELLS * 4);
-    d.cell_seq = up(cell_seq, (size_t)CELLS * SEQ_WORDS * 8),
-    d.sinks = sinks ? up(sk, HEADS * 4) : NULL;
     gpu.ops->attention(&gpu, &d);
     float *got = down(d.y, nq);
     char name[64];
@@ -361,10 +377,7 @@ static void test_attention(int nt, int window, float softcap, bool sinks, int hd
              cache != OX_DTYPE_F32 ? ox_dtype_name(cache) : "");
     CHECK_CLOSE(got, want, nq, 2e-6, "%s", name);
     printf("  %-36s relative error %.2g\n", name, rel_err(got, want, nq));
-    const void *dev[] = {d.q,        d.k,        d.v,     d.y,       d.q_pos,  d.q_seq,
-                         d.cell_pos, d.cell_seq, d.sinks, d.k_cache, d.v_cache};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        gpu.ops->free(&gpu, (void *)dev[i]);
+    attn_free(&d);
     free(q), free(k), free(v), free(sk), free(want), free(got), free(cell_pos), free(cell_seq);
     free(kc), free(vc);
 }
@@ -670,20 +683,14 @@ static void test_attention_spans(bool one_per_seq) {
                           .scale = 0.125f,
                           .one_per_seq = one_per_seq};
     cpu.ops->attention(&cpu, &a);
-    struct attn_args d = a;
-    d.q = up(q, nq * 4), d.k = up(k, nk * 4), d.v = up(v, nk * 4),
-    d.y = gpu.ops->alloc(&gpu, nq * 4);
-    d.q_pos = up(q_pos, sizeof q_pos), d.q_seq = up(q_seq, sizeof q_seq);
-    d.cell_pos = up(cell_pos, CELLS * 4), d.cell_seq = up(cell_seq, (size_t)CELLS * SEQ_WORDS * 8);
+    struct attn_args d = attn_up(&a);
     d.seq_span = up(span, 2 * OX_SEQ_MAX * sizeof *span);
     gpu.ops->attention(&gpu, &d);
     float *got = down(d.y, nq);
     CHECK_CLOSE(got, want, nq, 2e-6, "attention over spans, %s",
                 one_per_seq ? "a query a sequence" : "one sequence");
     printf("  attention over spans, %s\n", one_per_seq ? "a query a sequence" : "one sequence");
-    const void *dev[] = {d.q, d.k, d.v, d.y, d.q_pos, d.q_seq, d.cell_pos, d.cell_seq, d.seq_span};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        gpu.ops->free(&gpu, (void *)dev[i]);
+    attn_free(&d);
     free(q), free(k), free(v), free(want), free(got), free(cell_pos), free(cell_seq), free(span);
 }
 
@@ -702,21 +709,21 @@ static void test_attention_bytes(int n, int hd) {
     uint8_t *hw;
     struct mat w = random_weight(OX_DTYPE_Q4_K, ROWS, HEADS * hd, &hw);
     float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
-    struct attn_args a = {.q = up(q, nq * 4),
-                          .k = up(k, nk * 4),
-                          .v = up(v, nk * 4),
-                          .y = gpu.ops->alloc(&gpu, nq * 4),
-                          .n = n,
-                          .n_cells = CELLS,
-                          .n_head = HEADS,
-                          .n_head_kv = KV_HEADS,
-                          .hd_k = hd,
-                          .hd_v = hd,
-                          .q_pos = up(q_pos, sizeof q_pos),
-                          .q_seq = up(q_seq, sizeof q_seq),
-                          .cell_pos = up(cell_pos, CELLS * 4),
-                          .cell_seq = up(cell_seq, (size_t)CELLS * SEQ_WORDS * 8),
-                          .scale = 1.0f / sqrtf((float)hd)};
+    struct attn_args host = {.q = q,
+                             .k = k,
+                             .v = v,
+                             .n = n,
+                             .n_cells = CELLS,
+                             .n_head = HEADS,
+                             .n_head_kv = KV_HEADS,
+                             .hd_k = hd,
+                             .hd_v = hd,
+                             .q_pos = q_pos,
+                             .q_seq = q_seq,
+                             .cell_pos = cell_pos,
+                             .cell_seq = cell_seq,
+                             .scale = 1.0f / sqrtf((float)hd)};
+    struct attn_args a = attn_up(&host);
     float *dz[2] = {gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4),
                     gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4)};
     for (int apart = 0; apart < 2; apart++) {
@@ -728,10 +735,8 @@ static void test_attention_bytes(int n, int hd) {
     float *fused = down(dz[0], (size_t)n * ROWS), *apart = down(dz[1], (size_t)n * ROWS);
     CHECK_CLOSE(fused, apart, (size_t)n * ROWS, 0.0, "attention's bytes, n=%d hd %d", n, hd);
     printf("  attention's bytes n=%d hd %d\n", n, hd);
-    const void *dev[] = {a.q,        a.k,        a.v,   a.y,   a.q_pos, a.q_seq,
-                         a.cell_pos, a.cell_seq, dz[0], dz[1], w.data};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        gpu.ops->free(&gpu, (void *)dev[i]);
+    attn_free(&a);
+    gpu.ops->free(&gpu, dz[0]), gpu.ops->free(&gpu, dz[1]), gpu.ops->free(&gpu, (void *)w.data);
     free(q), free(k), free(v), free(cell_pos), free(cell_seq), free(hw), free(fused), free(apart);
 }
 

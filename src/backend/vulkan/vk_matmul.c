@@ -250,7 +250,7 @@ static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *
     if (!norm && s->bytes_of == vk_addr(x) && s->bytes_count == count &&
         s->bytes_serial == s->serial)
         return vk_addr(s->scratch);
-    uint8_t *q = scratch(s, count + count / 32 * 16);
+    uint8_t *q = vk_bytes_target(s, count);
     if (!q)
         return 0;
     if (norm)
