@@ -119,9 +119,13 @@ bool vk_has_extension(VkPhysicalDevice pd, const char *name) {
     return found;
 }
 
+bool vk_turned_off(const char *env) {
+    const char *off = getenv(env);
+    return off && strcmp(off, "0") == 0;
+}
+
 bool vk_optional_wanted(VkPhysicalDevice pd, const char *extension, const char *off_env) {
-    const char *off = getenv(off_env);
-    return !(off && strcmp(off, "0") == 0) && vk_has_extension(pd, extension);
+    return !vk_turned_off(off_env) && vk_has_extension(pd, extension);
 }
 
 /* Whether decode's products can take integer dot products of packed bytes (matvec.comp's X_Q8:

@@ -3,9 +3,6 @@
  * costs the host more than a submission of the buffer that holds them. A step repeats exactly
  * for a key but for what it reads from device memory (positions, cells, the cells in use), so
  * its buffer is submitted again as it is. */
-#include <stdlib.h>
-#include <string.h>
-
 #include "backend/vulkan/vk_internal.h"
 
 /* The graph recorded for key, where it may be replayed. */
@@ -41,10 +38,8 @@ static struct vk_graph *slot(struct vk_state *s) {
 /* OX_VK_GRAPHS=0: every step recorded as it comes (to compare with). */
 static bool graphs_wanted(void) {
     static int wanted = -1;
-    if (wanted < 0) {
-        const char *env = getenv("OX_VK_GRAPHS");
-        wanted = !env || strcmp(env, "0") != 0;
-    }
+    if (wanted < 0)
+        wanted = !vk_turned_off("OX_VK_GRAPHS");
     return wanted;
 }
 

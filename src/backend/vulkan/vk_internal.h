@@ -39,6 +39,8 @@ VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s);
 
 /* Whether the device lists the extension. */
 bool vk_has_extension(VkPhysicalDevice pd, const char *name);
+/* Whether the environment variable env is "0" (a path turned off, to compare with). */
+bool vk_turned_off(const char *env);
 /* Whether an optional path's extension is there and its environment variable (off_env=0, to
  * compare with the path without) does not turn it off. */
 bool vk_optional_wanted(VkPhysicalDevice pd, const char *extension, const char *off_env);
