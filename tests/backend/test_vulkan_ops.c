@@ -517,6 +517,26 @@ static void test_weight_types(void) {
     printf("matmul and get_rows: %d weight types\n", tested);
 }
 
+static void test_fusions(enum ox_dtype type, int n, const int rows[3]);
+
+/* Where gemm_cm2.comp runs (f16 weights): products large enough for its tiles of 128 (17 x 9 of
+ * them, cut at the far ends) and of 64, with tiles inside the matrices (its loads without bounds
+ * checks: the smaller shapes above have none) and at their edges, and y += W x on both kinds of
+ * tile; a quantized type's too, which take gemm_cm.comp. */
+static void test_coopmat2_tiles(void) {
+    if (!vk_backend_coopmat2()) {
+        printf("workgroup matrices: none on this device\n");
+        return;
+    }
+    static const enum ox_dtype types[] = {OX_DTYPE_F16, OX_DTYPE_Q4_K};
+    static const int big[] = {1100, 0}, small[] = {130, 0}, rows[3] = {200, 64, 64};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        test_weight_type(types[i], 2112, 256, big);
+        test_weight_type(types[i], 200, 512, small);
+        test_fusions(types[i], 130, rows);
+    }
+}
+
 /* A random weight of a type on the host and the device. */
 static struct mat random_weight(enum ox_dtype type, int rows, int cols, uint8_t **host) {
     size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
@@ -773,6 +793,7 @@ int main(void) {
     }
     test_matmul(OX_DTYPE_F16, 32, 5000, 17);
     test_weight_types();
+    test_coopmat2_tiles();
     static const int rows[3] = {193, 64, 67}, many[3] = {2051, 1024, 1027};
     for (int n = 1; n <= 20; n += 4) /* 1, 5: one dispatch; 9 and past: the tiled product */
         test_fusions(OX_DTYPE_Q4_K, n, rows), test_fusions(OX_DTYPE_F16, n, rows),

@@ -77,6 +77,11 @@ bool vk_backend_coopmat(void) {
     return d && d->coopmat;
 }
 
+bool vk_backend_coopmat2(void) {
+    struct vk_device *d = vk_device_get();
+    return d && d->coopmat2;
+}
+
 bool vk_backend_dot8(void) {
     struct vk_device *d = vk_device_get();
     return d && d->dot8;

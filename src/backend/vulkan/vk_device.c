@@ -28,7 +28,7 @@ static bool make_instance(void) {
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
                              .pApplicationName = "oxidize",
                              .pEngineName = "oxidize",
-                             .apiVersion = VK_API_VERSION_1_2};
+                             .apiVersion = VK_API_VERSION_1_3}; /* gemm_cm2.comp's SPIR-V 1.6 */
     VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                .pApplicationInfo = &app};
     VkResult r = vkCreateInstance(&ci, NULL, &device.instance);
@@ -169,16 +169,21 @@ static bool make_device(void) {
     if (!has_required(&f12))
         return false;
     device.coopmat = vk_coopmat_usable(device.instance, device.physical, f12.vulkanMemoryModel);
+    device.coopmat2 = vk_coopmat2_usable(device.instance, device.physical, device.coopmat);
     device.dot8 = dot8_usable(device.physical);
     struct vk_coopmat_features cm;
+    struct vk_coopmat2_features cm2;
+    void *matrices = device.coopmat2 ? vk_coopmat2_enable(&cm2, NULL) : NULL;
     VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
-        .pNext = device.coopmat ? vk_coopmat_enable(&cm, NULL) : NULL,
+        .pNext = device.coopmat ? vk_coopmat_enable(&cm, matrices) : NULL,
         .shaderIntegerDotProduct = VK_TRUE};
-    const char *names[2];
+    const char *names[3];
     uint32_t n_names = 0;
     if (device.coopmat)
         names[n_names++] = vk_coopmat_extension();
+    if (device.coopmat2)
+        names[n_names++] = vk_coopmat2_extension();
     if (device.dot8)
         names[n_names++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     VkPhysicalDeviceVulkan12Features on12 = {

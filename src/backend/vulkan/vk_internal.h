@@ -27,6 +27,7 @@ struct vk_device {
     VkPipeline pipeline[VK_SHADER_COUNT]; /* made at their first use */
     void *tables;                         /* dequant.glsl's lookup tables (vk_tables_ready) */
     bool coopmat;                         /* prompts' products on gemm_cm.comp (vk_coopmat.c) */
+    bool coopmat2;                        /* f16 weights' on gemm_cm2.comp (vk_coopmat2.c) */
     bool dot8; /* decode's products on int8 activations (matvec.comp's X_Q8: vk_device.c) */
 };
 
@@ -58,6 +59,22 @@ struct vk_coopmat_features {
 /* f filled in to turn the feature on, chained before next; f returned. */
 void *vk_coopmat_enable(struct vk_coopmat_features *f, void *next);
 const char *vk_coopmat_extension(void);
+
+/* Workgroup-wide cooperative matrices (vk_coopmat2.c): whether gemm_cm2.comp can run on this
+ * device (this build has it, the device has the extension with the features and shapes it uses,
+ * Vulkan 1.3, and coopmat: gemm_cm.comp's matrices, which that extension builds on);
+ * OX_VK_COOPMAT2=0 says no. */
+bool vk_coopmat2_usable(VkInstance inst, VkPhysicalDevice pd, bool coopmat);
+/* VkPhysicalDeviceCooperativeMatrix2FeaturesNV, for headers older than the extension. */
+struct vk_coopmat2_features {
+    VkStructureType type;
+    void *next;
+    VkBool32 workgroup_scope, flexible_dimensions, reductions, conversions, per_element,
+        tensor_addressing, block_loads;
+};
+/* f filled in to turn on the features gemm_cm2.comp uses, chained before next; f returned. */
+void *vk_coopmat2_enable(struct vk_coopmat2_features *f, void *next);
+const char *vk_coopmat2_extension(void);
 
 /* Device memory: one pool of large buffers whose addresses the op table's pointers are. */
 void *vk_mem_alloc(struct vk_device *d, size_t bytes);

@@ -38,7 +38,8 @@
 
 struct weight_shaders {
     enum vk_shader matvec, matvec1, gemm, get_rows; /* matvec1: one token */
-    enum vk_shader gemm_cm;           /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
+    enum vk_shader gemm_cm;     /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
+    enum vk_shader gemm_cm2[2]; /* f16's on workgroup matrices, tiles of 64 and 128 (or none) */
     enum vk_shader matvecq, matvecq1; /* matvec(1) on int8 x, or VK_SHADER_COUNT: none */
 };
 
@@ -65,15 +66,28 @@ static enum vk_shader coopmat_shader(enum ox_dtype type) {
     }
 }
 
+/* gemm_cm2.comp's tiles, built where glslc can (CMakeLists.txt's OX_VK_COOPMAT2): f16 weights
+ * only (its header says why). */
+static void coopmat2_shaders(enum ox_dtype type, struct weight_shaders *s) {
+    s->gemm_cm2[0] = s->gemm_cm2[1] = VK_SHADER_COUNT;
+#ifdef OX_VK_COOPMAT2
+    if (type == OX_DTYPE_F16)
+        s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64, s->gemm_cm2[1] = VK_SHADER_gemm_cm2_128;
+#else
+    (void)type;
+#endif
+}
+
 static bool weight_shaders(enum ox_dtype type, struct weight_shaders *s) {
     switch (type) {
 #define VK_CASE_(name)                                                                             \
     case OX_DTYPE_##name:                                                                          \
         *s = (struct weight_shaders){VK_SHADER_matvec_##name, VK_SHADER_matvec1_##name,            \
                                      VK_SHADER_gemm_##name,   VK_SHADER_get_rows_##name,           \
-                                     coopmat_shader(type),    VK_SHADER_COUNT,                     \
-                                     VK_SHADER_COUNT};                                             \
+                                     coopmat_shader(type),    {VK_SHADER_COUNT, VK_SHADER_COUNT},  \
+                                     VK_SHADER_COUNT,         VK_SHADER_COUNT};                    \
         q8_shaders(type, s);                                                                       \
+        coopmat2_shaders(type, s);                                                                 \
         return true;
         VK_WEIGHT_TYPES(VK_CASE_)
 #undef VK_CASE_
@@ -289,9 +303,22 @@ static void matvec(struct vk_state *s, const struct weight_shaders *sh, int coun
     s->bytes_serial = s->serial; /* a matvec writes no x: the bytes stay x's */
 }
 
+/* Which of gemm_cm2.comp's tiles a product of toks tokens takes (0: 64 x 64, 1: 128 x 128), or
+ * -1 where it cannot: no such shader (f16 weights only) or device, or weights or y not 16-byte
+ * aligned (the bases of its tensor loads and stores must be). Tiles of 128 where there are enough
+ * of them to keep a large GPU busy (128: an H100 has 132 multiprocessors), else 64. */
+static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *sh,
+                         const struct mat *w, uint64_t y, int toks) {
+    if (!s->d->coopmat2 || sh->gemm_cm2[0] == VK_SHADER_COUNT || vk_addr(w->data) % 16 || y % 16 ||
+        w->row_bytes % 2)
+        return -1;
+    int64_t big = ((int64_t)w->n_rows + 127) / 128 * ((toks + 127) / 128);
+    return big >= 128 ? 1 : 0;
+}
+
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
- * through gemm_cm.comp where the device has cooperative matrices, else gemm.comp (both 64 x 64
- * a workgroup). */
+ * through gemm_cm2.comp or gemm_cm.comp where the device has cooperative matrices (tiles as
+ * coopmat2_tile says; 64 x 64), else gemm.comp (64 x 64). */
 static void matmul_quant(struct backend *b, const struct mat *w, const struct weight_shaders *sh,
                          const float *x, float *y, int n, bool add) {
     struct vk_state *s = vk_of(b);
@@ -316,14 +343,20 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                               (uint32_t)w->row_bytes,
                               add};
         bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
-        if (cm) { /* gemm_cm.comp reads x as f16 */
+        if (cm) { /* gemm_cm(2).comp read x as f16 */
             const void *x16 = x_as_halves(s, a.x, (size_t)toks * (size_t)w->n_cols);
             if (!x16)
                 return;
             a.x = vk_addr(x16);
         }
-        vk_dispatch(s, cm ? sh->gemm_cm : sh->gemm, &a, sizeof a, (uint32_t)(w->n_rows + 63) / 64,
-                    (uint32_t)(toks + 63) / 64, 1);
+        int tile = cm ? coopmat2_tile(s, sh, w, a.y, toks) : -1;
+        uint32_t edge = tile == 1 ? 128 : 64;
+        vk_dispatch(s,
+                    tile >= 0 ? sh->gemm_cm2[tile]
+                    : cm      ? sh->gemm_cm
+                              : sh->gemm,
+                    &a, sizeof a, (uint32_t)(w->n_rows + edge - 1) / edge,
+                    (uint32_t)(toks + edge - 1) / edge, 1);
     }
 }
 

@@ -1,0 +1,97 @@
+/* vk_coopmat2.c: whether f16 weights' prompt products run on workgroup-wide cooperative matrices
+ * (VK_NV_cooperative_matrix2: gemm_cm2.comp), as that shader asks for them: matrices of a
+ * workgroup of 256, f16 blocks summed in f32 in tiles of 64 or 128, tensor loads, SPIR-V 1.6
+ * (Vulkan 1.3). */
+#include <stdlib.h>
+
+#include "backend/vulkan/vk_internal.h"
+
+/* The extension's name and structure types as vulkan_core.h (1.3.301 and later) defines them,
+ * for older headers (Debian 12's 1.3.239). */
+#define COOPMAT2_EXTENSION "VK_NV_cooperative_matrix2"
+enum {
+    FEATURES_TYPE = 1000593000,
+    SHAPES_TYPE = 1000593001,
+    PROPERTIES_TYPE = 1000593002,
+    COMPONENT_FLOAT16 = 0,
+    COMPONENT_FLOAT32 = 1,
+    SCOPE_WORKGROUP = 2,
+    WORKGROUP = 256, /* gemm_cm2.comp's local_size_x */
+    SMALLEST_TILE = 64
+};
+struct coopmat2_properties { /* VkPhysicalDeviceCooperativeMatrix2PropertiesNV */
+    VkStructureType type;
+    void *next;
+    uint32_t max_workgroup, max_dimension, reserved_shared;
+};
+struct flexible_shape { /* VkCooperativeMatrixFlexibleDimensionsPropertiesNV */
+    VkStructureType type;
+    void *next;
+    uint32_t m_step, n_step, k_step;
+    int32_t a_type, b_type, c_type, result_type; /* VkComponentTypeKHR */
+    VkBool32 saturating;
+    int32_t scope; /* VkScopeKHR */
+    uint32_t invocations;
+};
+typedef VkResult(VKAPI_PTR *list_flexible_fn)(VkPhysicalDevice, uint32_t *,
+                                              struct flexible_shape *);
+
+/* Whether the device lists workgroup matrices of f16 blocks summed in f32 for a workgroup of
+ * gemm_cm2.comp's size, whose steps divide its tiles. */
+static bool has_shapes(VkInstance inst, VkPhysicalDevice pd) {
+    list_flexible_fn list = (list_flexible_fn)vkGetInstanceProcAddr(
+        inst, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+    uint32_t n = 0;
+    if (!list || list(pd, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    struct flexible_shape *all = calloc(n, sizeof *all);
+    bool found = false;
+    for (uint32_t i = 0; all && i < n; i++)
+        all[i].type = (VkStructureType)SHAPES_TYPE;
+    if (all && list(pd, &n, all) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) {
+            const struct flexible_shape *s = &all[i];
+            found = s->scope == SCOPE_WORKGROUP && s->invocations == WORKGROUP &&
+                    s->a_type == COMPONENT_FLOAT16 && s->b_type == COMPONENT_FLOAT16 &&
+                    s->c_type == COMPONENT_FLOAT32 && s->result_type == COMPONENT_FLOAT32 &&
+                    s->m_step && SMALLEST_TILE % s->m_step == 0 && s->n_step &&
+                    SMALLEST_TILE % s->n_step == 0 && s->k_step && SMALLEST_TILE % s->k_step == 0;
+        }
+    free(all);
+    return found;
+}
+
+#ifdef OX_VK_COOPMAT2
+enum { BUILT = 1 };
+#else
+enum { BUILT = 0 };
+#endif
+
+bool vk_coopmat2_usable(VkInstance inst, VkPhysicalDevice pd, bool coopmat) {
+    if (!BUILT || !coopmat || !vk_optional_wanted(pd, COOPMAT2_EXTENSION, "OX_VK_COOPMAT2"))
+        return false;
+    struct vk_coopmat2_features f = {.type = (VkStructureType)FEATURES_TYPE};
+    struct coopmat2_properties p = {(VkStructureType)PROPERTIES_TYPE, NULL, 0, 0, 0};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &f};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &p};
+    vkGetPhysicalDeviceFeatures2(pd, &f2);
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    return p2.properties.apiVersion >= VK_API_VERSION_1_3 && f.workgroup_scope &&
+           f.flexible_dimensions && f.tensor_addressing && p.max_workgroup >= WORKGROUP &&
+           has_shapes(inst, pd);
+}
+
+void *vk_coopmat2_enable(struct vk_coopmat2_features *f, void *next) {
+    *f = (struct vk_coopmat2_features){.type = (VkStructureType)FEATURES_TYPE,
+                                       .next = next,
+                                       .workgroup_scope = VK_TRUE,
+                                       .flexible_dimensions = VK_TRUE,
+                                       .tensor_addressing = VK_TRUE};
+    return f;
+}
+
+const char *vk_coopmat2_extension(void) {
+    return COOPMAT2_EXTENSION;
+}
