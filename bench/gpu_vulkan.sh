@@ -13,8 +13,10 @@
 #   bench/gpu_vulkan.sh [PRESET:TYPE ...]   (default: llama-3.2-1b:q4_k_m llama-3.2-1b:f16
 #                                            llama-3-8b:q4_k_m)
 #
-# Environment: REPS (3), PP (512) and TG (128) tokens, BATCHES (1,8,32), TESTS=0 (skip the
-# tests), CUDA=0 (no CUDA build: also where there is no nvcc), SERVE=1, SERVE_CLIENTS.
+# Environment: REPS (3) runs a round, ROUNDS (2: the engines take turns model by model, round
+# after round, and the table pools every round's runs, so a slow spell of the machine falls on
+# all of them), PP (512) and TG (128) tokens, BATCHES (1,8,32), TESTS=0 (skip the tests), CUDA=0
+# (no CUDA build: also where there is no nvcc), SERVE=1, SERVE_CLIENTS.
 set -eu
 cd "$(dirname "$0")/.."
 R=$(pwd)
@@ -80,18 +82,20 @@ wait
 OX=/tmp/ox-vk/apps/oxidize/oxidize
 PP=${PP:-512} TG=${TG:-128}
 P="-ngl 99 -p $PP -n $TG -r ${REPS:-3} -o json"
-for m in $MODELS; do
-  b=${m%%:*}-${m##*:} f=bench/models/${m%%:*}-${m##*:}.gguf
-  "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p "$PP" -n 16 -r 1 >/dev/null 2>&1 || true # warm-up
-  # shellcheck disable=SC2086
-  OX_DEVICE=vulkan $OX bench -m "$f" $P >"$LOG/vk-$b.json" 2>>"$LOG/bench.log"
-  # shellcheck disable=SC2086
-  "$LL/llama-bench" -m "$f" -fa 1 $P >"$LOG/llama-$b.json" 2>>"$LOG/llama.log"
-  [ -n "$BASE" ] && OX_DEVICE=vulkan $BASE bench -m "$f" -ngl 99 -p 0 -n "$TG" -r "${REPS:-3}" -o json \
-    >"$LOG/base-$b.json" 2>>"$LOG/bench.log"
-  # shellcheck disable=SC2086
-  [ -f /tmp/ox-cuda.done ] && OX_DEVICE=cuda /tmp/ox-cuda/apps/oxidize/oxidize bench -m "$f" $P \
-    >"$LOG/cuda-$b.json" 2>>"$LOG/bench.log"
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for m in $MODELS; do
+    b=${m%%:*}-${m##*:} f=bench/models/${m%%:*}-${m##*:}.gguf
+    [ "$round" = 1 ] && { "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p "$PP" -n 16 -r 1 >/dev/null 2>&1 || true; } # warm-up
+    # shellcheck disable=SC2086
+    OX_DEVICE=vulkan $OX bench -m "$f" $P >"$LOG/vk-$b.$round.json" 2>>"$LOG/bench.log"
+    # shellcheck disable=SC2086
+    "$LL/llama-bench" -m "$f" -fa 1 $P >"$LOG/llama-$b.$round.json" 2>>"$LOG/llama.log"
+    [ -n "$BASE" ] && OX_DEVICE=vulkan $BASE bench -m "$f" -ngl 99 -p 0 -n "$TG" -r "${REPS:-3}" -o json \
+      >"$LOG/base-$b.$round.json" 2>>"$LOG/bench.log"
+    # shellcheck disable=SC2086
+    [ -f /tmp/ox-cuda.done ] && OX_DEVICE=cuda /tmp/ox-cuda/apps/oxidize/oxidize bench -m "$f" $P \
+      >"$LOG/cuda-$b.$round.json" 2>>"$LOG/bench.log"
+  done
 done
 first=bench/models/$(echo "$MODELS" | awk '{print $1}' | sed 's/:/-/').gguf
 OX_DEVICE=vulkan $OX bench -m "$first" -ngl 99 -p 0 -n "$TG" --batch "${BATCHES:-1,8,32}" -r 2 \
@@ -107,28 +111,32 @@ if [ "${SERVE:-0}" = 1 ]; then
 fi
 cat "$LOG/batched-vk.md" "$LOG/batched-llama.md" | grep "|"
 python3 - "$LOG" "pp$PP" "tg$TG" <<'EOF' | tee "$LOG/table.md"
-import glob, json, os, sys
-# one row per model and test: oxidize Vulkan, llama.cpp Vulkan, oxidize CUDA, the base's decode
-def rows(path):
-    try:
-        return {r["test"] if "test" in r else "pp%d" % r["n_prompt"] if r["n_prompt"] else
-                "tg%d" % r["n_gen"]: r for r in json.load(open(path))}
-    except (OSError, ValueError):
-        return {}
-def ts(r):
-    return "%.1f ± %.1f" % (r["avg_ts"], r["stddev_ts"]) if r else "-"
+import glob, json, os, statistics, sys
+# one row per model and test: oxidize Vulkan, llama.cpp Vulkan, oxidize CUDA, the base's decode,
+# each the mean and spread of every round's runs (ENGINE-MODEL.ROUND.json) and how many
+def key(r):
+    if "test" in r:
+        return r["test"]
+    return "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
+def samples(engine, name):
+    by_test = {}
+    for path in sorted(glob.glob(os.path.join(sys.argv[1], "%s-%s.*.json" % (engine, name)))):
+        try:
+            for r in json.load(open(path)):
+                by_test.setdefault(key(r), []).extend(r["samples_ts"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    return by_test
+def ts(v):
+    return "%.1f ± %.1f (%d)" % (statistics.mean(v), statistics.pstdev(v), len(v)) if v else "-"
 def ratio(a, b):
-    return "%.2f" % (a["avg_ts"] / b["avg_ts"]) if a and b else "-"
+    return "%.2f" % (statistics.mean(a) / statistics.mean(b)) if a and b else "-"
 print("| model | test | oxidize Vulkan | llama.cpp Vulkan | oxidize CUDA | base | Vulkan / llama.cpp | Vulkan / CUDA |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-for vk_path in sorted(glob.glob(os.path.join(sys.argv[1], "vk-*.json"))):
-    name = os.path.basename(vk_path)[3:-5]
-    vk, cu = rows(vk_path), rows(os.path.join(sys.argv[1], "cuda-%s.json" % name))
-    base = rows(os.path.join(sys.argv[1], "base-%s.json" % name))
-    llama = {}
-    for r in json.load(open(os.path.join(sys.argv[1], "llama-%s.json" % name))) if os.path.exists(
-            os.path.join(sys.argv[1], "llama-%s.json" % name)) else []:
-        llama["pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]] = r
+names = sorted({os.path.basename(p)[3:].rsplit(".", 2)[0]
+                for p in glob.glob(os.path.join(sys.argv[1], "vk-*.json"))})
+for name in names:
+    vk, llama, cu, base = (samples(e, name) for e in ("vk", "llama", "cuda", "base"))
     for test in sys.argv[2:]:
         v, l, c, b = vk.get(test), llama.get(test), cu.get(test), base.get(test)
         print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (name, test, ts(v), ts(l), ts(c), ts(b),
