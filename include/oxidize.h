@@ -67,6 +67,12 @@ OX_API const char *ox_status_name(enum ox_status status);
  * until the next failing call on the same thread. */
 OX_API const char *ox_last_error(void);
 
+/* sizeof the public struct this header defines under the tag name ("ox_model_params",
+ * "ox_batch", ...), 0 for a name it does not define. Bindings that declare the structs
+ * themselves (the Python package's ctypes) compare their sizes with the library's when they load
+ * it, so a library built from another oxidize.h is refused rather than read past. */
+OX_API size_t ox_struct_size(const char *name);
+
 /* ---- Logging ----------------------------------------------------------------------------- */
 
 enum ox_log_level { OX_LOG_DEBUG, OX_LOG_INFO, OX_LOG_WARN, OX_LOG_ERROR, OX_LOG_LEVEL_COUNT };

@@ -10,6 +10,7 @@ import os
 from ctypes import (POINTER, Structure, c_bool, c_char_p, c_float, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 from pathlib import Path
+from typing import Mapping
 
 ox_token = c_int32
 
@@ -93,6 +94,28 @@ def _library_path() -> str:
 
 
 lib = ctypes.CDLL(_library_path())
+
+# The structs above by their tags in oxidize.h, whose sizes the library must agree with.
+STRUCT_TAGS = {"ox_model_params": ModelParams, "ox_context_params": ContextParams,
+               "ox_batch": Batch, "ox_chat_message": ChatMessage, "ox_logit_bias": LogitBias,
+               "ox_gguf_value": GgufValue}
+
+
+def check_struct_sizes(library: ctypes.CDLL, structs: "Mapping[str, type]") -> None:
+    """ImportError where the library's size of one of structs differs from its declaration here
+    (a library built from another oxidize.h: passing it these would read or write past them)."""
+    size_of = library.ox_struct_size
+    size_of.restype, size_of.argtypes = c_size_t, [c_char_p]
+    for tag, struct in structs.items():
+        theirs, ours = size_of(tag.encode()), ctypes.sizeof(struct)
+        if theirs != ours:
+            raise ImportError(
+                f"oxidize: the library's struct {tag} is {theirs} bytes, this package's "
+                f"{ours}: the two were built from different versions of oxidize.h (reinstall "
+                "the package with its own library)")
+
+
+check_struct_sizes(lib, STRUCT_TAGS)
 
 _P = c_void_p  # opaque handles: ox_model *, ox_context *, ox_vocab *, ox_sampler *, ...
 _SIGNATURES = {

@@ -1,6 +1,7 @@
 """test_llama.py: the package against the `oxidize` binary and llama-cpp-python's contract, on the
 shared kjv model: tokens, greedy and seeded completions, streams, grammars, state, chat,
 embeddings, and the errors bad input raises."""
+import ctypes
 import json
 import re
 
@@ -487,3 +488,17 @@ def test_draft_model_prompt_lookup(kjv_path):
     for bad in ({"max_ngram_size": 0}, {"num_pred_tokens": 0}, {"num_pred_tokens": 1000}):
         with pytest.raises(ValueError):
             LlamaPromptLookupDecoding(**bad)
+
+
+def test_struct_sizes_checked_against_the_library():
+    from oxidize import _lib
+    # every declared struct agrees with the library's (the import checked it too)
+    for tag, struct in _lib.STRUCT_TAGS.items():
+        assert _lib.lib.ox_struct_size(tag.encode()) == ctypes.sizeof(struct) > 0
+    assert _lib.lib.ox_struct_size(b"ox_no_such_struct") == 0
+
+    class ShortParams(ctypes.Structure):  # an older oxidize.h's ox_model_params, one field short
+        _fields_ = _lib.ModelParams._fields_[:-1]
+
+    with pytest.raises(ImportError, match="ox_model_params is .* bytes, this package's"):
+        _lib.check_struct_sizes(_lib.lib, {"ox_model_params": ShortParams})
