@@ -136,15 +136,16 @@ test-asan:
 	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -E '@vulkan'
 
 
-# libFuzzer targets (clang), each run for FUZZ_SECONDS from a seed corpus of the shared models.
+# libFuzzer targets (clang), each run for FUZZ_SECONDS from a seed corpus of the shared models,
+# JOBS at a time (each single-threaded, in a corpus folder of its own; xargs fails when one does).
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=Debug -DOX_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar \
 	  fuzz_json_schema fuzz_hub fuzz_server fuzz_lora fuzz_sampler_state fuzz_dist fuzz_split_wire \
 	  -- --no-print-directory
-	for t in gguf tokenizer jinja grammar json_schema hub server lora sampler_state dist split_wire; do \
-	  OX_TESTDATA=$(TESTDATA) tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_$$t $(FUZZ_SECONDS) || exit 1; \
-	done
+	printf '%s\n' gguf tokenizer jinja grammar json_schema hub server lora sampler_state dist \
+	  split_wire | OX_TESTDATA=$(TESTDATA) xargs -P $(JOBS) -I{} \
+	  tests/fuzz/run.sh $(FUZZ)/tests/fuzz/fuzz_{} $(FUZZ_SECONDS)
 
 fuzz-long:
 	$(MAKE) fuzz FUZZ_SECONDS=3600
