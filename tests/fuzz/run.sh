@@ -17,4 +17,10 @@ if grep -q -E "^==[0-9]+== ?ERROR|^SUMMARY:|deadly signal|Test unit written" "$w
     echo "fuzz: $(basename "$target") found a problem; see $work/log.txt"
     exit 1
 fi
+# A target that did not run (missing, or dead before its first input) prints no final stats: a
+# failure too, not a clean run.
+if ! grep -q "stat::number_of_executed_units" "$work/log.txt"; then
+    echo "fuzz: $(basename "$target") did not run; see $work/log.txt"
+    exit 1
+fi
 echo "fuzz: $(basename "$target") clean for ${seconds}s: $(grep -o 'stat::number_of_executed_units: [0-9]*' "$work/log.txt")"
