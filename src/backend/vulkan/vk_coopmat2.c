@@ -6,8 +6,8 @@
 
 #include "backend/vulkan/vk_internal.h"
 
-/* The extension's name and structure types as vulkan_core.h (1.3.301 and later) defines them,
- * for older headers (Debian 12's 1.3.239). */
+/* The extension's name, structure types, component types and scope as vulkan_core.h defines
+ * them (Debian 13's 1.4.309 has them), for older headers (Debian 12's 1.3.239). */
 #define COOPMAT2_EXTENSION "VK_NV_cooperative_matrix2"
 enum {
     FEATURES_TYPE = 1000593000,
