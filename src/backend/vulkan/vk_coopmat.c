@@ -27,27 +27,20 @@ struct coopmat_properties { /* VkCooperativeMatrixPropertiesKHR */
     VkBool32 saturating;
     int32_t scope; /* VkScopeKHR */
 };
-typedef VkResult(VKAPI_PTR *list_shapes_fn)(VkPhysicalDevice, uint32_t *,
-                                            struct coopmat_properties *);
 
 /* Whether the device lists gemm_cm.comp's block shape. */
 static bool has_shape(VkInstance inst, VkPhysicalDevice pd) {
-    list_shapes_fn list = (list_shapes_fn)vkGetInstanceProcAddr(
-        inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
-    uint32_t n = 0;
-    if (!list || list(pd, &n, NULL) != VK_SUCCESS || n == 0)
-        return false;
-    struct coopmat_properties *all = calloc(n, sizeof *all);
+    uint32_t n;
+    struct coopmat_properties *all =
+        vk_list_records(inst, pd, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", sizeof *all,
+                        (VkStructureType)COOPMAT_PROPERTIES_TYPE, &n);
     bool found = false;
-    for (uint32_t i = 0; all && i < n; i++)
-        all[i].type = (VkStructureType)COOPMAT_PROPERTIES_TYPE;
-    if (all && list(pd, &n, all) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n && !found; i++) {
-            const struct coopmat_properties *c = &all[i];
-            found = c->m == 16 && c->n == 16 && c->k == 16 && c->a_type == COMPONENT_FLOAT16 &&
-                    c->b_type == COMPONENT_FLOAT16 && c->c_type == COMPONENT_FLOAT32 &&
-                    c->result_type == COMPONENT_FLOAT32 && c->scope == SCOPE_SUBGROUP;
-        }
+    for (uint32_t i = 0; i < n && !found; i++) {
+        const struct coopmat_properties *c = &all[i];
+        found = c->m == 16 && c->n == 16 && c->k == 16 && c->a_type == COMPONENT_FLOAT16 &&
+                c->b_type == COMPONENT_FLOAT16 && c->c_type == COMPONENT_FLOAT32 &&
+                c->result_type == COMPONENT_FLOAT32 && c->scope == SCOPE_SUBGROUP;
+    }
     free(all);
     return found;
 }

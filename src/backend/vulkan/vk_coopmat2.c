@@ -33,30 +33,23 @@ struct flexible_shape { /* VkCooperativeMatrixFlexibleDimensionsPropertiesNV */
     int32_t scope; /* VkScopeKHR */
     uint32_t invocations;
 };
-typedef VkResult(VKAPI_PTR *list_flexible_fn)(VkPhysicalDevice, uint32_t *,
-                                              struct flexible_shape *);
 
 /* Whether the device lists workgroup matrices of f16 blocks summed in f32 for a workgroup of
  * gemm_cm2.comp's size, whose steps divide its tiles. */
 static bool has_shapes(VkInstance inst, VkPhysicalDevice pd) {
-    list_flexible_fn list = (list_flexible_fn)vkGetInstanceProcAddr(
-        inst, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
-    uint32_t n = 0;
-    if (!list || list(pd, &n, NULL) != VK_SUCCESS || n == 0)
-        return false;
-    struct flexible_shape *all = calloc(n, sizeof *all);
+    uint32_t n;
+    struct flexible_shape *all = vk_list_records(
+        inst, pd, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV", sizeof *all,
+        (VkStructureType)SHAPES_TYPE, &n);
     bool found = false;
-    for (uint32_t i = 0; all && i < n; i++)
-        all[i].type = (VkStructureType)SHAPES_TYPE;
-    if (all && list(pd, &n, all) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n && !found; i++) {
-            const struct flexible_shape *s = &all[i];
-            found = s->scope == SCOPE_WORKGROUP && s->invocations == WORKGROUP &&
-                    s->a_type == COMPONENT_FLOAT16 && s->b_type == COMPONENT_FLOAT16 &&
-                    s->c_type == COMPONENT_FLOAT32 && s->result_type == COMPONENT_FLOAT32 &&
-                    s->m_step && SMALLEST_TILE % s->m_step == 0 && s->n_step &&
-                    SMALLEST_TILE % s->n_step == 0 && s->k_step && SMALLEST_TILE % s->k_step == 0;
-        }
+    for (uint32_t i = 0; i < n && !found; i++) {
+        const struct flexible_shape *s = &all[i];
+        found = s->scope == SCOPE_WORKGROUP && s->invocations == WORKGROUP &&
+                s->a_type == COMPONENT_FLOAT16 && s->b_type == COMPONENT_FLOAT16 &&
+                s->c_type == COMPONENT_FLOAT32 && s->result_type == COMPONENT_FLOAT32 &&
+                s->m_step && SMALLEST_TILE % s->m_step == 0 && s->n_step &&
+                SMALLEST_TILE % s->n_step == 0 && s->k_step && SMALLEST_TILE % s->k_step == 0;
+    }
     free(all);
     return found;
 }

@@ -119,6 +119,28 @@ bool vk_has_extension(VkPhysicalDevice pd, const char *name) {
     return found;
 }
 
+typedef VkResult(VKAPI_PTR *list_records_fn)(VkPhysicalDevice, uint32_t *, void *);
+
+void *vk_list_records(VkInstance inst, VkPhysicalDevice pd, const char *fn, size_t size,
+                      VkStructureType type, uint32_t *n) {
+    list_records_fn list = (list_records_fn)vkGetInstanceProcAddr(inst, fn);
+    uint32_t count = 0;
+    *n = 0;
+    if (!list || list(pd, &count, NULL) != VK_SUCCESS || count == 0)
+        return NULL;
+    unsigned char *all = calloc(count, size);
+    if (!all)
+        return NULL;
+    for (uint32_t i = 0; i < count; i++)
+        ((VkBaseOutStructure *)(all + (size_t)i * size))->sType = type;
+    if (list(pd, &count, all) != VK_SUCCESS) {
+        free(all);
+        return NULL;
+    }
+    *n = count;
+    return all;
+}
+
 bool vk_turned_off(const char *env) {
     const char *off = getenv(env);
     return off && strcmp(off, "0") == 0;

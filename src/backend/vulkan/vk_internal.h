@@ -40,6 +40,12 @@ VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s);
 
 /* Whether the device lists the extension. */
 bool vk_has_extension(VkPhysicalDevice pd, const char *name);
+/* The records a device's list query gives (fn: an instance function by name, called as
+ * vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR is: for the count, then for the array), each
+ * size bytes opening with its sType, set to type before the query; NULL with *n 0 where fn is
+ * missing, fails or lists none. The caller frees it. */
+void *vk_list_records(VkInstance inst, VkPhysicalDevice pd, const char *fn, size_t size,
+                      VkStructureType type, uint32_t *n);
 /* Whether the environment variable env is "0" (a path turned off, to compare with). */
 bool vk_turned_off(const char *env);
 /* Whether an optional path's extension is there and its environment variable (off_env=0, to
