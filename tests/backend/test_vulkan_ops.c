@@ -375,8 +375,17 @@ static void test_attention(int nt, int window, float softcap, bool sinks, int hd
              softcap != 0.0f ? " softcap" : "", sinks ? " sinks" : "",
              cache != OX_DTYPE_F32 ? " cache " : "",
              cache != OX_DTYPE_F32 ? ox_dtype_name(cache) : "");
-    CHECK_CLOSE(got, want, nq, 2e-6, "%s", name);
-    printf("  %-36s relative error %.2g\n", name, rel_err(got, want, nq));
+    /* attention_cm.comp's queries and softmax weights are f16 on the matrices (H100: 1.5e-4) */
+    bool cm =
+        vk_backend_coopmat() && cache == OX_DTYPE_F16 && nt >= 16 && hd % 16 == 0 && hd <= 128;
+    CHECK_CLOSE(got, want, nq, cm ? 1e-3 : 2e-6, "%s", name);
+    if (getenv("OX_TEST_DUMP")) /* where a failing attention goes wrong: token, head, dim */
+        for (size_t i = 0; i < nq; i++)
+            if (!(fabsf(got[i] - want[i]) <= 1e-2f))
+                fprintf(stderr, "  t %zu h %zu d %zu: got %g want %g\n", i / (HEADS * (size_t)hd),
+                        i / hd % HEADS, i % hd, got[i], want[i]);
+    printf("  %-36s relative error %.2g%s\n", name, rel_err(got, want, nq),
+           cm ? " (matrices)" : "");
     attn_free(&d);
     free(q), free(k), free(v), free(sk), free(want), free(got), free(cell_pos), free(cell_seq);
     free(kc), free(vc);
@@ -817,6 +826,7 @@ int main(void) {
         test_attention(nt, 40, 0.0f, true, 64, OX_DTYPE_Q8_0);
         test_attention(nt, 0, 30.0f, true, 256, OX_DTYPE_F16); /* f16 rows' split sums */
         test_attention(nt, 40, 0.0f, false, 64, OX_DTYPE_F16);
+        test_attention(nt, 0, 30.0f, true, 64, OX_DTYPE_F16);
     }
     test_attention_bytes(1, 128), test_attention_bytes(3, 64), test_attention_bytes(1, 256);
     test_attention_spans(true), test_attention_spans(false);

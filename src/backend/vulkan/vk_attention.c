@@ -1,6 +1,7 @@
 /* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32, f16 and q8_0 rows) and
- * the attention over them (attention.comp a query at a time, attention_block.comp 16 at a time
- * for prompts; both read the cache's rows themselves), as the op table names them. */
+ * the attention over them (attention.comp a query at a time; for prompts attention_block.comp 16
+ * at a time, or attention_cm.comp 64 at a time on cooperative matrices; all read the cache's rows
+ * themselves), as the op table names them. */
 #include <math.h>
 
 #include "backend/vulkan/vk_ops.h"
@@ -110,8 +111,9 @@ _Static_assert(SEQ_WORDS < 256, "attention_args.glsl takes SEQ_WORDS in 8 bits")
 enum { WORDS_SPANS = 0x800 };
 
 /* Prompts of at least this many tokens, with heads up to 128 wide, go through
- * attention_block.comp (16 queries a workgroup sharing each tile of keys and values). */
-enum { BLOCK_MIN_TOKENS = 16, BLOCK_TOKENS = 16, BLOCK_MAX_HEAD = 128 };
+ * attention_block.comp (16 queries a workgroup sharing each tile of keys and values), or
+ * attention_cm.comp (64 queries a workgroup) where the device has cooperative matrices. */
+enum { BLOCK_MIN_TOKENS = 16, BLOCK_TOKENS = 16, BLOCK_MAX_HEAD = 128, CM_TOKENS = 64 };
 
 /* The push constants but for the query tokens (words' top bits) and the bytes. */
 static struct attention_args attention_push(const struct attn_args *a, bool cache, int rt) {
@@ -151,6 +153,19 @@ static bool attention_takes(struct backend *b, const struct attn_args *a) {
     return true;
 }
 
+/* Whether a prompt's attention takes attention_cm.comp: f16 cache rows it can read 16 bytes at a
+ * time, heads of whole 16x16 blocks. */
+static bool on_coopmat(const struct vk_state *s, const struct attn_args *a, int rt) {
+#ifdef OX_VK_COOPMAT
+    return s->d->coopmat && rt == ROW_F16 && a->hd_k % 16 == 0 && a->hd_v % 16 == 0 &&
+           a->k_row % 16 == 0 && a->v_row % 16 == 0 && vk_addr(a->k_cache) % 16 == 0 &&
+           vk_addr(a->v_cache) % 16 == 0;
+#else
+    (void)s, (void)a, (void)rt;
+    return false;
+#endif
+}
+
 void vk_attention(struct backend *b, const struct attn_args *a) {
     if (a->n <= 0 || a->n_head <= 0 || !attention_takes(b, a))
         return;
@@ -168,7 +183,8 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
     size_t count = (size_t)a->n * (size_t)a->n_head * (size_t)a->hd_v;
     uint8_t *bytes = !block && a->n <= 8 && a->hd_v % 32 == 0 ? vk_bytes_target(s, count) : NULL;
     args.bytes = vk_addr(bytes);
-    int per_group = block ? BLOCK_TOKENS : 1, chunk = 65535 * per_group;
+    bool cm = block && cache && on_coopmat(s, a, rt);
+    int per_group = cm ? CM_TOKENS : block ? BLOCK_TOKENS : 1, chunk = 65535 * per_group;
     for (int t0 = 0; t0 < a->n; t0 += chunk) { /* a workgroup row per token (or block) */
         struct attention_args part = args;
         int tokens = a->n - t0 < chunk ? a->n - t0 : chunk;
@@ -176,8 +192,15 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         part.y += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_v * sizeof(float);
         part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
         part.words |= (uint32_t)tokens << 12;
-        vk_dispatch(s, block ? VK_SHADER_attention_block : VK_SHADER_attention, &part, sizeof part,
-                    (uint32_t)a->n_head, (uint32_t)((tokens + per_group - 1) / per_group), 1);
+#ifdef OX_VK_COOPMAT
+        enum vk_shader shader = cm      ? VK_SHADER_attention_cm
+                                : block ? VK_SHADER_attention_block
+                                        : VK_SHADER_attention;
+#else
+        enum vk_shader shader = block ? VK_SHADER_attention_block : VK_SHADER_attention;
+#endif
+        vk_dispatch(s, shader, &part, sizeof part, (uint32_t)a->n_head,
+                    (uint32_t)((tokens + per_group - 1) / per_group), 1);
     }
     if (bytes)
         vk_bytes_made(s, a->y, count);

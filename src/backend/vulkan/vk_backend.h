@@ -10,10 +10,11 @@
 extern const struct backend_ops backend_vulkan_ops;
 
 /* Whether the process's device runs prompts' products on cooperative matrices (gemm_cm.comp:
- * weights and activations as f16, summed in f32); false where there is no device. */
+ * weights and activations as f16, summed in f32), and their attention over f16 cache rows
+ * (attention_cm.comp); false where there is no device. */
 bool vk_backend_coopmat(void);
-/* Whether f16 weights' prompt products run on workgroup-wide matrices (gemm_cm2.comp: the same
- * f16 products, in tiles of 64 or 128 rows and tokens). */
+/* Whether f16 and q4_K weights' prompt products run on workgroup-wide matrices (gemm_cm2.comp:
+ * the same f16 products, in tiles of 64 or 128 rows and tokens). */
 bool vk_backend_coopmat2(void);
 /* Whether it runs decode's products (up to 8 tokens) of vk_backend_q8_type's weights on integer
  * dot products: x as groups of 32 int8 levels, each with the scale max|x| / 127. */

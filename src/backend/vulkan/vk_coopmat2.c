@@ -1,6 +1,6 @@
-/* vk_coopmat2.c: whether f16 weights' prompt products run on workgroup-wide cooperative matrices
- * (VK_NV_cooperative_matrix2: gemm_cm2.comp), as that shader asks for them: matrices of a
- * workgroup of 256, f16 blocks summed in f32 in tiles of 64 or 128, tensor loads, SPIR-V 1.6
+/* vk_coopmat2.c: whether f16 and q4_K weights' prompt products run on workgroup-wide cooperative
+ * matrices (VK_NV_cooperative_matrix2: gemm_cm2.comp), as that shader asks for them: matrices of
+ * a workgroup of 256, f16 blocks summed in f32 in tiles of 64 or 128, tensor loads, SPIR-V 1.6
  * (Vulkan 1.3). */
 #include <stdlib.h>
 

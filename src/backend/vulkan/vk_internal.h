@@ -27,7 +27,7 @@ struct vk_device {
     VkPipeline pipeline[VK_SHADER_COUNT]; /* made at their first use */
     void *tables;                         /* dequant.glsl's lookup tables (vk_tables_ready) */
     bool coopmat;                         /* prompts' products on gemm_cm.comp (vk_coopmat.c) */
-    bool coopmat2;                        /* f16 weights' on gemm_cm2.comp (vk_coopmat2.c) */
+    bool coopmat2;                        /* f16 and q4_K's on gemm_cm2.comp (vk_coopmat2.c) */
     bool dot8; /* decode's products on int8 activations (matvec.comp's X_Q8: vk_device.c) */
 };
 

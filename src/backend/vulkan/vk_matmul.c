@@ -67,12 +67,14 @@ static enum vk_shader coopmat_shader(enum ox_dtype type) {
 }
 
 /* gemm_cm2.comp's tiles, built where glslc can (CMakeLists.txt's OX_VK_COOPMAT2): f16 weights
- * only (its header says why). */
+ * at 64 and 128, q4_K's at 64 (its header says why not the others). */
 static void coopmat2_shaders(enum ox_dtype type, struct weight_shaders *s) {
     s->gemm_cm2[0] = s->gemm_cm2[1] = VK_SHADER_COUNT;
 #ifdef OX_VK_COOPMAT2
     if (type == OX_DTYPE_F16)
-        s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64, s->gemm_cm2[1] = VK_SHADER_gemm_cm2_128;
+        s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64_F16, s->gemm_cm2[1] = VK_SHADER_gemm_cm2_128_F16;
+    if (type == OX_DTYPE_Q4_K)
+        s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64_Q4_K;
 #else
     (void)type;
 #endif
@@ -304,16 +306,16 @@ static void matvec(struct vk_state *s, const struct weight_shaders *sh, int coun
 }
 
 /* Which of gemm_cm2.comp's tiles a product of toks tokens takes (0: 64 x 64, 1: 128 x 128), or
- * -1 where it cannot: no such shader (f16 weights only) or device, or weights or y not 16-byte
- * aligned (the bases of its tensor loads and stores must be). Tiles of 128 where there are enough
- * of them to keep a large GPU busy (128: an H100 has 132 multiprocessors), else 64. */
+ * -1 where it cannot: no such shader (f16 and q4_K weights only) or device, or weights or y not
+ * 16-byte aligned (the bases of its tensor loads and stores must be). Tiles of 128 where there are
+ * enough of them to keep a large GPU busy (128: an H100 has 132 multiprocessors), else 64. */
 static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *sh,
                          const struct mat *w, uint64_t y, int toks) {
     if (!s->d->coopmat2 || sh->gemm_cm2[0] == VK_SHADER_COUNT || vk_addr(w->data) % 16 || y % 16 ||
         w->row_bytes % 2)
         return -1;
     int64_t big = ((int64_t)w->n_rows + 127) / 128 * ((toks + 127) / 128);
-    return big >= 128 ? 1 : 0;
+    return big >= 128 && sh->gemm_cm2[1] != VK_SHADER_COUNT ? 1 : 0;
 }
 
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more

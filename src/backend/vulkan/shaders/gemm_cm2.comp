@@ -1,23 +1,25 @@
-// gemm_cm2.comp: gemm.comp's product for f16 weights on workgroup-wide cooperative matrices
-// (VK_NV_cooperative_matrix2): a workgroup of 256 sums a tile of BM rows by BN tokens, BK columns
-// a step, through tensor loads; the driver stages the blocks through shared memory and shares the
-// tile among its subgroups. x comes in as f16 rows (halves.comp's) and y goes out through views
-// that swap the two dimensions. Tiles wholly inside the matrices take loads without bounds
-// checks; those at the edges read zeros past them and write nothing there.
-// Quantized weights stay on gemm_cm.comp. On the H100, decoding them a weight at a time in the
-// tensor loads (each 16 columns' scales in shared memory, the levels read in the decode
-// function) measured 1.8 to 4 times as slow as gemm_cm.comp, and dequantizing them into shared
-// memory as gemm_cm.comp does, the workgroup's matrix loaded from there, 1.2 to 1.6 times.
-// TILE: 128 (128 x 128 a workgroup, for products with many tiles) or 64 (64 x 64).
+// gemm_cm2.comp: gemm.comp's product for f16 and q4_K weights on workgroup-wide cooperative
+// matrices (VK_NV_cooperative_matrix2): a workgroup of 256 sums a tile of BM rows by BN tokens, BK
+// columns a step, through tensor loads; the driver stages the blocks through shared memory and
+// shares the tile among its subgroups. q4_K's are decoded a weight at a time in the loads
+// (cm2_q4_k.glsl). x comes in as f16 rows (halves.comp's) and y goes out through views that swap
+// the two dimensions. Tiles wholly inside the matrices take loads without bounds checks; those at
+// the edges read zeros past them and write nothing there.
+// Other quantized weights stay on gemm_cm.comp. On the H100, q4_K's decode with its 16 columns'
+// scales in shared memory and an array of 16-bit words (not blocks) as the load's elements
+// measured 1.8 to 4 times as slow as gemm_cm.comp, and dequantizing into shared memory as
+// gemm_cm.comp does, the workgroup's matrix loaded from there, 1.2 to 1.6 times.
+// TILE: 128 (128 x 128 a workgroup, for f16 products with many tiles) or 64 (64 x 64).
 #version 450
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_buffer_reference : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(push_constant) uniform Args {
-    uint64_t w; // f16 [rows][cols], rows row_bytes apart
+    uint64_t w; // f16 or q4_K [rows][cols], rows row_bytes apart
     uint64_t x; // f16 [n][cols], 16-byte aligned rows
     uint64_t y; // f32 [n][rows]
     uint64_t tab;
@@ -32,21 +34,46 @@ const uint BM = TILE, BN = TILE, BK = 64;
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Out { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer In { float16_t v[]; };
 
+#if defined(TYPE_Q4_K)
+#include "cm2_q4_k.glsl"
+#define DECODE , decode
+// a row's stride in the layout's elements, superblocks here (16-byte multiples, as blocks)
+#define W_BLOCK QK
+#define W_STRIDE (p.row_bytes / BLOCK_BYTES)
+#define W_STRIDE_INSIDE W_STRIDE
+#else
+// f16 weights: the tensor load's elements as they are, no superblocks
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer W { float16_t v[]; };
+const uint QK = BK;
+void superblocks_begin(uint r0) {}
+void superblock(uint r0, uint c0) {}
+#define DECODE
+// a row's stride in halves; inside tiles rounded down to the multiple of 8 inside() found it
+#define W_BLOCK 1
+#define W_STRIDE (p.row_bytes / 2)
+#define W_STRIDE_INSIDE (p.row_bytes / 2 & ~7u)
+#endif
+
 // The tile's product over every column, its loads through layouts lw and lx (with or without
-// bounds checks), added to acc.
+// bounds checks), added to acc; quantized weights a superblock of QK columns at a time, its
+// scales set up first (superblock()).
 #define PRODUCT(lw, lx)                                                                            \
-    for (uint c0 = 0; c0 < p.cols; c0 += BK) {                                                     \
-        MAT_A a;                                                                                   \
-        MAT_B b;                                                                                   \
-        coopMatLoadTensorNV(a, In(p.w).v, 0, sliceTensorLayoutNV(lw, r0, BM, c0, BK));             \
-        coopMatLoadTensorNV(b, In(p.x).v, 0, sliceTensorLayoutNV(lx, t0, BN, c0, BK), swap);       \
-        acc = coopMatMulAdd(a, b, acc);                                                            \
+    superblocks_begin(r0);                                                                         \
+    for (uint c0 = 0; c0 < p.cols; c0 += QK) {                                                     \
+        superblock(r0, c0);                                                                        \
+        [[unroll]] for (uint k = 0; k < QK; k += BK) {                                             \
+            MAT_A a;                                                                               \
+            MAT_B b;                                                                               \
+            coopMatLoadTensorNV(a, W(p.w).v, 0, sliceTensorLayoutNV(lw, r0, BM, c0 + k, BK) DECODE); \
+            coopMatLoadTensorNV(b, In(p.x).v, 0, sliceTensorLayoutNV(lx, t0, BN, c0 + k, BK), swap); \
+            acc = coopMatMulAdd(a, b, acc);                                                        \
+        }                                                                                          \
     }
 
 // Whether the tile is wholly inside the matrices, with rows of x, y and f16 weights whole 16-byte
 // runs (so loads need no bounds checks and can be 16 bytes wide).
 bool inside(uint r0, uint t0) {
-    bool aligned = p.cols % BK == 0 && p.rows % 8 == 0 && p.row_bytes % 16 == 0;
+    bool aligned = p.cols % QK == 0 && p.cols % BK == 0 && p.rows % 8 == 0 && p.row_bytes % 16 == 0;
     return aligned && r0 + BM <= p.rows && t0 + BN <= p.n;
 }
 
@@ -59,8 +86,9 @@ void main() {
     // (without them it ran 2.2 times as slow on the H100).
     if (inside(r0, t0)) {
         tensorLayoutNV<2> lw = createTensorLayoutNV(2);
+        lw = setTensorLayoutBlockSizeNV(lw, 1, W_BLOCK);
         lw = setTensorLayoutDimensionNV(lw, p.rows, p.cols);
-        lw = setTensorLayoutStrideNV(lw, p.row_bytes / 2 & ~7u, 1);
+        lw = setTensorLayoutStrideNV(lw, W_STRIDE_INSIDE, 1);
         tensorLayoutNV<2> lx = createTensorLayoutNV(2);
         lx = setTensorLayoutDimensionNV(lx, p.n, p.cols);
         lx = setTensorLayoutStrideNV(lx, p.cols & ~7u, 1);
@@ -74,8 +102,9 @@ void main() {
     } else {
         tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lw =
             createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+        lw = setTensorLayoutBlockSizeNV(lw, 1, W_BLOCK);
         lw = setTensorLayoutDimensionNV(lw, p.rows, p.cols);
-        lw = setTensorLayoutStrideNV(lw, p.row_bytes / 2, 1);
+        lw = setTensorLayoutStrideNV(lw, W_STRIDE, 1);
         tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lx =
             createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
         lx = setTensorLayoutDimensionNV(lx, p.n, p.cols);
