@@ -528,10 +528,10 @@ static void test_weight_types(void) {
 
 static void test_fusions(enum ox_dtype type, int n, const int rows[3]);
 
-/* Where gemm_cm2.comp runs (f16 weights): products large enough for its tiles of 128 (17 x 9 of
- * them, cut at the far ends) and of 64, with tiles inside the matrices (its loads without bounds
- * checks: the smaller shapes above have none) and at their edges, and y += W x on both kinds of
- * tile; a quantized type's too, which take gemm_cm.comp. */
+/* Where gemm_cm2.comp runs (f16 and q4_K weights): products large enough for f16's tiles of 128
+ * x 128 (17 x 9 of them, cut at the far ends), q4_K's of 64 x 256 (66 x 5) and both types' of 64
+ * x 64, with tiles inside the matrices (its loads without bounds checks: the smaller shapes above
+ * have none) and at their edges, and y += W x on each kind of tile. */
 static void test_coopmat2_tiles(void) {
     if (!vk_backend_coopmat2()) {
         printf("workgroup matrices: none on this device\n");
@@ -544,6 +544,7 @@ static void test_coopmat2_tiles(void) {
         test_weight_type(types[i], 200, 512, small);
         test_fusions(types[i], 130, rows);
     }
+    test_weight_type(OX_DTYPE_Q4_K, 4224, 256, big);
 }
 
 /* A random weight of a type on the host and the device. */

@@ -38,8 +38,8 @@
 
 struct weight_shaders {
     enum vk_shader matvec, matvec1, gemm, get_rows; /* matvec1: one token */
-    enum vk_shader gemm_cm;     /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
-    enum vk_shader gemm_cm2[2]; /* f16's on workgroup matrices, tiles of 64 and 128 (or none) */
+    enum vk_shader gemm_cm;           /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
+    enum vk_shader gemm_cm2[3];       /* on workgroup matrices: cm2_tiles' shapes (or none) */
     enum vk_shader matvecq, matvecq1; /* matvec(1) on int8 x, or VK_SHADER_COUNT: none */
 };
 
@@ -66,15 +66,21 @@ static enum vk_shader coopmat_shader(enum ox_dtype type) {
     }
 }
 
+/* gemm_cm2.comp's tiles (rows x tokens) in gemm_cm2[]'s order. */
+static const struct { uint32_t rows, tokens; } cm2_tiles[3] = {{64, 64}, {128, 128}, {64, 256}};
+
 /* gemm_cm2.comp's tiles, built where glslc can (CMakeLists.txt's OX_VK_COOPMAT2): f16 weights
- * at 64 and 128, q4_K's at 64 (its header says why not the others). */
+ * at 64 x 64 and 128 x 128, q4_K's at 64 x 64 and 64 x 256 (its header says why not the other
+ * types). */
 static void coopmat2_shaders(enum ox_dtype type, struct weight_shaders *s) {
-    s->gemm_cm2[0] = s->gemm_cm2[1] = VK_SHADER_COUNT;
+    s->gemm_cm2[0] = s->gemm_cm2[1] = s->gemm_cm2[2] = VK_SHADER_COUNT;
 #ifdef OX_VK_COOPMAT2
     if (type == OX_DTYPE_F16)
-        s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64_F16, s->gemm_cm2[1] = VK_SHADER_gemm_cm2_128_F16;
+        s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_F16,
+        s->gemm_cm2[1] = VK_SHADER_gemm_cm2_128x128_F16;
     if (type == OX_DTYPE_Q4_K)
-        s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64_Q4_K;
+        s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_Q4_K,
+        s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q4_K;
 #else
     (void)type;
 #endif
@@ -305,17 +311,28 @@ static void matvec(struct vk_state *s, const struct weight_shaders *sh, int coun
     s->bytes_serial = s->serial; /* a matvec writes no x: the bytes stay x's */
 }
 
-/* Which of gemm_cm2.comp's tiles a product of toks tokens takes (0: 64 x 64, 1: 128 x 128), or
- * -1 where it cannot: no such shader (f16 and q4_K weights only) or device, or weights or y not
- * 16-byte aligned (the bases of its tensor loads and stores must be). Tiles of 128 where there are
- * enough of them to keep a large GPU busy (128: an H100 has 132 multiprocessors), else 64. */
+/* The workgroups a product of toks tokens takes at cm2_tiles[i]. */
+static int64_t cm2_groups(const struct mat *w, int toks, int i) {
+    int64_t r = cm2_tiles[i].rows, t = cm2_tiles[i].tokens;
+    return (w->n_rows + r - 1) / r * ((toks + t - 1) / t);
+}
+
+/* Which of gemm_cm2.comp's tiles (cm2_tiles) a product of toks tokens takes, or -1 where it
+ * cannot: no such shader (f16 and q4_K weights only) or device, or weights or y not 16-byte
+ * aligned (the bases of its tensor loads and stores must be). The larger tiles where there are
+ * enough of them to keep a large GPU busy (an H100 has 132 multiprocessors): f16's 128 x 128
+ * from 128 of them; q4_K's 64 x 256, which decodes each weight once for 256 tokens, from 264 (two
+ * a multiprocessor: on the H100 it took q4_K's calls of the 8B's prompt from 295 to 244 us, but
+ * the 1B's whole prompt, whose products have 16 to 256 such tiles, ran 13% slower), else 64 x 64.
+ */
 static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *sh,
                          const struct mat *w, uint64_t y, int toks) {
     if (!s->d->coopmat2 || sh->gemm_cm2[0] == VK_SHADER_COUNT || vk_addr(w->data) % 16 || y % 16 ||
         w->row_bytes % 2)
         return -1;
-    int64_t big = ((int64_t)w->n_rows + 127) / 128 * ((toks + 127) / 128);
-    return big >= 128 && sh->gemm_cm2[1] != VK_SHADER_COUNT ? 1 : 0;
+    if (sh->gemm_cm2[2] != VK_SHADER_COUNT && cm2_groups(w, toks, 2) >= 264)
+        return 2;
+    return sh->gemm_cm2[1] != VK_SHADER_COUNT && cm2_groups(w, toks, 1) >= 128 ? 1 : 0;
 }
 
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
@@ -352,13 +369,11 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
             a.x = vk_addr(x16);
         }
         int tile = cm ? coopmat2_tile(s, sh, w, a.y, toks) : -1;
-        uint32_t edge = tile == 1 ? 128 : 64;
-        vk_dispatch(s,
-                    tile >= 0 ? sh->gemm_cm2[tile]
-                    : cm      ? sh->gemm_cm
-                              : sh->gemm,
-                    &a, sizeof a, (uint32_t)(w->n_rows + edge - 1) / edge,
-                    (uint32_t)(toks + edge - 1) / edge, 1);
+        uint32_t bm = tile >= 0 ? cm2_tiles[tile].rows : 64,
+                 bn = tile >= 0 ? cm2_tiles[tile].tokens : 64;
+        enum vk_shader shader = tile >= 0 ? sh->gemm_cm2[tile] : cm ? sh->gemm_cm : sh->gemm;
+        vk_dispatch(s, shader, &a, sizeof a, (uint32_t)(w->n_rows + bm - 1) / bm,
+                    (uint32_t)(toks + bn - 1) / bn, 1);
     }
 }
 

@@ -5,11 +5,12 @@
 // (cm2_q4_k.glsl). x comes in as f16 rows (halves.comp's) and y goes out through views that swap
 // the two dimensions. Tiles wholly inside the matrices take loads without bounds checks; those at
 // the edges read zeros past them and write nothing there.
-// Other quantized weights stay on gemm_cm.comp. On the H100, q4_K's decode with its 16 columns'
-// scales in shared memory and an array of 16-bit words (not blocks) as the load's elements
-// measured 1.8 to 4 times as slow as gemm_cm.comp, and dequantizing into shared memory as
-// gemm_cm.comp does, the workgroup's matrix loaded from there, 1.2 to 1.6 times.
-// TILE: 128 (128 x 128 a workgroup, for f16 products with many tiles) or 64 (64 x 64).
+// The other quantized types stay on gemm_cm.comp until each has a decode file like
+// cm2_q4_k.glsl. Earlier forms of q4_K's measured slower than gemm_cm.comp on the H100: 16
+// columns' scales in shared memory with 16-bit words (not whole blocks) as the load's elements,
+// 1.8 to 4 times; dequantizing into shared memory as gemm_cm.comp does, the workgroup's matrix
+// loaded from there, 1.2 to 1.6 times.
+// TILE_M x TILE_N: a workgroup's rows by tokens (vk_matmul.c's cm2_tiles).
 #version 450
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_cooperative_matrix : require
@@ -26,7 +27,7 @@ layout(push_constant) uniform Args {
     uint rows, cols, n, row_bytes, add; // add: y += W X
 } p;
 
-const uint BM = TILE, BN = TILE, BK = 64;
+const uint BM = TILE_M, BN = TILE_N, BK = 64;
 #define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
 #define MAT_B coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
 #define MAT_C coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
