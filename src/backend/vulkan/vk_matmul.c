@@ -320,17 +320,17 @@ static int64_t cm2_groups(const struct mat *w, int toks, int i) {
 /* Which of gemm_cm2.comp's tiles (cm2_tiles) a product of toks tokens takes, or -1 where it
  * cannot: no such shader (f16 and q4_K weights only) or device, or weights or y not 16-byte
  * aligned (the bases of its tensor loads and stores must be). The larger tiles where there are
- * enough of them to keep a large GPU busy (an H100 has 132 multiprocessors): f16's 128 x 128
- * from 128 of them; q4_K's 64 x 256, which decodes each weight once for 256 tokens, from 264 (two
- * a multiprocessor: on the H100 it took q4_K's calls of the 8B's prompt from 295 to 244 us, but
- * the 1B's whole prompt, whose products have 16 to 256 such tiles, ran 13% slower), else 64 x 64.
- */
+ * enough of them to keep a large GPU busy (128: an H100 has 132 multiprocessors), else 64 x 64:
+ * f16's 128 x 128, q4_K's 64 x 256, which decodes each weight once for 256 tokens. On the H100
+ * (one lease), q4_K's 64 x 256 from 128 tiles ran the 8B's pp512 at 7000 t/s and from 264 at
+ * 6550, the 1B's at 29405 and 29256; in an earlier lease, on every product at 6820 and 25428,
+ * on none at 6081 and 29283 (on every one it starves the 1B's small ones: 16 to 64 tiles). */
 static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *sh,
                          const struct mat *w, uint64_t y, int toks) {
     if (!s->d->coopmat2 || sh->gemm_cm2[0] == VK_SHADER_COUNT || vk_addr(w->data) % 16 || y % 16 ||
         w->row_bytes % 2)
         return -1;
-    if (sh->gemm_cm2[2] != VK_SHADER_COUNT && cm2_groups(w, toks, 2) >= 264)
+    if (sh->gemm_cm2[2] != VK_SHADER_COUNT && cm2_groups(w, toks, 2) >= 128)
         return 2;
     return sh->gemm_cm2[1] != VK_SHADER_COUNT && cm2_groups(w, toks, 1) >= 128 ? 1 : 0;
 }
