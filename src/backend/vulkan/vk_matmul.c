@@ -324,11 +324,16 @@ static int64_t cm2_groups(const struct mat *w, int toks, int i) {
  * f16's 128 x 128, q4_K's 64 x 256, which decodes each weight once for 256 tokens. On the H100
  * (one lease), q4_K's 64 x 256 from 128 tiles ran the 8B's pp512 at 7000 t/s and from 264 at
  * 6550, the 1B's at 29405 and 29256; in an earlier lease, on every product at 6820 and 25428,
- * on none at 6081 and 29283 (on every one it starves the 1B's small ones: 16 to 64 tiles). */
+ * on none at 6081 and 29283 (on every one it starves the 1B's small ones: 16 to 64 tiles).
+ * Quantized products of fewer than 64 tokens (decode steps of 9 to 63 sequences) stay on
+ * gemm_cm.comp: with q4_K's on gemm_cm2's edge tiles, 32 sequences of the 1B decoded at 1611
+ * t/s, against 2998 in the session before on gemm_cm.comp (different leases). */
 static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *sh,
                          const struct mat *w, uint64_t y, int toks) {
     if (!s->d->coopmat2 || sh->gemm_cm2[0] == VK_SHADER_COUNT || vk_addr(w->data) % 16 || y % 16 ||
         w->row_bytes % 2)
+        return -1;
+    if (w->type != OX_DTYPE_F16 && toks < 64) /* see above */
         return -1;
     if (sh->gemm_cm2[2] != VK_SHADER_COUNT && cm2_groups(w, toks, 2) >= 128)
         return 2;
