@@ -7,8 +7,8 @@
 # compiles its pipelines), oxidize's CUDA backend, and the base tree's decode where
 # .device/base.tar.xz is there. Then batched decode against llama-batched-bench, the decode
 # profile (OX_VK_PROFILE) of the last model, and, with SERVE=1, serve_bench.py against
-# llama-server (two rounds: the first compiles llama-server's pipelines). Results under $OUT
-# (or bench/results/vulkan-<time>), the table last.
+# llama-server (two rounds: the first compiles llama-server's pipelines). Results under
+# bench/results/vulkan-<time> (on a lent machine, packed into $OUT: see LOG), the table last.
 #
 #   bench/gpu_vulkan.sh [PRESET:TYPE ...]   (default: llama-3.2-1b:q4_k_m llama-3.2-1b:f16
 #                                            llama-3-8b:q4_k_m)
@@ -21,7 +21,17 @@ set -eu
 cd "$(dirname "$0")/.."
 R=$(pwd)
 MODELS=${*:-"llama-3.2-1b:q4_k_m llama-3.2-1b:f16 llama-3-8b:q4_k_m"}
-LOG=${OUT:-bench/results/vulkan-$(date +%Y%m%d-%H%M%S)}
+# On a lent machine ($OUT set) only 8 files come back: the results are written to a folder of
+# their own and packed into $OUT/vulkan-results.tgz at the end (also after a failure), beside
+# table.md and tests.txt.
+if [ -n "${OUT:-}" ]; then
+  LOG=/tmp/gpu-vulkan-results
+  rm -rf "$LOG"
+  trap 'tar czf "$OUT/vulkan-results.tgz" -C "$LOG" . 2>/dev/null;
+        cp "$LOG/table.md" "$LOG/tests.txt" "$OUT/" 2>/dev/null || true' EXIT
+else
+  LOG=bench/results/vulkan-$(date +%Y%m%d-%H%M%S)
+fi
 mkdir -p "$LOG" bench/models
 J=$(nproc)
 
@@ -85,7 +95,12 @@ P="-ngl 99 -p $PP -n $TG -r ${REPS:-3} -o json"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for m in $MODELS; do
     b=${m%%:*}-${m##*:} f=bench/models/${m%%:*}-${m##*:}.gguf
-    [ "$round" = 1 ] && { "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p "$PP" -n 16 -r 1 >/dev/null 2>&1 || true; } # warm-up
+    # warm-ups, both engines: a fresh machine's first runs of a file ran at a third of the speed
+    # (session 26: oxidize's 1B pp512 read 6-8k then 29k, llama.cpp's compiles its pipelines)
+    [ "$round" = 1 ] && {
+      OX_DEVICE=vulkan $OX bench -m "$f" -ngl 99 -p "$PP" -n 16 -r 1 >/dev/null 2>&1 || true
+      "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p "$PP" -n 16 -r 1 >/dev/null 2>&1 || true
+    }
     # shellcheck disable=SC2086
     OX_DEVICE=vulkan $OX bench -m "$f" $P >"$LOG/vk-$b.$round.json" 2>>"$LOG/bench.log"
     # shellcheck disable=SC2086
@@ -104,6 +119,8 @@ OX_DEVICE=vulkan $OX bench -m "$first" -ngl 99 -p 0 -n "$TG" --batch "${BATCHES:
   -npl "${BATCHES:-1,8,32}" >"$LOG/batched-llama.md" 2>&1
 last=bench/models/$(echo "$MODELS" | awk '{print $NF}' | sed 's/:/-/').gguf
 OX_VK_PROFILE=1 OX_DEVICE=vulkan $OX bench -m "$last" -ngl 99 -p 0 -n 32 -r 1 >"$LOG/profile.txt" 2>&1
+OX_VK_PROFILE=1 OX_DEVICE=vulkan $OX bench -m "$last" -ngl 99 -p "$PP" -n 0 -r 1 \
+  >"$LOG/profile-prompt.txt" 2>&1
 if [ "${SERVE:-0}" = 1 ]; then
   OX_DEVICE=vulkan PYTHONUNBUFFERED=1 python3 bench/serve_bench.py "$last" --oxidize "$OX" \
     --llama-server "$LL/llama-server" --clients "${SERVE_CLIENTS:-1,8,32}" --rounds 2 -ngl 99 \
