@@ -828,6 +828,7 @@ int main(void) {
         test_attention(nt, 0, 30.0f, true, 256, OX_DTYPE_F16); /* f16 rows' split sums */
         test_attention(nt, 40, 0.0f, false, 64, OX_DTYPE_F16);
         test_attention(nt, 0, 30.0f, true, 64, OX_DTYPE_F16);
+        test_attention(nt, 0, 0.0f, false, 80, OX_DTYPE_F16); /* 16-wide blocks, not 32 */
     }
     test_attention_bytes(1, 128), test_attention_bytes(3, 64), test_attention_bytes(1, 256);
     test_attention_spans(true), test_attention_spans(false);
