@@ -4,10 +4,10 @@
 # oxidize built with -DOX_VULKAN=ON (Debian 13's glslc: cooperative matrices) and with
 # -DOX_CUDA=ON, its Vulkan tests on the GPU, then the engines taking turns model by model:
 # oxidize on Vulkan, llama.cpp's Vulkan llama-bench (after a warm-up run per file: its first run
-# compiles its pipelines), oxidize's CUDA backend, and the base tree's decode where
-# .device/base.tar.xz is there. Then batched decode against llama-batched-bench, the decode
-# profile (OX_VK_PROFILE) of the last model, and, with SERVE=1, serve_bench.py against
-# llama-server (two rounds: the first compiles llama-server's pipelines). Results under
+# compiles its pipelines), oxidize's CUDA backend, and the base tree (the same tests: a
+# same-lease A/B) where .device/base.tar.xz is there. Then batched decode against
+# llama-batched-bench, the last model's profiles (OX_VK_PROFILE), and, with SERVE=1,
+# serve_bench.py against llama-server (two rounds: the first compiles its pipelines). Results under
 # bench/results/vulkan-<time> (on a lent machine, packed into $OUT: see LOG), the table last.
 #
 #   bench/gpu_vulkan.sh [PRESET:TYPE ...]   (default: llama-3.2-1b:q4_k_m llama-3.2-1b:f16
@@ -105,8 +105,9 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     OX_DEVICE=vulkan $OX bench -m "$f" $P >"$LOG/vk-$b.$round.json" 2>>"$LOG/bench.log"
     # shellcheck disable=SC2086
     "$LL/llama-bench" -m "$f" -fa 1 $P >"$LOG/llama-$b.$round.json" 2>>"$LOG/llama.log"
-    [ -n "$BASE" ] && OX_DEVICE=vulkan $BASE bench -m "$f" -ngl 99 -p 0 -n "$TG" -r "${REPS:-3}" -o json \
-      >"$LOG/base-$b.$round.json" 2>>"$LOG/bench.log"
+    # shellcheck disable=SC2086
+    [ -n "$BASE" ] && OX_DEVICE=vulkan $BASE bench -m "$f" $P >"$LOG/base-$b.$round.json" \
+      2>>"$LOG/bench.log"
     # shellcheck disable=SC2086
     [ -f /tmp/ox-cuda.done ] && OX_DEVICE=cuda /tmp/ox-cuda/apps/oxidize/oxidize bench -m "$f" $P \
       >"$LOG/cuda-$b.$round.json" 2>>"$LOG/bench.log"
@@ -129,7 +130,7 @@ fi
 cat "$LOG/batched-vk.md" "$LOG/batched-llama.md" | grep "|"
 python3 - "$LOG" "pp$PP" "tg$TG" <<'EOF' | tee "$LOG/table.md"
 import glob, json, os, statistics, sys
-# one row per model and test: oxidize Vulkan, llama.cpp Vulkan, oxidize CUDA, the base's decode,
+# one row per model and test: oxidize Vulkan, llama.cpp Vulkan, oxidize CUDA, the base tree,
 # each the mean and spread of every round's runs (ENGINE-MODEL.ROUND.json) and how many
 def key(r):
     if "test" in r:
