@@ -166,6 +166,19 @@ static bool on_coopmat(const struct vk_state *s, const struct attn_args *a, int 
 #endif
 }
 
+/* The query tokens a dispatch takes: a workgroup row per per_group of them (65535 rows at
+ * most), a count that fits words' 20 bits, and indices (token x heads x head width) within 32
+ * bits; a multiple of per_group. */
+static int attention_chunk(const struct attn_args *a, int per_group) {
+    int64_t widest = a->hd_k > a->hd_v ? a->hd_k : a->hd_v;
+    int64_t most = (int64_t)65535 * per_group, by_words = (1 << 20) - 1;
+    int64_t by_index = (int64_t)UINT32_MAX / ((int64_t)a->n_head * widest);
+    most = most < by_words ? most : by_words;
+    most = most < by_index ? most : by_index;
+    most = most / per_group * per_group;
+    return most > per_group ? (int)most : per_group;
+}
+
 void vk_attention(struct backend *b, const struct attn_args *a) {
     if (a->n <= 0 || a->n_head <= 0 || !attention_takes(b, a))
         return;
@@ -184,7 +197,8 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
     uint8_t *bytes = !block && a->n <= 8 && a->hd_v % 32 == 0 ? vk_bytes_target(s, count) : NULL;
     args.bytes = vk_addr(bytes);
     bool cm = block && cache && on_coopmat(s, a, rt);
-    int per_group = cm ? CM_TOKENS : block ? BLOCK_TOKENS : 1, chunk = 65535 * per_group;
+    int per_group = cm ? CM_TOKENS : block ? BLOCK_TOKENS : 1;
+    int chunk = attention_chunk(a, per_group);
     for (int t0 = 0; t0 < a->n; t0 += chunk) { /* a workgroup row per token (or block) */
         struct attention_args part = args;
         int tokens = a->n - t0 < chunk ? a->n - t0 : chunk;

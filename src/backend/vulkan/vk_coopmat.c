@@ -1,7 +1,7 @@
 /* vk_coopmat.c: whether prompts' products run on cooperative matrices (VK_KHR_cooperative_matrix,
  * the tensor cores) as gemm_cm.comp asks for them: 16x16x16 blocks of f16 summed in f32 by a
- * subgroup of 32, its shared memory, the Vulkan memory model (the extension's shaders declare
- * it). */
+ * subgroup of 32 (with shuffles: attention_cm.comp), its shared memory, the Vulkan memory model
+ * (the extension's shaders declare it). */
 #include <stdlib.h>
 
 #include "backend/vulkan/vk_internal.h"
@@ -60,7 +60,9 @@ bool vk_coopmat_usable(VkInstance inst, VkPhysicalDevice pd, bool memory_model) 
     VkPhysicalDeviceProperties2 pr = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                       .pNext = &sub};
     vkGetPhysicalDeviceProperties2(pd, &pr);
+    /* attention_cm.comp shares a query's max and sum between its two threads by shuffles */
     return sub.subgroupSize == 32 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+           (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
            pr.properties.limits.maxComputeSharedMemorySize >= GEMM_CM_SHARED_BYTES &&
            has_shape(inst, pd);
 }

@@ -17,7 +17,9 @@ enum {
     COMPONENT_FLOAT32 = 1,
     SCOPE_WORKGROUP = 2,
     WORKGROUP = 256, /* gemm_cm2.comp's local_size_x */
-    SMALLEST_TILE = 64
+    SMALLEST_TILE = 64,
+    LARGEST_DIMENSION = 256, /* its tiles' longest side (q4_K's 64 x 256) */
+    OWN_SHARED = 8 * 64 * 8  /* cm2_q4_k.glsl's scales: 8 (scale, min) pairs a row of 64 */
 };
 struct coopmat2_properties { /* VkPhysicalDeviceCooperativeMatrix2PropertiesNV */
     VkStructureType type;
@@ -71,8 +73,11 @@ bool vk_coopmat2_usable(VkInstance inst, VkPhysicalDevice pd, bool coopmat) {
                                       .pNext = &p};
     vkGetPhysicalDeviceFeatures2(pd, &f2);
     vkGetPhysicalDeviceProperties2(pd, &p2);
+    /* the driver stages tensor loads through what it reserves; the decode's scales come on top */
+    uint32_t shared = p2.properties.limits.maxComputeSharedMemorySize;
     return p2.properties.apiVersion >= VK_API_VERSION_1_3 && f.workgroup_scope &&
            f.flexible_dimensions && f.tensor_addressing && p.max_workgroup >= WORKGROUP &&
+           p.max_dimension >= LARGEST_DIMENSION && shared >= p.reserved_shared + OWN_SHARED &&
            has_shapes(inst, pd);
 }
 

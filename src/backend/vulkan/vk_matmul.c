@@ -325,6 +325,7 @@ static int64_t cm2_groups(const struct mat *w, int toks, int i) {
  * (one lease), q4_K's 64 x 256 from 128 tiles ran the 8B's pp512 at 7000 t/s and from 264 at
  * 6550, the 1B's at 29405 and 29256; in an earlier lease, on every product at 6820 and 25428,
  * on none at 6081 and 29283 (on every one it starves the 1B's small ones: 16 to 64 tiles).
+ * Fewer than 256 tokens would leave every 64 x 256 tile at the edge (bounds-checked loads).
  * Quantized products of fewer than 64 tokens (decode steps of 9 to 63 sequences) stay on
  * gemm_cm.comp: with q4_K's on gemm_cm2's edge tiles, 32 sequences of the 1B decoded at 1611
  * t/s, against 2998 in the session before on gemm_cm.comp (different leases). */
@@ -335,7 +336,7 @@ static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *
         return -1;
     if (w->type != OX_DTYPE_F16 && toks < 64) /* see above */
         return -1;
-    if (sh->gemm_cm2[2] != VK_SHADER_COUNT && cm2_groups(w, toks, 2) >= 128)
+    if (sh->gemm_cm2[2] != VK_SHADER_COUNT && toks >= 256 && cm2_groups(w, toks, 2) >= 128)
         return 2;
     return sh->gemm_cm2[1] != VK_SHADER_COUNT && cm2_groups(w, toks, 1) >= 128 ? 1 : 0;
 }
