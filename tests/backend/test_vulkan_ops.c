@@ -544,7 +544,7 @@ static void test_coopmat2_tiles(void) {
         printf("workgroup matrices: none on this device\n");
         return;
     }
-    static const enum ox_dtype types[] = {OX_DTYPE_F16, OX_DTYPE_Q4_K};
+    static const enum ox_dtype types[] = {OX_DTYPE_F16, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
     static const int big[] = {1100, 0}, small[] = {130, 0}, rows[3] = {200, 64, 64};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         test_weight_type(types[i], 2112, 256, big);
@@ -552,6 +552,7 @@ static void test_coopmat2_tiles(void) {
         test_fusions(types[i], 130, rows);
     }
     test_weight_type(OX_DTYPE_Q4_K, 2112, 1024, big); /* four superblocks a row */
+    test_weight_type(OX_DTYPE_Q6_K, 2112, 1024, big);
 }
 
 /* A random weight of a type on the host and the device. */

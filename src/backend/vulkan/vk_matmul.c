@@ -81,6 +81,9 @@ static void coopmat2_shaders(enum ox_dtype type, struct weight_shaders *s) {
     if (type == OX_DTYPE_Q4_K)
         s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_Q4_K,
         s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q4_K;
+    if (type == OX_DTYPE_Q6_K && getenv("OX_VK_CM2_Q6K")) /* experiment: unmeasured */
+        s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_Q6_K,
+        s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q6_K;
 #else
     (void)type;
 #endif

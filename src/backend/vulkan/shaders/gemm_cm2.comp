@@ -35,10 +35,14 @@ const uint BM = TILE_M, BN = TILE_N, BK = 64;
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Out { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer In { float16_t v[]; };
 
+#if defined(TYPE_Q4_K) || defined(TYPE_Q6_K)
 #if defined(TYPE_Q4_K)
 #include "cm2_q4_k.glsl"
+#else
+#include "cm2_q6_k.glsl"
+#endif
 #define DECODE , decode
-// a row's stride in the layout's elements, superblocks here (16-byte multiples, as blocks)
+// a row's stride in the layout's elements: superblocks here
 #define W_BLOCK QK
 #define W_STRIDE (p.row_bytes / BLOCK_BYTES)
 #define W_STRIDE_INSIDE W_STRIDE
