@@ -555,6 +555,44 @@ static void test_coopmat2_tiles(void) {
     test_weight_type(OX_DTYPE_Q6_K, 2112, 1024, big);
 }
 
+/* Products of one x in a row (a prompt's q and k), then the same buffer rewritten (the next
+ * layer's x in it): what the device keeps of x between them (its halves) must follow. */
+static void test_shared_x(enum ox_dtype type) {
+    enum { ROWS = 192, COLS = 512, N = 100 };
+    size_t row_bytes = (size_t)COLS / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    uint8_t *w[2];
+    struct mat m[2];
+    for (int i = 0; i < 2; i++) {
+        float *wf = random_floats((size_t)ROWS * COLS, 1.0f);
+        w[i] = malloc(row_bytes * ROWS);
+        CHECK(ox_quantize(type, wf, w[i], ROWS, COLS, NULL) == OX_OK);
+        m[i] = (struct mat){type, up(w[i], row_bytes * ROWS), ROWS, COLS, row_bytes, NULL, NULL};
+        free(wf);
+    }
+    float *dx = gpu.ops->alloc(&gpu, (size_t)N * COLS * 4),
+          *dy = gpu.ops->alloc(&gpu, ROWS * N * 4);
+    float *want = malloc((size_t)N * ROWS * 4);
+    for (int round = 0, k = 0; round < 2; round++) {
+        float *x = random_floats((size_t)N * COLS, 1.0f);
+        clear_of_ties(x, (size_t)N * COLS);
+        gpu.ops->upload(&gpu, dx, x, (size_t)N * COLS * 4);
+        round_like_weights(type, N, x, (size_t)N * COLS);
+        for (int i = 0; i < 2; i++, k++) {
+            gpu.ops->matmul(&gpu, &m[i], dx, dy, N);
+            device_ref(type, w[i], ROWS, COLS, x, N, want);
+            float *got = down(dy, (size_t)N * ROWS);
+            CHECK_CLOSE(got, want, (size_t)N * ROWS, 2e-5, "one x, product %d (%s)", k,
+                        ox_dtype_name(type));
+            free(got);
+        }
+        free(x);
+    }
+    printf("  one x through two products, then rewritten: %s\n", ox_dtype_name(type));
+    for (int i = 0; i < 2; i++)
+        gpu.ops->free(&gpu, (void *)m[i].data), free(w[i]);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy), free(want);
+}
+
 /* A random weight of a type on the host and the device. */
 static struct mat random_weight(enum ox_dtype type, int rows, int cols, uint8_t **host) {
     size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
@@ -826,6 +864,7 @@ int main(void) {
     test_matmul(OX_DTYPE_F16, 32, 5000, 17);
     test_weight_types();
     test_coopmat2_tiles();
+    test_shared_x(OX_DTYPE_Q4_K), test_shared_x(OX_DTYPE_F16);
     static const int rows[3] = {193, 64, 67}, many[3] = {2051, 1024, 1027};
     for (int n = 1; n <= 20; n += 4) /* 1, 5: one dispatch; 9 and past: the tiled product */
         test_fusions(OX_DTYPE_Q4_K, n, rows), test_fusions(OX_DTYPE_F16, n, rows),

@@ -208,11 +208,17 @@ struct halves_args {
     uint32_t n;
 };
 
-/* The count floats of x as f16 in the scratch buffer, or NULL (noted). */
+/* The count floats of x as f16 in the scratch buffer, or NULL (noted): kept from the last
+ * product where that was of the same x and nothing ran since (a prompt's q, k and v, its gate and
+ * up read one; experiment: OX_VK_HALVES_REUSE=0 converts each time). */
 static const void *x_as_halves(struct vk_state *s, uint64_t x, size_t count) {
+    if (s->halves_of == x && s->halves_count == count && s->halves_serial == s->serial &&
+        !vk_turned_off("OX_VK_HALVES_REUSE"))
+        return s->scratch;
     void *y = scratch(s, count * 2);
     if (!y)
         return NULL;
+    s->halves_of = x, s->halves_count = count;
     struct halves_args a = {x, vk_addr(y), (uint32_t)count};
     vk_dispatch(s, VK_SHADER_halves, &a, sizeof a, vk_groups(count), 1, 1);
     return y;
@@ -383,6 +389,8 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
         enum vk_shader shader = tile >= 0 ? sh->gemm_cm2[tile] : cm ? sh->gemm_cm : sh->gemm;
         vk_dispatch(s, shader, &a, sizeof a, (uint32_t)(w->n_rows + bm - 1) / bm,
                     (uint32_t)(toks + bn - 1) / bn, 1);
+        if (cm && a.y != s->halves_of) /* it wrote y, not x: the halves stay x's */
+            s->halves_serial = s->serial;
     }
 }
 
