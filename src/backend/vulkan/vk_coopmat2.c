@@ -1,7 +1,7 @@
-/* vk_coopmat2.c: whether f16 and q4_K weights' prompt products run on workgroup-wide cooperative
- * matrices (VK_NV_cooperative_matrix2: gemm_cm2.comp), as that shader asks for them: matrices of
- * a workgroup of 256, f16 blocks summed in f32 in tiles of 64 or 128, tensor loads, SPIR-V 1.6
- * (Vulkan 1.3). */
+/* vk_coopmat2.c: whether f16, q4_K and q6_K weights' prompt products run on workgroup-wide
+ * cooperative matrices (VK_NV_cooperative_matrix2: gemm_cm2.comp), as that shader asks for them:
+ * matrices of a workgroup of 256, f16 blocks summed in f32 in tiles of 64 to 256, tensor loads,
+ * SPIR-V 1.6 (Vulkan 1.3). */
 #include <stdlib.h>
 
 #include "backend/vulkan/vk_internal.h"
@@ -19,7 +19,8 @@ enum {
     WORKGROUP = 256, /* gemm_cm2.comp's local_size_x */
     SMALLEST_TILE = 64,
     LARGEST_DIMENSION = 256, /* its tiles' longest side (q4_K's 64 x 256) */
-    OWN_SHARED = 8 * 64 * 8  /* cm2_q4_k.glsl's scales: 8 (scale, min) pairs a row of 64 */
+    OWN_SHARED = 8 * 64 * 8  /* cm2_q4_k.glsl's scales: 8 (scale, min) pairs a row of 64; q6_K's
+                              * 16 floats a row take as much */
 };
 struct coopmat2_properties { /* VkPhysicalDeviceCooperativeMatrix2PropertiesNV */
     VkStructureType type;

@@ -70,8 +70,8 @@ static enum vk_shader coopmat_shader(enum ox_dtype type) {
 static const struct { uint32_t rows, tokens; } cm2_tiles[3] = {{64, 64}, {128, 128}, {64, 256}};
 
 /* gemm_cm2.comp's tiles, built where glslc can (CMakeLists.txt's OX_VK_COOPMAT2): f16 weights
- * at 64 x 64 and 128 x 128, q4_K's at 64 x 64 and 64 x 256 (its header says why not the other
- * types). */
+ * at 64 x 64 and 128 x 128, q4_K's and q6_K's at 64 x 64 and 64 x 256 (its header says why not
+ * the other types). */
 static void coopmat2_shaders(enum ox_dtype type, struct weight_shaders *s) {
     s->gemm_cm2[0] = s->gemm_cm2[1] = s->gemm_cm2[2] = VK_SHADER_COUNT;
 #ifdef OX_VK_COOPMAT2
@@ -81,7 +81,7 @@ static void coopmat2_shaders(enum ox_dtype type, struct weight_shaders *s) {
     if (type == OX_DTYPE_Q4_K)
         s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_Q4_K,
         s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q4_K;
-    if (type == OX_DTYPE_Q6_K && getenv("OX_VK_CM2_Q6K")) /* experiment: unmeasured */
+    if (type == OX_DTYPE_Q6_K)
         s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_Q6_K,
         s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q6_K;
 #else
@@ -210,10 +210,9 @@ struct halves_args {
 
 /* The count floats of x as f16 in the scratch buffer, or NULL (noted): kept from the last
  * product where that was of the same x and nothing ran since (a prompt's q, k and v, its gate and
- * up read one; experiment: OX_VK_HALVES_REUSE=0 converts each time). */
+ * up read one). */
 static const void *x_as_halves(struct vk_state *s, uint64_t x, size_t count) {
-    if (s->halves_of == x && s->halves_count == count && s->halves_serial == s->serial &&
-        !vk_turned_off("OX_VK_HALVES_REUSE"))
+    if (s->halves_of == x && s->halves_count == count && s->halves_serial == s->serial)
         return s->scratch;
     void *y = scratch(s, count * 2);
     if (!y)
@@ -327,17 +326,19 @@ static int64_t cm2_groups(const struct mat *w, int toks, int i) {
 }
 
 /* Which of gemm_cm2.comp's tiles (cm2_tiles) a product of toks tokens takes, or -1 where it
- * cannot: no such shader (f16 and q4_K weights only) or device, or weights or y not 16-byte
+ * cannot: no such shader (f16, q4_K and q6_K weights only) or device, or weights or y not 16-byte
  * aligned (the bases of its tensor loads and stores must be). The larger tiles where there are
  * enough of them to keep a large GPU busy (128: an H100 has 132 multiprocessors), else 64 x 64:
- * f16's 128 x 128, q4_K's 64 x 256, which decodes each weight once for 256 tokens. On the H100
+ * f16's 128 x 128, q4_K's and q6_K's 64 x 256, which decodes each weight once for 256 tokens
+ * (q6_K's taken as q4_K's, not measured apart). On the H100
  * (one lease), q4_K's 64 x 256 from 128 tiles ran the 8B's pp512 at 7000 t/s and from 264 at
  * 6550, the 1B's at 29405 and 29256; in an earlier lease, on every product at 6820 and 25428,
  * on none at 6081 and 29283 (on every one it starves the 1B's small ones: 16 to 64 tiles).
  * Fewer than 256 tokens would leave every 64 x 256 tile at the edge (bounds-checked loads).
  * Quantized products of fewer than 64 tokens (decode steps of 9 to 63 sequences) stay on
  * gemm_cm.comp: with q4_K's on gemm_cm2's edge tiles, 32 sequences of the 1B decoded at 1611
- * t/s, against 2998 in the session before on gemm_cm.comp (different leases). */
+ * t/s, against 2998 in the session before on gemm_cm.comp (different leases); back there, 3031
+ * and 3123 in two later leases. */
 static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *sh,
                          const struct mat *w, uint64_t y, int toks) {
     if (!s->d->coopmat2 || sh->gemm_cm2[0] == VK_SHADER_COUNT || vk_addr(w->data) % 16 || y % 16 ||
