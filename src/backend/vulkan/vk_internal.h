@@ -183,7 +183,7 @@ static inline uint64_t vk_addr(const void *p) {
  * the one after it), read after each submission, printed when the context is released. */
 struct vk_profile *vk_profile_make(struct vk_device *d);
 void vk_profile_begin(struct vk_state *s);
-void vk_profile_dispatch(struct vk_state *s, enum vk_shader sh, bool after);
+void vk_profile_dispatch(struct vk_state *s, enum vk_shader sh, const uint32_t grid[3], bool after);
 void vk_profile_collect(struct vk_state *s);
 void vk_profile_release(struct vk_state *s);
 

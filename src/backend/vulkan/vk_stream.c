@@ -113,9 +113,10 @@ void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t
     begin(s);
     vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     vkCmdPushConstants(s->cmd, s->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)bytes, args);
-    vk_profile_dispatch(s, sh, false);
+    const uint32_t grid[3] = {gx, gy, gz};
+    vk_profile_dispatch(s, sh, grid, false);
     vkCmdDispatch(s->cmd, gx, gy, gz);
-    vk_profile_dispatch(s, sh, true);
+    vk_profile_dispatch(s, sh, grid, true);
     barrier(s);
     s->pending = true, s->serial++;
     /* a long batch (a decode step: hundreds) goes to the GPU in parts, so it runs while the rest
