@@ -37,9 +37,12 @@ uint n_cells; // one past the last cell a workgroup looks at (cell_range)
 // cell 0 and the ones skipped hold none of its cells: the same sums.
 void cell_range(int s, uint tile, out uint first, out uint end) {
     first = 0, end = 0;
-    if (!SPANS)
-        end = uint64_t(p.n_cells_at) != 0 ? uint(p.n_cells_at.v[0]) : p.n_cells;
-    else if (s >= 0 && uint(s) < SEQ_WORDS * 64)
+    if (!SPANS) {
+        // an if, not ?: (which compiles to a select: both sides read, n_cells_at's when null)
+        end = p.n_cells;
+        if (uint64_t(p.n_cells_at) != 0)
+            end = uint(p.n_cells_at.v[0]);
+    } else if (s >= 0 && uint(s) < SEQ_WORDS * 64)
         first = uint(p.n_cells_at.v[2 * s]) / tile * tile, end = uint(p.n_cells_at.v[2 * s + 1]);
 }
 

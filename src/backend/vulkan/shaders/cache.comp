@@ -31,9 +31,15 @@ void main() {
     uint per_row = p.type == ROW_Q8_0 && p.load == 0 ? p.dim / 32 : p.dim;
     GRID_STRIDE(i, p.n * per_row) {
         uint r = i / per_row, c = i % per_row;
-        uint row = p.load != 0 ? r : uint(p.cells.v[r]);
-        if (p.load != 0 && uint64_t(p.cells) != 0 && p.cells.v[r] < 0)
-            continue; // a free cell: attention never reads it
+        // ifs, not ?: or &&, which may compile to selects and logical ands that read cells even
+        // where it is null
+        uint row = r;
+        if (p.load == 0)
+            row = uint(p.cells.v[r]);
+        else if (uint64_t(p.cells) != 0) {
+            if (p.cells.v[r] < 0)
+                continue; // a free cell: attention never reads it
+        }
         uint64_t at = p.base + uint64_t(row) * p.row_bytes;
         if (p.load != 0)
             p.x.v[i] = row_at(at, p.type, c);

@@ -16,7 +16,9 @@ void main() {
     uint half_rot = p.n_rot / 2, pairs = p.n * p.n_heads * half_rot;
     GRID_STRIDE(j, pairs) {
         uint k = j % half_rot, head = j / half_rot, t = head / p.n_heads, a, b;
-        float ff = uint64_t(p.ff) != 0 ? p.ff.v[k] : 1.0;
+        float ff = 1.0; // an if, not ?: (a select would read ff when it is null)
+        if (uint64_t(p.ff) != 0)
+            ff = p.ff.v[k];
         vec2 v, sc = rope_sin_cos(float(p.pos.v[t]), k, ff);
         rope_pair(p.x, head * p.head_dim, k, p.n_rot, p.neox != 0, sc, a, b, v);
     }

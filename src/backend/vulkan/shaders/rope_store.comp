@@ -34,7 +34,9 @@ void main() {
             bool is_k = j >= q_pairs;
             uint jj = is_k ? j - q_pairs : j, heads = is_k ? p.n_head_kv : p.n_head;
             uint k = jj % half_rot, head = jj / half_rot, t = head / heads, a, b;
-            float ff = uint64_t(p.ff) != 0 ? p.ff.v[k] : 1.0;
+            float ff = 1.0; // an if, not ?: (a select would read ff when it is null)
+            if (uint64_t(p.ff) != 0)
+                ff = p.ff.v[k];
             vec2 v, sc = rope_sin_cos(float(p.pos.v[t]), k, ff);
             rope_pair(is_k ? p.k : p.q, head * p.hd_k, k, p.n_rot, p.neox != 0, sc, a, b, v);
             if (is_k)
