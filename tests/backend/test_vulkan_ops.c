@@ -568,44 +568,6 @@ static void test_coopmat2_tiles(void) {
     test_weight_type(OX_DTYPE_Q6_K, 2112, 1024, big);
 }
 
-/* Products of one x in a row (a prompt's q and k), then the same buffer rewritten (the next
- * layer's x in it): what the device keeps of x between them (its halves) must follow. */
-static void test_shared_x(enum ox_dtype type) {
-    enum { ROWS = 192, COLS = 512, N = 100 };
-    size_t row_bytes = (size_t)COLS / ox_dtype_block_size(type) * ox_dtype_type_size(type);
-    uint8_t *w[2];
-    struct mat m[2];
-    for (int i = 0; i < 2; i++) {
-        float *wf = random_floats((size_t)ROWS * COLS, 1.0f);
-        w[i] = malloc(row_bytes * ROWS);
-        CHECK(ox_quantize(type, wf, w[i], ROWS, COLS, NULL) == OX_OK);
-        m[i] = (struct mat){type, up(w[i], row_bytes * ROWS), ROWS, COLS, row_bytes, NULL, NULL};
-        free(wf);
-    }
-    float *dx = gpu.ops->alloc(&gpu, (size_t)N * COLS * 4),
-          *dy = gpu.ops->alloc(&gpu, ROWS * N * 4);
-    float *want = malloc((size_t)N * ROWS * 4);
-    for (int round = 0, k = 0; round < 2; round++) {
-        float *x = random_floats((size_t)N * COLS, 1.0f);
-        clear_of_ties(x, (size_t)N * COLS);
-        gpu.ops->upload(&gpu, dx, x, (size_t)N * COLS * 4);
-        round_like_weights(type, N, x, (size_t)N * COLS);
-        for (int i = 0; i < 2; i++, k++) {
-            gpu.ops->matmul(&gpu, &m[i], dx, dy, N);
-            device_ref(type, w[i], ROWS, COLS, x, N, want);
-            float *got = down(dy, (size_t)N * ROWS);
-            CHECK_CLOSE(got, want, (size_t)N * ROWS, 2e-5, "one x, product %d (%s)", k,
-                        ox_dtype_name(type));
-            free(got);
-        }
-        free(x);
-    }
-    printf("  one x through two products, then rewritten: %s\n", ox_dtype_name(type));
-    for (int i = 0; i < 2; i++)
-        gpu.ops->free(&gpu, (void *)m[i].data), free(w[i]);
-    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy), free(want);
-}
-
 /* A random weight of a type on the host and the device. */
 static struct mat random_weight(enum ox_dtype type, int rows, int cols, uint8_t **host) {
     size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
@@ -614,6 +576,45 @@ static struct mat random_weight(enum ox_dtype type, int rows, int cols, uint8_t 
     CHECK(ox_quantize(type, wf, *host, rows, cols, NULL) == OX_OK);
     free(wf);
     return (struct mat){type, up(*host, row_bytes * rows), rows, cols, row_bytes, NULL, NULL};
+}
+
+/* Three products of one x back to back (q, k and v; the types of a mixed file), nothing read
+ * back between them, then the same buffer rewritten (the next layer's x in it) and again: what
+ * the device keeps of x between products (its int8 bytes or its halves, in one scratch buffer)
+ * must follow it, and one form must never be taken for the other. */
+static void test_shared_x(const enum ox_dtype types[3], int n) {
+    enum { ROWS = 192, COLS = 512 };
+    uint8_t *w[3];
+    struct mat m[3];
+    float *dy[3], *want = malloc((size_t)n * ROWS * 4);
+    for (int i = 0; i < 3; i++) {
+        m[i] = random_weight(types[i], ROWS, COLS, &w[i]);
+        dy[i] = gpu.ops->alloc(&gpu, (size_t)ROWS * n * 4);
+    }
+    float *dx = gpu.ops->alloc(&gpu, (size_t)n * COLS * 4);
+    for (int round = 0; round < 2; round++) {
+        float *x = random_floats((size_t)n * COLS, 1.0f);
+        clear_of_ties(x, (size_t)n * COLS);
+        gpu.ops->upload(&gpu, dx, x, (size_t)n * COLS * 4);
+        for (int i = 0; i < 3; i++)
+            gpu.ops->matmul(&gpu, &m[i], dx, dy[i], n);
+        for (int i = 0; i < 3; i++) {
+            float *xr = malloc((size_t)n * COLS * 4);
+            memcpy(xr, x, (size_t)n * COLS * 4);
+            round_like_weights(types[i], n, xr, (size_t)n * COLS);
+            device_ref(types[i], w[i], ROWS, COLS, xr, n, want);
+            float *got = down(dy[i], (size_t)n * ROWS);
+            CHECK_CLOSE(got, want, (size_t)n * ROWS, 2e-5, "one x, round %d, product %d (%s), n=%d",
+                        round, i, ox_dtype_name(types[i]), n);
+            free(got), free(xr);
+        }
+        free(x);
+    }
+    printf("  one x through three products, then rewritten: %s %s %s, n=%d\n",
+           ox_dtype_name(types[0]), ox_dtype_name(types[1]), ox_dtype_name(types[2]), n);
+    for (int i = 0; i < 3; i++)
+        gpu.ops->free(&gpu, (void *)m[i].data), gpu.ops->free(&gpu, dy[i]), free(w[i]);
+    gpu.ops->free(&gpu, dx), free(want);
 }
 
 /* The fused products against the CPU's ops one at a time: y += W x (decode and prompt shapes),
@@ -875,7 +876,11 @@ static void test_products(void) {
     test_matmul(OX_DTYPE_F16, 32, 5000, 17);
     test_weight_types();
     test_coopmat2_tiles();
-    test_shared_x(OX_DTYPE_Q4_K), test_shared_x(OX_DTYPE_F16);
+    static const enum ox_dtype q4k[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q4_K},
+                               f16s[3] = {OX_DTYPE_F16, OX_DTYPE_F16, OX_DTYPE_F16},
+                               mixed[3] = {OX_DTYPE_Q4_K, OX_DTYPE_F16, OX_DTYPE_Q6_K};
+    for (int n = 1; n <= 100; n += 99) /* one x's bytes or halves kept, and neither for the other */
+        test_shared_x(q4k, n), test_shared_x(f16s, n), test_shared_x(mixed, n);
     static const int rows[3] = {193, 64, 67}, many[3] = {2051, 1024, 1027};
     for (int n = 1; n <= 20; n += 4) /* 1, 5: one dispatch; 9 and past: the tiled product */
         test_fusions(OX_DTYPE_Q4_K, n, rows), test_fusions(OX_DTYPE_F16, n, rows),

@@ -122,11 +122,13 @@ struct vk_state {
     struct vk_profile *prof; /* OX_VK_PROFILE's timings, or NULL (vk_profile.c) */
     void *scratch;           /* activations converted for a product (vk_matmul.c), grown on use */
     size_t scratch_bytes;
-    uint64_t serial;                   /* the dispatches and copies recorded */
-    uint64_t bytes_of, bytes_serial;   /* scratch holds x's bytes (vk_matmul.c) while serial is */
-    size_t bytes_count;                /* bytes_serial; bytes_of 0: a norm's, not x's */
-    uint64_t halves_of, halves_serial; /* likewise x's halves (a prompt's products, vk_matmul.c) */
-    size_t halves_count;
+    uint64_t serial; /* the dispatches and copies recorded */
+    /* what scratch holds (vk_matmul.c): count values of the floats at held_of as int8 bytes or
+     * f16 (held_form: 0 none, else an x_form), while serial is held_serial; held_of 0: a
+     * norm's output, no floats' */
+    uint64_t held_of, held_serial;
+    size_t held_count;
+    int held_form;
     struct vk_graph graph[VK_GRAPHS];
     struct vk_graph *capture; /* the graph being recorded, or NULL */
     bool capture_spoiled;     /* something was uploaded while it was: not to be replayed */

@@ -188,7 +188,8 @@ static void *scratch(struct vk_state *s, size_t bytes) {
             vk_mem_free(s->d, s->scratch);
         s->scratch = vk_mem_alloc(s->d, want);
         s->scratch_bytes = s->scratch ? want : 0;
-        s->epoch++; /* the recorded steps read the old one */
+        s->held_form = 0; /* holds nothing */
+        s->epoch++;       /* the recorded steps read the old one */
         if (!s->scratch)
             vk_note(s, VK_ERROR_OUT_OF_DEVICE_MEMORY, "matmul: activations converted");
     }
@@ -199,8 +200,36 @@ uint8_t *vk_bytes_target(struct vk_state *s, size_t count) {
     return s->d->dot8 && count % 32 == 0 ? scratch(s, count + count / 32 * 16) : NULL;
 }
 
+/* How a matvec of these weights takes x: as it is, as bytes (the integer form), or as f16 (f16
+ * weights: matvec.comp's X_F16; the cooperative-matrix products'). */
+enum x_form { X_AS_IS, X_BYTES, X_HALVES };
+
+/* Whether scratch holds x's count values in this form, nothing having run since it was last
+ * read (a prompt's q, k and v, its gate and up, read one x). */
+static bool scratch_holds(const struct vk_state *s, enum x_form form, uint64_t x, size_t count) {
+    return s->held_form == (int)form && x && s->held_of == x && s->held_count == count &&
+           s->held_serial == s->serial;
+}
+
+/* Scratch now holds x's count values in this form (x 0: not any floats'), as of this point. */
+static void scratch_made(struct vk_state *s, enum x_form form, uint64_t x, size_t count) {
+    s->held_form = (int)form, s->held_of = x, s->held_count = count, s->held_serial = s->serial;
+}
+
+/* A product that read x (or scratch's form of it) and wrote y (at most bytes long) ran: what
+ * scratch holds is still x's, unless y overlaps x. Called for each of its outputs. */
+static void scratch_read(struct vk_state *s, uint64_t y, uint64_t bytes) {
+    uint64_t x = s->held_of, x_end = x + (uint64_t)s->held_count * sizeof(float);
+    if (!s->held_form || !x)
+        return;
+    if (y < x_end && y + bytes > x)
+        s->held_form = 0; /* x rewritten */
+    else
+        s->held_serial = s->serial;
+}
+
 void vk_bytes_made(struct vk_state *s, const float *x, size_t count) {
-    s->bytes_of = vk_addr(x), s->bytes_count = count, s->bytes_serial = s->serial;
+    scratch_made(s, X_BYTES, vk_addr(x), count);
 }
 
 struct halves_args {
@@ -212,14 +241,14 @@ struct halves_args {
  * product where that was of the same x and nothing ran since (a prompt's q, k and v, its gate and
  * up read one). */
 static const void *x_as_halves(struct vk_state *s, uint64_t x, size_t count) {
-    if (s->halves_of == x && s->halves_count == count && s->halves_serial == s->serial)
+    if (scratch_holds(s, X_HALVES, x, count))
         return s->scratch;
     void *y = scratch(s, count * 2);
     if (!y)
         return NULL;
-    s->halves_of = x, s->halves_count = count;
     struct halves_args a = {x, vk_addr(y), (uint32_t)count};
     vk_dispatch(s, VK_SHADER_halves, &a, sizeof a, vk_groups(count), 1, 1);
+    scratch_made(s, X_HALVES, x, count);
     return y;
 }
 
@@ -252,9 +281,6 @@ static bool on_bytes(const struct vk_state *s, const struct weight_shaders *sh) 
     return s->d->dot8 && sh->matvecq != VK_SHADER_COUNT;
 }
 
-/* How a matvec of these weights takes x: as it is, as bytes (the integer form), or as f16 (f16
- * weights: matvec.comp's X_F16). */
-enum x_form { X_AS_IS, X_BYTES, X_HALVES };
 static enum x_form x_form(const struct vk_state *s, const struct weight_shaders *sh,
                           enum ox_dtype type) {
     return on_bytes(s, sh) ? X_BYTES : type == OX_DTYPE_F16 ? X_HALVES : X_AS_IS;
@@ -270,15 +296,16 @@ static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *
         return vk_addr(x);
     if (form == X_HALVES && norm) { /* the RMSNorm writes the halves: one op */
         void *y = scratch(s, (size_t)n * (size_t)cols * 2);
-        if (y)
+        if (y) {
             vk_rms_norm_halves(s, x, norm->w, norm->eps, n, (int)cols, y);
+            scratch_made(s, X_HALVES, 0, (size_t)n * (size_t)cols);
+        }
         return vk_addr(y);
     }
     if (form == X_HALVES)
         return vk_addr(x_as_halves(s, vk_addr(x), (size_t)n * (size_t)cols));
     size_t count = (size_t)n * (size_t)cols;
-    if (!norm && s->bytes_of == vk_addr(x) && s->bytes_count == count &&
-        s->bytes_serial == s->serial)
+    if (!norm && scratch_holds(s, X_BYTES, vk_addr(x), count))
         return vk_addr(s->scratch);
     uint8_t *q = vk_bytes_target(s, count);
     if (!q)
@@ -290,7 +317,7 @@ static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *
                                   (uint32_t)(count / 32)};
         vk_dispatch(s, VK_SHADER_quantize_q8, &a, sizeof a, vk_groups(count / 32), 1, 1);
     }
-    s->bytes_of = norm ? 0 : vk_addr(x), s->bytes_count = count;
+    scratch_made(s, X_BYTES, norm ? 0 : vk_addr(x), count);
     return vk_addr(q);
 }
 
@@ -316,7 +343,8 @@ static void matvec(struct vk_state *s, const struct weight_shaders *sh, int coun
         bytes ? (n == 1 ? sh->matvecq1 : sh->matvecq) : (n == 1 ? sh->matvec1 : sh->matvec);
     uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups;
     vk_dispatch(s, shader, &a, sizeof a, gx, (uint32_t)((groups + gx - 1) / gx), 1);
-    s->bytes_serial = s->serial; /* a matvec writes no x: the bytes stay x's */
+    for (int m = 0; m < count; m++) /* what it read of scratch stays x's, unless it wrote x */
+        scratch_read(s, a.y[m], (uint64_t)a.rows[m] * (uint64_t)n * sizeof(float));
 }
 
 /* The workgroups a product of toks tokens takes at cm2_tiles[i]. */
@@ -390,8 +418,8 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
         enum vk_shader shader = tile >= 0 ? sh->gemm_cm2[tile] : cm ? sh->gemm_cm : sh->gemm;
         vk_dispatch(s, shader, &a, sizeof a, (uint32_t)(w->n_rows + bm - 1) / bm,
                     (uint32_t)(toks + bn - 1) / bn, 1);
-        if (cm && a.y != s->halves_of) /* it wrote y, not x: the halves stay x's */
-            s->halves_serial = s->serial;
+        if (cm) /* it read x's halves */
+            scratch_read(s, a.y, (uint64_t)toks * (uint64_t)w->n_rows * sizeof(float));
     }
 }
 
