@@ -38,7 +38,8 @@ uint n_cells; // one past the last cell a workgroup looks at (cell_range)
 void cell_range(int s, uint tile, out uint first, out uint end) {
     first = 0, end = 0;
     if (!SPANS) {
-        // an if, not ?: (which compiles to a select: both sides read, n_cells_at's when null)
+        // an if: written as ?:, Mesa 26.1's lavapipe read through a null n_cells_at (its
+        // compiled code loaded before it tested; glslc had put the load in a branch)
         end = p.n_cells;
         if (uint64_t(p.n_cells_at) != 0)
             end = uint(p.n_cells_at.v[0]);

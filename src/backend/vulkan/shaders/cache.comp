@@ -31,8 +31,7 @@ void main() {
     uint per_row = p.type == ROW_Q8_0 && p.load == 0 ? p.dim / 32 : p.dim;
     GRID_STRIDE(i, p.n * per_row) {
         uint r = i / per_row, c = i % per_row;
-        // ifs, not ?: or &&, which may compile to selects and logical ands that read cells even
-        // where it is null
+        // ifs, as attention_args.glsl's cell_range (cells may be null where loading)
         uint row = r;
         if (p.load == 0)
             row = uint(p.cells.v[r]);

@@ -16,7 +16,7 @@ void main() {
     uint half_rot = p.n_rot / 2, pairs = p.n * p.n_heads * half_rot;
     GRID_STRIDE(j, pairs) {
         uint k = j % half_rot, head = j / half_rot, t = head / p.n_heads, a, b;
-        float ff = 1.0; // an if, not ?: (a select would read ff when it is null)
+        float ff = 1.0; // an if, as attention_args.glsl's cell_range (ff may be null)
         if (uint64_t(p.ff) != 0)
             ff = p.ff.v[k];
         vec2 v, sc = rope_sin_cos(float(p.pos.v[t]), k, ff);

@@ -34,7 +34,7 @@ void main() {
             bool is_k = j >= q_pairs;
             uint jj = is_k ? j - q_pairs : j, heads = is_k ? p.n_head_kv : p.n_head;
             uint k = jj % half_rot, head = jj / half_rot, t = head / heads, a, b;
-            float ff = 1.0; // an if, not ?: (a select would read ff when it is null)
+            float ff = 1.0; // an if, as attention_args.glsl's cell_range (ff may be null)
             if (uint64_t(p.ff) != 0)
                 ff = p.ff.v[k];
             vec2 v, sc = rope_sin_cos(float(p.pos.v[t]), k, ff);
