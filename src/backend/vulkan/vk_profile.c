@@ -11,7 +11,7 @@
 
 enum {
     PROFILE_SLOTS = 8192, /* dispatches timed per submission; later ones are not */
-    PROFILE_ROWS = 1024   /* shaders (and grids) told apart; later ones add to the last row */
+    PROFILE_ROWS = 1024   /* shaders (and grids) told apart; the rest share the last row */
 };
 
 struct profile_row {
@@ -82,8 +82,12 @@ static uint32_t profile_row(struct vk_profile *p, enum vk_shader sh, const uint3
     for (uint32_t i = 0; i < p->n_rows; i++)
         if (p->rows[i].shader == sh && !memcmp(p->rows[i].grid, key, sizeof key))
             return i;
-    if (p->n_rows == PROFILE_ROWS)
+    if (p->n_rows >= PROFILE_ROWS - 1) { /* full: the rest in the last row, under no one name */
+        struct profile_row *rest = &p->rows[PROFILE_ROWS - 1];
+        rest->shader = VK_SHADER_COUNT, memset(rest->grid, 0, sizeof rest->grid);
+        p->n_rows = PROFILE_ROWS;
         return PROFILE_ROWS - 1;
+    }
     struct profile_row *r = &p->rows[p->n_rows];
     r->shader = sh, memcpy(r->grid, key, sizeof key);
     return p->n_rows++;
@@ -133,8 +137,9 @@ void vk_profile_release(struct vk_state *s) {
         if (!top)
             break;
         char name[96];
-        snprintf(name, sizeof name, "%s", vk_shader_names[top->shader]);
-        if (p->by_grid)
+        snprintf(name, sizeof name, "%s",
+                 top->shader == VK_SHADER_COUNT ? "(the rest)" : vk_shader_names[top->shader]);
+        if (p->by_grid && top->shader != VK_SHADER_COUNT)
             snprintf(name, sizeof name, "%s %ux%ux%u", vk_shader_names[top->shader], top->grid[0],
                      top->grid[1], top->grid[2]);
         fprintf(stderr, "  %-*s %10.3f ms %5.1f%% %8llu calls %9.2f us each\n",
