@@ -76,10 +76,11 @@ bool vk_coopmat2_usable(VkInstance inst, VkPhysicalDevice pd, bool coopmat) {
     vkGetPhysicalDeviceProperties2(pd, &p2);
     /* the driver stages tensor loads through what it reserves; the decode's scales come on top */
     uint32_t shared = p2.properties.limits.maxComputeSharedMemorySize;
+    /* block loads: q4_K's and q6_K's tensor loads through decode functions */
     return p2.properties.apiVersion >= VK_API_VERSION_1_3 && f.workgroup_scope &&
-           f.flexible_dimensions && f.tensor_addressing && p.max_workgroup >= WORKGROUP &&
-           p.max_dimension >= LARGEST_DIMENSION && shared >= p.reserved_shared + OWN_SHARED &&
-           has_shapes(inst, pd);
+           f.flexible_dimensions && f.tensor_addressing && f.block_loads &&
+           p.max_workgroup >= WORKGROUP && p.max_dimension >= LARGEST_DIMENSION &&
+           shared >= p.reserved_shared + OWN_SHARED && has_shapes(inst, pd);
 }
 
 void *vk_coopmat2_enable(struct vk_coopmat2_features *f, void *next) {
@@ -87,7 +88,8 @@ void *vk_coopmat2_enable(struct vk_coopmat2_features *f, void *next) {
                                        .next = next,
                                        .workgroup_scope = VK_TRUE,
                                        .flexible_dimensions = VK_TRUE,
-                                       .tensor_addressing = VK_TRUE};
+                                       .tensor_addressing = VK_TRUE,
+                                       .block_loads = VK_TRUE};
     return f;
 }
 
