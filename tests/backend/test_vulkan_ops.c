@@ -547,11 +547,11 @@ static void test_weight_types(void) {
 
 static void test_fusions(enum ox_dtype type, int n, const int rows[3]);
 
-/* Where gemm_cm2.comp runs (f16 and q4_K weights): products large enough for f16's tiles of 128
- * x 128 (17 x 9 of them, cut at the far ends), q4_K's of 64 x 256 (33 x 5, over one superblock a
- * row and over four) and both types' of 64 x 64, with tiles inside the matrices (its loads
- * without bounds checks: the smaller shapes above have none) and at their edges, and y += W x on
- * each kind of tile. */
+/* Where gemm_cm2.comp runs (f16, q4_K and q6_K weights): products large enough for f16's tiles
+ * of 128 x 128 (17 x 9 of them, cut at the far ends), q4_K's and q6_K's of 64 x 256 (33 x 5, over
+ * one superblock a row and over four) and each type's of 64 x 64, with tiles inside the matrices
+ * (its loads without bounds checks: the smaller shapes above have none) and at their edges, and
+ * y += W x on each kind of tile. */
 static void test_coopmat2_tiles(void) {
     if (!vk_backend_coopmat2()) {
         printf("workgroup matrices: none on this device\n");

@@ -358,10 +358,10 @@ static int64_t cm2_groups(const struct mat *w, int toks, int i) {
  * aligned (the bases of its tensor loads and stores must be). The larger tiles where there are
  * enough of them to keep a large GPU busy (128: an H100 has 132 multiprocessors), else 64 x 64:
  * f16's 128 x 128, q4_K's and q6_K's 64 x 256, which decodes each weight once for 256 tokens
- * (q6_K's taken as q4_K's, not measured apart). On the H100
- * (one lease), q4_K's 64 x 256 from 128 tiles ran the 8B's pp512 at 7000 t/s and from 264 at
- * 6550, the 1B's at 29405 and 29256; in an earlier lease, on every product at 6820 and 25428,
- * on none at 6081 and 29283 (on every one it starves the 1B's small ones: 16 to 64 tiles).
+ * (q6_K's taken as q4_K's, not measured apart). On the H100 (one lease), q4_K's 64 x 256 from
+ * 128 tiles ran the 8B's pp512 at 7000 t/s and from 264 at 6550, the 1B's at 29405 and 29256;
+ * in an earlier lease, on every product at 6820 and 25428, on none at 6081 and 29283 (on every
+ * one it starves the 1B's small ones: 16 to 64 tiles).
  * Fewer than 256 tokens would leave every 64 x 256 tile at the edge (bounds-checked loads).
  * Quantized products of fewer than 64 tokens (decode steps of 9 to 63 sequences) stay on
  * gemm_cm.comp: with q4_K's on gemm_cm2's edge tiles, 32 sequences of the 1B decoded at 1611
