@@ -10,7 +10,7 @@
 #                           driver but neither (without them: "no Vulkan driver")
 #   .device/glslc.tar.xz    Debian 13's glslc (GL_KHR_cooperative_matrix: gemm_cm.comp) with the
 #                           C library it runs on, started through that library's own loader, and
-#                           Debian 13's Vulkan headers for llama.cpp's build
+#                           Debian 13's Vulkan and SPIR-V headers for llama.cpp's build
 #   .device/llvk.tar.xz     llama.cpp's Vulkan llama-bench, llama-batched-bench and llama-server
 #                           with their shared libraries, built here from LLAMACPP_GIT_DIR (a
 #                           fetched mirror's git dir): about 25 minutes on 2 cores; kept across
@@ -37,12 +37,12 @@ apt_trixie="-oDir::Etc::SourceList=$tmp/sources.list -oDir::Etc::SourceParts=/de
 apt-get $apt_trixie update >/dev/null 2>&1
 # shellcheck disable=SC2086
 (cd "$tmp/debs" && apt-get $apt_trixie download glslc libshaderc1 libvulkan-dev libc6 \
-   libstdc++6 libgcc-s1 >/dev/null 2>&1)
+   libstdc++6 libgcc-s1 spirv-headers >/dev/null 2>&1)
 for f in "$tmp"/debs/*.deb; do dpkg -x "$f" "$tmp/root"; done
 L=usr/lib/x86_64-linux-gnu
 tar cJf .device/glslc.tar.xz -C "$tmp/root" usr/bin/glslc $L/ld-linux-x86-64.so.2 $L/libc.so.6 \
   $L/libm.so.6 $L/libgcc_s.so.1 $L/libshaderc.so.1 $L/libstdc++.so.6 $L/libstdc++.so.6.0.33 \
-  usr/include/vulkan usr/include/vk_video
+  usr/include/vulkan usr/include/vk_video usr/include/spirv usr/share/cmake/SPIRV-Headers
 
 if [ $# -ge 1 ]; then
   if [ ! -x /tmp/llvk/bin/llama-server ]; then
@@ -62,6 +62,7 @@ W
       -DGGML_VULKAN=ON -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
       -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
       -DVulkan_INCLUDE_DIR=/tmp/trixie-root/usr/include -DVulkan_GLSLC_EXECUTABLE=/tmp/trixie-glslc \
+      -DSPIRV-Headers_DIR=/tmp/trixie-root/usr/share/cmake/SPIRV-Headers \
       -DCMAKE_BUILD_RPATH='$ORIGIN' >/dev/null
     cmake --build /tmp/llvk -j "$(nproc)" --target llama-bench llama-batched-bench llama-server \
       >/dev/null

@@ -328,6 +328,65 @@ static void cache_rows(enum ox_dtype type, float *k, float *v, int cells, int wi
     free(all);
 }
 
+/* Attention's arguments over host arrays: n queries (positions, sequences), n_cells cells, heads
+ * of hd wide, the usual scale; the rest (softcap, sinks, window) 0. */
+static struct attn_args attn_host(float *q, float *k, float *v, int n, int n_cells, int n_head,
+                                  int n_head_kv, int hd, const int32_t *q_pos, const int32_t *q_seq,
+                                  const int32_t *cell_pos, const uint64_t *cell_seq) {
+    return (struct attn_args){.q = q,
+                              .k = k,
+                              .v = v,
+                              .n = n,
+                              .n_cells = n_cells,
+                              .n_head = n_head,
+                              .n_head_kv = n_head_kv,
+                              .hd_k = hd,
+                              .hd_v = hd,
+                              .q_pos = q_pos,
+                              .q_seq = q_seq,
+                              .cell_pos = cell_pos,
+                              .cell_seq = cell_seq,
+                              .scale = 1.0f / sqrtf((float)hd)};
+}
+
+/* Runs attention a (host arrays; a->y unused) on the CPU and on the device, k and v as the cache's
+ * rows of that type (or floats: OX_DTYPE_F32), and checks the device's output against the CPU's;
+ * name says which case failed. */
+static void attention_check(struct attn_args a, enum ox_dtype cache, const char *name) {
+    size_t nq = (size_t)a.n * a.n_head * a.hd_v, cells = (size_t)a.n_cells;
+    size_t width = (size_t)a.n_head_kv * a.hd_k;
+    size_t row = width / ox_dtype_block_size(cache) * ox_dtype_type_size(cache);
+    uint8_t *kc = malloc(cells * row), *vc = malloc(cells * row);
+    if (cache != OX_DTYPE_F32)
+        cache_rows(cache, (float *)a.k, (float *)a.v, (int)cells, (int)width, row, kc, vc);
+    float *want = malloc(nq * sizeof *want);
+    a.y = want;
+    cpu.ops->attention(&cpu, &a);
+    struct attn_args d = attn_up(&a);
+    if (cache != OX_DTYPE_F32) { /* k and v from the cache's rows instead */
+        d.k_cache = up(kc, cells * row), d.v_cache = up(vc, cells * row);
+        d.cache_type = cache, d.k_row = d.v_row = row;
+        gpu.ops->free(&gpu, (void *)d.k), gpu.ops->free(&gpu, (void *)d.v);
+        d.k = d.v = NULL;
+    }
+    gpu.ops->attention(&gpu, &d);
+    float *got = down(d.y, nq);
+    /* attention_cm(2).comp's queries and softmax weights are f16 on the matrices (H100: 1.5e-4) */
+    bool cm = vk_backend_coopmat() && cache == OX_DTYPE_F16 && a.n >= 16 && a.hd_k % 16 == 0 &&
+              a.hd_k <= 128;
+    CHECK_CLOSE(got, want, nq, cm ? 1e-3 : 2e-6, "%s", name);
+    if (getenv("OX_TEST_DUMP")) /* where a failing attention goes wrong: token, head, dim */
+        for (size_t i = 0; i < nq; i++)
+            if (!(fabsf(got[i] - want[i]) <= 1e-2f))
+                fprintf(stderr, "  t %zu h %zu d %zu: got %g want %g\n",
+                        i / (a.n_head * (size_t)a.hd_v), i / a.hd_v % a.n_head, i % a.hd_v, got[i],
+                        want[i]);
+    printf("  %-44s relative error %.2g%s\n", name, rel_err(got, want, nq),
+           cm ? " (matrices)" : "");
+    attn_free(&d);
+    free(want), free(got), free(kc), free(vc);
+}
+
 /* Attention of nt query tokens against 300 cells of two sequences. spread: queries and keys of
  * few bits (1/8 steps up to 8), so that with hd 64's scale of 1/8 the scores are exact in f16
  * (attention_cm.comp's queries) and spread over tens: the online softmax's max moves far from
@@ -347,62 +406,50 @@ static void attention_case(int nt, int window, float softcap, bool sinks, int hd
     }
     size_t nq = (size_t)nt * HEADS * hd, nk = (size_t)CELLS * KV_HEADS * hd;
     float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
-    float *sk = random_floats(HEADS, 2.0f), *want = malloc(nq * sizeof *want);
+    float *sk = random_floats(HEADS, 2.0f);
     for (size_t i = 0; spread && i < nq; i++)
         q[i] = roundf(q[i] * 64.0f) / 8.0f;
     for (size_t i = 0; spread && i < nk; i++)
         k[i] = roundf(k[i] * 64.0f) / 8.0f;
-    size_t row = (size_t)KV_HEADS * hd / ox_dtype_block_size(cache) * ox_dtype_type_size(cache);
-    uint8_t *kc = malloc(CELLS * row), *vc = malloc(CELLS * row);
-    if (cache != OX_DTYPE_F32)
-        cache_rows(cache, k, v, CELLS, KV_HEADS * hd, row, kc, vc);
-    struct attn_args a = {.q = q,
-                          .k = k,
-                          .v = v,
-                          .y = want,
-                          .n = nt,
-                          .n_cells = CELLS,
-                          .n_head = HEADS,
-                          .n_head_kv = KV_HEADS,
-                          .hd_k = hd,
-                          .hd_v = hd,
-                          .q_pos = q_pos,
-                          .q_seq = q_seq,
-                          .cell_pos = cell_pos,
-                          .cell_seq = cell_seq,
-                          .scale = 1.0f / sqrtf((float)hd),
-                          .softcap = softcap,
-                          .sinks = sinks ? sk : NULL,
-                          .window = window};
-    cpu.ops->attention(&cpu, &a);
-    struct attn_args d = attn_up(&a);
-    if (cache != OX_DTYPE_F32) { /* k and v from the cache's rows instead */
-        d.k_cache = up(kc, CELLS * row), d.v_cache = up(vc, CELLS * row);
-        d.cache_type = cache, d.k_row = d.v_row = row;
-        gpu.ops->free(&gpu, (void *)d.k), gpu.ops->free(&gpu, (void *)d.v);
-        d.k = d.v = NULL;
-    }
-    gpu.ops->attention(&gpu, &d);
-    float *got = down(d.y, nq);
+    struct attn_args a =
+        attn_host(q, k, v, nt, CELLS, HEADS, KV_HEADS, hd, q_pos, q_seq, cell_pos, cell_seq);
+    a.softcap = softcap, a.sinks = sinks ? sk : NULL, a.window = window;
     char name[64];
     snprintf(name, sizeof name, "attention %d x hd %d%s%s%s%s%s%s", nt, hd, window ? " window" : "",
              softcap != 0.0f ? " softcap" : "", sinks ? " sinks" : "", spread ? " spread" : "",
              cache != OX_DTYPE_F32 ? " cache " : "",
              cache != OX_DTYPE_F32 ? ox_dtype_name(cache) : "");
-    /* attention_cm.comp's queries and softmax weights are f16 on the matrices (H100: 1.5e-4) */
-    bool cm =
-        vk_backend_coopmat() && cache == OX_DTYPE_F16 && nt >= 16 && hd % 16 == 0 && hd <= 128;
-    CHECK_CLOSE(got, want, nq, cm ? 1e-3 : 2e-6, "%s", name);
-    if (getenv("OX_TEST_DUMP")) /* where a failing attention goes wrong: token, head, dim */
-        for (size_t i = 0; i < nq; i++)
-            if (!(fabsf(got[i] - want[i]) <= 1e-2f))
-                fprintf(stderr, "  t %zu h %zu d %zu: got %g want %g\n", i / (HEADS * (size_t)hd),
-                        i / hd % HEADS, i % hd, got[i], want[i]);
-    printf("  %-36s relative error %.2g%s\n", name, rel_err(got, want, nq),
-           cm ? " (matrices)" : "");
-    attn_free(&d);
-    free(q), free(k), free(v), free(sk), free(want), free(got), free(cell_pos), free(cell_seq);
-    free(kc), free(vc);
+    attention_check(a, cache, name);
+    free(q), free(k), free(v), free(sk), free(cell_pos), free(cell_seq);
+}
+
+/* A prompt's attention as a model runs it: nt tokens of one sequence, the last of n_cells cells
+ * at positions 0 to n_cells - 1 (in the order of the cells, or from the last cell back with
+ * reversed), every hole-th cell free (no sequence; 0: none). The workgroup-matrix path sees most
+ * tiles whole, skips those ahead of its queries or past the window, and checks cells one by one
+ * only on the tiles between. */
+static void attention_prompt(int nt, int n_cells, int window, int hd, int hole, bool reversed) {
+    enum { HEADS = 4, KV_HEADS = 2 };
+    int32_t *q_pos = malloc((size_t)nt * 4), *q_seq = calloc((size_t)nt, 4);
+    int32_t *cell_pos = malloc((size_t)n_cells * 4);
+    uint64_t *cell_seq = calloc((size_t)n_cells * SEQ_WORDS, 8);
+    for (int t = 0; t < nt; t++)
+        q_pos[t] = n_cells - nt + t;
+    for (int c = 0; c < n_cells; c++) {
+        cell_pos[c] = reversed ? n_cells - 1 - c : c;
+        bool free_cell = hole > 0 && c % hole == hole - 1 && cell_pos[c] < n_cells - nt;
+        cell_seq[(size_t)c * SEQ_WORDS] = free_cell ? 0 : 1;
+    }
+    size_t nq = (size_t)nt * HEADS * hd, nk = (size_t)n_cells * KV_HEADS * hd;
+    float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
+    struct attn_args a =
+        attn_host(q, k, v, nt, n_cells, HEADS, KV_HEADS, hd, q_pos, q_seq, cell_pos, cell_seq);
+    a.window = window;
+    char name[80];
+    snprintf(name, sizeof name, "prompt %d of %d cells x hd %d%s%s%s", nt, n_cells, hd,
+             window ? " window" : "", hole ? " holes" : "", reversed ? " reversed" : "");
+    attention_check(a, OX_DTYPE_F16, name);
+    free(q), free(k), free(v), free(q_pos), free(q_seq), free(cell_pos), free(cell_seq);
 }
 
 static void test_attention(int nt, int window, float softcap, bool sinks, int hd,
@@ -813,20 +860,8 @@ static void test_attention_bytes(int n, int hd) {
     uint8_t *hw;
     struct mat w = random_weight(OX_DTYPE_Q4_K, ROWS, HEADS * hd, &hw);
     float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
-    struct attn_args host = {.q = q,
-                             .k = k,
-                             .v = v,
-                             .n = n,
-                             .n_cells = CELLS,
-                             .n_head = HEADS,
-                             .n_head_kv = KV_HEADS,
-                             .hd_k = hd,
-                             .hd_v = hd,
-                             .q_pos = q_pos,
-                             .q_seq = q_seq,
-                             .cell_pos = cell_pos,
-                             .cell_seq = cell_seq,
-                             .scale = 1.0f / sqrtf((float)hd)};
+    struct attn_args host =
+        attn_host(q, k, v, n, CELLS, HEADS, KV_HEADS, hd, q_pos, q_seq, cell_pos, cell_seq);
     struct attn_args a = attn_up(&host);
     float *dz[2] = {gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4),
                     gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4)};
@@ -917,6 +952,10 @@ static void test_attentions(void) {
     attention_case(130, 0, 0.0f, false, 64, OX_DTYPE_F16, true);
     attention_case(130, 0, 0.0f, true, 64, OX_DTYPE_F16, true);
     attention_case(130, 0, 0.0f, false, 64, OX_DTYPE_F32, true);
+    /* one sequence's prompt: tiles seen whole, skipped or in part (attention_cm2.comp) */
+    attention_prompt(200, 200, 0, 128, 0, false), attention_prompt(150, 333, 0, 64, 0, false);
+    attention_prompt(129, 300, 70, 128, 0, false), attention_prompt(100, 260, 0, 64, 7, false);
+    attention_prompt(64, 256, 0, 128, 0, true), attention_prompt(77, 77, 0, 80, 0, false);
     test_attention_bytes(1, 128), test_attention_bytes(3, 64), test_attention_bytes(1, 256);
     test_attention_spans(true, false), test_attention_spans(false, false);
     test_attention_spans(false, true);

@@ -1,7 +1,7 @@
 /* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32, f16 and q8_0 rows) and
  * the attention over them (attention.comp a query at a time; for prompts attention_block.comp 16
- * at a time, or attention_cm.comp 64 at a time on cooperative matrices; all read the cache's rows
- * themselves), as the op table names them. */
+ * at a time, or attention_cm.comp / attention_cm2.comp 64 at a time on cooperative matrices; all
+ * read the cache's rows themselves), as the op table names them. */
 #include <math.h>
 
 #include "backend/vulkan/vk_ops.h"
@@ -112,7 +112,8 @@ enum { WORDS_SPANS = 0x800 };
 
 /* Prompts of at least this many tokens, with heads up to 128 wide, go through
  * attention_block.comp (16 queries a workgroup sharing each tile of keys and values), or
- * attention_cm.comp (64 queries a workgroup) where the device has cooperative matrices. */
+ * attention_cm.comp (64 queries a workgroup) where the device has cooperative matrices, or
+ * attention_cm2.comp (64 too) where it has workgroup-wide ones. */
 enum { BLOCK_MIN_TOKENS = 16, BLOCK_TOKENS = 16, BLOCK_MAX_HEAD = 128, CM_TOKENS = 64 };
 
 /* The push constants but for the query tokens (words' top bits) and the bytes. */
@@ -166,6 +167,19 @@ static bool on_coopmat(const struct vk_state *s, const struct attn_args *a, int 
 #endif
 }
 
+/* attention_cm2.comp's build for these heads (up to 64 or 128 wide), or VK_SHADER_COUNT where
+ * it does not take them (attention_cm.comp's conditions hold already). */
+static enum vk_shader coopmat2_attention(const struct vk_state *s, const struct attn_args *a) {
+#ifdef OX_VK_COOPMAT2
+    int widest = a->hd_k > a->hd_v ? a->hd_k : a->hd_v;
+    if (s->d->attention_cm2 && widest <= 128)
+        return widest <= 64 ? VK_SHADER_attention_cm2_64 : VK_SHADER_attention_cm2_128;
+#else
+    (void)s, (void)a;
+#endif
+    return VK_SHADER_COUNT;
+}
+
 /* The query tokens a dispatch takes: a workgroup row per per_group of them (65535 rows at
  * most), a count that fits words' 20 bits, and indices (token x heads x head width) within 32
  * bits; a multiple of per_group. */
@@ -197,6 +211,7 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
     uint8_t *bytes = !block && a->n <= 8 && a->hd_v % 32 == 0 ? vk_bytes_target(s, count) : NULL;
     args.bytes = vk_addr(bytes);
     bool cm = block && cache && on_coopmat(s, a, rt);
+    enum vk_shader cm2 = cm ? coopmat2_attention(s, a) : VK_SHADER_COUNT;
     int per_group = cm ? CM_TOKENS : block ? BLOCK_TOKENS : 1;
     int chunk = attention_chunk(a, per_group);
     for (int t0 = 0; t0 < a->n; t0 += chunk) { /* a workgroup row per token (or block) */
@@ -207,9 +222,10 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
         part.words |= (uint32_t)tokens << 12;
 #ifdef OX_VK_COOPMAT
-        enum vk_shader shader = cm      ? VK_SHADER_attention_cm
-                                : block ? VK_SHADER_attention_block
-                                        : VK_SHADER_attention;
+        enum vk_shader shader = cm2 != VK_SHADER_COUNT ? cm2
+                                : cm                   ? VK_SHADER_attention_cm
+                                : block                ? VK_SHADER_attention_block
+                                                       : VK_SHADER_attention;
 #else
         enum vk_shader shader = block ? VK_SHADER_attention_block : VK_SHADER_attention;
 #endif

@@ -1,7 +1,8 @@
 /* vk_coopmat2.c: whether f16, q4_K and q6_K weights' prompt products run on workgroup-wide
  * cooperative matrices (VK_NV_cooperative_matrix2: gemm_cm2.comp), as that shader asks for them:
  * matrices of a workgroup of 256, f16 blocks summed in f32 in tiles of 64 to 256, tensor loads,
- * SPIR-V 1.6 (Vulkan 1.3). */
+ * SPIR-V 1.6 (Vulkan 1.3); and whether prompts' attention does (attention_cm2.comp: a workgroup
+ * of 128, row reductions, conversions between uses, per-element functions, subgroup sums). */
 #include <stdlib.h>
 
 #include "backend/vulkan/vk_internal.h"
@@ -16,7 +17,8 @@ enum {
     COMPONENT_FLOAT16 = 0,
     COMPONENT_FLOAT32 = 1,
     SCOPE_WORKGROUP = 2,
-    WORKGROUP = 256, /* gemm_cm2.comp's local_size_x */
+    WORKGROUP = 256,           /* gemm_cm2.comp's local_size_x */
+    ATTENTION_WORKGROUP = 128, /* attention_cm2.comp's */
     SMALLEST_TILE = 64,
     LARGEST_DIMENSION = 256, /* its tiles' longest side (q4_K's 64 x 256) */
     OWN_SHARED = 8 * 64 * 8  /* cm2_q4_k.glsl's scales: 8 (scale, min) pairs a row of 64; q6_K's
@@ -38,8 +40,8 @@ struct flexible_shape { /* VkCooperativeMatrixFlexibleDimensionsPropertiesNV */
 };
 
 /* Whether the device lists workgroup matrices of f16 blocks summed in f32 for a workgroup of
- * gemm_cm2.comp's size, whose steps divide its tiles. */
-static bool has_shapes(VkInstance inst, VkPhysicalDevice pd) {
+ * that many invocations, whose steps divide the shaders' tiles. */
+static bool has_shapes(VkInstance inst, VkPhysicalDevice pd, uint32_t invocations) {
     uint32_t n;
     struct flexible_shape *all = vk_list_records(
         inst, pd, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV", sizeof *all,
@@ -47,7 +49,7 @@ static bool has_shapes(VkInstance inst, VkPhysicalDevice pd) {
     bool found = false;
     for (uint32_t i = 0; i < n && !found; i++) {
         const struct flexible_shape *s = &all[i];
-        found = s->scope == SCOPE_WORKGROUP && s->invocations == WORKGROUP &&
+        found = s->scope == SCOPE_WORKGROUP && s->invocations == invocations &&
                 s->a_type == COMPONENT_FLOAT16 && s->b_type == COMPONENT_FLOAT16 &&
                 s->c_type == COMPONENT_FLOAT32 && s->result_type == COMPONENT_FLOAT32 &&
                 s->m_step && SMALLEST_TILE % s->m_step == 0 && s->n_step &&
@@ -63,16 +65,23 @@ enum { BUILT = 1 };
 enum { BUILT = 0 };
 #endif
 
+/* The extension's features on this device. */
+static struct vk_coopmat2_features features_of(VkPhysicalDevice pd) {
+    struct vk_coopmat2_features f = {.type = (VkStructureType)FEATURES_TYPE};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &f};
+    vkGetPhysicalDeviceFeatures2(pd, &f2);
+    f.next = NULL;
+    return f;
+}
+
 bool vk_coopmat2_usable(VkInstance inst, VkPhysicalDevice pd, bool coopmat) {
     if (!BUILT || !coopmat || !vk_optional_wanted(pd, COOPMAT2_EXTENSION, "OX_VK_COOPMAT2"))
         return false;
-    struct vk_coopmat2_features f = {.type = (VkStructureType)FEATURES_TYPE};
+    struct vk_coopmat2_features f = features_of(pd);
     struct coopmat2_properties p = {(VkStructureType)PROPERTIES_TYPE, NULL, 0, 0, 0};
-    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                                    .pNext = &f};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                       .pNext = &p};
-    vkGetPhysicalDeviceFeatures2(pd, &f2);
     vkGetPhysicalDeviceProperties2(pd, &p2);
     /* the driver stages tensor loads through what it reserves; the decode's scales come on top */
     uint32_t shared = p2.properties.limits.maxComputeSharedMemorySize;
@@ -80,14 +89,32 @@ bool vk_coopmat2_usable(VkInstance inst, VkPhysicalDevice pd, bool coopmat) {
     return p2.properties.apiVersion >= VK_API_VERSION_1_3 && f.workgroup_scope &&
            f.flexible_dimensions && f.tensor_addressing && f.block_loads &&
            p.max_workgroup >= WORKGROUP && p.max_dimension >= LARGEST_DIMENSION &&
-           shared >= p.reserved_shared + OWN_SHARED && has_shapes(inst, pd);
+           shared >= p.reserved_shared + OWN_SHARED && has_shapes(inst, pd, WORKGROUP);
 }
 
-void *vk_coopmat2_enable(struct vk_coopmat2_features *f, void *next) {
+bool vk_coopmat2_attention_usable(VkInstance inst, VkPhysicalDevice pd, bool coopmat2) {
+    if (!coopmat2 || vk_turned_off("OX_VK_ATTENTION_CM2"))
+        return false;
+    struct vk_coopmat2_features f = features_of(pd);
+    VkPhysicalDeviceSubgroupProperties sub = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &sub};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    /* the tiles' and queries' ranges are subgroup minima and maxima */
+    return f.reductions && f.conversions && f.per_element &&
+           (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+           has_shapes(inst, pd, ATTENTION_WORKGROUP);
+}
+
+void *vk_coopmat2_enable(struct vk_coopmat2_features *f, void *next, bool attention) {
     *f = (struct vk_coopmat2_features){.type = (VkStructureType)FEATURES_TYPE,
                                        .next = next,
                                        .workgroup_scope = VK_TRUE,
                                        .flexible_dimensions = VK_TRUE,
+                                       .reductions = attention,
+                                       .conversions = attention,
+                                       .per_element = attention,
                                        .tensor_addressing = VK_TRUE,
                                        .block_loads = VK_TRUE};
     return f;

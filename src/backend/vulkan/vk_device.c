@@ -192,10 +192,12 @@ static bool make_device(void) {
         return false;
     device.coopmat = vk_coopmat_usable(device.instance, device.physical, f12.vulkanMemoryModel);
     device.coopmat2 = vk_coopmat2_usable(device.instance, device.physical, device.coopmat);
+    device.attention_cm2 =
+        vk_coopmat2_attention_usable(device.instance, device.physical, device.coopmat2);
     device.dot8 = dot8_usable(device.physical);
     struct vk_coopmat_features cm;
     struct vk_coopmat2_features cm2;
-    void *matrices = device.coopmat2 ? vk_coopmat2_enable(&cm2, NULL) : NULL;
+    void *matrices = device.coopmat2 ? vk_coopmat2_enable(&cm2, NULL, device.attention_cm2) : NULL;
     VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
         .pNext = device.coopmat ? vk_coopmat_enable(&cm, matrices) : NULL,

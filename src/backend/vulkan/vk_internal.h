@@ -28,6 +28,7 @@ struct vk_device {
     void *tables;                         /* dequant.glsl's lookup tables (vk_tables_ready) */
     bool coopmat;                         /* prompts' products on gemm_cm.comp (vk_coopmat.c) */
     bool coopmat2;                        /* f16 and q4_K's on gemm_cm2.comp (vk_coopmat2.c) */
+    bool attention_cm2;                   /* prompts' attention on attention_cm2.comp (same) */
     bool dot8; /* decode's products on int8 activations (matvec.comp's X_Q8: vk_device.c) */
 };
 
@@ -78,8 +79,13 @@ struct vk_coopmat2_features {
     VkBool32 workgroup_scope, flexible_dimensions, reductions, conversions, per_element,
         tensor_addressing, block_loads;
 };
-/* f filled in to turn on the features gemm_cm2.comp uses, chained before next; f returned. */
-void *vk_coopmat2_enable(struct vk_coopmat2_features *f, void *next);
+/* Whether attention_cm2.comp can run too (coopmat2: vk_coopmat2_usable's answer): the
+ * extension's reductions, conversions and per-element functions, its shapes for a workgroup of
+ * 128, subgroup arithmetic; OX_VK_ATTENTION_CM2=0 says no (attention_cm.comp then). */
+bool vk_coopmat2_attention_usable(VkInstance inst, VkPhysicalDevice pd, bool coopmat2);
+/* f filled in to turn on the features gemm_cm2.comp uses, and attention_cm2.comp's with
+ * attention, chained before next; f returned. */
+void *vk_coopmat2_enable(struct vk_coopmat2_features *f, void *next, bool attention);
 const char *vk_coopmat2_extension(void);
 
 /* Device memory: one pool of large buffers whose addresses the op table's pointers are. */
