@@ -593,12 +593,13 @@ static void test_weight_types(void) {
 }
 
 static void test_fusions(enum ox_dtype type, int n, const int rows[3]);
+static void test_fusions_over(enum ox_dtype type, int n, const int rows[3], int cols);
 
 /* Where gemm_cm2.comp runs (f16, q4_K and q6_K weights): products large enough for f16's tiles
  * of 128 x 128 (17 x 9 of them, cut at the far ends), q4_K's and q6_K's of 64 x 256 (33 x 5, over
  * one superblock a row and over four) and each type's of 64 x 64, with tiles inside the matrices
  * (its loads without bounds checks: the smaller shapes above have none) and at their edges, and
- * y += W x on each kind of tile. */
+ * y += W x on each kind of tile; and the few-row products that go to gemm_cm.comp instead. */
 static void test_coopmat2_tiles(void) {
     if (!vk_backend_coopmat2()) {
         printf("workgroup matrices: none on this device\n");
@@ -613,6 +614,13 @@ static void test_coopmat2_tiles(void) {
     }
     test_weight_type(OX_DTYPE_Q4_K, 2112, 1024, big); /* four superblocks a row */
     test_weight_type(OX_DTYPE_Q6_K, 2112, 1024, big);
+    /* quantized products of 64 x 64 tiles, 1024 rows or fewer of 4096 columns: on gemm_cm.comp
+     * instead, inside the matrices and at their edges, and added to y */
+    static const int kv_rows[3] = {1024, 64, 64};
+    for (size_t i = 1; i < sizeof types / sizeof *types; i++) {
+        test_weight_type(types[i], 1000, 4096, small);
+        test_fusions_over(types[i], 128, kv_rows, 4096);
+    }
 }
 
 /* A random weight of a type on the host and the device. */
@@ -667,8 +675,7 @@ static void test_shared_x(const enum ox_dtype types[3], int n) {
 /* The fused products against the CPU's ops one at a time: y += W x (decode and prompt shapes),
  * q, k and v in one dispatch (rows of the three in one grid, a pair of rows across two), and the
  * four GLUs of gate and up (as many rows as rows[0]). */
-static void test_fusions(enum ox_dtype type, int n, const int rows[3]) {
-    const int cols = 512;
+static void test_fusions_over(enum ox_dtype type, int n, const int rows[3], int cols) {
     uint8_t *hw[3];
     struct mat dw[3];
     for (int m = 0; m < 3; m++) {
@@ -723,6 +730,11 @@ static void test_fusions(enum ox_dtype type, int n, const int rows[3]) {
         free(hw[m]), free(want[m]), gpu.ops->free(&gpu, (void *)dw[m].data),
             gpu.ops->free(&gpu, dy[m]);
     free(x), free(tmp), gpu.ops->free(&gpu, dx);
+}
+
+/* test_fusions_over with 512 columns. */
+static void test_fusions(enum ox_dtype type, int n, const int rows[3]) {
+    test_fusions_over(type, n, rows, 512);
 }
 
 /* q, k and v (of two types: q4_K, q4_K, q6_K, as Q4_K_M files have them; or f16) and a GLU

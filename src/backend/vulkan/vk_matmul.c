@@ -366,7 +366,11 @@ static int64_t cm2_groups(const struct mat *w, int toks, int i) {
  * Quantized products of fewer than 64 tokens (decode steps of 9 to 63 sequences) stay on
  * gemm_cm.comp: with q4_K's on gemm_cm2's edge tiles, 32 sequences of the 1B decoded at 1611
  * t/s, against 2998 in the session before on gemm_cm.comp (different leases); back there, 3031
- * and 3123 in two later leases. */
+ * and 3123 in two later leases. Quantized products of 64 x 64 tiles with at most 1024 rows of
+ * 4096 or more columns (the 8B's k and v) take gemm_cm.comp too: on an H200 its q4_K ones took
+ * 67 us there against 76 on gemm_cm2, its q6_K ones 95 against 142, and its pp512 ran at 8548
+ * t/s against 7912 (one lease). Not the smaller models' 64 x 64 products: with every one of them
+ * on gemm_cm.comp the 1B's pp512 fell from 35464 to 28100 t/s. */
 static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *sh,
                          const struct mat *w, uint64_t y, int toks) {
     if (!s->d->coopmat2 || sh->gemm_cm2[0] == VK_SHADER_COUNT || vk_addr(w->data) % 16 || y % 16 ||
@@ -374,9 +378,12 @@ static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *
         return -1;
     if (w->type != OX_DTYPE_F16 && toks < 64) /* see above */
         return -1;
+    int tile = sh->gemm_cm2[1] != VK_SHADER_COUNT && cm2_groups(w, toks, 1) >= 128 ? 1 : 0;
     if (sh->gemm_cm2[2] != VK_SHADER_COUNT && toks >= 256 && cm2_groups(w, toks, 2) >= 128)
-        return 2;
-    return sh->gemm_cm2[1] != VK_SHADER_COUNT && cm2_groups(w, toks, 1) >= 128 ? 1 : 0;
+        tile = 2;
+    if (w->type != OX_DTYPE_F16 && tile == 0 && w->n_rows <= 1024 && w->n_cols >= 4096)
+        return -1; /* see above */
+    return tile;
 }
 
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more

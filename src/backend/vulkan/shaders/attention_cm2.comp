@@ -6,8 +6,9 @@
 // of those same f16 weights (a product with a matrix of ones). Max and sum are kept smeared along
 // each row (every column holds the row's value), which is what the row reductions make and what
 // rescaling the output by elements needs. Each tile is first seen whole by every query, by none
-// (skipped), or in part; only the last compare each cell with each query (attention_args.glsl's
-// visible()), from the tile's and the queries' ranges of positions and their sequences. Heads up
+// (skipped), or in part, from the tile's and the queries' ranges of positions and their sequence;
+// only the last compare each cell with each query, from positions staged in shared memory (or,
+// for queries of several sequences, attention_args.glsl's visible()). Heads up
 // to HD wide (64 or 128, a build each; vk_attention.c), multiples of 16; the arguments are
 // attention.comp's.
 #version 450
@@ -49,6 +50,18 @@ float masked(const in uint r, const in uint c, const in float s, const in uint t
              const in uint c0) {
     uint t = t0 + r, cell = c0 + c;
     return t < N_Q && cell < n_cells && visible(t, cell) ? s : NONE;
+}
+
+// A part tile's cells as the workgroup's one sequence has them (their positions, ABSENT where not
+// in it or past the end), and the queries' positions (ABSENT past the tokens), for masked_staged.
+const int ABSENT = -0x7fffffff - 1;
+shared int staged_cell[BC], staged_query[BQ];
+
+float masked_staged(const in uint r, const in uint c, const in float s) {
+    int kp = staged_cell[c], qp = staged_query[r];
+    bool seen = kp != ABSENT && qp != ABSENT && kp - qp <= p.ahead &&
+                (p.window <= 0 || qp - kp < p.window);
+    return seen ? s : NONE;
 }
 
 // The workgroup's queries, as each subgroup works them out alike: their range of positions and
@@ -117,6 +130,10 @@ void main() {
                 first = min(first, f), end = max(end, e);
         }
     first = subgroupMin(first), n_cells = subgroupMax(end);
+    uint th = gl_LocalInvocationID.x;
+    if (th < BQ)
+        staged_query[th] = t0 + th < N_Q ? p.q_pos.v[t0 + th] : ABSENT;
+    barrier();
 
     // the queries, scaled, as f16; past the tokens and the head's width zeros
     CLAMPED lq = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
@@ -162,7 +179,20 @@ void main() {
         if (p.softcap != 0.0)
             for (int k = 0; k < s.length(); k++)
                 s[k] = p.softcap * tanh(s[k] / p.softcap);
-        if (kind == PART)
+        // part tiles: their cells' positions in shared memory first where the queries are of one
+        // sequence (on an H200, 97 -> 84 us a layer of the 8B's pp512 against reading them from
+        // memory for every score), else each score's query and cell read there
+        if (kind == PART && q.seq >= 0) {
+            barrier(); // the last part tile's cells read
+            if (th < BC) {
+                uint c = c0 + th, sq = uint(q.seq);
+                bool in_seq = c < n_cells &&
+                    ((Words(p.cell_seq).v[c * SEQ_WORDS + sq / 64] >> (sq % 64)) & 1) != 0;
+                staged_cell[th] = in_seq ? p.cell_pos.v[c] : ABSENT;
+            }
+            barrier();
+            coopMatPerElementNV(s, s, masked_staged);
+        } else if (kind == PART)
             coopMatPerElementNV(s, s, masked, t0, c0);
         // the online softmax: m the new running max, e the old sums' rescale, s the weights
         ACC(BC) row_max, e;
