@@ -314,17 +314,15 @@ static void attn_free(const struct attn_args *d) {
         gpu.ops->free(&gpu, (void *)dev[i]);
 }
 
-/* k and v as the cache's rows of a type (kc, vc: cells rows of row bytes, width values each),
- * and k and v made the floats those rows stand for. */
-static void cache_rows(enum ox_dtype type, float *k, float *v, int cells, int width, size_t row,
-                       uint8_t *kc, uint8_t *vc) {
+/* x (cells rows of width values) as the cache's rows of a type (xc: rows of row bytes), and x
+ * made the floats those rows stand for. */
+static void cache_rows(enum ox_dtype type, float *x, int cells, int width, size_t row,
+                       uint8_t *xc) {
     int32_t *all = malloc((size_t)cells * 4);
     for (int c = 0; c < cells; c++)
         all[c] = c;
-    cpu.ops->cache_store(&cpu, type, k, cells, width, kc, row, all);
-    cpu.ops->cache_store(&cpu, type, v, cells, width, vc, row, all);
-    cpu.ops->cache_load(&cpu, type, kc, row, k, cells, width, NULL);
-    cpu.ops->cache_load(&cpu, type, vc, row, v, cells, width, NULL);
+    cpu.ops->cache_store(&cpu, type, x, cells, width, xc, row, all);
+    cpu.ops->cache_load(&cpu, type, xc, row, x, cells, width, NULL);
     free(all);
 }
 
@@ -354,18 +352,21 @@ static struct attn_args attn_host(float *q, float *k, float *v, int n, int n_cel
  * name says which case failed. */
 static void attention_check(struct attn_args a, enum ox_dtype cache, const char *name) {
     size_t nq = (size_t)a.n * a.n_head * a.hd_v, cells = (size_t)a.n_cells;
-    size_t width = (size_t)a.n_head_kv * a.hd_k;
-    size_t row = width / ox_dtype_block_size(cache) * ox_dtype_type_size(cache);
-    uint8_t *kc = malloc(cells * row), *vc = malloc(cells * row);
-    if (cache != OX_DTYPE_F32)
-        cache_rows(cache, (float *)a.k, (float *)a.v, (int)cells, (int)width, row, kc, vc);
+    int k_width = a.n_head_kv * a.hd_k, v_width = a.n_head_kv * a.hd_v;
+    size_t k_row = (size_t)k_width / ox_dtype_block_size(cache) * ox_dtype_type_size(cache);
+    size_t v_row = (size_t)v_width / ox_dtype_block_size(cache) * ox_dtype_type_size(cache);
+    uint8_t *kc = malloc(cells * k_row), *vc = malloc(cells * v_row);
+    if (cache != OX_DTYPE_F32) {
+        cache_rows(cache, (float *)a.k, (int)cells, k_width, k_row, kc);
+        cache_rows(cache, (float *)a.v, (int)cells, v_width, v_row, vc);
+    }
     float *want = malloc(nq * sizeof *want);
     a.y = want;
     cpu.ops->attention(&cpu, &a);
     struct attn_args d = attn_up(&a);
     if (cache != OX_DTYPE_F32) { /* k and v from the cache's rows instead */
-        d.k_cache = up(kc, cells * row), d.v_cache = up(vc, cells * row);
-        d.cache_type = cache, d.k_row = d.v_row = row;
+        d.k_cache = up(kc, cells * k_row), d.v_cache = up(vc, cells * v_row);
+        d.cache_type = cache, d.k_row = k_row, d.v_row = v_row;
         gpu.ops->free(&gpu, (void *)d.k), gpu.ops->free(&gpu, (void *)d.v);
         d.k = d.v = NULL;
     }
@@ -373,7 +374,7 @@ static void attention_check(struct attn_args a, enum ox_dtype cache, const char 
     float *got = down(d.y, nq);
     /* attention_cm(2).comp's queries and softmax weights are f16 on the matrices (H100: 1.5e-4) */
     bool cm = vk_backend_coopmat() && cache == OX_DTYPE_F16 && a.n >= 16 && a.hd_k % 16 == 0 &&
-              a.hd_k <= 128;
+              a.hd_v % 16 == 0 && a.hd_k <= 128 && a.hd_v <= 128;
     CHECK_CLOSE(got, want, nq, cm ? 1e-3 : 2e-6, "%s", name);
     if (getenv("OX_TEST_DUMP")) /* where a failing attention goes wrong: token, head, dim */
         for (size_t i = 0; i < nq; i++)
@@ -423,33 +424,45 @@ static void attention_case(int nt, int window, float softcap, bool sinks, int hd
     free(q), free(k), free(v), free(sk), free(cell_pos), free(cell_seq);
 }
 
-/* A prompt's attention as a model runs it: nt tokens of one sequence, the last of n_cells cells
- * at positions 0 to n_cells - 1 (in the order of the cells, or from the last cell back with
- * reversed), every hole-th cell free (no sequence; 0: none). The workgroup-matrix path sees most
+/* A prompt's attention as a model runs it: nt tokens of one sequence, the last of cells cells at
+ * positions 0 to cells - 1 (in the order of the cells, or from the last cell back with
+ * reversed), every hole-th cell free (no sequence; 0: none), heads hd_k wide for keys and hd_v
+ * for values, with a window, sinks or softcap where asked. The workgroup-matrix path sees most
  * tiles whole, skips those ahead of its queries or past the window, and checks cells one by one
  * only on the tiles between. */
-static void attention_prompt(int nt, int n_cells, int window, int hd, int hole, bool reversed) {
+struct prompt_case {
+    int nt, cells, hd_k, hd_v, window, hole;
+    bool reversed, sinks;
+    float softcap;
+};
+
+static void attention_prompt(struct prompt_case pc) {
     enum { HEADS = 4, KV_HEADS = 2 };
+    int nt = pc.nt, n_cells = pc.cells;
     int32_t *q_pos = malloc((size_t)nt * 4), *q_seq = calloc((size_t)nt, 4);
     int32_t *cell_pos = malloc((size_t)n_cells * 4);
     uint64_t *cell_seq = calloc((size_t)n_cells * SEQ_WORDS, 8);
     for (int t = 0; t < nt; t++)
         q_pos[t] = n_cells - nt + t;
     for (int c = 0; c < n_cells; c++) {
-        cell_pos[c] = reversed ? n_cells - 1 - c : c;
-        bool free_cell = hole > 0 && c % hole == hole - 1 && cell_pos[c] < n_cells - nt;
+        cell_pos[c] = pc.reversed ? n_cells - 1 - c : c;
+        bool free_cell = pc.hole > 0 && c % pc.hole == pc.hole - 1 && cell_pos[c] < n_cells - nt;
         cell_seq[(size_t)c * SEQ_WORDS] = free_cell ? 0 : 1;
     }
-    size_t nq = (size_t)nt * HEADS * hd, nk = (size_t)n_cells * KV_HEADS * hd;
-    float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
+    size_t nq = (size_t)nt * HEADS * pc.hd_k, nk = (size_t)n_cells * KV_HEADS * pc.hd_k;
+    size_t nv = (size_t)n_cells * KV_HEADS * pc.hd_v;
+    float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nv, 1.0f);
+    float *sk = random_floats(HEADS, 2.0f);
     struct attn_args a =
-        attn_host(q, k, v, nt, n_cells, HEADS, KV_HEADS, hd, q_pos, q_seq, cell_pos, cell_seq);
-    a.window = window;
-    char name[80];
-    snprintf(name, sizeof name, "prompt %d of %d cells x hd %d%s%s%s", nt, n_cells, hd,
-             window ? " window" : "", hole ? " holes" : "", reversed ? " reversed" : "");
+        attn_host(q, k, v, nt, n_cells, HEADS, KV_HEADS, pc.hd_k, q_pos, q_seq, cell_pos, cell_seq);
+    a.hd_v = pc.hd_v, a.window = pc.window, a.softcap = pc.softcap, a.sinks = pc.sinks ? sk : NULL;
+    char name[96];
+    snprintf(name, sizeof name, "prompt %d of %d cells x hd %d/%d%s%s%s%s%s", nt, n_cells, pc.hd_k,
+             pc.hd_v, pc.window ? " window" : "", pc.hole ? " holes" : "",
+             pc.reversed ? " reversed" : "", pc.sinks ? " sinks" : "",
+             pc.softcap != 0.0f ? " softcap" : "");
     attention_check(a, OX_DTYPE_F16, name);
-    free(q), free(k), free(v), free(q_pos), free(q_seq), free(cell_pos), free(cell_seq);
+    free(q), free(k), free(v), free(sk), free(q_pos), free(q_seq), free(cell_pos), free(cell_seq);
 }
 
 static void test_attention(int nt, int window, float softcap, bool sinks, int hd,
@@ -833,8 +846,10 @@ static void test_attention_spans(bool one_per_seq, bool f16) {
                           .one_per_seq = one_per_seq};
     size_t row = (size_t)HEADS * HD * 2; /* f16 cache rows: the floats they stand for first */
     uint8_t *kc = f16 ? malloc(CELLS * row) : NULL, *vc = f16 ? malloc(CELLS * row) : NULL;
-    if (f16)
-        cache_rows(OX_DTYPE_F16, k, v, CELLS, HEADS * HD, row, kc, vc);
+    if (f16) {
+        cache_rows(OX_DTYPE_F16, k, CELLS, HEADS * HD, row, kc);
+        cache_rows(OX_DTYPE_F16, v, CELLS, HEADS * HD, row, vc);
+    }
     cpu.ops->attention(&cpu, &a);
     struct attn_args d = attn_up(&a);
     d.seq_span = up(span, 2 * OX_SEQ_MAX * sizeof *span);
@@ -965,9 +980,19 @@ static void test_attentions(void) {
     attention_case(130, 0, 0.0f, true, 64, OX_DTYPE_F16, true);
     attention_case(130, 0, 0.0f, false, 64, OX_DTYPE_F32, true);
     /* one sequence's prompt: tiles seen whole, skipped or in part (attention_cm2.comp) */
-    attention_prompt(200, 200, 0, 128, 0, false), attention_prompt(150, 333, 0, 64, 0, false);
-    attention_prompt(129, 300, 70, 128, 0, false), attention_prompt(100, 260, 0, 64, 7, false);
-    attention_prompt(64, 256, 0, 128, 0, true), attention_prompt(77, 77, 0, 80, 0, false);
+    static const struct prompt_case prompts[] = {
+        {.nt = 200, .cells = 200, .hd_k = 128, .hd_v = 128},
+        {.nt = 150, .cells = 333, .hd_k = 64, .hd_v = 64},
+        {.nt = 129, .cells = 300, .hd_k = 128, .hd_v = 128, .window = 70},
+        {.nt = 100, .cells = 260, .hd_k = 64, .hd_v = 64, .hole = 7},
+        {.nt = 64, .cells = 256, .hd_k = 128, .hd_v = 128, .reversed = true},
+        {.nt = 77, .cells = 77, .hd_k = 80, .hd_v = 80},
+        {.nt = 130, .cells = 300, .hd_k = 128, .hd_v = 128, .sinks = true, .softcap = 30.0f},
+        {.nt = 100, .cells = 200, .hd_k = 128, .hd_v = 64, .sinks = true},
+        {.nt = 100, .cells = 200, .hd_k = 64, .hd_v = 128, .window = 50},
+    };
+    for (size_t i = 0; i < sizeof prompts / sizeof *prompts; i++)
+        attention_prompt(prompts[i]);
     test_attention_bytes(1, 128), test_attention_bytes(3, 64), test_attention_bytes(1, 256);
     test_attention_spans(true, false), test_attention_spans(false, false);
     test_attention_spans(false, true);

@@ -168,16 +168,31 @@ static bool on_coopmat(const struct vk_state *s, const struct attn_args *a, int 
 }
 
 /* attention_cm2.comp's build for these heads (up to 64 or 128 wide), or VK_SHADER_COUNT where
- * it does not take them (attention_cm.comp's conditions hold already). */
+ * it does not take them (attention_cm.comp's conditions hold already; its tensor loads and
+ * stores of q and y need 16-byte aligned bases, as the cache's rows have). */
 static enum vk_shader coopmat2_attention(const struct vk_state *s, const struct attn_args *a) {
 #ifdef OX_VK_COOPMAT2
     int widest = a->hd_k > a->hd_v ? a->hd_k : a->hd_v;
-    if (s->d->attention_cm2 && widest <= 128)
+    if (s->d->attention_cm2 && widest <= 128 && vk_addr(a->q) % 16 == 0 && vk_addr(a->y) % 16 == 0)
         return widest <= 64 ? VK_SHADER_attention_cm2_64 : VK_SHADER_attention_cm2_128;
 #else
     (void)s, (void)a;
 #endif
     return VK_SHADER_COUNT;
+}
+
+/* The shader a prompt's (block) or decode's queries take; cm: attention_cm.comp's conditions
+ * hold (on_coopmat). */
+static enum vk_shader attention_shader(const struct vk_state *s, const struct attn_args *a, bool cm,
+                                       bool block) {
+    enum vk_shader cm2 = cm ? coopmat2_attention(s, a) : VK_SHADER_COUNT;
+    if (cm2 != VK_SHADER_COUNT)
+        return cm2;
+#ifdef OX_VK_COOPMAT
+    if (cm)
+        return VK_SHADER_attention_cm;
+#endif
+    return block ? VK_SHADER_attention_block : VK_SHADER_attention;
 }
 
 /* The query tokens a dispatch takes: a workgroup row per per_group of them (65535 rows at
@@ -211,7 +226,7 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
     uint8_t *bytes = !block && a->n <= 8 && a->hd_v % 32 == 0 ? vk_bytes_target(s, count) : NULL;
     args.bytes = vk_addr(bytes);
     bool cm = block && cache && on_coopmat(s, a, rt);
-    enum vk_shader cm2 = cm ? coopmat2_attention(s, a) : VK_SHADER_COUNT;
+    enum vk_shader shader = attention_shader(s, a, cm, block);
     int per_group = cm ? CM_TOKENS : block ? BLOCK_TOKENS : 1;
     int chunk = attention_chunk(a, per_group);
     for (int t0 = 0; t0 < a->n; t0 += chunk) { /* a workgroup row per token (or block) */
@@ -221,14 +236,6 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         part.y += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_v * sizeof(float);
         part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
         part.words |= (uint32_t)tokens << 12;
-#ifdef OX_VK_COOPMAT
-        enum vk_shader shader = cm2 != VK_SHADER_COUNT ? cm2
-                                : cm                   ? VK_SHADER_attention_cm
-                                : block                ? VK_SHADER_attention_block
-                                                       : VK_SHADER_attention;
-#else
-        enum vk_shader shader = block ? VK_SHADER_attention_block : VK_SHADER_attention;
-#endif
         vk_dispatch(s, shader, &part, sizeof part, (uint32_t)a->n_head,
                     (uint32_t)((tokens + per_group - 1) / per_group), 1);
     }

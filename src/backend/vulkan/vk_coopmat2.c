@@ -103,6 +103,7 @@ bool vk_coopmat2_attention_usable(VkInstance inst, VkPhysicalDevice pd, bool coo
     vkGetPhysicalDeviceProperties2(pd, &p2);
     /* the tiles' and queries' ranges are subgroup minima and maxima */
     return f.reductions && f.conversions && f.per_element &&
+           (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
            (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
            has_shapes(inst, pd, ATTENTION_WORKGROUP);
 }

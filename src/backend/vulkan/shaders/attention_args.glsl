@@ -47,11 +47,14 @@ void cell_range(int s, uint tile, out uint first, out uint end) {
         first = uint(p.n_cells_at.v[2 * s]) / tile * tile, end = uint(p.n_cells_at.v[2 * s + 1]);
 }
 
-// Whether a query at position qp of sequence s sees cell c.
+// Whether a query at position qp of sequence s sees cell c (none for s < 0: tested before the
+// sequence's word is read, which would be far past the cells' sets).
 bool visible_from(int qp, int s, uint c) {
+    if (s < 0)
+        return false;
     int kp = p.cell_pos.v[c];
     uint64_t w = Words(p.cell_seq).v[c * SEQ_WORDS + uint(s) / 64];
-    bool in_seq = s >= 0 && ((w >> (uint(s) % 64)) & 1) != 0;
+    bool in_seq = ((w >> (uint(s) % 64)) & 1) != 0;
     return in_seq && kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
 }
 
