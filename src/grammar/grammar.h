@@ -16,7 +16,7 @@
 #define GRAM_MAX_STACKS    4096       /* live parse stacks after one code point */
 #define GRAM_MAX_LIVE_DATA (1u << 17) /* entries of all of them together */
 #define GRAM_MAX_DEPTH     2048       /* entries in one parse stack */
-#define GRAM_MAX_WORK      (1u << 21) /* stack entries expanded per code point */
+#define GRAM_MAX_WORK      (1u << 18) /* stack entries expanded per code point (test_grammar) */
 #define GRAM_MAX_WORK_DATA (1u << 23) /* stack entries held while expanding (32 MiB) */
 
 /* One element of a rule. A rule is alternatives separated by ALT and closed by END; a character
