@@ -47,15 +47,21 @@ void cell_range(int s, uint tile, out uint first, out uint end) {
         first = uint(p.n_cells_at.v[2 * s]) / tile * tile, end = uint(p.n_cells_at.v[2 * s + 1]);
 }
 
-// Whether a query at position qp of sequence s sees cell c (none for s < 0: tested before the
-// sequence's word is read, which would be far past the cells' sets).
-bool visible_from(int qp, int s, uint c) {
+// Whether cell c holds sequence s (none for s < 0: tested before the sequence's word is read,
+// which would be far past the cells' sets).
+bool in_sequence(uint c, int s) {
     if (s < 0)
         return false;
-    int kp = p.cell_pos.v[c];
     uint64_t w = Words(p.cell_seq).v[c * SEQ_WORDS + uint(s) / 64];
-    bool in_seq = ((w >> (uint(s) % 64)) & 1) != 0;
-    return in_seq && kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
+    return ((w >> (uint(s) % 64)) & 1) != 0;
+}
+
+// Whether a query at position qp of sequence s sees cell c.
+bool visible_from(int qp, int s, uint c) {
+    if (!in_sequence(c, s))
+        return false;
+    int kp = p.cell_pos.v[c];
+    return kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
 }
 
 bool visible(uint t, uint c) {

@@ -99,8 +99,7 @@ uint tile_kind(uint c0, Queries q) {
         }
         int kp = p.cell_pos.v[c];
         low = min(low, kp), high = max(high, kp);
-        bool in_seq = q.seq >= 0 &&
-            ((Words(p.cell_seq).v[c * SEQ_WORDS + uint(q.seq) / 64] >> (uint(q.seq) % 64)) & 1) != 0;
+        bool in_seq = in_sequence(c, q.seq);
         all_in = all_in && in_seq, any_in = any_in || in_seq;
     }
     low = subgroupMin(low), high = subgroupMax(high);
@@ -185,9 +184,8 @@ void main() {
         if (kind == PART && q.seq >= 0) {
             barrier(); // the last part tile's cells read
             if (th < BC) {
-                uint c = c0 + th, sq = uint(q.seq);
-                bool in_seq = c < n_cells &&
-                    ((Words(p.cell_seq).v[c * SEQ_WORDS + sq / 64] >> (sq % 64)) & 1) != 0;
+                uint c = c0 + th;
+                bool in_seq = c < n_cells && in_sequence(c, q.seq);
                 staged_cell[th] = in_seq ? p.cell_pos.v[c] : ABSENT;
             }
             barrier();
