@@ -195,6 +195,7 @@ static bool make_device(void) {
     device.attention_cm2 =
         vk_coopmat2_attention_usable(device.instance, device.physical, device.coopmat2);
     device.dot8 = dot8_usable(device.physical);
+    device.pipeline_stats = vk_pipeline_stats_wanted(device.physical);
     struct vk_coopmat_features cm;
     struct vk_coopmat2_features cm2;
     void *matrices = device.coopmat2 ? vk_coopmat2_enable(&cm2, NULL, device.attention_cm2) : NULL;
@@ -202,7 +203,11 @@ static bool make_device(void) {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
         .pNext = device.coopmat ? vk_coopmat_enable(&cm, matrices) : NULL,
         .shaderIntegerDotProduct = VK_TRUE};
-    const char *names[3];
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats;
+    void *chain = device.dot8 ? (void *)&dot : dot.pNext;
+    if (device.pipeline_stats)
+        chain = vk_pipeline_stats_enable(&stats, chain);
+    const char *names[4];
     uint32_t n_names = 0;
     if (device.coopmat)
         names[n_names++] = vk_coopmat_extension();
@@ -210,9 +215,11 @@ static bool make_device(void) {
         names[n_names++] = vk_coopmat2_extension();
     if (device.dot8)
         names[n_names++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    if (device.pipeline_stats)
+        names[n_names++] = vk_pipeline_stats_extension();
     VkPhysicalDeviceVulkan12Features on12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = device.dot8 ? (void *)&dot : dot.pNext,
+        .pNext = chain,
         .bufferDeviceAddress = VK_TRUE,
         .shaderFloat16 = VK_TRUE,
         .shaderInt8 = f12.shaderInt8,
@@ -306,10 +313,13 @@ VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s) {
                           .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                           .module = m,
                           .pName = "main"},
-                .layout = d->layout};
+                .layout = d->layout,
+                .flags = d->pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0};
             if (vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL,
                                          &d->pipeline[s]) != VK_SUCCESS)
                 d->pipeline[s] = VK_NULL_HANDLE;
+            else if (d->pipeline_stats)
+                vk_pipeline_stats_print(d->device, d->pipeline[s], vk_shader_names[s]);
             vkDestroyShaderModule(d->device, m, NULL);
         }
     }

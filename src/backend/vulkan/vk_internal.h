@@ -30,6 +30,7 @@ struct vk_device {
     bool coopmat2;                        /* f16 and q4_K's on gemm_cm2.comp (vk_coopmat2.c) */
     bool attention_cm2;                   /* prompts' attention on attention_cm2.comp (same) */
     bool dot8; /* decode's products on int8 activations (matvec.comp's X_Q8: vk_device.c) */
+    bool pipeline_stats; /* each pipeline's statistics printed (vk_pipeline_stats.c) */
 };
 
 /* The device, made at the first call (NULL with the error set where there is none). */
@@ -87,6 +88,15 @@ bool vk_coopmat2_attention_usable(VkInstance inst, VkPhysicalDevice pd, bool coo
  * attention, chained before next; f returned. */
 void *vk_coopmat2_enable(struct vk_coopmat2_features *f, void *next, bool attention);
 const char *vk_coopmat2_extension(void);
+
+/* The driver's statistics of each pipeline (vk_pipeline_stats.c): whether OX_VK_PIPELINE_STATS
+ * asks for them and the device has the extension; f filled in to turn them on, chained before
+ * next; a pipeline's (made with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR) printed. */
+bool vk_pipeline_stats_wanted(VkPhysicalDevice pd);
+const char *vk_pipeline_stats_extension(void);
+void *vk_pipeline_stats_enable(VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR *f,
+                               void *next);
+void vk_pipeline_stats_print(VkDevice dev, VkPipeline pipeline, const char *name);
 
 /* Device memory: one pool of large buffers whose addresses the op table's pointers are. */
 void *vk_mem_alloc(struct vk_device *d, size_t bytes);
