@@ -5,12 +5,14 @@
 # executables (tests/aarch64-toolchain.cmake) and runs each under qemu-aarch64 at one level
 # (OX_CPU_ISA=neon, neon-dotprod or neon-i8mm; qemu's "max" CPU has dotprod and i8mm). The build
 # and each level are separate ctest tests (a fixture and three tests that need it), each with its
-# own time limit: run one after another they take about 9 minutes on 2 cores, test_speculative
-# half of that.
+# own time limit: run one after another they took about 9 minutes on 2 cores, test_speculative
+# half of that, before its engine checks ran at neon-i8mm alone.
 # Emulation is slow (a minute a level for every model), so test_reference checks every model only
 # at neon-i8mm (the level of current Arm servers and Macs; types without i8mm kernels run their
 # dotprod ones there) and a representative set at the lower levels: Llama in the main quant
-# families (q4_k_m holds q4_K and q6_K) and two other architectures. OX_TEST_MODELS, when set,
+# families (q4_k_m holds q4_K and q6_K) and two other architectures. Speculation itself (drafts,
+# prompt lookup: test_speculative's engine checks) runs at neon-i8mm alone; the lower levels check
+# their kernels' one-token orders (OX_TEST_ENGINE_CHECKS=0). OX_TEST_MODELS, when set,
 # names the models for every level (set and empty: all of them). Exits 77 (skipped) where the
 # cross compilers or the arm64 libraries are missing (`make deps-arm64` installs them when root).
 # usage: neon_models_qemu.sh SOURCE_DIR WORK_DIR build|neon|neon-dotprod|neon-i8mm
@@ -54,15 +56,16 @@ fi
 # shown and kept; fails with it.
 run() {
   status=0
-  OX_CPU_ISA=$1 OX_TEST_MODELS=$models qemu-aarch64 -cpu max "$work/tests/model/$2" \
+  OX_CPU_ISA=$1 OX_TEST_MODELS=$models OX_TEST_ENGINE_CHECKS=$engine \
+    qemu-aarch64 -cpu max "$work/tests/model/$2" \
     > "$work/$2-$1.txt" 2>&1 || status=$?
   cat "$work/$2-$1.txt"
   return $status
 }
 level=$step
 case $level in
-  neon | neon-dotprod) models=$lower_models ;;
-  neon-i8mm) models=$best_models ;;
+  neon | neon-dotprod) models=$lower_models engine=0 ;;
+  neon-i8mm) models=$best_models engine=1 ;;
   *) echo "unknown step $level (build, neon, neon-dotprod or neon-i8mm)"; exit 2 ;;
 esac
 n_models=$(echo $models | wc -w)

@@ -6,6 +6,7 @@
  * GPU the same, for batches up to the step it records (ox_context_recorded_tokens). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
+#include <string.h>
 
 #include "oxidize.h"
 #include "reference_files.h"
@@ -319,9 +320,16 @@ int main(void) {
         if (reference_wanted(name))
             check_one_token_order(types[i]);
     }
-    check_kjv();
-    check_draft_pair();
-    check_refusals();
+    /* speculation itself (drafts, lookup, refusals) once a run: at the levels below the best
+     * (tests/CMakeLists.txt's name@level runs, qemu's lower NEON levels) OX_TEST_ENGINE_CHECKS=0
+     * leaves it out, the kernels' one-token orders above being what differs there (at scalar
+     * it was 22 of the test's 27 s here) */
+    const char *engine = getenv("OX_TEST_ENGINE_CHECKS");
+    if (!engine || strcmp(engine, "0") != 0) {
+        check_kjv();
+        check_draft_pair();
+        check_refusals();
+    }
     printf("%d checks, %d failures\n", test_checks, test_failures);
     return test_failures != 0;
 }
