@@ -184,6 +184,20 @@ static bool has_required(VkPhysicalDeviceVulkan12Features *has12) {
     return !missing;
 }
 
+/* The optional extensions the device is opened with (at most 4), as make_device chose them. */
+static uint32_t optional_extensions(const char *names[4]) {
+    uint32_t n = 0;
+    if (device.coopmat)
+        names[n++] = vk_coopmat_extension();
+    if (device.coopmat2)
+        names[n++] = vk_coopmat2_extension();
+    if (device.dot8)
+        names[n++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    if (device.pipeline_stats)
+        names[n++] = vk_pipeline_stats_extension();
+    return n;
+}
+
 /* The device with the features every shader uses, and the optional ones it has; a device
  * without the first is refused, saying which. */
 static bool make_device(void) {
@@ -208,15 +222,7 @@ static bool make_device(void) {
     if (device.pipeline_stats)
         chain = vk_pipeline_stats_enable(&stats, chain);
     const char *names[4];
-    uint32_t n_names = 0;
-    if (device.coopmat)
-        names[n_names++] = vk_coopmat_extension();
-    if (device.coopmat2)
-        names[n_names++] = vk_coopmat2_extension();
-    if (device.dot8)
-        names[n_names++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
-    if (device.pipeline_stats)
-        names[n_names++] = vk_pipeline_stats_extension();
+    uint32_t n_names = optional_extensions(names);
     VkPhysicalDeviceVulkan12Features on12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .pNext = chain,
