@@ -636,6 +636,18 @@ static void test_coopmat2_tiles(void) {
     }
 }
 
+/* Decode steps of many sequences (32 tokens) through products of few 64 x 64 tiles: where the
+ * device has gemm_cm.comp, cut into column slices whose sums split_sum.comp adds (32 tiles of
+ * 8192 columns: 4 slices; 8 of 2048 added to y: 8 slices); gemm.comp's whole products elsewhere. */
+static void test_decode_batch_products(void) {
+    static const int n32[] = {32, 0}, kv_rows[3] = {512, 64, 64};
+    static const enum ox_dtype types[] = {OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        test_weight_type(types[i], 2048, 8192, n32);
+        test_fusions_over(types[i], 32, kv_rows, 2048);
+    }
+}
+
 /* A random weight of a type on the host and the device. */
 static struct mat random_weight(enum ox_dtype type, int rows, int cols, uint8_t **host) {
     size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
@@ -938,6 +950,7 @@ static void test_products(void) {
     test_matmul(OX_DTYPE_F16, 32, 5000, 17);
     test_weight_types();
     test_coopmat2_tiles();
+    test_decode_batch_products();
     static const enum ox_dtype q4k[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q4_K},
                                f16s[3] = {OX_DTYPE_F16, OX_DTYPE_F16, OX_DTYPE_F16},
                                mixed[3] = {OX_DTYPE_Q4_K, OX_DTYPE_F16, OX_DTYPE_Q6_K};

@@ -268,6 +268,8 @@ struct matvec_args {
 struct gemm_args {
     uint64_t w, x, y, tab;
     uint32_t rows, cols, n, row_bytes, add;
+    uint32_t slice; /* gemm_cm.comp's column slices (column_slices) */
+    uint64_t part;
 };
 
 /* Whether matvec.comp takes these tokens: up to 8, rows of x 16-byte aligned (read 16 bytes at
@@ -386,6 +388,46 @@ static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *
     return tile;
 }
 
+struct split_sum_args {
+    uint64_t part, y;
+    uint32_t n, slices, add;
+};
+
+/* How many column slices gemm_cm.comp cuts a product of toks tokens into: enough for about 128
+ * workgroups where its 64 x 64 tiles number fewer than 64 (decode steps of 9 to 63 sequences: a
+ * 1B's 2048-row products made 32 workgroups, its k and v 8, on a GPU of 132 multiprocessors), each
+ * slice at least 256 columns; 1: not cut. */
+static int column_slices(const struct mat *w, int toks) {
+    int64_t tiles = (w->n_rows + 63) / 64 * ((toks + 63) / 64);
+    if (tiles >= 64)
+        return 1;
+    int64_t want = (128 + tiles - 1) / tiles, most = w->n_cols / 256;
+    return (int)(want < most ? want : most > 1 ? most : 1);
+}
+
+/* gemm_cm.comp's product of a.n tokens (its arguments but the slices set), cut into column
+ * slices where column_slices says, their sums then added up into y by split_sum.comp (behind
+ * the tokens' halves in the scratch buffer, made first: partial, their bytes). */
+static void coopmat_product(struct vk_state *s, const struct weight_shaders *sh,
+                            const struct mat *w, struct gemm_args a, uint64_t partial) {
+    int slices = column_slices(w, (int)a.n);
+    uint32_t groups_x = (a.rows + 63) / 64, groups_y = (a.n + 63) / 64;
+    a.slice = a.cols, a.part = 0;
+    if (slices > 1) {
+        /* slices of whole 128-column steps; the last may be shorter */
+        uint32_t per = (a.cols + (uint32_t)slices - 1) / (uint32_t)slices;
+        a.slice = (per + 127) / 128 * 128;
+        slices = (int)((a.cols + a.slice - 1) / a.slice);
+        a.part = partial;
+    }
+    vk_dispatch(s, sh->gemm_cm, &a, sizeof a, groups_x, groups_y, (uint32_t)slices);
+    if (slices > 1) {
+        struct split_sum_args sum = {partial, a.y, a.rows * a.n, (uint32_t)slices, a.add};
+        vk_dispatch(s, VK_SHADER_split_sum, &sum, sizeof sum, vk_groups((size_t)a.rows * a.n), 1,
+                    1);
+    }
+}
+
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
  * through gemm_cm2.comp or gemm_cm.comp where the device has cooperative matrices (tiles as
  * coopmat2_tile says; 64 x 64), else gemm.comp (64 x 64). */
@@ -411,20 +453,32 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                               (uint32_t)w->n_cols,
                               (uint32_t)toks,
                               (uint32_t)w->row_bytes,
-                              add};
+                              add,
+                              (uint32_t)w->n_cols,
+                              0};
         bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
-        if (cm) { /* gemm_cm(2).comp read x as f16 */
+        int tile = cm ? coopmat2_tile(s, sh, w, a.y, toks) : -1;
+        uint64_t partial = 0;
+        if (cm) { /* gemm_cm(2).comp read x as f16; gemm_cm's slices' sums go behind them */
+            size_t halves = ((size_t)toks * (size_t)w->n_cols * 2 + 255) / 256 * 256;
+            int slices = tile < 0 ? column_slices(w, toks) : 1;
+            size_t sums = slices > 1 ? (size_t)slices * (size_t)toks * (size_t)w->n_rows * 4 : 0;
+            if (sums && !scratch(s, halves + sums))
+                return;
             const void *x16 = x_as_halves(s, a.x, (size_t)toks * (size_t)w->n_cols);
             if (!x16)
                 return;
-            a.x = vk_addr(x16);
+            a.x = vk_addr(x16), partial = vk_addr(x16) + halves;
         }
-        int tile = cm ? coopmat2_tile(s, sh, w, a.y, toks) : -1;
-        uint32_t bm = tile >= 0 ? cm2_tiles[tile].rows : 64,
-                 bn = tile >= 0 ? cm2_tiles[tile].tokens : 64;
-        enum vk_shader shader = tile >= 0 ? sh->gemm_cm2[tile] : cm ? sh->gemm_cm : sh->gemm;
-        vk_dispatch(s, shader, &a, sizeof a, (uint32_t)(w->n_rows + bm - 1) / bm,
-                    (uint32_t)(toks + bn - 1) / bn, 1);
+        if (cm && tile < 0)
+            coopmat_product(s, sh, w, a, partial);
+        else {
+            uint32_t bm = tile >= 0 ? cm2_tiles[tile].rows : 64,
+                     bn = tile >= 0 ? cm2_tiles[tile].tokens : 64;
+            enum vk_shader shader = tile >= 0 ? sh->gemm_cm2[tile] : sh->gemm;
+            vk_dispatch(s, shader, &a, sizeof a, (uint32_t)(w->n_rows + bm - 1) / bm,
+                        (uint32_t)(toks + bn - 1) / bn, 1);
+        }
         if (cm) /* it read x's halves */
             scratch_read(s, a.y, (uint64_t)toks * (uint64_t)w->n_rows * sizeof(float));
     }

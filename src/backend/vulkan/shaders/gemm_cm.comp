@@ -6,7 +6,9 @@
 // scattered rows), and reads 32 of the tokens' values, which halves.comp made f16 (16 bytes a
 // read); the next step is read into registers while the subgroups multiply this one's blocks.
 // Each subgroup sums the blocks of a 16-row by 32-token corner, then writes them out through a
-// 16x16 staging block of its own.
+// 16x16 staging block of its own. A product of few tiles (decode steps of 9 to 63 sequences, a
+// few hundred rows) is cut into column slices, one a workgroup of z, each writing its own sums to
+// p.part for split_sum.comp to add up: 8 to 32 workgroups alone leave most of a large GPU idle.
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -20,6 +22,8 @@ layout(push_constant) uniform Args {
     Floats y;
     uint64_t tab;
     uint rows, cols, n, row_bytes, add; // add: y += W X
+    uint slice;   // columns a workgroup of z sums (a multiple of K; cols: one slice)
+    Floats part;  // where slice z writes its sums ([z][n][rows]; unset: y itself)
 } p;
 
 // S: a row's stride in shared memory, in f16 pairs (padded: 16-byte aligned rows, fewer conflicts)
@@ -34,16 +38,16 @@ shared float staging[8 * 256];
 // This thread's part of the step at column c0: group th % 4 of the step's four in row th / 4
 // (zeros past the row's last), and 4 runs of 8 of the tokens' 64 x 128 values (consecutive
 // threads: consecutive runs of a token's columns).
-void fetch(uint th, uint64_t row, uint t0, uint c0, out float w[32], out uvec4 x[4]) {
+void fetch(uint th, uint64_t row, uint t0, uint c0, uint c_end, out float w[32], out uvec4 x[4]) {
     uint g = c0 / 32 + th % 4;
-    if (g < p.cols / 32)
+    if (g < c_end / 32)
         dq_group(row, g, p.tab, w);
     else
         [[unroll]] for (uint k = 0; k < 32; k++)
             w[k] = 0.0;
     [[unroll]] for (uint i = 0; i < 4; i++) {
         uint e = th + 256 * i, t = e / (K / 8), c = c0 + e % (K / 8) * 8;
-        bool in_x = t0 + t < p.n && c < p.cols; // c a multiple of 8, cols of 32: c + 7 too
+        bool in_x = t0 + t < p.n && c < c_end; // c a multiple of 8, c_end of 32: c + 7 too
         x[i] = in_x ? Quads(p.x + (uint64_t(t0 + t) * p.cols + c) * 2).v[0] : uvec4(0);
     }
 }
@@ -65,15 +69,16 @@ void main() {
     uint sr = sg % 4 * 16, st = sg / 4 * 32; // this subgroup's corner of the tile
     MAT_C acc[2] = {MAT_C(0.0), MAT_C(0.0)};
     uint64_t row = p.w + uint64_t(min(r0 + th / 4, p.rows - 1)) * p.row_bytes;
+    uint c_begin = gl_WorkGroupID.z * p.slice, c_end = min(p.cols, c_begin + p.slice);
     float w[32];
     uvec4 x[4];
-    fetch(th, row, t0, 0, w, x);
+    fetch(th, row, t0, c_begin, c_end, w, x);
     store(th, w, x);
     barrier();
-    for (uint c0 = 0; c0 < p.cols; c0 += K) {
-        bool next = c0 + K < p.cols;
+    for (uint c0 = c_begin; c0 < c_end; c0 += K) {
+        bool next = c0 + K < c_end;
         if (next)
-            fetch(th, row, t0, c0 + K, w, x);
+            fetch(th, row, t0, c0 + K, c_end, w, x);
         [[unroll]] for (uint kk = 0; kk < K / 2; kk += 8) { // 16 columns: 8 pairs
             MAT_A a;
             MAT_B b[2];
@@ -98,7 +103,10 @@ void main() {
             uint r = r0 + sr + e % 16, t = t0 + st + 16 * j + e / 16;
             if (r < p.rows && t < p.n) {
                 uint at = t * p.rows + r;
-                p.y.v[at] = p.add != 0 ? p.y.v[at] + staging[base + e] : staging[base + e];
+                if (uint64_t(p.part) != 0)
+                    p.part.v[(gl_WorkGroupID.z * p.n + t) * p.rows + r] = staging[base + e];
+                else
+                    p.y.v[at] = p.add != 0 ? p.y.v[at] + staging[base + e] : staging[base + e];
             }
         }
         subgroupBarrier();
