@@ -21,8 +21,8 @@ enum {
     ATTENTION_WORKGROUP = 128, /* attention_cm2.comp's */
     SMALLEST_TILE = 64,
     LARGEST_DIMENSION = 256, /* its tiles' longest side (q4_K's 64 x 256) */
-    OWN_SHARED = 8 * 64 * 8  /* cm2_q4_k.glsl's scales: 8 (scale, min) pairs a row of 64; q6_K's
-                              * 16 floats a row take as much */
+    OWN_SHARED = 16 * 68 * 4 /* cm2_q6_k.glsl's scales: 16 floats a row of 64 padded by 4 (q4_K's
+                              * 8 (scale, min) pairs a row padded by 2 take less) */
 };
 struct coopmat2_properties { /* VkPhysicalDeviceCooperativeMatrix2PropertiesNV */
     VkStructureType type;

@@ -15,13 +15,16 @@ layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer W 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Block { q4_K b; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Heads { uvec4 v[]; };
 const uint QK = 256, BLOCK_BYTES = 144;
-shared vec2 scales[8 * BM]; // [sub-block][row]: d * scale, dmin * min of the current superblock
+// [sub-block][row]: d * scale, dmin * min of the current superblock; rows padded by two so that a
+// row's sub-blocks fall in different banks
+const uint SCALE_STRIDE = BM + 2;
+shared vec2 scales[8 * SCALE_STRIDE];
 
 // Weight (row at[0], column in_block[1] of its superblock): sub-block s's level l is a nibble of
 // byte 32 (s / 2) + l, the low one for even s.
 float16_t decode(const in Block blk, const in uint at[2], const in uint in_block[2]) {
     uint i = in_block[1], s = i / 32, l = i % 32;
-    vec2 dm = scales[s * BM + at[0] % BM];
+    vec2 dm = scales[s * SCALE_STRIDE + at[0] % BM];
     uint q = (blk.b.qs[8 * (s / 2) + l / 4] >> (8 * (l & 3) + 4 * (s % 2))) & 15;
     return float16_t(dm.x * float(q) - dm.y);
 }
@@ -65,7 +68,7 @@ void superblock(uint r0, uint c0) {
     head_scales(head, part, v);
     barrier();
     [[unroll]] for (uint e = 0; e < PER; e++)
-        scales[(PER * part + e) * BM + th % BM] = v[e];
+        scales[(PER * part + e) * SCALE_STRIDE + th % BM] = v[e];
     barrier();
     if (c0 + QK < p.cols)
         head = fetch_head(r0, c0 + QK);

@@ -19,6 +19,8 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_control_flow_attributes : require
+// q6_K's blocks as 16-bit words in the decode function's argument (no Int16 arithmetic follows)
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(push_constant) uniform Args {
