@@ -89,7 +89,7 @@ static bool pick_queue_and_memory(void) {
             device.family = i;
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(device.physical, &mp);
-    device.memory_type = device.host_type = UINT32_MAX;
+    device.memory_type = device.host_type = device.read_type = UINT32_MAX;
     const VkMemoryPropertyFlags host =
         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
@@ -98,7 +98,13 @@ static bool pick_queue_and_memory(void) {
             device.memory_type = i;
         if (device.host_type == UINT32_MAX && (f & host) == host)
             device.host_type = i;
+        /* the CPU reads downloads: uncached (write-combined) memory reads them word by word */
+        if (device.read_type == UINT32_MAX && (f & host) == host &&
+            (f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT))
+            device.read_type = i;
     }
+    if (device.read_type == UINT32_MAX)
+        device.read_type = device.host_type;
     if (device.family == UINT32_MAX || device.memory_type == UINT32_MAX ||
         device.host_type == UINT32_MAX)
         return fail("the device has no compute queue or no usable memory",

@@ -22,6 +22,8 @@ struct vk_device {
     VkDevice device;
     VkQueue queue;
     uint32_t family, memory_type, host_type; /* device-local memory; host-visible for staging */
+    /* host-visible and cached where the device has it: what downloads land in */
+    uint32_t read_type;
     VkPhysicalDeviceProperties props;
     VkPipelineLayout layout;              /* one for all: the push constants alone */
     VkPipeline pipeline[VK_SHADER_COUNT]; /* made at their first use */
@@ -103,8 +105,9 @@ void *vk_mem_alloc(struct vk_device *d, size_t bytes);
 void vk_mem_free(struct vk_device *d, const void *p);
 /* The buffer holding address p, and p's offset in it (VK_NULL_HANDLE where p is not ours). */
 VkBuffer vk_mem_find(const void *p, VkDeviceSize *offset);
-/* A host-visible, coherent buffer of bytes, mapped at *map (staging). */
-VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, VkDeviceMemory *mem, void **map);
+/* A host-visible, coherent buffer of bytes of that memory type, mapped at *map (staging). */
+VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, uint32_t type, VkDeviceMemory *mem,
+                        void **map);
 
 /* A decode step recorded once and replayed (vk_graph.c): its key (the op table's graph_begin),
  * whether it may be replayed (recorded whole, nothing uploaded inside, over the scratch buffer

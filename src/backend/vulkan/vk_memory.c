@@ -148,7 +148,8 @@ VkBuffer vk_mem_find(const void *p, VkDeviceSize *offset) {
     return buf;
 }
 
-VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, VkDeviceMemory *mem, void **map) {
+VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, uint32_t type, VkDeviceMemory *mem,
+                        void **map) {
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                              .size = bytes,
                              .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
@@ -161,8 +162,8 @@ VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, VkDeviceMemory *mem, 
     vkGetBufferMemoryRequirements(d->device, buf, &req);
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                .allocationSize = req.size,
-                               .memoryTypeIndex = d->host_type};
-    if (!(req.memoryTypeBits >> d->host_type & 1) ||
+                               .memoryTypeIndex = type};
+    if (!(req.memoryTypeBits >> type & 1) ||
         vkAllocateMemory(d->device, &ai, NULL, mem) != VK_SUCCESS ||
         vkBindBufferMemory(d->device, buf, *mem, 0) != VK_SUCCESS ||
         vkMapMemory(d->device, *mem, 0, VK_WHOLE_SIZE, 0, map) != VK_SUCCESS) {

@@ -11,7 +11,10 @@
 #include "backend/vulkan/vk_ops.h"
 #include "core/status.h"
 
-enum { UP_BYTES = 4 << 20, DOWN_BYTES = 4 << 20 };
+/* The download buffer starts at DOWN_BYTES and grows to what one download asks for, up to
+ * DOWN_MOST: a decode step of 32 sequences reads 16 MB of logits at once, not in 4 MB round trips
+ * (each a submit and a wait). */
+enum { UP_BYTES = 4 << 20, DOWN_BYTES = 4 << 20, DOWN_MOST = 64 << 20 };
 
 void vk_note(struct vk_state *s, VkResult r, const char *what) {
     if (r == VK_SUCCESS || s->err != OX_OK)
@@ -165,8 +168,24 @@ void vk_upload(struct backend *b, void *dst, const void *host, size_t bytes) {
     }
 }
 
+/* A download buffer of at least bytes (up to DOWN_MOST), once nothing is in flight; the old one
+ * stays where a new one cannot be made. */
+static void grow_download(struct vk_state *s, size_t bytes) {
+    if (bytes <= s->down_size || s->down_size >= DOWN_MOST || !vk_flush(s))
+        return;
+    size_t want = bytes < DOWN_MOST ? (bytes + (1 << 20) - 1) / (1 << 20) << 20 : DOWN_MOST;
+    VkDeviceMemory mem;
+    uint8_t *map;
+    VkBuffer buf = vk_host_buffer(s->d, want, s->d->read_type, &mem, (void **)&map);
+    if (buf == VK_NULL_HANDLE)
+        return;
+    vkDestroyBuffer(s->d->device, s->down, NULL), vkFreeMemory(s->d->device, s->down_mem, NULL);
+    s->down = buf, s->down_mem = mem, s->down_map = map, s->down_size = want;
+}
+
 enum ox_status vk_download(struct backend *b, void *host, const void *src, size_t bytes) {
     struct vk_state *s = vk_of(b);
+    grow_download(s, bytes);
     for (size_t done = 0; done < bytes && host;) {
         size_t piece = bytes - done < s->down_size ? bytes - done : s->down_size;
         VkDeviceSize off;
@@ -210,10 +229,10 @@ enum ox_status vk_init(struct backend *b, const struct backend_sizes *z) {
                                       .commandBufferCount = VK_RING};
     ok = ok && vkAllocateCommandBuffers(d->device, &ai, s->ring) == VK_SUCCESS;
     s->up_size = UP_BYTES, s->down_size = DOWN_BYTES;
-    ok = ok &&
-         (s->up = vk_host_buffer(d, s->up_size, &s->up_mem, (void **)&s->up_map)) != VK_NULL_HANDLE;
-    ok = ok && (s->down = vk_host_buffer(d, s->down_size, &s->down_mem, (void **)&s->down_map)) !=
-                   VK_NULL_HANDLE;
+    ok = ok && (s->up = vk_host_buffer(d, s->up_size, d->host_type, &s->up_mem,
+                                       (void **)&s->up_map)) != VK_NULL_HANDLE;
+    ok = ok && (s->down = vk_host_buffer(d, s->down_size, d->read_type, &s->down_mem,
+                                         (void **)&s->down_map)) != VK_NULL_HANDLE;
     b->own_bytes = 0;
     s->prof = vk_profile_make(d);
     if (!ok) {
