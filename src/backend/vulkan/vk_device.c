@@ -190,8 +190,8 @@ static bool has_required(VkPhysicalDeviceVulkan12Features *has12) {
     return !missing;
 }
 
-/* The optional extensions the device is opened with (at most 4), as make_device chose them. */
-static uint32_t optional_extensions(const char *names[4]) {
+/* The optional extensions the device is opened with (at most 5), as make_device chose them. */
+static uint32_t optional_extensions(const char *names[5]) {
     uint32_t n = 0;
     if (device.coopmat)
         names[n++] = vk_coopmat_extension();
@@ -201,6 +201,8 @@ static uint32_t optional_extensions(const char *names[4]) {
         names[n++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     if (device.pipeline_stats)
         names[n++] = vk_pipeline_stats_extension();
+    if (device.host_import)
+        names[n++] = vk_pinned_extension();
     return n;
 }
 
@@ -216,6 +218,7 @@ static bool make_device(void) {
         vk_coopmat2_attention_usable(device.instance, device.physical, device.coopmat2);
     device.dot8 = dot8_usable(device.physical);
     device.pipeline_stats = vk_pipeline_stats_wanted(device.physical);
+    device.host_import = vk_pinned_usable(device.physical, &device.import_alignment);
     struct vk_coopmat_features cm;
     struct vk_coopmat2_features cm2;
     void *matrices = device.coopmat2 ? vk_coopmat2_enable(&cm2, NULL, device.attention_cm2) : NULL;
@@ -227,7 +230,7 @@ static bool make_device(void) {
     void *chain = device.dot8 ? (void *)&dot : dot.pNext;
     if (device.pipeline_stats)
         chain = vk_pipeline_stats_enable(&stats, chain);
-    const char *names[4];
+    const char *names[5];
     uint32_t n_names = optional_extensions(names);
     VkPhysicalDeviceVulkan12Features on12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,

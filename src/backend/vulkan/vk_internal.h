@@ -32,7 +32,9 @@ struct vk_device {
     bool coopmat2;                        /* f16 and q4_K's on gemm_cm2.comp (vk_coopmat2.c) */
     bool attention_cm2;                   /* prompts' attention on attention_cm2.comp (same) */
     bool dot8; /* decode's products on int8 activations (matvec.comp's X_Q8: vk_device.c) */
-    bool pipeline_stats; /* each pipeline's statistics printed (vk_pipeline_stats.c) */
+    bool pipeline_stats;           /* each pipeline's statistics printed (vk_pipeline_stats.c) */
+    bool host_import;              /* host memory imported for downloads (vk_pinned.c) */
+    VkDeviceSize import_alignment; /* what its pointers and sizes are multiples of */
 };
 
 /* The device, made at the first call (NULL with the error set where there is none). */
@@ -120,6 +122,16 @@ struct vk_graph {
     bool valid, in_flight;
 };
 
+/* A context's pinned host range imported as device memory (vk_pinned.c): host .. host + bytes
+ * inside the whole pages from start that buffer covers. */
+struct vk_pinned {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    uint8_t *start;
+    const uint8_t *host;
+    size_t bytes;
+};
+
 /* A context's state: the command buffer being recorded (one of a ring: a long batch goes to the
  * GPU in parts while the rest is recorded; or a decode step's recording), each one's fence, the
  * staging for uploads (a ring, flushed when full) and for downloads, the first failure since the
@@ -133,6 +145,7 @@ struct vk_state {
     VkFence fence[VK_RING];
     bool in_flight[VK_RING]; /* submitted, its fence not yet waited for */
     int at, dispatches;      /* the ring's buffer being recorded, the dispatches in it */
+    struct vk_pinned pinned; /* where downloads go without staging */
     VkBuffer up, down;
     VkDeviceMemory up_mem, down_mem;
     uint8_t *up_map, *down_map;
@@ -156,6 +169,18 @@ struct vk_state {
     enum ox_status err;
     char msg[256];
 };
+
+/* Whether downloads can land in imported host memory (VK_EXT_external_memory_host; not where
+ * OX_VK_HOST_IMPORT=0), the pointers' alignment it asks for; the extension's name. */
+bool vk_pinned_usable(VkPhysicalDevice pd, VkDeviceSize *alignment);
+const char *vk_pinned_extension(void);
+/* The context's pinned range made host .. host + bytes (any earlier one released first); left
+ * unset where the device cannot import it. */
+void vk_pinned_make(struct vk_state *s, void *host, size_t bytes);
+void vk_pinned_release(struct vk_state *s);
+/* Whether host .. host + bytes lies in the pinned range: its offset in the pinned buffer. */
+bool vk_pinned_offset(const struct vk_state *s, const void *host, size_t bytes,
+                      VkDeviceSize *offset);
 
 static inline struct vk_state *vk_of(struct backend *b) {
     return (struct vk_state *)b->impl;

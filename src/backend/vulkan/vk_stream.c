@@ -183,10 +183,25 @@ static void grow_download(struct vk_state *s, size_t bytes) {
     s->down = buf, s->down_mem = mem, s->down_map = map, s->down_size = want;
 }
 
+/* A download into the pinned range: one copy straight into it; false where host is not in it. */
+static bool download_pinned(struct vk_state *s, void *host, const void *src, size_t bytes) {
+    VkDeviceSize to, from_off;
+    if (!vk_pinned_offset(s, host, bytes, &to))
+        return false;
+    VkBuffer from = vk_mem_find(src, &from_off);
+    if (!from)
+        vk_note(s, VK_ERROR_MEMORY_MAP_FAILED, "download from memory that is not the device's");
+    else
+        copy(s, from, from_off, s->pinned.buffer, to, bytes);
+    return true;
+}
+
 enum ox_status vk_download(struct backend *b, void *host, const void *src, size_t bytes) {
     struct vk_state *s = vk_of(b);
-    grow_download(s, bytes);
-    for (size_t done = 0; done < bytes && host;) {
+    bool pinned = host && bytes && download_pinned(s, host, src, bytes);
+    if (!pinned)
+        grow_download(s, bytes);
+    for (size_t done = 0; done < bytes && host && !pinned;) {
         size_t piece = bytes - done < s->down_size ? bytes - done : s->down_size;
         VkDeviceSize off;
         VkBuffer from = vk_mem_find((const uint8_t *)src + done, &off);
@@ -251,6 +266,7 @@ void vk_release(struct backend *b) {
         return;
     VkDevice dev = s->d->device;
     vk_flush(s);
+    vk_pinned_release(s);
     vk_graphs_release(s);
     vk_profile_release(s);
     if (s->scratch)
