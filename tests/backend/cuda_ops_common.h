@@ -70,16 +70,6 @@ static inline double small_batch_tol(enum ox_dtype type) {
     return int8_gemv(type) ? 2e-2 : 2e-5;
 }
 
-/* A random rows x cols matrix of a type: host bytes in *host, the device copy in the result. */
-static inline struct mat random_mat(enum ox_dtype type, int rows, int cols, uint8_t **host) {
-    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
-    float *wf = random_floats((size_t)rows * cols, 1.0f);
-    *host = malloc(row_bytes * rows);
-    CHECK(ox_quantize(type, wf, *host, rows, cols, NULL) == OX_OK);
-    free(wf);
-    return (struct mat){type, up(*host, row_bytes * rows), rows, cols, row_bytes, NULL, NULL};
-}
-
 enum { CT_COLS = 4096 }; /* the widest row the tests' backends take */
 
 /* The GPU backend for batches of up to 256 rows of CT_COLS (chunks of 1024 rows dequantized),

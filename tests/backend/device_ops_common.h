@@ -64,6 +64,16 @@ static inline float *down(const float *d, size_t n) {
     return h;
 }
 
+/* A random weight of a type on the host and the device. */
+static inline struct mat random_weight(enum ox_dtype type, int rows, int cols, uint8_t **host) {
+    size_t row_bytes = (size_t)cols / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    float *wf = random_floats((size_t)rows * cols, 1.0f);
+    *host = malloc(row_bytes * rows);
+    CHECK(ox_quantize(type, wf, *host, rows, cols, NULL) == OX_OK);
+    free(wf);
+    return (struct mat){type, up(*host, row_bytes * rows), rows, cols, row_bytes, NULL, NULL};
+}
+
 /* ||got - want|| / ||want||; NaN anywhere counts as infinitely wrong. */
 static inline double rel_err(const float *got, const float *want, size_t n) {
     double num = 0.0, den = 0.0;

@@ -173,7 +173,7 @@ static void test_fused_type(enum ox_dtype type) {
     uint8_t *host[3];
     struct mat m[3];
     for (int i = 0; i < 3; i++)
-        m[i] = random_mat(type, rows[i], cols, &host[i]);
+        m[i] = random_weight(type, rows[i], cols, &host[i]);
     static const int ns[] = {1, 3, 8, 9, 40, 100, 200};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         int n = ns[k];
@@ -260,7 +260,7 @@ static void test_fused_type(enum ox_dtype type) {
 static void test_q8_reuse(void) {
     const int cols = 2048, rows = 64, n = 3;
     uint8_t *host;
-    struct mat m = random_mat(OX_DTYPE_Q4_0, rows, cols, &host);
+    struct mat m = random_weight(OX_DTYPE_Q4_0, rows, cols, &host);
     float *x = random_floats((size_t)n * cols, 3.0f), *xn = malloc((size_t)n * cols * 4);
     float *want = malloc((size_t)n * rows * 4), *dx = up(x, (size_t)n * cols * 4);
     float *dn = gpu.ops->alloc(&gpu, (size_t)n * cols * 4),
@@ -294,8 +294,9 @@ static void test_glu_then_down(enum ox_dtype gate_type, enum ox_dtype down_type,
                                int cols) {
     const int rows = 32;
     uint8_t *hg, *hu, *hd;
-    struct mat g = random_mat(gate_type, ff, cols, &hg), u = random_mat(gate_type, ff, cols, &hu);
-    struct mat d = random_mat(down_type, rows, ff, &hd);
+    struct mat g = random_weight(gate_type, ff, cols, &hg),
+               u = random_weight(gate_type, ff, cols, &hu);
+    struct mat d = random_weight(down_type, rows, ff, &hd);
     float *x = random_floats((size_t)n * cols, 1.0f), *dx = up(x, (size_t)n * cols * 4);
     float *yg = malloc((size_t)n * ff * 4), *yu = malloc((size_t)n * ff * 4);
     float *want = malloc((size_t)n * rows * 4);
@@ -330,7 +331,7 @@ static void test_multi_mixed(int n) {
     cpu.ops->rms_norm(&cpu, x, g, xn, n, cols, 1e-5f);
     for (int normed = 0; normed < 2; normed++) {
         for (int i = 0; i < 3; i++) {
-            m[i] = random_mat(types[i], rows[i], cols, &host[i]);
+            m[i] = random_weight(types[i], rows[i], cols, &host[i]);
             want[i] = malloc((size_t)n * rows[i] * 4);
             matmul_ref(types[i], host[i], rows[i], cols, normed ? xn : x, n, want[i]);
             dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows[i] * 4);
@@ -358,8 +359,8 @@ static void test_multi_mixed(int n) {
 static void test_normed(enum ox_dtype type, int cols, int n) {
     const int rows = 64;
     uint8_t *host[2];
-    struct mat m[2] = {random_mat(type, rows, cols, &host[0]),
-                       random_mat(type, rows, cols, &host[1])};
+    struct mat m[2] = {random_weight(type, rows, cols, &host[0]),
+                       random_weight(type, rows, cols, &host[1])};
     float *x = random_floats((size_t)n * cols, 3.0f), *g = random_floats(cols, 1.0f);
     float *xn = malloc((size_t)n * cols * 4), *want[2], *dy[2];
     cpu.ops->rms_norm(&cpu, x, g, xn, n, cols, 1e-5f);
@@ -405,8 +406,8 @@ static void test_normed(enum ox_dtype type, int cols, int n) {
 static void test_folded_norm(void) {
     const int cols = 4096, rows = 64, most = half_mma_max_n() > 0 ? half_mma_max_n() : 1;
     uint8_t *host[2];
-    struct mat m[2] = {random_mat(OX_DTYPE_F16, rows, cols, &host[0]),
-                       random_mat(OX_DTYPE_F16, rows, cols, &host[1])};
+    struct mat m[2] = {random_weight(OX_DTYPE_F16, rows, cols, &host[0]),
+                       random_weight(OX_DTYPE_F16, rows, cols, &host[1])};
     float *g = random_floats(cols, 1.0f), *dg = up(g, (size_t)cols * 4);
     bool folded = false;
     struct backend_weights bw = {0};
@@ -479,7 +480,7 @@ static void test_multi_long(enum ox_dtype type, int n) {
     float *want[3], *dy[3], *x = random_floats((size_t)n * cols, 1.0f);
     float *dx = up(x, (size_t)n * cols * 4);
     for (int i = 0; i < 3; i++) {
-        m[i] = random_mat(type, rows[i], cols, &host[i]);
+        m[i] = random_weight(type, rows[i], cols, &host[i]);
         want[i] = malloc((size_t)n * rows[i] * 4);
         matmul_ref(type, host[i], rows[i], cols, x, n, want[i]);
         dy[i] = gpu.ops->alloc(&gpu, (size_t)n * rows[i] * 4);
@@ -521,9 +522,9 @@ static void top_experts(const float *p, int n_expert, int k, int32_t *ids, float
 static void test_moe_case(enum ox_dtype type, int n_expert, int k, int n) {
     const int d = 512, ff = 256, pairs = n * k;
     uint8_t *hg, *hu, *hd;
-    struct mat g = random_mat(type, n_expert * ff, d, &hg),
-               u = random_mat(type, n_expert * ff, d, &hu);
-    struct mat dn = random_mat(type, n_expert * d, ff, &hd);
+    struct mat g = random_weight(type, n_expert * ff, d, &hg),
+               u = random_weight(type, n_expert * ff, d, &hu);
+    struct mat dn = random_weight(type, n_expert * d, ff, &hd);
     g.n_rows = u.n_rows = ff, dn.n_rows = d; /* expert 0's; the rest follow */
     float *x = random_floats((size_t)n * d, 1.0f), *p = random_floats((size_t)n * n_expert, 1.0f);
     for (int i = 0; i < n * n_expert; i++)

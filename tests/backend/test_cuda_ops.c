@@ -306,7 +306,7 @@ static void test_attention(void) {
         cells[c] = c;
     int32_t *dcells = up(cells, CELLS * 4);
     uint8_t *wo_host;
-    struct mat wo = random_mat(OX_DTYPE_Q4_0, 64, HEADS * HD, &wo_host);
+    struct mat wo = random_weight(OX_DTYPE_Q4_0, 64, HEADS * HD, &wo_host);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         size_t row =
             (size_t)KV_HEADS * HD / ox_dtype_block_size(types[i]) * ox_dtype_type_size(types[i]);
