@@ -640,6 +640,40 @@ static void test_refusals(void) {
     gpu.ops->free(&gpu, (void *)m.data), gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dy);
 }
 
+/* Count floats from the device's d + from into host h, checked against want + from, and every
+ * other float of h (total) still the sentinel. */
+static void download_check(const float *d, float *h, size_t total, const float *want, size_t from,
+                           size_t count, const char *what) {
+    for (size_t i = 0; i < total; i++)
+        h[i] = -7.0f;
+    CHECK_MSG(gpu.ops->download(&gpu, h + from, d + from, count * 4) == OX_OK, "%s: %s", what,
+              ox_last_error());
+    size_t wrong = 0;
+    for (size_t i = 0; i < total; i++)
+        wrong += i >= from && i < from + count ? h[i] != want[i] : h[i] != -7.0f;
+    CHECK_MSG(wrong == 0, "%s: %zu floats wrong", what, wrong);
+    printf("  download %s: %zu floats\n", what, count);
+}
+
+/* Downloads into the pinned range (imported as device memory where the device can: one copy),
+ * into part of it, across its end and after unpin (the staging buffer), and one past the staging
+ * buffer's largest size (grown, then in pieces). */
+static void test_downloads(void) {
+    enum { PINNED = (3 << 20) / 4 + 37, HOST = PINNED + 1000, BIG = (70 << 20) / 4 };
+    float *want = random_floats(BIG, 1.0f), *d = up(want, (size_t)BIG * 4);
+    float *h = malloc((size_t)BIG * 4);
+    gpu.ops->pin(&gpu, h + 3, (size_t)PINNED * 4); /* not page-aligned on purpose */
+    download_check(d, h, HOST, want, 3, PINNED, "the whole pinned range");
+    download_check(d, h, HOST, want, 1003, 4096, "inside it");
+    download_check(d, h, HOST, want, PINNED - 500, 900, "across its end");
+    download_check(d, h, HOST, want, 0, 2, "before it");
+    gpu.ops->unpin(&gpu);
+    download_check(d, h, HOST, want, 3, PINNED, "after unpin");
+    download_check(d, h, BIG, want, 0, BIG, "of 70 MB");
+    gpu.ops->free(&gpu, d);
+    free(want), free(h);
+}
+
 /* Every op but attention against the CPU's. */
 static void test_products(void) {
     test_vectors();
@@ -685,6 +719,7 @@ int main(void) {
     if (rc)
         return rc;
     test_products();
+    test_downloads();
     test_refusals();
     gpu.ops->release(&gpu);
     cpu.ops->release(&cpu);
