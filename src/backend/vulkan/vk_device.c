@@ -76,7 +76,8 @@ static bool pick_physical(void) {
     return true;
 }
 
-/* A queue family with compute, and memory types: device-local, and host-visible coherent. */
+/* A queue family with compute, and memory types: device-local, host-visible coherent, and the
+ * same cached where there is one (downloads). */
 static bool pick_queue_and_memory(void) {
     uint32_t n = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(device.physical, &n, NULL);
@@ -87,24 +88,14 @@ static bool pick_queue_and_memory(void) {
     for (uint32_t i = 0; i < n && device.family == UINT32_MAX; i++)
         if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
             device.family = i;
-    VkPhysicalDeviceMemoryProperties mp;
-    vkGetPhysicalDeviceMemoryProperties(device.physical, &mp);
-    device.memory_type = device.host_type = device.read_type = UINT32_MAX;
     const VkMemoryPropertyFlags host =
         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
-        VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
-        if (device.memory_type == UINT32_MAX && (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
-            device.memory_type = i;
-        if (device.host_type == UINT32_MAX && (f & host) == host)
-            device.host_type = i;
-        /* the CPU reads downloads: uncached (write-combined) memory reads them word by word */
-        if (device.read_type == UINT32_MAX && (f & host) == host &&
-            (f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT))
-            device.read_type = i;
-    }
-    if (device.read_type == UINT32_MAX)
-        device.read_type = device.host_type;
+    device.memory_type =
+        vk_memory_type(device.physical, UINT32_MAX, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    device.host_type = vk_memory_type(device.physical, UINT32_MAX, host, 0);
+    /* the CPU reads downloads: uncached (write-combined) memory reads them word by word */
+    device.read_type =
+        vk_memory_type(device.physical, UINT32_MAX, host, VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
     if (device.family == UINT32_MAX || device.memory_type == UINT32_MAX ||
         device.host_type == UINT32_MAX)
         return fail("the device has no compute queue or no usable memory",

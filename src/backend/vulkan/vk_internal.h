@@ -107,6 +107,10 @@ void *vk_mem_alloc(struct vk_device *d, size_t bytes);
 void vk_mem_free(struct vk_device *d, const void *p);
 /* The buffer holding address p, and p's offset in it (VK_NULL_HANDLE where p is not ours). */
 VkBuffer vk_mem_find(const void *p, VkDeviceSize *offset);
+/* The first memory type among bits (a mask of type indices) with every flag of need, the first
+ * with prefer's too where there is one; UINT32_MAX: none. */
+uint32_t vk_memory_type(VkPhysicalDevice pd, uint32_t bits, VkMemoryPropertyFlags need,
+                        VkMemoryPropertyFlags prefer);
 /* A host-visible, coherent buffer of bytes of that memory type, mapped at *map (staging). */
 VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, uint32_t type, VkDeviceMemory *mem,
                         void **map);

@@ -405,12 +405,11 @@ static int column_slices(const struct mat *w, int toks) {
     return (int)(want < most ? want : most > 1 ? most : 1);
 }
 
-/* gemm_cm.comp's product of a.n tokens (its arguments but the slices set), cut into column
- * slices where column_slices says, their sums then added up into y by split_sum.comp (behind
- * the tokens' halves in the scratch buffer, made first: partial, their bytes). */
-static void coopmat_product(struct vk_state *s, const struct weight_shaders *sh,
-                            const struct mat *w, struct gemm_args a, uint64_t partial) {
-    int slices = column_slices(w, (int)a.n);
+/* gemm_cm.comp's product of a.n tokens (its arguments but the slices set), cut into at most
+ * slices column slices (column_slices'), their sums then added up into y by split_sum.comp
+ * (behind the tokens' halves in the scratch buffer, made first: partial, their bytes). */
+static void coopmat_product(struct vk_state *s, const struct weight_shaders *sh, struct gemm_args a,
+                            int slices, uint64_t partial) {
     uint32_t groups_x = (a.rows + 63) / 64, groups_y = (a.n + 63) / 64;
     a.slice = a.cols, a.part = 0;
     if (slices > 1) {
@@ -458,10 +457,10 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                               0};
         bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
         int tile = cm ? coopmat2_tile(s, sh, w, a.y, toks) : -1;
+        int slices = cm && tile < 0 ? column_slices(w, toks) : 1;
         uint64_t partial = 0;
         if (cm) { /* gemm_cm(2).comp read x as f16; gemm_cm's slices' sums go behind them */
             size_t halves = ((size_t)toks * (size_t)w->n_cols * 2 + 255) / 256 * 256;
-            int slices = tile < 0 ? column_slices(w, toks) : 1;
             size_t sums = slices > 1 ? (size_t)slices * (size_t)toks * (size_t)w->n_rows * 4 : 0;
             if (sums && !scratch(s, halves + sums))
                 return;
@@ -471,7 +470,7 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
             a.x = vk_addr(x16), partial = vk_addr(x16) + halves;
         }
         if (cm && tile < 0)
-            coopmat_product(s, sh, w, a, partial);
+            coopmat_product(s, sh, a, slices, partial);
         else {
             uint32_t bm = tile >= 0 ? cm2_tiles[tile].rows : 64,
                      bn = tile >= 0 ? cm2_tiles[tile].tokens : 64;

@@ -148,6 +148,23 @@ VkBuffer vk_mem_find(const void *p, VkDeviceSize *offset) {
     return buf;
 }
 
+uint32_t vk_memory_type(VkPhysicalDevice pd, uint32_t bits, VkMemoryPropertyFlags need,
+                        VkMemoryPropertyFlags prefer) {
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    uint32_t found = UINT32_MAX;
+    for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
+        if (!(bits >> i & 1) || (f & need) != need)
+            continue;
+        if ((f & prefer) == prefer)
+            return i;
+        if (found == UINT32_MAX)
+            found = i;
+    }
+    return found;
+}
+
 VkBuffer vk_host_buffer(struct vk_device *d, size_t bytes, uint32_t type, VkDeviceMemory *mem,
                         void **map) {
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,

@@ -24,23 +24,6 @@ const char *vk_pinned_extension(void) {
     return VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 }
 
-/* The first memory type of bits the host sees, cached where one is; UINT32_MAX: none. */
-static uint32_t host_type_of(VkPhysicalDevice pd, uint32_t bits) {
-    VkPhysicalDeviceMemoryProperties mp;
-    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
-    uint32_t found = UINT32_MAX;
-    for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
-        VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
-        if (!(bits >> i & 1) || !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
-            continue;
-        if (f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
-            return i;
-        if (found == UINT32_MAX)
-            found = i;
-    }
-    return found;
-}
-
 /* The whole pages around [host, host + bytes) as a buffer the GPU copies into; false where the
  * driver does not take them. */
 static bool import(struct vk_state *s, uint8_t *start, VkDeviceSize size) {
@@ -64,7 +47,9 @@ static bool import(struct vk_state *s, uint8_t *start, VkDeviceSize size) {
         return false;
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(dev, s->pinned.buffer, &req);
-    uint32_t type = host_type_of(s->d->physical, req.memoryTypeBits & props.memoryTypeBits);
+    uint32_t type =
+        vk_memory_type(s->d->physical, req.memoryTypeBits & props.memoryTypeBits,
+                       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
     VkImportMemoryHostPointerInfoEXT from = {
         .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
         .handleType = kind,
