@@ -170,12 +170,23 @@ static bool has_required(VkPhysicalDeviceVulkan12Features *has12) {
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                    .pNext = &f11};
     vkGetPhysicalDeviceFeatures2(device.physical, &f);
+    /* reduce.glsl's sums and maxima, rows.comp's and matvec.comp's exchanges between threads */
+    VkPhysicalDeviceVulkan11Properties p11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
+    VkPhysicalDeviceProperties2 p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                     .pNext = &p11};
+    vkGetPhysicalDeviceProperties2(device.physical, &p);
+    VkSubgroupFeatureFlags ops =
+        VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+    bool subgroups = (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                     (p11.subgroupSupportedOperations & ops) == ops && p11.subgroupSize >= 4;
     const char *missing = !has12->bufferDeviceAddress       ? "buffer device addresses"
                           : !has12->shaderFloat16           ? "16-bit float arithmetic"
                           : !f11.storageBuffer16BitAccess   ? "16-bit storage"
                           : !has12->storageBuffer8BitAccess ? "8-bit storage"
                           : !f.features.shaderInt64         ? "64-bit integers"
-                                                            : NULL;
+                          : !subgroups ? "subgroup sums and shuffles (of 4 threads or more)"
+                                       : NULL;
     if (missing)
         snprintf(why, sizeof why, "vulkan: %s has no %s", device.props.deviceName, missing);
     return !missing;

@@ -8,6 +8,7 @@
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 256) in;
 #include "attention_args.glsl"
+#include "reduce.glsl"
 
 shared float qs[512], acc[512], prob[256], part[256];
 // f16 rows of heads a multiple of 64 wide, up to 256 (the usual cache): the scores' dot products
@@ -95,19 +96,6 @@ void split_values(uint c0, uint count, uint th, uint kvh, float alpha) {
     }
 }
 
-float reduce(float v, bool take_max) {
-    uint t = gl_LocalInvocationID.x;
-    part[t] = v;
-    barrier();
-    for (uint s = 128; s > 0; s >>= 1) {
-        if (t < s)
-            part[t] = take_max ? max(part[t], part[t + s]) : part[t] + part[t + s];
-        barrier();
-    }
-    float r = part[0];
-    barrier();
-    return r;
-}
 
 // The head's output (acc) as int8 groups: group g0 + i of y's by thread i, bytes at 32 a group,
 // then the query tokens' (d, sums) at N_Q * n_head * hd_v.

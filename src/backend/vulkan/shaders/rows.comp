@@ -1,6 +1,6 @@
 // rows.comp: the ops that read a whole row first (RMSNorm, LayerNorm, softmax, and RMSNorm into
 // int8 groups for matvec.comp's integer products or into f16 for f16 weights'): one workgroup a
-// row, its sums reduced in shared memory.
+// row, its sums reduced by subgroups (reduce.glsl).
 #version 450
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
@@ -22,22 +22,8 @@ layout(push_constant) uniform Args {
 #define OP_RMS_NORM_Q8 3
 #define OP_RMS_NORM_F16 4 // y the rows as f16 (to nearest), what f16 weights' matvec.comp reads
 
-shared float part[256];
-
-// The sum (or, with take_max, the maximum) of every thread's v, on every thread.
-float reduce(float v, bool take_max) {
-    uint t = gl_LocalInvocationID.x;
-    part[t] = v;
-    barrier();
-    for (uint s = 128; s > 0; s >>= 1) {
-        if (t < s)
-            part[t] = take_max ? max(part[t], part[t + s]) : part[t] + part[t + s];
-        barrier();
-    }
-    float r = part[0];
-    barrier();
-    return r;
-}
+#include "reduce.glsl"
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 // Elements i, i + 256, i + 512 and i + 768 of a row (0 past its end). The norms' sums take STEP
 // elements a step (16 a thread: a 4096-wide row in one), their loads issued together rather than
@@ -64,14 +50,15 @@ vec4 load4(Floats a, uint at, bool vec) {
 }
 
 // The row x times scale (and g) as int8 groups: a thread each half of a group, its 16 values
-// loaded at once, the halves' maxima and sums met in shared memory; the same bytes and (d, sums)
-// as quantize_group.
+// loaded at once, the halves' maxima and sums met by shuffles between neighbouring threads (one
+// subgroup); the same bytes and (d, sums) as quantize_group.
 void norm_to_bytes(Floats x, float scale, bool has_g) {
-    uint t = gl_LocalInvocationID.x, row = gl_WorkGroupID.x;
+    // t: numbered by subgroup, so that each pair of threads is in one (the shuffles)
+    uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID, row = gl_WorkGroupID.x;
     Quads bytes = Quads(uint64_t(p.y) + uint64_t(row) * p.dim);
     Metas metas = Metas(p.meta + uint64_t(row) * (p.dim / 32) * 16);
     bool vec = ((uint64_t(x) | uint64_t(p.g)) & 15) == 0;
-    for (uint h0 = 0; h0 < p.dim / 16; h0 += 256) { // every thread: the barriers
+    for (uint h0 = 0; h0 < p.dim / 16; h0 += 256) { // every thread: the shuffles
         uint h = h0 + t;                             // half h % 2 of group h / 2
         bool in_row = h < p.dim / 16;
         vec4 v[4] = vec4[4](vec4(0), vec4(0), vec4(0), vec4(0));
@@ -82,22 +69,17 @@ void norm_to_bytes(Floats x, float scale, bool has_g) {
                 v[k] = has_g ? e * load4(p.g, 16 * h + 4 * k, vec) : e;
                 amax = max(amax, abs_max4(v[k]));
             }
-        part[t] = amax;
-        barrier();
-        float d = max(amax, part[t ^ 1]) / 127.0, id = d != 0 ? 1.0 / d : 0.0;
+        float d = max(amax, subgroupShuffleXor(amax, 1)) / 127.0, id = d != 0 ? 1.0 / d : 0.0;
         int sum = 0;
         uvec4 w;
         [[unroll]] for (uint k = 0; k < 4; k++)
             w[k] = levels4(v[k], id, sum);
-        barrier();
-        part[t] = float(sum);
-        barrier();
+        int other = subgroupShuffleXor(sum, 1);
         if (in_row) {
             bytes.v[h] = w;
             if (t % 2 == 0)
-                metas.v[h / 2] = vec4(d, float(sum), part[t + 1], 0);
+                metas.v[h / 2] = vec4(d, float(sum), float(other), 0);
         }
-        barrier();
     }
 }
 
