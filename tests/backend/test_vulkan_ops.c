@@ -627,6 +627,47 @@ static void test_norm_fusions(int n, const enum ox_dtype types[3]) {
     free(x), free(g);
 }
 
+/* A prompt's RMSNorm, two products of its output, their GLU and a product of that (40 tokens:
+ * the tiled products). Where the device has cooperative matrices, the norm and the GLU also
+ * write the f16 copy the products after them read (vk_halves_target): each product must be that
+ * of the f32 output the op left. */
+static void test_prompt_copies(enum ox_dtype type) {
+    enum { N = 40, COLS = 512 };
+    uint8_t *hw[3];
+    struct mat dw[3];
+    float *dy[3];
+    for (int m = 0; m < 3; m++) {
+        dw[m] = random_weight(type, COLS, COLS, &hw[m]);
+        dy[m] = gpu.ops->alloc(&gpu, (size_t)N * COLS * 4);
+    }
+    float *x = random_floats((size_t)N * COLS, 1.0f), *g = random_floats(COLS, 1.0f);
+    float *dx = up(x, (size_t)N * COLS * 4), *dg = up(g, COLS * 4);
+    float *dn = gpu.ops->alloc(&gpu, (size_t)N * COLS * 4);
+    float *dh = gpu.ops->alloc(&gpu, (size_t)N * COLS * 4);
+    gpu.ops->rms_norm(&gpu, dx, dg, dn, N, COLS, 1e-6f);
+    gpu.ops->matmul(&gpu, &dw[0], dn, dy[0], N);
+    gpu.ops->matmul(&gpu, &dw[1], dn, dy[1], N);
+    gpu.ops->glu(&gpu, GLU_SILU, dy[0], dy[1], dh, (size_t)N * COLS);
+    gpu.ops->matmul(&gpu, &dw[2], dh, dy[2], N);
+    float *in[2] = {down(dn, (size_t)N * COLS), down(dh, (size_t)N * COLS)};
+    float *want = malloc((size_t)N * COLS * 4);
+    for (int m = 0; m < 3; m++) {
+        float *xr = in[m / 2];
+        round_like_weights(type, N, xr, (size_t)N * COLS); /* again for down: the same values */
+        device_ref(type, hw[m], COLS, COLS, xr, N, want);
+        float *got = down(dy[m], (size_t)N * COLS);
+        CHECK_CLOSE(got, want, (size_t)N * COLS, 2e-5,
+                    "after the norm and the GLU: product %d (%s)", m, ox_dtype_name(type));
+        free(got);
+    }
+    printf("  products after a prompt's norm and GLU: %s\n", ox_dtype_name(type));
+    for (int m = 0; m < 3; m++)
+        free(hw[m]), gpu.ops->free(&gpu, (void *)dw[m].data), gpu.ops->free(&gpu, dy[m]);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, dg), gpu.ops->free(&gpu, dn);
+    gpu.ops->free(&gpu, dh);
+    free(x), free(g), free(in[0]), free(in[1]), free(want);
+}
+
 /* What a bad call leaves: a weight type without a shader is refused at load (supports) and
  * fails the batch's download if called anyway. */
 static void test_refusals(void) {
@@ -707,6 +748,8 @@ static void test_products(void) {
     static const enum ox_dtype km[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K},
                                f16[3] = {OX_DTYPE_F16, OX_DTYPE_F16, OX_DTYPE_F16};
     test_norm_fusions(1, km), test_norm_fusions(3, km), test_norm_fusions(1, f16);
+    test_prompt_copies(OX_DTYPE_Q4_K), test_prompt_copies(OX_DTYPE_F16);
+    test_prompt_copies(OX_DTYPE_Q8_0);
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
     test_cache(OX_DTYPE_Q8_0);

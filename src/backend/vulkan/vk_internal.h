@@ -209,6 +209,10 @@ void vk_settle(struct vk_state *s, VkFence f, bool *in_flight);
  * nothing ran between). */
 uint8_t *vk_bytes_target(struct vk_state *s, size_t count);
 void vk_bytes_made(struct vk_state *s, const float *x, size_t count);
+/* The same for the f16 copy the cooperative-matrix products read (halves.comp's, to nearest):
+ * NULL where the device has no such products or no memory for them. */
+void *vk_halves_target(struct vk_state *s, size_t count);
+void vk_halves_made(struct vk_state *s, const float *x, size_t count);
 
 /* Decode steps recorded and replayed (vk_graph.c): the op table's graph_begin and graph_end; a
  * recording cut short by a flush runs once and is not kept (vk_graph_abort); the graphs waited

@@ -200,6 +200,10 @@ uint8_t *vk_bytes_target(struct vk_state *s, size_t count) {
     return s->d->dot8 && count % 32 == 0 ? scratch(s, count + count / 32 * 16) : NULL;
 }
 
+void *vk_halves_target(struct vk_state *s, size_t count) {
+    return s->d->coopmat ? scratch(s, count * 2) : NULL;
+}
+
 /* How a matvec of these weights takes x: as it is, as bytes (the integer form), or as f16 (f16
  * weights: matvec.comp's X_F16; the cooperative-matrix products'). */
 enum x_form { X_AS_IS, X_BYTES, X_HALVES };
@@ -230,6 +234,10 @@ static void scratch_read(struct vk_state *s, uint64_t y, uint64_t bytes) {
 
 void vk_bytes_made(struct vk_state *s, const float *x, size_t count) {
     scratch_made(s, X_BYTES, vk_addr(x), count);
+}
+
+void vk_halves_made(struct vk_state *s, const float *x, size_t count) {
+    scratch_made(s, X_HALVES, vk_addr(x), count);
 }
 
 struct halves_args {

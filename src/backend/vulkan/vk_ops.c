@@ -23,42 +23,45 @@ struct eltwise_args {
     uint64_t y, x, z;
     uint32_t n, op;
     float a;
+    uint64_t halves; /* a GLU's y also as f16 (to nearest) there; 0: not */
 };
 
+/* One eltwise.comp op; halves: a GLU's f16 copy of y too (vk_halves_target), or NULL. */
 static void eltwise(struct backend *b, enum vk_eltwise op, float *y, const float *x, const float *z,
-                    size_t n, float a) {
+                    size_t n, float a, void *halves) {
     if (n == 0)
         return;
     if (n > UINT32_MAX) {
         vk_note(vk_of(b), VK_ERROR_OUT_OF_DEVICE_MEMORY, "an elementwise op over 2^32 values");
         return;
     }
-    struct eltwise_args args = {vk_addr(y), vk_addr(x), vk_addr(z), (uint32_t)n, op, a};
+    struct eltwise_args args = {vk_addr(y),   vk_addr(x), vk_addr(z),     (uint32_t)n,
+                                (uint32_t)op, a,          vk_addr(halves)};
     vk_dispatch(vk_of(b), VK_SHADER_eltwise, &args, sizeof args, vk_groups(n), 1, 1);
 }
 
 void vk_add(struct backend *b, float *y, const float *x, size_t n) {
-    eltwise(b, EW_ADD, y, x, NULL, n, 0.0f);
+    eltwise(b, EW_ADD, y, x, NULL, n, 0.0f, NULL);
 }
 
 void vk_scale(struct backend *b, float *y, float s, size_t n) {
-    eltwise(b, EW_SCALE, y, NULL, NULL, n, s);
+    eltwise(b, EW_SCALE, y, NULL, NULL, n, s, NULL);
 }
 
 void vk_zero(struct backend *b, float *y, size_t n) {
-    eltwise(b, EW_ZERO, y, NULL, NULL, n, 0.0f);
+    eltwise(b, EW_ZERO, y, NULL, NULL, n, 0.0f, NULL);
 }
 
 void vk_axpy(struct backend *b, float *y, const float *x, float w, size_t n) {
-    eltwise(b, EW_AXPY, y, x, NULL, n, w);
+    eltwise(b, EW_AXPY, y, x, NULL, n, w, NULL);
 }
 
 void vk_gelu(struct backend *b, const float *x, float *y, size_t n) {
-    eltwise(b, EW_GELU, y, x, NULL, n, 0.0f);
+    eltwise(b, EW_GELU, y, x, NULL, n, 0.0f, NULL);
 }
 
 void vk_softcap(struct backend *b, float *y, float cap, size_t n) {
-    eltwise(b, EW_SOFTCAP, y, NULL, NULL, n, cap);
+    eltwise(b, EW_SOFTCAP, y, NULL, NULL, n, cap, NULL);
 }
 
 void vk_glu(struct backend *b, enum glu_kind kind, const float *gate, const float *up, float *y,
@@ -67,7 +70,13 @@ void vk_glu(struct backend *b, enum glu_kind kind, const float *gate, const floa
                          : kind == GLU_GELU    ? EW_GELU_GLU
                          : kind == GLU_SIGMOID ? EW_SIGMOID_GLU
                                                : EW_OAI_GLU;
-    eltwise(b, op, y, gate, up, n, 0.0f);
+    /* its f16 copy too for the product after it (down), where that runs on cooperative
+     * matrices: one op where halves.comp's conversion ran after it (prompts) */
+    struct vk_state *s = vk_of(b);
+    void *halves = n <= UINT32_MAX ? vk_halves_target(s, n) : NULL;
+    eltwise(b, op, y, gate, up, n, 0.0f, halves);
+    if (halves)
+        vk_halves_made(s, y, n);
 }
 
 /* rows.comp's ops */
@@ -80,12 +89,14 @@ struct rows_args {
     uint64_t meta;
 };
 
+/* One rows.comp op over n rows; halves: an RMSNorm's f16 copy of y too (its meta), where there
+ * is one dispatch (n <= 65535), or NULL. */
 static void rows(struct backend *b, int op, const float *x, const float *g, const float *bias,
-                 float *y, int n, int dim, float eps) {
+                 float *y, int n, int dim, float eps, void *halves) {
     if (n <= 0 || dim <= 0)
         return;
     struct rows_args args = {vk_addr(y),    vk_addr(x),   vk_addr(g), vk_addr(bias),
-                             (uint32_t)dim, (uint32_t)op, eps,        0};
+                             (uint32_t)dim, (uint32_t)op, eps,        vk_addr(halves)};
     for (int r0 = 0; r0 < n; r0 += 65535) { /* a workgroup a row, at most 65535 a dispatch */
         int part = n - r0 < 65535 ? n - r0 : 65535;
         size_t skip = (size_t)r0 * (size_t)dim * sizeof(float);
@@ -97,7 +108,14 @@ static void rows(struct backend *b, int op, const float *x, const float *g, cons
 
 void vk_rms_norm(struct backend *b, const float *x, const float *g, float *y, int n, int dim,
                  float eps) {
-    rows(b, ROWS_RMS_NORM, x, g, NULL, y, n, dim, eps);
+    /* a prompt's norm (9 tokens or more: cooperative-matrix products) writes its f16 copy too,
+     * for the products after it: one op where halves.comp's conversion ran after it */
+    struct vk_state *s = vk_of(b);
+    size_t count = (size_t)n * (size_t)(dim > 0 ? dim : 0);
+    void *halves = n >= 9 && n <= 65535 ? vk_halves_target(s, count) : NULL;
+    rows(b, ROWS_RMS_NORM, x, g, NULL, y, n, dim, eps, halves);
+    if (halves)
+        vk_halves_made(s, y, count);
 }
 
 void vk_rms_norm_bytes(struct vk_state *s, const float *x, const float *g, float eps, int n,
@@ -117,11 +135,11 @@ void vk_rms_norm_halves(struct vk_state *s, const float *x, const float *g, floa
 
 void vk_layer_norm(struct backend *b, const float *x, const float *g, const float *bias, float *y,
                    int n, int dim, float eps) {
-    rows(b, ROWS_LAYER_NORM, x, g, bias, y, n, dim, eps);
+    rows(b, ROWS_LAYER_NORM, x, g, bias, y, n, dim, eps, NULL);
 }
 
 void vk_softmax(struct backend *b, float *x, int n, int dim) {
-    rows(b, ROWS_SOFTMAX, x, NULL, NULL, x, n, dim, 0.0f);
+    rows(b, ROWS_SOFTMAX, x, NULL, NULL, x, n, dim, 0.0f, NULL);
 }
 
 /* rowwise.comp's ops */

@@ -1,4 +1,5 @@
-// eltwise.comp: the elementwise ops over n floats, one per dispatch (op): y op= x, or y = f(x, z).
+// eltwise.comp: the elementwise ops over n floats, one per dispatch (op): y op= x, or y = f(x, z)
+// (a GLU's y also as f16 where h is given).
 #version 450
 #include "common.glsl"
 layout(local_size_x = 256) in;
@@ -6,6 +7,7 @@ layout(push_constant) uniform Args {
     Floats y, x, z;
     uint n, op;
     float a;
+    Halves h; // the GLUs: 0, or where y's f16 copy goes (to nearest; vk_ops.c's halves)
 } p;
 
 // The op codes (vk_ops.c's enum vk_eltwise).
@@ -32,7 +34,13 @@ void main() {
         case OP_SILU_GLU:
         case OP_GELU_GLU:
         case OP_SIGM_GLU:
-        case OP_OAI_GLU: p.y.v[i] = glu(p.op - OP_SILU_GLU, p.x.v[i], p.z.v[i]); break;
+        case OP_OAI_GLU: {
+            float v = glu(p.op - OP_SILU_GLU, p.x.v[i], p.z.v[i]);
+            p.y.v[i] = v;
+            if (uint64_t(p.h) != 0)
+                p.h.v[i] = float16_t(round_to_f16(v));
+            break;
+        }
         }
     }
 }

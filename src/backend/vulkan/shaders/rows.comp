@@ -13,7 +13,8 @@ layout(push_constant) uniform Args {
     Floats y, x, g, bias; // g, bias: 0 where the op has none
     uint dim, op;
     float eps;
-    uint64_t meta; // OP_RMS_NORM_Q8: y the rows' bytes (dim a row), meta their groups' (d, sums)
+    uint64_t meta; // OP_RMS_NORM_Q8: y the rows' bytes (dim a row), meta their groups' (d, sums);
+                   // OP_RMS_NORM: 0, or where y's f16 copy goes (to nearest; vk_ops.c's halves)
 } p;
 
 #define OP_RMS_NORM 0
@@ -124,6 +125,8 @@ void main() {
         return;
     }
     Halves halves = Halves(uint64_t(p.y) + uint64_t(row) * p.dim * 2);
+    Halves copy = Halves(p.meta + uint64_t(row) * p.dim * 2);
+    bool copied = p.op == OP_RMS_NORM && p.meta != 0;
     for (uint i = t; i < p.dim; i += 4 * 256) {
         vec4 v = (four(x, i) - mean) * scale;
         v = has_g ? v * four(p.g, i) : v;
@@ -131,7 +134,10 @@ void main() {
         [[unroll]] for (uint k = 0; k < 4; k++)
             if (i + 256 * k < p.dim && p.op == OP_RMS_NORM_F16)
                 halves.v[i + 256 * k] = float16_t(round_to_f16(v[k]));
-            else if (i + 256 * k < p.dim)
+            else if (i + 256 * k < p.dim) {
                 y.v[i + 256 * k] = v[k];
+                if (copied)
+                    copy.v[i + 256 * k] = float16_t(round_to_f16(v[k]));
+            }
     }
 }
