@@ -668,6 +668,37 @@ static void test_prompt_copies(enum ox_dtype type) {
     free(x), free(g), free(in[0]), free(in[1]), free(want);
 }
 
+/* One token's GLU and the product of its output (down), as a decode step runs them, twice: down's
+ * product must be that of the f32 output the GLU left (on the integer form, GLU's output made
+ * int8 between them). */
+static void test_step_glu_down(enum ox_dtype type) {
+    enum { ROWS = 256, COLS = 512 };
+    uint8_t *hw[3];
+    struct mat dw[3];
+    dw[0] = random_weight(type, ROWS, COLS, &hw[0]);
+    dw[1] = random_weight(type, ROWS, COLS, &hw[1]);
+    dw[2] = random_weight(type, COLS, ROWS, &hw[2]);
+    float *dh = gpu.ops->alloc(&gpu, ROWS * 4), *dy = gpu.ops->alloc(&gpu, COLS * 4);
+    float *want = malloc(COLS * 4);
+    for (int round = 0; round < 2; round++) {
+        float *x = random_floats(COLS, 1.0f);
+        clear_of_ties(x, COLS);
+        float *dx = up(x, COLS * 4);
+        CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &dw[0], &dw[1], dx, NULL, dh, 1));
+        gpu.ops->matmul(&gpu, &dw[2], dh, dy, 1);
+        float *h = down(dh, ROWS), *got = down(dy, COLS);
+        round_like_weights(type, 1, h, ROWS);
+        device_ref(type, hw[2], COLS, ROWS, h, 1, want);
+        CHECK_CLOSE(got, want, COLS, 2e-5, "down after one token's GLU (%s), round %d",
+                    ox_dtype_name(type), round);
+        free(x), free(h), free(got), gpu.ops->free(&gpu, dx);
+    }
+    printf("  down after one token's GLU: %s\n", ox_dtype_name(type));
+    for (int m = 0; m < 3; m++)
+        free(hw[m]), gpu.ops->free(&gpu, (void *)dw[m].data);
+    gpu.ops->free(&gpu, dh), gpu.ops->free(&gpu, dy), free(want);
+}
+
 /* What a bad call leaves: a weight type without a shader is refused at load (supports) and
  * fails the batch's download if called anyway. */
 static void test_refusals(void) {
@@ -750,6 +781,8 @@ static void test_products(void) {
     test_norm_fusions(1, km), test_norm_fusions(3, km), test_norm_fusions(1, f16);
     test_prompt_copies(OX_DTYPE_Q4_K), test_prompt_copies(OX_DTYPE_F16);
     test_prompt_copies(OX_DTYPE_Q8_0);
+    test_step_glu_down(OX_DTYPE_Q4_K), test_step_glu_down(OX_DTYPE_Q6_K);
+    test_step_glu_down(OX_DTYPE_F16);
     test_cache(OX_DTYPE_F32);
     test_cache(OX_DTYPE_F16);
     test_cache(OX_DTYPE_Q8_0);
