@@ -96,7 +96,6 @@ void split_values(uint c0, uint count, uint th, uint kvh, float alpha) {
     }
 }
 
-
 // The head's output (acc) as int8 groups: group g0 + i of y's by thread i, bytes at 32 a group,
 // then the query tokens' (d, sums) at N_Q * n_head * hd_v.
 void head_bytes(uint th, uint g0) {
