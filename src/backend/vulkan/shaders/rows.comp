@@ -50,37 +50,63 @@ vec4 load4(Floats a, uint at, bool vec) {
     return vec4(a.v[at], a.v[at + 1], a.v[at + 2], a.v[at + 3]);
 }
 
-// The row x times scale (and g) as int8 groups: a thread each half of a group, its 16 values
-// loaded at once, the halves' maxima and sums met by shuffles between neighbouring threads (one
-// subgroup); the same bytes and (d, sums) as quantize_group.
-void norm_to_bytes(Floats x, float scale, bool has_g) {
-    // t: numbered by subgroup, so that each pair of threads is in one (the shuffles)
-    uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID, row = gl_WorkGroupID.x;
+// Half h of its row's group h / 2 (in_row: h inside the row) as int8 levels, v its 16 values
+// normed: the halves' maxima and sums met by shuffles between neighbouring threads t and t ^ 1
+// (one subgroup: t numbered by subgroup); the same bytes and (d, sums) as quantize_group.
+void half_to_bytes(uint h, uint t, bool in_row, vec4 v[4]) {
+    uint row = gl_WorkGroupID.x;
     Quads bytes = Quads(uint64_t(p.y) + uint64_t(row) * p.dim);
     Metas metas = Metas(p.meta + uint64_t(row) * (p.dim / 32) * 16);
+    float amax = 0.0;
+    [[unroll]] for (uint k = 0; k < 4; k++)
+        amax = max(amax, abs_max4(v[k]));
+    float d = max(amax, subgroupShuffleXor(amax, 1)) / 127.0, id = d != 0 ? 1.0 / d : 0.0;
+    int sum = 0;
+    uvec4 w;
+    [[unroll]] for (uint k = 0; k < 4; k++)
+        w[k] = levels4(v[k], id, sum);
+    int other = subgroupShuffleXor(sum, 1);
+    if (in_row) {
+        bytes.v[h] = w;
+        if (t % 2 == 0)
+            metas.v[h / 2] = vec4(d, float(sum), float(other), 0);
+    }
+}
+
+// The RMSNorm of a row of at most 4096 into int8 groups, each thread's 16 values loaded once for
+// the sum of squares and kept for the bytes (the longer rows below read x twice).
+void rms_norm_held(Floats x, bool has_g) {
+    uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+    bool in_row = t < p.dim / 16, vec = ((uint64_t(x) | uint64_t(p.g)) & 15) == 0;
+    vec4 v[4] = vec4[4](vec4(0), vec4(0), vec4(0), vec4(0));
+    float q = 0.0;
+    if (in_row)
+        [[unroll]] for (uint k = 0; k < 4; k++) {
+            v[k] = load4(x, 16 * t + 4 * k, vec);
+            q += dot(v[k], v[k]);
+        }
+    float scale = 1.0 / sqrt(reduce(q, false) / float(p.dim) + p.eps);
+    if (in_row)
+        [[unroll]] for (uint k = 0; k < 4; k++)
+            v[k] = has_g ? v[k] * scale * load4(p.g, 16 * t + 4 * k, vec) : v[k] * scale;
+    half_to_bytes(t, t, in_row, v);
+}
+
+// The row x times scale (and g) as int8 groups: a thread each half of a group, its 16 values
+// loaded at once (half_to_bytes).
+void norm_to_bytes(Floats x, float scale, bool has_g) {
+    uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
     bool vec = ((uint64_t(x) | uint64_t(p.g)) & 15) == 0;
     for (uint h0 = 0; h0 < p.dim / 16; h0 += 256) { // every thread: the shuffles
         uint h = h0 + t;                             // half h % 2 of group h / 2
         bool in_row = h < p.dim / 16;
         vec4 v[4] = vec4[4](vec4(0), vec4(0), vec4(0), vec4(0));
-        float amax = 0.0;
         if (in_row)
             [[unroll]] for (uint k = 0; k < 4; k++) {
                 vec4 e = load4(x, 16 * h + 4 * k, vec) * scale;
                 v[k] = has_g ? e * load4(p.g, 16 * h + 4 * k, vec) : e;
-                amax = max(amax, abs_max4(v[k]));
             }
-        float d = max(amax, subgroupShuffleXor(amax, 1)) / 127.0, id = d != 0 ? 1.0 / d : 0.0;
-        int sum = 0;
-        uvec4 w;
-        [[unroll]] for (uint k = 0; k < 4; k++)
-            w[k] = levels4(v[k], id, sum);
-        int other = subgroupShuffleXor(sum, 1);
-        if (in_row) {
-            bytes.v[h] = w;
-            if (t % 2 == 0)
-                metas.v[h / 2] = vec4(d, float(sum), float(other), 0);
-        }
+        half_to_bytes(h, t, in_row, v);
     }
 }
 
@@ -103,6 +129,10 @@ void main() {
         float inv = 1.0 / reduce(s, false);
         for (uint i = t; i < p.dim; i += 256)
             y.v[i] *= inv;
+        return;
+    }
+    if (p.op == OP_RMS_NORM_Q8 && p.dim <= 16 * 256) {
+        rms_norm_held(x, has_g);
         return;
     }
     float mean = 0.0;
