@@ -337,10 +337,14 @@ static void round_like_weights(enum ox_dtype type, int n, float *x, size_t count
     free(h);
 }
 
-/* Whether the tiled product of n tokens runs on cooperative matrices (gemm_cm.comp), which take
- * weights and activations as f16. */
+/* Whether the tiled product of n tokens takes weights and activations as f16: on cooperative
+ * matrices (gemm_cm.comp, gemm_cm2.comp), or with quantized weights made f16 first (from
+ * vk_backend_dequant_tokens' tokens), whose f16 product rounds x to f16 on every path. */
 static bool on_coopmat(enum ox_dtype type, int n) {
-    return n > 8 && type != OX_DTYPE_F32 && type != OX_DTYPE_BF16 && vk_backend_coopmat();
+    bool quantized = type != OX_DTYPE_F32 && type != OX_DTYPE_F16 && type != OX_DTYPE_BF16;
+    uint32_t from = vk_backend_dequant_tokens();
+    return n > 8 && type != OX_DTYPE_F32 && type != OX_DTYPE_BF16 &&
+           (vk_backend_coopmat() || (quantized && from && (uint32_t)n >= from));
 }
 
 /* matmul_ref for the cooperative-matrix product: the dequantized rows and x rounded to f16 first
@@ -425,17 +429,21 @@ static void test_weight_types(void) {
 
 static void test_fusions(enum ox_dtype type, int n, const int rows[3]);
 static void test_fusions_over(enum ox_dtype type, int n, const int rows[3], int cols);
+static void test_prompt_copies(enum ox_dtype type);
 
 /* Where gemm_cm2.comp runs (f16, q4_K and q6_K weights): products large enough for f16's tiles
  * of 128 x 128 (17 x 9 of them, cut at the far ends), q4_K's and q6_K's of 64 x 256 (33 x 5, over
  * one superblock a row and over four) and each type's of 64 x 64, with tiles inside the matrices
  * (its loads without bounds checks: the smaller shapes above have none) and at their edges, and
- * y += W x on each kind of tile; and the few-row products that go to gemm_cm.comp instead. */
+ * y += W x on each kind of tile; and the few-row products that go to gemm_cm.comp instead. The
+ * quantized weights taken as they are (not made f16 first: test_dequant_products). */
 static void test_coopmat2_tiles(void) {
     if (!vk_backend_coopmat2()) {
         printf("workgroup matrices: none on this device\n");
         return;
     }
+    uint32_t dequant_from = vk_backend_dequant_tokens();
+    vk_backend_set_dequant_tokens(0);
     static const enum ox_dtype types[] = {OX_DTYPE_F16, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
     static const int big[] = {1100, 0}, small[] = {130, 0}, rows[3] = {200, 64, 64};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
@@ -452,6 +460,39 @@ static void test_coopmat2_tiles(void) {
         test_weight_type(types[i], 1000, 4096, small);
         test_fusions_over(types[i], 128, kv_rows, 4096);
     }
+    vk_backend_set_dequant_tokens(dequant_from);
+}
+
+/* Products of quantized weights made f16 first (dequant_f16.comp), then multiplied as f16 weights
+ * are (gemm_cm2.comp, gemm_cm.comp or gemm.comp): from 9 tokens every quantized type without
+ * gemm_cm2.comp tiles of its own (on a device without them: every one), in tiles cut at both ends,
+ * products added to y; then the device's own choice of when (none, or long prompts: 1100 tokens,
+ * over 8 groups a row and over four superblocks). */
+static void test_dequant_products(void) {
+    uint32_t dequant_from = vk_backend_dequant_tokens();
+    vk_backend_set_dequant_tokens(9);
+    static const int ns[] = {9, 70, 0}, wide[] = {130, 0}, rows[3] = {200, 64, 64},
+                     big[] = {1100, 0};
+    int tested = 0;
+    for (int t = 0; t < 64; t++) {
+        enum ox_dtype type = (enum ox_dtype)t;
+        if (!ox_dtype_valid(t) || !gpu.ops->supports(BACKEND_OP_MATMUL, type) ||
+            t == OX_DTYPE_F32 || t == OX_DTYPE_F16 || t == OX_DTYPE_BF16 ||
+            !ox_dtype_can_quantize(type) || ox_dtype_needs_imatrix(type))
+            continue;
+        test_weight_type(type, 67, 512, ns);
+        test_weight_type(type, 150, 256, wide);
+        tested++;
+    }
+    CHECK_MSG(tested >= 17, "only %d quantized types made f16", tested);
+    test_fusions(OX_DTYPE_Q5_K, 20, rows), test_fusions(OX_DTYPE_Q8_0, 20, rows);
+    test_prompt_copies(OX_DTYPE_Q8_0);
+    vk_backend_set_dequant_tokens(dequant_from);
+    if (dequant_from) {
+        test_weight_type(OX_DTYPE_Q8_0, 2112, 256, big);
+        test_weight_type(OX_DTYPE_Q5_K, 2112, 1024, big);
+    }
+    printf("weights made f16 first: %d quantized types\n", tested);
 }
 
 /* Decode steps of many sequences (32 tokens) through products of few 64 x 64 tiles: where the
@@ -765,6 +806,7 @@ static void test_products(void) {
     test_matmul(OX_DTYPE_F16, 32, 5000, 17);
     test_weight_types();
     test_coopmat2_tiles();
+    test_dequant_products();
     test_decode_batch_products();
     static const enum ox_dtype q4k[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q4_K},
                                f16s[3] = {OX_DTYPE_F16, OX_DTYPE_F16, OX_DTYPE_F16},

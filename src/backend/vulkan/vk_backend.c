@@ -87,3 +87,14 @@ bool vk_backend_dot8(void) {
     struct vk_device *d = vk_device_get();
     return d && d->dot8;
 }
+
+uint32_t vk_backend_dequant_tokens(void) {
+    struct vk_device *d = vk_device_get();
+    return d ? d->dequant_tokens : 0;
+}
+
+void vk_backend_set_dequant_tokens(uint32_t tokens) {
+    struct vk_device *d = vk_device_get();
+    if (d)
+        d->dequant_tokens = tokens;
+}

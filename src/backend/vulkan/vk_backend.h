@@ -4,6 +4,7 @@
 #define OX_BACKEND_VK_BACKEND_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "backend/backend.h"
 
@@ -20,5 +21,9 @@ bool vk_backend_coopmat2(void);
  * dot products: x as groups of 32 int8 levels, each with the scale max|x| / 127. */
 bool vk_backend_dot8(void);
 bool vk_backend_q8_type(enum ox_dtype type);
+/* The tokens from which products take quantized weights made f16 first, then the f16 weights'
+ * tiled product (0: none); for tests, that number set. */
+uint32_t vk_backend_dequant_tokens(void);
+void vk_backend_set_dequant_tokens(uint32_t tokens);
 
 #endif

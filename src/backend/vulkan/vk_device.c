@@ -160,6 +160,22 @@ static bool dot8_usable(VkPhysicalDevice pd) {
     return dot.shaderIntegerDotProduct;
 }
 
+/* The tokens from which a product's quantized weights are made f16 first and multiplied on the
+ * f16 tiles (vk_matmul.c's weights_as_halves): OX_VK_DEQUANT_TOKENS where set to a number (0:
+ * never), else 256 where the f16 tiles are gemm_cm2.comp's, none elsewhere (not measured there).
+ * On an H200 (session 32), against gemm_cm.comp's quantized tiles: the 1B Q8_0 at 41130 t/s
+ * against 25370 for pp512, 28900 against 24700 for pp256, even at pp128 and 8950 against 16400
+ * at pp64; the 8B Q5_K_M at 8150 against 4851, 6018 against 4354, 3522 against 3673 and 2038
+ * against 2422. */
+static uint32_t dequant_tokens(bool coopmat2) {
+    const char *env = getenv("OX_VK_DEQUANT_TOKENS");
+    char *end;
+    unsigned long v = env && *env ? strtoul(env, &end, 10) : 0;
+    if (env && *env && !*end && v <= UINT32_MAX)
+        return (uint32_t)v;
+    return coopmat2 ? 256 : 0;
+}
+
 /* Whether the device has the features every shader uses (false, saying which it lacks, where
  * not); *has12 its Vulkan 1.2 features. */
 static bool has_required(VkPhysicalDeviceVulkan12Features *has12) {
@@ -219,6 +235,7 @@ static bool make_device(void) {
     device.attention_cm2 =
         vk_coopmat2_attention_usable(device.instance, device.physical, device.coopmat2);
     device.dot8 = dot8_usable(device.physical);
+    device.dequant_tokens = dequant_tokens(device.coopmat2);
     device.pipeline_stats = vk_pipeline_stats_wanted(device.physical);
     device.host_import = vk_pinned_usable(device.physical, &device.import_alignment);
     struct vk_coopmat_features cm;

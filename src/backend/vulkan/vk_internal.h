@@ -32,6 +32,9 @@ struct vk_device {
     bool coopmat2;                        /* f16 and q4_K's on gemm_cm2.comp (vk_coopmat2.c) */
     bool attention_cm2;                   /* prompts' attention on attention_cm2.comp (same) */
     bool dot8; /* decode's products on int8 activations (matvec.comp's X_Q8: vk_device.c) */
+    /* products of at least this many tokens take quantized weights made f16 first (0: none;
+     * vk_matmul.c's weights_as_halves) */
+    uint32_t dequant_tokens;
     bool pipeline_stats;           /* each pipeline's statistics printed (vk_pipeline_stats.c) */
     bool host_import;              /* host memory imported for downloads (vk_pinned.c) */
     VkDeviceSize import_alignment; /* what its pointers and sizes are multiples of */
@@ -158,6 +161,8 @@ struct vk_state {
     struct vk_profile *prof; /* OX_VK_PROFILE's timings, or NULL (vk_profile.c) */
     void *scratch;           /* activations converted for a product (vk_matmul.c), grown on use */
     size_t scratch_bytes;
+    void *wide; /* a quantized weight made f16 for a long prompt's product, grown on use */
+    size_t wide_bytes;
     uint64_t serial; /* the dispatches and copies recorded */
     /* what scratch holds (vk_matmul.c): count values of the floats at held_of as int8 bytes or
      * f16 (held_form: 0 none, else an x_form), while serial is held_serial; held_of 0: a
@@ -168,7 +173,7 @@ struct vk_state {
     struct vk_graph graph[VK_GRAPHS];
     struct vk_graph *capture; /* the graph being recorded, or NULL */
     bool capture_spoiled;     /* something was uploaded while it was: not to be replayed */
-    uint64_t epoch;           /* the scratch buffer's reallocations (a recording reads it) */
+    uint64_t epoch;           /* scratch's and wide's reallocations (a recording reads them) */
     uint64_t graph_clock;     /* graph_end's calls: the graphs' last use */
     enum ox_status err;
     char msg[256];

@@ -34,6 +34,12 @@
  * dequant_q8.glsl's levels as bytes against x made int8. */
 #define VK_Q8_TYPES(X)                                                                             \
     X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
+/* The types whose long prompts' products may take their weights made f16 first
+ * (CMakeLists.txt's OX_VK_DEQUANT_TYPES: dequant_f16.comp): the quantized ones. */
+#define VK_DEQUANT_TYPES(X)                                                                        \
+    X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q1_0) X(Q2_0)                                        \
+    X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)                                                        \
+    X(IQ4_NL) X(IQ4_XS) X(IQ3_S) X(MXFP4) X(TQ1_0) X(TQ2_0)
 /* clang-format on */
 
 struct weight_shaders {
@@ -41,7 +47,18 @@ struct weight_shaders {
     enum vk_shader gemm_cm;           /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
     enum vk_shader gemm_cm2[3];       /* on workgroup matrices: cm2_tiles' shapes (or none) */
     enum vk_shader matvecq, matvecq1; /* matvec(1) on int8 x, or VK_SHADER_COUNT: none */
+    enum vk_shader dequant;           /* the weights made f16 (dequant_f16.comp), or none */
 };
+
+static enum vk_shader dequant_shader(enum ox_dtype type) {
+    switch (type) {
+#define VK_CASE_(name)                                                                             \
+    case OX_DTYPE_##name: return VK_SHADER_dequant_f16_##name;
+        VK_DEQUANT_TYPES(VK_CASE_)
+#undef VK_CASE_
+    default: return VK_SHADER_COUNT;
+    }
+}
 
 static void q8_shaders(enum ox_dtype type, struct weight_shaders *s) {
     s->matvecq = s->matvecq1 = VK_SHADER_COUNT;
@@ -96,7 +113,8 @@ static bool weight_shaders(enum ox_dtype type, struct weight_shaders *s) {
         *s = (struct weight_shaders){VK_SHADER_matvec_##name, VK_SHADER_matvec1_##name,            \
                                      VK_SHADER_gemm_##name,   VK_SHADER_get_rows_##name,           \
                                      coopmat_shader(type),    {VK_SHADER_COUNT, VK_SHADER_COUNT},  \
-                                     VK_SHADER_COUNT,         VK_SHADER_COUNT};                    \
+                                     VK_SHADER_COUNT,         VK_SHADER_COUNT,                     \
+                                     dequant_shader(type)};                                        \
         q8_shaders(type, s);                                                                       \
         coopmat2_shaders(type, s);                                                                 \
         return true;
@@ -260,6 +278,57 @@ static const void *x_as_halves(struct vk_state *s, uint64_t x, size_t count) {
     return y;
 }
 
+struct dequant_args {
+    uint64_t w, y, tab;
+    uint32_t rows, cols, row_bytes;
+};
+
+/* The most bytes a weight made f16 may take: larger ones (a large vocabulary's output matrix)
+ * keep their own product. */
+#define WIDE_MOST ((size_t)512 << 20)
+
+/* Whether a product of n tokens takes w made f16 first (weights_as_halves): where it has at
+ * least the device's dequant_tokens (vk_device.c's dequant_tokens says why) and w is of a
+ * quantized type without gemm_cm2.comp tiles of its own whose f16 form fits in WIDE_MOST. q4_K's
+ * and q6_K's own tiles were faster on an H200: the 8B Q4_K_M's pp512 ran at 8717 t/s on them and
+ * at 8150 made f16 first, whose f16 tiles took 265 us a product against their 287 but the
+ * conversion 47 more (session 32). */
+static bool dequantizes(const struct vk_state *s, const struct weight_shaders *sh,
+                        const struct mat *w, int n) {
+    return s->d->dequant_tokens && (uint32_t)n >= s->d->dequant_tokens &&
+           sh->dequant != VK_SHADER_COUNT && sh->gemm_cm2[0] == VK_SHADER_COUNT &&
+           (size_t)w->n_rows * (size_t)w->n_cols * 2 <= WIDE_MOST;
+}
+
+/* w's rows made f16 in the context's wide buffer (grown where too small, after what was recorded
+ * ran: it may read the old one), described as f16 weights by *f; false where there is no memory
+ * for it (the quantized product runs instead) or the flush failed (noted). */
+static bool weights_as_halves(struct vk_state *s, const struct mat *w,
+                              const struct weight_shaders *sh, struct mat *f) {
+    size_t bytes = (size_t)w->n_rows * (size_t)w->n_cols * 2;
+    if (bytes > s->wide_bytes) {
+        if (!vk_flush(s))
+            return false;
+        if (s->wide)
+            vk_mem_free(s->d, s->wide);
+        s->wide = vk_mem_alloc(s->d, bytes);
+        s->wide_bytes = s->wide ? bytes : 0;
+        s->epoch++; /* the recorded steps read the old one */
+        if (!s->wide)
+            return false;
+    }
+    struct dequant_args a = {vk_addr(w->data),    vk_addr(s->wide),    vk_addr(s->d->tables),
+                             (uint32_t)w->n_rows, (uint32_t)w->n_cols, (uint32_t)w->row_bytes};
+    uint64_t before = s->serial;
+    vk_dispatch(s, sh->dequant, &a, sizeof a, vk_groups(bytes / 64), 1, 1);
+    if (s->held_serial == before) /* it wrote neither x nor scratch: x's halves there stay */
+        s->held_serial = s->serial;
+    *f = *w;
+    f->type = OX_DTYPE_F16, f->data = s->wide, f->row_bytes = (size_t)w->n_cols * 2;
+    f->packed = NULL;
+    return true;
+}
+
 struct quantize_args {
     uint64_t x, q, m;
     uint32_t groups;
@@ -281,9 +350,11 @@ struct gemm_args {
 };
 
 /* Whether matvec.comp takes these tokens: up to 8, rows of x 16-byte aligned (read 16 bytes at
- * a time), rows of whole groups. */
+ * a time), rows of whole groups; f16 weights' rows 16-byte aligned too (the same). */
 static bool matvec_takes(const struct mat *w, const float *x, int n) {
-    return n <= 8 && vk_addr(x) % 16 == 0 && w->n_cols % 32 == 0;
+    bool rows_aligned = vk_addr(w->data) % 16 == 0 && w->row_bytes % 16 == 0;
+    return n <= 8 && vk_addr(x) % 16 == 0 && w->n_cols % 32 == 0 &&
+           (w->type != OX_DTYPE_F16 || rows_aligned);
 }
 
 /* Whether products with these weights take the integer form on this device. */
@@ -447,6 +518,13 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
             matvec(s, sh, 1, w, in, on_bytes(s, sh), &y, n, add ? MV_ADD : MV_SET, 0);
         return;
     }
+    struct mat halves;
+    struct weight_shaders f16;
+    if (dequantizes(s, sh, w, n) && weights_as_halves(s, w, sh, &halves)) {
+        weight_shaders(OX_DTYPE_F16, &f16);
+        matmul_quant(b, &halves, &f16, x, y, n, add);
+        return;
+    }
     /* token rows past 2^31 floats of x or y would pass the shader's 32-bit indices */
     int64_t widest = w->n_rows > w->n_cols ? w->n_rows : w->n_cols;
     int step = (int64_t)INT32_MAX / widest < 64 * 65535 ? (int)(INT32_MAX / widest) : 64 * 65535;
@@ -526,7 +604,8 @@ static bool matvec_fuses(struct vk_state *s, int count, const struct mat *w, con
         return false;
     bool one_type = true, bytes = true;
     for (int m = 0; m < count; m++) {
-        if (!weight_shaders(w[m].type, &sh) || w[m].n_cols != w[0].n_cols)
+        if (!weight_shaders(w[m].type, &sh) || w[m].n_cols != w[0].n_cols ||
+            !matvec_takes(&w[m], x, n))
             return false;
         one_type = one_type && w[m].type == w[0].type, bytes = bytes && on_bytes(s, &sh);
     }

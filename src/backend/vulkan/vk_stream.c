@@ -271,6 +271,8 @@ void vk_release(struct backend *b) {
     vk_profile_release(s);
     if (s->scratch)
         vk_mem_free(s->d, s->scratch);
+    if (s->wide)
+        vk_mem_free(s->d, s->wide);
     if (s->up)
         vkDestroyBuffer(dev, s->up, NULL), vkFreeMemory(dev, s->up_mem, NULL);
     if (s->down)

@@ -8,7 +8,8 @@
 // y[r] = act(gate x) * (up x).
 //
 // X_F16 (f16 weights): x as halves.comp made it, f16 to nearest once a product rather than in
-// every lane that reads it.
+// every lane that reads it; the team's lanes read a row 16 bytes each side by side, not a group
+// each (rows_times_x's f16 form).
 // X_Q8: x as quantize_q8.comp made it (x: each token's bytes, cols of them, then every token's
 // groups' (d, sums) at x + n cols) and the weights as dequant_q8.glsl's bytes: integer dot
 // products.
@@ -99,6 +100,44 @@ void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout
     }
 }
 #endif
+#elif defined(TYPE_F16) && defined(X_F16)
+// Eight f16 weights (or x values) times eight.
+float dot8(uvec4 a, uvec4 b) {
+    return dot(vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y)),
+               vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y))) +
+           dot(vec4(unpackHalf2x16(a.z), unpackHalf2x16(a.w)),
+               vec4(unpackHalf2x16(b.z), unpackHalf2x16(b.w)));
+}
+
+// Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two), for f16
+// weights (rows 16-byte aligned: vk_matmul.c's matvec_takes): a lane reads 8 weights at a time,
+// the team's lanes consecutive runs of 16 bytes (a subgroup's load one run of 512), four runs a
+// row in flight. The dequant.glsl path below gave lanes whole 64-byte groups: 32 bytes of each
+// 128 read a load.
+void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
+    Quads w0 = Quads(p.w[m] + uint64_t(r) * p.row_bytes[m]);
+    Quads w1 = Quads(p.w[m] + uint64_t(r + (two ? 1 : 0)) * p.row_bytes[m]);
+    const uint U = 4;
+    uint runs = p.cols / 8;
+    for (uint c0 = lane; c0 < runs; c0 += U * TEAM) {
+        uvec4 a[U], b[U];
+        [[unroll]] for (uint j = 0; j < U; j++) {
+            uint c = c0 + j * TEAM;
+            a[j] = c < runs ? w0.v[c] : uvec4(0);
+            b[j] = c < runs && two ? w1.v[c] : uvec4(0);
+        }
+        [[unroll]] for (uint t = 0; t < NT; t++) {
+            if (t < p.n) {
+                Quads xh = Quads(p.x + uint64_t(t) * p.cols * 2);
+                [[unroll]] for (uint j = 0; j < U; j++) {
+                    uint c = c0 + j * TEAM;
+                    uvec4 xq = c < runs ? xh.v[c] : uvec4(0);
+                    s0[t] += dot8(a[j], xq), s1[t] += dot8(b[j], xq);
+                }
+            }
+        }
+    }
+}
 #else
 // Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two): the two
 // rows' loads issued together, each x read once for both.
