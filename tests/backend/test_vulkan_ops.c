@@ -464,10 +464,11 @@ static void test_coopmat2_tiles(void) {
 }
 
 /* Products of quantized weights made f16 first (dequant_f16.comp), then multiplied as f16 weights
- * are (gemm_cm2.comp, gemm_cm.comp or gemm.comp): from 9 tokens every quantized type without
- * gemm_cm2.comp tiles of its own (on a device without them: every one), in tiles cut at both ends,
- * products added to y; then the device's own choice of when (none, or long prompts: 1100 tokens,
- * over 8 groups a row and over four superblocks). */
+ * are (gemm_cm2.comp, gemm_cm.comp or gemm.comp): from 9 tokens every quantized product that no
+ * gemm_cm2.comp tiles of its type take (on a device without them: every one), in tiles cut at
+ * both ends, products added to y; then the device's own choice of when (none, or long prompts:
+ * 1100 tokens over 8 groups a row and over four superblocks, and 300 tokens of 1000 rows of q4_K
+ * and q6_K, an 8B's k and v). */
 static void test_dequant_products(void) {
     uint32_t dequant_from = vk_backend_dequant_tokens();
     vk_backend_set_dequant_tokens(9);
@@ -488,9 +489,12 @@ static void test_dequant_products(void) {
     test_fusions(OX_DTYPE_Q5_K, 20, rows), test_fusions(OX_DTYPE_Q8_0, 20, rows);
     test_prompt_copies(OX_DTYPE_Q8_0);
     vk_backend_set_dequant_tokens(dequant_from);
-    if (dequant_from) {
+    if (dequant_from) { /* and q4_K's and q6_K's that their own tiles do not take (k, v) */
+        static const int kv[] = {300, 0};
         test_weight_type(OX_DTYPE_Q8_0, 2112, 256, big);
         test_weight_type(OX_DTYPE_Q5_K, 2112, 1024, big);
+        test_weight_type(OX_DTYPE_Q4_K, 1000, 4096, kv);
+        test_weight_type(OX_DTYPE_Q6_K, 1000, 4096, kv);
     }
     printf("weights made f16 first: %d quantized types\n", tested);
 }

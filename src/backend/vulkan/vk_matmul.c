@@ -287,17 +287,22 @@ struct dequant_args {
  * keep their own product. */
 #define WIDE_MOST ((size_t)512 << 20)
 
-/* Whether a product of n tokens takes w made f16 first (weights_as_halves): where it has at
- * least the device's dequant_tokens (vk_device.c's dequant_tokens says why) and w is of a
- * quantized type without gemm_cm2.comp tiles of its own whose f16 form fits in WIDE_MOST. q4_K's
- * and q6_K's own tiles were faster on an H200: the 8B Q4_K_M's pp512 ran at 8717 t/s on them and
- * at 8150 made f16 first, whose f16 tiles took 265 us a product against their 287 but the
- * conversion 47 more (session 32). */
+static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *sh,
+                         const struct mat *w, uint64_t y, int toks);
+
+/* Whether a product of n tokens into y takes w made f16 first (weights_as_halves): where it has
+ * at least the device's dequant_tokens (vk_device.c's dequant_tokens says why), w is quantized,
+ * its f16 form fits in WIDE_MOST, and it would not run on gemm_cm2.comp tiles of its own
+ * (coopmat2_tile: the types without them, the 8B's k and v of q4_K and q6_K). Where q4_K's and
+ * q6_K's tiles take it they stay faster: on an H200 the 8B Q4_K_M's pp512 ran at 8717 t/s on
+ * them and at 8150 made f16 first, whose f16 tiles took 265 us a product against their 287 but
+ * the conversion 47 more (session 32). */
 static bool dequantizes(const struct vk_state *s, const struct weight_shaders *sh,
-                        const struct mat *w, int n) {
+                        const struct mat *w, const float *y, int n) {
     return s->d->dequant_tokens && (uint32_t)n >= s->d->dequant_tokens &&
-           sh->dequant != VK_SHADER_COUNT && sh->gemm_cm2[0] == VK_SHADER_COUNT &&
-           (size_t)w->n_rows * (size_t)w->n_cols * 2 <= WIDE_MOST;
+           sh->dequant != VK_SHADER_COUNT &&
+           (size_t)w->n_rows * (size_t)w->n_cols * 2 <= WIDE_MOST &&
+           coopmat2_tile(s, sh, w, vk_addr(y), n) < 0;
 }
 
 /* w's rows made f16 in the context's wide buffer (grown where too small, after what was recorded
@@ -520,7 +525,7 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
     }
     struct mat halves;
     struct weight_shaders f16;
-    if (dequantizes(s, sh, w, n) && weights_as_halves(s, w, sh, &halves)) {
+    if (dequantizes(s, sh, w, y, n) && weights_as_halves(s, w, sh, &halves)) {
         weight_shaders(OX_DTYPE_F16, &f16);
         matmul_quant(b, &halves, &f16, x, y, n, add);
         return;
