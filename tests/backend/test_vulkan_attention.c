@@ -1,8 +1,8 @@
 /* test_vulkan_attention.c: the Vulkan backend's attention against the CPU backend's on random
  * inputs: decode's and prompts' shapes, the cache's row types, spans, one sequence's prompts
- * (attention_cm2.comp's whole, skipped and part tiles where the device has it) and the bytes a
- * decode step's attention writes for the o projection. Skipped (77) where there is no Vulkan
- * device with what the shaders need (test_vulkan_ops.c has the other ops). */
+ * (attention_cm2.comp's whole, skipped and part tiles where the device has it) and the bytes or
+ * halves a decode step's attention writes for the o projection. Skipped (77) where there is no
+ * Vulkan device with what the shaders need (test_vulkan_ops.c has the other ops). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,10 +260,11 @@ static void test_attention_spans(bool one_per_seq, bool f16) {
     free(kc), free(vc);
 }
 
-/* A decode step's attention makes its output the integer form's bytes for the product after it
- * (the o projection): that product gives what it gives where an op between makes it quantize
- * the output itself. */
-static void test_attention_bytes(int n, int hd) {
+/* A decode step's attention makes its output the form the product after it (the o projection)
+ * takes: the integer form's bytes (q4_K weights), or f16 (f16 weights: where the product before
+ * it took f16 too, as q, k and v of the same type would); that product gives what it gives where
+ * an op between makes it convert the output itself. */
+static void test_attention_output_form(enum ox_dtype type, int n, int hd) {
     enum { CELLS = 40, HEADS = 8, KV_HEADS = 2, ROWS = 96 };
     int32_t q_pos[8], q_seq[8] = {0}, *cell_pos = malloc(CELLS * 4);
     uint64_t *cell_seq = calloc((size_t)CELLS * SEQ_WORDS, 8);
@@ -273,7 +274,7 @@ static void test_attention_bytes(int n, int hd) {
         q_pos[t] = CELLS - n + t;
     size_t nq = (size_t)n * HEADS * hd, nk = (size_t)CELLS * KV_HEADS * hd;
     uint8_t *hw;
-    struct mat w = random_weight(OX_DTYPE_Q4_K, ROWS, HEADS * hd, &hw);
+    struct mat w = random_weight(type, ROWS, HEADS * hd, &hw);
     float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
     struct attn_args host =
         attn_host(q, k, v, n, CELLS, HEADS, KV_HEADS, hd, q_pos, q_seq, cell_pos, cell_seq);
@@ -281,14 +282,16 @@ static void test_attention_bytes(int n, int hd) {
     float *dz[2] = {gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4),
                     gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4)};
     for (int apart = 0; apart < 2; apart++) {
+        gpu.ops->matmul(&gpu, &w, a.y, dz[apart], n); /* the product before it, of that type */
         gpu.ops->attention(&gpu, &a);
-        if (apart) /* an op between: the product quantizes the output itself */
+        if (apart) /* an op between: the product converts the output itself */
             gpu.ops->scale(&gpu, a.y, 1.0f, nq);
         gpu.ops->matmul(&gpu, &w, a.y, dz[apart], n);
     }
     float *fused = down(dz[0], (size_t)n * ROWS), *apart = down(dz[1], (size_t)n * ROWS);
-    CHECK_CLOSE(fused, apart, (size_t)n * ROWS, 0.0, "attention's bytes, n=%d hd %d", n, hd);
-    printf("  attention's bytes n=%d hd %d\n", n, hd);
+    CHECK_CLOSE(fused, apart, (size_t)n * ROWS, 0.0, "attention's output for %s, n=%d hd %d",
+                ox_dtype_name(type), n, hd);
+    printf("  attention's output for %s n=%d hd %d\n", ox_dtype_name(type), n, hd);
     attn_free(&a);
     gpu.ops->free(&gpu, dz[0]), gpu.ops->free(&gpu, dz[1]), gpu.ops->free(&gpu, (void *)w.data);
     free(q), free(k), free(v), free(cell_pos), free(cell_seq), free(hw), free(fused), free(apart);
@@ -329,7 +332,11 @@ static void test_attentions(void) {
     };
     for (size_t i = 0; i < sizeof prompts / sizeof *prompts; i++)
         attention_prompt(prompts[i]);
-    test_attention_bytes(1, 128), test_attention_bytes(3, 64), test_attention_bytes(1, 256);
+    for (int f16 = 0; f16 < 2; f16++) {
+        enum ox_dtype type = f16 ? OX_DTYPE_F16 : OX_DTYPE_Q4_K;
+        test_attention_output_form(type, 1, 128), test_attention_output_form(type, 3, 64);
+        test_attention_output_form(type, 1, 256);
+    }
     test_attention_spans(true, false), test_attention_spans(false, false);
     test_attention_spans(false, true);
 }

@@ -221,10 +221,13 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
     /* queries of one sequence each share no cells: each its own workgroup, over its span */
     bool block = !a->one_per_seq && a->n >= BLOCK_MIN_TOKENS && a->hd_k <= BLOCK_MAX_HEAD &&
                  a->hd_v <= BLOCK_MAX_HEAD && a->hd_k % 4 == 0 && a->hd_v % 4 == 0;
-    /* a decode step's output as the next product's integer form takes it (vk_matmul.c) */
+    /* a decode step's output as the next product takes it (vk_matmul.c): as f16 where the
+     * products take that, else in the integer form (the address's bit 0 tells the shader) */
     size_t count = (size_t)a->n * (size_t)a->n_head * (size_t)a->hd_v;
-    uint8_t *bytes = !block && a->n <= 8 && a->hd_v % 32 == 0 ? vk_bytes_target(s, count) : NULL;
-    args.bytes = vk_addr(bytes);
+    void *halves = !block && a->n <= 8 ? vk_step_halves_target(s, count) : NULL;
+    uint8_t *bytes =
+        !halves && !block && a->n <= 8 && a->hd_v % 32 == 0 ? vk_bytes_target(s, count) : NULL;
+    args.bytes = halves ? vk_addr(halves) | 1 : vk_addr(bytes);
     bool cm = block && cache && on_coopmat(s, a, rt);
     enum vk_shader shader = attention_shader(s, a, cm, block);
     int per_group = cm ? CM_TOKENS : block ? BLOCK_TOKENS : 1;
@@ -239,6 +242,8 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         vk_dispatch(s, shader, &part, sizeof part, (uint32_t)a->n_head,
                     (uint32_t)((tokens + per_group - 1) / per_group), 1);
     }
-    if (bytes)
+    if (halves)
+        vk_halves_made(s, a->y, count);
+    else if (bytes)
         vk_bytes_made(s, a->y, count);
 }

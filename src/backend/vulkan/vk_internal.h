@@ -168,8 +168,9 @@ struct vk_state {
      * f16 (held_form: 0 none, else an x_form), while serial is held_serial; held_of 0: a
      * norm's output, no floats' */
     uint64_t held_of, held_serial;
-    size_t held_count;
+    size_t held_count, held_at; /* held_at: its offset in scratch */
     int held_form;
+    int last_form; /* the x form the last matrix-vector product took (vk_matmul.c) */
     struct vk_graph graph[VK_GRAPHS];
     struct vk_graph *capture; /* the graph being recorded, or NULL */
     bool capture_spoiled;     /* something was uploaded while it was: not to be replayed */
@@ -218,6 +219,10 @@ void vk_bytes_made(struct vk_state *s, const float *x, size_t count);
  * NULL where the device has no such products or no memory for them. */
 void *vk_halves_target(struct vk_state *s, size_t count);
 void vk_halves_made(struct vk_state *s, const float *x, size_t count);
+/* The same for a decode step's output whose next product takes f16 (decode attention's, for the
+ * o projection): where the last matrix-vector product took its x as f16 (f16 weights: the next
+ * one likely does too), else NULL. */
+void *vk_step_halves_target(struct vk_state *s, size_t count);
 
 /* Decode steps recorded and replayed (vk_graph.c): the op table's graph_begin and graph_end; a
  * recording cut short by a flush runs once and is not kept (vk_graph_abort); the graphs waited

@@ -226,6 +226,10 @@ void *vk_halves_target(struct vk_state *s, size_t count) {
  * weights: matvec.comp's X_F16; the cooperative-matrix products'). */
 enum x_form { X_AS_IS, X_BYTES, X_HALVES };
 
+void *vk_step_halves_target(struct vk_state *s, size_t count) {
+    return s->last_form == X_HALVES ? scratch(s, count * 2) : NULL;
+}
+
 /* Whether scratch holds x's count values in this form, nothing having run since it was last
  * read (a prompt's q, k and v, its gate and up, read one x). */
 static bool scratch_holds(const struct vk_state *s, enum x_form form, uint64_t x, size_t count) {
@@ -236,6 +240,7 @@ static bool scratch_holds(const struct vk_state *s, enum x_form form, uint64_t x
 /* Scratch now holds x's count values in this form (x 0: not any floats'), as of this point. */
 static void scratch_made(struct vk_state *s, enum x_form form, uint64_t x, size_t count) {
     s->held_form = (int)form, s->held_of = x, s->held_count = count, s->held_serial = s->serial;
+    s->held_at = 0;
 }
 
 /* A product that read x (or scratch's form of it) and wrote y (at most bytes long) ran: what
@@ -268,7 +273,7 @@ struct halves_args {
  * up read one). */
 static const void *x_as_halves(struct vk_state *s, uint64_t x, size_t count) {
     if (scratch_holds(s, X_HALVES, x, count))
-        return s->scratch;
+        return (uint8_t *)s->scratch + s->held_at;
     void *y = scratch(s, count * 2);
     if (!y)
         return NULL;
@@ -345,6 +350,7 @@ struct matvec_args {
     uint64_t w[3], y[3], x, tab;
     uint32_t rows[3], row_bytes[3];
     uint32_t cols, n, mode, glu_kind;
+    uint64_t halves; /* a GLU's output as f16 too (for down), or 0 */
 };
 
 struct gemm_args {
@@ -392,7 +398,7 @@ static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *
         return vk_addr(x_as_halves(s, vk_addr(x), (size_t)n * (size_t)cols));
     size_t count = (size_t)n * (size_t)cols;
     if (!norm && scratch_holds(s, X_BYTES, vk_addr(x), count))
-        return vk_addr(s->scratch);
+        return vk_addr(s->scratch) + s->held_at;
     uint8_t *q = vk_bytes_target(s, count);
     if (!q)
         return 0;
@@ -411,13 +417,15 @@ static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *
  * gave it (bytes: the integer form), 4 rows a workgroup (a GLU: 2 of the gate, 2 of up). */
 static void matvec(struct vk_state *s, const struct weight_shaders *sh, int count,
                    const struct mat *w, uint64_t x, bool bytes, float *const *y, int n, int mode,
-                   int glu_kind) {
+                   int glu_kind, uint64_t halves) {
     struct matvec_args a = {.x = x,
                             .tab = vk_addr(s->d->tables),
                             .cols = (uint32_t)w[0].n_cols,
                             .n = (uint32_t)n,
                             .mode = (uint32_t)mode,
-                            .glu_kind = (uint32_t)glu_kind};
+                            .glu_kind = (uint32_t)glu_kind,
+                            .halves = halves};
+    s->last_form = bytes ? X_BYTES : w[0].type == OX_DTYPE_F16 ? X_HALVES : X_AS_IS;
     size_t rows = 0;
     for (int m = 0; m < count; m++) {
         a.w[m] = vk_addr(w[m].data), a.y[m] = vk_addr(y[m]);
@@ -520,7 +528,7 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
     if (matvec_takes(w, x, n)) {
         uint64_t in = matvec_input(s, x_form(s, sh, w->type), x, NULL, n, w->n_cols);
         if (in)
-            matvec(s, sh, 1, w, in, on_bytes(s, sh), &y, n, add ? MV_ADD : MV_SET, 0);
+            matvec(s, sh, 1, w, in, on_bytes(s, sh), &y, n, add ? MV_ADD : MV_SET, 0, 0);
         return;
     }
     struct mat halves;
@@ -630,7 +638,7 @@ bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const fl
         for (run = 1; m + run < count && w[m + run].type == w[m].type; run++)
             ;
         weight_shaders(w[m].type, &sh);
-        matvec(s, &sh, run, w + m, in, bytes, y + m, n, MV_SET, 0);
+        matvec(s, &sh, run, w + m, in, bytes, y + m, n, MV_SET, 0, 0);
     }
     return true;
 }
@@ -646,9 +654,20 @@ bool vk_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate
         !matvec_fuses(s, 2, both, x, norm, n))
         return false;
     weight_shaders(gate->type, &sh);
-    uint64_t in = matvec_input(s, x_form(s, &sh, gate->type), x, norm, n, gate->n_cols);
-    if (in)
-        matvec(s, &sh, 2, both, in, on_bytes(s, &sh), out, n, MV_GLU, (int)kind);
+    enum x_form form = x_form(s, &sh, gate->type);
+    /* f16 weights' GLU writes its output's f16 copy too, for down (matvec_input finds it): behind
+     * x's in scratch, which is made big enough first (growing it after would lose x's) */
+    size_t in_bytes = ((size_t)n * (size_t)gate->n_cols * 2 + 255) / 256 * 256,
+           count = (size_t)n * (size_t)gate->n_rows;
+    bool halves = form == X_HALVES && scratch(s, s->held_at + in_bytes + count * 2);
+    uint64_t in = matvec_input(s, form, x, norm, n, gate->n_cols);
+    if (!in)
+        return true;
+    size_t at = (size_t)(in - vk_addr(s->scratch)) + in_bytes; /* x's offset, plus */
+    matvec(s, &sh, 2, both, in, on_bytes(s, &sh), out, n, MV_GLU, (int)kind,
+           halves ? vk_addr(s->scratch) + at : 0);
+    if (halves)
+        scratch_made(s, X_HALVES, vk_addr(y), count), s->held_at = at;
     return true;
 }
 

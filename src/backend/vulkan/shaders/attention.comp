@@ -2,7 +2,8 @@
 // cache's f32, f16 or q8_0 rows (or float rows given as such): scores of the visible cells 256 at a
 // time, an online softmax (a gpt-oss sink joins it last, with no value), the values accumulated
 // in shared memory by dimension; f16 rows split each dot product and sum among threads. A decode
-// step's output is also made int8 groups for the next product (bytes), one op where two ran.
+// step's output is also made int8 groups for the next product (bytes), one op where two ran, or
+// f16 (bytes with bit 0 set: the address of its halves) where that product takes those.
 #version 450
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
@@ -198,6 +199,9 @@ void main() {
     uint yrow = (t * N_HEAD + h) * HD_V;
     for (uint i = th; i < HD_V; i += 256)
         p.y.v[yrow + i] = acc[i] *= inv;
-    if (p.bytes != 0) // the head's groups of 32, as quantize_q8.comp makes y's
+    if ((p.bytes & 1) != 0) // y's f16 copy (bit 0 set), as halves.comp makes it
+        for (uint i = th; i < HD_V; i += 256)
+            Halves(p.bytes & ~uint64_t(1)).v[yrow + i] = float16_t(round_to_f16(acc[i]));
+    else if (p.bytes != 0) // the head's groups of 32, as quantize_q8.comp makes y's
         head_bytes(th, yrow / 32);
 }

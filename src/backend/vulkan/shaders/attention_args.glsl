@@ -10,7 +10,8 @@ layout(push_constant) uniform Args {
     Ints n_cells_at;   // the cells in use, where the context keeps their count (else n_cells),
                        // or with SPANS each sequence's first and one past its last cell: what
                        // a recorded decode step replayed later reads then (vk_graph.c)
-    uint64_t bytes;    // or 0: y also as int8 groups (attention.comp; matvec.comp's X_Q8 layout)
+    uint64_t bytes;    // or 0: y also as int8 groups (attention.comp; matvec.comp's X_Q8 layout),
+                       // or as f16 at bytes - 1 where bit 0 is set
     uint n_cells, heads, dims; // heads: n_head | n_head_kv << 16; dims: hd_k | hd_v << 16
     uint words; // seq_words | row_type << 8 (common.glsl's ROW_*) | SPANS | query tokens << 12
     float scale, softcap;

@@ -27,6 +27,7 @@ layout(push_constant) uniform Args {
     uint64_t x, tab;
     uint rows[3], row_bytes[3];
     uint cols, n, mode, glu_kind; // n <= 8
+    uint64_t halves; // a GLU's y as f16 too (as halves.comp rounds it), or 0
 } p;
 
 #define MODE_SET 0
@@ -236,8 +237,12 @@ void main() {
     if (!summing || !slot_row(wg, k, m, r))
         return;
     if (p.mode == MODE_GLU) { // the gate's slots, each with its up row's sum
-        if (k < 2)
-            Floats(p.y[0]).v[t * p.rows[0] + r] = glu(p.glu_kind, sums[k][t], sums[k + 2][t]);
+        if (k < 2) {
+            float v = glu(p.glu_kind, sums[k][t], sums[k + 2][t]);
+            Floats(p.y[0]).v[t * p.rows[0] + r] = v;
+            if (p.halves != 0)
+                Halves(p.halves).v[t * p.rows[0] + r] = float16_t(round_to_f16(v));
+        }
         return;
     }
     Floats y = Floats(p.y[m]);
