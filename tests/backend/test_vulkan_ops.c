@@ -71,8 +71,10 @@ static void test_vectors(void) {
 }
 
 /* Row ops over n rows of dim: norms (with and without a weight and bias), softmax, a bias row,
- * a gate per row, rows copied with strides. */
-static void test_rows(int n, int dim) {
+ * a gate per row, rows copied with strides; one_norm: of rows.comp's ops (a workgroup a row,
+ * dispatched by the same loop) only the RMSNorm, for many rows: on lavapipe under ASan each took
+ * about 49 s of 70000. */
+static void test_rows(int n, int dim, bool one_norm) {
     size_t all = (size_t)n * (size_t)dim;
     float *x = random_floats(all, 4.0f), *g = random_floats((size_t)dim, 1.0f),
           *bias = random_floats((size_t)dim, 1.0f), *gate = random_floats((size_t)n, 3.0f);
@@ -80,6 +82,8 @@ static void test_rows(int n, int dim) {
     float *dx = up(x, all * 4), *dy = gpu.ops->alloc(&gpu, all * 4), *dg = up(g, (size_t)dim * 4),
           *db = up(bias, (size_t)dim * 4), *dgate = up(gate, (size_t)n * 4);
     for (int k = 0; k < 7; k++) {
+        if (one_norm && k >= 1 && k <= 3)
+            continue;
         const char *name = "";
         memcpy(want, x, all * sizeof *want);
         gpu.ops->copy_rows(&gpu, dy, (size_t)dim, dx, (size_t)dim, n, dim);
@@ -794,9 +798,9 @@ static void test_downloads(void) {
 /* Every op but attention against the CPU's. */
 static void test_products(void) {
     test_vectors();
-    test_rows(1, 4096);
-    test_rows(7, 5120);
-    test_rows(70000, 64); /* past 65535 rows: more than one dispatch */
+    test_rows(1, 4096, false);
+    test_rows(7, 5120, false);
+    test_rows(70000, 64, true); /* past 65535 rows: more than one dispatch */
     for (int neox = 0; neox < 2; neox++) {
         test_rope(neox, 128, 0.0f, false);
         test_rope(neox, 64, 0.0f, false);
