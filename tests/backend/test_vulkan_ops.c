@@ -439,15 +439,13 @@ static void test_prompt_copies(enum ox_dtype type);
  * of 128 x 128 (17 x 9 of them, cut at the far ends), q4_K's and q6_K's of 64 x 256 (33 x 5, over
  * one superblock a row and over four) and each type's of 64 x 64, with tiles inside the matrices
  * (its loads without bounds checks: the smaller shapes above have none) and at their edges, and
- * y += W x on each kind of tile; and the few-row products that go to gemm_cm.comp instead. The
- * quantized weights taken as they are (not made f16 first: test_dequant_products). */
+ * y += W x on each kind of tile; and the few-row products that go to gemm_cm.comp instead (of
+ * fewer tokens than the device makes weights f16 for: test_dequant_products). */
 static void test_coopmat2_tiles(void) {
     if (!vk_backend_coopmat2()) {
         printf("workgroup matrices: none on this device\n");
         return;
     }
-    uint32_t dequant_from = vk_backend_dequant_tokens();
-    vk_backend_set_dequant_tokens(0);
     static const enum ox_dtype types[] = {OX_DTYPE_F16, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
     static const int big[] = {1100, 0}, small[] = {130, 0}, rows[3] = {200, 64, 64};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
@@ -464,7 +462,6 @@ static void test_coopmat2_tiles(void) {
         test_weight_type(types[i], 1000, 4096, small);
         test_fusions_over(types[i], 128, kv_rows, 4096);
     }
-    vk_backend_set_dequant_tokens(dequant_from);
 }
 
 /* Products of quantized weights made f16 first (dequant_f16.comp), then multiplied as f16 weights

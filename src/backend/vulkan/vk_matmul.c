@@ -194,22 +194,31 @@ static void matmul_plain(struct backend *b, const struct mat *w, const float *x,
         }
 }
 
+/* *buf (of *have bytes) replaced by one of bytes, after what was recorded ran (it may read the
+ * old one); false (*buf NULL) where the flush failed (noted) or there is no memory. */
+static bool regrow(struct vk_state *s, void **buf, size_t *have, size_t bytes) {
+    if (!vk_flush(s))
+        return false;
+    if (*buf)
+        vk_mem_free(s->d, *buf);
+    *buf = vk_mem_alloc(s->d, bytes);
+    *have = *buf ? bytes : 0;
+    s->epoch++; /* the recorded steps read the old one */
+    return *buf != NULL;
+}
+
 /* The context's scratch buffer for activations converted for a product (f16 for gemm_cm.comp,
- * int8 for matvec.comp's integer form), at least bytes long: grown where too small, after what
- * was recorded ran (it may read the old one); NULL (noted) where there is no memory for it. */
+ * int8 for matvec.comp's integer form), at least bytes long: grown where too small (regrow);
+ * NULL (noted) where there is no memory for it. */
 static void *scratch(struct vk_state *s, size_t bytes) {
     if (bytes > s->scratch_bytes) {
-        if (!vk_flush(s))
-            return NULL;
-        size_t want = bytes > (8u << 20) ? bytes : 8u << 20;
-        if (s->scratch)
-            vk_mem_free(s->d, s->scratch);
-        s->scratch = vk_mem_alloc(s->d, want);
-        s->scratch_bytes = s->scratch ? want : 0;
         s->held_form = 0; /* holds nothing */
-        s->epoch++;       /* the recorded steps read the old one */
-        if (!s->scratch)
-            vk_note(s, VK_ERROR_OUT_OF_DEVICE_MEMORY, "matmul: activations converted");
+        size_t want = bytes > (8u << 20) ? bytes : 8u << 20;
+        if (!regrow(s, &s->scratch, &s->scratch_bytes, want)) {
+            if (!s->scratch)
+                vk_note(s, VK_ERROR_OUT_OF_DEVICE_MEMORY, "matmul: activations converted");
+            return NULL;
+        }
     }
     return s->scratch;
 }
@@ -310,23 +319,14 @@ static bool dequantizes(const struct vk_state *s, const struct weight_shaders *s
            coopmat2_tile(s, sh, w, vk_addr(y), n) < 0;
 }
 
-/* w's rows made f16 in the context's wide buffer (grown where too small, after what was recorded
- * ran: it may read the old one), described as f16 weights by *f; false where there is no memory
- * for it (the quantized product runs instead) or the flush failed (noted). */
+/* w's rows made f16 in the context's wide buffer (grown where too small: regrow), described as
+ * f16 weights by *f; false where there is no memory for it (the quantized product runs instead)
+ * or the flush failed (noted). */
 static bool weights_as_halves(struct vk_state *s, const struct mat *w,
                               const struct weight_shaders *sh, struct mat *f) {
     size_t bytes = (size_t)w->n_rows * (size_t)w->n_cols * 2;
-    if (bytes > s->wide_bytes) {
-        if (!vk_flush(s))
-            return false;
-        if (s->wide)
-            vk_mem_free(s->d, s->wide);
-        s->wide = vk_mem_alloc(s->d, bytes);
-        s->wide_bytes = s->wide ? bytes : 0;
-        s->epoch++; /* the recorded steps read the old one */
-        if (!s->wide)
-            return false;
-    }
+    if (bytes > s->wide_bytes && !regrow(s, &s->wide, &s->wide_bytes, bytes))
+        return false;
     struct dequant_args a = {vk_addr(w->data),    vk_addr(s->wide),    vk_addr(s->d->tables),
                              (uint32_t)w->n_rows, (uint32_t)w->n_cols, (uint32_t)w->row_bytes};
     uint64_t before = s->serial;
