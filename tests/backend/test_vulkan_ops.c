@@ -745,6 +745,85 @@ static void test_step_glu_down(enum ox_dtype type) {
     gpu.ops->free(&gpu, dh), gpu.ops->free(&gpu, dy), free(want);
 }
 
+/* Decode steps' q, k and v (three matrices of types types, the norm given to the op) and then
+ * their RoPE and cache stores, as a layer runs them, three steps of n tokens: with the device's
+ * folds on, the products rotate and store them as they write them from the second step on
+ * (vk_rope_fold.c: the first uploads the layer's block), else rope_store.comp does. q, k and the
+ * cache rows (f32 or f16) must be the same bit for bit. yarn: YaRN's mix and llama 3's frequency
+ * factors too. */
+static void test_rope_fold(const enum ox_dtype types[3], enum ox_dtype cache, int n, bool yarn) {
+    enum { HEADS = 8, KV = 2, HD = 64, COLS = 512, CELLS = 32, STEPS = 3 };
+    const int rows[3] = {HEADS * HD, KV * HD, KV * HD};
+    size_t row_bytes = (size_t)KV * HD * ox_dtype_type_size(cache);
+    float ff[24];
+    for (int i = 0; i < 24; i++)
+        ff[i] = 1.0f + (float)(i * 7 % 24) / 3.0f;
+    struct rope_params rp = {.n_rot = 48,
+                             .freq_base = 500000.0f,
+                             .freq_scale = yarn ? 0.25f : 1.0f,
+                             .ext_factor = yarn ? 1.0f : 0.0f,
+                             .attn_factor = 1.0f,
+                             .corr_dims = {4.0f, 20.0f},
+                             .freq_factors = yarn ? up(ff, sizeof ff) : NULL};
+    uint8_t *hw[3];
+    struct mat dw[3];
+    for (int m = 0; m < 3; m++)
+        dw[m] = random_weight(types[m], rows[m], COLS, &hw[m]);
+    float *x = random_floats((size_t)STEPS * n * COLS, 1.0f), *g = random_floats(COLS, 1.0f);
+    const struct norm_in norm = {up(g, COLS * 4), 1e-5f};
+    float *dx = up(x, (size_t)STEPS * n * COLS * 4);
+    uint8_t *got[2][3];
+    bool folds = vk_backend_folds();
+    for (int round = 0; round < 2; round++) {
+        vk_backend_set_folds(round == 1);
+        float *dy[3];
+        for (int m = 0; m < 3; m++)
+            dy[m] = gpu.ops->alloc(&gpu, (size_t)n * rows[m] * 4);
+        uint8_t *kc = gpu.ops->alloc(&gpu, CELLS * row_bytes);
+        uint8_t *vc = gpu.ops->alloc(&gpu, CELLS * row_bytes);
+        gpu.ops->zero(&gpu, (float *)kc, CELLS * row_bytes / 4);
+        gpu.ops->zero(&gpu, (float *)vc, CELLS * row_bytes / 4);
+        int32_t *dpos = gpu.ops->alloc(&gpu, 8 * 4), *dcells = gpu.ops->alloc(&gpu, 8 * 4);
+        for (int step = 0; step < STEPS; step++) {
+            int32_t pos[8], cells[8];
+            for (int t = 0; t < n; t++)
+                pos[t] = 100 * step + 7 * t, cells[t] = (step * n + t) % CELLS;
+            gpu.ops->upload(&gpu, dpos, pos, sizeof pos),
+                gpu.ops->upload(&gpu, dcells, cells, sizeof cells);
+            CHECK(gpu.ops->matmul_multi(&gpu, 3, dw, dx + (size_t)step * n * COLS, &norm, dy, n));
+            struct rope_store_args a = {dy[0], dy[1],     dy[2],     dpos,  n,     HEADS,
+                                        KV,    HD,        HD,        &rp,   cache, kc,
+                                        vc,    row_bytes, row_bytes, dcells};
+            CHECK(gpu.ops->rope_store(&gpu, &a));
+        }
+        got[round][0] = (uint8_t *)down(dy[0], (size_t)n * rows[0]);
+        got[round][1] = malloc(CELLS * row_bytes), got[round][2] = malloc(CELLS * row_bytes);
+        CHECK(gpu.ops->download(&gpu, got[round][1], kc, CELLS * row_bytes) == OX_OK);
+        CHECK(gpu.ops->download(&gpu, got[round][2], vc, CELLS * row_bytes) == OX_OK);
+        for (int m = 0; m < 3; m++)
+            gpu.ops->free(&gpu, dy[m]);
+        gpu.ops->free(&gpu, kc), gpu.ops->free(&gpu, vc), gpu.ops->free(&gpu, dpos);
+        gpu.ops->free(&gpu, dcells);
+    }
+    vk_backend_set_folds(folds);
+    size_t bytes[3] = {(size_t)n * rows[0] * 4, CELLS * row_bytes, CELLS * row_bytes};
+    static const char *what[3] = {"q", "the k rows", "the v rows"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(memcmp(got[0][i], got[1][i], bytes[i]) == 0,
+                  "%s, folded into q, k and v's products (%s %s %s, %s rows, n=%d)", what[i],
+                  ox_dtype_name(types[0]), ox_dtype_name(types[1]), ox_dtype_name(types[2]),
+                  ox_dtype_name(cache), n);
+        free(got[0][i]), free(got[1][i]);
+    }
+    printf("  RoPE and cache stores in q, k and v's products: %s %s %s, %s rows, n=%d%s\n",
+           ox_dtype_name(types[0]), ox_dtype_name(types[1]), ox_dtype_name(types[2]),
+           ox_dtype_name(cache), n, yarn ? ", YaRN and factors" : "");
+    gpu.ops->free(&gpu, (void *)rp.freq_factors);
+    for (int m = 0; m < 3; m++)
+        free(hw[m]), gpu.ops->free(&gpu, (void *)dw[m].data);
+    gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, (void *)norm.w), free(x), free(g);
+}
+
 /* What a bad call leaves: a weight type without a shader is refused at load (supports) and
  * fails the batch's download if called anyway. */
 static void test_refusals(void) {
@@ -835,6 +914,9 @@ static void test_products(void) {
     test_cache(OX_DTYPE_Q8_0);
     test_rope_store(OX_DTYPE_F32, 64, false), test_rope_store(OX_DTYPE_F16, 32, true);
     test_rope_store(OX_DTYPE_F16, 64, false), test_rope_store(OX_DTYPE_Q8_0, 64, false);
+    static const enum ox_dtype km_v[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
+    test_rope_fold(km_v, OX_DTYPE_F16, 1, false), test_rope_fold(km_v, OX_DTYPE_F32, 3, true);
+    test_rope_fold(f16, OX_DTYPE_F16, 1, true), test_rope_fold(f16, OX_DTYPE_F16, 8, false);
 }
 
 int main(void) {

@@ -60,7 +60,7 @@ bool vk_rope_store(struct backend *b, const struct rope_store_args *a) {
     if ((a->cache_type != OX_DTYPE_F32 && a->cache_type != OX_DTYPE_F16) || r->n_rot <= 0 ||
         r->n_rot > a->hd_k || a->k_row > UINT32_MAX || a->v_row > UINT32_MAX)
         return false;
-    if (a->n <= 0)
+    if (a->n <= 0 || vk_rope_fold(b, a))
         return true;
     struct rope_store_push args = {vk_addr(a->q),
                                    vk_addr(a->k),

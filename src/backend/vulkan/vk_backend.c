@@ -93,6 +93,17 @@ uint32_t vk_backend_dequant_tokens(void) {
     return d ? d->dequant_tokens : 0;
 }
 
+bool vk_backend_folds(void) {
+    struct vk_device *d = vk_device_get();
+    return d && d->folds;
+}
+
+void vk_backend_set_folds(bool on) {
+    struct vk_device *d = vk_device_get();
+    if (d)
+        d->folds = on;
+}
+
 void vk_backend_set_dequant_tokens(uint32_t tokens) {
     struct vk_device *d = vk_device_get();
     if (d)

@@ -25,5 +25,10 @@ bool vk_backend_q8_type(enum ox_dtype type);
  * tiled product (0: none); for tests, that number set. */
 uint32_t vk_backend_dequant_tokens(void);
 void vk_backend_set_dequant_tokens(uint32_t tokens);
+/* Whether decode's q, k and v products rotate q and k and store k and v into the cache
+ * themselves (normal RoPE, f32 or f16 rows), rather than rope_store.comp after them; for tests,
+ * that turned on or off. */
+bool vk_backend_folds(void);
+void vk_backend_set_folds(bool on);
 
 #endif

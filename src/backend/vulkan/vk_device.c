@@ -236,6 +236,7 @@ static bool make_device(void) {
         vk_coopmat2_attention_usable(device.instance, device.physical, device.coopmat2);
     device.dot8 = dot8_usable(device.physical);
     device.dequant_tokens = dequant_tokens(device.coopmat2);
+    device.folds = !vk_turned_off("OX_VK_FOLDS");
     device.pipeline_stats = vk_pipeline_stats_wanted(device.physical);
     device.host_import = vk_pinned_usable(device.physical, &device.import_alignment);
     struct vk_coopmat_features cm;

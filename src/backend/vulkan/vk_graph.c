@@ -74,6 +74,7 @@ bool vk_graph_begin(struct backend *b, uint64_t key) {
 
 /* The recording ended and submitted (it runs this step); kept for replays where whole. */
 static void finish(struct vk_state *s, bool whole) {
+    vk_record_waiting(s); /* the step's last dispatches are its own */
     struct vk_graph *g = s->capture;
     s->capture = NULL, s->recording = false, s->pending = false;
     g->in_flight = vk_queue_submit(s, g->cmd, g->fence, true);

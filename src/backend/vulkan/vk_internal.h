@@ -13,7 +13,7 @@
 
 /* Every shader takes its arguments as push constants (the pointers among them 64-bit buffer
  * device addresses), at most this many bytes: what every Vulkan device offers. */
-enum { VK_PUSH_BYTES = 128 };
+enum { VK_PUSH_BYTES = 128, VK_WAITING = 3 };
 
 /* The device every context and every weight of this process uses. */
 struct vk_device {
@@ -32,6 +32,9 @@ struct vk_device {
     bool coopmat2;                        /* f16 and q4_K's on gemm_cm2.comp (vk_coopmat2.c) */
     bool attention_cm2;                   /* prompts' attention on attention_cm2.comp (same) */
     bool dot8; /* decode's products on int8 activations (matvec.comp's X_Q8: vk_device.c) */
+    /* decode's q, k and v products rotate and store them too (vk_rope_fold.c); OX_VK_FOLDS=0
+     * turns it off */
+    bool folds;
     /* products of at least this many tokens take quantized weights made f16 first (0: none;
      * vk_matmul.c's weights_as_halves) */
     uint32_t dequant_tokens;
@@ -170,7 +173,15 @@ struct vk_state {
     uint64_t held_of, held_serial;
     size_t held_count, held_at; /* held_at: its offset in scratch */
     int held_form;
-    int last_form; /* the x form the last matrix-vector product took (vk_matmul.c) */
+    int last_form;      /* the x form the last matrix-vector product took (vk_matmul.c) */
+    struct vk_waiting { /* vk_dispatch_later's dispatches, not yet recorded */
+        enum vk_shader shader;
+        size_t bytes;
+        uint8_t args[VK_PUSH_BYTES];
+        uint32_t grid[3];
+    } waiting[VK_WAITING];
+    int n_waiting;
+    struct vk_rope_blocks *rope_blocks; /* vk_rope_fold.c's, or NULL */
     struct vk_graph graph[VK_GRAPHS];
     struct vk_graph *capture; /* the graph being recorded, or NULL */
     bool capture_spoiled;     /* something was uploaded while it was: not to be replayed */
@@ -236,6 +247,29 @@ void vk_graphs_release(struct vk_state *s);
  * next op sees its writes. */
 void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes, uint32_t gx,
                  uint32_t gy, uint32_t gz);
+/* The same, kept back (with up to VK_WAITING others) until the next command, which records
+ * them first, in order: until then vk_waiting_args gives the i-th one's push constants (bytes of
+ * them; NULL past the last or of another size) for the op after them to change (q, k and v's
+ * products made to rotate and store them too: vk_rope_fold.c). vk_record_waiting records them
+ * now. */
+void vk_dispatch_later(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes,
+                       uint32_t gx, uint32_t gy, uint32_t gz);
+void *vk_waiting_args(struct vk_state *s, int i, size_t bytes);
+void vk_record_waiting(struct vk_state *s);
+/* matvec.comp's arguments (vk_matmul.c): up to 3 matrices of one width and type, and what to do
+ * with them. */
+enum { MV_SET, MV_ADD, MV_GLU };
+struct matvec_args {
+    uint64_t w[3], y[3], x, tab;
+    uint32_t rows[3], row_bytes[3];
+    uint32_t cols, n, mode, glu_kind;
+    uint64_t halves; /* a GLU's output as f16 too (for down), or 0 */
+    uint64_t rope; /* q, k and v's: vk_rope_fold.c's block (rotate q and k, store k and v), or 0 */
+};
+/* Decode's RoPE and cache stores done by the products of q, k and v still waiting to be recorded
+ * (vk_rope_fold.c), rather than by rope_store.comp: true where they took them. */
+bool vk_rope_fold(struct backend *b, const struct rope_store_args *a);
+void vk_rope_blocks_release(struct vk_state *s);
 /* Groups for a grid-stride loop over n values, 256 a group. */
 uint32_t vk_groups(size_t n);
 /* The device address a pointer stands for, as the shaders take it. */

@@ -344,15 +344,6 @@ struct quantize_args {
     uint32_t groups;
 };
 
-/* matvec.comp's arguments: up to 3 matrices of one width and type, and what to do with them. */
-enum { MV_SET, MV_ADD, MV_GLU };
-struct matvec_args {
-    uint64_t w[3], y[3], x, tab;
-    uint32_t rows[3], row_bytes[3];
-    uint32_t cols, n, mode, glu_kind;
-    uint64_t halves; /* a GLU's output as f16 too (for down), or 0 */
-};
-
 struct gemm_args {
     uint64_t w, x, y, tab;
     uint32_t rows, cols, n, row_bytes, add;
@@ -417,7 +408,7 @@ static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *
  * gave it (bytes: the integer form), 4 rows a workgroup (a GLU: 2 of the gate, 2 of up). */
 static void matvec(struct vk_state *s, const struct weight_shaders *sh, int count,
                    const struct mat *w, uint64_t x, bool bytes, float *const *y, int n, int mode,
-                   int glu_kind, uint64_t halves) {
+                   int glu_kind, uint64_t halves, bool later) {
     struct matvec_args a = {.x = x,
                             .tab = vk_addr(s->d->tables),
                             .cols = (uint32_t)w[0].n_cols,
@@ -435,8 +426,12 @@ static void matvec(struct vk_state *s, const struct weight_shaders *sh, int coun
     size_t groups = mode == MV_GLU ? (a.rows[0] + 1) / 2 : (rows + 3) / 4;
     enum vk_shader shader =
         bytes ? (n == 1 ? sh->matvecq1 : sh->matvecq) : (n == 1 ? sh->matvec1 : sh->matvec);
-    uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups;
-    vk_dispatch(s, shader, &a, sizeof a, gx, (uint32_t)((groups + gx - 1) / gx), 1);
+    uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups,
+             gy = (uint32_t)((groups + gx - 1) / gx);
+    if (later)
+        vk_dispatch_later(s, shader, &a, sizeof a, gx, gy, 1);
+    else
+        vk_dispatch(s, shader, &a, sizeof a, gx, gy, 1);
     for (int m = 0; m < count; m++) /* what it read of scratch stays x's, unless it wrote x */
         scratch_read(s, a.y[m], (uint64_t)a.rows[m] * (uint64_t)n * sizeof(float));
 }
@@ -528,7 +523,7 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
     if (matvec_takes(w, x, n)) {
         uint64_t in = matvec_input(s, x_form(s, sh, w->type), x, NULL, n, w->n_cols);
         if (in)
-            matvec(s, sh, 1, w, in, on_bytes(s, sh), &y, n, add ? MV_ADD : MV_SET, 0, 0);
+            matvec(s, sh, 1, w, in, on_bytes(s, sh), &y, n, add ? MV_ADD : MV_SET, 0, 0, false);
         return;
     }
     struct mat halves;
@@ -634,11 +629,14 @@ bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const fl
     weight_shaders(w[0].type, &sh);
     bool bytes = on_bytes(s, &sh);
     uint64_t in = matvec_input(s, x_form(s, &sh, w[0].type), x, norm, n, w[0].n_cols);
+    /* q, k and v's products wait for the op after them, which may have them rotate and store
+     * them too (vk_rope_fold.c) */
+    bool later = count == 3 && s->d->folds;
     for (int m = 0, run; in && m < count; m += run) {
         for (run = 1; m + run < count && w[m + run].type == w[m].type; run++)
             ;
         weight_shaders(w[m].type, &sh);
-        matvec(s, &sh, run, w + m, in, bytes, y + m, n, MV_SET, 0, 0);
+        matvec(s, &sh, run, w + m, in, bytes, y + m, n, MV_SET, 0, 0, later);
     }
     return true;
 }
@@ -665,7 +663,7 @@ bool vk_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate
         return true;
     size_t at = (size_t)(in - vk_addr(s->scratch)) + in_bytes; /* x's offset, plus */
     matvec(s, &sh, 2, both, in, on_bytes(s, &sh), out, n, MV_GLU, (int)kind,
-           halves ? vk_addr(s->scratch) + at : 0);
+           halves ? vk_addr(s->scratch) + at : 0, false);
     if (halves)
         scratch_made(s, X_HALVES, vk_addr(y), count), s->held_at = at;
     return true;

@@ -1,5 +1,6 @@
-/* vk_stream.c: a context's command stream: ops recorded in order (a barrier after each) into a
- * ring of command buffers, each submitted once it holds 32 dispatches (or into a decode step's
+/* vk_stream.c: a context's command stream: ops recorded in order (a barrier after each; a few
+ * held back until the next command, which may change them: vk_dispatch_later) into a ring of
+ * command buffers, each submitted once it holds 32 dispatches (or into a decode step's
  * recording: vk_graph.c), uploads through a staging ring, and downloads that submit the rest,
  * wait for all of it and report the first failure. */
 #define _POSIX_C_SOURCE 200809L
@@ -64,6 +65,7 @@ static void submit(struct vk_state *s) {
 }
 
 void vk_submit_recorded(struct vk_state *s) {
+    vk_record_waiting(s);
     if (s->recording && s->pending)
         submit(s);
     else if (s->recording) /* nothing recorded: nothing to run */
@@ -102,30 +104,70 @@ uint32_t vk_groups(size_t n) {
     return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
 }
 
-void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes, uint32_t gx,
-                 uint32_t gy, uint32_t gz) {
-    VkPipeline p = vk_pipeline(s->d, sh);
-    if (bytes > VK_PUSH_BYTES) {
-        vk_note(s, VK_ERROR_UNKNOWN, "a shader's arguments past the push constants' 128 bytes");
-        return;
-    }
-    if (!p) {
-        vk_note(s, VK_ERROR_INITIALIZATION_FAILED, "a shader's pipeline");
-        return;
-    }
+/* One dispatch recorded, a barrier after it. */
+static void record(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes,
+                   const uint32_t grid[3]) {
     begin(s);
-    vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk_pipeline(s->d, sh));
     vkCmdPushConstants(s->cmd, s->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)bytes, args);
-    const uint32_t grid[3] = {gx, gy, gz};
     vk_profile_dispatch(s, sh, grid, false);
-    vkCmdDispatch(s->cmd, gx, gy, gz);
+    vkCmdDispatch(s->cmd, grid[0], grid[1], grid[2]);
     vk_profile_dispatch(s, sh, grid, true);
     barrier(s);
-    s->pending = true, s->serial++;
+    s->pending = true;
     /* a long batch (a decode step: hundreds) goes to the GPU in parts, so it runs while the rest
      * is recorded; the profiler's timestamps stay in one buffer, a recording in its own */
     if (++s->dispatches >= 32 && !s->prof && !s->capture)
         submit(s);
+}
+
+void vk_record_waiting(struct vk_state *s) {
+    int count = s->n_waiting;
+    s->n_waiting = 0;
+    for (int i = 0; i < count; i++) {
+        const struct vk_waiting *w = &s->waiting[i];
+        record(s, w->shader, w->args, w->bytes, w->grid);
+    }
+}
+
+/* Whether sh's pipeline is there and its arguments fit the push constants (noted where not). */
+static bool dispatchable(struct vk_state *s, enum vk_shader sh, size_t bytes) {
+    if (bytes > VK_PUSH_BYTES) {
+        vk_note(s, VK_ERROR_UNKNOWN, "a shader's arguments past the push constants' 128 bytes");
+        return false;
+    }
+    if (!vk_pipeline(s->d, sh)) {
+        vk_note(s, VK_ERROR_INITIALIZATION_FAILED, "a shader's pipeline");
+        return false;
+    }
+    return true;
+}
+
+void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes, uint32_t gx,
+                 uint32_t gy, uint32_t gz) {
+    if (!dispatchable(s, sh, bytes))
+        return;
+    vk_record_waiting(s);
+    const uint32_t grid[3] = {gx, gy, gz};
+    record(s, sh, args, bytes, grid);
+    s->serial++;
+}
+
+void vk_dispatch_later(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes,
+                       uint32_t gx, uint32_t gy, uint32_t gz) {
+    if (!dispatchable(s, sh, bytes))
+        return;
+    if (s->n_waiting == VK_WAITING)
+        vk_record_waiting(s);
+    struct vk_waiting *w = &s->waiting[s->n_waiting++];
+    w->shader = sh, w->bytes = bytes;
+    memcpy(w->args, args, bytes);
+    w->grid[0] = gx, w->grid[1] = gy, w->grid[2] = gz;
+    s->serial++;
+}
+
+void *vk_waiting_args(struct vk_state *s, int i, size_t bytes) {
+    return i < s->n_waiting && s->waiting[i].bytes == bytes ? s->waiting[i].args : NULL;
 }
 
 void *vk_alloc(struct backend *b, size_t bytes) {
@@ -139,6 +181,7 @@ void vk_free(struct backend *b, void *p) {
 /* One copy between a buffer of ours and a staging one, in stream order. */
 static void copy(struct vk_state *s, VkBuffer from, VkDeviceSize from_off, VkBuffer to,
                  VkDeviceSize to_off, size_t bytes) {
+    vk_record_waiting(s);
     begin(s);
     VkBufferCopy region = {from_off, to_off, bytes};
     vkCmdCopyBuffer(s->cmd, from, to, 1, &region);
@@ -273,6 +316,7 @@ void vk_release(struct backend *b) {
         vk_mem_free(s->d, s->scratch);
     if (s->wide)
         vk_mem_free(s->d, s->wide);
+    vk_rope_blocks_release(s);
     if (s->up)
         vkDestroyBuffer(dev, s->up, NULL), vkFreeMemory(dev, s->up_mem, NULL);
     if (s->down)

@@ -28,7 +28,21 @@ layout(push_constant) uniform Args {
     uint rows[3], row_bytes[3];
     uint cols, n, mode, glu_kind; // n <= 8
     uint64_t halves; // a GLU's y as f16 too (as halves.comp rounds it), or 0
+    uint64_t rope;   // q, k and v's products in a decode step: RopeBlock, or 0
 } p;
+
+// A decode step's RoPE and cache stores, done as q, k and v are written (vk_rope_fold.c): the
+// outputs that are q, k and v, the cache rows of the cells, and rope_store.comp's parameters.
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer RopeBlock {
+    uint64_t q, k, v, k_cache, v_cache;
+    Ints pos, cells;
+    Floats ff; // n_rot / 2 divisors, or 0
+    uint k_row, v_row, hd_k, n_rot, half_rows, pad;
+    float theta_scale, freq_scale, ext_factor, attn_factor, corr0, corr1;
+};
+RopeBlock rb;
+#define ROPE_ARGS rb
+#include "rope.glsl"
 
 #define MODE_SET 0
 #define MODE_ADD 1
@@ -207,6 +221,44 @@ bool slot_row(uint wg, uint k, out uint m, out uint r) {
     return r < p.rows[m];
 }
 
+// Element i of the k (or v) cache row of token t's cell, as rope_store.comp stores it.
+void store(bool is_k, uint t, uint i, float v) {
+    uint64_t cell = uint64_t(rb.cells.v[t]);
+    uint64_t row = is_k ? rb.k_cache + cell * rb.k_row : rb.v_cache + cell * rb.v_row;
+    if (rb.half_rows != 0)
+        Halves(row).v[i] = float16_t(v);
+    else
+        Floats(row).v[i] = v;
+}
+
+// Row r of matrix m for token t (slot k's sum) where the matrices are q, k and v: q's and k's
+// first n_rot dimensions of each head rotated in pairs of rows (2i, 2i + 1: slots k and k + 1,
+// written by k's thread) as rope_store.comp rotates them, and k and v stored into the cache.
+void roped_write(uint m, uint r, uint k, uint t) {
+    rb = RopeBlock(p.rope);
+    uint64_t ym = p.y[m];
+    bool is_q = ym == rb.q, is_k = ym == rb.k, is_v = ym == rb.v;
+    uint dim = r % rb.hd_k, at = t * p.rows[m] + r;
+    Floats y = Floats(ym);
+    if ((is_q || is_k) && dim < rb.n_rot) {
+        if (k % 2 != 0)
+            return;
+        float ff = 1.0; // an if, as rope_store.comp's
+        if (uint64_t(rb.ff) != 0)
+            ff = rb.ff.v[dim / 2];
+        vec2 sc = rope_sin_cos(float(rb.pos.v[t]), dim / 2, ff);
+        float x0 = sums[k][t], x1 = sums[k + 1][t];
+        vec2 v = rotated(x0, x1, sc);
+        y.v[at] = v.x, y.v[at + 1] = v.y;
+        if (is_k)
+            store(true, t, r, v.x), store(true, t, r + 1, v.y);
+        return;
+    }
+    y.v[at] = sums[k][t];
+    if (is_k || is_v)
+        store(is_k, t, r, sums[k][t]);
+}
+
 void main() {
     // threads numbered by subgroup, so that a team is whole subgroups (team_parts)
     uint th = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
@@ -237,6 +289,10 @@ void main() {
     uint m, r;
     if (!summing || !slot_row(wg, k, m, r))
         return;
+    if (p.rope != 0) {
+        roped_write(m, r, k, t);
+        return;
+    }
     if (p.mode == MODE_GLU) { // the gate's slots, each with its up row's sum
         if (k < 2) {
             float v = glu(p.glu_kind, sums[k][t], sums[k + 2][t]);

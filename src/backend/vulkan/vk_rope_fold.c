@@ -1,0 +1,127 @@
+/* vk_rope_fold.c: a decode step's RoPE of q and k and its cache stores of k and v done by q, k and
+ * v's matrix-vector products as they write them (matvec.comp's rope block), not by rope_store.comp
+ * after them: one dispatch less a layer. Normal RoPE rotates rows 2i and 2i + 1, which one
+ * workgroup's four rows hold, so no workgroup waits for another. The products wait to be
+ * recorded (vk_dispatch_later) until rope_store comes, which gives them each layer's block. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/vulkan/vk_internal.h"
+
+/* matvec.comp's RopeBlock: the outputs it applies to, the cache rows, positions, cells, and the
+ * rotation's parameters (as rope_store.comp takes them). */
+struct rope_block {
+    uint64_t q, k, v, k_cache, v_cache, pos, cells, ff;
+    uint32_t k_row, v_row, hd_k, n_rot, half_rows, pad;
+    float theta_scale, freq_scale, ext_factor, attn_factor, corr0, corr1;
+};
+_Static_assert(sizeof(struct rope_block) == 112, "matvec.comp's RopeBlock is 112 bytes");
+
+/* A context's blocks, a layer's each (found by its k cache), on the device and as uploaded. */
+enum { ROPE_BLOCKS = 512 };
+struct vk_rope_blocks {
+    struct rope_block *device;
+    struct rope_block host[ROPE_BLOCKS];
+    int count;
+};
+
+/* The block of a's layer as the products take it. */
+static struct rope_block block_of(const struct rope_store_args *a) {
+    const struct rope_params *r = a->rope;
+    return (struct rope_block){
+        .q = vk_addr(a->q),
+        .k = vk_addr(a->k),
+        .v = vk_addr(a->v),
+        .k_cache = vk_addr(a->k_cache),
+        .v_cache = vk_addr(a->v_cache),
+        .pos = vk_addr(a->pos),
+        .cells = vk_addr(a->cells),
+        .ff = vk_addr(r->freq_factors),
+        .k_row = (uint32_t)a->k_row,
+        .v_row = (uint32_t)a->v_row,
+        .hd_k = (uint32_t)a->hd_k,
+        .n_rot = (uint32_t)r->n_rot,
+        .half_rows = a->cache_type == OX_DTYPE_F16,
+        .theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot),
+        .freq_scale = r->freq_scale,
+        .ext_factor = r->ext_factor,
+        .attn_factor = r->attn_factor,
+        .corr0 = r->corr_dims[0],
+        .corr1 = r->corr_dims[1],
+    };
+}
+
+/* The device address of want's block where it is there as it is; where it is new or changed it
+ * is uploaded now and 0 returned: the upload runs ahead of nothing waiting (it records them
+ * first), so the block serves from the layer's next step. 0 too where there is no room. */
+static uint64_t block_address(struct backend *b, const struct rope_block *want) {
+    struct vk_state *s = vk_of(b);
+    struct vk_rope_blocks *rb = s->rope_blocks;
+    if (!rb) {
+        rb = s->rope_blocks = calloc(1, sizeof *rb);
+        if (!rb)
+            return 0;
+        rb->device = vk_mem_alloc(s->d, sizeof(struct rope_block) * ROPE_BLOCKS);
+    }
+    if (!rb->device)
+        return 0;
+    int i = 0;
+    while (i < rb->count && rb->host[i].k_cache != want->k_cache)
+        i++;
+    if (i < rb->count && !memcmp(&rb->host[i], want, sizeof *want))
+        return vk_addr(&rb->device[i]);
+    if (i == ROPE_BLOCKS)
+        return 0;
+    rb->count += i == rb->count;
+    rb->host[i] = *want;
+    vk_upload(b, &rb->device[i], want, sizeof *want);
+    return 0;
+}
+
+/* Whether the waiting dispatches are q, k and v's products for a's tokens (one or two
+ * dispatches: their types' runs), every output one of a's three, each rows a multiple of 4 (a
+ * workgroup's rows one matrix's) and even (whole pairs). */
+static bool waiting_are_qkv(struct vk_state *s, const struct rope_store_args *a) {
+    const uint64_t want[3] = {vk_addr(a->q), vk_addr(a->k), vk_addr(a->v)};
+    const int64_t rows[3] = {(int64_t)a->n_head * a->hd_k, (int64_t)a->n_head_kv * a->hd_k,
+                             (int64_t)a->n_head_kv * a->hd_v};
+    int found = 0;
+    struct matvec_args *m;
+    for (int i = 0; (m = vk_waiting_args(s, i, sizeof *m)); i++) {
+        if (m->mode != MV_SET || m->n != (uint32_t)a->n)
+            return false;
+        for (int j = 0; j < 3 && m->rows[j]; j++) {
+            int o = 0;
+            while (o < 3 && m->y[j] != want[o])
+                o++;
+            if (o == 3 || (int64_t)m->rows[j] != rows[o] || rows[o] % 4)
+                return false;
+            found |= 1 << o;
+        }
+    }
+    return found == 7;
+}
+
+bool vk_rope_fold(struct backend *b, const struct rope_store_args *a) {
+    struct vk_state *s = vk_of(b);
+    const struct rope_params *r = a->rope;
+    if (!s->d->folds || r->neox || r->n_rot % 2 || a->hd_k % 2 || a->n > 8 ||
+        !waiting_are_qkv(s, a))
+        return false;
+    struct rope_block want = block_of(a);
+    uint64_t at = block_address(b, &want);
+    struct matvec_args *m;
+    for (int i = 0; at && (m = vk_waiting_args(s, i, sizeof *m)); i++)
+        m->rope = at;
+    return at != 0;
+}
+
+void vk_rope_blocks_release(struct vk_state *s) {
+    if (!s->rope_blocks)
+        return;
+    if (s->rope_blocks->device)
+        vk_mem_free(s->d, s->rope_blocks->device);
+    free(s->rope_blocks);
+    s->rope_blocks = NULL;
+}
