@@ -42,9 +42,13 @@ release: deps
 	  -DOX_VULKAN=$(if $(filter 1,$(VULKAN)),ON,OFF) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
+# A package counts as installed for this machine's architecture (or as architecture-independent):
+# `make test`'s arm64 libraries of the same names must not stand in for the native ones.
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	@missing=""; arch=$$(dpkg --print-architecture 2>/dev/null); for p in $(DEB_PACKAGES); do \
+	  { dpkg-query -W -f='$${Status}' $$p:$$arch 2>/dev/null || \
+	    dpkg-query -W -f='$${Status}' $$p:all 2>/dev/null; } | grep -q "ok installed" || \
+	    missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then echo "installing:$$missing"; \

@@ -774,6 +774,7 @@ static void test_rope_fold(const enum ox_dtype types[3], enum ox_dtype cache, in
     float *dx = up(x, (size_t)STEPS * n * COLS * 4);
     uint8_t *got[2][3];
     bool folds = vk_backend_folds();
+    uint64_t taken = vk_backend_rope_folds();
     for (int round = 0; round < 2; round++) {
         vk_backend_set_folds(round == 1);
         float *dy[3];
@@ -806,6 +807,10 @@ static void test_rope_fold(const enum ox_dtype types[3], enum ox_dtype cache, in
         gpu.ops->free(&gpu, dcells);
     }
     vk_backend_set_folds(folds);
+    /* the products took every step's but the first, which uploaded the layer's block (or
+     * found one the same from an earlier call) */
+    CHECK_MSG(vk_backend_rope_folds() - taken >= STEPS - 1, "%llu of %d steps folded",
+              (unsigned long long)(vk_backend_rope_folds() - taken), STEPS);
     size_t bytes[3] = {(size_t)n * rows[0] * 4, CELLS * row_bytes, CELLS * row_bytes};
     static const char *what[3] = {"q", "the k rows", "the v rows"};
     for (int i = 0; i < 3; i++) {

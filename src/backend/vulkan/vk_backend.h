@@ -30,5 +30,7 @@ void vk_backend_set_dequant_tokens(uint32_t tokens);
  * that turned on or off. */
 bool vk_backend_folds(void);
 void vk_backend_set_folds(bool on);
+/* How many rope_store calls q, k and v's products have taken so far (for tests). */
+uint64_t vk_backend_rope_folds(void);
 
 #endif

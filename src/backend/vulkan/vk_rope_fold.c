@@ -4,10 +4,19 @@
  * workgroup's four rows hold, so no workgroup waits for another. The products wait to be
  * recorded (vk_dispatch_later) until rope_store comes, which gives them each layer's block. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_internal.h"
+
+/* The rope_store calls the products took (vk_backend_rope_folds), over every context. */
+static _Atomic uint64_t folds_taken;
+
+uint64_t vk_backend_rope_folds(void) {
+    return folds_taken;
+}
 
 /* matvec.comp's RopeBlock: the outputs it applies to, the cache rows, positions, cells, and the
  * rotation's parameters (as rope_store.comp takes them). */
@@ -18,7 +27,7 @@ struct rope_block {
 };
 _Static_assert(sizeof(struct rope_block) == 112, "matvec.comp's RopeBlock is 112 bytes");
 
-/* A context's blocks, a layer's each (found by its k cache), on the device and as uploaded. */
+/* A context's blocks (a layer's each), on the device and as uploaded. */
 enum { ROPE_BLOCKS = 512 };
 struct vk_rope_blocks {
     struct rope_block *device;
@@ -52,9 +61,10 @@ static struct rope_block block_of(const struct rope_store_args *a) {
     };
 }
 
-/* The device address of want's block where it is there as it is; where it is new or changed it
- * is uploaded now and 0 returned: the upload runs ahead of nothing waiting (it records them
- * first), so the block serves from the layer's next step. 0 too where there is no room. */
+/* The device address of a block equal to want where one is there; where none is, want is
+ * uploaded into a new one and 0 returned: the upload runs ahead of nothing waiting (it records
+ * them first), so the block serves from the layer's next step. A block once there never changes
+ * (a recorded step may read it), and 0 is returned where there is no room. */
 static uint64_t block_address(struct backend *b, const struct rope_block *want) {
     struct vk_state *s = vk_of(b);
     struct vk_rope_blocks *rb = s->rope_blocks;
@@ -66,16 +76,13 @@ static uint64_t block_address(struct backend *b, const struct rope_block *want) 
     }
     if (!rb->device)
         return 0;
-    int i = 0;
-    while (i < rb->count && rb->host[i].k_cache != want->k_cache)
-        i++;
-    if (i < rb->count && !memcmp(&rb->host[i], want, sizeof *want))
-        return vk_addr(&rb->device[i]);
-    if (i == ROPE_BLOCKS)
+    for (int i = 0; i < rb->count; i++)
+        if (!memcmp(&rb->host[i], want, sizeof *want))
+            return vk_addr(&rb->device[i]);
+    if (rb->count == ROPE_BLOCKS)
         return 0;
-    rb->count += i == rb->count;
-    rb->host[i] = *want;
-    vk_upload(b, &rb->device[i], want, sizeof *want);
+    rb->host[rb->count] = *want;
+    vk_upload(b, &rb->device[rb->count++], want, sizeof *want);
     return 0;
 }
 
@@ -114,6 +121,7 @@ bool vk_rope_fold(struct backend *b, const struct rope_store_args *a) {
     struct matvec_args *m;
     for (int i = 0; at && (m = vk_waiting_args(s, i, sizeof *m)); i++)
         m->rope = at;
+    folds_taken += at != 0;
     return at != 0;
 }
 
