@@ -2,7 +2,6 @@
  * the attention over them (attention.comp a query at a time; for prompts attention_block.comp 16
  * at a time, or attention_cm.comp / attention_cm2.comp 64 at a time on cooperative matrices; all
  * read the cache's rows themselves), as the op table names them. */
-#include <math.h>
 
 #include "backend/vulkan/vk_ops.h"
 
@@ -78,7 +77,7 @@ bool vk_rope_store(struct backend *b, const struct rope_store_args *a) {
                                    (uint32_t)r->n_rot,
                                    r->neox,
                                    a->cache_type == OX_DTYPE_F16,
-                                   powf(r->freq_base, -2.0f / (float)r->n_rot),
+                                   vk_theta_scale(r),
                                    r->freq_scale,
                                    r->ext_factor,
                                    r->attn_factor,

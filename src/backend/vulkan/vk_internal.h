@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
@@ -275,6 +276,11 @@ uint32_t vk_groups(size_t n);
 /* The device address a pointer stands for, as the shaders take it. */
 static inline uint64_t vk_addr(const void *p) {
     return (uint64_t)(uintptr_t)p;
+}
+/* RoPE's angle step between pairs as rope.glsl takes it (theta_scale): one expression for every
+ * shader's arguments, so q, k and v's products (vk_rope_fold.c) rotate as rope_store.comp does. */
+static inline float vk_theta_scale(const struct rope_params *r) {
+    return powf(r->freq_base, -2.0f / (float)r->n_rot);
 }
 
 /* OX_VK_PROFILE (vk_profile.c): NULL when not asked for; timestamps around each dispatch (after:

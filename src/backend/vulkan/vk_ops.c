@@ -1,7 +1,6 @@
 /* vk_ops.c: the op table's vector ops on the Vulkan device: elementwise (eltwise.comp), whole
  * rows (rows.comp: norms and softmax), rows with a stride or a per-row gate (rowwise.comp) and
  * RoPE (rope.comp). Each op pushes its pointers as device addresses and dispatches once. */
-#include <math.h>
 
 #include "backend/vulkan/vk_ops.h"
 
@@ -183,12 +182,11 @@ void vk_rope(struct backend *b, float *x, const int32_t *pos, int n, int n_heads
              const struct rope_params *p) {
     if (n <= 0 || n_heads <= 0 || p->n_rot <= 0)
         return;
-    struct rope_args args = {
-        vk_addr(x),         vk_addr(pos),      vk_addr(p->freq_factors),
-        (uint32_t)n,        (uint32_t)n_heads, (uint32_t)head_dim,
-        (uint32_t)p->n_rot, p->neox,           powf(p->freq_base, -2.0f / (float)p->n_rot),
-        p->freq_scale,      p->ext_factor,     p->attn_factor,
-        p->corr_dims[0],    p->corr_dims[1]};
+    struct rope_args args = {vk_addr(x),         vk_addr(pos),      vk_addr(p->freq_factors),
+                             (uint32_t)n,        (uint32_t)n_heads, (uint32_t)head_dim,
+                             (uint32_t)p->n_rot, p->neox,           vk_theta_scale(p),
+                             p->freq_scale,      p->ext_factor,     p->attn_factor,
+                             p->corr_dims[0],    p->corr_dims[1]};
     size_t pairs = (size_t)n * (size_t)n_heads * (size_t)(p->n_rot / 2);
     vk_dispatch(vk_of(b), VK_SHADER_rope, &args, sizeof args, vk_groups(pairs), 1, 1);
 }

@@ -3,7 +3,6 @@
  * after them: one dispatch less a layer. Normal RoPE rotates rows 2i and 2i + 1, which one
  * workgroup's four rows hold, so no workgroup waits for another. The products wait to be
  * recorded (vk_dispatch_later) until rope_store comes, which gives them each layer's block. */
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +51,7 @@ static struct rope_block block_of(const struct rope_store_args *a) {
         .hd_k = (uint32_t)a->hd_k,
         .n_rot = (uint32_t)r->n_rot,
         .half_rows = a->cache_type == OX_DTYPE_F16,
-        .theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot),
+        .theta_scale = vk_theta_scale(r),
         .freq_scale = r->freq_scale,
         .ext_factor = r->ext_factor,
         .attn_factor = r->attn_factor,
