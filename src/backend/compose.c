@@ -90,8 +90,10 @@ void compose_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat 
         if (fuses && b->ops->matmul_glu(b, kind, gate, up, x, NULL, y, n))
             return;
     }
-    compose_matmul(b, gate, x, gate_out, n);
-    compose_matmul(b, up, x, up_out, n);
+    /* gate and up as one multi-product where the backend takes them so (vk_matmul.c's cm2_pair) */
+    struct mat both[2] = {*gate, *up};
+    float *outs[2] = {gate_out, up_out};
+    compose_matmul_multi(b, 2, both, x, NULL, outs, n, normed);
     b->ops->glu(b, kind, gate_out, up_out, y, (size_t)n * (size_t)gate->n_rows);
 }
 

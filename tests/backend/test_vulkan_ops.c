@@ -441,6 +441,41 @@ static void test_prompt_copies(enum ox_dtype type);
  * (its loads without bounds checks: the smaller shapes above have none) and at their edges, and
  * y += W x on each kind of tile; and the few-row products that go to gemm_cm.comp instead (of
  * fewer tokens than the device makes weights f16 for: test_dequant_products). */
+/* A prompt's gate and up as one gemm_cm2.comp dispatch (matmul_multi of two matrices of one
+ * shape: their tiles in one grid, the second's after the first's): each product as the CPU's and
+ * bit for bit as the same product alone; a pair of two shapes is refused. */
+static void test_coopmat2_pair(enum ox_dtype type, int rows, int cols, int n) {
+    uint8_t *hw[2];
+    struct mat dw[2] = {random_weight(type, rows, cols, &hw[0]),
+                        random_weight(type, rows, cols, &hw[1])};
+    float *x = random_floats((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * 4);
+    clear_of_ties(x, (size_t)n * cols);
+    float *dx = up(x, (size_t)n * cols * 4), *dy[2],
+          *alone = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+    round_like_weights(type, n, x, (size_t)n * cols);
+    for (int m = 0; m < 2; m++)
+        dy[m] = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
+    CHECK_MSG(gpu.ops->matmul_multi(&gpu, 2, dw, dx, NULL, dy, n), "pair %s refused",
+              ox_dtype_name(type));
+    for (int m = 0; m < 2; m++) {
+        device_ref(type, hw[m], rows, cols, x, n, want);
+        gpu.ops->matmul(&gpu, &dw[m], dx, alone, n);
+        float *got = down(dy[m], (size_t)n * rows), *one = down(alone, (size_t)n * rows);
+        CHECK_CLOSE(got, want, (size_t)n * rows, 2e-5, "pair %s %d x %d matrix %d n=%d",
+                    ox_dtype_name(type), rows, cols, m, n);
+        CHECK_MSG(!memcmp(got, one, (size_t)n * rows * 4), "pair %s matrix %d: not as alone",
+                  ox_dtype_name(type), m);
+        free(got), free(one);
+    }
+    dw[1].n_rows = rows - 64; /* shapes apart: not one dispatch */
+    CHECK(!gpu.ops->matmul_multi(&gpu, 2, dw, dx, NULL, dy, n));
+    printf("  gate and up %-6s %4d x %4d, n=%d: one dispatch\n", ox_dtype_name(type), rows, cols,
+           n);
+    for (int m = 0; m < 2; m++)
+        free(hw[m]), gpu.ops->free(&gpu, (void *)dw[m].data), gpu.ops->free(&gpu, dy[m]);
+    free(x), free(want), gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, alone);
+}
+
 static void test_coopmat2_tiles(void) {
     if (!vk_backend_coopmat2()) {
         printf("workgroup matrices: none on this device\n");
@@ -455,6 +490,8 @@ static void test_coopmat2_tiles(void) {
     }
     test_weight_type(OX_DTYPE_Q4_K, 2112, 1024, big); /* four superblocks a row */
     test_weight_type(OX_DTYPE_Q6_K, 2112, 1024, big);
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) /* large tiles, then 64 x 64 */
+        test_coopmat2_pair(types[i], 2112, 512, 1100), test_coopmat2_pair(types[i], 200, 512, 130);
     /* quantized products of 64 x 64 tiles, 1024 rows or fewer of 4096 columns: on gemm_cm.comp
      * instead, inside the matrices and at their edges, and added to y */
     static const int kv_rows[3] = {1024, 64, 64};

@@ -1,6 +1,6 @@
 /* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32, f16 and q8_0 rows) and
  * the attention over them (attention.comp a query at a time; for prompts attention_block.comp 16
- * at a time, or attention_cm.comp / attention_cm2.comp 64 at a time on cooperative matrices; all
+ * at a time, or attention_cm.comp 64 / attention_cm2.comp 32 at a time on cooperative matrices; all
  * read the cache's rows themselves), as the op table names them. */
 
 #include "backend/vulkan/vk_ops.h"
@@ -112,8 +112,21 @@ enum { WORDS_SPANS = 0x800 };
 /* Prompts of at least this many tokens, with heads up to 128 wide, go through
  * attention_block.comp (16 queries a workgroup sharing each tile of keys and values), or
  * attention_cm.comp (64 queries a workgroup) where the device has cooperative matrices, or
- * attention_cm2.comp (64 too) where it has workgroup-wide ones. */
-enum { BLOCK_MIN_TOKENS = 16, BLOCK_TOKENS = 16, BLOCK_MAX_HEAD = 128, CM_TOKENS = 64 };
+ * attention_cm2.comp (32) where it has workgroup-wide ones. */
+enum {
+    BLOCK_MIN_TOKENS = 16,
+    BLOCK_TOKENS = 16,
+    BLOCK_MAX_HEAD = 128,
+    CM_TOKENS = 64,
+    CM2_TOKENS = 32
+};
+
+/* attention_cm2.comp's tile (its specialization constants): CM2_TOKENS queries by 64 cells. On
+ * an H200 (session 34) 32 queries ran pp512 faster than 64: the 1B F16 at 58900 / 58977 t/s
+ * against 57055 / 56876 (the attention 41 us a layer against 60), the 1B Q4_K_M 41578 / 41719
+ * against 40719 / 40434, the 8B Q4_K_M 10814 / 10810 against 10665; 32 x 32 and 64 x 32 ran
+ * between, and 16 queries failed the op test's bounds. */
+static const uint32_t cm2_tile[VK_SPEC] = {CM2_TOKENS, 64, 0, 0, 0, 0};
 
 /* The push constants but for the query tokens (words' top bits) and the bytes. */
 static struct attention_args attention_push(const struct attn_args *a, bool cache, int rt) {
@@ -229,7 +242,11 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
     args.bytes = halves ? vk_addr(halves) | 1 : vk_addr(bytes);
     bool cm = block && cache && on_coopmat(s, a, rt);
     enum vk_shader shader = attention_shader(s, a, cm, block);
-    int per_group = cm ? CM_TOKENS : block ? BLOCK_TOKENS : 1;
+    bool cm2 = false;
+#ifdef OX_VK_COOPMAT2
+    cm2 = shader == VK_SHADER_attention_cm2_64 || shader == VK_SHADER_attention_cm2_128;
+#endif
+    int per_group = cm2 ? CM2_TOKENS : cm ? CM_TOKENS : block ? BLOCK_TOKENS : 1;
     int chunk = attention_chunk(a, per_group);
     for (int t0 = 0; t0 < a->n; t0 += chunk) { /* a workgroup row per token (or block) */
         struct attention_args part = args;
@@ -238,8 +255,12 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         part.y += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_v * sizeof(float);
         part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
         part.words |= (uint32_t)tokens << 12;
-        vk_dispatch(s, shader, &part, sizeof part, (uint32_t)a->n_head,
-                    (uint32_t)((tokens + per_group - 1) / per_group), 1);
+        uint32_t rows = (uint32_t)((tokens + per_group - 1) / per_group);
+        if (cm2)
+            vk_dispatch_special(s, shader, cm2_tile, &part, sizeof part, (uint32_t)a->n_head, rows,
+                                1);
+        else
+            vk_dispatch(s, shader, &part, sizeof part, (uint32_t)a->n_head, rows, 1);
     }
     if (halves)
         vk_halves_made(s, a->y, count);

@@ -237,6 +237,7 @@ static bool make_device(void) {
     device.dot8 = dot8_usable(device.physical);
     device.dequant_tokens = dequant_tokens(device.coopmat2);
     device.folds = !vk_turned_off("OX_VK_FOLDS");
+    device.cm2_shapes = !vk_turned_off("OX_VK_CM2_SHAPES");
     device.pipeline_stats = vk_pipeline_stats_wanted(device.physical);
     device.host_import = vk_pinned_usable(device.physical, &device.import_alignment);
     struct vk_coopmat_features cm;
@@ -334,31 +335,68 @@ struct vk_device *vk_device_for_load(void) {
     return d;
 }
 
+/* Shader s's pipeline, its specialization constants set where si is given (NULL where the
+ * driver fails to make it). */
+static VkPipeline make_pipeline(struct vk_device *d, enum vk_shader s,
+                                const VkSpecializationInfo *si) {
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                   .codeSize = vk_shader_code[s].bytes,
+                                   .pCode = vk_shader_code[s].words};
+    VkShaderModule m = VK_NULL_HANDLE;
+    VkPipeline made_one = VK_NULL_HANDLE;
+    if (vkCreateShaderModule(d->device, &mi, NULL, &m) != VK_SUCCESS)
+        return VK_NULL_HANDLE;
+    VkComputePipelineCreateInfo pi = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = m,
+                  .pName = "main",
+                  .pSpecializationInfo = si},
+        .layout = d->layout,
+        .flags = d->pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0};
+    if (vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL, &made_one) != VK_SUCCESS)
+        made_one = VK_NULL_HANDLE;
+    else if (d->pipeline_stats)
+        vk_pipeline_stats_print(d->device, made_one, vk_shader_names[s]);
+    vkDestroyShaderModule(d->device, m, NULL);
+    return made_one;
+}
+
 VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s) {
     pthread_mutex_lock(&pipeline_lock);
-    if (!d->pipeline[s]) {
-        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                       .codeSize = vk_shader_code[s].bytes,
-                                       .pCode = vk_shader_code[s].words};
-        VkShaderModule m = VK_NULL_HANDLE;
-        if (vkCreateShaderModule(d->device, &mi, NULL, &m) == VK_SUCCESS) {
-            VkComputePipelineCreateInfo pi = {
-                .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                          .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                          .module = m,
-                          .pName = "main"},
-                .layout = d->layout,
-                .flags = d->pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0};
-            if (vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL,
-                                         &d->pipeline[s]) != VK_SUCCESS)
-                d->pipeline[s] = VK_NULL_HANDLE;
-            else if (d->pipeline_stats)
-                vk_pipeline_stats_print(d->device, d->pipeline[s], vk_shader_names[s]);
-            vkDestroyShaderModule(d->device, m, NULL);
+    if (!d->pipeline[s])
+        d->pipeline[s] = make_pipeline(d, s, NULL);
+    VkPipeline p = d->pipeline[s];
+    pthread_mutex_unlock(&pipeline_lock);
+    return p;
+}
+
+VkPipeline vk_pipeline_special(struct vk_device *d, enum vk_shader s,
+                               const uint32_t spec[VK_SPEC]) {
+    pthread_mutex_lock(&pipeline_lock);
+    VkPipeline p = VK_NULL_HANDLE;
+    for (int i = 0; i < d->n_special && !p; i++)
+        if (d->special[i].shader == s && !memcmp(d->special[i].spec, spec, sizeof *spec * VK_SPEC))
+            p = d->special[i].pipeline;
+    if (!p && d->n_special == d->cap_special) {
+        int cap = d->cap_special ? 2 * d->cap_special : 16;
+        struct vk_special *more = realloc(d->special, (size_t)cap * sizeof *more);
+        if (more)
+            d->special = more, d->cap_special = cap;
+    }
+    if (!p && d->n_special < d->cap_special) {
+        VkSpecializationMapEntry entries[VK_SPEC];
+        for (uint32_t i = 0; i < VK_SPEC; i++)
+            entries[i] = (VkSpecializationMapEntry){i, i * sizeof *spec, sizeof *spec};
+        VkSpecializationInfo si = {VK_SPEC, entries, sizeof *spec * VK_SPEC, spec};
+        p = make_pipeline(d, s, &si);
+        if (p) {
+            struct vk_special *e = &d->special[d->n_special++];
+            e->shader = s, e->pipeline = p;
+            memcpy(e->spec, spec, sizeof *spec * VK_SPEC);
         }
     }
-    VkPipeline p = d->pipeline[s];
     pthread_mutex_unlock(&pipeline_lock);
     return p;
 }

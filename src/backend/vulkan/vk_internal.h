@@ -16,6 +16,14 @@
  * device addresses), at most this many bytes: what every Vulkan device offers. */
 enum { VK_PUSH_BYTES = 128, VK_WAITING = 3 };
 
+/* A pipeline made with specialization constants 0 .. VK_SPEC - 1 set (vk_pipeline_special). */
+enum { VK_SPEC = 6 };
+struct vk_special {
+    enum vk_shader shader;
+    uint32_t spec[VK_SPEC];
+    VkPipeline pipeline;
+};
+
 /* The device every context and every weight of this process uses. */
 struct vk_device {
     VkInstance instance;
@@ -28,14 +36,19 @@ struct vk_device {
     VkPhysicalDeviceProperties props;
     VkPipelineLayout layout;              /* one for all: the push constants alone */
     VkPipeline pipeline[VK_SHADER_COUNT]; /* made at their first use */
-    void *tables;                         /* dequant.glsl's lookup tables (vk_tables_ready) */
-    bool coopmat;                         /* prompts' products on gemm_cm.comp (vk_coopmat.c) */
-    bool coopmat2;                        /* f16 and q4_K's on gemm_cm2.comp (vk_coopmat2.c) */
-    bool attention_cm2;                   /* prompts' attention on attention_cm2.comp (same) */
+    struct vk_special *special;           /* vk_pipeline_special's, made at their first use */
+    int n_special, cap_special;
+    void *tables;       /* dequant.glsl's lookup tables (vk_tables_ready) */
+    bool coopmat;       /* prompts' products on gemm_cm.comp (vk_coopmat.c) */
+    bool coopmat2;      /* f16 and q4_K's on gemm_cm2.comp (vk_coopmat2.c) */
+    bool attention_cm2; /* prompts' attention on attention_cm2.comp (same) */
     bool dot8; /* decode's products on int8 activations (matvec.comp's X_Q8: vk_device.c) */
     /* decode's q, k and v products rotate and store them too (vk_rope_fold.c); OX_VK_FOLDS=0
      * turns it off */
     bool folds;
+    /* gemm_cm2.comp's pipelines specialized to each weight shape (vk_matmul.c's cm2_product);
+     * OX_VK_CM2_SHAPES=0 turns it off */
+    bool cm2_shapes;
     /* products of at least this many tokens take quantized weights made f16 first (0: none;
      * vk_matmul.c's weights_as_halves) */
     uint32_t dequant_tokens;
@@ -50,6 +63,9 @@ struct vk_device *vk_device_get(void);
  * (vulkan:N) is not the one this process made; frees and contexts take vk_device_get's. */
 struct vk_device *vk_device_for_load(void);
 VkPipeline vk_pipeline(struct vk_device *d, enum vk_shader s);
+/* Shader s's pipeline with its specialization constants 0 .. VK_SPEC - 1 set to spec (made at
+ * the first use of those values; NULL where the driver cannot make it). */
+VkPipeline vk_pipeline_special(struct vk_device *d, enum vk_shader s, const uint32_t spec[VK_SPEC]);
 
 /* Whether the device lists the extension. */
 bool vk_has_extension(VkPhysicalDevice pd, const char *name);
@@ -248,6 +264,9 @@ void vk_graphs_release(struct vk_state *s);
  * next op sees its writes. */
 void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes, uint32_t gx,
                  uint32_t gy, uint32_t gz);
+/* The same on shader s's pipeline specialized to spec (vk_pipeline_special). */
+void vk_dispatch_special(struct vk_state *s, enum vk_shader sh, const uint32_t spec[VK_SPEC],
+                         const void *args, size_t bytes, uint32_t gx, uint32_t gy, uint32_t gz);
 /* The same, kept back (with up to VK_WAITING others) until the next command, which records
  * them first, in order: until then vk_waiting_args gives the i-th one's push constants (bytes of
  * them; NULL past the last or of another size) for the op after them to change (q, k and v's

@@ -84,17 +84,18 @@ static enum vk_shader coopmat_shader(enum ox_dtype type) {
 }
 
 /* gemm_cm2.comp's tiles (rows x tokens) in gemm_cm2[]'s order. */
-static const struct { uint32_t rows, tokens; } cm2_tiles[3] = {{64, 64}, {128, 128}, {64, 256}};
+static const struct { uint32_t rows, tokens; } cm2_tiles[3] = {{64, 64}, {128, 256}, {64, 256}};
 
 /* gemm_cm2.comp's tiles, built where glslc can (CMakeLists.txt's OX_VK_COOPMAT2): f16 weights
- * at 64 x 64 and 128 x 128, q4_K's and q6_K's at 64 x 64 and 64 x 256 (its header says why not
- * the other types). */
+ * at 64 x 64 and 128 x 256, q4_K's and q6_K's at 64 x 64 and 64 x 256 (its header says why not
+ * the other types). f16's 128 x 256 ran the 1B F16's pp512 on an H200 4% faster than 128 x 128
+ * (56476 against 54352 t/s; 256 x 128 at 53176, 128 x 128 with a k step of 32 at 54760). */
 static void coopmat2_shaders(enum ox_dtype type, struct weight_shaders *s) {
     s->gemm_cm2[0] = s->gemm_cm2[1] = s->gemm_cm2[2] = VK_SHADER_COUNT;
 #ifdef OX_VK_COOPMAT2
     if (type == OX_DTYPE_F16)
         s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_F16,
-        s->gemm_cm2[1] = VK_SHADER_gemm_cm2_128x128_F16;
+        s->gemm_cm2[1] = VK_SHADER_gemm_cm2_128x256_F16;
     if (type == OX_DTYPE_Q4_K)
         s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_Q4_K,
         s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q4_K;
@@ -349,6 +350,7 @@ struct gemm_args {
     uint32_t rows, cols, n, row_bytes, add;
     uint32_t slice; /* gemm_cm.comp's column slices (column_slices) */
     uint64_t part;
+    uint64_t w2, y2; /* gemm_cm2.comp's second matrix and its y (cm2_pair), or 0 */
 };
 
 /* Whether matvec.comp takes these tokens: up to 8, rows of x 16-byte aligned (read 16 bytes at
@@ -446,7 +448,7 @@ static int64_t cm2_groups(const struct mat *w, int toks, int i) {
  * cannot: no such shader (f16, q4_K and q6_K weights only) or device, or weights or y not 16-byte
  * aligned (the bases of its tensor loads and stores must be). The larger tiles where there are
  * enough of them to keep a large GPU busy (128: an H100 has 132 multiprocessors), else 64 x 64:
- * f16's 128 x 128, q4_K's and q6_K's 64 x 256, which decodes each weight once for 256 tokens
+ * f16's 128 x 256, q4_K's and q6_K's 64 x 256, which decodes each weight once for 256 tokens
  * (q6_K's taken as q4_K's, not measured apart). On the H100 (one lease), q4_K's 64 x 256 from
  * 128 tiles ran the 8B's pp512 at 7000 t/s and from 264 at 6550, the 1B's at 29405 and 29256;
  * in an earlier lease, on every product at 6820 and 25428, on none at 6081 and 29283 (on every
@@ -514,6 +516,22 @@ static void coopmat_product(struct vk_state *s, const struct weight_shaders *sh,
     }
 }
 
+/* gemm_cm2.comp's product at cm2_tiles[tile] (of a second matrix too where a->w2 is set), its
+ * pipeline specialized to the weights' shape: rows, columns and row stride then constants to
+ * the driver's compiler (a pipeline for each shape, a model's few). On an H200 the 8B Q4_K_M's
+ * pp512 ran 1.6% faster that way (10138 against 9981 t/s), the 1B's no differently (session 34).
+ * The tile's sides and k step are specialization constants too: those of cm2_tiles. */
+static void cm2_product(struct vk_state *s, enum vk_shader shader, const struct gemm_args *a,
+                        int tile) {
+    uint32_t bm = cm2_tiles[tile].rows, bn = cm2_tiles[tile].tokens;
+    bool shapes = s->d->cm2_shapes;
+    uint32_t spec[VK_SPEC] = {
+        shapes ? a->rows : 0, shapes ? a->cols : 0, shapes ? a->row_bytes : 0, bm, bn, 64};
+    uint32_t tiles = (a->rows + bm - 1) / bm;
+    vk_dispatch_special(s, shader, spec, a, sizeof *a, a->w2 ? 2 * tiles : tiles,
+                        (a->n + bn - 1) / bn, 1);
+}
+
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
  * through gemm_cm2.comp or gemm_cm.comp where the device has cooperative matrices (tiles as
  * coopmat2_tile says; 64 x 64), else gemm.comp (64 x 64). */
@@ -548,6 +566,8 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                               (uint32_t)w->row_bytes,
                               add,
                               (uint32_t)w->n_cols,
+                              0,
+                              0,
                               0};
         bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
         int tile = cm ? coopmat2_tile(s, sh, w, a.y, toks) : -1;
@@ -565,13 +585,11 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
         }
         if (cm && tile < 0)
             coopmat_product(s, sh, a, slices, partial);
-        else {
-            uint32_t bm = tile >= 0 ? cm2_tiles[tile].rows : 64,
-                     bn = tile >= 0 ? cm2_tiles[tile].tokens : 64;
-            enum vk_shader shader = tile >= 0 ? sh->gemm_cm2[tile] : sh->gemm;
-            vk_dispatch(s, shader, &a, sizeof a, (uint32_t)(w->n_rows + bm - 1) / bm,
-                        (uint32_t)(toks + bn - 1) / bn, 1);
-        }
+        else if (tile >= 0)
+            cm2_product(s, sh->gemm_cm2[tile], &a, tile);
+        else
+            vk_dispatch(s, sh->gemm, &a, sizeof a, (uint32_t)(w->n_rows + 63) / 64,
+                        (uint32_t)(toks + 63) / 64, 1);
         if (cm) /* it read x's halves */
             scratch_read(s, a.y, (uint64_t)toks * (uint64_t)w->n_rows * sizeof(float));
     }
@@ -620,9 +638,50 @@ static bool matvec_fuses(struct vk_state *s, int count, const struct mat *w, con
     return bytes || (one_type && (!norm || w[0].type == OX_DTYPE_F16));
 }
 
+/* Two products of one x by matrices of one type and shape (a prompt's gate and up) in one
+ * dispatch of gemm_cm2.comp, where it takes them: their tiles in one grid, so that the last wave
+ * of one fills up with the other's (the 8B's 14336-row products make 448 tiles of 64 x 256 each,
+ * 3.4 waves on 132 multiprocessors). On an H200 the pair took 666 us where the two had taken
+ * 379 each (session 34). False where it does not (they run apart). */
+static bool cm2_pair(struct vk_state *s, const struct mat *w, const float *x, float *const *y,
+                     int n) {
+    struct weight_shaders sh;
+    const struct mat *u = &w[1];
+    if (!s->d->coopmat2 || u->type != w->type || u->n_rows != w->n_rows || u->n_cols != w->n_cols ||
+        u->row_bytes != w->row_bytes || !weight_shaders(w->type, &sh) ||
+        sh.gemm_cm == VK_SHADER_COUNT ||
+        n > INT32_MAX / (w->n_rows > w->n_cols ? w->n_rows : w->n_cols))
+        return false;
+    int tile = coopmat2_tile(s, &sh, w, vk_addr(y[0]), n);
+    if (tile < 0 || coopmat2_tile(s, &sh, u, vk_addr(y[1]), n) != tile || vk_addr(u->data) % 16)
+        return false;
+    const void *x16 = x_as_halves(s, vk_addr(x), (size_t)n * (size_t)w->n_cols);
+    if (!x16)
+        return true; /* noted */
+    struct gemm_args a = {vk_addr(w->data),
+                          vk_addr(x16),
+                          vk_addr(y[0]),
+                          vk_addr(s->d->tables),
+                          (uint32_t)w->n_rows,
+                          (uint32_t)w->n_cols,
+                          (uint32_t)n,
+                          (uint32_t)w->row_bytes,
+                          0,
+                          (uint32_t)w->n_cols,
+                          0,
+                          vk_addr(u->data),
+                          vk_addr(y[1])};
+    cm2_product(s, sh.gemm_cm2[tile], &a, tile);
+    for (int m = 0; m < 2; m++) /* it read x's halves */
+        scratch_read(s, vk_addr(y[m]), (uint64_t)n * (uint64_t)w->n_rows * sizeof(float));
+    return true;
+}
+
 bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
                      const struct norm_in *norm, float *const *y, int n) {
     struct vk_state *s = vk_of(b);
+    if (count == 2 && !norm && n > 8 && cm2_pair(s, w, x, y, n))
+        return true;
     if (!matvec_fuses(s, count, w, x, norm, n))
         return false;
     struct weight_shaders sh;

@@ -105,10 +105,10 @@ uint32_t vk_groups(size_t n) {
 }
 
 /* One dispatch recorded, a barrier after it. */
-static void record(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes,
-                   const uint32_t grid[3]) {
+static void record(struct vk_state *s, enum vk_shader sh, VkPipeline pipeline, const void *args,
+                   size_t bytes, const uint32_t grid[3]) {
     begin(s);
-    vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk_pipeline(s->d, sh));
+    vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vkCmdPushConstants(s->cmd, s->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)bytes, args);
     vk_profile_dispatch(s, sh, grid, false);
     vkCmdDispatch(s->cmd, grid[0], grid[1], grid[2]);
@@ -126,7 +126,7 @@ void vk_record_waiting(struct vk_state *s) {
     s->n_waiting = 0;
     for (int i = 0; i < count; i++) {
         const struct vk_waiting *w = &s->waiting[i];
-        record(s, w->shader, w->args, w->bytes, w->grid);
+        record(s, w->shader, vk_pipeline(s->d, w->shader), w->args, w->bytes, w->grid);
     }
 }
 
@@ -149,7 +149,20 @@ void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t
         return;
     vk_record_waiting(s);
     const uint32_t grid[3] = {gx, gy, gz};
-    record(s, sh, args, bytes, grid);
+    record(s, sh, vk_pipeline(s->d, sh), args, bytes, grid);
+    s->serial++;
+}
+
+void vk_dispatch_special(struct vk_state *s, enum vk_shader sh, const uint32_t spec[VK_SPEC],
+                         const void *args, size_t bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    VkPipeline pipeline = vk_pipeline_special(s->d, sh, spec);
+    if (!pipeline || bytes > VK_PUSH_BYTES) {
+        vk_note(s, VK_ERROR_INITIALIZATION_FAILED, "a specialized shader's pipeline");
+        return;
+    }
+    vk_record_waiting(s);
+    const uint32_t grid[3] = {gx, gy, gz};
+    record(s, sh, pipeline, args, bytes, grid);
     s->serial++;
 }
 

@@ -1,15 +1,15 @@
-// attention_cm2.comp: prompts' attention over f16 cache rows on workgroup-wide cooperative
-// matrices (VK_NV_cooperative_matrix2), flash-attention style: a workgroup of 128 takes a head and
-// 64 query tokens, and goes over the cells 64 at a time. Keys and values come in through tensor
-// loads (the driver stages them in shared memory); scores, the softmax's running max and sum, and
-// the output sums are f32 matrices; the weights are rounded to f16 for P V, and the sum is taken
-// of those same f16 weights (a product with a matrix of ones). Max and sum are kept smeared along
-// each row (every column holds the row's value), which is what the row reductions make and what
-// rescaling the output by elements needs. Each tile is first seen whole by every query, by none
-// (skipped), or in part, from the tile's and the queries' ranges of positions and their sequence;
-// only the last compare each cell with each query, from positions staged in shared memory (or,
-// for queries of several sequences, attention_args.glsl's visible()). Heads up
-// to HD wide (64 or 128, a build each; vk_attention.c), multiples of 16; the arguments are
+// attention_cm2.comp: prompts' attention over f16 cache rows on workgroup-wide cooperative matrices
+// (VK_NV_cooperative_matrix2), flash-attention style: a workgroup of 128 takes a head and BQ query
+// tokens (32: vk_attention.c), and goes over the cells BC (64) at a time. Keys and values come in
+// through tensor loads (the driver stages them in shared memory); scores, the softmax's running max
+// and sum, and the output sums are f32 matrices; the weights are rounded to f16 for P V, and the
+// sum is taken of those same f16 weights (a product with a matrix of ones). Max and sum are kept
+// smeared along each row (every column holds the row's value), which is what the row reductions
+// make and what rescaling the output by elements needs. Each tile is first seen whole by every
+// query, by none (skipped), or in part, from the tile's and the queries' ranges of positions and
+// their sequence; only the last compare each cell with each query, from positions staged in shared
+// memory (or, for queries of several sequences, attention_args.glsl's visible()). Heads up to HD
+// wide (64 or 128, a build each; vk_attention.c), multiples of 16; the arguments are
 // attention.comp's.
 #version 450
 #extension GL_NV_cooperative_matrix2 : require
@@ -25,7 +25,9 @@ layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Ro
     float16_t v[];
 };
 
-const uint BQ = 64, BC = 64;
+// queries and cells a tile (vk_attention.c's cm2_tile specializes them)
+layout(constant_id = 0) const uint BQ = 64;
+layout(constant_id = 1) const uint BC = 64;
 #define ACC(cols) coopmat<float, gl_ScopeWorkgroup, BQ, cols, gl_MatrixUseAccumulator>
 #define MAT_Q coopmat<float16_t, gl_ScopeWorkgroup, BQ, HD, gl_MatrixUseA>
 #define MAT_P coopmat<float16_t, gl_ScopeWorkgroup, BQ, BC, gl_MatrixUseA>

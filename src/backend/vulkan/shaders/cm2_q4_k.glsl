@@ -1,7 +1,7 @@
 // cm2_q4_k.glsl: q4_K weights as gemm_cm2.comp's tensor loads read them: each superblock's 8
 // (scale, min) pairs worked out once for the tile's rows into shared memory from its 16-byte
 // head (read a superblock ahead), and a weight's level a nibble read in the decode function.
-// Needs BM, p.w, p.rows, p.row_bytes (gemm_cm2.comp's).
+// Needs BM, w_base, ROWS, ROW_BYTES (gemm_cm2.comp's).
 
 // q4_K's superblock as ggml lays it out (ggml-common.h's block_q4_K): d and dmin (f16), 12 bytes
 // of 6-bit scales and mins, 128 bytes of 4-bit levels; 144 bytes, so every block is 16-aligned.
@@ -52,8 +52,8 @@ void head_scales(uvec4 h, uint part, out vec2 v[PER]) {
 
 // The head of superblock c0 / QK of this thread's row (the tile's last row past the matrix's).
 uvec4 fetch_head(uint r0, uint c0) {
-    uint r = min(r0 + gl_LocalInvocationID.x % BM, p.rows - 1);
-    return Heads(p.w + uint64_t(r) * p.row_bytes + uint64_t(c0 / QK) * BLOCK_BYTES).v[0];
+    uint r = min(r0 + gl_LocalInvocationID.x % BM, ROWS - 1);
+    return Heads(w_base + uint64_t(r) * ROW_BYTES + uint64_t(c0 / QK) * BLOCK_BYTES).v[0];
 }
 
 void superblocks_begin(uint r0) {
@@ -70,6 +70,6 @@ void superblock(uint r0, uint c0) {
     [[unroll]] for (uint e = 0; e < PER; e++)
         scales[(PER * part + e) * SCALE_STRIDE + th % BM] = v[e];
     barrier();
-    if (c0 + QK < p.cols)
+    if (c0 + QK < COLS)
         head = fetch_head(r0, c0 + QK);
 }

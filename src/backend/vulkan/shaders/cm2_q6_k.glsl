@@ -1,7 +1,7 @@
 // cm2_q6_k.glsl: q6_K weights as gemm_cm2.comp's tensor loads read them: each superblock's 16
 // scales (times d) worked out once for the tile's rows into shared memory (read a superblock
 // ahead), and a weight's 6 bits read in the decode function (its byte of low nibbles and its byte
-// of high bit pairs). Needs BM, p.w, p.rows, p.row_bytes (gemm_cm2.comp's).
+// of high bit pairs). Needs BM, w_base, ROWS, ROW_BYTES (gemm_cm2.comp's).
 
 // q6_K's superblock as ggml lays it out (ggml-common.h's block_q6_K): 128 bytes of low nibbles
 // (ql), 64 of high bit pairs (qh), 16 int8 scales, d (f16): 210 bytes, so blocks are only 2-byte
@@ -36,8 +36,8 @@ int next_scale[PER];
 // Superblock c0 / QK's d and this thread's scales of its row (the tile's last row past the
 // matrix's).
 void fetch_scales(uint r0, uint c0) {
-    uint r = min(r0 + gl_LocalInvocationID.x % BM, p.rows - 1), part = gl_LocalInvocationID.x / BM;
-    uint64_t b = p.w + uint64_t(r) * p.row_bytes + uint64_t(c0 / QK) * BLOCK_BYTES;
+    uint r = min(r0 + gl_LocalInvocationID.x % BM, ROWS - 1), part = gl_LocalInvocationID.x / BM;
+    uint64_t b = w_base + uint64_t(r) * ROW_BYTES + uint64_t(c0 / QK) * BLOCK_BYTES;
     next_d = float(Halves(b + 208).v[0]);
     [[unroll]] for (uint e = 0; e < PER; e++)
         next_scale[e] = int(Int8s(b + 192 + PER * part + e).v[0]);
@@ -55,6 +55,6 @@ void superblock(uint r0, uint c0) {
     [[unroll]] for (uint e = 0; e < PER; e++)
         scales[(PER * part + e) * SCALE_STRIDE + th % BM] = next_d * float(next_scale[e]);
     barrier();
-    if (c0 + QK < p.cols)
+    if (c0 + QK < COLS)
         fetch_scales(r0, c0 + QK);
 }

@@ -12,7 +12,11 @@
 // gemm_cm.comp on the H100: 16 columns' scales in shared memory with 16-bit words (not whole
 // blocks) as the load's elements, 1.8 to 4 times; dequantizing into shared memory as gemm_cm.comp
 // does, the workgroup's matrix loaded from there, 1.2 to 1.6 times.
-// TILE_M x TILE_N: a workgroup's rows by tokens (vk_matmul.c's cm2_tiles).
+// TILE_M x TILE_N: a workgroup's rows by tokens (vk_matmul.c's cm2_tiles), made specialization
+// constants with the weights' shape (vk_matmul.c's cm2_product). One dispatch may take two
+// matrices of one shape and their own y (a prompt's gate and up: w2, y2): the second's tiles
+// follow the first's in the grid's x, so one wave holds the end of the first and the start of
+// the second (vk_matmul.c's cm2_pair).
 #version 450
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_cooperative_matrix : require
@@ -29,12 +33,29 @@ layout(push_constant) uniform Args {
     uint64_t y; // f32 [n][rows]
     uint64_t tab;
     uint rows, cols, n, row_bytes, add; // add: y += W X
+    uint pad_slice;
+    uint64_t pad_part; // gemm_cm.comp's (vk_matmul.c's struct gemm_args)
+    uint64_t w2, y2;   // a second matrix of the same shape and its y (gate and up), or 0
 } p;
 
-const uint BM = TILE_M, BN = TILE_N, BK = 64;
+// The tile (TILE_M x TILE_N unless vk_matmul.c specializes it otherwise) and, where specialized
+// (not 0), the weights' shape: rows, cols and row_bytes then constants the driver's compiler
+// knows, in place of the push constants'.
+layout(constant_id = 0) const uint SHAPE_ROWS = 0;
+layout(constant_id = 1) const uint SHAPE_COLS = 0;
+layout(constant_id = 2) const uint SHAPE_ROW_BYTES = 0;
+layout(constant_id = 3) const uint BM = TILE_M;
+layout(constant_id = 4) const uint BN = TILE_N;
+layout(constant_id = 5) const uint BK = 64;
+#define ROWS (SHAPE_ROWS != 0 ? SHAPE_ROWS : p.rows)
+#define COLS (SHAPE_COLS != 0 ? SHAPE_COLS : p.cols)
+#define ROW_BYTES (SHAPE_ROW_BYTES != 0 ? SHAPE_ROW_BYTES : p.row_bytes)
 #define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
 #define MAT_B coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
 #define MAT_C coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
+
+// This workgroup's matrix and y: the first's, or past its tiles (grid x) the second's.
+uint64_t w_base, y_base;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Out { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer In { float16_t v[]; };
@@ -48,7 +69,7 @@ layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer In
 #define DECODE , decode
 // a row's stride in the layout's elements: superblocks here
 #define W_BLOCK QK
-#define W_STRIDE (p.row_bytes / BLOCK_BYTES)
+#define W_STRIDE (ROW_BYTES / BLOCK_BYTES)
 #define W_STRIDE_INSIDE W_STRIDE
 #else
 // f16 weights: the tensor load's elements as they are, no superblocks
@@ -59,35 +80,39 @@ void superblock(uint r0, uint c0) {}
 #define DECODE
 // a row's stride in halves; inside tiles rounded down to the multiple of 8 inside() found it
 #define W_BLOCK 1
-#define W_STRIDE (p.row_bytes / 2)
-#define W_STRIDE_INSIDE (p.row_bytes / 2 & ~7u)
+#define W_STRIDE (ROW_BYTES / 2)
+#define W_STRIDE_INSIDE (ROW_BYTES / 2 & ~7u)
 #endif
 
 // The tile's product over every column, its loads through layouts lw and lx (with or without
 // bounds checks), added to acc; quantized weights a superblock of QK columns at a time, its
 // scales set up first (superblock()).
-#define PRODUCT(lw, lx)                                                                            \
-    superblocks_begin(r0);                                                                         \
-    for (uint c0 = 0; c0 < p.cols; c0 += QK) {                                                     \
-        superblock(r0, c0);                                                                        \
-        [[unroll]] for (uint k = 0; k < QK; k += BK) {                                             \
-            MAT_A a;                                                                               \
-            MAT_B b;                                                                               \
-            coopMatLoadTensorNV(a, W(p.w).v, 0, sliceTensorLayoutNV(lw, r0, BM, c0 + k, BK) DECODE); \
-            coopMatLoadTensorNV(b, In(p.x).v, 0, sliceTensorLayoutNV(lx, t0, BN, c0 + k, BK), swap); \
-            acc = coopMatMulAdd(a, b, acc);                                                        \
-        }                                                                                          \
+#define PRODUCT(lw, lx)                                                                        \
+    superblocks_begin(r0);                                                                     \
+    for (uint c0 = 0; c0 < COLS; c0 += QK) {                                                   \
+        superblock(r0, c0);                                                                    \
+        [[unroll]] for (uint k = 0; k < QK; k += BK) {                                         \
+            MAT_A a;                                                                           \
+            MAT_B b;                                                                           \
+            coopMatLoadTensorNV(a, W(w_base).v, 0,                                             \
+                                sliceTensorLayoutNV(lw, r0, BM, c0 + k, BK) DECODE);           \
+            coopMatLoadTensorNV(b, In(p.x).v, 0, sliceTensorLayoutNV(lx, t0, BN, c0 + k, BK),  \
+                                swap);                                                         \
+            acc = coopMatMulAdd(a, b, acc);                                                    \
+        }                                                                                      \
     }
 
 // Whether the tile is wholly inside the matrices, with rows of x, y and f16 weights whole 16-byte
 // runs (so loads need no bounds checks and can be 16 bytes wide).
 bool inside(uint r0, uint t0) {
-    bool aligned = p.cols % QK == 0 && p.cols % BK == 0 && p.rows % 8 == 0 && p.row_bytes % 16 == 0;
-    return aligned && r0 + BM <= p.rows && t0 + BN <= p.n;
+    bool aligned = COLS % QK == 0 && COLS % BK == 0 && ROWS % 8 == 0 && ROW_BYTES % 16 == 0;
+    return aligned && r0 + BM <= ROWS && t0 + BN <= p.n;
 }
 
 void main() {
-    uint r0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
+    uint tiles = (ROWS + BM - 1) / BM, second = gl_WorkGroupID.x >= tiles ? 1 : 0;
+    uint r0 = (gl_WorkGroupID.x - second * tiles) * BM, t0 = gl_WorkGroupID.y * BN;
+    w_base = second != 0 ? p.w2 : p.w, y_base = second != 0 ? p.y2 : p.y;
     tensorViewNV<2, false, 1, 0> swap = createTensorViewNV(2, false, 1, 0);
     MAT_C acc = MAT_C(0.0);
     // W: rows x cols, rows row_bytes apart; x and y: token-major, read and written transposed.
@@ -96,33 +121,33 @@ void main() {
     if (inside(r0, t0)) {
         tensorLayoutNV<2> lw = createTensorLayoutNV(2);
         lw = setTensorLayoutBlockSizeNV(lw, 1, W_BLOCK);
-        lw = setTensorLayoutDimensionNV(lw, p.rows, p.cols);
+        lw = setTensorLayoutDimensionNV(lw, ROWS, COLS);
         lw = setTensorLayoutStrideNV(lw, W_STRIDE_INSIDE, 1);
         tensorLayoutNV<2> lx = createTensorLayoutNV(2);
-        lx = setTensorLayoutDimensionNV(lx, p.n, p.cols);
-        lx = setTensorLayoutStrideNV(lx, p.cols & ~7u, 1);
+        lx = setTensorLayoutDimensionNV(lx, p.n, COLS);
+        lx = setTensorLayoutStrideNV(lx, COLS & ~7u, 1);
         tensorLayoutNV<2> ly = createTensorLayoutNV(2);
-        ly = setTensorLayoutDimensionNV(ly, p.n, p.rows);
-        ly = setTensorLayoutStrideNV(ly, p.rows & ~7u, 1);
+        ly = setTensorLayoutDimensionNV(ly, p.n, ROWS);
+        ly = setTensorLayoutStrideNV(ly, ROWS & ~7u, 1);
         if (p.add != 0)
-            coopMatLoadTensorNV(acc, Out(p.y).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
+            coopMatLoadTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
         PRODUCT(lw, lx)
-        coopMatStoreTensorNV(acc, Out(p.y).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
+        coopMatStoreTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
     } else {
         tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lw =
             createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
         lw = setTensorLayoutBlockSizeNV(lw, 1, W_BLOCK);
-        lw = setTensorLayoutDimensionNV(lw, p.rows, p.cols);
+        lw = setTensorLayoutDimensionNV(lw, ROWS, COLS);
         lw = setTensorLayoutStrideNV(lw, W_STRIDE, 1);
         tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lx =
             createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-        lx = setTensorLayoutDimensionNV(lx, p.n, p.cols);
+        lx = setTensorLayoutDimensionNV(lx, p.n, COLS);
         tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly =
             createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-        ly = setTensorLayoutDimensionNV(ly, p.n, p.rows);
+        ly = setTensorLayoutDimensionNV(ly, p.n, ROWS);
         if (p.add != 0)
-            coopMatLoadTensorNV(acc, Out(p.y).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
+            coopMatLoadTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
         PRODUCT(lw, lx)
-        coopMatStoreTensorNV(acc, Out(p.y).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
+        coopMatStoreTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
     }
 }
