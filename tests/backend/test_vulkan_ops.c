@@ -441,39 +441,43 @@ static void test_prompt_copies(enum ox_dtype type);
  * (its loads without bounds checks: the smaller shapes above have none) and at their edges, and
  * y += W x on each kind of tile; and the few-row products that go to gemm_cm.comp instead (of
  * fewer tokens than the device makes weights f16 for: test_dequant_products). */
-/* A prompt's gate and up as one gemm_cm2.comp dispatch (matmul_multi of two matrices of one
- * shape: their tiles in one grid, the second's after the first's): each product as the CPU's and
- * bit for bit as the same product alone; a pair of two shapes is refused. */
-static void test_coopmat2_pair(enum ox_dtype type, int rows, int cols, int n) {
-    uint8_t *hw[2];
-    struct mat dw[2] = {random_weight(type, rows, cols, &hw[0]),
-                        random_weight(type, rows, cols, &hw[1])};
-    float *x = random_floats((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * 4);
-    clear_of_ties(x, (size_t)n * cols);
-    float *dx = up(x, (size_t)n * cols * 4), *dy[2],
-          *alone = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
-    round_like_weights(type, n, x, (size_t)n * cols);
-    for (int m = 0; m < 2; m++)
-        dy[m] = gpu.ops->alloc(&gpu, (size_t)n * rows * 4);
-    CHECK_MSG(gpu.ops->matmul_multi(&gpu, 2, dw, dx, NULL, dy, n), "pair %s refused",
-              ox_dtype_name(type));
-    for (int m = 0; m < 2; m++) {
-        device_ref(type, hw[m], rows, cols, x, n, want);
-        gpu.ops->matmul(&gpu, &dw[m], dx, alone, n);
-        float *got = down(dy[m], (size_t)n * rows), *one = down(alone, (size_t)n * rows);
-        CHECK_CLOSE(got, want, (size_t)n * rows, 2e-5, "pair %s %d x %d matrix %d n=%d",
-                    ox_dtype_name(type), rows, cols, m, n);
-        CHECK_MSG(!memcmp(got, one, (size_t)n * rows * 4), "pair %s matrix %d: not as alone",
-                  ox_dtype_name(type), m);
-        free(got), free(one);
+/* A prompt's products of one x by up to three matrices through matmul_multi (gate and up; q, k
+ * and v): runs of one type in one gemm_cm2.comp dispatch (their tiles in one grid, each after the
+ * one before's), each product as the CPU's and bit for bit as the same product alone; matrices
+ * of two widths are refused. */
+static void test_coopmat2_multi(int count, const enum ox_dtype types[3], const int rows[3],
+                                int cols, int n) {
+    uint8_t *hw[3];
+    struct mat dw[3];
+    float *dy[3], *x = random_floats((size_t)n * cols, 1.0f);
+    for (int m = 0; m < count; m++) {
+        dw[m] = random_weight(types[m], rows[m], cols, &hw[m]);
+        dy[m] = gpu.ops->alloc(&gpu, (size_t)n * rows[m] * 4);
     }
-    dw[1].n_rows = rows - 64; /* shapes apart: not one dispatch */
-    CHECK(!gpu.ops->matmul_multi(&gpu, 2, dw, dx, NULL, dy, n));
-    printf("  gate and up %-6s %4d x %4d, n=%d: one dispatch\n", ox_dtype_name(type), rows, cols,
-           n);
-    for (int m = 0; m < 2; m++)
+    clear_of_ties(x, (size_t)n * cols);
+    float *dx = up(x, (size_t)n * cols * 4);
+    round_like_weights(types[0], n, x, (size_t)n * cols); /* f16 or not alike for all */
+    CHECK_MSG(gpu.ops->matmul_multi(&gpu, count, dw, dx, NULL, dy, n), "%d products refused",
+              count);
+    for (int m = 0; m < count; m++) {
+        float *want = malloc((size_t)n * rows[m] * 4),
+              *alone = gpu.ops->alloc(&gpu, (size_t)n * rows[m] * 4);
+        device_ref(types[m], hw[m], rows[m], cols, x, n, want);
+        gpu.ops->matmul(&gpu, &dw[m], dx, alone, n);
+        float *got = down(dy[m], (size_t)n * rows[m]), *one = down(alone, (size_t)n * rows[m]);
+        CHECK_CLOSE(got, want, (size_t)n * rows[m], 2e-5, "multi %s %d x %d matrix %d n=%d",
+                    ox_dtype_name(types[m]), rows[m], cols, m, n);
+        CHECK_MSG(!memcmp(got, one, (size_t)n * rows[m] * 4), "multi %s matrix %d: not as alone",
+                  ox_dtype_name(types[m]), m);
+        free(got), free(one), free(want), gpu.ops->free(&gpu, alone);
+    }
+    dw[1].n_cols /= 2; /* two widths: not one dispatch */
+    CHECK(!gpu.ops->matmul_multi(&gpu, count, dw, dx, NULL, dy, n));
+    printf("  prompt products %-6s %-6s %d, rows %d %d, n=%d\n", ox_dtype_name(types[0]),
+           ox_dtype_name(types[count - 1]), count, rows[0], rows[count - 1], n);
+    for (int m = 0; m < count; m++)
         free(hw[m]), gpu.ops->free(&gpu, (void *)dw[m].data), gpu.ops->free(&gpu, dy[m]);
-    free(x), free(want), gpu.ops->free(&gpu, dx), gpu.ops->free(&gpu, alone);
+    free(x), gpu.ops->free(&gpu, dx);
 }
 
 static void test_coopmat2_tiles(void) {
@@ -490,8 +494,15 @@ static void test_coopmat2_tiles(void) {
     }
     test_weight_type(OX_DTYPE_Q4_K, 2112, 1024, big); /* four superblocks a row */
     test_weight_type(OX_DTYPE_Q6_K, 2112, 1024, big);
-    for (size_t i = 0; i < sizeof types / sizeof *types; i++) /* large tiles, then 64 x 64 */
-        test_coopmat2_pair(types[i], 2112, 512, 1100), test_coopmat2_pair(types[i], 200, 512, 130);
+    static const int pair[3] = {2112, 2112, 0}, qkv[3] = {200, 64, 67}, wide[3] = {600, 600, 0};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) { /* large tiles, then 64 x 64 */
+        const enum ox_dtype three[3] = {types[i], types[i], types[i]};
+        test_coopmat2_multi(2, three, pair, 512, 1100),
+            test_coopmat2_multi(3, three, qkv, 512, 130);
+    }
+    static const enum ox_dtype mixed[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
+    test_coopmat2_multi(3, mixed, qkv, 512, 300); /* q and k in one, v apart */
+    test_coopmat2_multi(2, mixed, wide, 1024, 300);
     /* quantized products of 64 x 64 tiles, 1024 rows or fewer of 4096 columns: on gemm_cm.comp
      * instead, inside the matrices and at their edges, and added to y */
     static const int kv_rows[3] = {1024, 64, 64};
@@ -615,14 +626,16 @@ static void test_fusions_over(enum ox_dtype type, int n, const int rows[3], int 
     CHECK_CLOSE(got, want[0], (size_t)n * rows[0], 1e-4, "matmul_add %s n=%d", ox_dtype_name(type),
                 n);
     free(got);
-    if (gpu.ops->matmul_multi(&gpu, 3, dw, dx, NULL, dy, n)) { /* decode shapes only */
-        for (int m = 0; m < 3; m++) {
-            matmul_ref(type, hw[m], rows[m], cols, x, n, want[m]);
-            got = down(dy[m], (size_t)n * rows[m]);
-            CHECK_CLOSE(got, want[m], (size_t)n * rows[m], 1e-4, "matmul_multi %s matrix %d n=%d",
-                        ox_dtype_name(type), m, n);
-            free(got);
-        }
+    /* decode's one dispatch, or a prompt's on gemm_cm2.comp's tiles (test_coopmat2_multi) */
+    bool multi = gpu.ops->matmul_multi(&gpu, 3, dw, dx, NULL, dy, n);
+    for (int m = 0; multi && m < 3; m++) {
+        device_ref(type, hw[m], rows[m], cols, x, n, want[m]);
+        got = down(dy[m], (size_t)n * rows[m]);
+        CHECK_CLOSE(got, want[m], (size_t)n * rows[m], 1e-4, "matmul_multi %s matrix %d n=%d",
+                    ox_dtype_name(type), m, n);
+        free(got);
+    }
+    if (multi && n <= 8) {                                    /* the GLU's fusion: decode's alone */
         free(hw[1]), gpu.ops->free(&gpu, (void *)dw[1].data); /* up: as many rows as the gate */
         struct mat up_w = dw[1] = random_weight(type, rows[0], cols, &hw[1]);
         float *gate = malloc((size_t)n * rows[0] * 4), *upv = malloc((size_t)n * rows[0] * 4);

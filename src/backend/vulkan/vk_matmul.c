@@ -350,7 +350,8 @@ struct gemm_args {
     uint32_t rows, cols, n, row_bytes, add;
     uint32_t slice; /* gemm_cm.comp's column slices (column_slices) */
     uint64_t part;
-    uint64_t w2, y2; /* gemm_cm2.comp's second matrix and its y (cm2_pair), or 0 */
+    uint64_t w2, y2, w3, y3; /* gemm_cm2.comp's second and third matrix and y (cm2_multi), or 0 */
+    uint32_t rows2, rows3;
 };
 
 /* Whether matvec.comp takes these tokens: up to 8, rows of x 16-byte aligned (read 16 bytes at
@@ -516,20 +517,26 @@ static void coopmat_product(struct vk_state *s, const struct weight_shaders *sh,
     }
 }
 
-/* gemm_cm2.comp's product at cm2_tiles[tile] (of a second matrix too where a->w2 is set), its
- * pipeline specialized to the weights' shape: rows, columns and row stride then constants to
- * the driver's compiler (a pipeline for each shape, a model's few). On an H200 the 8B Q4_K_M's
- * pp512 ran 1.6% faster that way (10138 against 9981 t/s), the 1B's no differently (session 34).
- * The tile's sides and k step are specialization constants too: those of cm2_tiles. */
+/* gemm_cm2.comp's product at cm2_tiles[tile] (of a second and third matrix too where a->w2 and
+ * a->w3 are set), its pipeline specialized to the weights' shape: rows (where all have the same),
+ * columns and row stride then constants to the driver's compiler (a pipeline for each shape, a
+ * model's few). On an H200 the 8B Q4_K_M's pp512 ran 1.6% faster that way (10138 against 9981
+ * t/s), the 1B's no differently (session 34). The tile's sides and k step are specialization
+ * constants too: those of cm2_tiles. */
 static void cm2_product(struct vk_state *s, enum vk_shader shader, const struct gemm_args *a,
                         int tile) {
     uint32_t bm = cm2_tiles[tile].rows, bn = cm2_tiles[tile].tokens;
-    bool shapes = s->d->cm2_shapes;
-    uint32_t spec[VK_SPEC] = {
-        shapes ? a->rows : 0, shapes ? a->cols : 0, shapes ? a->row_bytes : 0, bm, bn, 64};
-    uint32_t tiles = (a->rows + bm - 1) / bm;
-    vk_dispatch_special(s, shader, spec, a, sizeof *a, a->w2 ? 2 * tiles : tiles,
-                        (a->n + bn - 1) / bn, 1);
+    bool shapes = s->d->cm2_shapes,
+         one_height = (!a->w2 || a->rows2 == a->rows) && (!a->w3 || a->rows3 == a->rows);
+    uint32_t spec[VK_SPEC] = {shapes && one_height ? a->rows : 0,
+                              shapes ? a->cols : 0,
+                              shapes ? a->row_bytes : 0,
+                              bm,
+                              bn,
+                              64};
+    uint32_t tiles = (a->rows + bm - 1) / bm + (a->w2 ? (a->rows2 + bm - 1) / bm : 0) +
+                     (a->w3 ? (a->rows3 + bm - 1) / bm : 0);
+    vk_dispatch_special(s, shader, spec, a, sizeof *a, tiles, (a->n + bn - 1) / bn, 1);
 }
 
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
@@ -556,19 +563,16 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
     int step = (int64_t)INT32_MAX / widest < 64 * 65535 ? (int)(INT32_MAX / widest) : 64 * 65535;
     for (int t0 = 0; t0 < n; t0 += step) {
         int toks = n - t0 < step ? n - t0 : step;
-        struct gemm_args a = {vk_addr(w->data),
-                              vk_addr(x) + (uint64_t)t0 * (uint64_t)w->n_cols * sizeof(float),
-                              vk_addr(y) + (uint64_t)t0 * (uint64_t)w->n_rows * sizeof(float),
-                              vk_addr(s->d->tables),
-                              (uint32_t)w->n_rows,
-                              (uint32_t)w->n_cols,
-                              (uint32_t)toks,
-                              (uint32_t)w->row_bytes,
-                              add,
-                              (uint32_t)w->n_cols,
-                              0,
-                              0,
-                              0};
+        struct gemm_args a = {.w = vk_addr(w->data),
+                              .x = vk_addr(x) + (uint64_t)t0 * (uint64_t)w->n_cols * sizeof(float),
+                              .y = vk_addr(y) + (uint64_t)t0 * (uint64_t)w->n_rows * sizeof(float),
+                              .tab = vk_addr(s->d->tables),
+                              .rows = (uint32_t)w->n_rows,
+                              .cols = (uint32_t)w->n_cols,
+                              .n = (uint32_t)toks,
+                              .row_bytes = (uint32_t)w->row_bytes,
+                              .add = add,
+                              .slice = (uint32_t)w->n_cols};
         bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
         int tile = cm ? coopmat2_tile(s, sh, w, a.y, toks) : -1;
         int slices = cm && tile < 0 ? column_slices(w, toks) : 1;
@@ -638,49 +642,92 @@ static bool matvec_fuses(struct vk_state *s, int count, const struct mat *w, con
     return bytes || (one_type && (!norm || w[0].type == OX_DTYPE_F16));
 }
 
-/* Two products of one x by matrices of one type and shape (a prompt's gate and up) in one
- * dispatch of gemm_cm2.comp, where it takes them: their tiles in one grid, so that the last wave
- * of one fills up with the other's (the 8B's 14336-row products make 448 tiles of 64 x 256 each,
- * 3.4 waves on 132 multiprocessors). On an H200 the pair took 666 us where the two had taken
- * 379 each (session 34). False where it does not (they run apart). */
-static bool cm2_pair(struct vk_state *s, const struct mat *w, const float *x, float *const *y,
-                     int n) {
+/* Whether count (2 or 3) products of n tokens by these matrices go through one dispatch of
+ * gemm_cm2.comp (cm2_multi): all of one type and width, on the device's tiles of one shape
+ * (coopmat2_tile's for each), into 16-byte aligned y; *tile then that shape. */
+static bool cm2_takes(const struct vk_state *s, int count, const struct mat *w, float *const *y,
+                      int n, int *tile) {
+    struct weight_shaders shaders, *sh = &shaders;
+    int64_t widest = w->n_cols;
+    for (int m = 0; m < count; m++)
+        widest = w[m].n_rows > widest ? w[m].n_rows : widest;
+    if (!s->d->coopmat2 || !weight_shaders(w->type, sh) || sh->gemm_cm == VK_SHADER_COUNT ||
+        n > INT32_MAX / widest)
+        return false;
+    *tile = coopmat2_tile(s, sh, w, vk_addr(y[0]), n);
+    for (int m = 1; m < count; m++)
+        if (w[m].type != w->type || w[m].n_cols != w->n_cols || w[m].row_bytes != w->row_bytes ||
+            coopmat2_tile(s, sh, &w[m], vk_addr(y[m]), n) != *tile)
+            return false;
+    return *tile >= 0;
+}
+
+/* Products of one x by up to three matrices of one type and width (a prompt's gate and up; its
+ * q, k and v) in one dispatch of gemm_cm2.comp, where cm2_takes them: their tiles in one grid, so
+ * that the last wave of one fills up with the next's (the 8B's 14336-row gate and up make 448
+ * tiles of 64 x 256 each, 3.4 waves on 132 multiprocessors; the 1B's k and v 64 of 64 x 64 each).
+ * On an H200 (session 34) gate and up took 666 us together where they had taken 379 each, and
+ * q, k and v together ran the 1B's pp512 at 43077 / 43531 t/s against 41674 / 41594 (the 1B
+ * F16's at 62500 / 63012 against 58766 / 58772). False where it does not (they run apart). */
+static bool cm2_multi(struct vk_state *s, int count, const struct mat *w, const float *x,
+                      float *const *y, int n) {
     struct weight_shaders sh;
-    const struct mat *u = &w[1];
-    if (!s->d->coopmat2 || u->type != w->type || u->n_rows != w->n_rows || u->n_cols != w->n_cols ||
-        u->row_bytes != w->row_bytes || !weight_shaders(w->type, &sh) ||
-        sh.gemm_cm == VK_SHADER_COUNT ||
-        n > INT32_MAX / (w->n_rows > w->n_cols ? w->n_rows : w->n_cols))
+    int tile;
+    if (count < 2 || !cm2_takes(s, count, w, y, n, &tile))
         return false;
-    int tile = coopmat2_tile(s, &sh, w, vk_addr(y[0]), n);
-    if (tile < 0 || coopmat2_tile(s, &sh, u, vk_addr(y[1]), n) != tile || vk_addr(u->data) % 16)
-        return false;
+    weight_shaders(w->type, &sh);
     const void *x16 = x_as_halves(s, vk_addr(x), (size_t)n * (size_t)w->n_cols);
     if (!x16)
         return true; /* noted */
-    struct gemm_args a = {vk_addr(w->data),
-                          vk_addr(x16),
-                          vk_addr(y[0]),
-                          vk_addr(s->d->tables),
-                          (uint32_t)w->n_rows,
-                          (uint32_t)w->n_cols,
-                          (uint32_t)n,
-                          (uint32_t)w->row_bytes,
-                          0,
-                          (uint32_t)w->n_cols,
-                          0,
-                          vk_addr(u->data),
-                          vk_addr(y[1])};
+    const struct mat *last = &w[count - 1];
+    struct gemm_args a = {.w = vk_addr(w->data),
+                          .x = vk_addr(x16),
+                          .y = vk_addr(y[0]),
+                          .tab = vk_addr(s->d->tables),
+                          .rows = (uint32_t)w->n_rows,
+                          .cols = (uint32_t)w->n_cols,
+                          .n = (uint32_t)n,
+                          .row_bytes = (uint32_t)w->row_bytes,
+                          .slice = (uint32_t)w->n_cols,
+                          .w2 = vk_addr(w[1].data),
+                          .y2 = vk_addr(y[1]),
+                          .rows2 = (uint32_t)w[1].n_rows,
+                          .w3 = count == 3 ? vk_addr(last->data) : 0,
+                          .y3 = count == 3 ? vk_addr(y[2]) : 0,
+                          .rows3 = count == 3 ? (uint32_t)last->n_rows : 0};
     cm2_product(s, sh.gemm_cm2[tile], &a, tile);
-    for (int m = 0; m < 2; m++) /* it read x's halves */
-        scratch_read(s, vk_addr(y[m]), (uint64_t)n * (uint64_t)w->n_rows * sizeof(float));
+    for (int m = 0; m < count; m++) /* it read x's halves */
+        scratch_read(s, vk_addr(y[m]), (uint64_t)n * (uint64_t)w[m].n_rows * sizeof(float));
+    return true;
+}
+
+/* A prompt's products of one x by up to three matrices (no norm): each run of matrices that
+ * cm2_multi takes in one dispatch, the rest apart; false where no run is (the caller runs
+ * them). */
+static bool prompt_multi(struct backend *b, int count, const struct mat *w, const float *x,
+                         float *const *y, int n) {
+    struct vk_state *s = vk_of(b);
+    int taken = 0, tile, run[3] = {1, 1, 1}; /* run[m]: matrices from m in one dispatch */
+    for (int m = 0; m < count; m += run[m]) {
+        for (int k = count - m; k >= 2 && run[m] == 1; k--)
+            if (cm2_takes(s, k, &w[m], &y[m], n, &tile))
+                run[m] = k;
+        taken += run[m] > 1;
+    }
+    if (!taken)
+        return false;
+    for (int m = 0; m < count; m += run[m])
+        if (run[m] > 1)
+            cm2_multi(s, run[m], &w[m], x, &y[m], n);
+        else
+            vk_matmul(b, &w[m], x, y[m], n);
     return true;
 }
 
 bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,
                      const struct norm_in *norm, float *const *y, int n) {
     struct vk_state *s = vk_of(b);
-    if (count == 2 && !norm && n > 8 && cm2_pair(s, w, x, y, n))
+    if (count >= 2 && !norm && n > 8 && prompt_multi(b, count, w, x, y, n))
         return true;
     if (!matvec_fuses(s, count, w, x, norm, n))
         return false;

@@ -13,10 +13,10 @@
 // blocks) as the load's elements, 1.8 to 4 times; dequantizing into shared memory as gemm_cm.comp
 // does, the workgroup's matrix loaded from there, 1.2 to 1.6 times.
 // TILE_M x TILE_N: a workgroup's rows by tokens (vk_matmul.c's cm2_tiles), made specialization
-// constants with the weights' shape (vk_matmul.c's cm2_product). One dispatch may take two
-// matrices of one shape and their own y (a prompt's gate and up: w2, y2): the second's tiles
-// follow the first's in the grid's x, so one wave holds the end of the first and the start of
-// the second (vk_matmul.c's cm2_pair).
+// constants with the weights' shape (vk_matmul.c's cm2_product). One dispatch may take up to
+// three matrices of one width and type, each with its own y (a prompt's gate and up; its q, k
+// and v): each one's tiles follow the one before's in the grid's x, so a wave holds the end of one
+// and the start of the next (vk_matmul.c's cm2_multi).
 #version 450
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_cooperative_matrix : require
@@ -35,7 +35,8 @@ layout(push_constant) uniform Args {
     uint rows, cols, n, row_bytes, add; // add: y += W X
     uint pad_slice;
     uint64_t pad_part; // gemm_cm.comp's (vk_matmul.c's struct gemm_args)
-    uint64_t w2, y2;   // a second matrix of the same shape and its y (gate and up), or 0
+    uint64_t w2, y2, w3, y3; // a second and third matrix and their y, or 0
+    uint rows2, rows3;       // their rows
 } p;
 
 // The tile (TILE_M x TILE_N unless vk_matmul.c specializes it otherwise) and, where specialized
@@ -47,15 +48,16 @@ layout(constant_id = 2) const uint SHAPE_ROW_BYTES = 0;
 layout(constant_id = 3) const uint BM = TILE_M;
 layout(constant_id = 4) const uint BN = TILE_N;
 layout(constant_id = 5) const uint BK = 64;
-#define ROWS (SHAPE_ROWS != 0 ? SHAPE_ROWS : p.rows)
+#define ROWS (SHAPE_ROWS != 0 ? SHAPE_ROWS : rows_m)
 #define COLS (SHAPE_COLS != 0 ? SHAPE_COLS : p.cols)
 #define ROW_BYTES (SHAPE_ROW_BYTES != 0 ? SHAPE_ROW_BYTES : p.row_bytes)
 #define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
 #define MAT_B coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
 #define MAT_C coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
 
-// This workgroup's matrix and y: the first's, or past its tiles (grid x) the second's.
+// This workgroup's matrix, its y and its rows (by its place in the grid's x).
 uint64_t w_base, y_base;
+uint rows_m;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Out { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer In { float16_t v[]; };
@@ -110,9 +112,12 @@ bool inside(uint r0, uint t0) {
 }
 
 void main() {
-    uint tiles = (ROWS + BM - 1) / BM, second = gl_WorkGroupID.x >= tiles ? 1 : 0;
-    uint r0 = (gl_WorkGroupID.x - second * tiles) * BM, t0 = gl_WorkGroupID.y * BN;
-    w_base = second != 0 ? p.w2 : p.w, y_base = second != 0 ? p.y2 : p.y;
+    uint tile = gl_WorkGroupID.x, first = (p.rows + BM - 1) / BM, next = (p.rows2 + BM - 1) / BM;
+    uint m = tile < first ? 0 : tile < first + next ? 1 : 2;
+    tile -= m == 0 ? 0 : m == 1 ? first : first + next;
+    w_base = m == 0 ? p.w : m == 1 ? p.w2 : p.w3, y_base = m == 0 ? p.y : m == 1 ? p.y2 : p.y3;
+    rows_m = m == 0 ? p.rows : m == 1 ? p.rows2 : p.rows3;
+    uint r0 = tile * BM, t0 = gl_WorkGroupID.y * BN;
     tensorViewNV<2, false, 1, 0> swap = createTensorViewNV(2, false, 1, 0);
     MAT_C acc = MAT_C(0.0);
     // W: rows x cols, rows row_bytes apart; x and y: token-major, read and written transposed.
