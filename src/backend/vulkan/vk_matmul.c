@@ -45,7 +45,7 @@
 struct weight_shaders {
     enum vk_shader matvec, matvec1, gemm, get_rows; /* matvec1: one token */
     enum vk_shader gemm_cm;           /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
-    enum vk_shader gemm_cm2[3];       /* on workgroup matrices: cm2_tiles' shapes (or none) */
+    enum vk_shader gemm_cm2[4];       /* on workgroup matrices: cm2_tiles' shapes (or none) */
     enum vk_shader matvecq, matvecq1; /* matvec(1) on int8 x, or VK_SHADER_COUNT: none */
     enum vk_shader dequant;           /* the weights made f16 (dequant_f16.comp), or none */
 };
@@ -83,25 +83,29 @@ static enum vk_shader coopmat_shader(enum ox_dtype type) {
     }
 }
 
-/* gemm_cm2.comp's tiles (rows x tokens) in gemm_cm2[]'s order. */
-static const struct { uint32_t rows, tokens; } cm2_tiles[3] = {{64, 64}, {128, 256}, {64, 256}};
+/* gemm_cm2.comp's tiles (rows x tokens) in gemm_cm2[]'s order: coopmat2_tile says which. */
+static const struct {
+    uint32_t rows, tokens;
+} cm2_tiles[4] = {{64, 64}, {128, 256}, {64, 256}, {32, 256}};
 
 /* gemm_cm2.comp's tiles, built where glslc can (CMakeLists.txt's OX_VK_COOPMAT2): f16 weights
- * at 64 x 64 and 128 x 256, q4_K's and q6_K's at 64 x 64 and 64 x 256 (its header says why not
- * the other types). f16's 128 x 256 ran the 1B F16's pp512 on an H200 4% faster than 128 x 128
- * (56476 against 54352 t/s; 256 x 128 at 53176, 128 x 128 with a k step of 32 at 54760). */
+ * at 64 x 64 and 128 x 256, q4_K's and q6_K's at 64 x 64, 64 x 256 and 32 x 256 (its header says
+ * why not the other types). f16's 128 x 256 ran the 1B F16's pp512 on an H200 4% faster than 128 x
+ * 128 (56476 against 54352 t/s; 256 x 128 at 53176, 128 x 128 with a k step of 32 at 54760). */
 static void coopmat2_shaders(enum ox_dtype type, struct weight_shaders *s) {
-    s->gemm_cm2[0] = s->gemm_cm2[1] = s->gemm_cm2[2] = VK_SHADER_COUNT;
+    s->gemm_cm2[0] = s->gemm_cm2[1] = s->gemm_cm2[2] = s->gemm_cm2[3] = VK_SHADER_COUNT;
 #ifdef OX_VK_COOPMAT2
     if (type == OX_DTYPE_F16)
         s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_F16,
         s->gemm_cm2[1] = VK_SHADER_gemm_cm2_128x256_F16;
     if (type == OX_DTYPE_Q4_K)
         s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_Q4_K,
-        s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q4_K;
+        s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q4_K,
+        s->gemm_cm2[3] = VK_SHADER_gemm_cm2_32x256_Q4_K;
     if (type == OX_DTYPE_Q6_K)
         s->gemm_cm2[0] = VK_SHADER_gemm_cm2_64x64_Q6_K,
-        s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q6_K;
+        s->gemm_cm2[2] = VK_SHADER_gemm_cm2_64x256_Q6_K,
+        s->gemm_cm2[3] = VK_SHADER_gemm_cm2_32x256_Q6_K;
 #else
     (void)type;
 #endif
@@ -462,7 +466,11 @@ static int64_t cm2_groups(const struct mat *w, int toks, int i) {
  * 4096 or more columns (the 8B's k and v) take gemm_cm.comp too: on an H200 its q4_K ones took
  * 67 us there against 76 on gemm_cm2, its q6_K ones 95 against 142, and its pp512 ran at 8548
  * t/s against 7912 (one lease). Not the smaller models' 64 x 64 products: with every one of them
- * on gemm_cm.comp the 1B's pp512 fell from 35464 to 28100 t/s. */
+ * on gemm_cm.comp the 1B's pp512 fell from 35464 to 28100 t/s. q4_K's and q6_K's products that
+ * 64 x 256 leaves with fewer than 128 tiles take 32 x 256 where that makes 128 (the 1B's
+ * 2048-row products of 512 tokens: the weights still decoded once for 256 tokens), before 64 x
+ * 64: the 1B Q4_K_M's pp512 on an H200 went from 50194 / 50312 t/s to 51862 / 51955 with it
+ * (session 34, each with cm2_takes' tile for all the rows of q, k and v). */
 static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *sh,
                          const struct mat *w, uint64_t y, int toks) {
     if (!s->d->coopmat2 || sh->gemm_cm2[0] == VK_SHADER_COUNT || vk_addr(w->data) % 16 || y % 16 ||
@@ -473,6 +481,9 @@ static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *
     int tile = sh->gemm_cm2[1] != VK_SHADER_COUNT && cm2_groups(w, toks, 1) >= 128 ? 1 : 0;
     if (sh->gemm_cm2[2] != VK_SHADER_COUNT && toks >= 256 && cm2_groups(w, toks, 2) >= 128)
         tile = 2;
+    if (tile == 0 && sh->gemm_cm2[3] != VK_SHADER_COUNT && toks >= 256 &&
+        cm2_groups(w, toks, 3) >= 128)
+        tile = 3;
     if (w->type != OX_DTYPE_F16 && tile == 0 && w->n_rows <= 1024 && w->n_cols >= 4096)
         return -1; /* see above */
     return tile;
@@ -643,8 +654,13 @@ static bool matvec_fuses(struct vk_state *s, int count, const struct mat *w, con
 }
 
 /* Whether count (2 or 3) products of n tokens by these matrices go through one dispatch of
- * gemm_cm2.comp (cm2_multi): all of one type and width, on the device's tiles of one shape
- * (coopmat2_tile's for each), into 16-byte aligned y; *tile then that shape. */
+ * gemm_cm2.comp (cm2_multi): all of one type and width, each one that coopmat2_tile takes alone;
+ * *tile then the one it chooses for all their rows together. The 1B Q4_K_M's sliced gate and up
+ * (2048 rows each, 64 x 64 tiles alone) then take 64 x 256, its q, k and v (3072 rows) 32 x 256:
+ * on an H200 its pp512 went from 43321 / 43470 t/s to 50194 / 50312 with the tile of all the
+ * rows, to 51862 / 51955 with 32 x 256 too (session 34). Each alone: the 8B's k and v (1024
+ * rows, left to gemm_cm.comp or made f16) stay apart from q; merged into q's 64 x 256 tiles the
+ * 8B's pp512 read 10781 / 10789 against 10827 / 10857. */
 static bool cm2_takes(const struct vk_state *s, int count, const struct mat *w, float *const *y,
                       int n, int *tile) {
     struct weight_shaders shaders, *sh = &shaders;
@@ -654,11 +670,15 @@ static bool cm2_takes(const struct vk_state *s, int count, const struct mat *w, 
     if (!s->d->coopmat2 || !weight_shaders(w->type, sh) || sh->gemm_cm == VK_SHADER_COUNT ||
         n > INT32_MAX / widest)
         return false;
-    *tile = coopmat2_tile(s, sh, w, vk_addr(y[0]), n);
-    for (int m = 1; m < count; m++)
+    struct mat all = *w; /* the tile chosen for all the rows together */
+    all.n_rows = 0;
+    for (int m = 0; m < count; m++) {
         if (w[m].type != w->type || w[m].n_cols != w->n_cols || w[m].row_bytes != w->row_bytes ||
-            coopmat2_tile(s, sh, &w[m], vk_addr(y[m]), n) != *tile)
+            coopmat2_tile(s, sh, &w[m], vk_addr(y[m]), n) < 0)
             return false;
+        all.n_rows += w[m].n_rows;
+    }
+    *tile = coopmat2_tile(s, sh, &all, vk_addr(y[0]), n);
     return *tile >= 0;
 }
 
