@@ -116,6 +116,10 @@ done
 first=bench/models/$(echo "$MODELS" | awk '{print $1}' | sed 's/:/-/').gguf
 OX_DEVICE=vulkan $OX bench -m "$first" -ngl 99 -p 0 -n "$TG" --batch "${BATCHES:-1,8,32}" -r 2 \
   >"$LOG/batched-vk.md" 2>>"$LOG/bench.log"
+# a warm-up first: its first batches compile its pipelines (211 and 1484 t/s at 1 and 8 sequences
+# without one in session 33, 667 and 2227 after one)
+"$LL/llama-batched-bench" -m "$first" -ngl 99 -fa on -c 16384 -b 2048 -ub 512 -npp 128 -ntg 4 \
+  -npl "${BATCHES:-1,8,32}" >/dev/null 2>&1 || true
 "$LL/llama-batched-bench" -m "$first" -ngl 99 -fa on -c 16384 -b 2048 -ub 512 -npp 128 -ntg "$TG" \
   -npl "${BATCHES:-1,8,32}" >"$LOG/batched-llama.md" 2>&1
 last=bench/models/$(echo "$MODELS" | awk '{print $NF}' | sed 's/:/-/').gguf
