@@ -135,7 +135,8 @@ void main() {
         ly = setTensorLayoutDimensionNV(ly, p.n, ROWS);
         ly = setTensorLayoutStrideNV(ly, ROWS & ~7u, 1);
         if (p.add != 0)
-            coopMatLoadTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
+            coopMatLoadTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM),
+                                swap);
         PRODUCT(lw, lx)
         coopMatStoreTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
     } else {
@@ -151,7 +152,8 @@ void main() {
             createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
         ly = setTensorLayoutDimensionNV(ly, p.n, ROWS);
         if (p.add != 0)
-            coopMatLoadTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
+            coopMatLoadTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM),
+                                swap);
         PRODUCT(lw, lx)
         coopMatStoreTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM), swap);
     }
