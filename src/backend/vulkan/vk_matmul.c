@@ -683,22 +683,19 @@ static bool cm2_takes(const struct vk_state *s, int count, const struct mat *w, 
 }
 
 /* Products of one x by up to three matrices of one type and width (a prompt's gate and up; its
- * q, k and v) in one dispatch of gemm_cm2.comp, where cm2_takes them: their tiles in one grid, so
- * that the last wave of one fills up with the next's (the 8B's 14336-row gate and up make 448
- * tiles of 64 x 256 each, 3.4 waves on 132 multiprocessors; the 1B's k and v 64 of 64 x 64 each).
- * On an H200 (session 34) gate and up took 666 us together where they had taken 379 each, and
- * q, k and v together ran the 1B's pp512 at 43077 / 43531 t/s against 41674 / 41594 (the 1B
- * F16's at 62500 / 63012 against 58766 / 58772). False where it does not (they run apart). */
-static bool cm2_multi(struct vk_state *s, int count, const struct mat *w, const float *x,
-                      float *const *y, int n) {
+ * q, k and v) in one dispatch of gemm_cm2.comp, on the tile cm2_takes chose for them: their tiles
+ * in one grid, so that the last wave of one fills up with the next's (the 8B's 14336-row gate and
+ * up make 448 tiles of 64 x 256 each, 3.4 waves on 132 multiprocessors; the 1B's k and v make 64
+ * small tiles each). On an H200 (session 34) gate and up took 666 us together where they had taken
+ * 379 each, and q, k and v together ran the 1B's pp512 at 43077 / 43531 t/s against 41674 / 41594
+ * (the 1B F16's at 62500 / 63012 against 58766 / 58772). */
+static void cm2_multi(struct vk_state *s, int count, const struct mat *w, const float *x,
+                      float *const *y, int n, int tile) {
     struct weight_shaders sh;
-    int tile;
-    if (count < 2 || !cm2_takes(s, count, w, y, n, &tile))
-        return false;
     weight_shaders(w->type, &sh);
     const void *x16 = x_as_halves(s, vk_addr(x), (size_t)n * (size_t)w->n_cols);
     if (!x16)
-        return true; /* noted */
+        return; /* noted */
     const struct mat *last = &w[count - 1];
     struct gemm_args a = {.w = vk_addr(w->data),
                           .x = vk_addr(x16),
@@ -718,7 +715,6 @@ static bool cm2_multi(struct vk_state *s, int count, const struct mat *w, const 
     cm2_product(s, sh.gemm_cm2[tile], &a, tile);
     for (int m = 0; m < count; m++) /* it read x's halves */
         scratch_read(s, vk_addr(y[m]), (uint64_t)n * (uint64_t)w[m].n_rows * sizeof(float));
-    return true;
 }
 
 /* A prompt's products of one x by up to three matrices (no norm): each run of matrices that
@@ -727,10 +723,11 @@ static bool cm2_multi(struct vk_state *s, int count, const struct mat *w, const 
 static bool prompt_multi(struct backend *b, int count, const struct mat *w, const float *x,
                          float *const *y, int n) {
     struct vk_state *s = vk_of(b);
-    int taken = 0, tile, run[3] = {1, 1, 1}; /* run[m]: matrices from m in one dispatch */
+    /* run[m]: the matrices from m in one dispatch, on tile[m] */
+    int taken = 0, run[3] = {1, 1, 1}, tile[3];
     for (int m = 0; m < count; m += run[m]) {
         for (int k = count - m; k >= 2 && run[m] == 1; k--)
-            if (cm2_takes(s, k, &w[m], &y[m], n, &tile))
+            if (cm2_takes(s, k, &w[m], &y[m], n, &tile[m]))
                 run[m] = k;
         taken += run[m] > 1;
     }
@@ -738,7 +735,7 @@ static bool prompt_multi(struct backend *b, int count, const struct mat *w, cons
         return false;
     for (int m = 0; m < count; m += run[m])
         if (run[m] > 1)
-            cm2_multi(s, run[m], &w[m], x, &y[m], n);
+            cm2_multi(s, run[m], &w[m], x, &y[m], n, tile[m]);
         else
             vk_matmul(b, &w[m], x, y[m], n);
     return true;

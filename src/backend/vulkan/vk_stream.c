@@ -143,27 +143,29 @@ static bool dispatchable(struct vk_state *s, enum vk_shader sh, size_t bytes) {
     return true;
 }
 
+/* One dispatch on pipeline (shader sh's), after the ones held back. */
+static void dispatch_on(struct vk_state *s, enum vk_shader sh, VkPipeline pipeline,
+                        const void *args, size_t bytes, const uint32_t grid[3]) {
+    vk_record_waiting(s);
+    record(s, sh, pipeline, args, bytes, grid);
+    s->serial++;
+}
+
 void vk_dispatch(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes, uint32_t gx,
                  uint32_t gy, uint32_t gz) {
-    if (!dispatchable(s, sh, bytes))
-        return;
-    vk_record_waiting(s);
     const uint32_t grid[3] = {gx, gy, gz};
-    record(s, sh, vk_pipeline(s->d, sh), args, bytes, grid);
-    s->serial++;
+    if (dispatchable(s, sh, bytes))
+        dispatch_on(s, sh, vk_pipeline(s->d, sh), args, bytes, grid);
 }
 
 void vk_dispatch_special(struct vk_state *s, enum vk_shader sh, const uint32_t spec[VK_SPEC],
                          const void *args, size_t bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
-    VkPipeline pipeline = vk_pipeline_special(s->d, sh, spec);
-    if (!pipeline || bytes > VK_PUSH_BYTES) {
-        vk_note(s, VK_ERROR_INITIALIZATION_FAILED, "a specialized shader's pipeline");
-        return;
-    }
-    vk_record_waiting(s);
     const uint32_t grid[3] = {gx, gy, gz};
-    record(s, sh, pipeline, args, bytes, grid);
-    s->serial++;
+    VkPipeline pipeline = vk_pipeline_special(s->d, sh, spec);
+    if (!pipeline || bytes > VK_PUSH_BYTES)
+        vk_note(s, VK_ERROR_INITIALIZATION_FAILED, "a specialized shader's pipeline");
+    else
+        dispatch_on(s, sh, pipeline, args, bytes, grid);
 }
 
 void vk_dispatch_later(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes,
