@@ -104,6 +104,17 @@ void vk_backend_set_folds(bool on) {
         d->folds = on;
 }
 
+bool vk_backend_group_folds(void) {
+    struct vk_device *d = vk_device_get();
+    return d && d->group_folds;
+}
+
+void vk_backend_set_group_folds(bool on) {
+    struct vk_device *d = vk_device_get();
+    if (d)
+        d->group_folds = on && d->dot8;
+}
+
 void vk_backend_set_dequant_tokens(uint32_t tokens) {
     struct vk_device *d = vk_device_get();
     if (d)

@@ -32,5 +32,11 @@ bool vk_backend_folds(void);
 void vk_backend_set_folds(bool on);
 /* How many rope_store calls q, k and v's products have taken so far (for tests). */
 uint64_t vk_backend_rope_folds(void);
+/* Whether decode's products make the int8 groups the product after them takes (y += W x those of
+ * the RMSNorm of y, a GLU those of its output), so that no op runs between them; for tests, that
+ * turned on or off; how many outputs were taken that way so far. */
+bool vk_backend_group_folds(void);
+void vk_backend_set_group_folds(bool on);
+uint64_t vk_backend_group_folds_taken(void);
 
 #endif

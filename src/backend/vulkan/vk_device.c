@@ -237,6 +237,9 @@ static bool make_device(void) {
     device.dot8 = dot8_usable(device.physical);
     device.dequant_tokens = dequant_tokens(device.coopmat2);
     device.folds = !vk_turned_off("OX_VK_FOLDS");
+    device.group_folds = device.dot8 && !vk_turned_off("OX_VK_GROUP_FOLDS");
+    const char *cols = getenv("OX_VK_GROUP_COLS");
+    device.group_cols = cols && *cols ? strtoll(cols, NULL, 10) : 4096;
     device.cm2_shapes = !vk_turned_off("OX_VK_CM2_SHAPES");
     device.pipeline_stats = vk_pipeline_stats_wanted(device.physical);
     device.host_import = vk_pinned_usable(device.physical, &device.import_alignment);

@@ -46,6 +46,10 @@ struct vk_device {
     /* decode's q, k and v products rotate and store them too (vk_rope_fold.c); OX_VK_FOLDS=0
      * turns it off */
     bool folds;
+    /* decode's products make the int8 groups the next product takes (vk_group_fold.c);
+     * OX_VK_GROUP_FOLDS=0 turns it off */
+    bool group_folds;
+    int64_t group_cols; /* the widest rows of those products (OX_VK_GROUP_COLS; 4096) */
     /* gemm_cm2.comp's pipelines specialized to each weight shape (vk_matmul.c's cm2_product);
      * OX_VK_CM2_SHAPES=0 turns it off */
     bool cm2_shapes;
@@ -198,7 +202,13 @@ struct vk_state {
         uint32_t grid[3];
     } waiting[VK_WAITING];
     int n_waiting;
-    struct vk_rope_blocks *rope_blocks; /* vk_rope_fold.c's, or NULL */
+    struct vk_blocks *blocks; /* vk_blocks.c's, or NULL */
+    /* a decode step's outputs as int8 groups for the products after them (vk_group_fold.c),
+     * grown on use */
+    void *fold;
+    size_t fold_bytes;
+    uint64_t group_serial;       /* serial after the last product kept waiting to make them */
+    enum vk_shader group_shader; /* its matvec_group.comp variant */
     struct vk_graph graph[VK_GRAPHS];
     struct vk_graph *capture; /* the graph being recorded, or NULL */
     bool capture_spoiled;     /* something was uploaded while it was: not to be replayed */
@@ -270,11 +280,13 @@ void vk_dispatch_special(struct vk_state *s, enum vk_shader sh, const uint32_t s
 /* The same, kept back (with up to VK_WAITING others) until the next command, which records
  * them first, in order: until then vk_waiting_args gives the i-th one's push constants (bytes of
  * them; NULL past the last or of another size) for the op after them to change (q, k and v's
- * products made to rotate and store them too: vk_rope_fold.c). vk_record_waiting records them
- * now. */
+ * products made to rotate and store them too: vk_rope_fold.c), and vk_waiting_redirect its shader
+ * and grid for another of the same arguments (false where that has no pipeline). vk_record_waiting
+ * records them now. */
 void vk_dispatch_later(struct vk_state *s, enum vk_shader sh, const void *args, size_t bytes,
                        uint32_t gx, uint32_t gy, uint32_t gz);
 void *vk_waiting_args(struct vk_state *s, int i, size_t bytes);
+bool vk_waiting_redirect(struct vk_state *s, int i, enum vk_shader sh, uint32_t gx, uint32_t gy);
 void vk_record_waiting(struct vk_state *s);
 /* matvec.comp's arguments (vk_matmul.c): up to 3 matrices of one width and type, and what to do
  * with them. */
@@ -285,11 +297,31 @@ struct matvec_args {
     uint32_t cols, n, mode, glu_kind;
     uint64_t halves; /* a GLU's output as f16 too (for down), or 0 */
     uint64_t rope; /* q, k and v's: vk_rope_fold.c's block (rotate q and k, store k and v), or 0 */
+    uint64_t fold; /* matvec_group.comp's NormBlock, or that of the norm a product takes: 0 none */
 };
+_Static_assert(sizeof(struct matvec_args) == VK_PUSH_BYTES, "matvec.comp's push constants");
 /* Decode's RoPE and cache stores done by the products of q, k and v still waiting to be recorded
  * (vk_rope_fold.c), rather than by rope_store.comp: true where they took them. */
 bool vk_rope_fold(struct backend *b, const struct rope_store_args *a);
-void vk_rope_blocks_release(struct vk_state *s);
+/* The int8 groups of x that a decode step's product takes where the product that wrote x is
+ * still waiting (vk_group_fold.c): it is then made to write them too (matvec_group.comp) and
+ * recorded; 0 where not (the caller makes them). vk_group_fold_norm: x's RMSNorm's, y += W x
+ * having written x, *block the norm's for the products (matvec.comp's NORM_FOLD: 1 / rms);
+ * vk_group_fold_bytes: x's own, a GLU having written x. */
+uint64_t vk_group_fold_norm(struct backend *b, const float *x, const struct norm_in *norm, int n,
+                            int64_t cols, uint64_t *block);
+uint64_t vk_group_fold_bytes(struct backend *b, const float *x, int n, int64_t cols);
+/* The device address of a block of bytes (at most VK_BLOCK_BYTES) equal to want where the
+ * context has one; where it has none, want is uploaded into a new one (recording what waits
+ * first) and 0 returned, so that a block serves from its second use: a decode step's first
+ * recording is not replayed, and a block once there never changes (a recorded step may read
+ * it). 0 too where there is no room. */
+enum { VK_BLOCK_BYTES = 128 };
+uint64_t vk_block_address(struct backend *b, const void *want, size_t bytes);
+void vk_blocks_release(struct vk_state *s);
+/* *buf (of *have bytes) replaced by one of bytes, after what was recorded ran (it may read the
+ * old one); false (*buf NULL) where the flush failed (noted) or there is no memory. */
+bool vk_regrow(struct vk_state *s, void **buf, size_t *have, size_t bytes);
 /* Groups for a grid-stride loop over n values, 256 a group. */
 uint32_t vk_groups(size_t n);
 /* The device address a pointer stands for, as the shaders take it. */

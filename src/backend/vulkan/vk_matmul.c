@@ -44,10 +44,12 @@
 
 struct weight_shaders {
     enum vk_shader matvec, matvec1, gemm, get_rows; /* matvec1: one token */
-    enum vk_shader gemm_cm;           /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
-    enum vk_shader gemm_cm2[4];       /* on workgroup matrices: cm2_tiles' shapes (or none) */
-    enum vk_shader matvecq, matvecq1; /* matvec(1) on int8 x, or VK_SHADER_COUNT: none */
-    enum vk_shader dequant;           /* the weights made f16 (dequant_f16.comp), or none */
+    enum vk_shader gemm_cm;             /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
+    enum vk_shader gemm_cm2[4];         /* on workgroup matrices: cm2_tiles' shapes (or none) */
+    enum vk_shader matvecq, matvecq1;   /* matvec(1) on int8 x, or VK_SHADER_COUNT: none */
+    enum vk_shader dequant;             /* the weights made f16 (dequant_f16.comp), or none */
+    enum vk_shader matvecqn, matvecqn1; /* matvecq(1) on a norm's groups (vk_group_fold.c) */
+    enum vk_shader matvecg, matvecg1;   /* matvec_group.comp (the same): none where no matvecq */
 };
 
 static enum vk_shader dequant_shader(enum ox_dtype type) {
@@ -61,11 +63,14 @@ static enum vk_shader dequant_shader(enum ox_dtype type) {
 }
 
 static void q8_shaders(enum ox_dtype type, struct weight_shaders *s) {
-    s->matvecq = s->matvecq1 = VK_SHADER_COUNT;
+    s->matvecq = s->matvecq1 = s->matvecqn = s->matvecqn1 = s->matvecg = s->matvecg1 =
+        VK_SHADER_COUNT;
     switch (type) {
 #define VK_CASE_(name)                                                                             \
     case OX_DTYPE_##name:                                                                          \
         s->matvecq = VK_SHADER_matvecq_##name, s->matvecq1 = VK_SHADER_matvecq1_##name;            \
+        s->matvecqn = VK_SHADER_matvecqn_##name, s->matvecqn1 = VK_SHADER_matvecqn1_##name;        \
+        s->matvecg = VK_SHADER_matvecg_##name, s->matvecg1 = VK_SHADER_matvecg1_##name;            \
         break;
         VK_Q8_TYPES(VK_CASE_)
 #undef VK_CASE_
@@ -115,11 +120,12 @@ static bool weight_shaders(enum ox_dtype type, struct weight_shaders *s) {
     switch (type) {
 #define VK_CASE_(name)                                                                             \
     case OX_DTYPE_##name:                                                                          \
-        *s = (struct weight_shaders){VK_SHADER_matvec_##name, VK_SHADER_matvec1_##name,            \
-                                     VK_SHADER_gemm_##name,   VK_SHADER_get_rows_##name,           \
-                                     coopmat_shader(type),    {VK_SHADER_COUNT, VK_SHADER_COUNT},  \
-                                     VK_SHADER_COUNT,         VK_SHADER_COUNT,                     \
-                                     dequant_shader(type)};                                        \
+        *s = (struct weight_shaders){.matvec = VK_SHADER_matvec_##name,                            \
+                                     .matvec1 = VK_SHADER_matvec1_##name,                          \
+                                     .gemm = VK_SHADER_gemm_##name,                                \
+                                     .get_rows = VK_SHADER_get_rows_##name,                        \
+                                     .gemm_cm = coopmat_shader(type),                              \
+                                     .dequant = dequant_shader(type)};                             \
         q8_shaders(type, s);                                                                       \
         coopmat2_shaders(type, s);                                                                 \
         return true;
@@ -199,9 +205,7 @@ static void matmul_plain(struct backend *b, const struct mat *w, const float *x,
         }
 }
 
-/* *buf (of *have bytes) replaced by one of bytes, after what was recorded ran (it may read the
- * old one); false (*buf NULL) where the flush failed (noted) or there is no memory. */
-static bool regrow(struct vk_state *s, void **buf, size_t *have, size_t bytes) {
+bool vk_regrow(struct vk_state *s, void **buf, size_t *have, size_t bytes) {
     if (!vk_flush(s))
         return false;
     if (*buf)
@@ -213,13 +217,13 @@ static bool regrow(struct vk_state *s, void **buf, size_t *have, size_t bytes) {
 }
 
 /* The context's scratch buffer for activations converted for a product (f16 for gemm_cm.comp,
- * int8 for matvec.comp's integer form), at least bytes long: grown where too small (regrow);
+ * int8 for matvec.comp's integer form), at least bytes long: grown where too small (vk_regrow);
  * NULL (noted) where there is no memory for it. */
 static void *scratch(struct vk_state *s, size_t bytes) {
     if (bytes > s->scratch_bytes) {
         s->held_form = 0; /* holds nothing */
         size_t want = bytes > (8u << 20) ? bytes : 8u << 20;
-        if (!regrow(s, &s->scratch, &s->scratch_bytes, want)) {
+        if (!vk_regrow(s, &s->scratch, &s->scratch_bytes, want)) {
             if (!s->scratch)
                 vk_note(s, VK_ERROR_OUT_OF_DEVICE_MEMORY, "matmul: activations converted");
             return NULL;
@@ -324,13 +328,13 @@ static bool dequantizes(const struct vk_state *s, const struct weight_shaders *s
            coopmat2_tile(s, sh, w, vk_addr(y), n) < 0;
 }
 
-/* w's rows made f16 in the context's wide buffer (grown where too small: regrow), described as
+/* w's rows made f16 in the context's wide buffer (grown where too small: vk_regrow), described as
  * f16 weights by *f; false where there is no memory for it (the quantized product runs instead)
  * or the flush failed (noted). */
 static bool weights_as_halves(struct vk_state *s, const struct mat *w,
                               const struct weight_shaders *sh, struct mat *f) {
     size_t bytes = (size_t)w->n_rows * (size_t)w->n_cols * 2;
-    if (bytes > s->wide_bytes && !regrow(s, &s->wide, &s->wide_bytes, bytes))
+    if (bytes > s->wide_bytes && !vk_regrow(s, &s->wide, &s->wide_bytes, bytes))
         return false;
     struct dequant_args a = {vk_addr(w->data),    vk_addr(s->wide),    vk_addr(s->d->tables),
                              (uint32_t)w->n_rows, (uint32_t)w->n_cols, (uint32_t)w->row_bytes};
@@ -376,30 +380,40 @@ static enum x_form x_form(const struct vk_state *s, const struct weight_shaders 
     return on_bytes(s, sh) ? X_BYTES : type == OX_DTYPE_F16 ? X_HALVES : X_AS_IS;
 }
 
-/* x as a matvec takes it: its bytes for the integer form or its halves (RMSNorm'd first where
- * norm is given: one op; bytes kept from the last product where that was of the same x and
- * nothing ran since: q, k and v of two types read one), or x itself (norm NULL); 0 (noted) where
- * there is no room. */
-static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *x,
-                             const struct norm_in *norm, int n, int64_t cols) {
+/* x as a matvec takes it (x 0, noted, where there is no room): its bytes for the integer form
+ * or its halves, RMSNorm'd first where norm is given (one op), bytes kept from the last product
+ * where that was of the same x and nothing ran since (q, k and v of two types read one); or x
+ * itself (norm NULL). Bytes are made by the product that wrote x where that waits
+ * (vk_group_fold.c): .fold is then the block of the norm, which the product applies. */
+struct x_in {
+    uint64_t x, fold;
+};
+static struct x_in matvec_input(struct backend *b, enum x_form form, const float *x,
+                                const struct norm_in *norm, int n, int64_t cols) {
+    struct vk_state *s = vk_of(b);
+    struct x_in in = {0, 0};
     if (form == X_AS_IS)
-        return vk_addr(x);
+        return (struct x_in){vk_addr(x), 0};
     if (form == X_HALVES && norm) { /* the RMSNorm writes the halves: one op */
         void *y = scratch(s, (size_t)n * (size_t)cols * 2);
         if (y) {
             vk_rms_norm_halves(s, x, norm->w, norm->eps, n, (int)cols, y);
             scratch_made(s, X_HALVES, 0, (size_t)n * (size_t)cols);
         }
-        return vk_addr(y);
+        return (struct x_in){vk_addr(y), 0};
     }
     if (form == X_HALVES)
-        return vk_addr(x_as_halves(s, vk_addr(x), (size_t)n * (size_t)cols));
+        return (struct x_in){vk_addr(x_as_halves(s, vk_addr(x), (size_t)n * (size_t)cols)), 0};
     size_t count = (size_t)n * (size_t)cols;
     if (!norm && scratch_holds(s, X_BYTES, vk_addr(x), count))
-        return vk_addr(s->scratch) + s->held_at;
+        return (struct x_in){vk_addr(s->scratch) + s->held_at, 0};
+    if (norm && (in.x = vk_group_fold_norm(b, x, norm, n, cols, &in.fold)))
+        return in;
+    if (!norm && (in.x = vk_group_fold_bytes(b, x, n, cols)))
+        return in;
     uint8_t *q = vk_bytes_target(s, count);
     if (!q)
-        return 0;
+        return in;
     if (norm)
         vk_rms_norm_bytes(s, x, norm->w, norm->eps, n, (int)cols, q);
     else {
@@ -408,15 +422,36 @@ static uint64_t matvec_input(struct vk_state *s, enum x_form form, const float *
         vk_dispatch(s, VK_SHADER_quantize_q8, &a, sizeof a, vk_groups(count / 32), 1, 1);
     }
     scratch_made(s, X_BYTES, norm ? 0 : vk_addr(x), count);
-    return vk_addr(q);
+    return (struct x_in){vk_addr(q), 0};
+}
+
+/* The matvec_group.comp form a decode step's product with these weights waits on for the op
+ * after it, which may take its output as int8 groups that it makes itself (vk_group_fold.c): on
+ * the integer form, rows whole groups and no wider than group_cols; VK_SHADER_COUNT: none (it
+ * does not wait). Its workgroups of 32 rows are too few to stream a wide product: on an H200
+ * (session 35) the 8B's down (14336 wide) took 58 us a call that way against 24 as matvec.comp's,
+ * and teams of 64 threads rather than 16 brought it to 30, no more than the RMSNorm it saves
+ * (the 8B's tg128 344 t/s either way, the 1B's 935 against 965 without). */
+static enum vk_shader group_form(const struct vk_state *s, const struct weight_shaders *sh,
+                                 const struct mat *w, int n) {
+    if (!s->d->group_folds || !on_bytes(s, sh) || w->n_rows % 32 || n > 8 ||
+        w->n_cols > s->d->group_cols)
+        return VK_SHADER_COUNT;
+    return n == 1 ? sh->matvecg1 : sh->matvecg;
+}
+
+/* The product just kept waiting is one that may make them, on matvec_group.comp's form sh. */
+static void waits_for_groups(struct vk_state *s, enum vk_shader sh) {
+    s->group_serial = s->serial, s->group_shader = sh;
 }
 
 /* One matvec.comp dispatch over count matrices' rows (of one type: sh's) with x as matvec_input
  * gave it (bytes: the integer form), 4 rows a workgroup (a GLU: 2 of the gate, 2 of up). */
 static void matvec(struct vk_state *s, const struct weight_shaders *sh, int count,
-                   const struct mat *w, uint64_t x, bool bytes, float *const *y, int n, int mode,
+                   const struct mat *w, struct x_in x, bool bytes, float *const *y, int n, int mode,
                    int glu_kind, uint64_t halves, bool later) {
-    struct matvec_args a = {.x = x,
+    struct matvec_args a = {.x = x.x,
+                            .fold = x.fold,
                             .tab = vk_addr(s->d->tables),
                             .cols = (uint32_t)w[0].n_cols,
                             .n = (uint32_t)n,
@@ -431,8 +466,9 @@ static void matvec(struct vk_state *s, const struct weight_shaders *sh, int coun
         rows += (size_t)w[m].n_rows;
     }
     size_t groups = mode == MV_GLU ? (a.rows[0] + 1) / 2 : (rows + 3) / 4;
-    enum vk_shader shader =
-        bytes ? (n == 1 ? sh->matvecq1 : sh->matvecq) : (n == 1 ? sh->matvec1 : sh->matvec);
+    enum vk_shader shader = x.fold  ? (n == 1 ? sh->matvecqn1 : sh->matvecqn)
+                            : bytes ? (n == 1 ? sh->matvecq1 : sh->matvecq)
+                                    : (n == 1 ? sh->matvec1 : sh->matvec);
     uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups,
              gy = (uint32_t)((groups + gx - 1) / gx);
     if (later)
@@ -557,9 +593,13 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                          const float *x, float *y, int n, bool add) {
     struct vk_state *s = vk_of(b);
     if (matvec_takes(w, x, n)) {
-        uint64_t in = matvec_input(s, x_form(s, sh, w->type), x, NULL, n, w->n_cols);
-        if (in)
-            matvec(s, sh, 1, w, in, on_bytes(s, sh), &y, n, add ? MV_ADD : MV_SET, 0, 0, false);
+        struct x_in in = matvec_input(b, x_form(s, sh, w->type), x, NULL, n, w->n_cols);
+        enum vk_shader group = add ? group_form(s, sh, w, n) : VK_SHADER_COUNT;
+        bool wait = group != VK_SHADER_COUNT;
+        if (in.x)
+            matvec(s, sh, 1, w, in, on_bytes(s, sh), &y, n, add ? MV_ADD : MV_SET, 0, 0, wait);
+        if (in.x && wait)
+            waits_for_groups(s, group);
         return;
     }
     struct mat halves;
@@ -751,11 +791,11 @@ bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const fl
     struct weight_shaders sh;
     weight_shaders(w[0].type, &sh);
     bool bytes = on_bytes(s, &sh);
-    uint64_t in = matvec_input(s, x_form(s, &sh, w[0].type), x, norm, n, w[0].n_cols);
+    struct x_in in = matvec_input(b, x_form(s, &sh, w[0].type), x, norm, n, w[0].n_cols);
     /* q, k and v's products wait for the op after them, which may have them rotate and store
      * them too (vk_rope_fold.c) */
     bool later = count == 3 && s->d->folds;
-    for (int m = 0, run; in && m < count; m += run) {
+    for (int m = 0, run; in.x && m < count; m += run) {
         for (run = 1; m + run < count && w[m + run].type == w[m].type; run++)
             ;
         weight_shaders(w[m].type, &sh);
@@ -781,12 +821,17 @@ bool vk_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate
     size_t in_bytes = ((size_t)n * (size_t)gate->n_cols * 2 + 255) / 256 * 256,
            count = (size_t)n * (size_t)gate->n_rows;
     bool halves = form == X_HALVES && scratch(s, s->held_at + in_bytes + count * 2);
-    uint64_t in = matvec_input(s, form, x, norm, n, gate->n_cols);
-    if (!in)
+    struct x_in in = matvec_input(b, form, x, norm, n, gate->n_cols);
+    if (!in.x)
         return true;
-    size_t at = (size_t)(in - vk_addr(s->scratch)) + in_bytes; /* x's offset, plus */
+    /* x's offset in scratch, plus */
+    size_t at = halves ? (size_t)(in.x - vk_addr(s->scratch)) + in_bytes : 0;
+    enum vk_shader group = group_form(s, &sh, gate, n);
+    bool wait = group != VK_SHADER_COUNT;
     matvec(s, &sh, 2, both, in, on_bytes(s, &sh), out, n, MV_GLU, (int)kind,
-           halves ? vk_addr(s->scratch) + at : 0, false);
+           halves ? vk_addr(s->scratch) + at : 0, wait);
+    if (wait)
+        waits_for_groups(s, group);
     if (halves)
         scratch_made(s, X_HALVES, vk_addr(y), count), s->held_at = at;
     return true;

@@ -4,8 +4,6 @@
  * workgroup's four rows hold, so no workgroup waits for another. The products wait to be
  * recorded (vk_dispatch_later) until rope_store comes, which gives them each layer's block. */
 #include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_internal.h"
@@ -25,14 +23,6 @@ struct rope_block {
     float theta_scale, freq_scale, ext_factor, attn_factor, corr0, corr1;
 };
 _Static_assert(sizeof(struct rope_block) == 112, "matvec.comp's RopeBlock is 112 bytes");
-
-/* A context's blocks (a layer's each), on the device and as uploaded. */
-enum { ROPE_BLOCKS = 512 };
-struct vk_rope_blocks {
-    struct rope_block *device;
-    struct rope_block host[ROPE_BLOCKS];
-    int count;
-};
 
 /* The block of a's layer as the products take it. */
 static struct rope_block block_of(const struct rope_store_args *a) {
@@ -58,31 +48,6 @@ static struct rope_block block_of(const struct rope_store_args *a) {
         .corr0 = r->corr_dims[0],
         .corr1 = r->corr_dims[1],
     };
-}
-
-/* The device address of a block equal to want where one is there; where none is, want is
- * uploaded into a new one and 0 returned: the upload runs ahead of nothing waiting (it records
- * them first), so the block serves from the layer's next step. A block once there never changes
- * (a recorded step may read it), and 0 is returned where there is no room. */
-static uint64_t block_address(struct backend *b, const struct rope_block *want) {
-    struct vk_state *s = vk_of(b);
-    struct vk_rope_blocks *rb = s->rope_blocks;
-    if (!rb) {
-        rb = s->rope_blocks = calloc(1, sizeof *rb);
-        if (!rb)
-            return 0;
-        rb->device = vk_mem_alloc(s->d, sizeof(struct rope_block) * ROPE_BLOCKS);
-    }
-    if (!rb->device)
-        return 0;
-    for (int i = 0; i < rb->count; i++)
-        if (!memcmp(&rb->host[i], want, sizeof *want))
-            return vk_addr(&rb->device[i]);
-    if (rb->count == ROPE_BLOCKS)
-        return 0;
-    rb->host[rb->count] = *want;
-    vk_upload(b, &rb->device[rb->count++], want, sizeof *want);
-    return 0;
 }
 
 /* Whether the waiting dispatches are q, k and v's products for a's tokens (one or two
@@ -115,20 +80,13 @@ bool vk_rope_fold(struct backend *b, const struct rope_store_args *a) {
     if (!s->d->folds || r->neox || r->n_rot % 2 || a->hd_k % 2 || a->n > 8 ||
         !waiting_are_qkv(s, a))
         return false;
+    /* the first step of a layer uploads its block (recording q, k and v's products first):
+     * the products take it from the next */
     struct rope_block want = block_of(a);
-    uint64_t at = block_address(b, &want);
+    uint64_t at = vk_block_address(b, &want, sizeof want);
     struct matvec_args *m;
     for (int i = 0; at && (m = vk_waiting_args(s, i, sizeof *m)); i++)
         m->rope = at;
     folds_taken += at != 0;
     return at != 0;
-}
-
-void vk_rope_blocks_release(struct vk_state *s) {
-    if (!s->rope_blocks)
-        return;
-    if (s->rope_blocks->device)
-        vk_mem_free(s->d, s->rope_blocks->device);
-    free(s->rope_blocks);
-    s->rope_blocks = NULL;
 }

@@ -185,6 +185,14 @@ void *vk_waiting_args(struct vk_state *s, int i, size_t bytes) {
     return i < s->n_waiting && s->waiting[i].bytes == bytes ? s->waiting[i].args : NULL;
 }
 
+bool vk_waiting_redirect(struct vk_state *s, int i, enum vk_shader sh, uint32_t gx, uint32_t gy) {
+    if (i >= s->n_waiting || !vk_pipeline(s->d, sh))
+        return false;
+    struct vk_waiting *w = &s->waiting[i];
+    w->shader = sh, w->grid[0] = gx, w->grid[1] = gy, w->grid[2] = 1;
+    return true;
+}
+
 void *vk_alloc(struct backend *b, size_t bytes) {
     return vk_mem_alloc(vk_of(b)->d, bytes);
 }
@@ -331,7 +339,9 @@ void vk_release(struct backend *b) {
         vk_mem_free(s->d, s->scratch);
     if (s->wide)
         vk_mem_free(s->d, s->wide);
-    vk_rope_blocks_release(s);
+    if (s->fold)
+        vk_mem_free(s->d, s->fold);
+    vk_blocks_release(s);
     if (s->up)
         vkDestroyBuffer(dev, s->up, NULL), vkFreeMemory(dev, s->up_mem, NULL);
     if (s->down)

@@ -12,7 +12,8 @@
 // each (rows_times_x's f16 form).
 // X_Q8: x as quantize_q8.comp made it (x: each token's bytes, cols of them, then every token's
 // groups' (d, sums) at x + n cols) and the weights as dequant_q8.glsl's bytes: integer dot
-// products.
+// products. NORM_FOLD (with X_Q8): x as y += W x (matvec_group.comp) made it, the RMSNorm of y
+// without its 1 / rms, which the sums are multiplied by at the end (fold: its NormBlock).
 #version 450
 #include "common.glsl"
 #include "dequant.glsl"
@@ -22,14 +23,7 @@
 #endif
 layout(local_size_x = 128) in;
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Vec4s { vec4 v[]; };
-layout(push_constant) uniform Args {
-    uint64_t w[3], y[3]; // matrices and their outputs; rows[m] 0 past the last
-    uint64_t x, tab;
-    uint rows[3], row_bytes[3];
-    uint cols, n, mode, glu_kind; // n <= 8
-    uint64_t halves; // a GLU's y as f16 too (as halves.comp rounds it), or 0
-    uint64_t rope;   // q, k and v's products in a decode step: RopeBlock, or 0
-} p;
+#include "matvec_args.glsl"
 
 // A decode step's RoPE and cache stores, done as q, k and v are written (vk_rope_fold.c): the
 // outputs that are q, k and v, the cache rows of the cells, and rope_store.comp's parameters.
@@ -44,10 +38,6 @@ RopeBlock rb;
 #define ROPE_ARGS rb
 #include "rope.glsl"
 
-#define MODE_SET 0
-#define MODE_ADD 1
-#define MODE_GLU 2
-
 // SLOTS: rows a workgroup, 2 a team; NT: the most tokens (ONE_TOKEN: the decode of one
 // sequence, whose sums then take 16 registers rather than 128)
 #ifdef ONE_TOKEN
@@ -55,143 +45,13 @@ const uint NT = 1;
 #else
 const uint NT = 8;
 #endif
-const uint TEAM = 64, TEAMS = 2, SLOTS = 4;
+const uint TEAM = 64, TEAMS = 2, SLOTS = 4, WG = TEAMS * TEAM;
 shared float part[SLOTS][NT][TEAM + 1], sums[SLOTS][NT];
+#ifdef NORM_FOLD
+#include "matvec_norm.glsl"
+#endif
 
-#ifdef X_Q8
-// A token's group as bytes (xa, xb; scale and sums xm) times a row's (levels q, scales ab).
-float group_dot(uvec4 xa, uvec4 xb, vec4 xm, uint q[8], vec4 ab) {
-    int lo = sdot4(q[0], xa.x) + sdot4(q[1], xa.y) + sdot4(q[2], xa.z) + sdot4(q[3], xa.w);
-    int hi = sdot4(q[4], xb.x) + sdot4(q[5], xb.y) + sdot4(q[6], xb.z) + sdot4(q[7], xb.w);
-    return xm.x * (ab.x * float(lo) + ab.y * float(hi) + ab.z * xm.y + ab.w * xm.z);
-}
-
-#ifdef Q8_PAIRS
-// Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two), a lane
-// taking groups 2c and 2c + 1 (dequant_q8.glsl's q8_pair) and x's 64 bytes for them.
-void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
-    uint64_t base = p.w[m] + uint64_t(r) * p.row_bytes[m];
-    uint64_t metas = p.x + uint64_t(p.n) * p.cols;
-    for (uint c = lane; c < p.cols / 64; c += TEAM) {
-        uint q0[8], q1[8], u0[8], u1[8];
-        vec4 ab0, ab1, cd0, cd1;
-        q8_pair(base, c, q0, q1, ab0, ab1);
-        if (two)
-            q8_pair(base + p.row_bytes[m], c, u0, u1, cd0, cd1);
-        [[unroll]] for (uint t = 0; t < NT; t++) {
-            if (t < p.n) {
-                Quads xq = Quads(p.x + uint64_t(t) * p.cols + 64 * c);
-                uvec4 xa = xq.v[0], xb = xq.v[1], xc = xq.v[2], xd = xq.v[3];
-                Vec4s xv = Vec4s(metas + (uint64_t(t) * (p.cols / 32) + 2 * c) * 16);
-                vec4 xm = xv.v[0], xn = xv.v[1];
-                s0[t] += group_dot(xa, xb, xm, q0, ab0) + group_dot(xc, xd, xn, q1, ab1);
-                if (two)
-                    s1[t] += group_dot(xa, xb, xm, u0, cd0) + group_dot(xc, xd, xn, u1, cd1);
-            }
-        }
-    }
-}
-#else
-// Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two).
-void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
-    uint64_t base = p.w[m] + uint64_t(r) * p.row_bytes[m];
-    uint64_t metas = p.x + uint64_t(p.n) * p.cols;
-    for (uint g = lane; g < p.cols / 32; g += TEAM) {
-        uint q0[8], q1[8];
-        vec4 ab0, ab1;
-        q8_group(base, g, p.tab, q0, ab0);
-        if (two)
-            q8_group(base + p.row_bytes[m], g, p.tab, q1, ab1);
-        [[unroll]] for (uint t = 0; t < NT; t++) {
-            if (t < p.n) {
-                Quads xq = Quads(p.x + uint64_t(t) * p.cols + 32 * g);
-                uvec4 xa = xq.v[0], xb = xq.v[1];
-                vec4 xm = Vec4s(metas + (uint64_t(t) * (p.cols / 32) + g) * 16).v[0];
-                s0[t] += group_dot(xa, xb, xm, q0, ab0);
-                if (two)
-                    s1[t] += group_dot(xa, xb, xm, q1, ab1);
-            }
-        }
-    }
-}
-#endif
-#elif defined(TYPE_F16) && defined(X_F16)
-// Eight f16 weights (or x values) times eight.
-float dot8(uvec4 a, uvec4 b) {
-    return dot(vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y)),
-               vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y))) +
-           dot(vec4(unpackHalf2x16(a.z), unpackHalf2x16(a.w)),
-               vec4(unpackHalf2x16(b.z), unpackHalf2x16(b.w)));
-}
-
-// Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two), for f16
-// weights (rows 16-byte aligned: vk_matmul.c's matvec_takes): a lane reads 8 weights at a time,
-// the team's lanes consecutive runs of 16 bytes (a subgroup's load one run of 512), four runs a
-// row in flight. The dequant.glsl path below gives each lane a whole 64-byte group, so one load
-// of a subgroup touched 16 bytes in every 64 of 2 KiB: the 1B F16's tg128 on an H200 ran at 591
-// / 597 t/s that way and 691 / 699 this way (session 32).
-void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
-    Quads w0 = Quads(p.w[m] + uint64_t(r) * p.row_bytes[m]);
-    Quads w1 = Quads(p.w[m] + uint64_t(r + (two ? 1 : 0)) * p.row_bytes[m]);
-    const uint U = 4;
-    uint runs = p.cols / 8;
-    for (uint c0 = lane; c0 < runs; c0 += U * TEAM) {
-        uvec4 a[U], b[U];
-        [[unroll]] for (uint j = 0; j < U; j++) {
-            uint c = c0 + j * TEAM;
-            a[j] = c < runs ? w0.v[c] : uvec4(0);
-            b[j] = c < runs && two ? w1.v[c] : uvec4(0);
-        }
-        [[unroll]] for (uint t = 0; t < NT; t++) {
-            if (t < p.n) {
-                Quads xh = Quads(p.x + uint64_t(t) * p.cols * 2);
-                [[unroll]] for (uint j = 0; j < U; j++) {
-                    uint c = c0 + j * TEAM;
-                    uvec4 xq = c < runs ? xh.v[c] : uvec4(0);
-                    s0[t] += dot8(a[j], xq), s1[t] += dot8(b[j], xq);
-                }
-            }
-        }
-    }
-}
-#else
-// Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two): the two
-// rows' loads issued together, each x read once for both.
-void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout float s1[NT]) {
-    uint64_t base = p.w[m] + uint64_t(r) * p.row_bytes[m];
-    for (uint g = lane; g < p.cols / 32; g += TEAM) {
-        float v[32], u[32];
-        dq_group(base, g, p.tab, v);
-        if (two)
-            dq_group(base + p.row_bytes[m], g, p.tab, u);
-        [[unroll]] for (uint t = 0; t < NT; t++) {
-            if (t < p.n) {
-#ifdef X_F16
-                Quads xh = Quads(p.x + (uint64_t(t) * p.cols + 32 * g) * 2);
-                uvec4 h[4] = uvec4[4](xh.v[0], xh.v[1], xh.v[2], xh.v[3]);
-#else
-                Vec4s xv = Vec4s(p.x + (uint64_t(t) * p.cols + 32 * g) * 4);
-#endif
-                float a0 = 0, a1 = 0;
-                [[unroll]] for (uint q = 0; q < 8; q++) {
-#ifdef X_F16
-                    vec4 xq = vec4(unpackHalf2x16(h[q / 2][2 * (q % 2)]),
-                                   unpackHalf2x16(h[q / 2][2 * (q % 2) + 1]));
-#else
-                    vec4 xq = xv.v[q];
-                    xq = vec4(x_as_weight(xq.x), x_as_weight(xq.y), x_as_weight(xq.z),
-                              x_as_weight(xq.w));
-#endif
-                    a0 += dot(vec4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]), xq);
-                    if (two)
-                        a1 += dot(vec4(u[4 * q], u[4 * q + 1], u[4 * q + 2], u[4 * q + 3]), xq);
-                }
-                s0[t] += a0, s1[t] += a1;
-            }
-        }
-    }
-}
-#endif
+#include "matvec_rows.glsl"
 
 // A team's sums of its two rows (s0, s1) into part; how many of part's entries a slot and token
 // fill. One token's: each subgroup's added first (by its first thread, at its place in the team),
@@ -275,6 +135,9 @@ void main() {
         rows_times_x(m0, r0, false, lane, s0, s1);
     if (has1 && m1 != m0)
         rows_times_x(m1, r1, false, lane, s1, s0);
+#ifdef NORM_FOLD
+    add_squares();
+#endif
     uint parts = team_parts(team, lane, s0, s1);
     barrier();
     uint i = gl_LocalInvocationID.x, k = i / NT, t = i % NT; // thread i < 32: slot k, token t
@@ -283,6 +146,9 @@ void main() {
         float sum = 0;
         for (uint l = 0; l < parts; l++)
             sum += part[k][t][l];
+#ifdef NORM_FOLD
+        sum *= norm_scale(t);
+#endif
         sums[k][t] = sum;
     }
     barrier();
