@@ -2,9 +2,10 @@
  * (vk_group_fold.c). y += W x, then q, k and v's products or a GLU of y through the RMSNorm: for
  * a residual whose normed groups of 32 are whole levels the products must match the double
  * product of the normed residual to the float sums' error, for a random one stay as close to it
- * as the unfolded path, and y must be the same bit for bit. A GLU, then down's product of its
- * output: the GLU's floats as unfolded, down's result as close to the double product. Skipped
- * (77) where there is no Vulkan device with integer dot products. */
+ * as the unfolded path, and y as close as its sums in another order. A GLU, then down's product
+ * of its output: the GLU's floats as unfolded, down's result as close to the double product. One
+ * token folds; 3 and 8 must run as unfolded. Skipped (77) where there is no Vulkan device with
+ * integer dot products. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,9 +116,10 @@ static void test_norm_fold(enum ox_dtype type, enum ox_dtype wo_type, int n, int
     vk_backend_set_group_folds(was);
     /* every step's two norms but the first's, which uploaded their blocks, and its GLU's groups;
      * no norm where y += W x has no integer form (matvec_group.comp's) or is too wide for it, the
-     * GLU's groups then alone (z's product of the same type: integer or not) */
+     * GLU's groups then alone (z's product of the same type: integer or not); nothing for more
+     * tokens than one */
     uint64_t folded = vk_backend_group_folds_taken() - taken;
-    bool q8 = vk_backend_q8_type(wo_type), folds = q8 && in <= 4096;
+    bool q8 = vk_backend_q8_type(wo_type) && n == 1, folds = q8 && in <= 4096;
     CHECK_MSG(folds ? folded >= 3 * STEPS - 2 : folded == (q8 ? STEPS : 0),
               "%llu of %d norms folded (%s, %d wide)", (unsigned long long)folded, 2 * STEPS,
               ox_dtype_name(wo_type), in);
@@ -132,16 +134,16 @@ static void test_norm_fold(enum ox_dtype type, enum ox_dtype wo_type, int n, int
         double folded_err = rel_err(got[1][m], want[m], count);
         double apart_err = rel_err(got[0][m], want[m], count);
         /* exact levels: the float sums' error; random ones: int8's, as unfolded (the same groups,
-         * 1 / rms applied after); not folded: q, k and v bit for bit, the GLU summed in another
-         * order where it makes its groups */
-        double tol = !folds ? 1.1 * apart_err : exact ? 2e-5 : 1.1 * apart_err;
+         * 1 / rms applied after); not folded: q, k and v bit for bit (below), the GLU summed in
+         * another order where it makes its groups */
+        double tol = exact ? 2e-5 : 1.1 * apart_err;
         CHECK_MSG(folded_err <= tol,
                   "%s of a folded norm (%s, y += W x %s, n=%d%s): error %.3g,"
                   " allowed %.3g (apart: %.3g)",
                   what[m], ox_dtype_name(type), ox_dtype_name(wo_type), n,
                   exact ? ", exact levels" : "", folded_err, tol, apart_err);
-        CHECK_MSG(folds || m == 3 || !memcmp(got[0][m], got[1][m], count * 4), "%s not folded",
-                  what[m]);
+        CHECK_MSG(folds || (m == 3 && q8) || !memcmp(got[0][m], got[1][m], count * 4),
+                  "%s not folded", what[m]);
         free(want[m]), free(got[0][m]), free(got[1][m]);
     }
     /* y summed in another order; z from the GLU's groups, their floats as close as the GLU's */
@@ -191,8 +193,8 @@ static void test_glu_fold(enum ox_dtype type, enum ox_dtype down_type, int n) {
     }
     vk_backend_set_group_folds(was);
     uint64_t folded = vk_backend_group_folds_taken() - taken;
-    CHECK_MSG(folded >= STEPS - 1, "%llu of %d GLUs' outputs folded", (unsigned long long)folded,
-              STEPS);
+    CHECK_MSG(n == 1 ? folded >= STEPS - 1 : folded == 0, "%llu of %d GLUs' outputs folded (n=%d)",
+              (unsigned long long)folded, STEPS, n);
     CHECK_CLOSE(got[1][0], got[0][0], (size_t)n * FF, 1e-5, "a GLU making its groups (%s, n=%d)",
                 ox_dtype_name(type), n);
     float *want = malloc((size_t)n * DIM * 4);

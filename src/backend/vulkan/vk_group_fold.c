@@ -77,7 +77,7 @@ static bool take(struct vk_state *s, int mode, const float *x, int n, int64_t co
 
 /* Whether a fold of x (n tokens, cols wide) may be tried at all. */
 static bool foldable(struct vk_state *s, int n, int64_t cols) {
-    return s->d->group_folds && n >= 1 && n <= 8 && cols % 32 == 0;
+    return s->d->group_folds && n == 1 && cols % 32 == 0;
 }
 
 uint64_t vk_group_fold_norm(struct backend *b, const float *x, const struct norm_in *norm, int n,

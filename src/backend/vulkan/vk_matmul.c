@@ -44,12 +44,12 @@
 
 struct weight_shaders {
     enum vk_shader matvec, matvec1, gemm, get_rows; /* matvec1: one token */
-    enum vk_shader gemm_cm;             /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
-    enum vk_shader gemm_cm2[4];         /* on workgroup matrices: cm2_tiles' shapes (or none) */
-    enum vk_shader matvecq, matvecq1;   /* matvec(1) on int8 x, or VK_SHADER_COUNT: none */
-    enum vk_shader dequant;             /* the weights made f16 (dequant_f16.comp), or none */
-    enum vk_shader matvecqn, matvecqn1; /* matvecq(1) on a norm's groups (vk_group_fold.c) */
-    enum vk_shader matvecg, matvecg1;   /* matvec_group.comp (the same): none where no matvecq */
+    enum vk_shader gemm_cm;           /* gemm on cooperative matrices, or VK_SHADER_COUNT: none */
+    enum vk_shader gemm_cm2[4];       /* on workgroup matrices: cm2_tiles' shapes (or none) */
+    enum vk_shader matvecq, matvecq1; /* matvec(1) on int8 x, or VK_SHADER_COUNT: none */
+    enum vk_shader dequant;           /* the weights made f16 (dequant_f16.comp), or none */
+    enum vk_shader matvecqn1;         /* matvecq1 on a norm's groups (vk_group_fold.c), or none */
+    enum vk_shader matvecg1;          /* matvec_group.comp (the same): none where no matvecq */
 };
 
 static enum vk_shader dequant_shader(enum ox_dtype type) {
@@ -63,14 +63,12 @@ static enum vk_shader dequant_shader(enum ox_dtype type) {
 }
 
 static void q8_shaders(enum ox_dtype type, struct weight_shaders *s) {
-    s->matvecq = s->matvecq1 = s->matvecqn = s->matvecqn1 = s->matvecg = s->matvecg1 =
-        VK_SHADER_COUNT;
+    s->matvecq = s->matvecq1 = s->matvecqn1 = s->matvecg1 = VK_SHADER_COUNT;
     switch (type) {
 #define VK_CASE_(name)                                                                             \
     case OX_DTYPE_##name:                                                                          \
         s->matvecq = VK_SHADER_matvecq_##name, s->matvecq1 = VK_SHADER_matvecq1_##name;            \
-        s->matvecqn = VK_SHADER_matvecqn_##name, s->matvecqn1 = VK_SHADER_matvecqn1_##name;        \
-        s->matvecg = VK_SHADER_matvecg_##name, s->matvecg1 = VK_SHADER_matvecg1_##name;            \
+        s->matvecqn1 = VK_SHADER_matvecqn1_##name, s->matvecg1 = VK_SHADER_matvecg1_##name;        \
         break;
         VK_Q8_TYPES(VK_CASE_)
 #undef VK_CASE_
@@ -427,17 +425,18 @@ static struct x_in matvec_input(struct backend *b, enum x_form form, const float
 
 /* The matvec_group.comp form a decode step's product with these weights waits on for the op
  * after it, which may take its output as int8 groups that it makes itself (vk_group_fold.c): on
- * the integer form, rows whole groups and no wider than group_cols; VK_SHADER_COUNT: none (it
- * does not wait). Its workgroups of 32 rows are too few to stream a wide product: on an H200
- * (session 35) the 8B's down (14336 wide) took 58 us a call that way against 24 as matvec.comp's,
- * and teams of 64 threads rather than 16 brought it to 30, no more than the RMSNorm it saves
- * (the 8B's tg128 344 t/s either way, the 1B's 935 against 965 without). */
+ * the integer form, one token, rows whole groups and no wider than group_cols; VK_SHADER_COUNT:
+ * none (it does not wait). Its workgroups of 32 rows are too few to stream a wide product: on an
+ * H200 (session 35) the 8B's down (14336 wide) took 58 us a call that way against 24 as
+ * matvec.comp's, and teams of 64 threads rather than 16 brought it to 30, no more than the RMSNorm
+ * it saves (the 8B's tg128 344 t/s either way, the 1B's 935 against 965 without). For 8
+ * sequences its teams of 16 ran slower than matvec.comp (the 1B: 3745 against 3922 t/s). */
 static enum vk_shader group_form(const struct vk_state *s, const struct weight_shaders *sh,
                                  const struct mat *w, int n) {
-    if (!s->d->group_folds || !on_bytes(s, sh) || w->n_rows % 32 || n > 8 ||
+    if (!s->d->group_folds || !on_bytes(s, sh) || w->n_rows % 32 || n != 1 ||
         w->n_cols > s->d->group_cols)
         return VK_SHADER_COUNT;
-    return n == 1 ? sh->matvecg1 : sh->matvecg;
+    return sh->matvecg1;
 }
 
 /* The product just kept waiting is one that may make them, on matvec_group.comp's form sh. */
@@ -466,7 +465,7 @@ static void matvec(struct vk_state *s, const struct weight_shaders *sh, int coun
         rows += (size_t)w[m].n_rows;
     }
     size_t groups = mode == MV_GLU ? (a.rows[0] + 1) / 2 : (rows + 3) / 4;
-    enum vk_shader shader = x.fold  ? (n == 1 ? sh->matvecqn1 : sh->matvecqn)
+    enum vk_shader shader = x.fold  ? sh->matvecqn1 /* one token: vk_group_fold.c */
                             : bytes ? (n == 1 ? sh->matvecq1 : sh->matvecq)
                                     : (n == 1 ? sh->matvec1 : sh->matvec);
     uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups,

@@ -1,5 +1,5 @@
-// matvec_group.comp: a decode step's y += W x (the o projection, down) or GLU (gate and up) for up
-// to 8 tokens whose output the product after it takes as int8 groups of 32 (vk_group_fold.c): a
+// matvec_group.comp: a decode step's y += W x (the o projection) or GLU (gate and up) for one
+// token whose output the product after it takes as int8 groups of 32 (vk_group_fold.c): a
 // workgroup makes 32 rows of y, a whole group, so it quantizes the group itself and no op runs
 // between the two products (rows.comp's RMSNorm, quantize_q8.comp). 16 teams of 16 threads, a
 // team rows 2j and 2j + 1 of the group (y += W x), or those rows of the gate and of up (a GLU),
@@ -7,7 +7,8 @@
 // y += W x: the group is that of y times the RMSNorm's weights, the norm's 1 / rms left to the
 // products after it (matvec.comp's NORM_FOLD, or a GLU here), which add up each workgroup's sum
 // of squares of y. A GLU: the group is that of y (written where halves says); its x may be such
-// a norm's (fold given). Rows a multiple of 32; the output's float rows are written too.
+// a norm's (fold given). Rows a multiple of 32; the output's float rows are written too. One
+// token: for 8 sequences its teams of 16 ran slower than matvec.comp (vk_matmul.c's group_form).
 #version 450
 #include "common.glsl"
 #include "dequant.glsl"
@@ -20,11 +21,7 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer Levels { uv
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Metas { vec4 v[]; };
 #include "matvec_args.glsl"
 
-#ifdef ONE_TOKEN
 const uint NT = 1;
-#else
-const uint NT = 8;
-#endif
 const uint TEAM = 16, TEAMS = 16, GROUP = 32, WG = TEAMS * TEAM;
 // slots 0..31: the group's rows (of the gate for a GLU); 32..63: up's. A team's lanes' sums, or
 // (one token) its subgroups'.
