@@ -67,7 +67,7 @@ rm -f /tmp/ox-cuda.done
 [ "${CUDA:-1}" != 0 ] && [ -x /usr/local/cuda/bin/nvcc ] &&
   { (build "$R" /tmp/ox-cuda -DOX_CUDA=ON oxidize_cli && touch /tmp/ox-cuda.done) >"$LOG/cuda-build.txt" 2>&1 & }
 build "$R" /tmp/ox-vk -DOX_VULKAN=ON oxidize_cli gen-model test_vulkan_ops test_vulkan_graph \
-  test_vulkan_recurrent test_vulkan_group_fold test_reference test_decode
+  test_vulkan_recurrent test_vulkan_group_fold test_vulkan_rope_fold test_reference test_decode
 BASE=
 if [ -f .device/base.tar.xz ]; then
   rm -rf /tmp/ox-base-src && mkdir -p /tmp/ox-base-src && tar xJf .device/base.tar.xz -C /tmp/ox-base-src
@@ -82,6 +82,7 @@ if [ "${TESTS:-1}" != 0 ]; then
     ./tests/backend/test_vulkan_ops | tail -1 && ./tests/backend/test_vulkan_graph | tail -1 &&
     ./tests/backend/test_vulkan_recurrent | tail -1 &&
     ./tests/backend/test_vulkan_group_fold | tail -1 &&
+    ./tests/backend/test_vulkan_rope_fold | tail -1 &&
     OX_TEST_GPU_LAYERS=99 OX_TEST_SKIP_MODELS=llama-bf16,olmoe-f16,deepseek2-f16 \
       ./tests/model/test_reference 2>&1 | tail -1) >"$LOG/tests.txt" 2>&1 || true
   cat "$LOG/tests.txt"
@@ -115,10 +116,13 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   done
 done
 first=bench/models/$(echo "$MODELS" | awk '{print $1}' | sed 's/:/-/').gguf
+# a warm-up first, both engines: their first batches compile their pipelines (oxidize's 8
+# sequences 2587 +- 1626 t/s without one in session 35, 3752 after one; llama-batched-bench's 1 and
+# 8 211 and 1484 without one in session 33, 667 and 2227 after one)
+OX_DEVICE=vulkan $OX bench -m "$first" -ngl 99 -p 0 -n 4 --batch "${BATCHES:-1,8,32}" -r 1 \
+  >/dev/null 2>>"$LOG/bench.log" || true
 OX_DEVICE=vulkan $OX bench -m "$first" -ngl 99 -p 0 -n "$TG" --batch "${BATCHES:-1,8,32}" -r 2 \
   >"$LOG/batched-vk.md" 2>>"$LOG/bench.log"
-# a warm-up first: its first batches compile its pipelines (211 and 1484 t/s at 1 and 8 sequences
-# without one in session 33, 667 and 2227 after one)
 "$LL/llama-batched-bench" -m "$first" -ngl 99 -fa on -c 16384 -b 2048 -ub 512 -npp 128 -ntg 4 \
   -npl "${BATCHES:-1,8,32}" >/dev/null 2>&1 || true
 "$LL/llama-batched-bench" -m "$first" -ngl 99 -fa on -c 16384 -b 2048 -ub 512 -npp 128 -ntg "$TG" \

@@ -53,28 +53,38 @@ float slot_sum(uint k, uint t, uint parts) {
     return sum;
 }
 
-// Token t's group (outs) as int8 levels and (d, sums): a GLU's where halves says, y += W x's
-// times the norm's weights where its block says, with the group's sum of squares of y.
-void write_group(uint wg, uint t, bool is_glu) {
-    NormBlock nb = NormBlock(is_glu ? 0 : p.fold);
+// Token t's group (outs) times the norm's weights g (0: none) as int8 levels and (d, sums) at
+// `to`, as quantize_q8.comp lays them out; its sum of squares of y (the group's, before g).
+// Every read through a pointer that may be null is behind an if, not in a ?: or && (which
+// compile to selects that read both sides: Mesa 26's lavapipe then loads from address 0).
+float write_group(uint wg, uint t, uint64_t g, uint64_t to) {
     vec4 v[8];
     float squares = 0;
     [[unroll]] for (uint j = 0; j < 8; j++) {
         v[j] = vec4(outs[4 * j][t], outs[4 * j + 1][t], outs[4 * j + 2][t], outs[4 * j + 3][t]);
         squares += dot(v[j], v[j]);
-        if (!is_glu && uint64_t(nb.g) != 0) // 16-byte aligned (vk_group_fold.c)
-            v[j] *= Vec4s(uint64_t(nb.g) + 4 * (uint64_t(GROUP) * wg + 4 * j)).v[0];
+        if (g != 0) // 16-byte aligned (vk_group_fold.c)
+            v[j] *= Vec4s(g + 4 * (uint64_t(GROUP) * wg + 4 * j)).v[0];
     }
     uvec4 lo, hi;
     vec4 meta;
     quantize_group(v, lo, hi, meta);
     uint dim = p.rows[0];
-    uint64_t to = is_glu ? p.halves : nb.bytes;
     Levels bytes = Levels(to + uint64_t(t) * dim + GROUP * wg);
     bytes.v[0] = lo, bytes.v[1] = hi;
     Metas(to + uint64_t(p.n) * dim + (uint64_t(t) * (dim / GROUP) + wg) * 16).v[0] = meta;
-    if (!is_glu)
-        nb.partials.v[t * nb.parts + wg] = squares;
+    return squares;
+}
+
+// A GLU's groups where halves says; y += W x's, times the norm's weights, where its block says,
+// with the workgroup's sum of squares of y.
+void write_groups(uint wg, uint t, bool is_glu) {
+    if (is_glu) {
+        write_group(wg, t, 0, p.halves);
+        return;
+    }
+    NormBlock nb = NormBlock(p.fold);
+    nb.partials.v[t * nb.parts + wg] = write_group(wg, t, uint64_t(nb.g), nb.bytes);
 }
 
 void main() {
@@ -94,7 +104,7 @@ void main() {
         rows_times_x(1, r, true, lane, s0, s1);
         team_parts(GROUP, team, lane, s0, s1);
     }
-    bool normed = is_glu && p.fold != 0; // x a norm's groups without its 1 / rms
+    bool normed = is_glu && p.fold != 0; // x a norm's groups without its 1 / rms (no read: &&)
     if (normed)
         add_squares();
     barrier();
@@ -103,14 +113,20 @@ void main() {
     if (k < GROUP && t < p.n) {
         Floats y = Floats(p.y[0]);
         uint at = t * p.rows[0] + GROUP * wg + k;
-        float scale = normed ? norm_scale(t) : 1.0;
-        float v = is_glu ? glu(p.glu_kind, scale * slot_sum(k, t, parts),
-                               scale * slot_sum(GROUP + k, t, parts))
-                         : y.v[at] + slot_sum(k, t, parts);
+        float v = slot_sum(k, t, parts);
+        if (is_glu) {
+            float u = slot_sum(GROUP + k, t, parts);
+            if (normed) { // an if: norm_scale reads fold's block
+                float scale = norm_scale(t);
+                v *= scale, u *= scale;
+            }
+            v = glu(p.glu_kind, v, u);
+        } else
+            v += y.v[at];
         y.v[at] = v;
         outs[k][t] = v;
     }
     barrier();
     if (th < p.n)
-        write_group(wg, th, is_glu);
+        write_groups(wg, th, is_glu);
 }
