@@ -17,7 +17,7 @@
 #include "quant/dtype.h"
 #include "test.h"
 
-/* IN: y += W x's width; WIDE past the 4096 of matvec_group.comp (not folded: vk_matmul.c's
+/* IN: y += W x's width; WIDE past matvec_group.comp's default 4096 (not folded: vk_matmul.c's
  * group_form) */
 enum { DIM = 512, IN = 256, WIDE = 4608, FF = 256, STEPS = 2 };
 static const int qkv_rows[3] = {256, 32, 32}; /* q (and the GLU): k-quants' blocks wide */
@@ -53,15 +53,18 @@ static void normed_ref(const float *y, const float *g, int n, float eps, float *
 
 /* STEPS rounds of y += W x (from y0) and the products of y through the norm (q, k and v, then
  * a GLU, whose output wd takes into z += wd h from 0: the GLU both takes a norm's groups and
- * makes its own); the products' outputs, y and z after the last into got (q, k, v, glu, y, z). */
+ * makes its own), then k's product of z through the norm (z += wd h makes its groups from the
+ * GLU's); the products' outputs, y, z and the last after the last step into got (q, k, v, glu,
+ * y, z, k of z). */
 static void fold_round(const struct mat *wo, const float *dxa, const struct mat dw[3],
                        const struct mat *up, const struct mat *wd, const float *y0,
-                       const struct norm_in *norm, int n, float *got[6]) {
-    float *dy = gpu.ops->alloc(&gpu, (size_t)n * DIM * 4), *out[4];
+                       const struct norm_in *norm, int n, float *got[7]) {
+    float *dy = gpu.ops->alloc(&gpu, (size_t)n * DIM * 4), *out[5];
     float *dz = gpu.ops->alloc(&gpu, (size_t)n * DIM * 4);
     for (int m = 0; m < 3; m++)
         out[m] = gpu.ops->alloc(&gpu, (size_t)n * qkv_rows[m] * 4);
     out[3] = gpu.ops->alloc(&gpu, (size_t)n * qkv_rows[0] * 4);
+    out[4] = gpu.ops->alloc(&gpu, (size_t)n * qkv_rows[1] * 4);
     for (int step = 0; step < STEPS; step++) { /* y the same for both */
         gpu.ops->zero(&gpu, dz, (size_t)n * DIM);
         gpu.ops->upload(&gpu, dy, y0, (size_t)n * DIM * 4);
@@ -71,12 +74,14 @@ static void fold_round(const struct mat *wo, const float *dxa, const struct mat 
         CHECK(gpu.ops->matmul_add(&gpu, wo, dxa, dy, n));
         CHECK(gpu.ops->matmul_glu(&gpu, GLU_SILU, &dw[0], up, dy, norm, out[3], n));
         CHECK(gpu.ops->matmul_add(&gpu, wd, out[3], dz, n));
+        CHECK(gpu.ops->matmul_multi(&gpu, 1, &dw[1], dz, norm, &out[4], n));
     }
     for (int m = 0; m < 4; m++)
         got[m] = down(out[m], (size_t)n * (m == 3 ? qkv_rows[0] : qkv_rows[m])),
         gpu.ops->free(&gpu, out[m]);
     got[4] = down(dy, (size_t)n * DIM), got[5] = down(dz, (size_t)n * DIM);
-    gpu.ops->free(&gpu, dy), gpu.ops->free(&gpu, dz);
+    got[6] = down(out[4], (size_t)n * qkv_rows[1]);
+    gpu.ops->free(&gpu, dy), gpu.ops->free(&gpu, dz), gpu.ops->free(&gpu, out[4]);
 }
 
 /* The double products of x (normed) by q, k, v and the GLU of q's weights and up's. */
@@ -93,7 +98,9 @@ static void products_ref(enum ox_dtype type, uint8_t *const hw[4], const float *
     free(u);
 }
 
-static void test_norm_fold(enum ox_dtype type, enum ox_dtype wo_type, int n, int in, bool exact) {
+/* tiny: the residual 2^-10 as large, its mean square below the norm's eps (which then counts) */
+static void test_norm_fold(enum ox_dtype type, enum ox_dtype wo_type, int n, int in, bool exact,
+                           bool tiny) {
     uint8_t *hw[4], *hwo, *hwd;
     struct mat dw[3], wup, wo = random_weight(wo_type, DIM, in, &hwo);
     struct mat wd = random_weight(wo_type, DIM, qkv_rows[0], &hwd);
@@ -104,25 +111,30 @@ static void test_norm_fold(enum ox_dtype type, enum ox_dtype wo_type, int n, int
     float *xa = random_floats((size_t)n * in, exact ? 0.0f : 1.0f); /* exact: y += 0 */
     if (exact)
         exact_residual(n, y0, g);
+    for (size_t i = 0; tiny && i < (size_t)n * DIM; i++)
+        y0[i] = ldexpf(y0[i], -10);
     float *dxa = up(xa, (size_t)n * in * 4);
     const struct norm_in norm = {up(g, DIM * 4), 1e-5f};
-    float *got[2][6];
+    float *got[3][7];
     bool was = vk_backend_group_folds();
-    uint64_t taken = vk_backend_group_folds_taken();
-    for (int round = 0; round < 2; round++) {
-        vk_backend_set_group_folds(round == 1);
+    uint64_t taken = 0;
+    for (int round = 0; round < 3; round++) { /* apart, folded to make the blocks, folded */
+        vk_backend_set_group_folds(round > 0);
+        taken = vk_backend_group_folds_taken();
         fold_round(&wo, dxa, dw, &wup, &wd, y0, &norm, n, got[round]);
     }
     vk_backend_set_group_folds(was);
-    /* every step's two norms but the first's, which uploaded their blocks, and its GLU's groups;
-     * no norm where y += W x has no integer form (matvec_group.comp's) or is too wide for it, the
-     * GLU's groups then alone (z's product of the same type: integer or not); nothing for more
-     * tokens than one */
+    /* each step's: q, k and v's norm and the GLU's from y += W x, the GLU's groups for z += wd h
+     * and k's norm of z from that: the first two not where y += W x has no integer form
+     * (matvec_group.comp's) or is too wide for it; nothing where z's product has none or for
+     * more tokens than one */
     uint64_t folded = vk_backend_group_folds_taken() - taken;
-    bool q8 = vk_backend_q8_type(wo_type) && n == 1, folds = q8 && in <= 4096;
-    CHECK_MSG(folds ? folded >= 3 * STEPS - 2 : folded == (q8 ? STEPS : 0),
-              "%llu of %d norms folded (%s, %d wide)", (unsigned long long)folded, 2 * STEPS,
-              ox_dtype_name(wo_type), in);
+    bool q8 = vk_backend_q8_type(wo_type) && n == 1, folds = q8 && in <= vk_backend_group_cols();
+    CHECK_MSG(folded == (uint64_t)(STEPS * (2 * folds + 2 * q8)),
+              "%llu folds in %d steps (%s, %d wide, n=%d)", (unsigned long long)folded, STEPS,
+              ox_dtype_name(wo_type), in, n);
+    for (int i = 0; i < 7; i++) /* the round that made the blocks */
+        free(got[1][i]), got[1][i] = got[2][i];
     float *x = malloc((size_t)n * DIM * 4), *want[4];
     normed_ref(got[1][4], g, n, norm.eps, x);
     for (int m = 0; m < 4; m++)
@@ -146,13 +158,16 @@ static void test_norm_fold(enum ox_dtype type, enum ox_dtype wo_type, int n, int
                   "%s not folded", what[m]);
         free(want[m]), free(got[0][m]), free(got[1][m]);
     }
-    /* y summed in another order; z from the GLU's groups, their floats as close as the GLU's */
+    /* y summed in another order; z from the GLU's groups, their floats as close as the GLU's; k
+     * of z's norm, z += wd h having made its groups */
     CHECK_CLOSE(got[1][4], got[0][4], (size_t)n * DIM, 1e-6, "y += W x writing its norm");
     CHECK_CLOSE(got[1][5], got[0][5], (size_t)n * DIM, 2e-3, "z += W h of a GLU making its groups");
-    printf("  norm folded: %s, y += W x %s (%d wide), n=%d%s\n", ox_dtype_name(type),
-           ox_dtype_name(wo_type), in, n, exact ? ", exact levels" : "");
+    CHECK_CLOSE(got[1][6], got[0][6], (size_t)n * qkv_rows[1], 2e-3,
+                "k of z's norm, z += W h making its groups");
+    printf("  norm folded: %s, y += W x %s (%d wide), n=%d%s%s\n", ox_dtype_name(type),
+           ox_dtype_name(wo_type), in, n, exact ? ", exact levels" : "", tiny ? ", tiny" : "");
     for (int r = 0; r < 2; r++)
-        free(got[r][4]), free(got[r][5]);
+        free(got[r][4]), free(got[r][5]), free(got[r][6]);
     free(x), free(y0), free(g), free(xa), free(hwo), free(hwd);
     gpu.ops->free(&gpu, (void *)wd.data);
     for (int m = 0; m < 3; m++)
@@ -228,12 +243,15 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
             for (int exact = 0; exact < 2; exact++)
-                test_norm_fold(types[i], i % 2 ? OX_DTYPE_Q4_K : OX_DTYPE_Q6_K, ns[j], IN, exact);
+                test_norm_fold(types[i], i % 2 ? OX_DTYPE_Q4_K : OX_DTYPE_Q6_K, ns[j], IN, exact,
+                               false);
+    for (int exact = 0; exact < 2; exact++) /* the norm's eps counting */
+        test_norm_fold(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 1, IN, exact, true);
     for (int exact = 0; exact < 2; exact++) /* not folded: the products as they were */
-        test_norm_fold(OX_DTYPE_Q4_K, OX_DTYPE_F16, 1, IN, exact);
-    for (int exact = 0; exact < 2; exact++) /* y += W x wide: teams of 64 */
-        test_norm_fold(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 1, WIDE, exact),
-            test_norm_fold(OX_DTYPE_Q8_0, OX_DTYPE_Q4_K, 1, WIDE, exact);
+        test_norm_fold(OX_DTYPE_Q4_K, OX_DTYPE_F16, 1, IN, exact, false);
+    for (int exact = 0; exact < 2; exact++) /* y += W x too wide: the GLU's groups and z's */
+        test_norm_fold(OX_DTYPE_Q4_K, OX_DTYPE_Q6_K, 1, WIDE, exact, false),
+            test_norm_fold(OX_DTYPE_Q8_0, OX_DTYPE_Q4_K, 1, WIDE, exact, false);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
             test_glu_fold(types[i], i % 2 ? OX_DTYPE_Q6_K : OX_DTYPE_Q4_K, ns[j]);

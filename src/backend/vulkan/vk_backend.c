@@ -109,6 +109,11 @@ bool vk_backend_group_folds(void) {
     return d && d->group_folds;
 }
 
+int64_t vk_backend_group_cols(void) {
+    struct vk_device *d = vk_device_get();
+    return d ? d->group_cols : 0;
+}
+
 void vk_backend_set_group_folds(bool on) {
     struct vk_device *d = vk_device_get();
     if (d)

@@ -38,5 +38,7 @@ uint64_t vk_backend_rope_folds(void);
 bool vk_backend_group_folds(void);
 void vk_backend_set_group_folds(bool on);
 uint64_t vk_backend_group_folds_taken(void);
+/* The widest y += W x that makes them (OX_VK_GROUP_COLS; 4096). */
+int64_t vk_backend_group_cols(void);
 
 #endif

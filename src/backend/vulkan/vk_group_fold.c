@@ -48,11 +48,13 @@ static struct matvec_args *waiting_product(struct vk_state *s, int mode, const f
 }
 
 /* Where half `half` of the fold buffer starts, each half bytes long at least: 0 where it had to
- * grow (the flush recorded what waited as it was) or cannot. */
+ * grow (the flush recorded what waited as it was) or cannot (no memory: not tried again, for each
+ * try flushes and drops the recorded steps). */
 static uint64_t fold_half(struct vk_state *s, int half, size_t bytes) {
     if (2 * bytes > s->fold_bytes) {
         size_t want = bytes > (1u << 20) ? 2 * bytes : 2u << 20;
-        vk_regrow(s, &s->fold, &s->fold_bytes, want);
+        if (!s->fold_lost && !vk_regrow(s, &s->fold, &s->fold_bytes, want))
+            s->fold_lost = true;
         return 0;
     }
     return vk_addr(s->fold) + (uint64_t)half * (s->fold_bytes / 2);
@@ -63,6 +65,8 @@ static uint64_t fold_half(struct vk_state *s, int half, size_t bytes) {
 static bool take(struct vk_state *s, int mode, const float *x, int n, int64_t cols, uint64_t at) {
     struct matvec_args *m = waiting_product(s, mode, x, n, cols);
     uint32_t groups = (uint32_t)(cols / 32), gx = groups < 65535 ? groups : 65535;
+    if (mode == MV_GLU && m && m->x >= at && m->x < at + s->fold_bytes / 2)
+        return false; /* its own x there (a GLU of a GLU's groups): it would write what it reads */
     if (!at || !m ||
         !vk_waiting_redirect(s, s->n_waiting - 1, s->group_shader, gx, (groups + gx - 1) / gx))
         return false;

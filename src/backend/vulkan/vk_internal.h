@@ -207,6 +207,7 @@ struct vk_state {
      * grown on use */
     void *fold;
     size_t fold_bytes;
+    bool fold_lost;              /* no memory for it: not tried again */
     uint64_t group_serial;       /* serial after the last product kept waiting to make them */
     enum vk_shader group_shader; /* its matvec_group.comp variant */
     struct vk_graph graph[VK_GRAPHS];

@@ -91,6 +91,8 @@ void main() {
     uint th = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID; // teams whole subgroups
     uint team = th / TEAM, lane = th % TEAM;
     uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; // past 65535 in x
+    if (wg >= p.rows[0] / GROUP) // the grid's last row past the rows (the whole workgroup)
+        return;
     uint r = GROUP * wg + 2 * team;
     bool is_glu = p.mode == MODE_GLU;
     float s0[NT], s1[NT];
