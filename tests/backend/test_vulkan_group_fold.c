@@ -98,6 +98,38 @@ static void products_ref(enum ox_dtype type, uint8_t *const hw[4], const float *
     free(u);
 }
 
+/* q, k, v and the GLU of y's norm folded (got[1]) and apart (got[0]) against the double products
+ * of y's norm (y: got[1][4]); folds: the norm folded, q8: the GLU's groups made (its sums then in
+ * another order). Frees got[0..1][0..3]. */
+static void check_products(enum ox_dtype type, enum ox_dtype wo_type, uint8_t *const hw[4],
+                           const float *g, float eps, int n, bool exact, bool folds, bool q8,
+                           float *got[][7]) {
+    float *x = malloc((size_t)n * DIM * 4), *want[4];
+    normed_ref(got[1][4], g, n, eps, x);
+    for (int m = 0; m < 4; m++)
+        want[m] = malloc((size_t)n * qkv_rows[m == 3 ? 0 : m] * 4);
+    products_ref(type, hw, x, n, want);
+    static const char *what[4] = {"q", "k", "v", "the GLU"};
+    for (int m = 0; m < 4; m++) {
+        size_t count = (size_t)n * qkv_rows[m == 3 ? 0 : m];
+        double folded_err = rel_err(got[1][m], want[m], count);
+        double apart_err = rel_err(got[0][m], want[m], count);
+        /* exact levels: the float sums' error; random ones: int8's, as unfolded (the same groups,
+         * 1 / rms applied after); not folded: q, k and v bit for bit (below), the GLU summed in
+         * another order where it makes its groups */
+        double tol = exact ? 2e-5 : 1.1 * apart_err;
+        CHECK_MSG(folded_err <= tol,
+                  "%s of a folded norm (%s, y += W x %s, n=%d%s): error %.3g,"
+                  " allowed %.3g (apart: %.3g)",
+                  what[m], ox_dtype_name(type), ox_dtype_name(wo_type), n,
+                  exact ? ", exact levels" : "", folded_err, tol, apart_err);
+        CHECK_MSG(folds || (m == 3 && q8) || !memcmp(got[0][m], got[1][m], count * 4),
+                  "%s not folded", what[m]);
+        free(want[m]), free(got[0][m]), free(got[1][m]);
+    }
+    free(x);
+}
+
 /* tiny: the residual 2^-10 as large, its mean square below the norm's eps (which then counts) */
 static void test_norm_fold(enum ox_dtype type, enum ox_dtype wo_type, int n, int in, bool exact,
                            bool tiny) {
@@ -135,29 +167,7 @@ static void test_norm_fold(enum ox_dtype type, enum ox_dtype wo_type, int n, int
               ox_dtype_name(wo_type), in, n);
     for (int i = 0; i < 7; i++) /* the round that made the blocks */
         free(got[1][i]), got[1][i] = got[2][i];
-    float *x = malloc((size_t)n * DIM * 4), *want[4];
-    normed_ref(got[1][4], g, n, norm.eps, x);
-    for (int m = 0; m < 4; m++)
-        want[m] = malloc((size_t)n * qkv_rows[m == 3 ? 0 : m] * 4);
-    products_ref(type, hw, x, n, want);
-    static const char *what[4] = {"q", "k", "v", "the GLU"};
-    for (int m = 0; m < 4; m++) {
-        size_t count = (size_t)n * qkv_rows[m == 3 ? 0 : m];
-        double folded_err = rel_err(got[1][m], want[m], count);
-        double apart_err = rel_err(got[0][m], want[m], count);
-        /* exact levels: the float sums' error; random ones: int8's, as unfolded (the same groups,
-         * 1 / rms applied after); not folded: q, k and v bit for bit (below), the GLU summed in
-         * another order where it makes its groups */
-        double tol = exact ? 2e-5 : 1.1 * apart_err;
-        CHECK_MSG(folded_err <= tol,
-                  "%s of a folded norm (%s, y += W x %s, n=%d%s): error %.3g,"
-                  " allowed %.3g (apart: %.3g)",
-                  what[m], ox_dtype_name(type), ox_dtype_name(wo_type), n,
-                  exact ? ", exact levels" : "", folded_err, tol, apart_err);
-        CHECK_MSG(folds || (m == 3 && q8) || !memcmp(got[0][m], got[1][m], count * 4),
-                  "%s not folded", what[m]);
-        free(want[m]), free(got[0][m]), free(got[1][m]);
-    }
+    check_products(type, wo_type, hw, g, norm.eps, n, exact, folds, q8, got);
     /* y summed in another order; z from the GLU's groups, their floats as close as the GLU's; k
      * of z's norm, z += wd h having made its groups */
     CHECK_CLOSE(got[1][4], got[0][4], (size_t)n * DIM, 1e-6, "y += W x writing its norm");
@@ -168,7 +178,7 @@ static void test_norm_fold(enum ox_dtype type, enum ox_dtype wo_type, int n, int
            ox_dtype_name(wo_type), in, n, exact ? ", exact levels" : "", tiny ? ", tiny" : "");
     for (int r = 0; r < 2; r++)
         free(got[r][4]), free(got[r][5]), free(got[r][6]);
-    free(x), free(y0), free(g), free(xa), free(hwo), free(hwd);
+    free(y0), free(g), free(xa), free(hwo), free(hwd);
     gpu.ops->free(&gpu, (void *)wd.data);
     for (int m = 0; m < 3; m++)
         free(hw[m]), gpu.ops->free(&gpu, (void *)dw[m].data);
