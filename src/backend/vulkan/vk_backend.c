@@ -32,6 +32,7 @@ const struct backend_ops backend_vulkan_ops = {
     .supports = vk_supports,
     .prepare_weight = vk_prepare_weight,
     .release_weight = vk_release_weight,
+    .fold_norm = vk_fold_norm,
     .init = vk_init,
     .release = vk_release,
     .pin = vk_pin,
@@ -112,6 +113,17 @@ bool vk_backend_group_folds(void) {
 int64_t vk_backend_group_cols(void) {
     struct vk_device *d = vk_device_get();
     return d ? d->group_cols : 0;
+}
+
+bool vk_backend_norm_in(void) {
+    struct vk_device *d = vk_device_get();
+    return d && d->norm_in;
+}
+
+void vk_backend_set_norm_in(bool on) {
+    struct vk_device *d = vk_device_get();
+    if (d)
+        d->norm_in = on;
 }
 
 void vk_backend_set_group_folds(bool on) {

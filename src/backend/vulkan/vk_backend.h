@@ -40,5 +40,12 @@ void vk_backend_set_group_folds(bool on);
 uint64_t vk_backend_group_folds_taken(void);
 /* The widest y += W x that makes them (OX_VK_GROUP_COLS; 4096). */
 int64_t vk_backend_group_cols(void);
+/* Whether the RMSNorms before f16 matrices go into them at load and a decode step's product of
+ * one token takes the norm in (OX_VK_NORM_IN=0: not); for tests, that turned on or off (for the
+ * models loaded after). */
+bool vk_backend_norm_in(void);
+void vk_backend_set_norm_in(bool on);
+/* How many products took their norm in so far (for tests). */
+uint64_t vk_backend_norm_ins_taken(void);
 
 #endif

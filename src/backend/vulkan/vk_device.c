@@ -238,6 +238,7 @@ static bool make_device(void) {
     device.dequant_tokens = dequant_tokens(device.coopmat2);
     device.folds = !vk_turned_off("OX_VK_FOLDS");
     device.group_folds = device.dot8 && !vk_turned_off("OX_VK_GROUP_FOLDS");
+    device.norm_in = !vk_turned_off("OX_VK_NORM_IN");
     const char *cols = getenv("OX_VK_GROUP_COLS");
     device.group_cols = cols && *cols ? strtoll(cols, NULL, 10) : 4096;
     device.cm2_shapes = !vk_turned_off("OX_VK_CM2_SHAPES");

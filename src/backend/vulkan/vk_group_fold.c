@@ -19,15 +19,6 @@ uint64_t vk_backend_group_folds_taken(void) {
     return folds_taken;
 }
 
-/* matvec_args.glsl's NormBlock. */
-struct norm_block {
-    uint64_t g, bytes, partials;
-    uint32_t parts, dim;
-    float eps;
-    uint32_t pad;
-};
-_Static_assert(sizeof(struct norm_block) == 40, "matvec_args.glsl's NormBlock is 40 bytes");
-
 /* The fold buffer's halves: a norm's groups, and a GLU's (down reads the GLU's while it writes
  * the norm's). */
 enum { NORM_HALF, GLU_HALF };

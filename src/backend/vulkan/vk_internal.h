@@ -50,6 +50,9 @@ struct vk_device {
      * OX_VK_GROUP_FOLDS=0 turns it off */
     bool group_folds;
     int64_t group_cols; /* the widest rows of those products (OX_VK_GROUP_COLS; 4096) */
+    /* RMSNorms' weights go into the f16 matrices after them at load, and a decode step's product
+     * of one token takes the norm in (vk_fold_norm.c); OX_VK_NORM_IN=0 turns it off */
+    bool norm_in;
     /* gemm_cm2.comp's pipelines specialized to each weight shape (vk_matmul.c's cm2_product);
      * OX_VK_CM2_SHAPES=0 turns it off */
     bool cm2_shapes;
@@ -319,6 +322,21 @@ uint64_t vk_group_fold_bytes(struct backend *b, const float *x, int n, int64_t c
  * it). 0 too where there is no room. */
 enum { VK_BLOCK_BYTES = 128 };
 uint64_t vk_block_address(struct backend *b, const void *want, size_t bytes);
+/* matvec_args.glsl's NormBlock: a norm taken into the products after it (vk_group_fold.c's, and
+ * matvec.comp's NORM_IN, which reads dim and eps alone). */
+struct norm_block {
+    uint64_t g, bytes, partials;
+    uint32_t parts, dim;
+    float eps;
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct norm_block) == 40, "matvec_args.glsl's NormBlock is 40 bytes");
+/* The NormBlock (dim and eps) by which a product of one token of f16 weights takes x's RMSNorm in
+ * (matvec.comp's NORM_IN), reading x's floats: where the norm's weights went into the matrices at
+ * load (vk_fold_norm.c; the model then gives none) and x is 16-byte aligned; else 0 (the caller
+ * runs the norm). From the norm's second use (vk_block_address). */
+uint64_t vk_norm_in_block(struct backend *b, const float *x, const struct norm_in *norm, int n,
+                          int64_t cols);
 void vk_blocks_release(struct vk_state *s);
 /* *buf (of *have bytes) replaced by one of bytes, after what was recorded ran (it may read the
  * old one); false (*buf NULL) where the flush failed (noted) or there is no memory. */

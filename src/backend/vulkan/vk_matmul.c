@@ -50,6 +50,7 @@ struct weight_shaders {
     enum vk_shader dequant;           /* the weights made f16 (dequant_f16.comp), or none */
     enum vk_shader matvecqn1;         /* matvecq1 on a norm's groups (vk_group_fold.c), or none */
     enum vk_shader matvecg1;          /* matvec_group.comp (the same): none where no matvecq */
+    enum vk_shader matvecn1;          /* matvec1 taking an RMSNorm in (vk_fold_norm.c): f16 alone */
 };
 
 static enum vk_shader dequant_shader(enum ox_dtype type) {
@@ -123,7 +124,9 @@ static bool weight_shaders(enum ox_dtype type, struct weight_shaders *s) {
                                      .gemm = VK_SHADER_gemm_##name,                                \
                                      .get_rows = VK_SHADER_get_rows_##name,                        \
                                      .gemm_cm = coopmat_shader(type),                              \
-                                     .dequant = dequant_shader(type)};                             \
+                                     .dequant = dequant_shader(type),                              \
+                                     .matvecn1 = type == OX_DTYPE_F16 ? VK_SHADER_matvecn1_F16     \
+                                                                      : VK_SHADER_COUNT};          \
         q8_shaders(type, s);                                                                       \
         coopmat2_shaders(type, s);                                                                 \
         return true;
@@ -392,7 +395,9 @@ static struct x_in matvec_input(struct backend *b, enum x_form form, const float
     struct x_in in = {0, 0};
     if (form == X_AS_IS)
         return (struct x_in){vk_addr(x), 0};
-    if (form == X_HALVES && norm) { /* the RMSNorm writes the halves: one op */
+    if (form == X_HALVES && norm && (in.fold = vk_norm_in_block(b, x, norm, n, cols)))
+        return (struct x_in){vk_addr(x), in.fold}; /* the product takes the norm in */
+    if (form == X_HALVES && norm) {                /* the RMSNorm writes the halves: one op */
         void *y = scratch(s, (size_t)n * (size_t)cols * 2);
         if (y) {
             vk_rms_norm_halves(s, x, norm->w, norm->eps, n, (int)cols, y);
@@ -465,7 +470,8 @@ static void matvec(struct vk_state *s, const struct weight_shaders *sh, int coun
         rows += (size_t)w[m].n_rows;
     }
     size_t groups = mode == MV_GLU ? (a.rows[0] + 1) / 2 : (rows + 3) / 4;
-    enum vk_shader shader = x.fold  ? sh->matvecqn1 /* one token: vk_group_fold.c */
+    enum vk_shader shader = x.fold  ? (bytes ? sh->matvecqn1 /* one token: vk_group_fold.c */
+                                             : sh->matvecn1) /* vk_fold_norm.c */
                             : bytes ? (n == 1 ? sh->matvecq1 : sh->matvecq)
                                     : (n == 1 ? sh->matvec1 : sh->matvec);
     uint32_t gx = groups > 65535 ? 65535 : (uint32_t)groups,
@@ -823,8 +829,8 @@ bool vk_matmul_glu(struct backend *b, enum glu_kind kind, const struct mat *gate
     struct x_in in = matvec_input(b, form, x, norm, n, gate->n_cols);
     if (!in.x)
         return true;
-    /* x's offset in scratch, plus */
-    size_t at = halves ? (size_t)(in.x - vk_addr(s->scratch)) + in_bytes : 0;
+    /* x's offset in scratch, plus (x itself where the product takes its norm in) */
+    size_t at = halves && !in.fold ? (size_t)(in.x - vk_addr(s->scratch)) + in_bytes : 0;
     enum vk_shader group = group_form(s, &sh, gate, n);
     bool wait = group != VK_SHADER_COUNT;
     matvec(s, &sh, 2, both, in, on_bytes(s, &sh), out, n, MV_GLU, (int)kind,
@@ -880,6 +886,16 @@ void vk_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, flo
 static struct backend loader;
 static pthread_mutex_t loader_lock = PTHREAD_MUTEX_INITIALIZER;
 
+struct backend *vk_loader_begin(enum ox_status *st) {
+    pthread_mutex_lock(&loader_lock);
+    *st = loader.impl ? OX_OK : vk_init(&loader, NULL);
+    return &loader;
+}
+
+void vk_loader_end(void) {
+    pthread_mutex_unlock(&loader_lock);
+}
+
 enum ox_status vk_prepare_weight(struct backend_weights *bw, const struct backend_tensor *t,
                                  const void **copy) {
     *copy = NULL;
@@ -890,13 +906,13 @@ enum ox_status vk_prepare_weight(struct backend_weights *bw, const struct backen
     if (!p)
         return ox_fail(OX_ERR_OOM, "vulkan: no device memory for a weight of %zu bytes",
                        t->n_bytes);
-    pthread_mutex_lock(&loader_lock);
-    enum ox_status st = loader.impl ? OX_OK : vk_init(&loader, NULL);
+    enum ox_status st;
+    struct backend *up = vk_loader_begin(&st);
     if (st == OX_OK) {
-        vk_upload(&loader, p, t->data, t->n_bytes);
-        st = vk_download(&loader, NULL, NULL, 0);
+        vk_upload(up, p, t->data, t->n_bytes);
+        st = vk_download(up, NULL, NULL, 0);
     }
-    pthread_mutex_unlock(&loader_lock);
+    vk_loader_end();
     if (st != OX_OK) {
         vk_mem_free(d, p);
         return st;

@@ -11,6 +11,13 @@ enum ox_status vk_tables_ready(struct backend *b);
 enum ox_status vk_prepare_weight(struct backend_weights *bw, const struct backend_tensor *t,
                                  const void **copy);
 void vk_release_weight(const void *copy);
+/* An RMSNorm's weights into the f16 matrices after it (vk_fold_norm.c; backend.h's fold_norm). */
+enum ox_status vk_fold_norm(struct backend_weights *bw, const float *g, const struct mat *mats,
+                            int count, bool *folded);
+/* The loader's stream (weights go up through it), held until vk_loader_end; *st says whether it
+ * could be made. */
+struct backend *vk_loader_begin(enum ox_status *st);
+void vk_loader_end(void);
 void vk_matmul(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 bool vk_matmul_add(struct backend *b, const struct mat *w, const float *x, float *y, int n);
 bool vk_matmul_multi(struct backend *b, int count, const struct mat *w, const float *x,

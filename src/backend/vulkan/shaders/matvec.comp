@@ -14,6 +14,10 @@
 // groups' (d, sums) at x + n cols) and the weights as dequant_q8.glsl's bytes: integer dot
 // products. NORM_FOLD (with X_Q8): x as y += W x (matvec_group.comp) made it, the RMSNorm of y
 // without its 1 / rms, which the sums are multiplied by at the end (fold: its NormBlock).
+// NORM_IN (with X_F16, one token): x the floats before an RMSNorm whose weights were multiplied
+// into W at load (vk_fold_norm.c), so the norm is the team's sum of x's squares beside its dot
+// products and the sums times 1 / rms (fold: a NormBlock for dim and eps); no op between the
+// product before and this one.
 #version 450
 #include "common.glsl"
 #include "dequant.glsl"
@@ -50,6 +54,12 @@ shared float part[SLOTS][NT][TEAM + 1], sums[SLOTS][NT];
 #ifdef NORM_FOLD
 #include "matvec_norm.glsl"
 #endif
+#ifdef NORM_IN
+#if !defined(X_F16) || !defined(ONE_TOKEN)
+#error "NORM_IN: f16 weights, one token"
+#endif
+shared float team_squares[TEAMS][TEAM];
+#endif
 
 #include "matvec_rows.glsl"
 
@@ -69,6 +79,28 @@ uint team_parts(uint team, uint lane, float s0[NT], float s1[NT]) {
             part[2 * team][t][lane] = s0[t], part[2 * team + 1][t][lane] = s1[t];
     return whole ? TEAM / size : TEAM;
 }
+
+#ifdef NORM_IN
+// The team's sum of x's squares into team_squares, as team_parts adds up its sums.
+void team_square_parts(uint team, uint lane) {
+    uint size = gl_SubgroupSize;
+    if (size <= TEAM) {
+        float q = subgroupAdd(x_squares);
+        if (gl_SubgroupInvocationID == 0)
+            team_squares[team][lane / size] = q;
+    } else
+        team_squares[team][lane] = x_squares;
+}
+
+// The norm's 1 / rms from team's parts (after a barrier), as rows.comp computes it.
+float team_norm_scale(uint team, uint parts) {
+    NormBlock nb = NormBlock(p.fold);
+    float q = 0;
+    for (uint l = 0; l < parts; l++)
+        q += team_squares[team][l];
+    return 1.0 / sqrt(q / float(nb.dim) + nb.eps);
+}
+#endif
 
 // Row slot k of workgroup wg (k < SLOTS): its matrix and row, false past the last.
 bool slot_row(uint wg, uint k, out uint m, out uint r) {
@@ -133,12 +165,18 @@ void main() {
         rows_times_x(m0, r0, true, lane, s0, s1);
     else if (has0) // the last row of a matrix: the next one's first apart
         rows_times_x(m0, r0, false, lane, s0, s1);
+#ifdef NORM_IN
+    count_squares = false;
+#endif
     if (has1 && m1 != m0)
         rows_times_x(m1, r1, false, lane, s1, s0);
 #ifdef NORM_FOLD
     add_squares();
 #endif
     uint parts = team_parts(team, lane, s0, s1);
+#ifdef NORM_IN
+    team_square_parts(team, lane);
+#endif
     barrier();
     uint i = gl_LocalInvocationID.x, k = i / NT, t = i % NT; // thread i < 32: slot k, token t
     bool summing = i < SLOTS * NT && t < p.n;
@@ -148,6 +186,9 @@ void main() {
             sum += part[k][t][l];
 #ifdef NORM_FOLD
         sum *= norm_scale(t);
+#endif
+#ifdef NORM_IN
+        sum *= team_norm_scale(k / 2, parts);
 #endif
         sums[k][t] = sum;
     }

@@ -68,6 +68,19 @@ float dot8(uvec4 a, uvec4 b) {
                vec4(unpackHalf2x16(b.z), unpackHalf2x16(b.w)));
 }
 
+#ifdef NORM_IN
+// Eight f16 weights times eight floats of x (lo, hi).
+float dot8f(uvec4 a, vec4 lo, vec4 hi) {
+    return dot(vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y)), lo) +
+           dot(vec4(unpackHalf2x16(a.z), unpackHalf2x16(a.w)), hi);
+}
+
+// x's sum of squares as this thread reads it, while count_squares (its team's first row: each
+// team reads all of x)
+float x_squares = 0;
+bool count_squares = true;
+#endif
+
 // Rows r and r + 1 of matrix m times the tokens' x, into s0 and s1 (r + 1 where two), for f16
 // weights (rows 16-byte aligned: vk_matmul.c's matvec_takes): a lane reads 8 weights at a time,
 // the team's lanes consecutive runs of 16 bytes (a subgroup's load one run of 512), four runs a
@@ -88,12 +101,25 @@ void rows_times_x(uint m, uint r, bool two, uint lane, inout float s0[NT], inout
         }
         [[unroll]] for (uint t = 0; t < NT; t++) {
             if (t < p.n) {
+#ifdef NORM_IN
+                Vec4s xf = Vec4s(p.x + uint64_t(t) * p.cols * 4);
+                [[unroll]] for (uint j = 0; j < U; j++) {
+                    uint c = c0 + j * TEAM;
+                    vec4 lo = vec4(0), hi = vec4(0);
+                    if (c < runs) // (no load inside ?:, which a compiler may issue anyway)
+                        lo = xf.v[2 * c], hi = xf.v[2 * c + 1];
+                    if (count_squares)
+                        x_squares += dot(lo, lo) + dot(hi, hi);
+                    s0[t] += dot8f(a[j], lo, hi), s1[t] += dot8f(b[j], lo, hi);
+                }
+#else
                 Quads xh = Quads(p.x + uint64_t(t) * p.cols * 2);
                 [[unroll]] for (uint j = 0; j < U; j++) {
                     uint c = c0 + j * TEAM;
                     uvec4 xq = c < runs ? xh.v[c] : uvec4(0);
                     s0[t] += dot8(a[j], xq), s1[t] += dot8(b[j], xq);
                 }
+#endif
             }
         }
     }
