@@ -59,7 +59,8 @@ S=/tmp/sysroot/usr/lib/x86_64-linux-gnu
 export PKG_CONFIG_PATH=$S/pkgconfig CPATH=/tmp/sysroot/usr/include LIBRARY_PATH=$S
 export LD_LIBRARY_PATH=$S${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # (a /tmp/td an earlier run on a warm machine left, with only part of the data, is filled in)
-[ -f /tmp/td/.whole ] || { mkdir -p /tmp/td && tar xJf "$R/.device/td.tar.xz" -C /tmp/td && touch /tmp/td/.whole; }
+[ -f /tmp/td/.whole ] ||
+  { mkdir -p /tmp/td && tar xJf "$R/.device/td.tar.xz" -C /tmp/td && touch /tmp/td/.whole; }
 export OX_TESTDATA=/tmp/td PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
 ENV
 du -sh .device/* | sed 's/^/device_prep: /'
