@@ -73,7 +73,7 @@ static void products(const struct mat w[MATS], const float *dx, float eps, int n
 /* The double products of the normed x by the folded weights (hf), q, k, v and the GLU. */
 static void products_ref(uint16_t *const hf[MATS], const float *xn, int n, float *want[4]) {
     float *u = malloc((size_t)n * FF * 4);
-    for (int m = 0; m < 5; m++)
+    for (int m = 0; m < MATS; m++)
         matmul_ref(OX_DTYPE_F16, hf[m], rows_of[m], DIM, xn, n, m < 4 ? want[m] : u);
     for (size_t i = 0; i < (size_t)n * FF; i++) {
         double gv = want[3][i];

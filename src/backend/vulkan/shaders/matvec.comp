@@ -92,13 +92,12 @@ void team_square_parts(uint team, uint lane) {
         team_squares[team][lane] = x_squares;
 }
 
-// The norm's 1 / rms from team's parts (after a barrier), as rows.comp computes it.
+// The norm's 1 / rms from team's parts (after a barrier).
 float team_norm_scale(uint team, uint parts) {
-    NormBlock nb = NormBlock(p.fold);
     float q = 0;
     for (uint l = 0; l < parts; l++)
         q += team_squares[team][l];
-    return 1.0 / sqrt(q / float(nb.dim) + nb.eps);
+    return block_norm_scale(NormBlock(p.fold), q);
 }
 #endif
 

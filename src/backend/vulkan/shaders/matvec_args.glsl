@@ -27,3 +27,8 @@ layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Nor
     uint parts, dim; // parts: matvec_group.comp's workgroups (dim / 32)
     float eps;
 };
+
+// 1 / rms of a row whose squares sum to q, for the norm of NormBlock nb, as rows.comp computes it.
+float block_norm_scale(NormBlock nb, float q) {
+    return 1.0 / sqrt(q / float(nb.dim) + nb.eps);
+}

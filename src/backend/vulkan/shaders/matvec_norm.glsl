@@ -25,5 +25,5 @@ float norm_scale(uint t) {
     float q = 0;
     for (uint s = 0; s < gl_NumSubgroups; s++)
         q += squares[t][s];
-    return 1.0 / sqrt(q / float(nb.dim) + nb.eps);
+    return block_norm_scale(nb, q);
 }
