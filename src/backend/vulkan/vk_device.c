@@ -239,6 +239,7 @@ static bool make_device(void) {
     device.folds = !vk_turned_off("OX_VK_FOLDS");
     device.group_folds = device.dot8 && !vk_turned_off("OX_VK_GROUP_FOLDS");
     device.norm_in = !vk_turned_off("OX_VK_NORM_IN");
+    device.joins = !vk_turned_off("OX_VK_JOIN");
     const char *cols = getenv("OX_VK_GROUP_COLS");
     device.group_cols = cols && *cols ? strtoll(cols, NULL, 10) : 4096;
     device.cm2_shapes = !vk_turned_off("OX_VK_CM2_SHAPES");

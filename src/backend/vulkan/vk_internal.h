@@ -53,6 +53,9 @@ struct vk_device {
     /* RMSNorms' weights go into the f16 matrices after them at load, and a decode step's product
      * of one token takes the norm in (vk_fold_norm.c); OX_VK_NORM_IN=0 turns it off */
     bool norm_in;
+    /* a decode step's q, k and v products of two or three weight types (a dispatch each) run
+     * with no barrier between them (vk_join_waiting); OX_VK_JOIN=0 turns it off */
+    bool joins;
     /* gemm_cm2.comp's pipelines specialized to each weight shape (vk_matmul.c's cm2_product);
      * OX_VK_CM2_SHAPES=0 turns it off */
     bool cm2_shapes;
@@ -203,6 +206,7 @@ struct vk_state {
         size_t bytes;
         uint8_t args[VK_PUSH_BYTES];
         uint32_t grid[3];
+        bool joined; /* no barrier between it and the next one (vk_join_waiting) */
     } waiting[VK_WAITING];
     int n_waiting;
     struct vk_blocks *blocks; /* vk_blocks.c's, or NULL */
@@ -292,6 +296,10 @@ void vk_dispatch_later(struct vk_state *s, enum vk_shader sh, const void *args, 
 void *vk_waiting_args(struct vk_state *s, int i, size_t bytes);
 bool vk_waiting_redirect(struct vk_state *s, int i, enum vk_shader sh, uint32_t gx, uint32_t gy);
 void vk_record_waiting(struct vk_state *s);
+/* The last dispatch kept back and the next one kept back run with no barrier between them: the
+ * second neither reads what the first writes nor writes what it reads or writes (q, k and v's
+ * products of one x in two runs of one type each). */
+void vk_join_waiting(struct vk_state *s);
 /* matvec.comp's arguments (vk_matmul.c): up to 3 matrices of one width and type, and what to do
  * with them. */
 enum { MV_SET, MV_ADD, MV_GLU };

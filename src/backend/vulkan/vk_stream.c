@@ -1,8 +1,8 @@
-/* vk_stream.c: a context's command stream: ops recorded in order (a barrier after each; a few
- * held back until the next command, which may change them: vk_dispatch_later) into a ring of
- * command buffers, each submitted once it holds 32 dispatches (or into a decode step's
- * recording: vk_graph.c), uploads through a staging ring, and downloads that submit the rest,
- * wait for all of it and report the first failure. */
+/* vk_stream.c: a context's command stream: ops recorded in order (a barrier after each but
+ * those joined to the next; a few held back until the next command, which may change them:
+ * vk_dispatch_later) into a ring of command buffers, each submitted once it holds 32 dispatches
+ * (or into a decode step's recording: vk_graph.c), uploads through a staging ring, and downloads
+ * that submit the rest, wait for all of it and report the first failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,20 +104,21 @@ uint32_t vk_groups(size_t n) {
     return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
 }
 
-/* One dispatch recorded, a barrier after it. */
+/* One dispatch recorded, a barrier after it unless joined to the next. */
 static void record(struct vk_state *s, enum vk_shader sh, VkPipeline pipeline, const void *args,
-                   size_t bytes, const uint32_t grid[3]) {
+                   size_t bytes, const uint32_t grid[3], bool joined) {
     begin(s);
     vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vkCmdPushConstants(s->cmd, s->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)bytes, args);
     vk_profile_dispatch(s, sh, grid, false);
     vkCmdDispatch(s->cmd, grid[0], grid[1], grid[2]);
     vk_profile_dispatch(s, sh, grid, true);
-    barrier(s);
+    if (!joined)
+        barrier(s);
     s->pending = true;
     /* a long batch (a decode step: hundreds) goes to the GPU in parts, so it runs while the rest
      * is recorded; the profiler's timestamps stay in one buffer, a recording in its own */
-    if (++s->dispatches >= 32 && !s->prof && !s->capture)
+    if (++s->dispatches >= 32 && !joined && !s->prof && !s->capture)
         submit(s);
 }
 
@@ -126,8 +127,14 @@ void vk_record_waiting(struct vk_state *s) {
     s->n_waiting = 0;
     for (int i = 0; i < count; i++) {
         const struct vk_waiting *w = &s->waiting[i];
-        record(s, w->shader, vk_pipeline(s->d, w->shader), w->args, w->bytes, w->grid);
+        record(s, w->shader, vk_pipeline(s->d, w->shader), w->args, w->bytes, w->grid,
+               w->joined && i + 1 < count);
     }
+}
+
+void vk_join_waiting(struct vk_state *s) {
+    if (s->n_waiting > 0)
+        s->waiting[s->n_waiting - 1].joined = s->d->joins;
 }
 
 /* Whether sh's pipeline is there and its arguments fit the push constants (noted where not). */
@@ -147,7 +154,7 @@ static bool dispatchable(struct vk_state *s, enum vk_shader sh, size_t bytes) {
 static void dispatch_on(struct vk_state *s, enum vk_shader sh, VkPipeline pipeline,
                         const void *args, size_t bytes, const uint32_t grid[3]) {
     vk_record_waiting(s);
-    record(s, sh, pipeline, args, bytes, grid);
+    record(s, sh, pipeline, args, bytes, grid, false);
     s->serial++;
 }
 
@@ -178,6 +185,7 @@ void vk_dispatch_later(struct vk_state *s, enum vk_shader sh, const void *args, 
     w->shader = sh, w->bytes = bytes;
     memcpy(w->args, args, bytes);
     w->grid[0] = gx, w->grid[1] = gy, w->grid[2] = gz;
+    w->joined = false;
     s->serial++;
 }
 
