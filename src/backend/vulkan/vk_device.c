@@ -240,6 +240,8 @@ static bool make_device(void) {
     device.group_folds = device.dot8 && !vk_turned_off("OX_VK_GROUP_FOLDS");
     device.norm_in = !vk_turned_off("OX_VK_NORM_IN");
     device.joins = !vk_turned_off("OX_VK_JOIN");
+    const char *spin = getenv("OX_VK_SPIN_US");
+    device.spin_ns = (spin && *spin ? strtoll(spin, NULL, 10) : 2000) * 1000;
     const char *cols = getenv("OX_VK_GROUP_COLS");
     device.group_cols = cols && *cols ? strtoll(cols, NULL, 10) : 4096;
     device.cm2_shapes = !vk_turned_off("OX_VK_CM2_SHAPES");

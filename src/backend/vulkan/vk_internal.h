@@ -56,6 +56,8 @@ struct vk_device {
     /* a decode step's q, k and v products of two or three weight types (a dispatch each) run
      * with no barrier between them (vk_join_waiting); OX_VK_JOIN=0 turns it off */
     bool joins;
+    /* how long a wait for the GPU polls its fence before it blocks (OX_VK_SPIN_US; 0: never) */
+    int64_t spin_ns;
     /* gemm_cm2.comp's pipelines specialized to each weight shape (vk_matmul.c's cm2_product);
      * OX_VK_CM2_SHAPES=0 turns it off */
     bool cm2_shapes;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/vulkan/vk_internal.h"
 #include "backend/vulkan/vk_ops.h"
@@ -24,9 +25,24 @@ void vk_note(struct vk_state *s, VkResult r, const char *what) {
     snprintf(s->msg, sizeof s->msg, "vulkan: %s (VkResult %d)", what, (int)r);
 }
 
+/* Whether f signaled (or the device failed) within ns nanoseconds of polling it. */
+static bool polled(VkDevice device, VkFence f, int64_t ns) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        for (int i = 0; i < 64; i++)
+            if (vkGetFenceStatus(device, f) != VK_NOT_READY)
+                return true;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) < ns);
+    return false;
+}
+
 void vk_settle(struct vk_state *s, VkFence f, bool *in_flight) {
     if (!*in_flight)
         return;
+    if (s->d->spin_ns > 0)
+        polled(s->d->device, f, s->d->spin_ns);
     vk_note(s, vkWaitForFences(s->d->device, 1, &f, VK_TRUE, UINT64_MAX), "vkWaitForFences");
     vkResetFences(s->d->device, 1, &f);
     *in_flight = false;
