@@ -1,6 +1,7 @@
 /* test_vulkan_rope_fold.c: decode's RoPE and cache stores done by q, k and v's matrix-vector
  * products as they write them (vk_rope_fold.c), against rope_store.comp after them, bit for bit,
- * on the Vulkan device (lavapipe in CI). Skipped (77) where there is no Vulkan device. */
+ * on the Vulkan device (lavapipe in CI), q and k's and v's dispatches of two types side by side
+ * (vk_join_waiting) and not. Skipped (77) where there is no Vulkan device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,10 +86,18 @@ static void test_rope_fold(const enum ox_dtype types[3], enum ox_dtype cache, in
     const struct norm_in norm = {up(g, FOLD_COLS * 4), 1e-5f};
     uint8_t *got[2][3];
     bool folds = vk_backend_folds();
-    uint64_t taken = vk_backend_rope_folds();
+    uint64_t taken = vk_backend_rope_folds(), joined = vk_backend_joins_taken();
     for (int round = 0; round < 2; round++)
         rope_fold_round(dw, dx, &norm, &rp, cache, n, round == 1, got[round]);
     vk_backend_set_folds(folds);
+    /* on the integer form, types of two kinds are two dispatches a step, run side by side where
+     * the folds keep them waiting (vk_join_waiting): none without the folds, one with */
+    bool two_runs = types[0] != types[2] && vk_backend_dot8() && vk_backend_q8_type(types[0]) &&
+                    vk_backend_q8_type(types[2]);
+    CHECK_MSG(vk_backend_joins_taken() - joined ==
+                  (two_runs && vk_backend_joins() ? FOLD_STEPS : 0),
+              "%llu barriers left out in %d steps",
+              (unsigned long long)(vk_backend_joins_taken() - joined), FOLD_STEPS);
     /* the products took every step's but the first, which uploaded the layer's block (or
      * found one the same from an earlier call) */
     CHECK_MSG(vk_backend_rope_folds() - taken >= FOLD_STEPS - 1, "%llu of %d steps folded",
@@ -120,6 +129,10 @@ int main(void) {
                                f16[3] = {OX_DTYPE_F16, OX_DTYPE_F16, OX_DTYPE_F16};
     test_rope_fold(km_v, OX_DTYPE_F16, 1, false), test_rope_fold(km_v, OX_DTYPE_F32, 3, true);
     test_rope_fold(f16, OX_DTYPE_F16, 1, true), test_rope_fold(f16, OX_DTYPE_F16, 8, false);
+    bool joins = vk_backend_joins(); /* the same with q and k, then v, one after the other */
+    vk_backend_set_joins(false);
+    test_rope_fold(km_v, OX_DTYPE_F16, 1, false);
+    vk_backend_set_joins(joins);
     gpu.ops->release(&gpu);
     cpu.ops->release(&cpu);
     return test_finish("test_vulkan_rope_fold");

@@ -115,6 +115,17 @@ int64_t vk_backend_group_cols(void) {
     return d ? d->group_cols : 0;
 }
 
+bool vk_backend_joins(void) {
+    struct vk_device *d = vk_device_get();
+    return d && d->joins;
+}
+
+void vk_backend_set_joins(bool on) {
+    struct vk_device *d = vk_device_get();
+    if (d)
+        d->joins = on;
+}
+
 bool vk_backend_norm_in(void) {
     struct vk_device *d = vk_device_get();
     return d && d->norm_in;

@@ -47,5 +47,11 @@ bool vk_backend_norm_in(void);
 void vk_backend_set_norm_in(bool on);
 /* How many products took their norm in so far (for tests). */
 uint64_t vk_backend_norm_ins_taken(void);
+/* Whether a decode step's q, k and v products of two or three weight types run with no barrier
+ * between their dispatches (OX_VK_JOIN=0: not); for tests, that turned on or off; how many
+ * barriers were left out that way so far. */
+bool vk_backend_joins(void);
+void vk_backend_set_joins(bool on);
+uint64_t vk_backend_joins_taken(void);
 
 #endif

@@ -4,11 +4,13 @@
  * (or into a decode step's recording: vk_graph.c), uploads through a staging ring, and downloads
  * that submit the rest, wait for all of it and report the first failure. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_internal.h"
 #include "backend/vulkan/vk_ops.h"
 #include "core/status.h"
@@ -138,13 +140,21 @@ static void record(struct vk_state *s, enum vk_shader sh, VkPipeline pipeline, c
         submit(s);
 }
 
+/* The barriers joined dispatches left out (vk_backend_joins_taken), over every context. */
+static _Atomic uint64_t joins_taken;
+
+uint64_t vk_backend_joins_taken(void) {
+    return joins_taken;
+}
+
 void vk_record_waiting(struct vk_state *s) {
     int count = s->n_waiting;
     s->n_waiting = 0;
     for (int i = 0; i < count; i++) {
         const struct vk_waiting *w = &s->waiting[i];
-        record(s, w->shader, vk_pipeline(s->d, w->shader), w->args, w->bytes, w->grid,
-               w->joined && i + 1 < count);
+        bool joined = w->joined && i + 1 < count;
+        record(s, w->shader, vk_pipeline(s->d, w->shader), w->args, w->bytes, w->grid, joined);
+        joins_taken += joined;
     }
 }
 
