@@ -51,6 +51,23 @@ static void cache_rows(enum ox_dtype type, float *x, int cells, int width, size_
     free(all);
 }
 
+/* d's keys and values (attn_up's rows of floats, freed) replaced by the cache's rows of a type made
+ * from host's, whose floats become the values those rows stand for. */
+static void use_cache_rows(struct attn_args *d, const struct attn_args *host, enum ox_dtype type) {
+    int cells = host->n_cells, k_width = host->n_head_kv * host->hd_k;
+    int v_width = host->n_head_kv * host->hd_v;
+    size_t k_row = (size_t)k_width / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    size_t v_row = (size_t)v_width / ox_dtype_block_size(type) * ox_dtype_type_size(type);
+    uint8_t *kc = malloc(cells * k_row), *vc = malloc(cells * v_row);
+    cache_rows(type, (float *)host->k, cells, k_width, k_row, kc);
+    cache_rows(type, (float *)host->v, cells, v_width, v_row, vc);
+    d->k_cache = up(kc, cells * k_row), d->v_cache = up(vc, cells * v_row);
+    d->cache_type = type, d->k_row = k_row, d->v_row = v_row;
+    gpu.ops->free(&gpu, (void *)d->k), gpu.ops->free(&gpu, (void *)d->v);
+    d->k = d->v = NULL;
+    free(kc), free(vc);
+}
+
 /* Attention's arguments over host arrays: n queries (positions, sequences), n_cells cells, heads
  * of hd wide, the usual scale; the rest (softcap, sinks, window) 0. */
 static struct attn_args attn_host(float *q, float *k, float *v, int n, int n_cells, int n_head,
@@ -264,7 +281,7 @@ static void test_attention_spans(bool one_per_seq, bool f16) {
  * takes: the integer form's bytes (q4_K weights), or f16 (f16 weights: where the product before
  * it took f16 too, as q, k and v of the same type would); that product gives what it gives where
  * an op between makes it convert the output itself. */
-static void test_attention_output_form(enum ox_dtype type, int n, int hd) {
+static void test_attention_output_form(enum ox_dtype type, int n, int hd, bool f16_rows) {
     enum { CELLS = 40, HEADS = 8, KV_HEADS = 2, ROWS = 96 };
     int32_t q_pos[8], q_seq[8] = {0}, *cell_pos = malloc(CELLS * 4);
     uint64_t *cell_seq = calloc((size_t)CELLS * SEQ_WORDS, 8);
@@ -279,6 +296,8 @@ static void test_attention_output_form(enum ox_dtype type, int n, int hd) {
     struct attn_args host =
         attn_host(q, k, v, n, CELLS, HEADS, KV_HEADS, hd, q_pos, q_seq, cell_pos, cell_seq);
     struct attn_args a = attn_up(&host);
+    if (f16_rows) /* read from the cache's rows (attention_decode.comp where the device takes it) */
+        use_cache_rows(&a, &host, OX_DTYPE_F16);
     float *dz[2] = {gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4),
                     gpu.ops->alloc(&gpu, (size_t)n * ROWS * 4)};
     for (int apart = 0; apart < 2; apart++) {
@@ -289,29 +308,92 @@ static void test_attention_output_form(enum ox_dtype type, int n, int hd) {
         gpu.ops->matmul(&gpu, &w, a.y, dz[apart], n);
     }
     float *fused = down(dz[0], (size_t)n * ROWS), *apart = down(dz[1], (size_t)n * ROWS);
-    CHECK_CLOSE(fused, apart, (size_t)n * ROWS, 0.0, "attention's output for %s, n=%d hd %d",
-                ox_dtype_name(type), n, hd);
-    printf("  attention's output for %s n=%d hd %d\n", ox_dtype_name(type), n, hd);
+    CHECK_CLOSE(fused, apart, (size_t)n * ROWS, 0.0, "attention's output for %s, n=%d hd %d%s",
+                ox_dtype_name(type), n, hd, f16_rows ? ", f16 rows" : "");
+    printf("  attention's output for %s n=%d hd %d%s\n", ox_dtype_name(type), n, hd,
+           f16_rows ? ", f16 rows" : "");
     attn_free(&a);
     gpu.ops->free(&gpu, dz[0]), gpu.ops->free(&gpu, dz[1]), gpu.ops->free(&gpu, (void *)w.data);
     free(q), free(k), free(v), free(cell_pos), free(cell_seq), free(hw), free(fused), free(apart);
 }
 
-/* Attention over the cache's row types, decode's and prompts' shapes. */
-static void test_attentions(void) {
-    for (int nt = 6; nt <= 40; nt += 34) { /* decode's shape, then a prompt's */
-        test_attention(nt, 0, 0.0f, false, 128, OX_DTYPE_F32);
-        test_attention(nt, 0, 0.0f, false, 64, OX_DTYPE_F32);
-        test_attention(nt, 40, 0.0f, false, 128, OX_DTYPE_F32);
-        test_attention(nt, 0, 30.0f, true, 256, OX_DTYPE_F32);
-        test_attention(nt, 0, 30.0f, true, 80, OX_DTYPE_F32);
-        test_attention(nt, 0, 0.0f, false, 128, OX_DTYPE_F16);
-        test_attention(nt, 40, 0.0f, true, 64, OX_DTYPE_Q8_0);
-        test_attention(nt, 0, 30.0f, true, 256, OX_DTYPE_F16); /* f16 rows' split sums */
-        test_attention(nt, 40, 0.0f, false, 64, OX_DTYPE_F16);
-        test_attention(nt, 0, 30.0f, true, 64, OX_DTYPE_F16);
-        test_attention(nt, 0, 0.0f, false, 80, OX_DTYPE_F16); /* 16-wide blocks, not 32 */
+/* A decode step over f16 cache rows some of which were never written (NaN here): the cells past
+ * the count in use (n_cells_now, as a recorded step reads it) and a free cell among them (no
+ * sequence). Their weights are 0; the device must not let their rows into the sums (0 x NaN). */
+static void test_attention_unwritten(int hd) {
+    enum { CELLS = 100, USED = 60, FREE = 10, NT = 3, HEADS = 4, KV_HEADS = 2 };
+    int32_t q_pos[NT] = {57, 58, 59}, q_seq[NT] = {0, 0, 0}, used = USED, cell_pos[CELLS];
+    uint64_t cell_seq[CELLS * SEQ_WORDS] = {0};
+    for (int c = 0; c < CELLS; c++)
+        cell_pos[c] = c, cell_seq[(size_t)c * SEQ_WORDS] = c < USED && c != FREE;
+    size_t nq = (size_t)NT * HEADS * hd, nk = (size_t)CELLS * KV_HEADS * hd;
+    float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
+    float *want = malloc(nq * 4);
+    struct attn_args host =
+        attn_host(q, k, v, NT, CELLS, HEADS, KV_HEADS, hd, q_pos, q_seq, cell_pos, cell_seq);
+    struct attn_args d = attn_up(&host);
+    for (size_t i = 0; i < nk; i++) { /* the rows never written: NaN on the device */
+        size_t c = i / ((size_t)KV_HEADS * hd);
+        if (c >= USED || c == FREE)
+            k[i] = v[i] = NAN;
     }
+    use_cache_rows(&d, &host, OX_DTYPE_F16);
+    for (size_t i = 0; i < nk; i++) /* the CPU sees numbers there (none of them visible) */
+        k[i] = isnan(k[i]) ? 0.0f : k[i], v[i] = isnan(v[i]) ? 0.0f : v[i];
+    host.y = want, host.n_cells = USED;
+    cpu.ops->attention(&cpu, &host);
+    d.n_cells_now = up(&used, sizeof used);
+    gpu.ops->attention(&gpu, &d);
+    float *got = down(d.y, nq);
+    CHECK_CLOSE(got, want, nq, 2e-6, "attention with rows never written, hd %d", hd);
+    printf("  attention with rows never written, hd %d: relative error %.2g\n", hd,
+           rel_err(got, want, nq));
+    gpu.ops->free(&gpu, (void *)d.n_cells_now);
+    attn_free(&d);
+    free(q), free(k), free(v), free(want), free(got);
+}
+
+/* Decode's shapes over the cache's row types (a query a workgroup: attention.comp, or
+ * attention_decode.comp over f16 rows where the device takes it), and the bytes or halves they
+ * leave for the o projection. */
+static void test_decodes(void) {
+    test_attention(6, 0, 0.0f, false, 128, OX_DTYPE_F32);
+    test_attention(6, 0, 0.0f, false, 64, OX_DTYPE_F32);
+    test_attention(6, 40, 0.0f, false, 128, OX_DTYPE_F32);
+    test_attention(6, 0, 30.0f, true, 256, OX_DTYPE_F32);
+    test_attention(6, 0, 30.0f, true, 80, OX_DTYPE_F32);
+    test_attention(6, 0, 0.0f, false, 128, OX_DTYPE_F16);
+    test_attention(6, 40, 0.0f, true, 64, OX_DTYPE_Q8_0);
+    test_attention(6, 0, 30.0f, true, 256, OX_DTYPE_F16); /* f16 rows' split sums */
+    test_attention(6, 40, 0.0f, false, 64, OX_DTYPE_F16);
+    test_attention(6, 0, 30.0f, true, 64, OX_DTYPE_F16);
+    test_attention(6, 0, 0.0f, false, 80, OX_DTYPE_F16); /* 16-wide blocks, not 32 */
+    attention_case(6, 0, 0.0f, true, 64, OX_DTYPE_F16, true);
+    for (int f16 = 0; f16 < 2; f16++) {
+        enum ox_dtype type = f16 ? OX_DTYPE_F16 : OX_DTYPE_Q4_K;
+        for (int rows = 0; rows < 2; rows++) {
+            test_attention_output_form(type, 1, 128, rows),
+                test_attention_output_form(type, 3, 64, rows);
+            test_attention_output_form(type, 1, 256, rows);
+        }
+    }
+    test_attention_spans(true, false), test_attention_spans(true, true);
+    test_attention_unwritten(64), test_attention_unwritten(128), test_attention_unwritten(256);
+}
+
+/* Prompts' shapes over the cache's row types. */
+static void test_prompts(void) {
+    test_attention(40, 0, 0.0f, false, 128, OX_DTYPE_F32);
+    test_attention(40, 0, 0.0f, false, 64, OX_DTYPE_F32);
+    test_attention(40, 40, 0.0f, false, 128, OX_DTYPE_F32);
+    test_attention(40, 0, 30.0f, true, 256, OX_DTYPE_F32);
+    test_attention(40, 0, 30.0f, true, 80, OX_DTYPE_F32);
+    test_attention(40, 0, 0.0f, false, 128, OX_DTYPE_F16);
+    test_attention(40, 40, 0.0f, true, 64, OX_DTYPE_Q8_0);
+    test_attention(40, 0, 30.0f, true, 256, OX_DTYPE_F16);
+    test_attention(40, 40, 0.0f, false, 64, OX_DTYPE_F16);
+    test_attention(40, 0, 30.0f, true, 64, OX_DTYPE_F16);
+    test_attention(40, 0, 0.0f, false, 80, OX_DTYPE_F16);
     /* queries in several workgroups (attention_cm.comp's 64 a group, the last one part full) */
     test_attention(130, 0, 0.0f, false, 128, OX_DTYPE_F16);
     test_attention(130, 40, 30.0f, true, 64, OX_DTYPE_F16);
@@ -332,20 +414,29 @@ static void test_attentions(void) {
     };
     for (size_t i = 0; i < sizeof prompts / sizeof *prompts; i++)
         attention_prompt(prompts[i]);
-    for (int f16 = 0; f16 < 2; f16++) {
-        enum ox_dtype type = f16 ? OX_DTYPE_F16 : OX_DTYPE_Q4_K;
-        test_attention_output_form(type, 1, 128), test_attention_output_form(type, 3, 64);
-        test_attention_output_form(type, 1, 256);
-    }
-    test_attention_spans(true, false), test_attention_spans(false, false);
-    test_attention_spans(false, true);
+    test_attention_spans(false, false), test_attention_spans(false, true);
 }
 
 int main(void) {
     int rc = device_open(&backend_vulkan_ops, "Vulkan");
     if (rc)
         return rc;
-    test_attentions();
+    /* decode's shapes on attention_decode.comp (every device the tests meet takes its f16 rows
+     * of 128 wide: subgroups of 4 to 64), then on attention.comp */
+    uint64_t before = vk_backend_decode_attentions_taken();
+    test_decodes();
+    uint64_t taken = vk_backend_decode_attentions_taken() - before;
+    CHECK_MSG(!vk_backend_decode_attention() || taken > 0, "attention_decode.comp taken %llu times",
+              (unsigned long long)taken);
+    printf("  decode attentions on attention_decode.comp: %llu\n", (unsigned long long)taken);
+    if (vk_backend_decode_attention()) {
+        vk_backend_set_decode_attention(false);
+        test_decodes();
+        vk_backend_set_decode_attention(true);
+    }
+    CHECK_MSG(vk_backend_decode_attentions_taken() == before + taken,
+              "attention_decode.comp taken while off");
+    test_prompts();
     gpu.ops->release(&gpu);
     cpu.ops->release(&cpu);
     return test_finish("test_vulkan_attention");

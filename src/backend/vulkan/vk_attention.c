@@ -1,9 +1,21 @@
 /* vk_attention.c: the KV cache's rows stored and loaded (cache.comp: f32, f16 and q8_0 rows) and
- * the attention over them (attention.comp a query at a time; for prompts attention_block.comp 16
- * at a time, or attention_cm.comp 64 / attention_cm2.comp 32 at a time on cooperative matrices; all
- * read the cache's rows themselves), as the op table names them. */
+ * the attention over them (attention.comp a query at a time, attention_decode.comp over f16 rows;
+ * for prompts attention_block.comp 16 at a time, or attention_cm.comp 64 / attention_cm2.comp 32
+ * at a time on cooperative matrices; all read the cache's rows themselves), as the op table names
+ * them. */
+#include <stdatomic.h>
+#include <string.h>
 
+#include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_ops.h"
+
+/* The dispatches attention_decode.comp took (vk_backend_decode_attentions_taken), over every
+ * context. */
+static _Atomic uint64_t decodes_taken;
+
+uint64_t vk_backend_decode_attentions_taken(void) {
+    return decodes_taken;
+}
 
 /* common.glsl's ROW_* codes. */
 enum { ROW_F32, ROW_F16, ROW_Q8_0 };
@@ -193,6 +205,28 @@ static enum vk_shader coopmat2_attention(const struct vk_state *s, const struct 
     return VK_SHADER_COUNT;
 }
 
+/* attention_decode.comp's build for a decode's queries (not block) over these heads, or
+ * VK_SHADER_COUNT where it does not take them: f16 cache rows (keys 16-byte aligned, values
+ * 4-byte), keys and values 64, 128 or 256 wide, subgroups of 4 .. hd / 2 threads (a lane's value
+ * slice whole words), the shader's shared memory within the device's. *spec: its subgroup size. */
+static enum vk_shader decode_attention(const struct vk_state *s, const struct attn_args *a, int rt,
+                                       uint32_t spec[VK_SPEC]) {
+    const struct vk_device *d = s->d;
+    uint32_t sg = d->subgroup_size, hd = (uint32_t)a->hd_k;
+    if (!d->decode_attention || !a->k_cache || rt != ROW_F16 || a->hd_v != a->hd_k ||
+        (hd != 64 && hd != 128 && hd != 256) || sg < 4 || sg > hd / 2 || (sg & (sg - 1)) ||
+        a->k_row % 16 || a->v_row % 4 || vk_addr(a->k_cache) % 16 || vk_addr(a->v_cache) % 4)
+        return VK_SHADER_COUNT;
+    uint32_t groups = 128 / sg, shared = 4 * (2 * hd + 2 * groups + groups * hd);
+    if (shared > d->props.limits.maxComputeSharedMemorySize)
+        return VK_SHADER_COUNT;
+    memset(spec, 0, sizeof *spec * VK_SPEC);
+    spec[0] = sg;
+    return hd == 64    ? VK_SHADER_attention_decode_64
+           : hd == 128 ? VK_SHADER_attention_decode_128
+                       : VK_SHADER_attention_decode_256;
+}
+
 /* The shader a prompt's (block) or decode's queries take; cm: attention_cm.comp's conditions
  * hold (on_coopmat). */
 static enum vk_shader attention_shader(const struct vk_state *s, const struct attn_args *a, bool cm,
@@ -246,6 +280,13 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
 #ifdef OX_VK_COOPMAT2
     cm2 = shader == VK_SHADER_attention_cm2_64 || shader == VK_SHADER_attention_cm2_128;
 #endif
+    uint32_t spec[VK_SPEC];
+    const uint32_t *special = cm2 ? cm2_tile : NULL;
+    if (!block) {
+        enum vk_shader decode = decode_attention(s, a, rt, spec);
+        shader = decode != VK_SHADER_COUNT ? decode : shader;
+        special = decode != VK_SHADER_COUNT ? spec : NULL;
+    }
     int per_group = cm2 ? CM2_TOKENS : cm ? CM_TOKENS : block ? BLOCK_TOKENS : 1;
     int chunk = attention_chunk(a, per_group);
     for (int t0 = 0; t0 < a->n; t0 += chunk) { /* a workgroup row per token (or block) */
@@ -256,8 +297,9 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
         part.words |= (uint32_t)tokens << 12;
         uint32_t rows = (uint32_t)((tokens + per_group - 1) / per_group);
-        if (cm2)
-            vk_dispatch_special(s, shader, cm2_tile, &part, sizeof part, (uint32_t)a->n_head, rows,
+        decodes_taken += special == spec;
+        if (special)
+            vk_dispatch_special(s, shader, special, &part, sizeof part, (uint32_t)a->n_head, rows,
                                 1);
         else
             vk_dispatch(s, shader, &part, sizeof part, (uint32_t)a->n_head, rows, 1);

@@ -126,6 +126,17 @@ void vk_backend_set_joins(bool on) {
         d->joins = on;
 }
 
+bool vk_backend_decode_attention(void) {
+    struct vk_device *d = vk_device_get();
+    return d && d->decode_attention;
+}
+
+void vk_backend_set_decode_attention(bool on) {
+    struct vk_device *d = vk_device_get();
+    if (d)
+        d->decode_attention = on;
+}
+
 bool vk_backend_norm_in(void) {
     struct vk_device *d = vk_device_get();
     return d && d->norm_in;

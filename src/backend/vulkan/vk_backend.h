@@ -53,5 +53,11 @@ uint64_t vk_backend_norm_ins_taken(void);
 bool vk_backend_joins(void);
 void vk_backend_set_joins(bool on);
 uint64_t vk_backend_joins_taken(void);
+/* Whether a decode step's attention over f16 cache rows runs on attention_decode.comp
+ * (OX_VK_DECODE_ATTN=0: attention.comp); for tests, that turned on or off; how many dispatches
+ * took it so far. */
+bool vk_backend_decode_attention(void);
+void vk_backend_set_decode_attention(bool on);
+uint64_t vk_backend_decode_attentions_taken(void);
 
 #endif

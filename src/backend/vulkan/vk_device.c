@@ -194,6 +194,7 @@ static bool has_required(VkPhysicalDeviceVulkan12Features *has12) {
     vkGetPhysicalDeviceProperties2(device.physical, &p);
     VkSubgroupFeatureFlags ops =
         VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+    device.subgroup_size = p11.subgroupSize;
     bool subgroups = (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                      (p11.subgroupSupportedOperations & ops) == ops && p11.subgroupSize >= 4;
     const char *missing = !has12->bufferDeviceAddress       ? "buffer device addresses"
@@ -254,6 +255,7 @@ static bool make_device(void) {
     device.group_folds = device.dot8 && !vk_turned_off("OX_VK_GROUP_FOLDS");
     device.norm_in = !vk_turned_off("OX_VK_NORM_IN");
     device.joins = !vk_turned_off("OX_VK_JOIN");
+    device.decode_attention = !vk_turned_off("OX_VK_DECODE_ATTN");
     device.spin_ns = spin_ns(device.props.deviceType);
     const char *cols = getenv("OX_VK_GROUP_COLS");
     device.group_cols = cols && *cols ? strtoll(cols, NULL, 10) : 4096;

@@ -56,6 +56,10 @@ struct vk_device {
     /* a decode step's q, k and v products of two or three weight types (a dispatch each) run
      * with no barrier between them (vk_join_waiting); OX_VK_JOIN=0 turns it off */
     bool joins;
+    /* a decode step's attention over f16 cache rows on attention_decode.comp (vk_attention.c);
+     * OX_VK_DECODE_ATTN=0 turns it off */
+    bool decode_attention;
+    uint32_t subgroup_size; /* the threads of a subgroup, as the device reports them */
     /* how long a wait for the GPU polls its fence before it blocks (OX_VK_SPIN_US; 0: never) */
     int64_t spin_ns;
     /* gemm_cm2.comp's pipelines specialized to each weight shape (vk_matmul.c's cm2_product);

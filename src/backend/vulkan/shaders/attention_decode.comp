@@ -1,0 +1,168 @@
+// attention_decode.comp: attention.comp's job for f16 cache rows and heads HD wide (keys and
+// values alike), one query token and head a workgroup, with about no barriers: the subgroups take
+// turns at runs of SG cells, a cell a lane (its key row's dot product in the lane, the run's
+// softmax by subgroup operations), each lane summing its slice of the head's values (the weights
+// by shuffles, the run's value rows loaded before the scores are known), and meet once in shared
+// memory at the end. attention.comp's ten barriers a tile of 256 cells and its value loads behind
+// the softmax took 9 us of a 1B model's layer however short the context was.
+#version 450
+#include "common.glsl"
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+layout(local_size_x = 128) in;
+// The device's subgroup size (vk_attention.c sets it; 4 .. HD / 2): a run is SG cells, a lane's
+// slice of a value row R halves. The arrays below are as long as the smallest subgroups need;
+// their loops run to the specialized counts, which the driver's compiler then knows.
+layout(constant_id = 0) const uint SG = 32;
+const uint NSG = 128 / SG, R = HD / SG, WORDS = R / 2, MAX_R = HD / 4;
+// The cells of a run whose value slices a lane holds at once (64 words): all of them but for
+// HD 256, half.
+#if HD == 256
+const uint VB = SG / 2;
+#else
+const uint VB = SG;
+#endif
+#include "attention_args.glsl"
+
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Rows16 { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Rows4 { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Metas { vec4 v[]; };
+#include "quantize_group.glsl"
+
+shared float qs[HD], outs[HD];
+shared float part_m[NSG], part_l[NSG], part_acc[NSG * HD]; // each subgroup's softmax and sums
+
+// q . k for cell c's key row (its head's HD halves): 16-byte loads issued 8 at a time, four sums.
+float key_dot(uint c, uint kvh) {
+    Rows16 r = Rows16(p.k + uint64_t(c) * p.k_row + kvh * HD * 2);
+    vec4 d = vec4(0.0);
+    [[unroll]] for (uint b = 0; b < HD / 64; b++) {
+        uvec4 u[8];
+        [[unroll]] for (uint i = 0; i < 8; i++)
+            u[i] = r.v[8 * b + i];
+        [[unroll]] for (uint i = 0; i < 8; i++)
+            [[unroll]] for (uint k = 0; k < 4; k++) {
+                vec2 h = unpackHalf2x16(u[i][k]);
+                uint at = 64 * b + 8 * i + 2 * k;
+                d[k] += qs[at] * h.x + qs[at + 1] * h.y;
+            }
+    }
+    return (d.x + d.y) + (d.z + d.w);
+}
+
+// The value slices (this lane's R halves, from address slice in the head) of cells c0 + j,
+// j < VB: cells past the last one in use read the last one's (their weights are 0).
+void load_values(out uint w[64], uint64_t slice, uint c0) {
+    [[unroll]] for (uint j = 0; j < VB; j++) {
+        Rows4 r = Rows4(slice + uint64_t(min(c0 + j, n_cells - 1)) * p.v_row);
+        [[unroll]] for (uint i = 0; i < WORDS; i++)
+            w[j * WORDS + i] = r.v[i];
+    }
+}
+
+// acc += the weights (lane j's e for cell j0 + j of the run) times the slices w. A weight of 0
+// adds nothing even where its cell's row holds no number (a cell never written).
+void add_values(inout float acc[MAX_R], uint w[64], float e, uint j0) {
+    [[unroll]] for (uint j = 0; j < VB; j++) {
+        float pj = subgroupShuffle(e, j0 + j);
+        [[unroll]] for (uint i = 0; i < WORDS; i++) {
+            vec2 h = unpackHalf2x16(w[j * WORDS + i]);
+            acc[2 * i] += pj != 0.0 ? pj * h.x : 0.0;
+            acc[2 * i + 1] += pj != 0.0 ? pj * h.y : 0.0;
+        }
+    }
+}
+
+// The head's output (outs) as int8 groups: group g0 + i of y's by thread i, bytes at 32 a group,
+// then the query tokens' (d, sums) at N_Q * n_head * HD (attention.comp's layout).
+void head_bytes(uint th, uint g0) {
+    if (th >= HD / 32)
+        return;
+    vec4 v[8];
+    [[unroll]] for (uint k = 0; k < 32; k++)
+        v[k / 4][k % 4] = outs[32 * th + k];
+    uint g = g0 + th;
+    Quads q = Quads(p.bytes + 32 * uint64_t(g));
+    Metas m = Metas(p.bytes + uint64_t(N_Q) * N_HEAD * HD + 16 * uint64_t(g));
+    quantize_group(v, q.v[0], q.v[1], m.v[0]);
+}
+
+// The subgroups' softmaxes and sums met (and the gpt-oss sink, which has no value), written to
+// y and to the form the next product takes.
+void finish(uint h, uint t, uint th) {
+    float top = -1.0 / 0.0;
+    for (uint j = 0; j < NSG; j++)
+        top = max(top, part_m[j]);
+    bool sink = uint64_t(p.sinks) != 0 && top != -1.0 / 0.0; // joins where some cell was seen
+    float mf = sink ? max(top, p.sinks.v[h]) : top, total = sink ? exp(p.sinks.v[h] - mf) : 0.0;
+    float f[32]; // NSG of them
+    for (uint j = 0; j < NSG; j++) {
+        f[j] = part_m[j] == -1.0 / 0.0 ? 0.0 : exp(part_m[j] - mf);
+        total += part_l[j] * f[j];
+    }
+    float inv = total == 0.0 ? 0.0 : 1.0 / total;
+    uint yrow = (t * N_HEAD + h) * HD;
+    for (uint i = th; i < HD; i += 128) {
+        float o = 0.0;
+        for (uint j = 0; j < NSG; j++)
+            o += part_acc[j * HD + i] * f[j];
+        o *= inv;
+        p.y.v[yrow + i] = o;
+        outs[i] = o;
+        if ((p.bytes & 1) != 0) // y's f16 copy (bit 0 set), as halves.comp makes it
+            Halves(p.bytes & ~uint64_t(1)).v[yrow + i] = float16_t(round_to_f16(o));
+    }
+    if (p.bytes != 0 && (p.bytes & 1) == 0) { // the head's groups of 32, as quantize_q8.comp's
+        barrier();
+        head_bytes(th, yrow / 32);
+    }
+}
+
+void main() {
+    uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, th = gl_LocalInvocationID.x;
+    uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, first;
+    int qp = p.q_pos.v[t], seq = p.q_seq.v[t];
+    // runs start at multiples of the workgroup's 128 cells: the same sums with spans as without
+    cell_range(seq, 128, first, n_cells);
+    uint kvh = h / (N_HEAD / N_HEAD_KV), qrow = (t * N_HEAD + h) * HD;
+    for (uint i = th; i < HD; i += 128)
+        qs[i] = p.q.v[qrow + i];
+    barrier();
+    float m = -1.0 / 0.0, l = 0.0, acc[MAX_R];
+    [[unroll]] for (uint i = 0; i < R; i++)
+        acc[i] = 0.0;
+    uint64_t slice = p.v + (kvh * HD + lane * R) * 2;
+    for (uint c0 = first + sg * SG; c0 < n_cells; c0 += 128) {
+        uint w[64];
+        load_values(w, slice, c0); // issued before the scores they wait for
+        uint c = c0 + lane;
+        bool seen = c < n_cells && visible_from(qp, seq, c);
+        float dot = key_dot(min(c, n_cells - 1), kvh);
+        float s = !seen ? -1.0 / 0.0
+                : p.softcap == 0.0 ? dot * p.scale
+                                   : p.softcap * tanh(dot * (p.scale / p.softcap));
+        float m_new = max(m, subgroupMax(s));
+        if (m_new == -1.0 / 0.0)
+            continue; // nothing visible yet (the same in every lane)
+        float alpha = exp(m - m_new), e = seen ? exp(s - m_new) : 0.0;
+        l = l * alpha + e; // the lane's share of the sum, added up at the end
+        m = m_new;
+        [[unroll]] for (uint i = 0; i < R; i++)
+            acc[i] *= alpha;
+        add_values(acc, w, e, 0);
+        [[unroll]] for (uint j0 = VB; j0 < SG; j0 += VB) { // HD 256: the second half
+            load_values(w, slice, c0 + j0);
+            add_values(acc, w, e, j0);
+        }
+    }
+    float lsum = subgroupAdd(l);
+    if (subgroupElect())
+        part_m[sg] = m, part_l[sg] = lsum;
+    [[unroll]] for (uint i = 0; i < R; i++)
+        part_acc[sg * HD + lane * R + i] = acc[i];
+    barrier();
+    finish(h, t, th);
+}
