@@ -504,6 +504,23 @@ static void test_coopmat2_tiles(void) {
     static const enum ox_dtype mixed[3] = {OX_DTYPE_Q4_K, OX_DTYPE_Q4_K, OX_DTYPE_Q6_K};
     test_coopmat2_multi(3, mixed, qkv, 512, 300); /* q and k in one, v apart */
     test_coopmat2_multi(2, mixed, wide, 1024, 300);
+    /* f16 products whose 128 x 256 tiles are too few, cut into column slices (vk_matmul.c's
+     * cm2_slices): inside the matrices (1024 x 4096 of 512 tokens: 8 slices), at the row and
+     * token edges (600 x 2112 of 300: 3, as its 33 steps of 64 columns divide), added to y, and
+     * for q, k and v in one dispatch (each its own slab of sums) */
+    uint64_t cuts = vk_backend_cm2_cuts_taken();
+    static const int cut_n[] = {512, 0}, edge_n[] = {300, 0}, cut_rows[3] = {600, 64, 64};
+    test_weight_type(OX_DTYPE_F16, 1024, 4096, cut_n);
+    test_weight_type(OX_DTYPE_F16, 600, 2112, edge_n);
+    test_fusions_over(OX_DTYPE_F16, 300, cut_rows, 2112); /* y += W x, then q, k and v */
+    static const enum ox_dtype f16x3[3] = {OX_DTYPE_F16, OX_DTYPE_F16, OX_DTYPE_F16};
+    static const int qkv_cut[3] = {512, 128, 132};
+    test_coopmat2_multi(3, f16x3, qkv_cut, 1024, 300); /* 2 slices of 512 for all three */
+    cuts = vk_backend_cm2_cuts_taken() - cuts;
+    const char *off = getenv("OX_VK_CM2_SLICES");
+    int expect = off && !strcmp(off, "0") ? 0 : 8; /* 1, 1, 2, then 4 (the three alone too) */
+    CHECK_MSG(cuts == (uint64_t)expect, "f16 products cut into slices: %llu of %d",
+              (unsigned long long)cuts, expect);
     /* 32 x 256 tiles: where 64 x 256 makes fewer than 128 (alone, and for q, k and v together,
      * whose k alone would take 64 x 64), cut at the row and token edges */
     static const int mid[] = {300, 0}, qkv_mid[3] = {2100, 512, 520};

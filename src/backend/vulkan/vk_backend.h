@@ -53,6 +53,9 @@ uint64_t vk_backend_norm_ins_taken(void);
 bool vk_backend_joins(void);
 void vk_backend_set_joins(bool on);
 uint64_t vk_backend_joins_taken(void);
+/* How many f16 prompt products were cut into column slices on gemm_cm2.comp so far (for tests;
+ * OX_VK_CM2_SLICES=0: none). */
+uint64_t vk_backend_cm2_cuts_taken(void);
 /* Whether a decode step's attention over f16 cache rows runs on attention_decode.comp
  * (OX_VK_DECODE_ATTN=0: attention.comp); for tests, that turned on or off; how many dispatches
  * took it so far. */

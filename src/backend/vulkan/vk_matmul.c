@@ -1,6 +1,7 @@
 /* vk_matmul.c: products with a model's weights and rows looked up from them, for every weight
  * type the CUDA backend runs (dequant.glsl's), the weights' copies on the device and the lookup
  * tables the table-coded types read. */
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -530,6 +531,33 @@ static int coopmat2_tile(const struct vk_state *s, const struct weight_shaders *
     return tile;
 }
 
+static _Atomic uint64_t cuts_taken; /* products cut so (vk_backend_cm2_cuts_taken) */
+
+uint64_t vk_backend_cm2_cuts_taken(void) {
+    return cuts_taken;
+}
+
+/* How many column slices gemm_cm2.comp cuts a product of toks tokens into at 128 x 256
+ * (cm2_tiles[1]), or 1: f16 weights whose 128 x 256 tiles number fewer than 128 (coopmat2_tile
+ * then gives 64 x 64, at about 120 TFLOPS on an H200 against 180), of at least 256 tokens, cut
+ * into slices alike of 512 columns or more for about 128 workgroups (fewer where the 64-column
+ * steps do not divide so); split_sum.comp adds their sums
+ * (OX_VK_CM2_SLICES=0: never). Rows a multiple of 4 (each slice's sums 16-byte aligned). A 1B's o
+ * and down (2048 rows: 32 tiles) take 4, its q, k and v together (3072: 48) 2, an 8B's k and v
+ * made f16 (1024 rows of 4096: 16 tiles) 8. */
+static int cm2_slices(const struct vk_state *s, const struct weight_shaders *sh,
+                      const struct mat *w, int toks, int tile) {
+    if (!s->d->cm2_slices || tile != 0 || w->type != OX_DTYPE_F16 || toks < 256 || w->n_rows % 4 ||
+        sh->gemm_cm2[1] == VK_SHADER_COUNT)
+        return 1;
+    int64_t groups = cm2_groups(w, toks, 1), steps = w->n_cols / 64;
+    int64_t want = (128 + groups - 1) / groups, most = w->n_cols / 512;
+    int64_t slices = want < most ? want : most;
+    while (slices > 1 && steps % slices) /* slices all alike (gemm_cm2.comp's SLICE) */
+        slices--;
+    return slices >= 2 ? (int)slices : 1;
+}
+
 struct split_sum_args {
     uint64_t part, y;
     uint32_t n, slices, add;
@@ -576,7 +604,7 @@ static void coopmat_product(struct vk_state *s, const struct weight_shaders *sh,
  * t/s), the 1B's no differently (session 34). The tile's sides and k step are specialization
  * constants too: those of cm2_tiles. */
 static void cm2_product(struct vk_state *s, enum vk_shader shader, const struct gemm_args *a,
-                        int tile) {
+                        int tile, int slices, uint64_t partial) {
     uint32_t bm = cm2_tiles[tile].rows, bn = cm2_tiles[tile].tokens;
     bool shapes = s->d->cm2_shapes,
          one_height = (!a->w2 || a->rows2 == a->rows) && (!a->w3 || a->rows3 == a->rows);
@@ -585,10 +613,30 @@ static void cm2_product(struct vk_state *s, enum vk_shader shader, const struct 
                               shapes ? a->row_bytes : 0,
                               bm,
                               bn,
-                              64};
+                              64,
+                              slices > 1 ? a->cols / (uint32_t)slices : 0};
     uint32_t tiles = (a->rows + bm - 1) / bm + (a->w2 ? (a->rows2 + bm - 1) / bm : 0) +
                      (a->w3 ? (a->rows3 + bm - 1) / bm : 0);
-    vk_dispatch_special(s, shader, spec, a, sizeof *a, tiles, (a->n + bn - 1) / bn, 1);
+    /* cut into slices (alike, of whole 64-column steps: cm2_slices): each matrix's sums to a slab
+     * of partial ([slice][n][rows]), then added into its y */
+    struct gemm_args cut = *a;
+    uint64_t *ys[3] = {&cut.y, &cut.y2, &cut.y3}, at = partial;
+    uint32_t rows[3] = {a->rows, a->rows2, a->rows3};
+    for (int m = 0; slices > 1 && m < 3; m++)
+        if (*ys[m]) {
+            *ys[m] = at;
+            at += ((uint64_t)slices * a->n * rows[m] * 4 + 255) / 256 * 256;
+        }
+    vk_dispatch_special(s, shader, spec, &cut, sizeof cut, tiles, (a->n + bn - 1) / bn,
+                        (uint32_t)slices);
+    cuts_taken += slices > 1;
+    const uint64_t real[3] = {a->y, a->y2, a->y3};
+    for (int m = 0; slices > 1 && m < 3; m++)
+        if (real[m]) {
+            struct split_sum_args sum = {*ys[m], real[m], rows[m] * a->n, (uint32_t)slices, a->add};
+            vk_dispatch(s, VK_SHADER_split_sum, &sum, sizeof sum, vk_groups((size_t)rows[m] * a->n),
+                        1, 1);
+        }
 }
 
 /* y = W x (or y += W x: add): up to 8 tokens through matvec.comp (4 rows a workgroup), more
@@ -631,7 +679,9 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                               .slice = (uint32_t)w->n_cols};
         bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
         int tile = cm ? coopmat2_tile(s, sh, w, a.y, toks) : -1;
-        int slices = cm && tile < 0 ? column_slices(w, toks) : 1;
+        int slices = cm && tile < 0 ? column_slices(w, toks) : 1, cm2_cut = 1;
+        if (tile == 0 && (cm2_cut = cm2_slices(s, sh, w, toks, tile)) > 1)
+            tile = 1, slices = cm2_cut;
         uint64_t partial = 0;
         if (cm) { /* gemm_cm(2).comp read x as f16; gemm_cm's slices' sums go behind them */
             size_t halves = ((size_t)toks * (size_t)w->n_cols * 2 + 255) / 256 * 256;
@@ -646,7 +696,7 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
         if (cm && tile < 0)
             coopmat_product(s, sh, a, slices, partial);
         else if (tile >= 0)
-            cm2_product(s, sh->gemm_cm2[tile], &a, tile);
+            cm2_product(s, sh->gemm_cm2[tile], &a, tile, slices, partial);
         else
             vk_dispatch(s, sh->gemm, &a, sizeof a, (uint32_t)(w->n_rows + 63) / 64,
                         (uint32_t)(toks + 63) / 64, 1);
@@ -738,6 +788,16 @@ static void cm2_multi(struct vk_state *s, int count, const struct mat *w, const 
                       float *const *y, int n, int tile) {
     struct weight_shaders sh;
     weight_shaders(w->type, &sh);
+    struct mat all = *w; /* f16's too few large tiles cut into slices for all the rows */
+    bool aligned = true;
+    for (int m = 1; m < count; m++)
+        all.n_rows += w[m].n_rows, aligned = aligned && w[m].n_rows % 4 == 0;
+    int slices = aligned ? cm2_slices(s, &sh, &all, n, tile) : 1;
+    tile = slices > 1 ? 1 : tile;
+    size_t halves = ((size_t)n * (size_t)w->n_cols * 2 + 255) / 256 * 256;
+    size_t sums = slices > 1 ? (size_t)slices * (size_t)n * (size_t)all.n_rows * 4 + 3 * 256 : 0;
+    if (sums && !scratch(s, halves + sums))
+        return; /* noted */
     const void *x16 = x_as_halves(s, vk_addr(x), (size_t)n * (size_t)w->n_cols);
     if (!x16)
         return; /* noted */
@@ -757,7 +817,7 @@ static void cm2_multi(struct vk_state *s, int count, const struct mat *w, const 
                           .w3 = count == 3 ? vk_addr(last->data) : 0,
                           .y3 = count == 3 ? vk_addr(y[2]) : 0,
                           .rows3 = count == 3 ? (uint32_t)last->n_rows : 0};
-    cm2_product(s, sh.gemm_cm2[tile], &a, tile);
+    cm2_product(s, sh.gemm_cm2[tile], &a, tile, slices, vk_addr(x16) + halves);
     for (int m = 0; m < count; m++) /* it read x's halves */
         scratch_read(s, vk_addr(y[m]), (uint64_t)n * (uint64_t)w[m].n_rows * sizeof(float));
 }

@@ -48,6 +48,10 @@ layout(constant_id = 2) const uint SHAPE_ROW_BYTES = 0;
 layout(constant_id = 3) const uint BM = TILE_M;
 layout(constant_id = 4) const uint BN = TILE_N;
 layout(constant_id = 5) const uint BK = 64;
+// Where the product is cut into column slices (vk_matmul.c's cm2_slices; 0: not), the columns of
+// each, the same for all (a whole number of BK steps): a trip count the compiler knows (a count
+// it did not know ran every product 3 to 4 times as slow on an H200).
+layout(constant_id = 6) const uint SLICE = 0;
 #define ROWS (SHAPE_ROWS != 0 ? SHAPE_ROWS : rows_m)
 #define COLS (SHAPE_COLS != 0 ? SHAPE_COLS : p.cols)
 #define ROW_BYTES (SHAPE_ROW_BYTES != 0 ? SHAPE_ROW_BYTES : p.row_bytes)
@@ -91,7 +95,7 @@ void superblock(uint r0, uint c0) {}
 // scales set up first (superblock()).
 #define PRODUCT(lw, lx)                                                                        \
     superblocks_begin(r0);                                                                     \
-    for (uint c0 = 0; c0 < COLS; c0 += QK) {                                                   \
+    for (uint c0 = k0; c0 < k0 + (SLICE != 0 ? SLICE : COLS); c0 += QK) {                     \
         superblock(r0, c0);                                                                    \
         [[unroll]] for (uint k = 0; k < QK; k += BK) {                                         \
             MAT_A a;                                                                           \
@@ -118,6 +122,12 @@ void main() {
     w_base = m == 0 ? p.w : m == 1 ? p.w2 : p.w3, y_base = m == 0 ? p.y : m == 1 ? p.y2 : p.y3;
     rows_m = m == 0 ? p.rows : m == 1 ? p.rows2 : p.rows3;
     uint r0 = tile * BM, t0 = gl_WorkGroupID.y * BN;
+    // a column slice where the product is cut into several: each y then a slab of the scratch
+    // ([slice][n][rows]) that split_sum.comp adds up
+    bool cut = SLICE != 0;
+    uint k0 = gl_WorkGroupID.z * SLICE;
+    if (cut)
+        y_base += uint64_t(gl_WorkGroupID.z) * p.n * ROWS * 4;
     tensorViewNV<2, false, 1, 0> swap = createTensorViewNV(2, false, 1, 0);
     MAT_C acc = MAT_C(0.0);
     // W: rows x cols, rows row_bytes apart; x and y: token-major, read and written transposed.
@@ -134,7 +144,7 @@ void main() {
         tensorLayoutNV<2> ly = createTensorLayoutNV(2);
         ly = setTensorLayoutDimensionNV(ly, p.n, ROWS);
         ly = setTensorLayoutStrideNV(ly, ROWS & ~7u, 1);
-        if (p.add != 0)
+        if (p.add != 0 && !cut)
             coopMatLoadTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM),
                                 swap);
         PRODUCT(lw, lx)
@@ -151,7 +161,7 @@ void main() {
         tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly =
             createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
         ly = setTensorLayoutDimensionNV(ly, p.n, ROWS);
-        if (p.add != 0)
+        if (p.add != 0 && !cut)
             coopMatLoadTensorNV(acc, Out(y_base).v, 0, sliceTensorLayoutNV(ly, t0, BN, r0, BM),
                                 swap);
         PRODUCT(lw, lx)
