@@ -68,7 +68,7 @@ rm -f /tmp/ox-cuda.done
   { (build "$R" /tmp/ox-cuda -DOX_CUDA=ON oxidize_cli && touch /tmp/ox-cuda.done) >"$LOG/cuda-build.txt" 2>&1 & }
 build "$R" /tmp/ox-vk -DOX_VULKAN=ON oxidize_cli gen-model test_vulkan_ops test_vulkan_graph \
   test_vulkan_recurrent test_vulkan_group_fold test_vulkan_rope_fold test_vulkan_norm_in \
-  test_reference test_decode
+  test_vulkan_attention test_reference test_decode
 BASE=
 if [ -f .device/base.tar.xz ]; then
   rm -rf /tmp/ox-base-src && mkdir -p /tmp/ox-base-src && tar xJf .device/base.tar.xz -C /tmp/ox-base-src
@@ -85,7 +85,8 @@ if [ "${TESTS:-1}" != 0 ]; then
     ./tests/backend/test_vulkan_group_fold | tail -1 &&
     ./tests/backend/test_vulkan_rope_fold | tail -1 &&
     ./tests/backend/test_vulkan_norm_in | tail -1 &&
-    OX_TEST_GPU_LAYERS=99 OX_TEST_SKIP_MODELS=llama-bf16,olmoe-f16,deepseek2-f16 \
+    ./tests/backend/test_vulkan_attention | tail -1 &&
+    OX_TEST_GPU_LAYERS=99 OX_TEST_SKIP_MODELS=llama-bf16 \
       ./tests/model/test_reference 2>&1 | tail -1) >"$LOG/tests.txt" 2>&1 || true
   cat "$LOG/tests.txt"
 fi

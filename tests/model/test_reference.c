@@ -14,11 +14,17 @@
  * logit rows round x per 32 or per 256 values moved the llama-q5_k prompt's misses from 3 to
  * 5 of 48, every one within 0.141 of the reference's top, at the same mean KL). */
 #define NEAR_TIE 0.25
+/* The same for float models, whose bound (DESIGN.md: KL and the greedy tokens) asks no more of a
+ * prompt's positions than their KL: where the reference's two best logits are this close, an order
+ * of float sums flips them at a KL far inside the bound (olmo2-f16 on an H200's prompt attention
+ * on workgroup matrices, f16 queries and weights as llama.cpp's own: a 0.002 lead, KL at most
+ * 1.6e-6). */
+#define FLOAT_TIE 0.01
 
 struct agreement {
     double sum_kl, max_kl;
-    int n, top1, near_ties; /* positions with our top token, or a near tie */
-    double miss_gap;        /* the widest lead of the reference's top where ours differs */
+    int n, top1, near_ties, float_ties; /* positions with our top token, or a (float) near tie */
+    double miss_gap; /* the widest lead of the reference's top where ours differs */
 };
 
 static void agree(struct agreement *a, const float *ref, const float *got, int n_vocab) {
@@ -28,6 +34,7 @@ static void agree(struct agreement *a, const float *ref, const float *got, int n
     int r = argmax(ref, n_vocab), g = argmax(got, n_vocab);
     a->top1 += r == g;
     a->near_ties += r != g && ref[r] - ref[g] < NEAR_TIE;
+    a->float_ties += r != g && ref[r] - ref[g] < FLOAT_TIE;
     if (r != g && ref[r] - ref[g] > a->miss_gap)
         a->miss_gap = ref[r] - ref[g];
     a->n++;
@@ -111,7 +118,8 @@ static void check_model(const char *dir, const char *name, json_t *ref) {
            name, mean, prompt_a.max_kl, prompt_a.top1, prompt_a.n, prompt_a.miss_gap, same_tokens,
            ng, greedy_kl);
     if (is_float) {
-        CHECK_MSG(mean < 1e-5 && prompt_a.top1 == n && same_tokens == ng, "%s: float bounds", name);
+        CHECK_MSG(mean < 1e-5 && prompt_a.top1 + prompt_a.float_ties == n && same_tokens == ng,
+                  "%s: float bounds", name);
     } else {
         CHECK_MSG(mean < 2e-3 && prompt_a.max_kl < 1e-2 &&
                       (prompt_a.top1 + prompt_a.near_ties) * 10 >= n * 9,
