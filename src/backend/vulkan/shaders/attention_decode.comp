@@ -35,22 +35,23 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer Metas { vec
 shared float qs[HD], outs[HD];
 shared float part_m[NSG], part_l[NSG], part_acc[NSG * HD]; // each subgroup's softmax and sums
 
-// q . k for cell c's key row (its head's HD halves): 16-byte loads issued 8 at a time, four sums.
-float key_dot(uint c, uint kvh) {
-    Rows16 r = Rows16(p.k + uint64_t(c) * p.k_row + kvh * HD * 2);
+// q . k for a key row (its head's HD halves, r) as 16-byte words, four sums.
+float key_dot(uvec4 r[HD / 8]) {
     vec4 d = vec4(0.0);
-    [[unroll]] for (uint b = 0; b < HD / 64; b++) {
-        uvec4 u[8];
-        [[unroll]] for (uint i = 0; i < 8; i++)
-            u[i] = r.v[8 * b + i];
-        [[unroll]] for (uint i = 0; i < 8; i++)
-            [[unroll]] for (uint k = 0; k < 4; k++) {
-                vec2 h = unpackHalf2x16(u[i][k]);
-                uint at = 64 * b + 8 * i + 2 * k;
-                d[k] += qs[at] * h.x + qs[at + 1] * h.y;
-            }
-    }
+    [[unroll]] for (uint i = 0; i < HD / 8; i++)
+        [[unroll]] for (uint k = 0; k < 4; k++) {
+            vec2 h = unpackHalf2x16(r[i][k]);
+            d[k] += qs[8 * i + 2 * k] * h.x + qs[8 * i + 2 * k + 1] * h.y;
+        }
     return (d.x + d.y) + (d.z + d.w);
+}
+
+// Whether the query (position qp of sequence seq) sees cell c, from its sequence word and
+// position loaded together with the cell's rows (attention_args.glsl's visible_from loads one
+// after the other behind a branch, and the rows' loads waited for both).
+bool sees(uint c, int qp, int seq, uint64_t word, int kp) {
+    bool mine = seq >= 0 && ((word >> (uint(seq) % 64)) & 1) != 0;
+    return c < n_cells && mine && kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
 }
 
 // The value slices (this lane's R halves, from address slice in the head) of cells c0 + j,
@@ -136,11 +137,19 @@ void main() {
         acc[i] = 0.0;
     uint64_t slice = p.v + (kvh * HD + lane * R) * 2;
     for (uint c0 = first + sg * SG; c0 < n_cells; c0 += 128) {
+        // the lane's cell's key row, sequence word and position, and the run's value slices:
+        // every load of the run issued before any is waited for
+        uint c = c0 + lane, cc = min(c, n_cells - 1);
+        uvec4 k[HD / 8];
+        Rows16 krow = Rows16(p.k + uint64_t(cc) * p.k_row + kvh * HD * 2);
+        [[unroll]] for (uint i = 0; i < HD / 8; i++)
+            k[i] = krow.v[i];
+        uint64_t word = Words(p.cell_seq).v[cc * SEQ_WORDS + uint(max(seq, 0)) / 64];
+        int kp = p.cell_pos.v[cc];
         uint w[64];
-        load_values(w, slice, c0); // issued before the scores they wait for
-        uint c = c0 + lane;
-        bool seen = c < n_cells && visible_from(qp, seq, c);
-        float dot = key_dot(min(c, n_cells - 1), kvh);
+        load_values(w, slice, c0);
+        bool seen = sees(c, qp, seq, word, kp);
+        float dot = key_dot(k);
         float s = !seen ? -1.0 / 0.0
                 : p.softcap == 0.0 ? dot * p.scale
                                    : p.softcap * tanh(dot * (p.scale / p.softcap));
