@@ -2,9 +2,10 @@
 // values alike), one query token and head a workgroup, with about no barriers: the subgroups take
 // turns at runs of SG cells, a cell a lane (its key row's dot product in the lane, the run's
 // softmax by subgroup operations), each lane summing its slice of the head's values (the weights
-// by shuffles, the run's value rows loaded before the scores are known), and meet once in shared
-// memory at the end. attention.comp's ten barriers a tile of 256 cells and its value loads behind
-// the softmax took 9 us of a 1B model's layer however short the context was.
+// by shuffles), and meet once in shared memory at the end. A run's loads (key rows, the cells'
+// sequence words and positions, value slices) are all issued before any is waited for.
+// attention.comp's ten barriers a tile of 256 cells and its value loads behind the softmax took
+// 9 us of a 1B model's layer on an H200 however short the context was (this: 6.8).
 #version 450
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
