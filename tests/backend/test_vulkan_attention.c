@@ -353,21 +353,26 @@ static void test_attention_unwritten(int hd) {
     free(q), free(k), free(v), free(want), free(got);
 }
 
+/* nt queries over the cache's row types and head widths: decode's shape (6) or a prompt's (40). */
+static void test_row_types(int nt) {
+    test_attention(nt, 0, 0.0f, false, 128, OX_DTYPE_F32);
+    test_attention(nt, 0, 0.0f, false, 64, OX_DTYPE_F32);
+    test_attention(nt, 40, 0.0f, false, 128, OX_DTYPE_F32);
+    test_attention(nt, 0, 30.0f, true, 256, OX_DTYPE_F32);
+    test_attention(nt, 0, 30.0f, true, 80, OX_DTYPE_F32);
+    test_attention(nt, 0, 0.0f, false, 128, OX_DTYPE_F16);
+    test_attention(nt, 40, 0.0f, true, 64, OX_DTYPE_Q8_0);
+    test_attention(nt, 0, 30.0f, true, 256, OX_DTYPE_F16); /* f16 rows' split sums */
+    test_attention(nt, 40, 0.0f, false, 64, OX_DTYPE_F16);
+    test_attention(nt, 0, 30.0f, true, 64, OX_DTYPE_F16);
+    test_attention(nt, 0, 0.0f, false, 80, OX_DTYPE_F16); /* 16-wide blocks, not 32 */
+}
+
 /* Decode's shapes over the cache's row types (a query a workgroup: attention.comp, or
  * attention_decode.comp over f16 rows where the device takes it), and the bytes or halves they
  * leave for the o projection. */
 static void test_decodes(void) {
-    test_attention(6, 0, 0.0f, false, 128, OX_DTYPE_F32);
-    test_attention(6, 0, 0.0f, false, 64, OX_DTYPE_F32);
-    test_attention(6, 40, 0.0f, false, 128, OX_DTYPE_F32);
-    test_attention(6, 0, 30.0f, true, 256, OX_DTYPE_F32);
-    test_attention(6, 0, 30.0f, true, 80, OX_DTYPE_F32);
-    test_attention(6, 0, 0.0f, false, 128, OX_DTYPE_F16);
-    test_attention(6, 40, 0.0f, true, 64, OX_DTYPE_Q8_0);
-    test_attention(6, 0, 30.0f, true, 256, OX_DTYPE_F16); /* f16 rows' split sums */
-    test_attention(6, 40, 0.0f, false, 64, OX_DTYPE_F16);
-    test_attention(6, 0, 30.0f, true, 64, OX_DTYPE_F16);
-    test_attention(6, 0, 0.0f, false, 80, OX_DTYPE_F16); /* 16-wide blocks, not 32 */
+    test_row_types(6);
     attention_case(6, 0, 0.0f, true, 64, OX_DTYPE_F16, true);
     for (int f16 = 0; f16 < 2; f16++) {
         enum ox_dtype type = f16 ? OX_DTYPE_F16 : OX_DTYPE_Q4_K;
@@ -383,17 +388,7 @@ static void test_decodes(void) {
 
 /* Prompts' shapes over the cache's row types. */
 static void test_prompts(void) {
-    test_attention(40, 0, 0.0f, false, 128, OX_DTYPE_F32);
-    test_attention(40, 0, 0.0f, false, 64, OX_DTYPE_F32);
-    test_attention(40, 40, 0.0f, false, 128, OX_DTYPE_F32);
-    test_attention(40, 0, 30.0f, true, 256, OX_DTYPE_F32);
-    test_attention(40, 0, 30.0f, true, 80, OX_DTYPE_F32);
-    test_attention(40, 0, 0.0f, false, 128, OX_DTYPE_F16);
-    test_attention(40, 40, 0.0f, true, 64, OX_DTYPE_Q8_0);
-    test_attention(40, 0, 30.0f, true, 256, OX_DTYPE_F16);
-    test_attention(40, 40, 0.0f, false, 64, OX_DTYPE_F16);
-    test_attention(40, 0, 30.0f, true, 64, OX_DTYPE_F16);
-    test_attention(40, 0, 0.0f, false, 80, OX_DTYPE_F16);
+    test_row_types(40);
     /* queries in several workgroups (attention_cm.comp's 64 a group, the last one part full) */
     test_attention(130, 0, 0.0f, false, 128, OX_DTYPE_F16);
     test_attention(130, 40, 30.0f, true, 64, OX_DTYPE_F16);

@@ -679,9 +679,10 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
                               .slice = (uint32_t)w->n_cols};
         bool cm = s->d->coopmat && sh->gemm_cm != VK_SHADER_COUNT;
         int tile = cm ? coopmat2_tile(s, sh, w, a.y, toks) : -1;
-        int slices = cm && tile < 0 ? column_slices(w, toks) : 1, cm2_cut = 1;
-        if (tile == 0 && (cm2_cut = cm2_slices(s, sh, w, toks, tile)) > 1)
-            tile = 1, slices = cm2_cut;
+        int slices = cm && tile < 0 ? column_slices(w, toks) : 1;
+        int cut = cm2_slices(s, sh, w, toks, tile); /* 64 x 64's product on 128 x 256, cut */
+        if (cut > 1)
+            tile = 1, slices = cut;
         uint64_t partial = 0;
         if (cm) { /* gemm_cm(2).comp read x as f16; gemm_cm's slices' sums go behind them */
             size_t halves = ((size_t)toks * (size_t)w->n_cols * 2 + 255) / 256 * 256;
@@ -789,8 +790,9 @@ static void cm2_multi(struct vk_state *s, int count, const struct mat *w, const 
     struct weight_shaders sh;
     weight_shaders(w->type, &sh);
     struct mat all = *w; /* f16's too few large tiles cut into slices for all the rows */
-    bool aligned = true;
-    for (int m = 1; m < count; m++)
+    bool aligned = true; /* each matrix's slab of sums 16-byte aligned */
+    all.n_rows = 0;
+    for (int m = 0; m < count; m++)
         all.n_rows += w[m].n_rows, aligned = aligned && w[m].n_rows % 4 == 0;
     int slices = aligned ? cm2_slices(s, &sh, &all, n, tile) : 1;
     tile = slices > 1 ? 1 : tile;

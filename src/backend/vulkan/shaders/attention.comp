@@ -18,9 +18,10 @@ shared float qs[512], acc[512], prob[256], part[256];
 // eighths of a head, or for 8 dimensions by 2048 / hd_v groups of cells.
 shared float split[2048];
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Rows16 { uvec4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { uvec4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Metas { vec4 v[]; };
 #include "quantize_group.glsl"
+#define HEAD_OUT acc // the head's output, made int8 groups for the next product (head_bytes)
+#define HEAD_WIDTH HD_V
+#include "head_bytes.glsl"
 
 bool f16_split(uint hd) {
     return ROW_TYPE == ROW_F16 && hd % 64 == 0 && hd <= 256;
@@ -95,21 +96,6 @@ void split_values(uint c0, uint count, uint th, uint kvh, float alpha) {
             sum += split[q * HD_V + i];
         acc[i] = sum;
     }
-}
-
-// The head's output (acc) as int8 groups: group g0 + i of y's by thread i, bytes at 32 a group,
-// then the query tokens' (d, sums) at N_Q * n_head * hd_v.
-void head_bytes(uint th, uint g0) {
-    barrier();
-    if (th >= HD_V / 32)
-        return;
-    vec4 v[8];
-    [[unroll]] for (uint k = 0; k < 32; k++)
-        v[k / 4][k % 4] = acc[32 * th + k];
-    uint g = g0 + th;
-    Quads q = Quads(p.bytes + 32 * uint64_t(g));
-    Metas m = Metas(p.bytes + uint64_t(N_Q) * N_HEAD * HD_V + 16 * uint64_t(g));
-    quantize_group(v, q.v[0], q.v[1], m.v[0]);
 }
 
 void main() {

@@ -48,21 +48,30 @@ void cell_range(int s, uint tile, out uint first, out uint end) {
         first = uint(p.n_cells_at.v[2 * s]) / tile * tile, end = uint(p.n_cells_at.v[2 * s + 1]);
 }
 
+// Whether a cell's word of sequence sets (the one of s / 64) holds sequence s.
+bool word_holds(uint64_t w, int s) {
+    return ((w >> (uint(s) % 64)) & 1) != 0;
+}
+
+// Whether a query at position qp sees a cell at position kp of its sequence (causal, ahead,
+// window).
+bool in_reach(int qp, int kp) {
+    return kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
+}
+
 // Whether cell c holds sequence s (none for s < 0: tested before the sequence's word is read,
 // which would be far past the cells' sets).
 bool in_sequence(uint c, int s) {
     if (s < 0)
         return false;
-    uint64_t w = Words(p.cell_seq).v[c * SEQ_WORDS + uint(s) / 64];
-    return ((w >> (uint(s) % 64)) & 1) != 0;
+    return word_holds(Words(p.cell_seq).v[c * SEQ_WORDS + uint(s) / 64], s);
 }
 
 // Whether a query at position qp of sequence s sees cell c.
 bool visible_from(int qp, int s, uint c) {
     if (!in_sequence(c, s))
         return false;
-    int kp = p.cell_pos.v[c];
-    return kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
+    return in_reach(qp, p.cell_pos.v[c]);
 }
 
 bool visible(uint t, uint c) {

@@ -29,12 +29,12 @@ const uint VB = SG;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Rows16 { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Rows4 { uint v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { uvec4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Metas { vec4 v[]; };
-#include "quantize_group.glsl"
-
 shared float qs[HD], outs[HD];
 shared float part_m[NSG], part_l[NSG], part_acc[NSG * HD]; // each subgroup's softmax and sums
+#include "quantize_group.glsl"
+#define HEAD_OUT outs // the head's output, made int8 groups for the next product (head_bytes)
+#define HEAD_WIDTH HD
+#include "head_bytes.glsl"
 
 // q . k for a key row (its head's HD halves, r) as 16-byte words, four sums.
 float key_dot(uvec4 r[HD / 8]) {
@@ -45,14 +45,6 @@ float key_dot(uvec4 r[HD / 8]) {
             d[k] += qs[8 * i + 2 * k] * h.x + qs[8 * i + 2 * k + 1] * h.y;
         }
     return (d.x + d.y) + (d.z + d.w);
-}
-
-// Whether the query (position qp of sequence seq) sees cell c, from its sequence word and
-// position loaded together with the cell's rows (attention_args.glsl's visible_from loads one
-// after the other behind a branch, and the rows' loads waited for both).
-bool sees(uint c, int qp, int seq, uint64_t word, int kp) {
-    bool mine = seq >= 0 && ((word >> (uint(seq) % 64)) & 1) != 0;
-    return c < n_cells && mine && kp - qp <= p.ahead && (p.window <= 0 || qp - kp < p.window);
 }
 
 // The value slices (this lane's R halves, from address slice in the head) of cells c0 + j,
@@ -76,20 +68,6 @@ void add_values(inout float acc[MAX_R], uint w[64], float e, uint j0) {
             acc[2 * i + 1] += pj != 0.0 ? pj * h.y : 0.0;
         }
     }
-}
-
-// The head's output (outs) as int8 groups: group g0 + i of y's by thread i, bytes at 32 a group,
-// then the query tokens' (d, sums) at N_Q * n_head * HD (attention.comp's layout).
-void head_bytes(uint th, uint g0) {
-    if (th >= HD / 32)
-        return;
-    vec4 v[8];
-    [[unroll]] for (uint k = 0; k < 32; k++)
-        v[k / 4][k % 4] = outs[32 * th + k];
-    uint g = g0 + th;
-    Quads q = Quads(p.bytes + 32 * uint64_t(g));
-    Metas m = Metas(p.bytes + uint64_t(N_Q) * N_HEAD * HD + 16 * uint64_t(g));
-    quantize_group(v, q.v[0], q.v[1], m.v[0]);
 }
 
 // The subgroups' softmaxes and sums met (and the gpt-oss sink, which has no value), written to
@@ -117,10 +95,8 @@ void finish(uint h, uint t, uint th) {
         if ((p.bytes & 1) != 0) // y's f16 copy (bit 0 set), as halves.comp makes it
             Halves(p.bytes & ~uint64_t(1)).v[yrow + i] = float16_t(round_to_f16(o));
     }
-    if (p.bytes != 0 && (p.bytes & 1) == 0) { // the head's groups of 32, as quantize_q8.comp's
-        barrier();
+    if (p.bytes != 0 && (p.bytes & 1) == 0) // the head's groups of 32, as quantize_q8.comp's
         head_bytes(th, yrow / 32);
-    }
 }
 
 void main() {
@@ -149,7 +125,9 @@ void main() {
         int kp = p.cell_pos.v[cc];
         uint w[64];
         load_values(w, slice, c0);
-        bool seen = sees(c, qp, seq, word, kp);
+        // visible_from's test on the loads above (its own loads one after the other, behind a
+        // branch, held up the rows')
+        bool seen = c < n_cells && seq >= 0 && word_holds(word, seq) && in_reach(qp, kp);
         float dot = key_dot(k);
         float s = !seen ? -1.0 / 0.0
                 : p.softcap == 0.0 ? dot * p.scale
