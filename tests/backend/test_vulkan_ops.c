@@ -436,8 +436,9 @@ static void test_fusions_over(enum ox_dtype type, int n, const int rows[3], int 
 static void test_prompt_copies(enum ox_dtype type);
 
 /* Where gemm_cm2.comp runs (f16, q4_K and q6_K weights): products large enough for f16's tiles
- * of 128 x 128 (17 x 9 of them, cut at the far ends), q4_K's and q6_K's of 64 x 256 (33 x 5, over
- * one superblock a row and over four) and each type's of 64 x 64, with tiles inside the matrices
+ * of 128 x 256 (their loop's trip 8 steps of 64 columns at 4096 columns, 3 at 2112: cm2_unroll),
+ * q4_K's and q6_K's of 64 x 256 (33 x 5, over one superblock a row and over four) and each
+ * type's of 64 x 64, with tiles inside the matrices
  * (its loads without bounds checks: the smaller shapes above have none) and at their edges, and
  * y += W x on each kind of tile; and the few-row products that go to gemm_cm.comp instead (of
  * fewer tokens than the device makes weights f16 for: test_dequant_products). */

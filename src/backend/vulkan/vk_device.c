@@ -261,6 +261,8 @@ static bool make_device(void) {
     device.group_cols = cols && *cols ? strtoll(cols, NULL, 10) : 4096;
     device.cm2_shapes = !vk_turned_off("OX_VK_CM2_SHAPES");
     device.cm2_slices = !vk_turned_off("OX_VK_CM2_SLICES");
+    const char *unroll = getenv("OX_VK_CM2_UNROLL");
+    device.cm2_unroll = unroll && atoi(unroll) >= 1 && atoi(unroll) <= 8 ? atoi(unroll) : 8;
     device.pipeline_stats = vk_pipeline_stats_wanted(device.physical);
     device.host_import = vk_pinned_usable(device.physical, &device.import_alignment);
     struct vk_coopmat_features cm;

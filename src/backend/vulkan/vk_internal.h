@@ -17,7 +17,7 @@
 enum { VK_PUSH_BYTES = 128, VK_WAITING = 3 };
 
 /* A pipeline made with specialization constants 0 .. VK_SPEC - 1 set (vk_pipeline_special). */
-enum { VK_SPEC = 7 };
+enum { VK_SPEC = 8 };
 struct vk_special {
     enum vk_shader shader;
     uint32_t spec[VK_SPEC];
@@ -68,6 +68,9 @@ struct vk_device {
     /* f16 products whose large tiles are too few cut into column slices (vk_matmul.c's
      * cm2_slices); OX_VK_CM2_SLICES=0 turns it off */
     bool cm2_slices;
+    /* the most 64-column steps a trip of gemm_cm2.comp's f16 loop takes (OX_VK_CM2_UNROLL, 1-8;
+     * 8 unless set) */
+    int cm2_unroll;
     /* products of at least this many tokens take quantized weights made f16 first (0: none;
      * vk_matmul.c's weights_as_halves) */
     uint32_t dequant_tokens;

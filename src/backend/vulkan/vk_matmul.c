@@ -597,14 +597,28 @@ static void coopmat_product(struct vk_state *s, const struct weight_shaders *sh,
     }
 }
 
+/* How many 64-column steps a trip of gemm_cm2.comp's loop takes (its UNROLL) for f16 weights (sh
+ * with f16's 128 x 256 tile) over span columns: the most, up to the device's cm2_unroll, that
+ * divides the span's steps; 1 for the quantized types (their superblocks' steps are unrolled). */
+static uint32_t cm2_unroll(const struct vk_state *s, const struct weight_shaders *sh,
+                           uint32_t span) {
+    uint32_t u = (uint32_t)s->d->cm2_unroll;
+    if (sh->gemm_cm2[1] == VK_SHADER_COUNT || span % 64)
+        return 1;
+    while (u > 1 && (span / 64) % u)
+        u--;
+    return u;
+}
+
 /* gemm_cm2.comp's product at cm2_tiles[tile] (of a second and third matrix too where a->w2 and
  * a->w3 are set), its pipeline specialized to the weights' shape: rows (where all have the same),
  * columns and row stride then constants to the driver's compiler (a pipeline for each shape, a
  * model's few). On an H200 the 8B Q4_K_M's pp512 ran 1.6% faster that way (10138 against 9981
  * t/s), the 1B's no differently (session 34). The tile's sides and k step are specialization
- * constants too: those of cm2_tiles. */
-static void cm2_product(struct vk_state *s, enum vk_shader shader, const struct gemm_args *a,
-                        int tile, int slices, uint64_t partial) {
+ * constants too (those of cm2_tiles), and the steps a trip of its loop takes (cm2_unroll). */
+static void cm2_product(struct vk_state *s, const struct weight_shaders *sh,
+                        const struct gemm_args *a, int tile, int slices, uint64_t partial) {
+    enum vk_shader shader = sh->gemm_cm2[tile];
     uint32_t bm = cm2_tiles[tile].rows, bn = cm2_tiles[tile].tokens;
     bool shapes = s->d->cm2_shapes,
          one_height = (!a->w2 || a->rows2 == a->rows) && (!a->w3 || a->rows3 == a->rows);
@@ -614,7 +628,8 @@ static void cm2_product(struct vk_state *s, enum vk_shader shader, const struct 
                               bm,
                               bn,
                               64,
-                              slices > 1 ? a->cols / (uint32_t)slices : 0};
+                              slices > 1 ? a->cols / (uint32_t)slices : 0,
+                              cm2_unroll(s, sh, a->cols / (uint32_t)slices)};
     uint32_t tiles = (a->rows + bm - 1) / bm + (a->w2 ? (a->rows2 + bm - 1) / bm : 0) +
                      (a->w3 ? (a->rows3 + bm - 1) / bm : 0);
     /* cut into slices (alike, of whole 64-column steps: cm2_slices): each matrix's sums to a slab
@@ -697,7 +712,7 @@ static void matmul_quant(struct backend *b, const struct mat *w, const struct we
         if (cm && tile < 0)
             coopmat_product(s, sh, a, slices, partial);
         else if (tile >= 0)
-            cm2_product(s, sh->gemm_cm2[tile], &a, tile, slices, partial);
+            cm2_product(s, sh, &a, tile, slices, partial);
         else
             vk_dispatch(s, sh->gemm, &a, sizeof a, (uint32_t)(w->n_rows + 63) / 64,
                         (uint32_t)(toks + 63) / 64, 1);
@@ -819,7 +834,7 @@ static void cm2_multi(struct vk_state *s, int count, const struct mat *w, const 
                           .w3 = count == 3 ? vk_addr(last->data) : 0,
                           .y3 = count == 3 ? vk_addr(y[2]) : 0,
                           .rows3 = count == 3 ? (uint32_t)last->n_rows : 0};
-    cm2_product(s, sh.gemm_cm2[tile], &a, tile, slices, vk_addr(x16) + halves);
+    cm2_product(s, &sh, &a, tile, slices, vk_addr(x16) + halves);
     for (int m = 0; m < count; m++) /* it read x's halves */
         scratch_read(s, vk_addr(y[m]), (uint64_t)n * (uint64_t)w[m].n_rows * sizeof(float));
 }

@@ -52,6 +52,12 @@ layout(constant_id = 5) const uint BK = 64;
 // each, the same for all (a whole number of BK steps): a trip count the compiler knows (a count
 // it did not know ran every product 3 to 4 times as slow on an H200).
 layout(constant_id = 6) const uint SLICE = 0;
+// f16 weights: UNROLL steps of BK columns a trip of the loop, unrolled (vk_matmul.c's cm2_unroll
+// picks a count dividing the columns' steps). On an H200 8 took the 1B F16's pp512 from 68131 to
+// 81270 t/s (its products 10.66 -> 8.27 ms a prompt pair: about 240 TFLOPS), as llama.cpp unrolls
+// its f16 loop 8 times. The quantized types unroll a superblock's steps already; two superblocks a
+// trip (their scales in two shared buffers) ran no faster, four 3 times as slow.
+layout(constant_id = 7) const uint UNROLL = 1;
 #define ROWS (SHAPE_ROWS != 0 ? SHAPE_ROWS : rows_m)
 #define COLS (SHAPE_COLS != 0 ? SHAPE_COLS : p.cols)
 #define ROW_BYTES (SHAPE_ROW_BYTES != 0 ? SHAPE_ROW_BYTES : p.row_bytes)
@@ -80,7 +86,7 @@ layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer In
 #else
 // f16 weights: the tensor load's elements as they are, no superblocks
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer W { float16_t v[]; };
-const uint QK = BK;
+const uint QK = UNROLL > 1 ? BK * UNROLL : BK;
 void superblocks_begin(uint r0) {}
 void superblock(uint r0, uint c0) {}
 #define DECODE
@@ -92,7 +98,7 @@ void superblock(uint r0, uint c0) {}
 
 // The tile's product over every column, its loads through layouts lw and lx (with or without
 // bounds checks), added to acc; quantized weights a superblock of QK columns at a time, its
-// scales set up first (superblock()).
+// scales set up first (superblock()), f16 ones QK columns a trip.
 #define PRODUCT(lw, lx)                                                                        \
     superblocks_begin(r0);                                                                     \
     for (uint c0 = k0; c0 < k0 + (SLICE != 0 ? SLICE : COLS); c0 += QK) {                     \
