@@ -227,6 +227,33 @@ static enum vk_shader decode_attention(const struct vk_state *s, const struct at
                        : VK_SHADER_attention_decode_256;
 }
 
+/* How many workgroups attention_decode.comp splits each head's long contexts among, a grid's z
+ * (1: not split): about 256 workgroups for the dispatch's heads and tokens, 16 at most (the 1B's
+ * and 8B's 32 heads of one token: 8), with the parts' memory (the counters zeroed at its first
+ * use; the last workgroup of a head sets its counter back). The shader splits contexts of 512
+ * cells or more; shorter ones take workgroup 0 alone. */
+static uint32_t decode_splits(struct backend *b, const struct attn_args *a, int tokens,
+                              uint32_t spec[VK_SPEC]) {
+    struct vk_state *s = vk_of(b);
+    int64_t heads = (int64_t)a->n_head * tokens, splits = heads > 0 ? 256 / heads : 1;
+    splits = splits > 16 ? 16 : splits;
+    spec[1] = spec[2] = 0;
+    if (!s->d->decode_split || splits < 2)
+        return 1;
+    size_t counters = ((size_t)heads * 4 + 15) / 16 * 16;
+    size_t bytes = counters + (size_t)heads * (size_t)splits * (size_t)(a->hd_v + 2) * 4;
+    if (bytes > s->attn_parts_bytes) {
+        if (!vk_regrow(s, &s->attn_parts, &s->attn_parts_bytes, bytes))
+            return 1;
+        vk_zero(b, s->attn_parts, s->attn_parts_bytes / 4);
+    }
+    /* the address a specialization constant (no room is left in the push constants): a
+     * pipeline for each, made again only where the memory grows */
+    uint64_t parts = vk_addr(s->attn_parts);
+    spec[1] = (uint32_t)parts, spec[2] = (uint32_t)(parts >> 32);
+    return (uint32_t)splits;
+}
+
 /* The shader a prompt's (block) or decode's queries take; cm: attention_cm.comp's conditions
  * hold (on_coopmat). */
 static enum vk_shader attention_shader(const struct vk_state *s, const struct attn_args *a, bool cm,
@@ -296,11 +323,13 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         part.y += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_v * sizeof(float);
         part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
         part.words |= (uint32_t)tokens << 12;
-        uint32_t rows = (uint32_t)((tokens + per_group - 1) / per_group);
+        uint32_t rows = (uint32_t)((tokens + per_group - 1) / per_group), splits = 1;
         decodes_taken += special == spec;
+        if (special == spec)
+            splits = decode_splits(b, a, tokens, spec);
         if (special)
             vk_dispatch_special(s, shader, special, &part, sizeof part, (uint32_t)a->n_head, rows,
-                                1);
+                                splits);
         else
             vk_dispatch(s, shader, &part, sizeof part, (uint32_t)a->n_head, rows, 1);
     }

@@ -59,6 +59,9 @@ struct vk_device {
     /* a decode step's attention over f16 cache rows on attention_decode.comp (vk_attention.c);
      * OX_VK_DECODE_ATTN=0 turns it off */
     bool decode_attention;
+    /* long contexts' decode attention split among workgroups (vk_attention.c's decode_splits);
+     * OX_VK_DECODE_SPLIT=0 turns it off */
+    bool decode_split;
     uint32_t subgroup_size; /* the threads of a subgroup, as the device reports them */
     /* how long a wait for the GPU polls its fence before it blocks (OX_VK_SPIN_US; 0: never) */
     int64_t spin_ns;
@@ -223,6 +226,9 @@ struct vk_state {
      * grown on use */
     void *fold;
     size_t fold_bytes;
+    /* split decode attention's counters and parts (vk_attention.c), grown on use */
+    void *attn_parts;
+    size_t attn_parts_bytes;
     bool fold_lost;              /* no memory for it: not tried again */
     uint64_t group_serial;       /* serial after the last product kept waiting to make them */
     enum vk_shader group_shader; /* its matvec_group.comp variant */
