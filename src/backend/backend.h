@@ -342,6 +342,8 @@ struct backend_ops {
     void (*graph_end)(struct backend *b);
     int graph_max_tokens;       /* steps of up to this many tokens may be recorded, */
     int graph_max_seqs;         /* and steps of one token for each of up to this many sequences */
+    int graph_long_cells;       /* steps whose cells in use reach this many are recorded apart
+                                   from shorter ones (their attention split otherwise); 0: not */
     bool attention_reads_cache; /* attention takes the cache's rows (no cache_load first) */
     /* Optional (NULL: the backend cannot run a rank of a split model): the ranks of group g
      * each call it with their n partial sums x; every rank's x becomes their sum, added in rank

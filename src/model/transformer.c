@@ -234,8 +234,11 @@ static enum ox_status forward(struct ox_context *ctx, const struct batch_view *b
         run_host_stages(ctx, batch);
     upload_batch(ctx, last, batch);
     /* a recording is exact for one batch size, order of sums and set of LoRA adapters; the
-     * cells in use it reads from kv_used */
-    uint64_t key = (uint64_t)n | (uint64_t)b->one_token_order << 16 | (uint64_t)ctx->lora_gen << 32;
+     * cells in use it reads from kv_used (a long context's apart where the backend asks) */
+    int long_cells = b->ops->graph_long_cells;
+    bool long_ctx = long_cells > 0 && ctx->kv.used_end >= long_cells;
+    uint64_t key = (uint64_t)n | (uint64_t)b->one_token_order << 16 | (uint64_t)long_ctx << 17 |
+                   (uint64_t)ctx->lora_gen << 32;
     if (graph && compose_graph_begin(b, key))
         return pipeline_takes(ctx) ? b->ops->download(b, NULL, NULL, 0) /* no output here */
                                    : output_rows(ctx, last, 0, n);

@@ -368,6 +368,40 @@ static void test_row_types(int nt) {
     test_attention(nt, 0, 0.0f, false, 80, OX_DTYPE_F16); /* 16-wide blocks, not 32 */
 }
 
+/* A decode step over a long context (1100 cells of one sequence): attention_decode.comp splits
+ * each head's cells among workgroups, the last to finish meeting their parts; a query that sees
+ * only the first cells leaves most parts empty; a window, sinks and a soft cap. */
+static void test_attention_long(int hd, int window, float softcap, bool sinks) {
+    enum { CELLS = 1100, NT = 4, HEADS = 8, KV_HEADS = 2 };
+    int32_t q_pos[NT] = {1097, 1098, 1099, 5}, q_seq[NT] = {0, 0, 0, 0}, cell_pos[CELLS];
+    uint64_t cell_seq[CELLS * SEQ_WORDS];
+    memset(cell_seq, 0, sizeof cell_seq);
+    for (int c = 0; c < CELLS; c++)
+        cell_pos[c] = c, cell_seq[(size_t)c * SEQ_WORDS] = 1;
+    size_t nq = (size_t)NT * HEADS * hd, nk = (size_t)CELLS * KV_HEADS * hd;
+    float *q = random_floats(nq, 1.0f), *k = random_floats(nk, 1.0f), *v = random_floats(nk, 1.0f);
+    float *sk = random_floats(HEADS, 2.0f);
+    struct attn_args a =
+        attn_host(q, k, v, NT, CELLS, HEADS, KV_HEADS, hd, q_pos, q_seq, cell_pos, cell_seq);
+    a.window = window, a.softcap = softcap, a.sinks = sinks ? sk : NULL;
+    char name[80];
+    snprintf(name, sizeof name, "decode over %d cells x hd %d%s%s%s", CELLS, hd,
+             window ? " window" : "", softcap != 0.0f ? " softcap" : "", sinks ? " sinks" : "");
+    uint64_t before = vk_backend_decode_splits_taken(),
+             decodes = vk_backend_decode_attentions_taken();
+    attention_check(a, OX_DTYPE_F16, name);
+    /* split wherever it ran on attention_decode.comp (not hd 256 at subgroups of 4: its shared
+     * memory) and splitting is on */
+    CHECK_MSG(vk_backend_decode_attentions_taken() == decodes || !vk_backend_decode_split() ||
+                  vk_backend_decode_splits_taken() > before,
+              "%s: not split", name);
+    a.n_cells = 511; /* a shorter context (the cells past it unseen): one workgroup a head */
+    before = vk_backend_decode_splits_taken();
+    attention_check(a, OX_DTYPE_F16, "decode over 511 cells");
+    CHECK_MSG(vk_backend_decode_splits_taken() == before, "511 cells split");
+    free(q), free(k), free(v), free(sk);
+}
+
 /* Decode's shapes over the cache's row types (a query a workgroup: attention.comp, or
  * attention_decode.comp over f16 rows where the device takes it), and the bytes or halves they
  * leave for the o projection. */
@@ -384,6 +418,9 @@ static void test_decodes(void) {
     }
     test_attention_spans(true, false), test_attention_spans(true, true);
     test_attention_unwritten(64), test_attention_unwritten(128), test_attention_unwritten(256);
+    test_attention_long(64, 0, 0.0f, false), test_attention_long(128, 300, 0.0f, true);
+    test_attention_long(256, 0, 30.0f, true);
+    test_attention_long(64, 0, 0.0f, false); /* again: the counters were set back */
 }
 
 /* Prompts' shapes over the cache's row types. */

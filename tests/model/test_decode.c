@@ -136,6 +136,38 @@ static void check_incremental(void) {
     ox_context_free(b);
 }
 
+/* The same past 512 cells: decode steps of one sequence whose context grows from 496 to 600
+ * cells (on Vulkan its decode attention splits each head's cells among workgroups from 512 on,
+ * and the steps on either side are recorded apart: graph_long_cells) against those 104 tokens
+ * as one batch after the same 496. */
+static void check_long_incremental(void) {
+    enum { LONG = 600, FROM = 496 };
+    ox_token *t = malloc(LONG * sizeof *t);
+    bool want[LONG - FROM];
+    for (int i = 0; i < LONG; i++)
+        t[i] = (ox_token)(3 + (i * 37 + 11) % (n_vocab - 3));
+    for (int i = 0; i < LONG - FROM; i++)
+        want[i] = true;
+    struct ox_context *a = new_context(640, 1), *b = new_context(640, 1);
+    struct ox_batch head = {.n_tokens = FROM, .token = t}; /* both: the first 496 as a prompt */
+    CHECK_EQ(ox_decode(a, &head), OX_OK);
+    CHECK_EQ(ox_decode(b, &head), OX_OK);
+    struct ox_batch rest = {.n_tokens = LONG - FROM, .token = t + FROM, .logits = want};
+    CHECK_EQ(ox_decode(a, &rest), OX_OK);
+    double rel = 0;
+    for (int i = FROM; i < LONG; i++) {
+        struct ox_batch one = {.n_tokens = 1, .token = &t[i]};
+        CHECK_EQ(ox_decode(b, &one), OX_OK);
+        const float *all = ox_get_logits(a, i - FROM);
+        rel = fmax(rel, max_diff(all, ox_get_logits(b, 0)) / spread(all));
+    }
+    printf("  batch vs incremental from %d to %d cells: %.2g of the spread\n", FROM, LONG, rel);
+    CHECK(rel < 5e-3);
+    ox_context_free(a);
+    ox_context_free(b);
+    free(t);
+}
+
 /* Two sequences interleaved in one batch see only their own tokens. */
 static void check_two_sequences(void) {
     ox_token t0[N], t1[N], both[2 * N];
@@ -495,6 +527,7 @@ int main(void) {
         return test_finish("test_decode");
     n_vocab = ox_model_n_vocab(model);
     check_incremental();
+    check_long_incremental();
     check_two_sequences();
     check_many_sequences();
     for (int s = 2; s <= 16; s += 7) /* 2, 9 and 16 sequences */

@@ -17,6 +17,13 @@ uint64_t vk_backend_decode_attentions_taken(void) {
     return decodes_taken;
 }
 
+/* The dispatches of attention_decode.comp split among workgroups (decode_splits). */
+static _Atomic uint64_t splits_taken;
+
+uint64_t vk_backend_decode_splits_taken(void) {
+    return splits_taken;
+}
+
 /* common.glsl's ROW_* codes. */
 enum { ROW_F32, ROW_F16, ROW_Q8_0 };
 
@@ -106,11 +113,12 @@ bool vk_rope_store(struct backend *b, const struct rope_store_args *a) {
 
 struct attention_args {
     uint64_t q, k, v, y, q_pos, q_seq, cell_pos, cell_seq, sinks;
-    uint64_t n_cells_at;           /* the count in device memory (or 0: n_cells), or the
-                                      sequences' spans of cells (WORDS_SPANS) */
+    uint64_t n_cells_at;           /* the count in device memory (WORDS_COUNT_AT; else n_cells,
+                                      and this some readable address), or the sequences' spans
+                                      of cells (WORDS_SPANS) */
     uint64_t bytes;                /* or 0: y also as int8 groups (a decode step's) */
     uint32_t n_cells, heads, dims; /* heads: n_head | n_head_kv << 16, dims: hd_k | hd_v << 16 */
-    uint32_t words;                /* SEQ_WORDS | row_type << 8 | WORDS_SPANS | tokens << 12 */
+    uint32_t words; /* SEQ_WORDS | row_type << 8 | WORDS_SPANS | WORDS_COUNT_AT | tokens << 13 */
     float scale, softcap;
     int32_t window, ahead;
     uint32_t k_row, v_row; /* bytes a row: the cache's, or the float rows' */
@@ -120,6 +128,10 @@ _Static_assert(SEQ_WORDS < 256, "attention_args.glsl takes SEQ_WORDS in 8 bits")
 /* attention_args.glsl's SPANS: n_cells_at holds each sequence's first and one past its last
  * cell (attn_args' seq_span), and a query looks at its own sequence's cells alone. */
 enum { WORDS_SPANS = 0x800 };
+/* attention_args.glsl's COUNT_AT: n_cells_at holds the count of cells in use. Without it the
+ * address is still a readable one (the device's tables): Mesa 26's lavapipe loaded through it
+ * before testing whether to (session 39: a null address crashed it). */
+enum { WORDS_COUNT_AT = 0x1000, WORDS_TOKENS_SHIFT = 13 };
 
 /* Prompts of at least this many tokens, with heads up to 128 wide, go through
  * attention_block.comp (16 queries a workgroup sharing each tile of keys and values), or
@@ -140,8 +152,11 @@ enum {
  * between, and 16 queries failed the op test's bounds. */
 static const uint32_t cm2_tile[VK_SPEC] = {CM2_TOKENS, 64, 0, 0, 0, 0};
 
-/* The push constants but for the query tokens (words' top bits) and the bytes. */
-static struct attention_args attention_push(const struct attn_args *a, bool cache, int rt) {
+/* The push constants but for the query tokens (words' top bits) and the bytes; tables: a
+ * readable device address for n_cells_at where there is no count there. */
+static struct attention_args attention_push(const struct attn_args *a, bool cache, int rt,
+                                            const void *tables) {
+    const void *at = a->seq_span ? a->seq_span : a->n_cells_now;
     return (struct attention_args){
         .q = vk_addr(a->q),
         .k = vk_addr(cache ? (const void *)a->k_cache : a->k),
@@ -152,11 +167,12 @@ static struct attention_args attention_push(const struct attn_args *a, bool cach
         .cell_pos = vk_addr(a->cell_pos),
         .cell_seq = vk_addr(a->cell_seq),
         .sinks = vk_addr(a->sinks),
-        .n_cells_at = vk_addr(a->seq_span ? a->seq_span : a->n_cells_now),
+        .n_cells_at = vk_addr(at ? at : tables),
         .n_cells = (uint32_t)a->n_cells,
         .heads = (uint32_t)a->n_head | (uint32_t)a->n_head_kv << 16,
         .dims = (uint32_t)a->hd_k | (uint32_t)a->hd_v << 16,
-        .words = SEQ_WORDS | (uint32_t)rt << 8 | (a->seq_span ? WORDS_SPANS : 0),
+        .words = SEQ_WORDS | (uint32_t)rt << 8 | (a->seq_span ? WORDS_SPANS : 0) |
+                 (!a->seq_span && a->n_cells_now ? WORDS_COUNT_AT : 0),
         .scale = a->scale,
         .softcap = a->softcap,
         .window = a->window,
@@ -227,6 +243,36 @@ static enum vk_shader decode_attention(const struct vk_state *s, const struct at
                        : VK_SHADER_attention_decode_256;
 }
 
+/* How many workgroups attention_decode.comp splits each head's long contexts among, a grid's z
+ * (1: not split): about 256 workgroups for the dispatch's heads and tokens, 16 at most (the 1B's
+ * and 8B's 32 heads of one token: 8), with the parts' memory (the counters zeroed at its first
+ * use; the last workgroup of a head sets its counter back). The shader splits contexts of
+ * VK_LONG_CELLS or more; shorter ones take workgroup 0 alone. Steps whose cells in use are fewer
+ * are not split at all: there the grid's other workgroups cost 2% to 4% of an H200's decode
+ * (session 39), and a recording is made apart for each side (graph_long_cells). */
+static uint32_t decode_splits(struct backend *b, const struct attn_args *a, int tokens,
+                              uint32_t spec[VK_SPEC]) {
+    struct vk_state *s = vk_of(b);
+    int64_t heads = (int64_t)a->n_head * tokens, splits = heads > 0 ? 256 / heads : 1;
+    splits = splits > 16 ? 16 : splits;
+    spec[1] = spec[2] = 0;
+    if (!s->d->decode_split || splits < 2 || a->n_cells < VK_LONG_CELLS)
+        return 1;
+    /* the most any split takes, made once: 128 heads' counters (splits >= 2 leaves at most
+     * 128), then heads x splits <= 256 parts of a 256-wide head and its (maximum, sum) */
+    size_t most = 128 * 4 + 256 * (256 + 2) * 4;
+    if (!s->attn_parts) {
+        if (!vk_regrow(s, &s->attn_parts, &s->attn_parts_bytes, most))
+            return 1;
+        vk_zero(b, s->attn_parts, most / 4);
+    }
+    /* the address a specialization constant (no room is left in the push constants): the
+     * pipelines made once for it */
+    uint64_t parts = vk_addr(s->attn_parts);
+    spec[1] = (uint32_t)parts, spec[2] = (uint32_t)(parts >> 32);
+    return (uint32_t)splits;
+}
+
 /* The shader a prompt's (block) or decode's queries take; cm: attention_cm.comp's conditions
  * hold (on_coopmat). */
 static enum vk_shader attention_shader(const struct vk_state *s, const struct attn_args *a, bool cm,
@@ -263,7 +309,7 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
     if (rt < 0 || (cache && row_type(b, a->cache_type, a->n_head_kv * a->hd_v) < 0))
         return;
     struct vk_state *s = vk_of(b);
-    struct attention_args args = attention_push(a, cache, rt);
+    struct attention_args args = attention_push(a, cache, rt, s->d->tables);
     /* queries of one sequence each share no cells: each its own workgroup, over its span */
     bool block = !a->one_per_seq && a->n >= BLOCK_MIN_TOKENS && a->hd_k <= BLOCK_MAX_HEAD &&
                  a->hd_v <= BLOCK_MAX_HEAD && a->hd_k % 4 == 0 && a->hd_v % 4 == 0;
@@ -295,12 +341,15 @@ void vk_attention(struct backend *b, const struct attn_args *a) {
         part.q += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_k * sizeof(float);
         part.y += (uint64_t)t0 * (uint64_t)a->n_head * (uint64_t)a->hd_v * sizeof(float);
         part.q_pos += (uint64_t)t0 * sizeof(int32_t), part.q_seq += (uint64_t)t0 * sizeof(int32_t);
-        part.words |= (uint32_t)tokens << 12;
-        uint32_t rows = (uint32_t)((tokens + per_group - 1) / per_group);
+        part.words |= (uint32_t)tokens << WORDS_TOKENS_SHIFT;
+        uint32_t rows = (uint32_t)((tokens + per_group - 1) / per_group), splits = 1;
         decodes_taken += special == spec;
+        if (special == spec)
+            splits = decode_splits(b, a, tokens, spec);
+        splits_taken += splits > 1;
         if (special)
             vk_dispatch_special(s, shader, special, &part, sizeof part, (uint32_t)a->n_head, rows,
-                                1);
+                                splits);
         else
             vk_dispatch(s, shader, &part, sizeof part, (uint32_t)a->n_head, rows, 1);
     }

@@ -71,6 +71,7 @@ const struct backend_ops backend_vulkan_ops = {
     .graph_end = vk_graph_end,
     .graph_max_tokens = 1, /* a sequence's next token, */
     .graph_max_seqs = 8,   /* or those of up to as many sequences as matvec.comp takes */
+    .graph_long_cells = VK_LONG_CELLS, /* decode attention split among workgroups from there */
     .devices = vk_devices,
 };
 
@@ -129,6 +130,11 @@ void vk_backend_set_joins(bool on) {
 bool vk_backend_decode_attention(void) {
     struct vk_device *d = vk_device_get();
     return d && d->decode_attention;
+}
+
+bool vk_backend_decode_split(void) {
+    struct vk_device *d = vk_device_get();
+    return d && d->decode_split;
 }
 
 void vk_backend_set_decode_attention(bool on) {

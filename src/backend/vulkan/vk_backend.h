@@ -62,5 +62,9 @@ uint64_t vk_backend_cm2_cuts_taken(void);
 bool vk_backend_decode_attention(void);
 void vk_backend_set_decode_attention(bool on);
 uint64_t vk_backend_decode_attentions_taken(void);
+/* Whether decode attention over 512 cells or more is split among workgroups
+ * (OX_VK_DECODE_SPLIT=0: not); how many dispatches were so far. */
+bool vk_backend_decode_split(void);
+uint64_t vk_backend_decode_splits_taken(void);
 
 #endif

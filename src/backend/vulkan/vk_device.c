@@ -256,6 +256,7 @@ static bool make_device(void) {
     device.norm_in = !vk_turned_off("OX_VK_NORM_IN");
     device.joins = !vk_turned_off("OX_VK_JOIN");
     device.decode_attention = !vk_turned_off("OX_VK_DECODE_ATTN");
+    device.decode_split = !vk_turned_off("OX_VK_DECODE_SPLIT");
     device.spin_ns = spin_ns(device.props.deviceType);
     const char *cols = getenv("OX_VK_GROUP_COLS");
     device.group_cols = cols && *cols ? strtoll(cols, NULL, 10) : 4096;

@@ -18,6 +18,9 @@ enum { VK_PUSH_BYTES = 128, VK_WAITING = 3 };
 
 /* A pipeline made with specialization constants 0 .. VK_SPEC - 1 set (vk_pipeline_special). */
 enum { VK_SPEC = 8 };
+/* Decode attention over at least this many cells is split among workgroups (vk_attention.c's
+ * decode_splits; attention_decode.comp's SPLIT_ROUNDS of 128 cells). */
+enum { VK_LONG_CELLS = 512 };
 struct vk_special {
     enum vk_shader shader;
     uint32_t spec[VK_SPEC];
@@ -59,6 +62,9 @@ struct vk_device {
     /* a decode step's attention over f16 cache rows on attention_decode.comp (vk_attention.c);
      * OX_VK_DECODE_ATTN=0 turns it off */
     bool decode_attention;
+    /* long contexts' decode attention split among workgroups (vk_attention.c's decode_splits);
+     * OX_VK_DECODE_SPLIT=0 turns it off */
+    bool decode_split;
     uint32_t subgroup_size; /* the threads of a subgroup, as the device reports them */
     /* how long a wait for the GPU polls its fence before it blocks (OX_VK_SPIN_US; 0: never) */
     int64_t spin_ns;
@@ -226,6 +232,9 @@ struct vk_state {
      * grown on use */
     void *fold;
     size_t fold_bytes;
+    /* split decode attention's counters and parts (vk_attention.c), made at its first use */
+    void *attn_parts;
+    size_t attn_parts_bytes;
     bool fold_lost;              /* no memory for it: not tried again */
     uint64_t group_serial;       /* serial after the last product kept waiting to make them */
     enum vk_shader group_shader; /* its matvec_group.comp variant */

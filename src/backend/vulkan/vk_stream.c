@@ -375,6 +375,8 @@ void vk_release(struct backend *b) {
         vk_mem_free(s->d, s->wide);
     if (s->fold)
         vk_mem_free(s->d, s->fold);
+    if (s->attn_parts)
+        vk_mem_free(s->d, s->attn_parts);
     vk_blocks_release(s);
     if (s->up)
         vkDestroyBuffer(dev, s->up, NULL), vkFreeMemory(dev, s->up_mem, NULL);

@@ -7,13 +7,15 @@ layout(push_constant) uniform Args {
     Ints q_pos, q_seq, cell_pos;
     uint64_t cell_seq; // [n_cells][SEQ_WORDS] 64-bit sets
     Floats sinks;      // [n_head] or 0
-    Ints n_cells_at;   // the cells in use, where the context keeps their count (else n_cells),
-                       // or with SPANS each sequence's first and one past its last cell: what
-                       // a recorded decode step replayed later reads then (vk_graph.c)
+    Ints n_cells_at;   // with COUNT_AT the cells in use, where the context keeps their count
+                       // (else n_cells, and this some readable address), or with SPANS each
+                       // sequence's first and one past its last cell: what a recorded decode
+                       // step replayed later reads then (vk_graph.c)
     uint64_t bytes;    // or 0: y also as int8 groups (attention.comp; matvec.comp's X_Q8 layout),
                        // or as f16 at bytes - 1 where bit 0 is set
     uint n_cells, heads, dims; // heads: n_head | n_head_kv << 16; dims: hd_k | hd_v << 16
-    uint words; // seq_words | row_type << 8 (common.glsl's ROW_*) | SPANS | query tokens << 12
+    uint words; // seq_words | row_type << 8 (common.glsl's ROW_*) | SPANS | COUNT_AT
+                // | query tokens << 13
     float scale, softcap;
     int window, ahead;
     uint k_row, v_row;
@@ -28,7 +30,8 @@ layout(buffer_reference, std430, buffer_reference_align = 8) buffer Words { uint
 #define SEQ_WORDS (p.words & 255u)
 #define ROW_TYPE ((p.words >> 8) & 7u)
 #define SPANS ((p.words & 0x800u) != 0)
-#define N_Q (p.words >> 12)
+#define COUNT_AT ((p.words & 0x1000u) != 0)
+#define N_Q (p.words >> 13)
 
 uint n_cells; // one past the last cell a workgroup looks at (cell_range)
 
@@ -39,11 +42,9 @@ uint n_cells; // one past the last cell a workgroup looks at (cell_range)
 void cell_range(int s, uint tile, out uint first, out uint end) {
     first = 0, end = 0;
     if (!SPANS) {
-        // an if: written as ?:, Mesa 26.1's lavapipe read through a null n_cells_at (its
-        // compiled code loaded before it tested; glslc had put the load in a branch)
-        end = p.n_cells;
-        if (uint64_t(p.n_cells_at) != 0)
-            end = uint(p.n_cells_at.v[0]);
+        // n_cells_at is a readable address even without COUNT_AT: Mesa 26's lavapipe loads
+        // through it before it tests COUNT_AT (a null address crashed it, session 39)
+        end = COUNT_AT ? uint(p.n_cells_at.v[0]) : p.n_cells;
     } else if (s >= 0 && uint(s) < SEQ_WORDS * 64)
         first = uint(p.n_cells_at.v[2 * s]) / tile * tile, end = uint(p.n_cells_at.v[2 * s + 1]);
 }

@@ -5,7 +5,9 @@
 // by shuffles), and meet once in shared memory at the end. A run's loads (key rows, the cells'
 // sequence words and positions, value slices) are all issued before any is waited for.
 // attention.comp's ten barriers a tile of 256 cells and its value loads behind the softmax took
-// 9 us of a 1B model's layer on an H200 however short the context was (this: 6.8).
+// 9 us of a 1B model's layer on an H200 however short the context was (this: 6.8). Contexts of
+// 512 cells or more are split among the grid's z workgroups where vk_attention.c asks (a head's
+// 32 workgroups had left most of an H200 idle), the last of a head's to finish meeting them.
 #version 450
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
@@ -29,7 +31,22 @@ const uint VB = SG;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Rows16 { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Rows4 { uint v[]; };
+// Where split contexts keep their counters ([n_q][n_head], then 16-byte aligned) and each split's
+// softmax and sums (vk_attention.c's decode_splits; 0: none): an address as two specialization
+// constants, the push constants being full. Read and written past the caches, the counters
+// atomically.
+layout(constant_id = 1) const uint PARTS_LO = 0;
+layout(constant_id = 2) const uint PARTS_HI = 0;
+#define PARTS packUint2x32(uvec2(PARTS_LO, PARTS_HI))
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Parts { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Counters { uint v[]; };
+// Contexts of at least this many rounds of 128 cells are split among the grid's z workgroups
+// (each its share of the rounds, the last to finish meeting them all); shorter ones take one
+// workgroup, the others doing nothing.
+const uint SPLIT_ROUNDS = 4;
+
 shared float qs[HD], outs[HD];
+shared bool last_one;
 shared float part_m[NSG], part_l[NSG], part_acc[NSG * HD]; // each subgroup's softmax and sums
 #include "quantize_group.glsl"
 #define HEAD_OUT outs // the head's output, made int8 groups for the next product (head_bytes)
@@ -70,26 +87,12 @@ void add_values(inout float acc[MAX_R], uint w[64], float e, uint j0) {
     }
 }
 
-// The subgroups' softmaxes and sums met (and the gpt-oss sink, which has no value), written to
-// y and to the form the next product takes.
-void finish(uint h, uint t, uint th) {
-    float top = -1.0 / 0.0;
-    for (uint j = 0; j < NSG; j++)
-        top = max(top, part_m[j]);
-    bool sink = uint64_t(p.sinks) != 0 && top != -1.0 / 0.0; // joins where some cell was seen
-    float mf = sink ? max(top, p.sinks.v[h]) : top, total = sink ? exp(p.sinks.v[h] - mf) : 0.0;
-    float f[32]; // NSG of them
-    for (uint j = 0; j < NSG; j++) {
-        f[j] = part_m[j] == -1.0 / 0.0 ? 0.0 : exp(part_m[j] - mf);
-        total += part_l[j] * f[j];
-    }
+// y's row (and the form the next product takes) from the head's sums o (outs) over total.
+void write_out(uint h, uint t, uint th, float total) {
     float inv = total == 0.0 ? 0.0 : 1.0 / total;
     uint yrow = (t * N_HEAD + h) * HD;
     for (uint i = th; i < HD; i += 128) {
-        float o = 0.0;
-        for (uint j = 0; j < NSG; j++)
-            o += part_acc[j * HD + i] * f[j];
-        o *= inv;
+        float o = outs[i] * inv;
         p.y.v[yrow + i] = o;
         outs[i] = o;
         if ((p.bytes & 1) != 0) // y's f16 copy (bit 0 set), as halves.comp makes it
@@ -99,12 +102,96 @@ void finish(uint h, uint t, uint th) {
         head_bytes(th, yrow / 32);
 }
 
+// The gpt-oss sink (no value) joined to a softmax whose maximum is top, total and sums outs:
+// where some cell was seen.
+float with_sink(uint h, uint th, float top, float total) {
+    if (uint64_t(p.sinks) == 0 || top == -1.0 / 0.0)
+        return total;
+    float mf = max(top, p.sinks.v[h]), alpha = exp(top - mf);
+    for (uint i = th; i < HD; i += 128)
+        outs[i] *= alpha;
+    return total * alpha + exp(p.sinks.v[h] - mf);
+}
+
+// The workgroup's subgroups met: their maximum, the sum (returned) and the sums of values in outs,
+// all scaled to that maximum.
+float subgroups_met(uint th, out float top) {
+    top = -1.0 / 0.0;
+    for (uint j = 0; j < NSG; j++)
+        top = max(top, part_m[j]);
+    float f[32], total = 0.0; // NSG of them
+    for (uint j = 0; j < NSG; j++) {
+        f[j] = part_m[j] == -1.0 / 0.0 ? 0.0 : exp(part_m[j] - top);
+        total += part_l[j] * f[j];
+    }
+    for (uint i = th; i < HD; i += 128) {
+        float o = 0.0;
+        for (uint j = 0; j < NSG; j++)
+            o += part_acc[j * HD + i] * f[j];
+        outs[i] = o;
+    }
+    return total;
+}
+
+// A split context's part z: (maximum, sum, sums of values) to its slot; whether this workgroup
+// was the last of the head's to finish (its counter then back to 0 for the next step).
+bool part_done(uint h, uint t, uint th, uint z, float top, float total) {
+    uint head = t * N_HEAD + h, splits = gl_NumWorkGroups.z;
+    uint64_t base = PARTS + (uint64_t(N_Q) * N_HEAD * 4 + 15) / 16 * 16;
+    Parts part = Parts(base + uint64_t((head * splits + z) * (HD + 2)) * 4);
+    if (th == 0)
+        part.v[0] = top, part.v[1] = total;
+    for (uint i = th; i < HD; i += 128)
+        part.v[2 + i] = outs[i];
+    memoryBarrierBuffer();
+    barrier(); // every thread's writes made before the count
+    if (th == 0) {
+        uint before = atomicAdd(Counters(PARTS).v[head], 1u);
+        last_one = before == splits - 1;
+        if (last_one)
+            Counters(PARTS).v[head] = 0;
+    }
+    barrier();
+    memoryBarrierBuffer();
+    return last_one;
+}
+
+// The head's parts met by the last of its workgroups: outs and the sum (returned), scaled to the
+// parts' maximum (top).
+float parts_met(uint h, uint t, uint th, out float top) {
+    uint head = t * N_HEAD + h, splits = gl_NumWorkGroups.z;
+    uint64_t base = PARTS + (uint64_t(N_Q) * N_HEAD * 4 + 15) / 16 * 16;
+    Parts first = Parts(base + uint64_t(head * splits * (HD + 2)) * 4);
+    top = -1.0 / 0.0;
+    for (uint z = 0; z < splits; z++)
+        top = max(top, first.v[z * (HD + 2)]);
+    float total = 0.0;
+    for (uint z = 0; z < splits; z++) {
+        float m = first.v[z * (HD + 2)];
+        total += m == -1.0 / 0.0 ? 0.0 : first.v[z * (HD + 2) + 1] * exp(m - top);
+    }
+    for (uint i = th; i < HD; i += 128) {
+        float o = 0.0;
+        for (uint z = 0; z < splits; z++) {
+            float m = first.v[z * (HD + 2)];
+            o += m == -1.0 / 0.0 ? 0.0 : first.v[z * (HD + 2) + 2 + i] * exp(m - top);
+        }
+        outs[i] = o;
+    }
+    return total;
+}
+
 void main() {
     uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, th = gl_LocalInvocationID.x;
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, first;
     int qp = p.q_pos.v[t], seq = p.q_seq.v[t];
     // runs start at multiples of the workgroup's 128 cells: the same sums with spans as without
     cell_range(seq, 128, first, n_cells);
+    uint rounds = n_cells > first ? (n_cells - first + 127) / 128 : 0, z = gl_WorkGroupID.z;
+    bool split = PARTS != 0 && gl_NumWorkGroups.z > 1 && rounds >= SPLIT_ROUNDS;
+    if (!split && z > 0)
+        return; // a short context: workgroup 0 takes it alone
+    uint stride = split ? 128 * gl_NumWorkGroups.z : 128, start = split ? 128 * z : 0;
     uint kvh = h / (N_HEAD / N_HEAD_KV), qrow = (t * N_HEAD + h) * HD;
     for (uint i = th; i < HD; i += 128)
         qs[i] = p.q.v[qrow + i];
@@ -113,7 +200,7 @@ void main() {
     [[unroll]] for (uint i = 0; i < R; i++)
         acc[i] = 0.0;
     uint64_t slice = p.v + (kvh * HD + lane * R) * 2;
-    for (uint c0 = first + sg * SG; c0 < n_cells; c0 += 128) {
+    for (uint c0 = first + start + sg * SG; c0 < n_cells; c0 += stride) {
         // the lane's cell's key row, sequence word and position, and the run's value slices:
         // every load of the run issued before any is waited for
         uint c = c0 + lane, cc = min(c, n_cells - 1);
@@ -152,5 +239,12 @@ void main() {
     [[unroll]] for (uint i = 0; i < R; i++)
         part_acc[sg * HD + lane * R + i] = acc[i];
     barrier();
-    finish(h, t, th);
+    float top, total = subgroups_met(th, top);
+    if (split) {
+        if (!part_done(h, t, th, z, top, total))
+            return;
+        total = parts_met(h, t, th, top);
+    }
+    barrier(); // outs made
+    write_out(h, t, th, with_sink(h, th, top, total));
 }
