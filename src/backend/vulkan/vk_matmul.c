@@ -1,6 +1,6 @@
 /* vk_matmul.c: products with a model's weights and rows looked up from them, for every weight
- * type the CUDA backend runs (dequant.glsl's), the weights' copies on the device and the lookup
- * tables the table-coded types read. */
+ * type the CUDA backend runs (dequant.glsl's), and the lookup tables the table-coded types read
+ * (the weights' copies on the device: vk_weights.c). */
 #include <stdatomic.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -962,51 +962,4 @@ void vk_get_rows(struct backend *b, const struct mat *w, const int32_t *ids, flo
                                  (uint32_t)n,      (uint32_t)(w->row_bytes / (half ? 2 : 4))};
     vk_dispatch(s, half ? VK_SHADER_get_rows_f16 : VK_SHADER_get_rows_f32, &args, sizeof args,
                 vk_groups((size_t)n * (size_t)w->n_cols), 1, 1);
-}
-
-/* The loader's stream: weights go up through it, one at a time (a model loads on one thread,
- * but two models may load at once). */
-static struct backend loader;
-static pthread_mutex_t loader_lock = PTHREAD_MUTEX_INITIALIZER;
-
-struct backend *vk_loader_begin(enum ox_status *st) {
-    pthread_mutex_lock(&loader_lock);
-    *st = loader.impl ? OX_OK : vk_init(&loader, NULL);
-    return &loader;
-}
-
-void vk_loader_end(void) {
-    pthread_mutex_unlock(&loader_lock);
-}
-
-enum ox_status vk_prepare_weight(struct backend_weights *bw, const struct backend_tensor *t,
-                                 const void **copy) {
-    *copy = NULL;
-    struct vk_device *d = vk_device_get();
-    if (!d)
-        return OX_ERR_DEVICE;
-    void *p = vk_mem_alloc(d, t->n_bytes);
-    if (!p)
-        return ox_fail(OX_ERR_OOM, "vulkan: no device memory for a weight of %zu bytes",
-                       t->n_bytes);
-    enum ox_status st;
-    struct backend *up = vk_loader_begin(&st);
-    if (st == OX_OK) {
-        vk_upload(up, p, t->data, t->n_bytes);
-        st = vk_download(up, NULL, NULL, 0);
-    }
-    vk_loader_end();
-    if (st != OX_OK) {
-        vk_mem_free(d, p);
-        return st;
-    }
-    bw->bytes += t->n_bytes;
-    *copy = p;
-    return OX_OK;
-}
-
-void vk_release_weight(const void *copy) {
-    struct vk_device *d = copy ? vk_device_get() : NULL;
-    if (d)
-        vk_mem_free(d, copy);
 }
