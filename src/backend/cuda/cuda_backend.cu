@@ -402,6 +402,7 @@ const struct backend_ops backend_cuda_ops = {
     .graph_max_seqs = CUDA_MMQ_SMALL_MAX_N, /* as many as the int8 matmul takes of any matrix
                                              * (cuBLAS's GEMMs, past it or for f16 weights,
                                              * are recorded too: cu_graph_begin's probe) */
+    .graph_long_cells = 0,                  /* its recordings the same at any length */
     .attention_reads_cache = true,
     .all_reduce = cuda_all_reduce,
     .send = cuda_send,
