@@ -243,29 +243,33 @@ static enum vk_shader decode_attention(const struct vk_state *s, const struct at
                        : VK_SHADER_attention_decode_256;
 }
 
+/* The split decode attention's counters and parts (decode_splits), made with the context so
+ * that no decode step allocates: 128 heads' counters (splits of 2 or more leave at most 128),
+ * then heads x splits <= 256 parts of a 256-wide head and its (maximum, sum); the counters zeroed
+ * once (the last workgroup of a head sets its counter back). None where splitting is off or
+ * there is no memory for it: decode attention then stays whole. */
+void vk_attention_parts_ready(struct backend *b) {
+    struct vk_state *s = vk_of(b);
+    size_t most = 128 * 4 + 256 * (256 + 2) * 4;
+    if (s->d->decode_split && (s->attn_parts = vk_mem_alloc(s->d, most)))
+        vk_zero(b, s->attn_parts, most / 4);
+}
+
 /* How many workgroups attention_decode.comp splits each head's long contexts among, a grid's z
  * (1: not split): about 256 workgroups for the dispatch's heads and tokens, 16 at most (the 1B's
- * and 8B's 32 heads of one token: 8), with the parts' memory (the counters zeroed at its first
- * use; the last workgroup of a head sets its counter back). The shader splits contexts of
- * VK_LONG_CELLS or more; shorter ones take workgroup 0 alone. Steps whose cells in use are fewer
- * are not split at all: there the grid's other workgroups cost 2% to 4% of an H200's decode
- * (session 39), and a recording is made apart for each side (graph_long_cells). */
+ * and 8B's 32 heads of one token: 8), their parts in vk_attention_parts_ready's memory. The
+ * shader splits contexts of VK_LONG_CELLS or more; shorter ones take workgroup 0 alone. Steps
+ * whose cells in use are fewer are not split at all: there the grid's other workgroups cost 2% to
+ * 4% of an H200's decode (session 39), and a recording is made apart for each side
+ * (graph_long_cells). */
 static uint32_t decode_splits(struct backend *b, const struct attn_args *a, int tokens,
                               uint32_t spec[VK_SPEC]) {
     struct vk_state *s = vk_of(b);
     int64_t heads = (int64_t)a->n_head * tokens, splits = heads > 0 ? 256 / heads : 1;
     splits = splits > 16 ? 16 : splits;
     spec[1] = spec[2] = 0;
-    if (!s->d->decode_split || splits < 2 || a->n_cells < VK_LONG_CELLS)
+    if (!s->d->decode_split || splits < 2 || a->n_cells < VK_LONG_CELLS || !s->attn_parts)
         return 1;
-    /* the most any split takes, made once: 128 heads' counters (splits >= 2 leaves at most
-     * 128), then heads x splits <= 256 parts of a 256-wide head and its (maximum, sum) */
-    size_t most = 128 * 4 + 256 * (256 + 2) * 4;
-    if (!s->attn_parts) {
-        if (!vk_regrow(s, &s->attn_parts, &s->attn_parts_bytes, most))
-            return 1;
-        vk_zero(b, s->attn_parts, most / 4);
-    }
     /* the address a specialization constant (no room is left in the push constants): the
      * pipelines made once for it */
     uint64_t parts = vk_addr(s->attn_parts);

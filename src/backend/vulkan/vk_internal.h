@@ -232,9 +232,8 @@ struct vk_state {
      * grown on use */
     void *fold;
     size_t fold_bytes;
-    /* split decode attention's counters and parts (vk_attention.c), made at its first use */
+    /* split decode attention's counters and parts (vk_attention_parts_ready), or NULL */
     void *attn_parts;
-    size_t attn_parts_bytes;
     bool fold_lost;              /* no memory for it: not tried again */
     uint64_t group_serial;       /* serial after the last product kept waiting to make them */
     enum vk_shader group_shader; /* its matvec_group.comp variant */

@@ -59,6 +59,8 @@ void vk_cache_store(struct backend *b, enum ox_dtype type, const float *x, int n
 void vk_cache_load(struct backend *b, enum ox_dtype type, const uint8_t *base, size_t row_bytes,
                    float *y, int n_cells, int dim, const int32_t *cell_pos);
 void vk_attention(struct backend *b, const struct attn_args *a);
+/* The context's memory for decode attention split among workgroups (at vk_init). */
+void vk_attention_parts_ready(struct backend *b);
 
 void vk_delta_net(struct backend *b, const struct delta_net_args *a);
 void vk_mamba2(struct backend *b, const struct mamba2_args *a);

@@ -357,6 +357,8 @@ enum ox_status vk_init(struct backend *b, const struct backend_sizes *z) {
     enum ox_status st = vk_tables_ready(b);
     if (st != OX_OK)
         vk_release(b);
+    else
+        vk_attention_parts_ready(b);
     return st;
 }
 
